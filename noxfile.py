@@ -1,0 +1,76 @@
+"""Sessions of the vllm-omni Ascend NPU kit: a table of contents. The logic lives in scripts/.
+
+    nox -s apply test        pristine pin + patches/ -> .work/vllm-omni, then both CPU test legs
+    nox -s lint              ruff (upstream's settings) + the kit's own checks on the series
+    nox -s refresh           checkout commits -> patches/ (byte-stable)
+    nox -s kit               the kit's own tests
+    nox -s e2e -- ...        realtime benchmark on 4 Ascend cards (self-hosted runners)
+    nox -s pr / rebase       upstream PR preparation / try the series on another pin
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import nox
+
+nox.options.sessions = ["apply", "lint", "test"]
+nox.options.reuse_venv = "yes"
+nox.options.error_on_missing_interpreters = True
+
+KIT_TOOLS = Path(__file__).parent / "ci" / "kit-tools.txt"
+LEGS = ["stock", "npu"]
+
+
+def pinned(name: str) -> str:
+    """The `name==version` line for one tool from ci/kit-tools.txt (the single place tools are pinned)."""
+    match = re.search(rf"(?m)^{re.escape(name)}==\S+", KIT_TOOLS.read_text(encoding="utf-8"))
+    if not match:
+        raise RuntimeError(f"{name} is not pinned in ci/{KIT_TOOLS.name}")
+    return match[0]
+
+
+def run_kit(session: nox.Session, *args: str) -> None:
+    """Run one kit command with the interpreter running nox (the kit itself needs only the stdlib)."""
+    session.run(sys.executable, "-m", "scripts", *args, *session.posargs, external=True)
+
+
+@nox.session(venv_backend="none")
+def apply(session: nox.Session) -> None:
+    """Build .work/vllm-omni: the pinned release (sha256 verified), then one commit per patch."""
+    run_kit(session, "apply")
+
+
+@nox.session(venv_backend="none")
+def refresh(session: nox.Session) -> None:
+    """Export the checkout's commits back to patches/ and series, byte-stably."""
+    run_kit(session, "refresh")
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff at upstream's pinned version and settings, plus KIT001-KIT006 on the added lines."""
+    session.install(pinned("ruff"))
+    run_kit(session, "lint", "--ruff", str(Path(session.bin) / "ruff"))
+
+
+@nox.session(venv_backend="none")
+@nox.parametrize("leg", LEGS)
+def test(session: nox.Session, leg: str) -> None:
+    """The CPU regression suite on the patched tree, in its own reused environment per leg."""
+    run_kit(session, "test", leg)
+
+
+@nox.session
+def kit(session: nox.Session) -> None:
+    """The kit's own tests (tests/kit)."""
+    session.install("-r", str(KIT_TOOLS))
+    session.run("pytest", "tests/kit", *session.posargs)
+
+
+@nox.session(venv_backend="none", default=False)
+def timings(session: nox.Session) -> None:
+    """Cold and warm timings of apply and of the leg environments, printed as ratios."""
+    run_kit(session, "timings")

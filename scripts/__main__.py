@@ -1,0 +1,48 @@
+"""Entry point: `python -m scripts <command>`; the nox sessions call these."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable
+
+from scripts import commands
+from scripts.errors import KitError
+from scripts.report import fail
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m scripts", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+
+    a = sub.add_parser("apply", help="pristine pin + the series -> .work/vllm-omni")
+    a.add_argument("--3way", dest="threeway", action="store_true", help="let git am fall back to a 3-way merge")
+    a.add_argument("--force", action="store_true", help="discard edits in the checkout that are not in patches/")
+    a.add_argument("--source", choices=("wheel", "git"), default=os.environ.get("KIT_SOURCE"))
+    a.add_argument(
+        "--strict",
+        action=argparse.BooleanOptionalAction,
+        default=bool(os.environ.get("CI")),
+        help="patches that need line offsets are an error (default on in CI)",
+    )
+    sub.add_parser("refresh", help="export the checkout's commits back to patches/")
+    lt = sub.add_parser("lint", help="ruff with upstream's settings + the kit's checks on the series")
+    lt.add_argument("--ruff", default="ruff", help="the ruff executable (upstream pins v0.14.10)")
+    pn = sub.add_parser("pin", help="show the pin, or record the git commit of its tag")
+    pn.add_argument("--record-git", action="store_true", help="resolve git.tag at git.url and write git.commit")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    handler: Callable[[argparse.Namespace], int] = getattr(commands, args.command)
+    try:
+        return handler(args)
+    except KitError as exc:
+        fail(str(exc))
+        return exc.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

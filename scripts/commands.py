@@ -1,0 +1,94 @@
+"""One function per command: wire paths, pin and series into the modules that do the work."""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from scripts import checkout as co
+from scripts import lint as lintmod
+from scripts import paths, records
+from scripts import pin as pinmod
+from scripts.diffparse import touched
+from scripts.report import progress, table
+from scripts.series import Patch, load_series
+
+
+def current() -> tuple[co.State, list[Patch]]:
+    """The checkout's state, refusing one that does not match the pin and patches/."""
+    patches = load_series(paths.PATCHES)
+    state = co.verify_current(paths.CHECKOUT, pinmod.load_pin(paths.PIN_FILE), patches)
+    return state, patches
+
+
+def apply(args: argparse.Namespace) -> int:
+    started = time.monotonic()
+    pin = pinmod.load_pin(paths.PIN_FILE).with_source(args.source)
+    patches = load_series(paths.PATCHES)
+    progress(f"applying {len(patches)} patches to {pin.label}")
+    results = co.apply_series(
+        pin, patches, paths.CHECKOUT, paths.DOWNLOADS, threeway=args.threeway, force=args.force, progress=progress
+    )
+    co.export_tree(paths.CHECKOUT, co.PRISTINE_TAG, paths.PRISTINE_TREE)
+    print(table(["#", "patch", "outcome", "detail"], [(i, r.name, r.outcome, r.detail) for i, r in enumerate(results, 1)]))
+    progress(f"checkout at .work/{paths.CHECKOUT.name} ({co.head(paths.CHECKOUT)[:12]}) in {time.monotonic() - started:.1f} s")
+    stale = [r.name for r in results if r.outcome in ("offset", "3-way")]
+    if stale:
+        message = f"{', '.join(stale)} applied only with offsets/3-way: needs refresh"
+        if args.strict:
+            raise co.NeedsRefresh(message, "run nox -s refresh and commit patches/")
+        progress(f"warning: {message} (nox -s refresh)")
+    return 0
+
+
+def refresh(args: argparse.Namespace) -> int:
+    rows = co.refresh(paths.CHECKOUT, paths.PATCHES, load_series(paths.PATCHES), progress=progress)
+    print(table(["patch", "outcome"], rows))
+    changed = sum(1 for _, outcome in rows if outcome != "unchanged")
+    progress(f"{changed} patch file(s) changed" if changed else "patches/ unchanged")
+    return 0
+
+
+def pin(args: argparse.Namespace) -> int:
+    p = pinmod.load_pin(paths.PIN_FILE)
+    if args.record_git:
+        commit = pinmod.resolve_tag(p.git_url, p.git_tag, paths.ROOT)
+        pinmod.record_git_commit(paths.PIN_FILE, commit)
+        progress(f"{p.git_tag} at {p.git_url} is {commit}; written to patches/upstream.toml")
+        return 0
+    print(table(["field", "value"], [(k, v) for k, v in vars(p).items()]))
+    return 0
+
+
+def lint(args: argparse.Namespace) -> int:
+    state, patches = current()
+    texts = {p.name: p.text for p in patches}
+    files = [f for f in touched(list(texts.values())) if f.endswith(".py") and (paths.CHECKOUT / f).is_file()]
+    config = paths.CI_DIR / "ruff-upstream.toml"
+    progress(f"ruff {lintmod.ruff_version(args.ruff)} with upstream's settings on {len(files)} touched file(s)")
+    added = lintmod.added_line_set(texts)
+    ruff = lintmod.ruff_check(args.ruff, config, paths.CHECKOUT, files) if files else []
+    ours = [f for f in ruff if f.line in added.get(f.file, set())]
+    pre_existing = [f for f in ruff if f not in ours]
+    pristine_files = [f for f in files if (paths.PRISTINE_TREE / f).is_file()]
+    was_unformatted = set(lintmod.ruff_format_unclean(args.ruff, config, paths.PRISTINE_TREE, pristine_files))
+    unformatted = [
+        lintmod.Finding(f, 1, "format", "ruff format would reformat this file", "run ruff format on it")
+        for f in lintmod.ruff_format_unclean(args.ruff, config, paths.CHECKOUT, files)
+        if f not in was_unformatted
+    ]
+    progress("kit checks KIT001-KIT006 on the lines the series adds")
+    own = lintmod.own_checks(texts, paths.CHECKOUT)
+    for finding in [*ours, *unformatted, *own]:
+        print(finding)
+    for finding in pre_existing:
+        print(f"{finding} [pre-existing upstream, not counted]")
+    rows = [("ruff check", len(ours)), ("ruff format", len(unformatted)), ("kit checks", len(own)),
+            ("pre-existing (upstream)", len(pre_existing))]  # fmt: skip
+    print(table(["check", "findings"], rows))
+    errors = len(ours) + len(unformatted) + len(own)
+    records.write(paths.RECORDS, "lint", {"series_digest": state.series_digest, "files": files,
+                  "findings": [str(f) for f in [*ours, *unformatted, *own]], "pre_existing": len(pre_existing),
+                  "ruff": lintmod.ruff_version(args.ruff), "passed": errors == 0})  # fmt: skip
+    progress("lint clean" if errors == 0 else f"lint: {errors} finding(s)")
+    return 0 if errors == 0 else 1

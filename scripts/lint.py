@@ -1,0 +1,165 @@
+"""Lint the series: ruff under upstream's settings on the touched files, plus the
+kit's own checks on the lines the series adds.
+
+Own rules (each finding: file:line, rule, fix):
+  KIT001 is-npu          `.is_npu` does not exist on stock torch
+  KIT002 torch-npu-import `import torch_npu` outside an NPU-only branch
+  KIT003 spdx            new .py file without upstream's two SPDX lines
+  KIT004 test-markers    new test file without a level and a hardware marker
+  KIT005 forbidden-import pickle/cloudpickle, base64, plain re, top-level triton in vllm_omni/
+  KIT006 torch-cuda      torch.cuda memory/device calls outside vllm_omni/platforms/
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from scripts.diffparse import FileDiff, parse
+
+SPDX = (
+    "# SPDX-License-Identifier: Apache-2.0",
+    "# SPDX-FileCopyrightText: Copyright contributors to the vLLM-Omni project",
+)
+LEVEL_MARKERS = ("core_model", "advanced_model")
+HARDWARE_MARKERS = ("cpu", "gpu", "cuda", "rocm", "npu", "xpu")
+IS_NPU = re.compile(r"\.is_npu\b")
+TORCH_NPU_IMPORT = re.compile(r"^\s*(import torch_npu\b|from torch_npu\b)")
+FORBIDDEN_IMPORT = re.compile(r"^\s*(import (pickle|cloudpickle|base64|re)\b|from (pickle|cloudpickle|base64|re) import)")
+TOP_LEVEL_TRITON = re.compile(r"^(import triton\b|from triton\b)")
+TORCH_CUDA = re.compile(
+    r"\btorch\.cuda\.(empty_cache|memory_\w+|max_memory_\w+|mem_get_info|reset_peak_memory_stats|set_device|"
+    r"current_device|device_count|get_device_\w+|synchronize)\b"
+)
+
+
+@dataclass(frozen=True)
+class Finding:
+    file: str
+    line: int
+    rule: str
+    message: str
+    fix: str
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}: {self.rule} {self.message} (fix: {self.fix})"
+
+
+def code_part(line: str) -> str:
+    """The line without a trailing comment (good enough for the patterns used here)."""
+    return line.split("#", 1)[0]
+
+
+def npu_only_lines(source: str) -> set[int]:
+    """Lines inside an `if` whose test mentions "npu" (body only) or a function named *npu*."""
+    lines: set[int] = set()
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return lines
+    for node in ast.walk(tree):
+        body: list[ast.stmt] = []
+        if isinstance(node, ast.If) and "npu" in ast.unparse(node.test):
+            body = node.body
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and "npu" in node.name:
+            body = node.body
+        for stmt in body:
+            lines.update(range(stmt.lineno, (stmt.end_lineno or stmt.lineno) + 1))
+    return lines
+
+
+def check_added_lines(diff: FileDiff, new_source: str | None) -> list[Finding]:
+    """Findings on one file's added lines; new_source is the patched file (for context checks)."""
+    findings = []
+    in_vllm_omni = diff.path.startswith("vllm_omni/")
+    npu_lines = npu_only_lines(new_source) if new_source is not None else set()
+    for line_no, text in diff.added:
+        code = code_part(text)
+        if diff.path.endswith(".py") and IS_NPU.search(code):
+            findings.append(Finding(diff.path, line_no, "KIT001", "uses .is_npu (AttributeError on stock torch)",
+                                    'write t.device.type == "npu"'))  # fmt: skip
+        if TORCH_NPU_IMPORT.match(code) and line_no not in npu_lines:
+            findings.append(Finding(diff.path, line_no, "KIT002", "imports torch_npu outside an NPU-only branch",
+                                    'import it lazily inside `if x.device.type == "npu":`'))  # fmt: skip
+        if in_vllm_omni and (FORBIDDEN_IMPORT.match(code) or TOP_LEVEL_TRITON.match(code)):
+            findings.append(Finding(diff.path, line_no, "KIT005", f"forbidden import: {code.strip()}",
+                                    "use pybase64 / `import regex as re` / a lazy triton import; no pickle"))  # fmt: skip
+        if in_vllm_omni and not diff.path.startswith("vllm_omni/platforms/") and TORCH_CUDA.search(code):
+            findings.append(Finding(diff.path, line_no, "KIT006", "torch.cuda memory/device call",
+                                    "go through vllm_omni.platforms (current_omni_platform)"))  # fmt: skip
+    return findings
+
+
+def check_new_file(diff: FileDiff) -> list[Finding]:
+    if not diff.new_file or not diff.path.endswith(".py"):
+        return []
+    text = "\n".join(t for _, t in diff.added)
+    head = [t for _, t in diff.added[:5]]
+    findings = []
+    if not all(s in head for s in SPDX):
+        findings.append(Finding(diff.path, 1, "KIT003", "new file without upstream's SPDX header",
+                                "start it with the two '# SPDX-...' lines"))  # fmt: skip
+    name = diff.path.rsplit("/", 1)[-1]
+    if diff.path.startswith("tests/") and name.startswith("test_"):
+        has_level = any(f"pytest.mark.{m}" in text for m in LEVEL_MARKERS)
+        has_hw = "hardware_test(" in text or any(re.search(rf"pytest\.mark\.{m}\b", text) for m in HARDWARE_MARKERS)
+        if not (has_level and has_hw):
+            findings.append(Finding(diff.path, 1, "KIT004", "test file lacks a level or hardware marker",
+                                    "add pytestmark = [pytest.mark.core_model, pytest.mark.cpu]"))  # fmt: skip
+    return findings
+
+
+def own_checks(patch_texts: dict[str, str], tree: Path) -> list[Finding]:
+    """The kit's checks over every patch's added lines; tree is the patched checkout."""
+    findings = []
+    for text in patch_texts.values():
+        for diff in parse(text):
+            path = tree / diff.path
+            source = path.read_text(encoding="utf-8") if path.is_file() else None
+            findings += check_added_lines(diff, source) + check_new_file(diff)
+    return findings
+
+
+def added_line_set(patch_texts: dict[str, str]) -> dict[str, set[int]]:
+    """Added line numbers per file in the final tree (a later patch may shift them; good enough for attribution)."""
+    out: dict[str, set[int]] = {}
+    for text in patch_texts.values():
+        for diff in parse(text):
+            out.setdefault(diff.path, set()).update(n for n, _ in diff.added)
+    return out
+
+
+# ---- ruff at the edge --------------------------------------------------------------
+
+
+def ruff_check(ruff: str, config: Path, tree: Path, files: list[str]) -> list[Finding]:
+    proc = subprocess.run(
+        [ruff, "check", "--config", str(config), "--output-format", "json", "--no-cache", *files],
+        cwd=tree, capture_output=True, text=True,
+    )  # fmt: skip
+    if proc.returncode not in (0, 1):
+        raise RuntimeError(f"ruff check failed: {proc.stderr.strip()}")
+    return [
+        Finding(str(Path(r["filename"]).relative_to(tree)), r["location"]["row"], r["code"] or "ruff", r["message"],
+                (r.get("fix") or {}).get("message") or "see ruff's rule docs")  # fmt: skip
+        for r in json.loads(proc.stdout or "[]")
+    ]
+
+
+def ruff_format_unclean(ruff: str, config: Path, tree: Path, files: list[str]) -> list[str]:
+    """Files `ruff format --check` would reformat."""
+    if not files:
+        return []
+    proc = subprocess.run(
+        [ruff, "format", "--check", "--config", str(config), "--no-cache", *files], cwd=tree, capture_output=True,
+        text=True,
+    )  # fmt: skip
+    return [line.split(" ", 2)[-1] for line in proc.stdout.splitlines() if line.startswith("Would reformat: ")]
+
+
+def ruff_version(ruff: str) -> str:
+    return subprocess.run([ruff, "--version"], capture_output=True, text=True, check=True).stdout.split()[-1]

@@ -1,0 +1,201 @@
+"""The pinned upstream: read patches/upstream.toml, fetch the source, verify it.
+
+Two sources of the same release:
+- wheel (default): `pip download --no-deps` from the package registry, sha256 verified
+  before anything is extracted;
+- git: the pinned commit fetched from the git URL, verified by commit id.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import stat
+import subprocess
+import sys
+import tempfile
+import tomllib
+import zipfile
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from scripts.errors import KitError
+from scripts.gitcmd import GitFailed, git
+
+SOURCES = ("wheel", "git")
+COMMIT = re.compile(r"^[0-9a-f]{40}$")
+# Generated at build time (setuptools-scm): present in the wheel, absent from git.
+GENERATED_IN_WHEEL = ("vllm_omni/_version.py",)
+
+
+class PinError(KitError):
+    """The pin file is malformed or the pinned source cannot be had or verified."""
+
+
+class DigestMismatch(PinError):
+    """A downloaded file is not the pinned one."""
+
+
+@dataclass(frozen=True)
+class Pin:
+    project: str
+    version: str
+    source: str
+    wheel_filename: str
+    wheel_sha256: str
+    git_url: str
+    git_tag: str
+    git_commit: str
+
+    @property
+    def label(self) -> str:
+        return f"{self.project} {self.version} ({self.source})"
+
+    def with_source(self, source: str | None) -> Pin:
+        if source is None:
+            return self
+        if source not in SOURCES:
+            raise PinError(f"unknown source {source!r}", f"use one of {', '.join(SOURCES)}")
+        return replace(self, source=source)
+
+
+def parse_pin(text: str) -> Pin:
+    """A Pin from the text of upstream.toml; every field is required."""
+    try:
+        data = tomllib.loads(text)
+        pin = Pin(
+            project=data["project"],
+            version=data["version"],
+            source=data.get("source", "wheel"),
+            wheel_filename=data["wheel"]["filename"],
+            wheel_sha256=data["wheel"]["sha256"].lower(),
+            git_url=data["git"]["url"],
+            git_tag=data["git"]["tag"],
+            git_commit=data["git"].get("commit", ""),
+        )
+    except (tomllib.TOMLDecodeError, KeyError, TypeError) as exc:
+        raise PinError(f"patches/upstream.toml is malformed ({exc})", "restore it from git or fix the field") from exc
+    if not re.fullmatch(r"[0-9a-f]{64}", pin.wheel_sha256):
+        raise PinError("patches/upstream.toml: wheel.sha256 is not a sha256 hex digest", "write the 64-hex digest")
+    return pin.with_source(pin.source)
+
+
+def load_pin(path: Path) -> Pin:
+    return parse_pin(path.read_text(encoding="utf-8"))
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def verify_digest(path: Path, expected: str) -> None:
+    actual = sha256_file(path)
+    if actual != expected:
+        raise DigestMismatch(
+            f"{path.name}: sha256 {actual} does not match the pin's {expected}",
+            "refusing to extract it; check the pin (patches/upstream.toml) and the registry you download from",
+        )
+
+
+def fetch_wheel(pin: Pin, downloads: Path) -> Path:
+    """The pinned wheel, from the cache or the registry, digest verified."""
+    downloads.mkdir(parents=True, exist_ok=True)
+    cached = downloads / pin.wheel_filename
+    if cached.is_file():
+        verify_digest(cached, pin.wheel_sha256)
+        return cached
+    with tempfile.TemporaryDirectory(dir=downloads, prefix=".download-") as tmp:
+        spec = f"{pin.project}=={pin.version}"
+        proc = subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--quiet", "-d", tmp, spec],
+            capture_output=True,
+            text=True,
+        )
+        if proc.returncode != 0:
+            last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+            raise PinError(
+                f"could not download {spec} from the package registry ({last})",
+                "check the version in patches/upstream.toml and that the registry is reachable",
+            )
+        got = Path(tmp) / pin.wheel_filename
+        if not got.is_file():
+            names = ", ".join(p.name for p in Path(tmp).iterdir())
+            raise PinError(f"the registry served {names}, not {pin.wheel_filename}", "fix wheel.filename in the pin")
+        verify_digest(got, pin.wheel_sha256)
+        os.replace(got, cached)
+    return cached
+
+
+def extract_wheel(wheel: Path, dest: Path) -> None:
+    """Unpack the importable package(s) of a wheel, repository-relative, keeping exec bits."""
+    with zipfile.ZipFile(wheel) as zf:
+        for info in zf.infolist():
+            top = info.filename.split("/", 1)[0]
+            if info.is_dir() or top.endswith((".dist-info", ".data")):
+                continue
+            target = dest / info.filename
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(zf.read(info))
+            if (info.external_attr >> 16) & stat.S_IXUSR:
+                target.chmod(0o755)
+
+
+def fetch_git(pin: Pin, dest: Path) -> str:
+    """Fetch the pinned commit from the git URL into a new repository at dest; returns the commit."""
+    if not COMMIT.match(pin.git_commit):
+        raise PinError(
+            f"the pin has no git commit for {pin.git_tag}",
+            "record it where the URL is reachable: python -m scripts pin --record-git",
+        )
+    dest.mkdir(parents=True)
+    git("init", "-q", cwd=dest)
+    try:
+        git("fetch", "-q", "--depth=1", pin.git_url, pin.git_commit, cwd=dest)
+    except GitFailed as exc:
+        raise PinError(
+            f"could not fetch {pin.git_commit[:12]} from {pin.git_url} ({exc.what})",
+            "check the network and the git URL/commit in patches/upstream.toml, or use the default wheel source",
+        ) from exc
+    got = git("rev-parse", "FETCH_HEAD", cwd=dest).strip()
+    if got != pin.git_commit:
+        raise PinError(f"{pin.git_url} served {got}, not the pinned {pin.git_commit}", "check the pin")
+    git("checkout", "-q", "--detach", got, cwd=dest)
+    return got
+
+
+def resolve_tag(url: str, tag: str, cwd: Path) -> str:
+    """The commit a tag names at a git URL (peeled, for annotated tags)."""
+    out = git("ls-remote", url, f"refs/tags/{tag}", f"refs/tags/{tag}^{{}}", cwd=cwd)
+    refs = dict(reversed(line.split("\t", 1)) for line in out.splitlines() if "\t" in line)
+    commit = refs.get(f"refs/tags/{tag}^{{}}") or refs.get(f"refs/tags/{tag}")
+    if not commit:
+        raise PinError(f"{url} has no tag {tag}", "check git.tag in patches/upstream.toml")
+    return commit
+
+
+def record_git_commit(pin_file: Path, commit: str) -> None:
+    """Write the resolved commit into the pin file, touching nothing else in it."""
+    text = pin_file.read_text(encoding="utf-8")
+    new, n = re.subn(r'(?m)^commit = ".*"$', f'commit = "{commit}"', text)
+    if n != 1:
+        raise PinError("patches/upstream.toml has no single 'commit = ' line under [git]", "add one")
+    pin_file.write_text(new, encoding="utf-8")
+
+
+def wheel_matches_tree(wheel: Path, tree: Path) -> list[str]:
+    """Files whose bytes differ between the wheel's package and a git tree (generated files aside)."""
+    diffs = []
+    with zipfile.ZipFile(wheel) as zf:
+        for info in zf.infolist():
+            top = info.filename.split("/", 1)[0]
+            if info.is_dir() or top.endswith((".dist-info", ".data")) or info.filename in GENERATED_IN_WHEEL:
+                continue
+            path = tree / info.filename
+            if not path.is_file() or path.read_bytes() != zf.read(info):
+                diffs.append(info.filename)
+    return diffs

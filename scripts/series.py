@@ -1,0 +1,156 @@
+"""The patch series: a quilt-like `series` file naming git format-patch files.
+
+Each patch carries two kit-internal trailers in its message:
+  Upstream-Status: Pending | Submitted [url] | Backport [ref] | Inappropriate [why]
+  Kit-Patch: <slug>     (stable identity; the file is named NNNN-<slug>.patch)
+Both are kept in patches/ and stripped from what goes upstream.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from scripts.errors import KitError
+
+KIT_TRAILERS = ("Upstream-Status", "Kit-Patch")
+UPSTREAM_STATUS = re.compile(r"^(Pending|Submitted \[\S.*\]|Backport \[\S.*\]|Inappropriate \[\S.*\])$")
+SLUG = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+
+
+class SeriesError(KitError):
+    """The series file and the patch files disagree, or a patch is malformed."""
+
+
+@dataclass(frozen=True)
+class Patch:
+    name: str
+    path: Path
+    slug: str
+    subject: str
+    upstream_status: str
+
+    @property
+    def text(self) -> str:
+        return self.path.read_text(encoding="utf-8")
+
+
+def parse_series(text: str) -> list[str]:
+    """Patch names in order; blank lines and `#` comments are ignored."""
+    names = []
+    for raw in text.splitlines():
+        line = raw.split("#", 1)[0].strip()
+        if line:
+            names.append(line)
+    return names
+
+
+def series_header(text: str) -> str:
+    """The leading comment block of a series file, kept across refreshes."""
+    lines = []
+    for raw in text.splitlines():
+        if raw.startswith("#") or not raw.strip():
+            lines.append(raw)
+        else:
+            break
+    return "\n".join(lines).strip("\n") + "\n" if lines else ""
+
+
+def trailer(message: str, key: str) -> str | None:
+    """The value of the last `key:` trailer line in a commit message or patch header."""
+    value = None
+    prefix = f"{key}:"
+    for line in message.splitlines():
+        if line.startswith("diff --git") or line == "---":
+            break
+        if line.startswith(prefix):
+            value = line[len(prefix) :].strip()
+    return value
+
+
+def subject(patch_text: str) -> str:
+    """The Subject: header of a format-patch file, unfolded."""
+    lines = patch_text.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("Subject: "):
+            parts = [line[len("Subject: ") :]]
+            for cont in lines[i + 1 :]:
+                if not cont.startswith((" ", "\t")):
+                    break
+                parts.append(cont.strip())
+            return " ".join(parts)
+    return ""
+
+
+def patch_file_name(index: int, slug: str) -> str:
+    return f"{index:04d}-{slug}.patch"
+
+
+def describe(name: str, text: str, path: Path) -> Patch:
+    """Validate one patch's kit headers; raise SeriesError naming the patch and the fix."""
+    status = trailer(text, "Upstream-Status")
+    if status is None:
+        raise SeriesError(
+            f"patch {name} has no Upstream-Status: header",
+            "add a trailer 'Upstream-Status: Pending' (or Submitted [url] / Backport [ref] / Inappropriate [why])",
+        )
+    if not UPSTREAM_STATUS.match(status):
+        raise SeriesError(
+            f"patch {name} has Upstream-Status: {status!r}",
+            "use Pending, Submitted [url], Backport [ref] or Inappropriate [why]",
+        )
+    slug = trailer(text, "Kit-Patch")
+    if slug is None or not SLUG.match(slug):
+        raise SeriesError(
+            f"patch {name} has no valid Kit-Patch: trailer (its stable identity)",
+            "add 'Kit-Patch: <lower-case-slug>' to the commit message",
+        )
+    return Patch(name=name, path=path, slug=slug, subject=subject(text), upstream_status=status)
+
+
+def load_series(patches_dir: Path) -> list[Patch]:
+    """Read patches/series and check it against the .patch files beside it."""
+    series_file = patches_dir / "series"
+    if not series_file.is_file():
+        raise SeriesError(f"{series_file.name} not found in patches/", "create patches/series listing the patches")
+    names = parse_series(series_file.read_text(encoding="utf-8"))
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise SeriesError(f"series names {', '.join(dupes)} more than once", "list each patch once in patches/series")
+    for name in names:
+        if not (patches_dir / name).is_file():
+            raise SeriesError(
+                f"series names {name}, which is not in patches/", "restore the file or remove the line from the series"
+            )
+    listed = set(names)
+    strays = sorted(p.name for p in patches_dir.glob("*.patch") if p.name not in listed)
+    if strays:
+        raise SeriesError(
+            f"patches/{strays[0]} is not in the series", "add it to patches/series at its place, or delete the file"
+        )
+    patches = [describe(n, (patches_dir / n).read_text(encoding="utf-8"), patches_dir / n) for n in names]
+    slugs = [p.slug for p in patches]
+    for p in patches:
+        if slugs.count(p.slug) > 1:
+            raise SeriesError(f"two patches share Kit-Patch: {p.slug}", "give each patch its own slug")
+    return patches
+
+
+def sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def series_digest(patches: list[Patch]) -> str:
+    """One digest over order, names and bytes: any change to the series changes it."""
+    h = hashlib.sha256()
+    for p in patches:
+        h.update(p.name.encode() + b"\0" + p.path.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def strip_kit_trailers(message: str) -> str:
+    """A commit message or patch file without the kit-internal trailers (for upstream)."""
+    out = [line for line in message.splitlines(keepends=True) if not line.startswith(tuple(f"{k}:" for k in KIT_TRAILERS))]
+    return "".join(out)

@@ -1,0 +1,559 @@
+"""A simulated Ascend NPU: the stand-in the `npu` test leg uses where no Ascend card and no CANN exist.
+
+What it is
+    ``install()`` renames torch's PrivateUse1 backend to ``"npu"`` (as torch_npu does), so
+    ``Tensor.is_npu``, ``Tensor.npu()``, ``torch.npu`` and device ``npu:0`` exist. Tensors on
+    ``npu:0`` are :class:`SimulatedNPUTensor` wrappers around a CPU tensor: every aten op is run
+    on the CPU storage and the result is wrapped back onto ``npu:0``, so in-place writes (also
+    from custom ops with mutable arguments) reach the CPU storage. ``sys.modules["torch_npu"]``
+    becomes a module whose ``npu_fusion_attention`` is a CPU reference with the real schema of
+    the pinned torch_npu (``scripts/npu_schema.py`` checks it against the wheel).
+
+What it is not
+    Not torch_npu, not CANN, not a performance model. Results are CPU results. Whoever reports
+    a run made with it must say "simulated NPU".
+
+Irreversible
+    The PrivateUse1 rename cannot be undone inside a process: install it only in a dedicated
+    process (the npu leg's pytest process, or a subprocess), never in the ``stock`` leg.
+
+Host <-> device traffic is counted (``SimulatedNPU.syncs``, ``SimulatedNPU.count_syncs()``):
+D2H reads (``.item()``, ``bool()``/``int()``/``float()``, ``.tolist()``, ``.cpu()``,
+``.to("cpu")``, copies into CPU tensors, printing), ``torch.npu.synchronize()``, and ops whose
+output shape depends on device data (``nonzero``, boolean indexing, ...). H2D copies are
+recorded with whether they were non-blocking from pinned memory.
+
+Pinned memory: stock torch pins only through an accelerator's C++ hooks, which a Python
+backend cannot provide, so ``install()`` replaces ``Tensor.pin_memory``/``Tensor.is_pinned``:
+``pin_memory()`` returns a CPU copy whose storage is remembered as pinned, ``is_pinned()``
+answers from that record. ``torch.empty(..., pin_memory=True)`` is not simulated.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+import weakref
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch.utils._pytree import tree_map
+from torch.utils.backend_registration import _setup_privateuseone_for_python_backend
+
+BACKEND = "npu"
+CPU = torch.device("cpu")
+_INT32_MAX = 2147483647
+
+aten = torch.ops.aten
+
+# Ops whose output shape depends on device data: a real device must copy to the host first.
+_DATA_DEPENDENT = {
+    aten.nonzero.default,
+    aten.masked_select.default,
+    aten._unique2.default,
+    aten.unique_consecutive.default,
+    aten.unique_dim.default,
+    aten.repeat_interleave.Tensor,
+    aten.equal.default,
+}
+# Ops that legitimately mix an npu tensor with a non-scalar CPU tensor (as on CUDA).
+_MIXED_DEVICE_OK = {
+    aten.copy_.default,
+    aten._to_copy.default,
+    aten.index.Tensor,
+    aten.index_put_.default,
+    aten._index_put_impl_.default,
+}
+# Factory overloads that land on the PrivateUse1 key with no tensor argument to wrap.
+_FACTORIES = (
+    "empty.memory_format",
+    "empty_strided",
+    "arange",
+    "arange.start",
+    "arange.start_step",
+    "full",
+    "zeros",
+    "ones",
+    "scalar_tensor",
+    "randn",
+    "randn.generator",
+    "rand",
+    "rand.generator",
+    "randint",
+    "randint.low",
+    "randperm",
+    "linspace",
+    "eye",
+    "eye.m",
+)
+
+
+@dataclass(frozen=True)
+class HostToDeviceCopy:
+    """One CPU -> npu copy: async only when non_blocking and from pinned memory (as on CUDA)."""
+
+    nbytes: int
+    non_blocking: bool
+    pinned: bool
+
+    @property
+    def asynchronous(self) -> bool:
+        return self.non_blocking and self.pinned
+
+
+@dataclass
+class SyncCounter:
+    """Host<->device synchronisations by kind, plus every H2D copy seen."""
+
+    by_kind: Counter[str] = field(default_factory=Counter)
+    h2d: list[HostToDeviceCopy] = field(default_factory=list)
+
+    @property
+    def total(self) -> int:
+        """Synchronisations where the host waits for device data."""
+        return sum(self.by_kind.values())
+
+    @property
+    def blocking_h2d(self) -> int:
+        """H2D copies the host had to wait for (pageable source or non_blocking=False)."""
+        return sum(1 for c in self.h2d if not c.asynchronous)
+
+    def reset(self) -> None:
+        self.by_kind.clear()
+        self.h2d.clear()
+
+
+class SimulatedNPUTensor(torch.Tensor):
+    """A tensor that reports device npu:0 and keeps its data in a CPU tensor (``.cpu_data``)."""
+
+    cpu_data: torch.Tensor
+    __torch_function__ = torch._C._disabled_torch_function_impl
+
+    @staticmethod
+    def __new__(cls, cpu_data: torch.Tensor) -> SimulatedNPUTensor:
+        wrapper = torch.Tensor._make_wrapper_subclass(
+            cls,
+            cpu_data.size(),
+            strides=cpu_data.stride(),
+            storage_offset=cpu_data.storage_offset(),
+            dtype=cpu_data.dtype,
+            layout=cpu_data.layout,
+            device=_state().device,
+            requires_grad=cpu_data.requires_grad,
+        )
+        wrapper.cpu_data = cpu_data
+        return wrapper
+
+    def __repr__(self, *, tensor_contents: Any = None) -> str:
+        _state().record("print")
+        text = repr(self.cpu_data)
+        return f"{text[:-1]}, device='{self.device}')"
+
+    def tolist(self) -> Any:
+        _state().record("d2h")
+        return self.cpu_data.tolist()
+
+    def numpy(self, *, force: bool = False) -> Any:
+        raise TypeError(f"can't convert {self.device} device type tensor to numpy. Use Tensor.cpu() first.")
+
+    @classmethod
+    def __torch_dispatch__(
+        cls, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
+    ) -> Any:
+        return _state().dispatch(func, args, kwargs or {})
+
+
+def _is_npu(value: Any) -> bool:
+    return isinstance(value, SimulatedNPUTensor)
+
+
+def _to_cpu_arg(value: Any) -> Any:
+    if _is_npu(value):
+        return value.cpu_data
+    if isinstance(value, torch.device) and value.type == BACKEND:
+        return CPU
+    return value
+
+
+def _explicit_device(kwargs: dict[str, Any]) -> torch.device | None:
+    device = kwargs.get("device")
+    return torch.device(device) if device is not None else None
+
+
+class SimulatedNPU:
+    """The installed simulation: device, counters, the torch_npu stand-in module."""
+
+    def __init__(self, torch_npu_version: str) -> None:
+        self.device = torch.device(BACKEND, 0)  # valid only once PrivateUse1 is renamed
+        self.torch_npu_version = torch_npu_version
+        self.syncs = SyncCounter()
+        self._scopes: list[SyncCounter] = []
+        self._pinned: weakref.WeakSet[torch.UntypedStorage] = weakref.WeakSet()
+        self.torch_npu = _torch_npu_module(self)
+
+    # -- counting ---------------------------------------------------------------------------
+    def record(self, kind: str) -> None:
+        for counter in (self.syncs, *self._scopes):
+            counter.by_kind[kind] += 1
+
+    def _record_h2d(self, copy: HostToDeviceCopy) -> None:
+        for counter in (self.syncs, *self._scopes):
+            counter.h2d.append(copy)
+
+    @contextmanager
+    def count_syncs(self) -> Iterator[SyncCounter]:
+        """Count only what happens inside the block (nests; ``syncs`` keeps counting too)."""
+        scope = SyncCounter()
+        self._scopes.append(scope)
+        try:
+            yield scope
+        finally:
+            self._scopes.remove(scope)
+
+    def synchronize(self, device: Any = None) -> None:
+        self.record("synchronize")
+
+    # -- pinned memory ----------------------------------------------------------------------
+    def pin_memory(self, tensor: torch.Tensor, device: Any = None) -> torch.Tensor:
+        if _is_npu(tensor) or tensor.device.type != "cpu":
+            raise RuntimeError(f"cannot pin '{tensor.device}' memory: only dense CPU tensors can be pinned")
+        if self.is_pinned(tensor):
+            return tensor
+        pinned = tensor.clone()
+        self._pinned.add(pinned.untyped_storage())
+        return pinned
+
+    def is_pinned(self, tensor: torch.Tensor, device: Any = None) -> bool:
+        if _is_npu(tensor) or tensor.device.type != "cpu":
+            return False
+        return tensor.untyped_storage() in self._pinned
+
+    # -- dispatch ---------------------------------------------------------------------------
+    def dispatch(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if func.namespace != "aten":
+            return self._custom_op(func, args, kwargs)
+        if func is aten.copy_.default:
+            return self._copy(*args, **kwargs)
+        if func is aten._local_scalar_dense.default:
+            self.record("item")
+        elif func in _DATA_DEPENDENT or _is_boolean_index(func, args):
+            self.record("data_dependent_shape")
+        if func not in _MIXED_DEVICE_OK:
+            _check_same_device(func, args, kwargs)
+        target = _explicit_device(kwargs)
+        if target is not None and target.type == "cpu" and any(_is_npu(a) for a in args):
+            self.record("d2h")
+        return self._run_on_cpu(func, args, kwargs, wrap=target is None or target.type == BACKEND)
+
+    def _run_on_cpu(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], *, wrap: bool) -> Any:
+        originals = {id(a.cpu_data): a for a in (*args, *kwargs.values()) if _is_npu(a)}
+        out = func(*tree_map(_to_cpu_arg, args), **tree_map(_to_cpu_arg, kwargs))
+        if not wrap:
+            return out
+
+        def rewrap(value: Any) -> Any:
+            if not isinstance(value, torch.Tensor):
+                return value
+            # In-place and out= ops return their argument: hand back the same npu object.
+            original = originals.get(id(value))
+            return original if original is not None else SimulatedNPUTensor(value)
+
+        return tree_map(rewrap, out)
+
+    def _copy(self, dst: torch.Tensor, src: torch.Tensor, non_blocking: bool = False) -> torch.Tensor:
+        if _is_npu(dst) and not _is_npu(src) and src.dim() > 0:
+            self._record_h2d(HostToDeviceCopy(src.nbytes, non_blocking, self.is_pinned(src)))
+        if not _is_npu(dst):
+            self.record("d2h")
+        target = dst.cpu_data if _is_npu(dst) else dst
+        target.copy_(_to_cpu_arg(src))
+        return dst
+
+    def _custom_op(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        # Run the op's own kernel with npu tensors, as a real backend would: an op with only a
+        # cpu/cuda kernel fails here too, and ops inside the kernel come back through dispatch.
+        _reject_none_for_mutable_tensor(func, args, kwargs)
+        if not torch._C._dispatch_has_computed_kernel_for_dispatch_key(func.name(), "PrivateUse1"):
+            raise NotImplementedError(f"{func.name()} has no kernel for the npu backend (simulated NPU)")
+        keys = torch._C.DispatchKeySet(torch._C.DispatchKey.PrivateUse1)
+        return func.redispatch(keys, *args, **kwargs)
+
+    # -- factories --------------------------------------------------------------------------
+    def factory(self, func: Any, *args: Any, **kwargs: Any) -> Any:
+        kwargs["device"] = CPU
+        if kwargs.get("pin_memory"):
+            raise NotImplementedError("pin_memory=True in a factory call is not simulated")
+        return SimulatedNPUTensor(func(*args, **kwargs))
+
+
+def _is_boolean_index(func: Any, args: tuple[Any, ...]) -> bool:
+    if func is not aten.index.Tensor:
+        return False
+    indices = args[1] if len(args) > 1 else ()
+    return any(isinstance(i, torch.Tensor) and i.dtype in (torch.bool, torch.uint8) for i in indices)
+
+
+def _check_same_device(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """Like CUDA: an npu op may take 0-dim CPU scalars, not other CPU tensors."""
+    tensors = [t for t in (*args, *kwargs.values()) if isinstance(t, torch.Tensor)]
+    tensors += [t for a in args if isinstance(a, (list, tuple)) for t in a if isinstance(t, torch.Tensor)]
+    if any(_is_npu(t) for t in tensors) and any(not _is_npu(t) and t.dim() > 0 for t in tensors):
+        raise RuntimeError(
+            f"{func}: Expected all tensors to be on the same device, but found at least two devices, npu:0 and cpu!"
+        )
+
+
+def _reject_none_for_mutable_tensor(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """torch_npu eager dispatch rejects None for a mutable ``Tensor?`` argument (see UPSTREAM.md)."""
+    for index, arg in enumerate(func._schema.arguments):
+        mutable = arg.alias_info is not None and arg.alias_info.is_write
+        value = args[index] if index < len(args) else kwargs.get(arg.name)
+        if mutable and value is None:
+            raise RuntimeError(f"{func.name()}: mutable argument '{arg.name}' is None (rejected on npu)")
+
+
+# -- npu_fusion_attention: CPU reference with the real torch_npu schema --------------------------
+
+
+def _unmodelled(name: str, value: Any) -> NotImplementedError:
+    return NotImplementedError(f"npu_fusion_attention (simulated): {name}={value!r} is not modelled")
+
+
+def _check_cumulative(name: str, lengths: Sequence[int] | None, total: int) -> list[int]:
+    """Cumulative lengths (e.g. 2,4,6 for three sequences of 2): non-decreasing, ending at ``total``."""
+    if lengths is None:
+        raise ValueError(f"npu_fusion_attention: input_layout 'TND' requires {name}")
+    if isinstance(lengths, torch.Tensor) or not all(isinstance(v, int) for v in lengths):
+        raise TypeError(f"npu_fusion_attention: {name} must be a host list of ints (int[]), got {lengths!r}")
+    ends = list(lengths)
+    if not ends:
+        raise ValueError(f"npu_fusion_attention: {name} is empty")
+    trailing = next((i for i in range(1, len(ends)) if ends[i] == 0 and ends[i - 1] > 0), None)
+    if trailing is not None and not any(ends[trailing:]):
+        raise _unmodelled(f"{name} trailing zeros (skipped batches)", ends)
+    if ends[0] < 0 or any(b < a for a, b in zip(ends, ends[1:])):
+        raise ValueError(f"npu_fusion_attention: {name} must be cumulative (non-decreasing), got {ends}")
+    if ends[-1] != total:
+        raise ValueError(
+            f"npu_fusion_attention: {name} must be cumulative and end at the token count {total}, got {ends}"
+        )
+    return ends
+
+
+def _check_unmodelled(given: dict[str, Any]) -> None:
+    defaults = {
+        "pse": None,
+        "padding_mask": None,
+        "atten_mask": None,
+        "keep_prob": 1.0,
+        "pre_tockens": _INT32_MAX,
+        "next_tockens": _INT32_MAX,
+        "inner_precise": 0,
+        "prefix": None,
+        "sparse_mode": 0,
+        "softmax_layout": "",
+        "sink": None,
+        "dropout_mask": None,
+    }
+    for name, default in defaults.items():
+        value = given[name]
+        if value is not default and value != default:
+            raise _unmodelled(name, value)
+
+
+def npu_fusion_attention(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    head_num: int,
+    input_layout: str,
+    pse: torch.Tensor | None = None,
+    padding_mask: torch.Tensor | None = None,
+    atten_mask: torch.Tensor | None = None,
+    scale: float = 1.0,
+    keep_prob: float = 1.0,
+    pre_tockens: int = 2147483647,
+    next_tockens: int = 2147483647,
+    inner_precise: int = 0,
+    prefix: Sequence[int] | None = None,
+    actual_seq_qlen: Sequence[int] | None = None,
+    actual_seq_kvlen: Sequence[int] | None = None,
+    sparse_mode: int = 0,
+    gen_mask_parallel: bool = True,
+    sync: bool = False,
+    softmax_layout: str = "",
+    sink: torch.Tensor | None = None,
+    dropout_mask: torch.Tensor | None = None,
+    seed: int = 0,
+    offset: int = 0,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, int, int, int]:
+    """CPU reference of torch_npu.npu_fusion_attention, layout TND, full attention, no dropout.
+
+    Modelled: query (T_q, N, D), key/value (T_kv, N_kv, D) with N % N_kv == 0 (GQA), cumulative
+    host lists actual_seq_qlen / actual_seq_kvlen, head_num, scale. gen_mask_parallel, sync, seed
+    and offset only steer dropout, which keep_prob=1 switches off: accepted, no effect. Anything
+    else that differs from its default raises NotImplementedError. Computes in fp32, returns
+    (attention in query dtype, softmax_max, softmax_sum (T_q, N, 8) fp32, empty softmax_out, 0, 0, 0).
+    """
+    _check_unmodelled(locals())
+    if input_layout != "TND":
+        raise _unmodelled("input_layout", input_layout)
+    if query.dim() != 3 or key.dim() != 3 or key.shape != value.shape:
+        raise ValueError(
+            f"npu_fusion_attention: TND wants query (T, N, D) and key/value of one shape (T, N_kv, D); "
+            f"got {tuple(query.shape)}, {tuple(key.shape)}, {tuple(value.shape)}"
+        )
+    tokens_q, heads, _ = query.shape
+    heads_kv = key.shape[1]
+    if head_num != heads or heads_kv == 0 or heads % heads_kv:
+        raise ValueError(f"npu_fusion_attention: head_num={head_num}, query heads {heads}, key/value heads {heads_kv}")
+    ends_q = _check_cumulative("actual_seq_qlen", actual_seq_qlen, tokens_q)
+    ends_kv = _check_cumulative("actual_seq_kvlen", actual_seq_kvlen, key.shape[0])
+    if len(ends_q) != len(ends_kv):
+        raise ValueError(f"npu_fusion_attention: {len(ends_q)} query sequences but {len(ends_kv)} key/value sequences")
+    return _tnd_attention(query, key, value, ends_q, ends_kv, scale)
+
+
+def _tnd_attention(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    ends_q: list[int],
+    ends_kv: list[int],
+    scale: float,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, int, int, int]:
+    heads, groups = query.shape[1], query.shape[1] // key.shape[1]
+    out = torch.zeros(query.shape[0], heads, value.shape[2], dtype=torch.float32, device=query.device)
+    row_max = torch.zeros(query.shape[0], heads, dtype=torch.float32, device=query.device)
+    row_sum = torch.zeros_like(row_max)
+    for (q0, q1), (k0, k1) in zip(zip([0, *ends_q], ends_q), zip([0, *ends_kv], ends_kv)):
+        if q1 == q0 or k1 == k0:
+            continue
+        q = query[q0:q1].float()
+        k = key[k0:k1].float().repeat_interleave(groups, dim=1)
+        v = value[k0:k1].float().repeat_interleave(groups, dim=1)
+        scores = torch.einsum("qnd,knd->nqk", q, k) * scale
+        peak = scores.amax(dim=-1, keepdim=True)
+        weights = torch.exp(scores - peak)
+        total = weights.sum(dim=-1, keepdim=True)
+        out[q0:q1] = torch.einsum("nqk,knd->qnd", weights / total, v)
+        row_max[q0:q1] = peak.squeeze(-1).transpose(0, 1)
+        row_sum[q0:q1] = total.squeeze(-1).transpose(0, 1)
+    stats = (row_max.unsqueeze(-1).expand(-1, -1, 8).contiguous(), row_sum.unsqueeze(-1).expand(-1, -1, 8).contiguous())
+    empty = torch.empty(0, dtype=query.dtype, device=query.device)
+    return out.to(query.dtype), stats[0], stats[1], empty, 0, 0, 0
+
+
+# -- installation ---------------------------------------------------------------------------------
+
+_INSTALLED: SimulatedNPU | None = None
+
+
+def _state() -> SimulatedNPU:
+    if _INSTALLED is None:
+        raise RuntimeError("simulated NPU tensor used before scripts.simulated_npu.install()")
+    return _INSTALLED
+
+
+def _fill_backend_module(module: types.ModuleType, sim: SimulatedNPU) -> None:
+    """``torch.npu``: the few device-module calls code and torch itself make."""
+    module.__doc__ = "Simulated torch.npu (scripts.simulated_npu): one device, npu:0."
+    functions: dict[str, Callable[..., Any]] = {
+        "synchronize": sim.synchronize,
+        "is_available": lambda: True,
+        "is_initialized": lambda: True,
+        "current_device": lambda: 0,
+        "device_count": lambda: 1,
+        "set_device": _set_device,
+        "manual_seed": lambda seed: None,
+        "manual_seed_all": lambda seed: None,
+        "empty_cache": lambda: None,
+        "_is_in_bad_fork": lambda: False,
+    }
+    for name, fn in functions.items():
+        setattr(module, name, fn)
+    module.npu = module
+
+
+def _set_device(device: Any) -> None:
+    index = torch.device(BACKEND, device).index if isinstance(device, int) else torch.device(device).index
+    if index not in (None, 0):
+        raise RuntimeError(f"simulated NPU has one device, npu:0; asked for {device!r}")
+
+
+def _torch_npu_module(sim: SimulatedNPU) -> types.ModuleType:
+    module = types.ModuleType("torch_npu", "Simulated torch_npu (scripts.simulated_npu): CPU reference ops.")
+    module.__version__ = f"{sim.torch_npu_version}+simulated"
+    module.SIMULATED = True
+    module.npu_fusion_attention = npu_fusion_attention
+    return module
+
+
+def _register_factories(sim: SimulatedNPU) -> torch.library.Library:
+    lib = torch.library.Library("aten", "IMPL")
+    for name in _FACTORIES:
+        packet, _, overload = name.partition(".")
+        func = getattr(getattr(aten, packet), overload or "default")
+        lib.impl(name, lambda *a, _f=func, **k: sim.factory(_f, *a, **k), "PrivateUse1")
+    # torch.tensor(..., device=...) copies below the Python key, through these two.
+    lib.impl("_copy_from", lambda src, dst, non_blocking=False: sim._copy(dst, src, non_blocking), "PrivateUse1")
+    lib.impl(
+        "_copy_from_and_resize", lambda src, dst: sim._copy(dst, src, False), "PrivateUse1"
+    )
+    return lib
+
+
+def install(torch_npu_version: str | None = None) -> SimulatedNPU:
+    """Make this process look like one with torch_npu and one NPU (idempotent, irreversible).
+
+    ``torch_npu_version`` is what the stand-in reports (``torch_npu.__version__`` gets
+    ``+simulated``); by default the npu leg's pin in ci/leg-npu.txt.
+    """
+    global _INSTALLED
+    if _INSTALLED is not None:
+        return _INSTALLED
+    if torch_npu_version is None:
+        from scripts.npu_schema import pinned_version
+
+        torch_npu_version = pinned_version()
+    current = torch._C._get_privateuse1_backend_name()
+    if current != "privateuseone" or "torch_npu" in sys.modules:
+        raise RuntimeError(f"PrivateUse1 is already taken ({current!r}) or torch_npu is loaded: not simulating")
+    torch_module = types.ModuleType("torch.npu")
+    _setup_privateuseone_for_python_backend(BACKEND, backend_module=torch_module)
+    sim = SimulatedNPU(torch_npu_version)
+    _fill_backend_module(torch_module, sim)
+    sim._library = _register_factories(sim)  # kept alive: dropping it unregisters the kernels
+    torch.Tensor.pin_memory = lambda self, device=None: sim.pin_memory(self, device)
+    torch.Tensor.is_pinned = lambda self, device=None: sim.is_pinned(self, device)
+    sim.torch_npu.npu = torch_module
+    sys.modules["torch_npu"] = sim.torch_npu
+    _INSTALLED = sim
+    return sim
+
+
+def installed() -> SimulatedNPU | None:
+    """The simulation installed in this process, if any."""
+    return _INSTALLED
+
+
+def count_syncs() -> Any:
+    """``with count_syncs() as c:`` counts the block's syncs on the installed simulation."""
+    return _state().count_syncs()
+
+
+__all__ = [
+    "BACKEND",
+    "HostToDeviceCopy",
+    "SimulatedNPU",
+    "SimulatedNPUTensor",
+    "SyncCounter",
+    "count_syncs",
+    "install",
+    "installed",
+    "npu_fusion_attention",
+]
