@@ -208,8 +208,7 @@ def export_tree(checkout: Path, rev: str, dest: Path) -> None:
 def reset_to_pristine(checkout: Path) -> None:
     if am_in_progress(checkout):
         git("am", "--abort", cwd=checkout)
-    git("checkout", "-q", "-B", BRANCH, PRISTINE_TAG, cwd=checkout)
-    git("reset", "-q", "--hard", PRISTINE_TAG, cwd=checkout)
+    git("checkout", "-q", "-f", "-B", BRANCH, PRISTINE_TAG, cwd=checkout)
     git("clean", "-qfdx", cwd=checkout)
 
 

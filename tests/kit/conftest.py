@@ -1,0 +1,137 @@
+"""Fixtures for the kit's own tests: small upstreams the tests build, and a
+copy of the kit laid out as a fresh clone, driven through `python -m scripts`."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from scripts.gitcmd import git
+from scripts.pin import Pin
+
+KIT_ROOT = Path(__file__).resolve().parents[2]
+AUTHOR = {
+    "GIT_AUTHOR_NAME": "Test Author",
+    "GIT_AUTHOR_EMAIL": "author@example.org",
+    "GIT_AUTHOR_DATE": "2026-01-02T03:04:05+00:00",
+    "GIT_COMMITTER_NAME": "Test Author",
+    "GIT_COMMITTER_EMAIL": "author@example.org",
+    "GIT_COMMITTER_DATE": "2026-01-02T03:04:05+00:00",
+}
+SMALL_UPSTREAM = {
+    "vllm_omni/__init__.py": "",
+    "vllm_omni/layers/rope.py": "".join(f"line {i}\n" for i in range(1, 41)),
+    "vllm_omni/attn.py": "def attend(q):\n    return q\n",
+}
+
+
+def build_wheel(dest: Path, files: dict[str, str], version: str = "0.1.0") -> tuple[Path, str]:
+    """A minimal wheel of vllm-omni holding `files`; returns (path, sha256)."""
+    wheel = dest / f"vllm_omni-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        for name, text in sorted(files.items()):
+            info = zipfile.ZipInfo(name, date_time=(2026, 1, 1, 0, 0, 0))
+            zf.writestr(info, text)
+        zf.writestr(zipfile.ZipInfo(f"vllm_omni-{version}.dist-info/METADATA", (2026, 1, 1, 0, 0, 0)), "Name: x\n")
+    return wheel, hashlib.sha256(wheel.read_bytes()).hexdigest()
+
+
+def pin_toml(version: str, filename: str, sha256: str, url: str = "https://example.invalid/x", commit: str = "") -> str:
+    return (
+        f'project = "vllm-omni"\nversion = "{version}"\nsource = "wheel"\n\n'
+        f'[wheel]\nfilename = "{filename}"\nsha256 = "{sha256}"\n\n'
+        f'[git]\nurl = "{url}"\ntag = "v{version}"\ncommit = "{commit}"\n'
+    )
+
+
+def commit_patch(repo: Path, edits: dict[str, str], subject: str, slug: str, status: str = "Pending") -> None:
+    for name, text in edits.items():
+        path = repo / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    git("add", "-A", cwd=repo)
+    message = f"{subject}\n\nWhy this change.\n\nUpstream-Status: {status}\nKit-Patch: {slug}\n"
+    git("commit", "-q", "-m", message, cwd=repo, env=AUTHOR)
+
+
+@dataclass
+class Kit:
+    """A copy of the kit (scripts/, ci/, patches/) in a temporary folder, like a fresh clone."""
+
+    root: Path
+
+    @property
+    def patches(self) -> Path:
+        return self.root / "patches"
+
+    @property
+    def checkout(self) -> Path:
+        return self.root / ".work" / "vllm-omni"
+
+    def run(self, *args: str, check: bool = False, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        full_env = {**os.environ, "CI": "", **(env or {})}
+        proc = subprocess.run(
+            [sys.executable, "-m", "scripts", *args], cwd=self.root, capture_output=True, text=True, env=full_env
+        )
+        if check and proc.returncode != 0:
+            raise AssertionError(f"kit {args} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+        return proc
+
+    def git(self, *args: str) -> str:
+        return git(*args, cwd=self.checkout, env=AUTHOR)
+
+    def write_pin(self, text: str) -> None:
+        (self.patches / "upstream.toml").write_text(text, encoding="utf-8")
+
+    def seed_wheel(self, wheel: Path) -> None:
+        """Put a wheel where the kit caches downloads (so small test upstreams need no registry)."""
+        downloads = self.root / ".work" / "downloads"
+        downloads.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(wheel, downloads / wheel.name)
+
+
+def copy_kit(dest: Path, with_patches: bool) -> Kit:
+    for part in ("scripts", "ci"):
+        shutil.copytree(KIT_ROOT / part, dest / part, ignore=shutil.ignore_patterns("__pycache__"))
+    if with_patches:
+        shutil.copytree(KIT_ROOT / "patches", dest / "patches")
+    else:
+        (dest / "patches").mkdir()
+        (dest / "patches" / "series").write_text("# test series\n", encoding="utf-8")
+    return Kit(dest)
+
+
+@pytest.fixture
+def small_kit(tmp_path: Path) -> Kit:
+    """A kit pinned to a small upstream wheel, with an empty series."""
+    kit = copy_kit(tmp_path / "kit", with_patches=False)
+    wheel, digest = build_wheel(tmp_path, SMALL_UPSTREAM)
+    kit.write_pin(pin_toml("0.1.0", wheel.name, digest))
+    kit.seed_wheel(wheel)
+    return kit
+
+
+@pytest.fixture
+def small_pin(tmp_path: Path) -> tuple[Pin, Path]:
+    wheel, digest = build_wheel(tmp_path, SMALL_UPSTREAM)
+    return Pin("vllm-omni", "0.1.0", "wheel", wheel.name, digest, "https://example.invalid/x", "v0.1.0", ""), wheel
+
+
+def make_series(kit: Kit, patches: list[tuple[dict[str, str], str, str]]) -> None:
+    """Apply the empty series, commit each (edits, subject, slug), and refresh into patches/."""
+    kit.run("apply", check=True)
+    for edits, subject, slug in patches:
+        commit_patch(kit.checkout, edits, subject, slug)
+    kit.run("refresh", check=True)
+
+
+def rope_with(changed: dict[int, str]) -> str:
+    return "".join(f"{changed.get(i, f'line {i}')}\n" for i in range(1, 41))

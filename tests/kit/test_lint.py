@@ -1,0 +1,90 @@
+"""Each of the kit's own lint checks fails on a deliberately bad patch; ruff runs with upstream's settings."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import Kit, make_series
+
+from scripts.diffparse import parse
+from scripts.lint import check_added_lines, check_new_file, npu_only_lines
+
+RUFF = shutil.which("ruff", path=str(Path(sys.executable).parent)) or "ruff"
+SPDX = (
+    "# SPDX-License-Identifier: Apache-2.0\n"
+    "# SPDX-FileCopyrightText: Copyright contributors to the vLLM-Omni project\n"
+)
+GOOD_ATTN = (
+    "def attend(q):\n"
+    '    if q.device.type == "npu":\n'
+    "        import torch_npu\n\n"
+    "        return torch_npu.npu_fusion_attention(q, q, q, 1, \"TND\")[0]\n"
+    "    return q\n"
+)
+GOOD_TEST = SPDX + "import pytest\n\npytestmark = [pytest.mark.core_model, pytest.mark.cpu]\n\n\ndef test_x():\n    assert True\n"
+
+# (rule, file edits) — each breaks exactly one rule.
+BAD = {
+    "KIT001": {"vllm_omni/attn.py": "def attend(q):\n    if q.is_npu:\n        return q\n    return q\n"},
+    "KIT002": {"vllm_omni/attn.py": "import torch_npu\n\n\ndef attend(q):\n    return torch_npu.x(q)\n"},
+    "KIT003": {"vllm_omni/extra.py": "X = 1\n"},
+    "KIT004": {"tests/test_extra.py": SPDX + "\n\ndef test_x():\n    assert True\n"},
+    "KIT005": {"vllm_omni/attn.py": "import pickle\n\n\ndef attend(q):\n    return pickle.dumps(q)\n"},
+    "KIT006": {"vllm_omni/attn.py": "import torch\n\n\ndef attend(q):\n    torch.cuda.empty_cache()\n    return q\n"},
+}
+
+
+def lint(kit: Kit) -> tuple[int, str]:
+    proc = kit.run("lint", "--ruff", RUFF)
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def test_good_series_is_clean(small_kit: Kit) -> None:
+    make_series(small_kit, [({"vllm_omni/attn.py": GOOD_ATTN, "tests/test_attn_npu.py": GOOD_TEST}, "[NPU] ok", "ok")])
+    code, out = lint(small_kit)
+    assert code == 0, out
+    assert "lint clean" in out
+
+
+@pytest.mark.parametrize("rule", sorted(BAD))
+def test_each_own_check_fails_on_a_bad_patch(small_kit: Kit, rule: str) -> None:
+    make_series(small_kit, [(BAD[rule], f"[NPU] bad {rule}", "bad")])
+    code, out = lint(small_kit)
+    assert code == 1, out
+    finding = next(line for line in out.splitlines() if f" {rule} " in line)
+    assert "(fix: " in finding and ":" in finding.split(f" {rule} ")[0]  # file:line, rule, fix
+
+
+def test_ruff_upstream_settings_flag_added_lines(small_kit: Kit) -> None:
+    long_line = "X = " + '"' + "a" * 130 + '"\n'
+    make_series(small_kit, [({"vllm_omni/attn.py": SPDX + "import os\n" + long_line}, "[NPU] ruff", "ruff-bad")])
+    code, out = lint(small_kit)
+    assert code == 1
+    assert "vllm_omni/attn.py:4: E501" in out and "vllm_omni/attn.py:3: F401" in out
+
+
+def test_tests_tree_may_exceed_line_length_as_upstream_allows(small_kit: Kit) -> None:
+    long_test = GOOD_TEST + '\n\ndef test_y():\n    assert "' + "a" * 130 + '"\n'
+    make_series(small_kit, [({"tests/test_attn_npu.py": long_test}, "[NPU] long test", "long-test")])
+    code, out = lint(small_kit)
+    assert code == 0, out
+
+
+def test_npu_only_lines_cover_if_body_not_else() -> None:
+    src = 'def f(x):\n    if x.device.type == "npu":\n        import torch_npu\n    else:\n        import torch_npu\n'
+    lines = npu_only_lines(src)
+    assert 3 in lines and 5 not in lines
+
+
+def test_added_line_numbers_follow_hunks() -> None:
+    patch = (
+        "diff --git a/vllm_omni/a.py b/vllm_omni/a.py\n--- a/vllm_omni/a.py\n+++ b/vllm_omni/a.py\n"
+        "@@ -10,2 +10,3 @@\n ctx\n+    y = x.is_npu\n ctx\n"
+    )
+    (diff,) = parse(patch)
+    assert diff.added == ((11, "    y = x.is_npu"),)
+    assert [f.rule for f in check_added_lines(diff, None)] == ["KIT001"]
+    assert check_new_file(diff) == []

@@ -1,0 +1,94 @@
+"""The pin: sha256 verification before extraction, registry errors, the git source."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import SMALL_UPSTREAM, Kit, build_wheel, pin_toml
+
+from scripts import pin as pinmod
+from scripts.gitcmd import git
+from scripts.paths import PIN_FILE
+
+
+def test_shipped_pin_is_vllm_omni_0_30_0() -> None:
+    pin = pinmod.load_pin(PIN_FILE)
+    assert (pin.project, pin.version, pin.source) == ("vllm-omni", "0.30.0", "wheel")
+    assert pin.wheel_filename == "vllm_omni-0.30.0-py3-none-any.whl"
+    assert pin.git_url == "https://github.com/vllm-project/vllm-omni" and pin.git_tag == "v0.30.0"
+
+
+def test_tampered_digest_is_refused_before_extraction(small_kit: Kit) -> None:
+    text = (small_kit.patches / "upstream.toml").read_text()
+    digest = pinmod.parse_pin(text).wheel_sha256
+    small_kit.write_pin(text.replace(digest, "0" * 64))
+    proc = small_kit.run("apply")
+    assert proc.returncode == 2
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert f"does not match the pin's {'0' * 64}" in proc.stderr and digest in proc.stderr
+    assert not small_kit.checkout.exists()  # nothing extracted
+
+
+def test_unknown_version_fails_in_one_line(tmp_path: Path) -> None:
+    pin = pinmod.Pin("vllm-omni", "0.0.999", "wheel", "vllm_omni-0.0.999-py3-none-any.whl", "0" * 64, "", "", "")
+    with pytest.raises(pinmod.PinError) as err:
+        pinmod.fetch_wheel(pin, tmp_path)
+    assert "could not download vllm-omni==0.0.999" in str(err.value)
+    assert "\n" not in str(err.value)
+    assert list(tmp_path.iterdir()) == []  # no partial download left behind
+
+
+def test_malformed_pin_names_the_file() -> None:
+    with pytest.raises(pinmod.PinError, match="upstream.toml is malformed"):
+        pinmod.parse_pin('project = "vllm-omni"\n')
+    with pytest.raises(pinmod.PinError, match="not a sha256"):
+        pinmod.parse_pin(pin_toml("1", "f.whl", "abc"))
+
+
+def make_git_upstream(tmp_path: Path) -> tuple[Path, str]:
+    repo = tmp_path / "upstream.git"
+    repo.mkdir()
+    git("init", "-q", "-b", "main", cwd=repo)
+    for name, text in SMALL_UPSTREAM.items():
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_text(text)
+    git("add", "-A", cwd=repo)
+    git("-c", "user.name=U", "-c", "user.email=u@example.org", "commit", "-qm", "release", cwd=repo)
+    git("-c", "user.name=U", "-c", "user.email=u@example.org", "tag", "-a", "v0.1.0", "-m", "v0.1.0", cwd=repo)
+    git("config", "uploadpack.allowAnySHA1InWant", "true", cwd=repo)
+    return repo, git("rev-parse", "HEAD", cwd=repo).strip()
+
+
+def test_git_source_against_a_local_repository(small_kit: Kit, tmp_path: Path) -> None:
+    repo, commit = make_git_upstream(tmp_path)
+    text = (small_kit.patches / "upstream.toml").read_text().replace("https://example.invalid/x", repo.as_uri())
+    small_kit.write_pin(text)
+    # The commit is recorded from the tag, as a contributor with network would do.
+    small_kit.run("pin", "--record-git", check=True)
+    assert f'commit = "{commit}"' in (small_kit.patches / "upstream.toml").read_text()
+    out = small_kit.run("apply", "--source", "git", check=True).stdout
+    assert "(git)" in out
+    assert git("rev-parse", "pristine", cwd=small_kit.checkout).strip() == commit
+
+
+def test_git_source_refuses_a_wrong_commit(small_kit: Kit, tmp_path: Path) -> None:
+    repo, _ = make_git_upstream(tmp_path)
+    text = (small_kit.patches / "upstream.toml").read_text().replace("https://example.invalid/x", repo.as_uri())
+    small_kit.write_pin(text.replace('commit = ""', f'commit = "{"1" * 40}"'))
+    proc = small_kit.run("apply", "--source", "git")
+    assert proc.returncode == 2 and "could not fetch 111111111111" in proc.stderr
+    assert not small_kit.checkout.exists()
+
+
+def test_git_source_without_recorded_commit_says_how_to_record(small_kit: Kit) -> None:
+    proc = small_kit.run("apply", "--source", "git")
+    assert proc.returncode == 2 and "pin --record-git" in proc.stderr
+
+
+def test_wheel_content_matches_its_git_tree(tmp_path: Path) -> None:
+    repo, _ = make_git_upstream(tmp_path)
+    wheel, _ = build_wheel(tmp_path, SMALL_UPSTREAM)
+    assert pinmod.wheel_matches_tree(wheel, repo) == []
+    (repo / "vllm_omni/attn.py").write_text("changed\n")
+    assert pinmod.wheel_matches_tree(wheel, repo) == ["vllm_omni/attn.py"]
