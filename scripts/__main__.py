@@ -29,6 +29,9 @@ def parser() -> argparse.ArgumentParser:
     sub.add_parser("refresh", help="export the checkout's commits back to patches/")
     lt = sub.add_parser("lint", help="ruff with upstream's settings + the kit's checks on the series")
     lt.add_argument("--ruff", default="ruff", help="the ruff executable (upstream pins v0.14.10)")
+    ts = sub.add_parser("test", help="the CPU regression suite on the checkout, in one leg (stock|npu)")
+    ts.add_argument("leg", help="stock (no torch_npu) or npu (real torch_npu, or the simulated NPU without CANN)")
+    ts.add_argument("pytest_args", nargs=argparse.REMAINDER, help="passed on to pytest")
     pn = sub.add_parser("pin", help="show the pin, or record the git commit of its tag")
     pn.add_argument("--record-git", action="store_true", help="resolve git.tag at git.url and write git.commit")
     return p

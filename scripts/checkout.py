@@ -312,6 +312,12 @@ def verify_current(checkout: Path, pin: Pin, patches: list[Patch]) -> State:
     return state
 
 
+def combined_diff(checkout: Path) -> str:
+    """pristine..HEAD as one diff: line numbers are those of the final patched tree."""
+    return git("diff", "--no-renames", "--no-color", "--src-prefix=a/", "--dst-prefix=b/", PRISTINE_TAG, "HEAD",
+               cwd=checkout)  # fmt: skip
+
+
 # ---- refresh --------------------------------------------------------------------
 
 

@@ -6,19 +6,18 @@ import argparse
 import time
 
 from scripts import checkout as co
+from scripts import legenv, legs
 from scripts import lint as lintmod
 from scripts import paths, records
 from scripts import pin as pinmod
 from scripts.diffparse import touched
 from scripts.report import progress, table
-from scripts.series import Patch, load_series
+from scripts.series import load_series
 
 
-def current() -> tuple[co.State, list[Patch]]:
+def current() -> co.State:
     """The checkout's state, refusing one that does not match the pin and patches/."""
-    patches = load_series(paths.PATCHES)
-    state = co.verify_current(paths.CHECKOUT, pinmod.load_pin(paths.PIN_FILE), patches)
-    return state, patches
+    return co.verify_current(paths.CHECKOUT, pinmod.load_pin(paths.PIN_FILE), load_series(paths.PATCHES))
 
 
 def apply(args: argparse.Namespace) -> int:
@@ -61,12 +60,12 @@ def pin(args: argparse.Namespace) -> int:
 
 
 def lint(args: argparse.Namespace) -> int:
-    state, patches = current()
-    texts = {p.name: p.text for p in patches}
-    files = [f for f in touched(list(texts.values())) if f.endswith(".py") and (paths.CHECKOUT / f).is_file()]
+    state = current()
+    series_diff = co.combined_diff(paths.CHECKOUT)
+    files = [f for f in touched([series_diff]) if f.endswith(".py") and (paths.CHECKOUT / f).is_file()]
     config = paths.CI_DIR / "ruff-upstream.toml"
     progress(f"ruff {lintmod.ruff_version(args.ruff)} with upstream's settings on {len(files)} touched file(s)")
-    added = lintmod.added_line_set(texts)
+    added = lintmod.added_line_set(series_diff)
     ruff = lintmod.ruff_check(args.ruff, config, paths.CHECKOUT, files) if files else []
     ours = [f for f in ruff if f.line in added.get(f.file, set())]
     pre_existing = [f for f in ruff if f not in ours]
@@ -78,7 +77,7 @@ def lint(args: argparse.Namespace) -> int:
         if f not in was_unformatted
     ]
     progress("kit checks KIT001-KIT006 on the lines the series adds")
-    own = lintmod.own_checks(texts, paths.CHECKOUT)
+    own = lintmod.own_checks(series_diff, paths.CHECKOUT)
     for finding in [*ours, *unformatted, *own]:
         print(finding)
     for finding in pre_existing:
@@ -92,3 +91,32 @@ def lint(args: argparse.Namespace) -> int:
                   "ruff": lintmod.ruff_version(args.ruff), "passed": errors == 0})  # fmt: skip
     progress("lint clean" if errors == 0 else f"lint: {errors} finding(s)")
     return 0 if errors == 0 else 1
+
+
+def test(args: argparse.Namespace) -> int:
+    state = current()
+    leg = legenv.check_leg(args.leg)
+    python = legenv.ensure_env(leg)
+    versions = legenv.versions(python)
+    mode = legs.npu_mode(leg, versions)
+    shown = ", ".join(f"{k} {v}" for k, v in versions.items() if k != "torch_npu_import")
+    progress(f"leg {leg}: mode {mode}; {shown}")
+    if mode == "simulated":
+        progress(f"leg {leg}: torch_npu cannot load here ({versions.get('torch_npu_import', 'absent')}); "
+                 "the NPU branches run on the simulated NPU (scripts/simulated_npu.py), not on Ascend")  # fmt: skip
+    out = paths.RECORDS / f"test-{leg}"
+    out.mkdir(parents=True, exist_ok=True)
+    junit, cov_json = out / "junit.xml", out / "coverage.json"
+    env = legs.leg_env(leg, mode, paths.CHECKOUT, paths.PRISTINE_TREE)
+    rc = legs.run_suite(python, env, paths.ROOT, junit, cov_json, paths.CHECKOUT / "vllm_omni", args.pytest_args)
+    if not junit.is_file():
+        raise legs.SuiteDidNotRun(f"leg {leg}: pytest exited {rc} without a report", "see pytest's output above")
+    counts = legs.counts_from_junit(junit.read_text(encoding="utf-8"))
+    wanted = legs.npu_branch_lines(co.combined_diff(paths.CHECKOUT), paths.CHECKOUT)
+    coverage = legs.executed(cov_json.read_text(encoding="utf-8"), paths.CHECKOUT, wanted) if cov_json.is_file() else (0, 0)
+    data = legs.record(leg, mode, versions, counts, coverage, state.series_digest)
+    records.write(paths.RECORDS, f"test-{leg}", data)
+    print(table(["leg", "mode", "torch", "torch_npu", "passed", "failed", "errors", "skipped", "NPU-branch lines run"],
+                [(leg, mode, versions.get("torch"), versions.get("torch_npu"), counts.passed, counts.failed,
+                  counts.errors, counts.skipped, f"{coverage[0]}/{coverage[1]}")]))  # fmt: skip
+    return 0 if counts.ok and rc == 0 else 1

@@ -114,6 +114,20 @@ def leg_problems(leg: str, versions_seen: dict[str, str]) -> list[str]:
     return problems
 
 
+def shown(path: Path) -> str:
+    """A path as users see it: relative to the checkout when inside it."""
+    try:
+        return str(path.relative_to(WORK.parent))
+    except ValueError:
+        return str(path)
+
+
+def step_label(step: list[str]) -> str:
+    """A short name for a pip step: the subcommand and its non-flag arguments."""
+    tail = step[step.index("install") :] if "install" in step else step[1:]
+    return " ".join(shown(Path(a)) if a.startswith("/") else a for a in tail if not a.startswith("--"))
+
+
 def format_seconds(seconds: float) -> str:
     minutes, secs = divmod(int(round(seconds)), 60)
     return f"{minutes}m{secs:02d}s" if minutes else f"{seconds:.1f}s"
@@ -149,7 +163,7 @@ def versions(python: Path) -> dict[str, str]:
 
 
 def _run_step(leg: str, index: int, total: int, step: list[str]) -> None:
-    label = " ".join(step[step.index("install"):]) if "install" in step else " ".join(step)
+    label = step_label(step)
     print(f"[legenv {leg}] step {index}/{total}: pip {label}", flush=True)
     started = time.monotonic()
     done = subprocess.run(step)
@@ -162,7 +176,7 @@ def _run_step(leg: str, index: int, total: int, step: list[str]) -> None:
 
 
 def _build(leg: str, env: Path, digest: str) -> None:
-    print(f"[legenv {leg}] creating venv {env.relative_to(WORK.parent)}", flush=True)
+    print(f"[legenv {leg}] creating venv {shown(env)}", flush=True)
     done = subprocess.run([sys.executable, "-m", "venv", str(env)])
     if done.returncode != 0:
         raise KitError(f"leg {leg}: cannot create a venv at {env}", "check that python's venv module works")
@@ -183,7 +197,7 @@ def ensure_env(leg: str) -> Path:
     env = env_dir(leg)
     started = time.monotonic()
     if is_ready(leg):
-        print(f"[legenv {leg}] reusing {env.relative_to(WORK.parent)} ({format_seconds(time.monotonic() - started)})")
+        print(f"[legenv {leg}] reusing {shown(env)} ({format_seconds(time.monotonic() - started)})")
         return env_python(env)
     print(f"[legenv {leg}] pins changed or env missing: building (several GB, a few minutes)", flush=True)
     if env.exists():

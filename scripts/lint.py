@@ -113,24 +113,19 @@ def check_new_file(diff: FileDiff) -> list[Finding]:
     return findings
 
 
-def own_checks(patch_texts: dict[str, str], tree: Path) -> list[Finding]:
-    """The kit's checks over every patch's added lines; tree is the patched checkout."""
+def own_checks(series_diff: str, tree: Path) -> list[Finding]:
+    """The kit's checks over the lines the series adds; series_diff is pristine..HEAD of the patched tree."""
     findings = []
-    for text in patch_texts.values():
-        for diff in parse(text):
-            path = tree / diff.path
-            source = path.read_text(encoding="utf-8") if path.is_file() else None
-            findings += check_added_lines(diff, source) + check_new_file(diff)
+    for diff in parse(series_diff):
+        path = tree / diff.path
+        source = path.read_text(encoding="utf-8") if path.is_file() else None
+        findings += check_added_lines(diff, source) + check_new_file(diff)
     return findings
 
 
-def added_line_set(patch_texts: dict[str, str]) -> dict[str, set[int]]:
-    """Added line numbers per file in the final tree (a later patch may shift them; good enough for attribution)."""
-    out: dict[str, set[int]] = {}
-    for text in patch_texts.values():
-        for diff in parse(text):
-            out.setdefault(diff.path, set()).update(n for n, _ in diff.added)
-    return out
+def added_line_set(series_diff: str) -> dict[str, set[int]]:
+    """Added line numbers per file of the patched tree."""
+    return {diff.path: {n for n, _ in diff.added} for diff in parse(series_diff)}
 
 
 # ---- ruff at the edge --------------------------------------------------------------

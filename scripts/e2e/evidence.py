@@ -1,0 +1,178 @@
+"""The evidence folder of one invocation: manifest, per-run files, summary.json and summary.md."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from scripts import paths
+
+STANDIN_NOTE = "stand-in server (tests/standins/realtime_server.py): no Ascend hardware and no model were used"
+
+VERSIONS_PROBE = r"""
+import json, os, glob, importlib.metadata as md
+out = {}
+for name in ("torch", "torch_npu", "vllm", "vllm_ascend", "vllm_omni"):
+    try:
+        out[name] = md.version(name)
+    except md.PackageNotFoundError:
+        out[name] = None
+home = os.environ.get("ASCEND_HOME_PATH") or os.environ.get("ASCEND_TOOLKIT_HOME") or ""
+cann = None
+for path in [os.path.join(home, "version.cfg"), *glob.glob(os.path.join(home, "*", "ascend_toolkit_install.info"))]:
+    if home and os.path.isfile(path):
+        cann = open(path).read().strip()[:400]
+        break
+out["cann"] = cann
+print(json.dumps(out))
+"""
+
+
+@dataclass
+class RunRecord:
+    index: int
+    status: str = "not run"  # ok | a failure verdict
+    error: str = ""
+    server_up_s: float | None = None
+    steady_count: int = 0
+    steady_median_ms: float | None = None
+    steady_p99_ms: float | None = None
+    steady_rtf: float | None = None
+    in_band: bool | None = None
+    md5: str | None = None
+    files: dict[str, str] = field(default_factory=dict)
+
+
+def create(root: Path) -> Path:
+    """A new folder under ``root``; an existing one is never reused."""
+    root.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    for attempt in range(1000):
+        folder = root / (f"e2e-{stamp}-{os.getpid()}" + (f"-{attempt}" if attempt else ""))
+        try:
+            folder.mkdir()
+        except FileExistsError:
+            continue
+        return folder
+    raise RuntimeError(f"no free evidence folder name under {root}")
+
+
+def run_dir(folder: Path, index: int) -> Path:
+    path = folder / f"run-{index}"
+    path.mkdir(exist_ok=True)
+    return path
+
+
+def sha256_files(files: Sequence[Path]) -> str | None:
+    existing = [f for f in files if f.is_file()]
+    if not existing:
+        return None
+    digest = hashlib.sha256()
+    for f in existing:
+        digest.update(f.name.encode() + b"\0" + f.read_bytes())
+    return digest.hexdigest()
+
+
+def _git(args: Sequence[str], cwd: Path) -> str | None:
+    try:
+        done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=30, check=False)
+    except OSError:
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def kit_identity() -> dict[str, Any]:
+    series = [paths.SERIES_FILE, *sorted(paths.PATCHES.glob("*.patch"))]
+    return {
+        "kit_commit": _git(["rev-parse", "HEAD"], paths.ROOT),
+        "pin_sha256": sha256_files([paths.PIN_FILE]),
+        "series_sha256": sha256_files(series),
+        "checkout_head": _git(["rev-parse", "HEAD"], paths.CHECKOUT) if paths.CHECKOUT.is_dir() else None,
+    }
+
+
+def probe_versions(python: str) -> dict[str, Any]:
+    done = subprocess.run([python, "-c", VERSIONS_PROBE], capture_output=True, text=True, timeout=300, check=False)
+    if done.returncode != 0:
+        return {"error": (done.stderr.strip().splitlines() or ["no output"])[-1]}
+    return dict(json.loads(done.stdout))
+
+
+def standin_versions() -> dict[str, Any]:
+    import av
+    import websockets
+
+    return {"python": platform.python_version(), "av": av.__version__, "websockets": websockets.__version__}
+
+
+def write_json(path: Path, data: Mapping[str, Any]) -> None:
+    path.write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def summary_document(
+    *, verdict: str, reason: str, standin: bool, band_ms: tuple[float, float], runs: Sequence[RunRecord],
+    determinism: Mapping[str, Any] | None, folder: Path,
+) -> dict[str, Any]:  # fmt: skip
+    return {
+        "verdict": verdict,
+        "reason": reason,
+        "mode": "standin" if standin else "ascend",
+        "stand_in": standin,
+        "note": STANDIN_NOTE if standin else "served by vllm-omni on Ascend cards",
+        "band_ms": list(band_ms),
+        "runs": [asdict(r) for r in runs],
+        "determinism": determinism,
+        "evidence": str(folder),
+    }
+
+
+def _num(value: float | None, digits: int) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def summary_markdown(summary: Mapping[str, Any], manifest: Mapping[str, Any]) -> str:
+    """The PR's Test Result section, from summary.json and the manifest only."""
+    lo, hi = summary["band_ms"]
+    cfg = manifest["config"]
+    lines = [
+        "## Test Result",
+        "",
+        f"**Verdict: {summary['verdict']}** - {summary['reason']}",
+        "",
+    ]
+    if summary["stand_in"]:
+        lines += [f"> NOTE: {STANDIN_NOTE}. These numbers say nothing about Ascend.", ""]
+    versions = manifest.get("versions", {})
+    lines += [
+        f"- Setup: {manifest['mode']}, cards {cfg['cards']}, deploy config `{Path(str(cfg['deploy_config'])).name}`, "
+        f"{cfg['chunks']} chunks, {cfg['warmup_sessions']} warm-up + {cfg['sessions']} measured session(s), "
+        f"{cfg['runs']} independent server runs, client `{manifest['client']}`",
+        "- Versions: " + ", ".join(f"{k} {v}" for k, v in sorted(versions.items()) if k != "cann"),
+        f"- Kit {manifest['kit'].get('kit_commit')}, series sha256 {manifest['kit'].get('series_sha256')}",
+        "",
+        f"| run | server up (s) | steady median (ms) | p99 (ms) | steady RTF | band {lo:g}-{hi:g} ms | video md5 |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for run in summary["runs"]:
+        band = "-" if run["in_band"] is None else ("in" if run["in_band"] else "OUT")
+        lines.append(
+            f"| {run['index']} | {_num(run['server_up_s'], 1)} | {_num(run['steady_median_ms'], 1)} | {_num(run['steady_p99_ms'], 1)} | "
+            f"{_num(run['steady_rtf'], 3)} | {band} | {run['md5'] or run['status']} |"
+        )
+    det = summary.get("determinism")
+    if det:
+        lines += ["", f"Determinism: md5 {'equal' if det['md5_equal'] else 'DIFFERENT'}, decoded frames "]
+        lines[-1] += "identical." if det["frames_equal"] else (
+            f"differ from frame {det['first_diff_frame']} on ({det['differing_frames']} frames; "
+            f"max abs diff {det['max_abs_diff']}, PSNR {det['psnr_db']} dB)."
+        )
+    lines += ["", f"Environment and logs: evidence folder `{Path(summary['evidence']).name}`.", ""]
+    return "\n".join(lines)

@@ -1,0 +1,153 @@
+"""Checks before anything starts; each failure is one KitError line with its fix.
+
+Ascend mode checks cards, CANN, torch_npu, model, deploy config, port and the
+checkout. Stand-in mode (asked for explicitly) checks the port only and records
+the other checks as skipped.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from scripts.e2e import server
+from scripts.e2e.config import E2EConfig
+from scripts.errors import KitError
+
+
+class PreflightError(KitError):
+    """The runner is not ready for the e2e."""
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    status: str  # "ok" or "skipped"
+    detail: str
+
+
+_NPU_ROW = re.compile(r"^\|\s*(\d+)\s+([A-Za-z0-9]+)\s+\|\s*([A-Za-z]+)\s+\|")
+_PROC_ROW = re.compile(r"^\|\s*(\d+)\s+(\d+)\s+\|\s*(\d+)\s+\|")
+
+
+def parse_npu_ids(npu_smi_info: str) -> dict[int, str]:
+    """NPU id -> "name health" from ``npu-smi info``'s device table."""
+    return {int(m[1]): f"{m[2]} {m[3]}" for line in npu_smi_info.splitlines() if (m := _NPU_ROW.match(line))}
+
+
+def parse_busy_cards(npu_smi_info: str) -> dict[int, list[int]]:
+    """NPU id -> pids from ``npu-smi info``'s process table."""
+    busy: dict[int, list[int]] = {}
+    for line in npu_smi_info.splitlines():
+        if m := _PROC_ROW.match(line):
+            busy.setdefault(int(m[1]), []).append(int(m[3]))
+    return busy
+
+
+def npu_smi_info() -> str:
+    if shutil.which("npu-smi") is None:
+        raise PreflightError(
+            "no Ascend cards visible: npu-smi not found",
+            "run on an Ascend runner with the driver mounted, or pass --standin to use the test stand-in",
+        )
+    done = subprocess.run(["npu-smi", "info"], capture_output=True, text=True, timeout=60, check=False)
+    if done.returncode != 0:
+        raise PreflightError(
+            f"npu-smi info failed (exit {done.returncode}): {done.stderr.strip()[:200]}",
+            "check the Ascend driver and the devices mounted into the job",
+        )
+    return done.stdout
+
+
+def check_cards(cards: Sequence[int], info: str, env: Mapping[str, str]) -> Check:
+    listed = parse_npu_ids(info)
+    missing = [c for c in cards if c not in listed]
+    if missing:
+        raise PreflightError(
+            f"cards {missing} not visible to npu-smi (visible: {sorted(listed)})",
+            "mount those devices into the job or pass --cards with visible ids",
+        )
+    visible = env.get("ASCEND_RT_VISIBLE_DEVICES")
+    if visible and sorted(int(v) for v in visible.split(",") if v.strip()) != sorted(cards):
+        raise PreflightError(
+            f"ASCEND_RT_VISIBLE_DEVICES={visible} disagrees with --cards {','.join(map(str, cards))}",
+            "unset ASCEND_RT_VISIBLE_DEVICES (the e2e sets it from --cards) or make them match",
+        )
+    busy = {c: pids for c, pids in parse_busy_cards(info).items() if c in cards}
+    if busy:
+        raise PreflightError(f"cards already in use: {busy}", "stop those processes or choose other --cards")
+    return Check("cards", "ok", ", ".join(f"{c}: {listed[c]}" for c in cards))
+
+
+def check_cann(env: Mapping[str, str]) -> Check:
+    home = env.get("ASCEND_HOME_PATH") or env.get("ASCEND_TOOLKIT_HOME")
+    if not home or not Path(home).is_dir():
+        raise PreflightError(
+            "CANN environment not sourced (ASCEND_HOME_PATH unset or missing)",
+            "source the toolkit's set_env.sh (e.g. /usr/local/Ascend/ascend-toolkit/set_env.sh) first",
+        )
+    return Check("cann", "ok", home)
+
+
+def check_torch_npu(python: str) -> Check:
+    probe = "import torch, torch_npu, torch_npu._C; assert torch.npu.is_available(); print(torch_npu.__version__)"
+    done = subprocess.run([python, "-c", probe], capture_output=True, text=True, timeout=300, check=False)
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise PreflightError(
+            f"real torch_npu not importable with {python}: {last[:200]}",
+            "install the pinned torch_npu into the runner's python (or pass --python) and source CANN",
+        )
+    return Check("torch_npu", "ok", f"{done.stdout.strip()} ({python})")
+
+
+def check_model(model: str | None) -> Check:
+    if not model:
+        raise PreflightError("no model path given", "pass the model directory as the first argument or KIT_E2E_MODEL")
+    if not Path(model).is_dir():
+        raise PreflightError(f"model path {model} is not a directory", "download the model there or fix the path")
+    return Check("model", "ok", model)
+
+
+def check_file(name: str, path: Path, fix: str) -> Check:
+    if not path.is_file():
+        raise PreflightError(f"{name} {path} not found", fix)
+    return Check(name, "ok", str(path))
+
+
+def check_port(host: str, port: int) -> Check:
+    if not server.port_free(host, port):
+        raise PreflightError(
+            f"port {port} on {host} is already in use",
+            f"stop what listens there (ss -ltnp 'sport = :{port}') or pass --port",
+        )
+    return Check("port", "ok", f"{host}:{port}")
+
+
+def check_checkout() -> Check:
+    """The checkout at scripts.paths.CHECKOUT is the pin plus exactly the series, clean."""
+    from scripts import checkout  # the checkout module raises its own KitError with the fix
+
+    checkout.verify_current()
+    return Check("checkout", "ok", "matches patches/")
+
+
+def run(config: E2EConfig, python: str | None, env: Mapping[str, str] = os.environ) -> list[Check]:
+    """All checks in order; the first failure raises."""
+    if config.standin:
+        skipped = ("cards", "cann", "torch_npu", "model", "deploy_config", "checkout")
+        return [Check(n, "skipped", "stand-in mode") for n in skipped] + [check_port(config.host, config.port)]
+    checks = [check_cards(config.cards, npu_smi_info(), env), check_cann(env)]
+    if python is None:
+        raise PreflightError("no base python found on PATH", "pass --python (the runner's python with torch_npu)")
+    checks.append(check_torch_npu(python))
+    checks.append(check_model(config.model))
+    checks.append(check_checkout())
+    checks.append(check_file("deploy_config", config.deploy_config, "run nox -s apply, or pass --deploy-config"))
+    checks.append(check_port(config.host, config.port))
+    return checks
