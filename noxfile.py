@@ -67,7 +67,7 @@ def test(session: nox.Session, leg: str) -> None:
 def kit(session: nox.Session) -> None:
     """The kit's own tests (tests/kit)."""
     session.install("-r", str(KIT_TOOLS))
-    session.run("pytest", "tests/kit", *session.posargs)
+    session.run("pytest", "tests/kit", "--junitxml=.work/records/kit/junit.xml", *session.posargs)
 
 
 @nox.session(venv_backend="none", default=False)

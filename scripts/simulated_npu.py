@@ -270,7 +270,7 @@ class SimulatedNPU:
         if not _is_npu(dst):
             self.record("d2h")
         target = dst.cpu_data if _is_npu(dst) else dst
-        target.clone().copy_(_to_cpu_arg(src))
+        target.copy_(_to_cpu_arg(src))
         return dst
 
     def _custom_op(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
