@@ -73,4 +73,4 @@ def kit(session: nox.Session) -> None:
 @nox.session(venv_backend="none", default=False)
 def timings(session: nox.Session) -> None:
     """Cold and warm timings of apply and of the leg environments, printed as ratios."""
-    run_kit(session, "timings")
+    session.run(sys.executable, "-m", "scripts.timings", *session.posargs, external=True)

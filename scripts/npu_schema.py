@@ -151,7 +151,7 @@ def _same_default(a: Any, b: Any) -> bool:
 def compare(expected: list[Param], actual: list[Param]) -> list[str]:
     """Differences between two parameter lists (name, order, type, optionality, default); [] = match."""
     problems = []
-    for index, (want, got) in enumerate(zip(expected, actual)):
+    for index, (want, got) in enumerate(zip(expected, actual, strict=False)):
         where = f"parameter {index} '{want.name}'"
         if want.name != got.name:
             problems.append(f"{where}: named '{got.name}'")
@@ -171,7 +171,9 @@ def schema_line(text: str, op: str = OP) -> str:
     """The ``func:`` schema of exactly ``op`` (no overload, no _v2/_v3) in the codegen YAML text."""
     found = re.findall(rf"^\s*(?:-\s+)?func:\s+({re.escape(op)}\(.*\)\s*->.*)$", text, re.MULTILINE)
     if len(found) != 1:
-        raise KitError(f"{SCHEMA_MEMBER} has {len(found)} schemas for '{op}'", "expected exactly one; check the op name")
+        raise KitError(
+            f"{SCHEMA_MEMBER} has {len(found)} schemas for '{op}'", "expected exactly one; check the op name"
+        )
     return found[0].strip()
 
 
@@ -197,7 +199,10 @@ def download_wheel(version: str, cache: Path = paths.DOWNLOADS) -> Path:
     cached = sorted(cache.glob(f"torch_npu-{version}-*.whl"))
     if result.returncode != 0 or not cached:
         last = (result.stderr.strip().splitlines() or ["no output"])[-1]
-        raise KitError(f"could not download torch-npu=={version} ({last})", "check the registry is reachable and the version exists")
+        raise KitError(
+            f"could not download torch-npu=={version} ({last})",
+            "check the registry is reachable and the version exists",
+        )
     return cached[0]
 
 
@@ -209,9 +214,14 @@ def wheel_schema(wheel: Path, op: str = OP) -> str:
             schema = schema_line(yaml_text, op)
             registered = schema.encode() in archive.read(BINARY_MEMBER)
     except (KeyError, zipfile.BadZipFile) as error:
-        raise KitError(f"{wheel.name} is not a torch_npu wheel with {SCHEMA_MEMBER} ({error})", "delete it and rerun") from None
+        raise KitError(
+            f"{wheel.name} is not a torch_npu wheel with {SCHEMA_MEMBER} ({error})", "delete it and rerun"
+        ) from None
     if not registered:
-        raise KitError(f"{BINARY_MEMBER} in {wheel.name} does not register '{schema[:60]}...'", "the YAML and the library disagree; read the library's schema")
+        raise KitError(
+            f"{BINARY_MEMBER} in {wheel.name} does not register '{schema[:60]}...'",
+            "the YAML and the library disagree; read the library's schema",
+        )
     return schema
 
 

@@ -36,7 +36,7 @@ import types
 import weakref
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -265,7 +265,7 @@ class SimulatedNPU:
         return tree_map(rewrap, out)
 
     def _copy(self, dst: torch.Tensor, src: torch.Tensor, non_blocking: bool = False) -> torch.Tensor:
-        if _is_npu(dst) and not _is_npu(src) and src.dim() > 0:
+        if _is_npu(dst) and not _is_npu(src):
             self._record_h2d(HostToDeviceCopy(src.nbytes, non_blocking, self.is_pinned(src)))
         if not _is_npu(dst):
             self.record("d2h")
@@ -335,7 +335,7 @@ def _check_cumulative(name: str, lengths: Sequence[int] | None, total: int) -> l
     trailing = next((i for i in range(1, len(ends)) if ends[i] == 0 and ends[i - 1] > 0), None)
     if trailing is not None and not any(ends[trailing:]):
         raise _unmodelled(f"{name} trailing zeros (skipped batches)", ends)
-    if ends[0] < 0 or any(b < a for a, b in zip(ends, ends[1:])):
+    if ends[0] < 0 or any(b < a for a, b in zip(ends, ends[1:], strict=False)):
         raise ValueError(f"npu_fusion_attention: {name} must be cumulative (non-decreasing), got {ends}")
     if ends[-1] != total:
         raise ValueError(
@@ -361,7 +361,8 @@ def _check_unmodelled(given: dict[str, Any]) -> None:
     }
     for name, default in defaults.items():
         value = given[name]
-        if value is not default and value != default:
+        changed = value is not None if default is None else value != default
+        if changed:
             raise _unmodelled(name, value)
 
 
@@ -418,6 +419,10 @@ def npu_fusion_attention(
     return _tnd_attention(query, key, value, ends_q, ends_kv, scale)
 
 
+def _spans(ends: list[int]) -> list[tuple[int, int]]:
+    return list(zip([0, *ends[:-1]], ends, strict=True))
+
+
 def _tnd_attention(
     query: torch.Tensor,
     key: torch.Tensor,
@@ -430,7 +435,7 @@ def _tnd_attention(
     out = torch.zeros(query.shape[0], heads, value.shape[2], dtype=torch.float32, device=query.device)
     row_max = torch.zeros(query.shape[0], heads, dtype=torch.float32, device=query.device)
     row_sum = torch.zeros_like(row_max)
-    for (q0, q1), (k0, k1) in zip(zip([0, *ends_q], ends_q), zip([0, *ends_kv], ends_kv)):
+    for (q0, q1), (k0, k1) in zip(_spans(ends_q), _spans(ends_kv), strict=True):
         if q1 == q0 or k1 == k0:
             continue
         q = query[q0:q1].float()
@@ -501,9 +506,7 @@ def _register_factories(sim: SimulatedNPU) -> torch.library.Library:
         lib.impl(name, lambda *a, _f=func, **k: sim.factory(_f, *a, **k), "PrivateUse1")
     # torch.tensor(..., device=...) copies below the Python key, through these two.
     lib.impl("_copy_from", lambda src, dst, non_blocking=False: sim._copy(dst, src, non_blocking), "PrivateUse1")
-    lib.impl(
-        "_copy_from_and_resize", lambda src, dst: sim._copy(dst, src, False), "PrivateUse1"
-    )
+    lib.impl("_copy_from_and_resize", lambda src, dst: sim._copy(dst, src, False), "PrivateUse1")
     return lib
 
 
@@ -541,7 +544,7 @@ def installed() -> SimulatedNPU | None:
     return _INSTALLED
 
 
-def count_syncs() -> Any:
+def count_syncs() -> AbstractContextManager[SyncCounter]:
     """``with count_syncs() as c:`` counts the block's syncs on the installed simulation."""
     return _state().count_syncs()
 

@@ -1,0 +1,184 @@
+"""scripts.npu_schema: reading op schemas as text and comparing them with Python signatures (no torch)."""
+
+from __future__ import annotations
+
+import subprocess
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from scripts import npu_schema
+from scripts.errors import KitError
+from scripts.npu_schema import NO_DEFAULT, Param, compare, parse_schema, signature_params
+
+SMALL = 'f(Tensor query, int head_num, float scale=1., int[]? prefix=None, *, bool flag=True, str mode="") -> Tensor'
+
+
+class Tensor:
+    """Stands for torch.Tensor: signature_params reads annotations as text, so no torch is needed."""
+
+
+def small(
+    query: Tensor,
+    head_num: int,
+    scale: float = 1.0,
+    prefix: list[int] | None = None,
+    *,
+    flag: bool = True,
+    mode: str = "",
+) -> Tensor:
+    """Matches SMALL."""
+
+
+def test_parse_reads_types_optionality_defaults_and_keyword_only() -> None:
+    params = parse_schema(SMALL)
+    assert params == [
+        Param("query", "Tensor", False, NO_DEFAULT, False),
+        Param("head_num", "int", False, NO_DEFAULT, False),
+        Param("scale", "float", False, 1.0, False),
+        Param("prefix", "int[]", True, None, False),
+        Param("flag", "bool", False, True, True),
+        Param("mode", "str", False, "", True),
+    ]
+
+
+def test_parse_handles_alias_annotations_namespaces_and_list_defaults() -> None:
+    params = parse_schema("ns::op.out(Tensor(a!) out, SymInt[2] size=[1, 2], Tensor? x=None) -> Tensor(a!)")
+    assert [(p.name, p.kind, p.default) for p in params] == [
+        ("out", "Tensor", NO_DEFAULT),
+        ("size", "int[]", [1, 2]),
+        ("x", "Tensor", None),
+    ]
+
+
+def test_parse_rejects_text_that_is_no_schema() -> None:
+    with pytest.raises(ValueError, match="not an op schema"):
+        parse_schema("npu_fusion_attention is documented below")
+
+
+def test_signature_matches_its_schema() -> None:
+    assert compare(parse_schema(SMALL), signature_params(small)) == []
+
+
+@pytest.mark.parametrize(
+    ("altered", "problem"),
+    [
+        (SMALL.replace("float scale=1.", "float scale_value=1."), "parameter 2 'scale_value': named 'scale'"),
+        (SMALL.replace("scale=1.", "scale=2."), "parameter 2 'scale': default 1.0, schema has 2.0"),
+        (SMALL.replace(', str mode=""', ""), "extra parameter 'mode'"),
+        (SMALL.replace("int[]? prefix", "int[] prefix"), "parameter 3 'prefix': optional True, schema has False"),
+        (SMALL.replace("int head_num", "float head_num"), "parameter 1 'head_num': kind 'int', schema has 'float'"),
+        (SMALL.replace("*, bool flag", "bool flag"), "parameter 4 'flag': keyword_only True, schema has False"),
+        (SMALL.replace("flag=True", "flag=1"), "parameter 4 'flag': default True, schema has 1"),
+    ],
+)
+def test_any_change_to_the_schema_is_reported(altered: str, problem: str) -> None:
+    assert problem in compare(parse_schema(altered), signature_params(small))
+
+
+def test_a_parameter_missing_from_the_signature_is_reported() -> None:
+    longer = SMALL.replace(") -> Tensor", ", int seed=0) -> Tensor")
+    assert compare(parse_schema(longer), signature_params(small)) == ["missing parameter 'seed'"]
+
+
+YAML = """\
+- func: npu_fusion_attention_v2(Tensor query, int head_num) -> (Tensor, int)
+- exposed: true
+  func: npu_fusion_attention(Tensor query, int head_num, float scale=1.) -> (Tensor, int)
+  impl_ns: op_api
+- func: npu_fusion_attention.out(Tensor query, *, Tensor(a!) out) -> Tensor(a!)
+"""
+
+
+def test_schema_line_picks_the_exact_op_among_versions_and_overloads() -> None:
+    assert (
+        npu_schema.schema_line(YAML)
+        == "npu_fusion_attention(Tensor query, int head_num, float scale=1.) -> (Tensor, int)"
+    )
+
+
+@pytest.mark.parametrize("text", ["", YAML + YAML])
+def test_schema_line_wants_exactly_one(text: str) -> None:
+    with pytest.raises(KitError, match="schemas for 'npu_fusion_attention'"):
+        npu_schema.schema_line(text)
+
+
+def _wheel(path: Path, yaml: str | None, binary: bytes) -> Path:
+    with zipfile.ZipFile(path, "w") as archive:
+        if yaml is not None:
+            archive.writestr(npu_schema.SCHEMA_MEMBER, yaml)
+        archive.writestr(npu_schema.BINARY_MEMBER, binary)
+    return path
+
+
+def test_wheel_schema_is_read_from_yaml_and_confirmed_in_the_library(tmp_path: Path) -> None:
+    schema = npu_schema.schema_line(YAML)
+    wheel = _wheel(tmp_path / "torch_npu-9.9-x.whl", YAML, b"\x00junk" + schema.encode() + b"\x00")
+    assert npu_schema.wheel_schema(wheel) == schema
+
+
+def test_wheel_schema_refuses_when_the_library_registers_another_schema(tmp_path: Path) -> None:
+    wheel = _wheel(
+        tmp_path / "torch_npu-9.9-x.whl", YAML, b"npu_fusion_attention(Tensor query, int head_num) -> (Tensor, int)"
+    )
+    with pytest.raises(KitError, match="does not register"):
+        npu_schema.wheel_schema(wheel)
+
+
+def test_wheel_schema_refuses_a_wheel_without_the_yaml(tmp_path: Path) -> None:
+    with pytest.raises(KitError, match="is not a torch_npu wheel"):
+        npu_schema.wheel_schema(_wheel(tmp_path / "torch_npu-9.9-x.whl", None, b""))
+
+
+def test_pinned_version_reads_the_leg_pins(tmp_path: Path) -> None:
+    pins = tmp_path / "leg-npu.txt"
+    pins.write_text("-r leg-stock.txt\n# torch-npu==0.1 in a comment\ntorch-npu==2.13.0\n")
+    assert npu_schema.pinned_version(pins) == "2.13.0"
+    assert npu_schema.pinned_version(tmp_path / "absent.txt") == npu_schema.DEFAULT_VERSION
+
+
+def test_download_uses_the_cache_and_reports_failure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cached = tmp_path / "torch_npu-1.0-cp311-x.whl"
+    cached.write_bytes(b"")
+    assert npu_schema.download_wheel("1.0", tmp_path) == cached
+
+    def failing_pip(*args: object, **kwargs: object) -> subprocess.CompletedProcess[str]:
+        return subprocess.CompletedProcess(args, 1, "", "ERROR: No matching distribution found for torch-npu==2.0\n")
+
+    monkeypatch.setattr(npu_schema.subprocess, "run", failing_pip)
+    with pytest.raises(KitError, match="could not download torch-npu==2.0 .*No matching distribution"):
+        npu_schema.download_wheel("2.0", tmp_path)
+
+
+# -- the real wheel (downloaded once into .work/downloads) -----------------------------------------
+
+DOCUMENTED_PREFIX = (
+    "npu_fusion_attention(Tensor query, Tensor key, Tensor value, int head_num, str input_layout, "
+    "Tensor? pse=None, Tensor? padding_mask=None, Tensor? atten_mask=None, float scale=1., "
+    "float keep_prob=1., int pre_tockens=2147483647, int next_tockens=2147483647, int inner_precise=0, "
+    "int[]? prefix=None, int[]? actual_seq_qlen=None, int[]? actual_seq_kvlen=None, int sparse_mode=0, "
+    'bool gen_mask_parallel=True, bool sync=False, str softmax_layout=""'
+)
+
+
+@pytest.fixture(scope="module")
+def real_schema() -> str:
+    return npu_schema.wheel_schema(npu_schema.download_wheel(npu_schema.pinned_version()))
+
+
+def test_real_wheel_schema_extends_the_documented_prototype(real_schema: str) -> None:
+    params = parse_schema(real_schema)
+    assert real_schema.startswith(DOCUMENTED_PREFIX)
+    assert real_schema.endswith("-> (Tensor, Tensor, Tensor, Tensor, int, int, int)")
+    assert [p.name for p in params[20:]] == ["sink", "dropout_mask", "seed", "offset"]
+
+
+def test_real_wheel_schema_check_bites_on_alterations(real_schema: str) -> None:
+    real = parse_schema(real_schema)
+    renamed = parse_schema(real_schema.replace("int[]? actual_seq_qlen", "int[]? actual_seq_len"))
+    redefaulted = parse_schema(real_schema.replace("float keep_prob=1.", "float keep_prob=0.9"))
+    dropped = parse_schema(real_schema.replace(", int offset=0", ""))
+    assert compare(renamed, real) == ["parameter 14 'actual_seq_len': named 'actual_seq_qlen'"]
+    assert compare(redefaulted, real) == ["parameter 9 'keep_prob': default 1.0, schema has 0.9"]
+    assert compare(dropped, real) == ["extra parameter 'offset'"]

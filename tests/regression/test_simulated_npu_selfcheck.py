@@ -1,0 +1,287 @@
+"""Self-check of the simulated NPU (scripts/simulated_npu.py), run in the npu leg's process.
+
+The leg's conftest installs the simulation before anything imports vllm_omni; these tests
+then check it. Without it installed (stock leg, real Ascend) only the subprocess checks run:
+installing here would rename PrivateUse1 for the rest of the process.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="the simulated NPU needs torch (leg environments have it)")
+
+from scripts import npu_schema, simulated_npu  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+sim = simulated_npu.installed()
+needs_sim = pytest.mark.skipif(
+    sim is None, reason="simulated NPU not installed in this process (stock leg or real NPU)"
+)
+
+
+def test_install_adds_the_npu_backend_only_when_called() -> None:
+    probe = (
+        "import torch\n"
+        "from scripts import simulated_npu\n"
+        "assert not hasattr(torch.Tensor, 'is_npu'), 'importing the module must not install it'\n"
+        "sim = simulated_npu.install('2.13.0')\n"
+        "import torch_npu\n"
+        "x = torch.ones(2, device='npu')\n"
+        "print(x.is_npu, torch.ones(2).is_npu, x.device, torch_npu.__version__, simulated_npu.install() is sim)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "False", "npu:0", "2.13.0+simulated", "True"]
+
+
+# -- device behaviour ------------------------------------------------------------------------------
+
+
+@needs_sim
+@pytest.mark.parametrize("device", ["npu", "npu:0", "npu0"])
+def test_factories_land_on_npu(device: str) -> None:
+    where = torch.device("npu", 0) if device == "npu0" else device
+    made = [
+        torch.empty(2, 3, device=where),
+        torch.zeros(2, device=where),
+        torch.ones(2, dtype=torch.bfloat16, device=where),
+        torch.full((2,), 7.0, device=where),
+        torch.arange(1, 7, 2, device=where),
+        torch.tensor([1, 2], device=where),
+        torch.randn(3, device=where),
+    ]
+    assert {(t.device.type, t.device.index, t.is_npu, t.is_cuda) for t in made} == {("npu", 0, True, False)}
+    assert made[4].cpu().tolist() == [1, 3, 5]
+    assert made[3].cpu().tolist() == [7.0, 7.0]
+
+
+@needs_sim
+def test_ops_compute_like_cpu() -> None:
+    x = torch.randn(4, 6)
+    n = x.npu()
+    idx = torch.tensor([3, 0])
+    mask = x > 0
+    checks = {
+        "unflatten": (n.unflatten(-1, (-1, 2)), x.unflatten(-1, (-1, 2))),
+        "flatten": (n.flatten(), x.flatten()),
+        "slice": (n[1:, ::2], x[1:, ::2]),
+        "bool index": (n[mask.npu()], x[mask]),
+        "index_select": (n.index_select(0, idx.npu()), x.index_select(0, idx)),
+        "cat": (torch.cat([n, n], 1), torch.cat([x, x], 1)),
+        "einsum": (torch.einsum("ij,kj->ik", n, n), torch.einsum("ij,kj->ik", x, x)),
+        "softmax": (n.softmax(-1), x.softmax(-1)),
+        "bf16": (n.to(torch.bfloat16), x.to(torch.bfloat16)),
+        "fp16": (n.half(), x.half()),
+    }
+    for name, (on_npu, on_cpu) in checks.items():
+        assert on_npu.device.type == "npu", name
+        assert torch.equal(on_npu.cpu(), on_cpu), name
+    q = torch.randn(1, 2, 5, 8)
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    assert torch.allclose(sdpa(q.npu(), q.npu(), q.npu()).cpu(), sdpa(q, q, q))
+
+
+@needs_sim
+def test_mixing_npu_with_a_cpu_tensor_fails_like_a_real_device() -> None:
+    with pytest.raises(RuntimeError, match="same device"):
+        torch.ones(3, device="npu") + torch.ones(3)
+    assert (torch.ones(3, device="npu") + torch.tensor(1.0)).device.type == "npu"
+
+
+@needs_sim
+def test_in_place_writes_reach_the_data() -> None:
+    pool = torch.zeros(5, 2, device="npu")
+    pool.index_copy_(0, torch.tensor([1, 4], device="npu"), torch.ones(2, 2, device="npu"))
+    pool[2:3].copy_(torch.full((1, 2), 5.0))
+    assert pool.cpu()[:, 0].tolist() == [0.0, 1.0, 5.0, 0.0, 1.0]
+
+
+@torch.library.custom_op("kit_selfcheck::paged_write", mutates_args=("pool", "stage"))
+def _paged_write(
+    rows: torch.Tensor, pool: torch.Tensor, slots: torch.Tensor, stage: torch.Tensor | None
+) -> torch.Tensor:
+    pool.index_copy_(0, slots, rows)
+    if stage is not None:
+        stage.copy_(rows[: stage.shape[0]])
+    return rows.sum(0)
+
+
+@needs_sim
+def test_custom_op_with_mutable_args_runs_its_kernel_on_npu_tensors() -> None:
+    pool = torch.zeros(4, 2, device="npu")
+    stage = torch.zeros(0, 2, device="npu")  # the zero-size buffer the NPU path needs
+    total = torch.ops.kit_selfcheck.paged_write(
+        torch.ones(2, 2, device="npu"), pool, torch.tensor([0, 3], device="npu"), stage
+    )
+    assert total.device.type == "npu"
+    assert pool.cpu()[:, 1].tolist() == [1.0, 0.0, 0.0, 1.0]
+    with pytest.raises(RuntimeError, match="mutable argument 'stage' is None"):
+        torch.ops.kit_selfcheck.paged_write(
+            torch.ones(2, 2, device="npu"), pool, torch.tensor([0, 3], device="npu"), None
+        )
+
+
+# -- synchronisation counting ----------------------------------------------------------------------
+
+
+@needs_sim
+def test_device_ops_do_not_sync_reads_do() -> None:
+    x = torch.randn(8, 8, device="npu")
+    with sim.count_syncs() as pure:
+        y = (x @ x).softmax(-1)[2:].reshape(-1).to(torch.bfloat16)
+    assert pure.total == 0
+    with sim.count_syncs() as reads:
+        y[0].item()
+        y.cpu()
+        y.to("cpu")
+        y.tolist()
+        bool(y[0] > 0)
+        y.nonzero()
+        torch.npu.synchronize()
+    assert reads.by_kind == {"item": 2, "d2h": 3, "data_dependent_shape": 1, "synchronize": 1}
+
+
+@needs_sim
+def test_host_to_device_copies_record_pinned_non_blocking() -> None:
+    host = torch.arange(6)
+    pinned = host.pin_memory()
+    assert pinned.is_pinned() and pinned[2:].is_pinned() and not host.is_pinned()
+    with sim.count_syncs() as copies:
+        pinned.to("npu", non_blocking=True)
+        host.to("npu", non_blocking=True)
+        pinned.npu()
+    assert [c.asynchronous for c in copies.h2d] == [True, False, False]
+    assert copies.blocking_h2d == 2 and copies.total == 0
+
+
+# -- npu_fusion_attention --------------------------------------------------------------------------
+
+
+def _naive_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, q_lens: list[int], kv_lens: list[int], scale: float
+) -> torch.Tensor:
+    """Per sequence, per head, plain softmax in float64."""
+    out = torch.zeros(q.shape[0], q.shape[1], v.shape[2], dtype=torch.float64)
+    group = q.shape[1] // k.shape[1]
+    q0 = k0 = 0
+    for ql, kl in zip(q_lens, kv_lens, strict=True):
+        for h in range(q.shape[1]):
+            qs = q[q0 : q0 + ql, h].double()
+            ks = k[k0 : k0 + kl, h // group].double()
+            vs = v[k0 : k0 + kl, h // group].double()
+            out[q0 : q0 + ql, h] = torch.softmax(qs @ ks.T * scale, dim=-1) @ vs
+        q0, k0 = q0 + ql, k0 + kl
+    return out
+
+
+def _tnd(
+    q_lens: list[int], kv_lens: list[int], heads: int, kv_heads: int, dtype: torch.dtype
+) -> tuple[torch.Tensor, ...]:
+    gen = torch.Generator().manual_seed(0)
+    q = torch.randn(sum(q_lens), heads, 16, generator=gen).to(dtype)
+    k = torch.randn(sum(kv_lens), kv_heads, 16, generator=gen).to(dtype)
+    v = torch.randn(sum(kv_lens), kv_heads, 16, generator=gen).to(dtype)
+    return q, k, v
+
+
+def _cumulative(lengths: list[int]) -> list[int]:
+    return [sum(lengths[: i + 1]) for i in range(len(lengths))]
+
+
+@needs_sim
+@pytest.mark.parametrize(
+    ("heads", "kv_heads", "dtype", "atol"),
+    [(4, 4, torch.float32, 1e-5), (4, 2, torch.bfloat16, 2e-2), (6, 1, torch.float16, 2e-3)],
+)
+def test_fusion_attention_matches_naive_softmax(heads: int, kv_heads: int, dtype: torch.dtype, atol: float) -> None:
+    import torch_npu
+
+    q_lens, kv_lens = [3, 5, 1], [4, 9, 2]
+    q, k, v = _tnd(q_lens, kv_lens, heads, kv_heads, dtype)
+    with sim.count_syncs() as syncs:
+        result = torch_npu.npu_fusion_attention(
+            q.npu(), k.npu(), v.npu(), heads, "TND", scale=0.25,
+            actual_seq_qlen=_cumulative(q_lens), actual_seq_kvlen=_cumulative(kv_lens),
+        )  # fmt: skip
+    assert len(result) == 7 and result[4:] == (0, 0, 0)
+    assert result[0].device.type == "npu" and result[0].dtype == dtype and result[1].shape == (9, heads, 8)
+    assert syncs.total == 0
+    expected = _naive_attention(q, k, v, q_lens, kv_lens, 0.25)
+    assert torch.allclose(result[0].cpu().double(), expected, atol=atol, rtol=0)
+
+
+@needs_sim
+def test_fusion_attention_rejects_per_sequence_lengths() -> None:
+    import torch_npu
+
+    q, k, v = _tnd([3, 5], [4, 9], 2, 2, torch.float32)
+    with pytest.raises(ValueError, match="actual_seq_qlen must be cumulative"):
+        torch_npu.npu_fusion_attention(q, k, v, 2, "TND", actual_seq_qlen=[3, 5], actual_seq_kvlen=[4, 13])
+    with pytest.raises(ValueError, match=r"actual_seq_qlen must be cumulative \(non-decreasing\)"):
+        torch_npu.npu_fusion_attention(q, k, v, 2, "TND", actual_seq_qlen=[5, 3, 8], actual_seq_kvlen=[4, 9, 13])
+    with pytest.raises(ValueError, match="actual_seq_kvlen must be cumulative"):
+        torch_npu.npu_fusion_attention(q, k, v, 2, "TND", actual_seq_qlen=[3, 8], actual_seq_kvlen=[9, 4])
+    with pytest.raises(ValueError, match="2 query sequences but 1 key/value"):
+        torch_npu.npu_fusion_attention(q, k, v, 2, "TND", actual_seq_qlen=[3, 8], actual_seq_kvlen=[13])
+    with pytest.raises(ValueError, match="requires actual_seq_kvlen"):
+        torch_npu.npu_fusion_attention(q, k, v, 2, "TND", actual_seq_qlen=[3, 8])
+    with pytest.raises(TypeError, match="host list of ints"):
+        torch_npu.npu_fusion_attention(
+            q, k, v, 2, "TND", actual_seq_qlen=torch.tensor([3, 8]), actual_seq_kvlen=[4, 13]
+        )
+
+
+@needs_sim
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("pse", torch.zeros(1)),
+        ("padding_mask", torch.zeros(1)),
+        ("atten_mask", torch.zeros(8, 13, dtype=torch.bool)),
+        ("keep_prob", 0.9),
+        ("pre_tockens", 0),
+        ("next_tockens", 0),
+        ("inner_precise", 2),
+        ("prefix", [1]),
+        ("sparse_mode", 3),
+        ("softmax_layout", "TND"),
+        ("sink", torch.zeros(2)),
+        ("dropout_mask", torch.zeros(1)),
+    ],
+)
+def test_fusion_attention_refuses_what_it_does_not_model(name: str, value: object) -> None:
+    import torch_npu
+
+    q, k, v = _tnd([3, 5], [4, 9], 2, 2, torch.float32)
+    with pytest.raises(NotImplementedError, match=f"{name}="):
+        torch_npu.npu_fusion_attention(
+            q, k, v, 2, "TND", actual_seq_qlen=[3, 8], actual_seq_kvlen=[4, 13], **{name: value}
+        )
+
+
+@needs_sim
+def test_fusion_attention_refuses_other_layouts() -> None:
+    import torch_npu
+
+    q = torch.randn(1, 2, 3, 16)
+    with pytest.raises(NotImplementedError, match="input_layout='BNSD'"):
+        torch_npu.npu_fusion_attention(q, q, q, 2, "BNSD")
+
+
+def test_fusion_attention_signature_matches_the_pinned_wheel() -> None:
+    version = npu_schema.pinned_version()
+    assert npu_schema.check_against_wheel(simulated_npu.npu_fusion_attention, version) == []
+
+
+def test_signature_check_bites_on_an_altered_schema() -> None:
+    schema = npu_schema.wheel_schema(npu_schema.download_wheel(npu_schema.pinned_version()))
+    ours = npu_schema.signature_params(simulated_npu.npu_fusion_attention)
+    assert npu_schema.compare(npu_schema.parse_schema(schema.replace("float scale=1.", "float scale=2.")), ours) == [
+        "parameter 8 'scale': default 1.0, schema has 2.0"
+    ]
+    assert npu_schema.compare(npu_schema.parse_schema(schema.replace("Tensor? sink=None, ", "")), ours) != []
