@@ -70,7 +70,27 @@ def kit(session: nox.Session) -> None:
     session.run("pytest", "tests/kit", "--junitxml=.work/records/kit/junit.xml", *session.posargs)
 
 
+@nox.session(default=False)
+def e2e(session: nox.Session) -> None:
+    """LingBot-World realtime benchmark on 4 Ascend cards, two independent runs (-- --standin: the test stand-in)."""
+    session.install(pinned("websockets"), pinned("av"))  # the driver's client and frame hashes; the server runs elsewhere
+    session.run("python", "-m", "scripts.e2e", *session.posargs)
+
+
 @nox.session(venv_backend="none", default=False)
 def timings(session: nox.Session) -> None:
     """Cold and warm timings of apply and of the leg environments, printed as ratios."""
     session.run(sys.executable, "-m", "scripts.timings", *session.posargs, external=True)
+
+
+@nox.session(default=False)
+def pr(session: nox.Session) -> None:
+    """Prepare the upstream PR: signed-off branch, format-patch files, PR body from the records, precheck, range-diff."""
+    session.install(pinned("ruff"))
+    run_kit(session, "pr", "--ruff", str(Path(session.bin) / "ruff"))
+
+
+@nox.session(venv_backend="none", default=False)
+def rebase(session: nox.Session) -> None:
+    """Try the series on another release or git ref (nox -s rebase -- 0.28.0 [--move])."""
+    run_kit(session, "rebase")

@@ -5,10 +5,10 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Iterable, Iterator
-from itertools import zip_longest
-from typing import IO
 from dataclasses import dataclass
+from itertools import zip_longest
 from pathlib import Path
+from typing import IO
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,7 @@ class RunRecord:
     steady_rtf: float | None = None
     in_band: bool | None = None
     md5: str | None = None
+    server_pgid: int | None = None
     files: dict[str, str] = field(default_factory=dict)
 
 
@@ -151,8 +152,13 @@ def summary_markdown(summary: Mapping[str, Any], manifest: Mapping[str, Any]) ->
     if summary["stand_in"]:
         lines += [f"> NOTE: {STANDIN_NOTE}. These numbers say nothing about Ascend.", ""]
     versions = manifest.get("versions", {})
+    served = (
+        "stand-in, no cards"
+        if summary["stand_in"]
+        else (f"cards {cfg['cards']}, deploy config `{Path(str(cfg['deploy_config'])).name}`")
+    )
     lines += [
-        f"- Setup: {manifest['mode']}, cards {cfg['cards']}, deploy config `{Path(str(cfg['deploy_config'])).name}`, "
+        f"- Setup: {manifest['mode']}, {served}, "
         f"{cfg['chunks']} chunks, {cfg['warmup_sessions']} warm-up + {cfg['sessions']} measured session(s), "
         f"{cfg['runs']} independent server runs, client `{manifest['client']}`",
         "- Versions: " + ", ".join(f"{k} {v}" for k, v in sorted(versions.items()) if k != "cann"),
@@ -163,16 +169,19 @@ def summary_markdown(summary: Mapping[str, Any], manifest: Mapping[str, Any]) ->
     ]
     for run in summary["runs"]:
         band = "-" if run["in_band"] is None else ("in" if run["in_band"] else "OUT")
-        lines.append(
-            f"| {run['index']} | {_num(run['server_up_s'], 1)} | {_num(run['steady_median_ms'], 1)} | {_num(run['steady_p99_ms'], 1)} | "
-            f"{_num(run['steady_rtf'], 3)} | {band} | {run['md5'] or run['status']} |"
-        )
+        cells = [str(run["index"]), _num(run["server_up_s"], 1), _num(run["steady_median_ms"], 1)]
+        cells += [_num(run["steady_p99_ms"], 1), _num(run["steady_rtf"], 3), band, run["md5"] or run["status"]]
+        lines.append("| " + " | ".join(cells) + " |")
     det = summary.get("determinism")
     if det:
         lines += ["", f"Determinism: md5 {'equal' if det['md5_equal'] else 'DIFFERENT'}, decoded frames "]
-        lines[-1] += "identical." if det["frames_equal"] else (
-            f"differ from frame {det['first_diff_frame']} on ({det['differing_frames']} frames; "
-            f"max abs diff {det['max_abs_diff']}, PSNR {det['psnr_db']} dB)."
+        lines[-1] += (
+            "identical."
+            if det["frames_equal"]
+            else (
+                f"differ from frame {det['first_diff_frame']} on ({det['differing_frames']} frames; "
+                f"max abs diff {det['max_abs_diff']}, PSNR {det['psnr_db']} dB)."
+            )
         )
     lines += ["", f"Environment and logs: evidence folder `{Path(summary['evidence']).name}`.", ""]
     return "\n".join(lines)

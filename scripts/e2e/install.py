@@ -22,6 +22,7 @@ from pathlib import Path
 from scripts import paths
 from scripts.e2e import determinism
 from scripts.errors import KitError
+from scripts.pin import fetch_wheel, load_pin
 
 VENV = paths.WORK / "e2e-venv"
 
@@ -44,13 +45,9 @@ def base_python(explicit: str | None, env: Mapping[str, str] = os.environ) -> st
     return None
 
 
-def pinned_wheel(downloads: Path = paths.DOWNLOADS) -> Path:
-    wheels = sorted(downloads.glob("vllm_omni-*.whl"))
-    if len(wheels) != 1:
-        raise InstallError(
-            f"expected one vllm_omni wheel in {downloads}, found {len(wheels)}", "run nox -s apply to fetch the pin"
-        )
-    return wheels[0]
+def pinned_wheel() -> Path:
+    """The pin's release wheel (cached by apply), digest verified."""
+    return fetch_wheel(load_pin(paths.PIN_FILE), paths.DOWNLOADS)
 
 
 def _run(cmd: list[str], what: str) -> str:
@@ -72,12 +69,16 @@ def install(python: str, checkout: Path, venv: Path = VENV) -> Path:
     _run([python, "-m", "venv", "--system-site-packages", str(venv)], "creating the e2e venv")
     vpy = str(venv_python(venv))
     _run([vpy, "-m", "pip", "install", "--no-deps", "--no-index", str(pinned_wheel())], "installing the pinned wheel")
-    site = Path(_run([vpy, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], "locating site-packages"))
+    site = Path(
+        _run([vpy, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], "locating site-packages")
+    )
     package = site / "vllm_omni"
     shutil.rmtree(package)
     package.symlink_to(checkout / "vllm_omni", target_is_directory=True)
     determinism.install_hook(site)
-    where = _run([vpy, "-c", "import vllm_omni, os; print(os.path.realpath(vllm_omni.__file__))"], "importing vllm_omni")
+    where = _run(
+        [vpy, "-c", "import vllm_omni, os; print(os.path.realpath(vllm_omni.__file__))"], "importing vllm_omni"
+    )
     if not Path(where).is_relative_to(checkout.resolve()):
         raise InstallError(f"vllm_omni resolves to {where}, not the checkout", "delete .work/e2e-venv and retry")
     return Path(vpy)

@@ -21,7 +21,7 @@ from scripts.errors import KitError
 POLL_S = 0.5
 
 
-class CardsBusy(KitError):
+class CardsBusyError(KitError):
     """Another job holds one of the cards."""
 
 
@@ -40,7 +40,7 @@ def _take(path: Path, wait_s: float) -> IO[str]:
                 handle.seek(0)
                 holder = handle.read().strip() or "unknown"
                 handle.close()
-                raise CardsBusy(
+                raise CardsBusyError(
                     f"{path.stem} is held by another e2e job ({holder})",
                     "wait for it to finish, pass --lock-wait-s, or choose free cards with --cards",
                 ) from None

@@ -15,9 +15,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from scripts import checkout, paths
 from scripts.e2e import server
 from scripts.e2e.config import E2EConfig
 from scripts.errors import KitError
+from scripts.pin import load_pin
+from scripts.series import load_series
 
 
 class PreflightError(KitError):
@@ -130,11 +133,9 @@ def check_port(host: str, port: int) -> Check:
 
 
 def check_checkout() -> Check:
-    """The checkout at scripts.paths.CHECKOUT is the pin plus exactly the series, clean."""
-    from scripts import checkout  # the checkout module raises its own KitError with the fix
-
-    checkout.verify_current()
-    return Check("checkout", "ok", "matches patches/")
+    """The checkout at scripts.paths.CHECKOUT is the pin plus exactly the series, clean (else a KitError)."""
+    state = checkout.verify_current(paths.CHECKOUT, load_pin(paths.PIN_FILE), load_series(paths.PATCHES))
+    return Check("checkout", "ok", f"{state.pin} + series {state.series_digest[:12]}")
 
 
 def run(config: E2EConfig, python: str | None, env: Mapping[str, str] = os.environ) -> list[Check]:

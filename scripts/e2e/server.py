@@ -16,7 +16,7 @@ from pathlib import Path
 POLL_S = 0.25
 
 
-class ServerDied(Exception):
+class ServerDiedError(Exception):
     """The server exited on its own; carries the exit code."""
 
     def __init__(self, returncode: int) -> None:
@@ -24,7 +24,7 @@ class ServerDied(Exception):
         self.returncode = returncode
 
 
-class ServerNotHealthy(Exception):
+class ServerUnhealthyError(Exception):
     """No healthy answer within the bound."""
 
 
@@ -43,7 +43,12 @@ def start(cmd: Sequence[str], env: Mapping[str, str], log_path: Path) -> Server:
     """Start ``cmd`` in a new session (own process group), output into ``log_path``."""
     with log_path.open("ab") as log:
         proc = subprocess.Popen(
-            list(cmd), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=dict(env), start_new_session=True
+            list(cmd),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=dict(env),
+            start_new_session=True,
         )
     return Server(proc=proc, log_path=log_path)
 
@@ -57,16 +62,16 @@ def probe_health(url: str, timeout_s: float = 2.0) -> bool:
 
 
 def wait_healthy(server: Server, url: str, timeout_s: float) -> float:
-    """Seconds until ``url`` answered 200; raises ServerDied or ServerNotHealthy."""
+    """Seconds until ``url`` answered 200; raises ServerDiedError or ServerUnhealthyError."""
     started = time.monotonic()
     while True:
         code = server.proc.poll()
         if code is not None:
-            raise ServerDied(code)
+            raise ServerDiedError(code)
         if probe_health(url):
             return time.monotonic() - started
         if time.monotonic() - started > timeout_s:
-            raise ServerNotHealthy(f"{url} not healthy after {timeout_s:g} s")
+            raise ServerUnhealthyError(f"{url} not healthy after {timeout_s:g} s")
         time.sleep(POLL_S)
 
 

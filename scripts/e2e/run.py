@@ -1,0 +1,268 @@
+"""Entry point of the e2e: preflight, lock, install, N independent server+benchmark runs, verdict.
+
+Exit codes: 0 pass; 1 a verdict other than pass (see summary.json); 2 a
+one-line KitError (preflight, lock, install) before any verdict.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from scripts.e2e import bench, compare, determinism, evidence, install, lock, metrics, preflight, server
+from scripts.e2e.config import E2EConfig, fill_cmd, parse_args, standin_server_cmd
+from scripts.e2e.evidence import RunRecord
+from scripts.errors import KitError
+
+PORT_RELEASE_S = 10.0
+CARD_RELEASE_S = 60.0
+
+
+def _on_sigterm(signum: int, frame: FrameType | None) -> None:
+    # A cancelled CI job sends SIGTERM: unwind so every server group is stopped.
+    raise SystemExit(128 + signum)
+
+
+def _rel(folder: Path, path: Path) -> str:
+    return str(path.relative_to(folder))
+
+
+def _cards_busy(cards: Sequence[int]) -> dict[int, list[int]]:
+    info = preflight.npu_smi_info()
+    return {c: pids for c, pids in preflight.parse_busy_cards(info).items() if c in cards}
+
+
+def _wait(predicate: Any, timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.25)
+    return True
+
+
+def cleanup_problems(config: E2EConfig, survivors: Sequence[int]) -> list[str]:
+    """What is still held after the server was stopped: processes, the port, cards."""
+    problems = [f"server processes survived SIGKILL: {list(survivors)}"] if survivors else []
+    if not _wait(lambda: server.port_free(config.host, config.port), PORT_RELEASE_S):
+        problems.append(f"port {config.port} still in use after the server stopped")
+    if not config.standin and not _wait(lambda: not _cards_busy(config.cards), CARD_RELEASE_S):
+        problems.append(f"cards still in use after the server stopped: {_cards_busy(config.cards)}")
+    return problems
+
+
+def _bench_failure(outcome: bench.BenchOutcome, srv: server.Server, timeout_s: float) -> tuple[str, str]:
+    if outcome.timed_out:
+        return "benchmark_timeout", f"benchmark still running after {timeout_s:g} s: killed"
+    code = srv.proc.poll()
+    if code is not None:
+        return "server_died", f"server exited with code {code} during the benchmark"
+    if "Server rejected the session" in outcome.last_error:
+        return "server_error", outcome.last_error
+    return "benchmark_failed", outcome.last_error or f"benchmark exited with code {outcome.returncode}"
+
+
+def one_run(config: E2EConfig, index: int, folder: Path, server_cmd: list[str], env: Mapping[str, str],
+            bench_cmd: list[str], bench_env: Mapping[str, str]) -> RunRecord:  # fmt: skip
+    """Start a server, wait for health, benchmark, stop the group, check the port and cards are free."""
+    record = RunRecord(index)
+    d = evidence.run_dir(folder, index)
+    srv = server.start(server_cmd, env, d / "server.log")
+    record.server_pgid = srv.pgid
+    try:
+        record.server_up_s = server.wait_healthy(srv, config.health_url, config.health_timeout_s)
+        outcome = bench.run(bench_cmd, bench_env, d / "benchmark.log", config.bench_timeout_s)
+        if outcome.returncode == 0:
+            record.status = "ok"
+        else:
+            record.status, record.error = _bench_failure(outcome, srv, config.bench_timeout_s)
+    except server.ServerDiedError as died:
+        record.status, record.error = "server_died", f"server exited with code {died.returncode} before healthy"
+    except server.ServerUnhealthyError as slow:
+        record.status, record.error = "server_unhealthy", str(slow)
+    finally:
+        problems = cleanup_problems(config, server.stop(srv, config.stop_timeout_s))
+    if problems:
+        record.error = "; ".join(filter(None, [record.error, *problems]))
+        record.status = "cleanup_failed" if record.status == "ok" else record.status
+    if record.status in ("server_died", "server_unhealthy"):
+        record.error += "\n--- server log tail ---\n" + server.log_tail(d / "server.log")
+    record.files = {p.name: _rel(folder, p) for p in sorted(d.iterdir())}
+    return record
+
+
+def judge_performance(record: RunRecord, json_path: Path, config: E2EConfig) -> None:
+    steady = metrics.steady_from_benchmark(json.loads(json_path.read_text()), config.warmup_chunks)
+    record.steady_count, record.steady_median_ms = steady.count, steady.median_ms
+    record.steady_p99_ms, record.steady_rtf = steady.p99_ms, steady.rtf
+    lo, hi = config.band_ms
+    record.in_band = None if steady.median_ms is None else lo <= steady.median_ms <= hi
+
+
+def judge_determinism(folder: Path, runs: Sequence[RunRecord]) -> dict[str, Any]:
+    """Every run's video against run 1's."""
+    videos = [folder / f"run-{r.index}" / "video.mp4" for r in runs]
+    hashes = [v.with_name("frames.sha256") for v in videos]
+    results = [compare.compare_pair(videos[0], v, hashes[0], h) for v, h in zip(videos[1:], hashes[1:], strict=True)]
+    for r, v in zip(runs, videos, strict=True):
+        r.md5 = compare.md5_file(v)
+        r.files["frames.sha256"] = _rel(folder, v.with_name("frames.sha256"))
+    firsts = [c.first_diff_frame for c in results if c.first_diff_frame is not None]
+    worst = max((c.worst for c in results if c.worst), key=lambda w: w.max_abs_diff, default=None)
+    return {
+        "md5_equal": all(c.md5_equal for c in results),
+        "frames_equal": all(c.frames_equal for c in results),
+        "frame_counts": [results[0].frame_counts[0], *(c.frame_counts[1] for c in results)],
+        "first_diff_frame": min(firsts, default=None),
+        "differing_frames": max((c.differing_frames for c in results), default=0),
+        "max_abs_diff": None if worst is None else worst.max_abs_diff,
+        "psnr_db": None if worst is None else round(worst.psnr_db, 2),
+        "detail_note": f"max abs diff and PSNR over the first {compare.DETAILED_DIFFS} differing frames of each pair",
+    }
+
+
+def verdict(runs: Sequence[RunRecord], det: Mapping[str, Any] | None, config: E2EConfig) -> tuple[str, str]:
+    """The one word a reader needs first, and why."""
+    failed = next((r for r in runs if r.status != "ok"), None)
+    if failed is not None:
+        return failed.status, f"run {failed.index}: {failed.error.splitlines()[0] if failed.error else failed.status}"
+    if det is not None and not (det["md5_equal"] and det["frames_equal"]):
+        if det["frames_equal"]:
+            return "nondeterministic", "video containers differ (md5) although the decoded frames are identical"
+        return "nondeterministic", (
+            f"decoded frames differ from frame {det['first_diff_frame']} on: {det['differing_frames']} frames, "
+            f"max abs diff {det['max_abs_diff']}, PSNR {det['psnr_db']} dB"
+        )
+    lo, hi = config.band_ms
+    for r in runs:
+        if r.in_band is None:
+            return "out_of_band", f"run {r.index}: no steady-state chunk (raise --chunks above --warmup-chunks)"
+        if not r.in_band:
+            return "out_of_band", f"run {r.index}: steady median {r.steady_median_ms:.1f} ms outside {lo:g}-{hi:g} ms"
+    det_text = "videos identical (md5 and frames)" if det else "determinism not judged (one run)"
+    return "pass", f"{len(runs)} run(s), {det_text}, steady medians within {lo:g}-{hi:g} ms"
+
+
+def progress(config: E2EConfig, record: RunRecord) -> str:
+    up = "never up" if record.server_up_s is None else f"server up after {record.server_up_s:.1f} s"
+    if record.status != "ok":
+        return f"run {record.index}/{config.runs}: {up}, {record.status}: {record.error.splitlines()[0]}"
+    return (
+        f"run {record.index}/{config.runs}: {up}, benchmark ok, steady median {record.steady_median_ms or 0:.1f} ms "
+        f"(p99 {record.steady_p99_ms or 0:.1f}), steady RTF {record.steady_rtf or 0:.3f}; stopped, port free"
+    )
+
+
+def table(runs: Sequence[RunRecord]) -> str:
+    rows = [f"{'run':>3}  {'status':<18} {'up s':>7} {'median ms':>10} {'p99 ms':>9} {'RTF':>6}  md5"]
+    for r in runs:
+        fmt = lambda v, d: "-" if v is None else f"{v:.{d}f}"  # noqa: E731
+        rows.append(
+            f"{r.index:>3}  {r.status:<18} {fmt(r.server_up_s, 1):>7} {fmt(r.steady_median_ms, 1):>10} "
+            f"{fmt(r.steady_p99_ms, 1):>9} {fmt(r.steady_rtf, 3):>6}  {r.md5 or '-'}"
+        )
+    return "\n".join(rows)
+
+
+def prepare(config: E2EConfig, python: str | None) -> tuple[list[str], str, dict[str, Any]]:
+    """(server command, python for upstream's client, versions): stand-in or the patched install."""
+    values = {"host": config.host, "port": str(config.port), "model": config.model or "", "python": sys.executable,
+              "deploy_config": str(config.deploy_config)}  # fmt: skip
+    if config.standin:
+        return fill_cmd(config.server_cmd or standin_server_cmd(), values), sys.executable, evidence.standin_versions()
+    assert python is not None  # preflight refused a run without one
+    venv_python = str(install.install(python, config.checkout))
+    values["python"] = venv_python
+    template = config.server_cmd or install.serve_command()
+    return fill_cmd(template, values), venv_python, evidence.probe_versions(venv_python)
+
+
+def execute(config: E2EConfig, python: str | None, checks: Sequence[preflight.Check]) -> int:
+    folder = evidence.create(config.evidence_root)
+    print(f"e2e: {config.mode} mode, evidence in {folder}", flush=True)
+    if config.standin:
+        print(f"e2e: NOTE {evidence.STANDIN_NOTE}", flush=True)
+    runs: list[RunRecord] = []
+    det: dict[str, Any] | None = None
+    result = ("interrupted", "stopped before a verdict (signal or error)")
+    try:
+        server_cmd, client_python, versions = prepare(config, python)
+        client = bench.choose_client(config)
+        env = determinism.server_env(os.environ, config.cards, ascend=not config.standin)
+        manifest = {
+            "mode": config.mode,
+            "ascend": not config.standin,
+            "note": evidence.STANDIN_NOTE if config.standin else "vllm-omni serve on Ascend cards",
+            "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "config": asdict(config),
+            "server_cmd": server_cmd,
+            "client": client,
+            "preflight": [asdict(c) for c in checks],
+            "versions": versions,
+            "determinism_env": determinism.recorded(env),
+            "card_map": _card_map(config),
+            "kit": evidence.kit_identity(),
+        }
+        evidence.write_json(folder / "manifest.json", manifest)
+        for index in range(1, config.runs + 1):
+            d = folder / f"run-{index}"
+            cmd = bench.command(config, client, client_python, d / "benchmark.json", d / "video.mp4")
+            record = one_run(config, index, folder, server_cmd, env, cmd, bench.client_env(client, env))
+            runs.append(record)
+            if record.status == "ok":
+                judge_performance(record, d / "benchmark.json", config)
+            print(progress(config, record), flush=True)
+            if record.status != "ok":
+                break
+        if len(runs) > 1 and all(r.status == "ok" for r in runs):
+            det = judge_determinism(folder, runs)
+        elif runs and runs[0].status == "ok":
+            runs[0].md5 = compare.md5_file(folder / "run-1" / "video.mp4")
+        result = verdict(runs, det, config)
+    except KitError as error:
+        result = ("setup_failed", str(error))
+        raise
+    finally:
+        summary = evidence.summary_document(
+            verdict=result[0], reason=result[1], standin=config.standin, band_ms=config.band_ms,
+            runs=runs, determinism=det, folder=folder,
+        )  # fmt: skip
+        evidence.write_json(folder / "summary.json", summary)
+        if (folder / "manifest.json").is_file():
+            manifest_doc = json.loads((folder / "manifest.json").read_text())
+            (folder / "summary.md").write_text(evidence.summary_markdown(summary, manifest_doc))
+        print(table(runs), flush=True)
+        print(f"e2e: {result[0].upper()}: {result[1]}", flush=True)
+        print(f"e2e: evidence {folder}", flush=True)
+    return 0 if result[0] == "pass" else 1
+
+
+def _card_map(config: E2EConfig) -> dict[str, Any]:
+    if config.standin:
+        return {"cards": [], "note": "stand-in: no cards used"}
+    return {
+        "physical_cards": list(config.cards),
+        "ASCEND_RT_VISIBLE_DEVICES": ",".join(map(str, config.cards)),
+        "npu_smi_info": preflight.npu_smi_info(),
+    }
+
+
+def main(argv: Sequence[str]) -> int:
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        config = parse_args(argv)
+        python = None if config.standin else install.base_python(config.python)
+        checks = preflight.run(config, python)
+        with lock.hold_cards(config.cards, config.lock_dir, config.lock_wait_s):
+            return execute(config, python, checks)
+    except KitError as error:
+        print(f"e2e: {error}", file=sys.stderr)
+        return error.exit_code

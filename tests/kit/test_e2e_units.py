@@ -1,0 +1,97 @@
+"""The e2e's pure logic: parameters, npu-smi parsing, metrics, frame comparison, verdicts."""
+
+from __future__ import annotations
+
+import pytest
+
+from scripts.e2e import compare, config, metrics, preflight, run
+from scripts.e2e.evidence import RunRecord
+from scripts.errors import KitError
+
+NPU_SMI = """\
++------------------------------------------------------------------------------------------------+
+| npu-smi 24.1.0                   Version: 24.1.0                                               |
++---------------------------+---------------+----------------------------------------------------+
+| NPU   Name                | Health        | Power(W)    Temp(C)           Hugepages-Usage(page)|
+| Chip                      | Bus-Id        | AICore(%)   Memory-Usage(MB)  HBM-Usage(MB)        |
++===========================+===============+====================================================+
+| 0     910B1               | OK            | 93.5        36                0    / 0             |
+| 0                         | 0000:C1:00.0  | 0           0    / 0          3392 / 65536         |
++===========================+===============+====================================================+
+| 1     910B1               | OK            | 90.1        35                0    / 0             |
+| 0                         | 0000:C2:00.0  | 0           0    / 0          3390 / 65536         |
++===========================+===============+====================================================+
+| NPU     Chip              | Process id    | Process name             | Process memory(MB)      |
++===========================+===============+====================================================+
+| No running processes found in NPU 0                                                            |
+| 1       0                 | 424242        | python3                  | 51234                   |
++===========================+===============+====================================================+
+"""
+
+
+def test_npu_smi_tables() -> None:
+    assert preflight.parse_npu_ids(NPU_SMI) == {0: "910B1 OK", 1: "910B1 OK"}
+    assert preflight.parse_busy_cards(NPU_SMI) == {1: [424242]}
+
+
+def test_cards_check_names_missing_and_busy_cards() -> None:
+    with pytest.raises(KitError, match=r"cards \[2\] not visible"):
+        preflight.check_cards((0, 2), NPU_SMI, {})
+    with pytest.raises(KitError, match="cards already in use"):
+        preflight.check_cards((0, 1), NPU_SMI, {})
+    with pytest.raises(KitError, match="ASCEND_RT_VISIBLE_DEVICES=1 disagrees"):
+        preflight.check_cards((0,), NPU_SMI, {"ASCEND_RT_VISIBLE_DEVICES": "1"})
+    assert preflight.check_cards((0,), NPU_SMI, {}).status == "ok"
+
+
+def test_cann_check_wants_a_sourced_toolkit() -> None:
+    with pytest.raises(KitError, match="CANN environment not sourced"):
+        preflight.check_cann({})
+
+
+def test_parameters_flags_env_and_defaults() -> None:
+    cfg = config.parse_args(["/models/lw", "--runs", "3"], {"KIT_E2E_PORT": "9000", "KIT_E2E_BAND": "1:2"})
+    assert (cfg.model, cfg.runs, cfg.port, cfg.band_ms, cfg.chunks) == ("/models/lw", 3, 9000, (1.0, 2.0), 32)
+    assert cfg.deploy_config.name == "npu_usp4_eager.yaml" and not cfg.standin
+    assert config.parse_args([], {}).band_ms == config.ASCEND_BAND_MS
+    assert config.parse_args(["--standin"], {}).band_ms == config.STANDIN_BAND_MS
+    with pytest.raises(KitError, match="band"):
+        config.parse_band("3093:3034")
+    with pytest.raises(KitError, match="card list"):
+        config.parse_cards("a,b")
+    assert config.fill_cmd(["x", "--port", "{port}"], {"port": "5"}) == ["x", "--port", "5"]
+
+
+def test_steady_figures_follow_upstream_definitions() -> None:
+    assert metrics.percentile([1.0, 2.0, 3.0, 4.0], 0.5) == 2.5
+    doc = {
+        "workload": {"fps": 16},
+        "sessions": [{"chunks": [
+            {"index": i, "inter_arrival_ms": ms, "num_frames": 9 if i == 0 else 12}
+            for i, ms in enumerate([5000.0, 900.0, 750.0, 760.0, 770.0])
+        ]}],
+    }  # fmt: skip
+    steady = metrics.steady_from_benchmark(doc, warmup_chunks=2)
+    assert steady.count == 3 and steady.median_ms == 760.0
+    assert steady.rtf == pytest.approx(2.28 / (36 / 16))
+
+
+def test_frame_comparison_names_first_frame_and_counts() -> None:
+    a = [compare.Frame(2, 1, bytes([10, 10, 10, 20, 20, 20])) for _ in range(4)]
+    b = [a[0], a[1], compare.Frame(2, 1, bytes([10, 10, 10, 20, 20, 30])), compare.Frame(2, 1, bytes(6))]
+    seen, first, count, worst = compare.compare_frames(zip(a, [*b[:3], None], strict=True))
+    assert (seen, first, count) == (4, 2, 2)
+    assert worst is not None and worst.max_abs_diff == 10 and 35 < worst.psnr_db < 36
+
+
+def test_verdict_order_failure_then_determinism_then_band() -> None:
+    cfg = config.parse_args(["--band", "100:200"], {})
+    ok = [RunRecord(i, "ok", steady_median_ms=150.0, in_band=True) for i in (1, 2)]
+    same = {"md5_equal": True, "frames_equal": True}
+    assert run.verdict(ok, same, cfg)[0] == "pass"
+    assert run.verdict([RunRecord(1, "server_died", error="x")], None, cfg) == ("server_died", "run 1: x")
+    differ = {"md5_equal": False, "frames_equal": False, "first_diff_frame": 3, "differing_frames": 2,
+              "max_abs_diff": 9, "psnr_db": 40.0}  # fmt: skip
+    assert "from frame 3" in run.verdict(ok, differ, cfg)[1]
+    slow = [ok[0], RunRecord(2, "ok", steady_median_ms=250.0, in_band=False)]
+    assert run.verdict(slow, same, cfg) == ("out_of_band", "run 2: steady median 250.0 ms outside 100-200 ms")
