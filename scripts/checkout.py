@@ -305,9 +305,7 @@ def verify_current(checkout: Path, pin: Pin, patches: list[Patch]) -> State:
         raise StaleCheckout(f"{where} was built from {state.pin}, the pin is now {pin.label}", "run: nox -s apply")
     if state.series_digest != series_digest(patches):
         changed = sorted(set(state.patches.items()) ^ {(p.name, sha256_text(p.text)) for p in patches})
-        raise StaleCheckout(
-            f"{where} does not match patches/ (differs in {changed[0][0]})", "run: nox -s apply"
-        )
+        raise StaleCheckout(f"{where} does not match patches/ (differs in {changed[0][0]})", "run: nox -s apply")
     guard_local_edits(checkout, state)
     return state
 
@@ -343,9 +341,7 @@ def autosquash(checkout: Path) -> bool:
     return True
 
 
-def refresh(
-    checkout: Path, patches_dir: Path, old: list[Patch], *, progress: Progress
-) -> list[tuple[str, str]]:
+def refresh(checkout: Path, patches_dir: Path, old: list[Patch], *, progress: Progress) -> list[tuple[str, str]]:
     """Write the checkout's commits back to patches/ byte-stably; returns (name, outcome) rows."""
     state = read_state(checkout) if (checkout / ".git").is_dir() else None
     where = f"{checkout.parent.name}/{checkout.name}"

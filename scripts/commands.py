@@ -29,8 +29,12 @@ def apply(args: argparse.Namespace) -> int:
         pin, patches, paths.CHECKOUT, paths.DOWNLOADS, threeway=args.threeway, force=args.force, progress=progress
     )
     co.export_tree(paths.CHECKOUT, co.PRISTINE_TAG, paths.PRISTINE_TREE)
-    print(table(["#", "patch", "outcome", "detail"], [(i, r.name, r.outcome, r.detail) for i, r in enumerate(results, 1)]))
-    progress(f"checkout at .work/{paths.CHECKOUT.name} ({co.head(paths.CHECKOUT)[:12]}) in {time.monotonic() - started:.1f} s")
+    print(
+        table(["#", "patch", "outcome", "detail"], [(i, r.name, r.outcome, r.detail) for i, r in enumerate(results, 1)])
+    )
+    progress(
+        f"checkout at .work/{paths.CHECKOUT.name} ({co.head(paths.CHECKOUT)[:12]}) in {time.monotonic() - started:.1f} s"
+    )
     stale = [r.name for r in results if r.outcome in ("offset", "3-way")]
     if stale:
         message = f"{', '.join(stale)} applied only with offsets/3-way: needs refresh"
@@ -113,7 +117,9 @@ def test(args: argparse.Namespace) -> int:
         raise legs.SuiteDidNotRun(f"leg {leg}: pytest exited {rc} without a report", "see pytest's output above")
     counts = legs.counts_from_junit(junit.read_text(encoding="utf-8"))
     wanted = legs.npu_branch_lines(co.combined_diff(paths.CHECKOUT), paths.CHECKOUT)
-    coverage = legs.executed(cov_json.read_text(encoding="utf-8"), paths.CHECKOUT, wanted) if cov_json.is_file() else (0, 0)
+    coverage = (
+        legs.executed(cov_json.read_text(encoding="utf-8"), paths.CHECKOUT, wanted) if cov_json.is_file() else (0, 0)
+    )
     data = legs.record(leg, mode, versions, counts, coverage, state.series_digest)
     records.write(paths.RECORDS, f"test-{leg}", data)
     print(table(["leg", "mode", "torch", "torch_npu", "passed", "failed", "errors", "skipped", "NPU-branch lines run"],

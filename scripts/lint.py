@@ -29,7 +29,9 @@ LEVEL_MARKERS = ("core_model", "advanced_model")
 HARDWARE_MARKERS = ("cpu", "gpu", "cuda", "rocm", "npu", "xpu")
 IS_NPU = re.compile(r"\.is_npu\b")
 TORCH_NPU_IMPORT = re.compile(r"^\s*(import torch_npu\b|from torch_npu\b)")
-FORBIDDEN_IMPORT = re.compile(r"^\s*(import (pickle|cloudpickle|base64|re)\b|from (pickle|cloudpickle|base64|re) import)")
+FORBIDDEN_IMPORT = re.compile(
+    r"^\s*(import (pickle|cloudpickle|base64|re)\b|from (pickle|cloudpickle|base64|re) import)"
+)
 TOP_LEVEL_TRITON = re.compile(r"^(import triton\b|from triton\b)")
 TORCH_CUDA = re.compile(
     r"\btorch\.cuda\.(empty_cache|memory_\w+|max_memory_\w+|mem_get_info|reset_peak_memory_stats|set_device|"
@@ -139,8 +141,13 @@ def ruff_check(ruff: str, config: Path, tree: Path, files: list[str]) -> list[Fi
     if proc.returncode not in (0, 1):
         raise RuntimeError(f"ruff check failed: {proc.stderr.strip()}")
     return [
-        Finding(str(Path(r["filename"]).relative_to(tree)), r["location"]["row"], r["code"] or "ruff", r["message"],
-                (r.get("fix") or {}).get("message") or "see ruff's rule docs")  # fmt: skip
+        Finding(
+            str(Path(r["filename"]).relative_to(tree)),
+            r["location"]["row"],
+            r["code"] or "ruff",
+            r["message"],
+            (r.get("fix") or {}).get("message") or "see ruff's rule docs",
+        )  # fmt: skip
         for r in json.loads(proc.stdout or "[]")
     ]
 
@@ -158,3 +165,40 @@ def ruff_format_unclean(ruff: str, config: Path, tree: Path, files: list[str]) -
 
 def ruff_version(ruff: str) -> str:
     return subprocess.run([ruff, "--version"], capture_output=True, text=True, check=True).stdout.split()[-1]
+
+
+# ---- the whole series: what `nox -s lint` and the PR precheck report ---------------
+
+
+@dataclass(frozen=True)
+class SeriesLint:
+    files: list[str]  # touched .py files present in the tree
+    ruff: list[Finding]  # ruff check on the lines the series adds
+    unformatted: list[Finding]  # files ruff format would change that were clean before the series
+    own: list[Finding]  # KIT001-KIT006
+    pre_existing: list[Finding]  # ruff on upstream's own lines: shown, not counted
+
+    @property
+    def findings(self) -> list[Finding]:
+        return [*self.ruff, *self.unformatted, *self.own]
+
+    def rows(self) -> list[tuple[str, int]]:
+        return [("ruff check", len(self.ruff)), ("ruff format", len(self.unformatted)), ("kit checks", len(self.own)),
+                ("pre-existing (upstream)", len(self.pre_existing))]  # fmt: skip
+
+
+def lint_series(ruff: str, config: Path, tree: Path, pristine: Path, series_diff: str) -> SeriesLint:
+    """ruff (upstream's settings) and the kit's checks on tree; series_diff is pristine..HEAD, pristine the tree before."""
+    files = [d.path for d in parse(series_diff) if d.path.endswith(".py") and (tree / d.path).is_file()]
+    added = added_line_set(series_diff)
+    found = ruff_check(ruff, config, tree, files) if files else []
+    ours = [f for f in found if f.line in added.get(f.file, set())]
+    pristine_files = [f for f in files if (pristine / f).is_file()]
+    was_unformatted = set(ruff_format_unclean(ruff, config, pristine, pristine_files))
+    unformatted = [
+        Finding(f, 1, "format", "ruff format would reformat this file", "run ruff format on it")
+        for f in ruff_format_unclean(ruff, config, tree, files)
+        if f not in was_unformatted
+    ]
+    pre_existing = [f for f in found if f not in ours]
+    return SeriesLint(files, ours, unformatted, own_checks(series_diff, tree), pre_existing)

@@ -152,5 +152,7 @@ def series_digest(patches: list[Patch]) -> str:
 
 def strip_kit_trailers(message: str) -> str:
     """A commit message or patch file without the kit-internal trailers (for upstream)."""
-    out = [line for line in message.splitlines(keepends=True) if not line.startswith(tuple(f"{k}:" for k in KIT_TRAILERS))]
+    out = [
+        line for line in message.splitlines(keepends=True) if not line.startswith(tuple(f"{k}:" for k in KIT_TRAILERS))
+    ]
     return "".join(out)

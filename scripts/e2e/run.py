@@ -17,10 +17,13 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from scripts import paths, records
 from scripts.e2e import bench, compare, determinism, evidence, install, lock, metrics, preflight, server
 from scripts.e2e.config import E2EConfig, fill_cmd, parse_args, standin_server_cmd
 from scripts.e2e.evidence import RunRecord
 from scripts.errors import KitError
+from scripts.series import load_series
+from scripts.series import series_digest as digest_of
 
 PORT_RELEASE_S = 10.0
 CARD_RELEASE_S = 60.0
@@ -236,6 +239,12 @@ def execute(config: E2EConfig, python: str | None, checks: Sequence[preflight.Ch
             runs=runs, determinism=det, folder=folder,
         )  # fmt: skip
         evidence.write_json(folder / "summary.json", summary)
+        # The PR body quotes this record; it sits beside the evidence root (.work/records by default).
+        records.write(
+            config.evidence_root.parent / "records",
+            "e2e",
+            {**summary, "series_digest": digest_of(load_series(paths.PATCHES))},
+        )
         if (folder / "manifest.json").is_file():
             manifest_doc = json.loads((folder / "manifest.json").read_text())
             (folder / "summary.md").write_text(evidence.summary_markdown(summary, manifest_doc))
