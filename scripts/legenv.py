@@ -11,6 +11,8 @@ the stamp is written last, so a half-built env never looks complete.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -18,6 +20,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from scripts.errors import KitError
@@ -123,9 +126,10 @@ def shown(path: Path) -> str:
 
 
 def step_label(step: list[str]) -> str:
-    """A short name for a pip step: the subcommand and its non-flag arguments."""
-    tail = step[step.index("install") :] if "install" in step else step[1:]
-    return " ".join(shown(Path(a)) if a.startswith("/") else a for a in tail if not a.startswith("--"))
+    """A short name for a pip step, e.g. "install -r ci/leg-npu.txt"."""
+    if "-r" not in step:
+        return " ".join(step[1:])
+    return f"install -r {shown(Path(step[step.index('-r') + 1]))}"
 
 
 def format_seconds(seconds: float) -> str:
@@ -159,7 +163,8 @@ def versions(python: Path) -> dict[str, str]:
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
         raise KitError(f"cannot read versions from {python}: {last}", "rebuild the env: python -m scripts.legenv LEG")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    seen: dict[str, str] = json.loads(done.stdout.strip().splitlines()[-1])
+    return seen
 
 
 def _run_step(leg: str, index: int, total: int, step: list[str]) -> None:
@@ -192,22 +197,35 @@ def _build(leg: str, env: Path, digest: str) -> None:
     (env / STAMP_NAME).write_text(digest + "\n")  # last: only a complete env carries it
 
 
+@contextlib.contextmanager
+def _leg_lock(leg: str) -> Iterator[None]:
+    """One builder per leg env at a time: a second caller waits, then finds the env built."""
+    ENVS.mkdir(parents=True, exist_ok=True)
+    with open(ENVS / f"{leg}.lock", "w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(f"[legenv {leg}] another process is building this env: waiting for it", flush=True)
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        yield  # the lock goes with the file handle
+
+
 def ensure_env(leg: str) -> Path:
     """The leg's env python, building or rebuilding the venv when its pins changed."""
     env = env_dir(leg)
     started = time.monotonic()
-    if is_ready(leg):
-        print(f"[legenv {leg}] reusing {shown(env)} ({format_seconds(time.monotonic() - started)})")
-        return env_python(env)
-    print(f"[legenv {leg}] pins changed or env missing: building (several GB, a few minutes)", flush=True)
-    if env.exists():
-        shutil.rmtree(env)
-    env.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        _build(leg, env, current_digest(leg))
-    except BaseException:
-        shutil.rmtree(env, ignore_errors=True)  # never leave a half-built env behind
-        raise
+    with _leg_lock(leg):
+        if is_ready(leg):
+            print(f"[legenv {leg}] reusing {shown(env)} ({format_seconds(time.monotonic() - started)})", flush=True)
+            return env_python(env)
+        print(f"[legenv {leg}] pins changed or env missing: building (several GB, a few minutes)", flush=True)
+        if env.exists():
+            shutil.rmtree(env)
+        try:
+            _build(leg, env, current_digest(leg))
+        except BaseException:
+            shutil.rmtree(env, ignore_errors=True)  # never leave a half-built env behind
+            raise
     print(f"[legenv {leg}] ready in {format_seconds(time.monotonic() - started)}", flush=True)
     return env_python(env)
 
