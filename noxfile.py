@@ -1,11 +1,11 @@
 """Sessions of the vllm-omni Ascend NPU kit: a table of contents. The logic lives in scripts/.
 
-    nox -s apply test        pristine pin + patches/ -> .work/vllm-omni, then both CPU test legs
-    nox -s lint              ruff (upstream's settings) + the kit's own checks on the series
-    nox -s refresh           checkout commits -> patches/ (byte-stable)
-    nox -s kit               the kit's own tests
-    nox -s e2e -- ...        realtime benchmark on 4 Ascend cards (self-hosted runners)
-    nox -s pr / rebase       upstream PR preparation / try the series on another pin
+nox -s apply test        pristine pin + patches/ -> .work/vllm-omni, then both CPU test legs
+nox -s lint              ruff (upstream's settings) + the kit's own checks on the series
+nox -s refresh           checkout commits -> patches/ (byte-stable)
+nox -s kit               the kit's own tests
+nox -s e2e -- ...        realtime benchmark on 4 Ascend cards (self-hosted runners)
+nox -s pr / rebase       upstream PR preparation / try the series on another pin
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ def kit(session: nox.Session) -> None:
 @nox.session(default=False)
 def e2e(session: nox.Session) -> None:
     """LingBot-World realtime benchmark on 4 Ascend cards, two independent runs (-- --standin: the test stand-in)."""
-    session.install(pinned("websockets"), pinned("av"))  # the driver's client and frame hashes; the server runs elsewhere
+    session.install(pinned("websockets"), pinned("av"))  # the kit's client and frame hashes; the server is elsewhere
     session.run("python", "-m", "scripts.e2e", *session.posargs)
 
 
@@ -85,7 +85,7 @@ def timings(session: nox.Session) -> None:
 
 @nox.session(default=False)
 def pr(session: nox.Session) -> None:
-    """Prepare the upstream PR: signed-off branch, format-patch files, PR body from the records, precheck, range-diff."""
+    """Prepare the upstream PR: signed-off branch, format-patch files, PR body from records, precheck, range-diff."""
     session.install(pinned("ruff"))
     run_kit(session, "pr", "--ruff", str(Path(session.bin) / "ruff"))
 

@@ -7,7 +7,7 @@ import os
 import sys
 from collections.abc import Callable
 
-from scripts import commands
+from scripts import commands, pr, rebase
 from scripts.errors import KitError
 from scripts.report import fail
 
@@ -34,12 +34,16 @@ def parser() -> argparse.ArgumentParser:
     ts.add_argument("pytest_args", nargs=argparse.REMAINDER, help="passed on to pytest")
     pn = sub.add_parser("pin", help="show the pin, or record the git commit of its tag")
     pn.add_argument("--record-git", action="store_true", help="resolve git.tag at git.url and write git.commit")
+    for name, module in (("pr", pr), ("rebase", rebase)):
+        sp = sub.add_parser(name, help=(module.__doc__ or "").splitlines()[0])
+        module.add_arguments(sp)
+        sp.set_defaults(handler=module.command)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    handler: Callable[[argparse.Namespace], int] = getattr(commands, args.command)
+    handler: Callable[[argparse.Namespace], int] = getattr(args, "handler", None) or getattr(commands, args.command)
     try:
         return handler(args)
     except KitError as exc:

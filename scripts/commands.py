@@ -6,11 +6,9 @@ import argparse
 import time
 
 from scripts import checkout as co
-from scripts import legenv, legs
+from scripts import legenv, legs, paths, records
 from scripts import lint as lintmod
-from scripts import paths, records
 from scripts import pin as pinmod
-from scripts.diffparse import touched
 from scripts.report import progress, table
 from scripts.series import load_series
 
@@ -32,9 +30,8 @@ def apply(args: argparse.Namespace) -> int:
     print(
         table(["#", "patch", "outcome", "detail"], [(i, r.name, r.outcome, r.detail) for i, r in enumerate(results, 1)])
     )
-    progress(
-        f"checkout at .work/{paths.CHECKOUT.name} ({co.head(paths.CHECKOUT)[:12]}) in {time.monotonic() - started:.1f} s"
-    )
+    elapsed = time.monotonic() - started
+    progress(f"checkout at .work/{paths.CHECKOUT.name} ({co.head(paths.CHECKOUT)[:12]}) in {elapsed:.1f} s")
     stale = [r.name for r in results if r.outcome in ("offset", "3-way")]
     if stale:
         message = f"{', '.join(stale)} applied only with offsets/3-way: needs refresh"
@@ -65,36 +62,23 @@ def pin(args: argparse.Namespace) -> int:
 
 def lint(args: argparse.Namespace) -> int:
     state = current()
-    series_diff = co.combined_diff(paths.CHECKOUT)
-    files = [f for f in touched([series_diff]) if f.endswith(".py") and (paths.CHECKOUT / f).is_file()]
-    config = paths.CI_DIR / "ruff-upstream.toml"
-    progress(f"ruff {lintmod.ruff_version(args.ruff)} with upstream's settings on {len(files)} touched file(s)")
-    added = lintmod.added_line_set(series_diff)
-    ruff = lintmod.ruff_check(args.ruff, config, paths.CHECKOUT, files) if files else []
-    ours = [f for f in ruff if f.line in added.get(f.file, set())]
-    pre_existing = [f for f in ruff if f not in ours]
-    pristine_files = [f for f in files if (paths.PRISTINE_TREE / f).is_file()]
-    was_unformatted = set(lintmod.ruff_format_unclean(args.ruff, config, paths.PRISTINE_TREE, pristine_files))
-    unformatted = [
-        lintmod.Finding(f, 1, "format", "ruff format would reformat this file", "run ruff format on it")
-        for f in lintmod.ruff_format_unclean(args.ruff, config, paths.CHECKOUT, files)
-        if f not in was_unformatted
-    ]
-    progress("kit checks KIT001-KIT006 on the lines the series adds")
-    own = lintmod.own_checks(series_diff, paths.CHECKOUT)
-    for finding in [*ours, *unformatted, *own]:
+    ruff = lintmod.ruff_version(args.ruff)
+    progress(f"ruff {ruff} with upstream's settings, and KIT001-KIT006, on the lines the series adds")
+    result = lintmod.lint_series(
+        args.ruff, paths.CI_DIR / "ruff-upstream.toml", paths.CHECKOUT, paths.PRISTINE_TREE,
+        co.combined_diff(paths.CHECKOUT),
+    )  # fmt: skip
+    for finding in result.findings:
         print(finding)
-    for finding in pre_existing:
+    for finding in result.pre_existing:
         print(f"{finding} [pre-existing upstream, not counted]")
-    rows = [("ruff check", len(ours)), ("ruff format", len(unformatted)), ("kit checks", len(own)),
-            ("pre-existing (upstream)", len(pre_existing))]  # fmt: skip
-    print(table(["check", "findings"], rows))
-    errors = len(ours) + len(unformatted) + len(own)
-    records.write(paths.RECORDS, "lint", {"series_digest": state.series_digest, "files": files,
-                  "findings": [str(f) for f in [*ours, *unformatted, *own]], "pre_existing": len(pre_existing),
-                  "ruff": lintmod.ruff_version(args.ruff), "passed": errors == 0})  # fmt: skip
-    progress("lint clean" if errors == 0 else f"lint: {errors} finding(s)")
-    return 0 if errors == 0 else 1
+    print(table(["check", "findings"], result.rows()))
+    records.write(paths.RECORDS, "lint", {"series_digest": state.series_digest, "files": result.files,
+                  "findings": [str(f) for f in result.findings], "pre_existing": len(result.pre_existing),
+                  "ruff": ruff, "passed": not result.findings})  # fmt: skip
+    count = len(result.findings)
+    progress(f"lint clean ({len(result.files)} files)" if not count else f"lint: {count} finding(s)")
+    return 0 if not count else 1
 
 
 def test(args: argparse.Namespace) -> int:

@@ -89,7 +89,7 @@ def check_added_lines(diff: FileDiff, new_source: str | None) -> list[Finding]:
                                     'import it lazily inside `if x.device.type == "npu":`'))  # fmt: skip
         if in_vllm_omni and (FORBIDDEN_IMPORT.match(code) or TOP_LEVEL_TRITON.match(code)):
             findings.append(Finding(diff.path, line_no, "KIT005", f"forbidden import: {code.strip()}",
-                                    "use pybase64 / `import regex as re` / a lazy triton import; no pickle"))  # fmt: skip
+                                    "use pybase64 / `import regex as re` / lazy triton; no pickle"))  # fmt: skip
         if in_vllm_omni and not diff.path.startswith("vllm_omni/platforms/") and TORCH_CUDA.search(code):
             findings.append(Finding(diff.path, line_no, "KIT006", "torch.cuda memory/device call",
                                     "go through vllm_omni.platforms (current_omni_platform)"))  # fmt: skip
@@ -188,7 +188,7 @@ class SeriesLint:
 
 
 def lint_series(ruff: str, config: Path, tree: Path, pristine: Path, series_diff: str) -> SeriesLint:
-    """ruff (upstream's settings) and the kit's checks on tree; series_diff is pristine..HEAD, pristine the tree before."""
+    """ruff (upstream settings) + kit checks on tree; series_diff is pristine..HEAD, pristine the tree before."""
     files = [d.path for d in parse(series_diff) if d.path.endswith(".py") and (tree / d.path).is_file()]
     added = added_line_set(series_diff)
     found = ruff_check(ruff, config, tree, files) if files else []

@@ -15,10 +15,11 @@ import stat
 import subprocess
 import sys
 import tempfile
-import tomllib
 import zipfile
 from dataclasses import dataclass, replace
 from pathlib import Path
+
+import tomllib
 
 from scripts.errors import KitError
 from scripts.gitcmd import GitFailed, git
@@ -102,6 +103,22 @@ def verify_digest(path: Path, expected: str) -> None:
         )
 
 
+def pip_download(project: str, version: str, dest: Path) -> None:
+    """The release wheel of project==version from the package registry into dest (no dependencies)."""
+    spec = f"{project}=={version}"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--quiet", "-d", str(dest), spec],
+        capture_output=True,
+        text=True,
+    )
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise PinError(
+            f"could not download {spec} from the package registry ({last})",
+            "check the version (patches/upstream.toml, or the one asked for) and that the registry is reachable",
+        )
+
+
 def fetch_wheel(pin: Pin, downloads: Path) -> Path:
     """The pinned wheel, from the cache or the registry, digest verified."""
     downloads.mkdir(parents=True, exist_ok=True)
@@ -110,18 +127,7 @@ def fetch_wheel(pin: Pin, downloads: Path) -> Path:
         verify_digest(cached, pin.wheel_sha256)
         return cached
     with tempfile.TemporaryDirectory(dir=downloads, prefix=".download-") as tmp:
-        spec = f"{pin.project}=={pin.version}"
-        proc = subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--quiet", "-d", tmp, spec],
-            capture_output=True,
-            text=True,
-        )
-        if proc.returncode != 0:
-            last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-            raise PinError(
-                f"could not download {spec} from the package registry ({last})",
-                "check the version in patches/upstream.toml and that the registry is reachable",
-            )
+        pip_download(pin.project, pin.version, Path(tmp))
         got = Path(tmp) / pin.wheel_filename
         if not got.is_file():
             names = ", ".join(p.name for p in Path(tmp).iterdir())

@@ -31,6 +31,7 @@ answers from that record. ``torch.empty(..., pin_memory=True)`` is not simulated
 
 from __future__ import annotations
 
+import importlib.machinery
 import sys
 import types
 import weakref
@@ -492,6 +493,9 @@ def _set_device(device: Any) -> None:
 
 def _torch_npu_module(sim: SimulatedNPU) -> types.ModuleType:
     module = types.ModuleType("torch_npu", "Simulated torch_npu (scripts.simulated_npu): CPU reference ops.")
+    # importlib.util.find_spec("torch_npu") (transformers asks it while vllm imports) raises on a
+    # module in sys.modules whose __spec__ is None.
+    module.__spec__ = importlib.machinery.ModuleSpec("torch_npu", loader=None)
     module.__version__ = f"{sim.torch_npu_version}+simulated"
     module.SIMULATED = True
     module.npu_fusion_attention = npu_fusion_attention

@@ -76,7 +76,9 @@ class Kit:
     def checkout(self) -> Path:
         return self.root / ".work" / "vllm-omni"
 
-    def run(self, *args: str, check: bool = False, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    def run(
+        self, *args: str, check: bool = False, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
         full_env = {**os.environ, "CI": "", **(env or {})}
         proc = subprocess.run(
             [sys.executable, "-m", "scripts", *args], cwd=self.root, capture_output=True, text=True, env=full_env

@@ -14,17 +14,19 @@ from scripts.lint import check_added_lines, check_new_file, npu_only_lines
 
 RUFF = shutil.which("ruff", path=str(Path(sys.executable).parent)) or "ruff"
 SPDX = (
-    "# SPDX-License-Identifier: Apache-2.0\n"
-    "# SPDX-FileCopyrightText: Copyright contributors to the vLLM-Omni project\n"
+    "# SPDX-License-Identifier: Apache-2.0\n# SPDX-FileCopyrightText: Copyright contributors to the vLLM-Omni project\n"
 )
 GOOD_ATTN = (
     "def attend(q):\n"
     '    if q.device.type == "npu":\n'
     "        import torch_npu\n\n"
-    "        return torch_npu.npu_fusion_attention(q, q, q, 1, \"TND\")[0]\n"
+    '        return torch_npu.npu_fusion_attention(q, q, q, 1, "TND")[0]\n'
     "    return q\n"
 )
-GOOD_TEST = SPDX + "import pytest\n\npytestmark = [pytest.mark.core_model, pytest.mark.cpu]\n\n\ndef test_x():\n    assert True\n"
+GOOD_TEST = (
+    SPDX
+    + "import pytest\n\npytestmark = [pytest.mark.core_model, pytest.mark.cpu]\n\n\ndef test_x():\n    assert True\n"
+)
 
 # (rule, file edits) — each breaks exactly one rule.
 BAD = {

@@ -1,0 +1,152 @@
+"""The PR text in upstream's template (## Purpose / ## Test Plan / ## Test Result),
+filled only from the patch messages and the records of runs the kit made.
+
+A record missing says "not run"; a record made on another series digest says
+"not run on this revision": no figure is ever quoted for a series it was not
+measured on.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from scripts.scope import HEADERS, Scope, rfc_warning, rows, total
+
+Record = Mapping[str, Any]
+PREFIX = re.compile(r"^(\[[^\]]+\])\s*")
+DEFAULT_PREFIX = "[Hardware][Ascend]"
+NOT_RUN = "not run"
+# (record name, what it is, how it is run): the Test Plan, in order.
+PLAN = (
+    ("lint", "lint", "`nox -s lint`: ruff v0.14.10 with upstream's settings on the touched files, plus the kit's "
+                     "checks (no `.is_npu`, lazy `torch_npu` import, SPDX headers, test markers, forbidden imports)"),
+    ("test-stock", "CPU regression, leg `stock`", "`nox -s test` leg `stock`: stock torch, no torch_npu installed"),
+    ("test-npu", "CPU regression, leg `npu`", "`nox -s test` leg `npu`: the pinned torch_npu (real with CANN, else a "
+                 "simulated NPU on CPU, said so below)"),
+    ("e2e", "e2e realtime benchmark", "`nox -s e2e`: two independent server + realtime benchmark runs on 4 Ascend "
+            "cards (SP-4), steady chunk-interval median and video md5 compared"),
+)  # fmt: skip
+
+
+def split_prefixes(subject: str) -> tuple[list[str], str]:
+    """(['[Bugfix]', '[NPU]'], 'rest of subject')."""
+    prefixes = []
+    while m := PREFIX.match(subject):
+        prefixes.append(m[1])
+        subject = subject[m.end() :]
+    return prefixes, subject
+
+
+def title(subjects: Sequence[str]) -> str:
+    """A suggested PR title: the patches' upstream prefixes, then the first subject."""
+    seen: dict[str, None] = {}
+    for s in subjects:
+        seen.update(dict.fromkeys(split_prefixes(s)[0]))
+    head = "".join(seen) or DEFAULT_PREFIX
+    rest = split_prefixes(subjects[0])[1] if subjects else ""
+    more = f" (+{len(subjects) - 1} more)" if len(subjects) > 1 else ""
+    return f"{head} {rest}{more}"
+
+
+def freshness(record: Record | None, digest: str) -> str | None:
+    """Why a record cannot be quoted (None when it can)."""
+    if record is None:
+        return NOT_RUN
+    if record.get("series_digest") != digest:
+        was = str(record.get("series_digest") or "unknown")[:12]
+        return f"not run on this revision (last run was on series {was}, {record.get('finished_at', 'date unknown')})"
+    return None
+
+
+def lint_result(r: Record) -> str:
+    findings = len(r.get("findings", []))
+    verdict = "passed" if r.get("passed") else f"FAILED, {findings} finding(s)"
+    return (f"{verdict}: ruff {r.get('ruff', '?')} + kit checks on {len(r.get('files', []))} file(s); "
+            f"{r.get('pre_existing', 0)} pre-existing upstream finding(s) not counted")  # fmt: skip
+
+
+def test_result(r: Record) -> str:
+    mode = r.get("mode", "?")
+    mode_text = {"none": "no torch_npu", "simulated": "simulated NPU on CPU, not real Ascend hardware",
+                 "real": "real torch_npu on Ascend"}.get(mode, mode)  # fmt: skip
+    counts = ", ".join(f"{r.get(k, 0)} {k}" for k in ("passed", "failed", "errors", "skipped"))
+    versions = ", ".join(f"{k} {v}" for k, v in sorted(dict(r.get("versions", {})).items()) if k != "torch_npu_import")
+    verdict = "passed" if r.get("passed_all", r.get("passed") is True) else "FAILED"
+    return f"{verdict}: {counts} (mode {mode}: {mode_text}; {versions})"
+
+
+def e2e_result(r: Record) -> str:
+    """From the e2e record (its summary.json plus series_digest): verdict, runs, determinism, evidence folder."""
+    medians = [run.get("steady_median_ms") for run in r.get("runs", [])]
+    shown = ", ".join("-" if m is None else f"{m:.1f} ms" for m in medians) or "no run finished"
+    md5 = {True: "equal", False: "DIFFERENT"}.get((r.get("determinism") or {}).get("md5_equal"), "not compared")
+    where = "stand-in server, no Ascend cards: not a hardware result" if r.get("stand_in") else "Ascend cards"
+    return (f"{r.get('verdict', '?')}: steady chunk-interval median per run {shown}; video md5 {md5}; {where}; "
+            f"evidence {r.get('evidence', 'not recorded')}")  # fmt: skip
+
+
+FORMATTERS = {"lint": lint_result, "test-stock": test_result, "test-npu": test_result, "e2e": e2e_result}
+
+
+def evidence(records: Mapping[str, Record | None], digest: str) -> list[tuple[str, str, str]]:
+    """(record name, label, result text) for each planned check."""
+    out = []
+    for name, label, _ in PLAN:
+        record = records.get(name)
+        why_not = freshness(record, digest)
+        out.append((name, label, why_not if why_not else FORMATTERS[name](record)))  # type: ignore[arg-type]
+    return out
+
+
+def purpose(messages: Sequence[tuple[str, str]]) -> str:
+    """From (subject, body) of each commit: the why, as upstream reviewers read it."""
+    if len(messages) == 1:
+        subject, body = messages[0]
+        return body.strip() or subject
+    parts = [f"This PR carries {len(messages)} commits:", ""]
+    for subject, body in messages:
+        parts.append(f"- **{subject}**" + (f": {' '.join(body.split())}" if body.strip() else ""))
+    return "\n".join(parts)
+
+
+def scope_markdown(scopes: Sequence[Scope]) -> str:
+    lines = ["| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows(scopes)]
+    warning = rfc_warning(total(scopes))
+    return "\n".join(lines + ([f"\n**Warning:** {warning}"] if warning else []))
+
+
+def body(messages: Sequence[tuple[str, str]], results: Sequence[tuple[str, str, str]], scopes: Sequence[Scope],
+         pin_label: str, digest: str) -> str:  # fmt: skip
+    plan = "\n".join(f"- {how}" for _, _, how in PLAN)
+    result = "\n".join(f"- **{label}**: {text}" for _, label, text in results)
+    return f"""## Purpose
+
+{purpose(messages)}
+
+## Test Plan
+
+Against {pin_label} with this series applied (series digest `{digest[:12]}`):
+
+{plan}
+
+## Test Result
+
+{result}
+
+Scope of the change:
+
+{scope_markdown(scopes)}
+
+---
+<details>
+<summary> Essential Elements of an Effective PR Description Checklist </summary>
+
+- [x] The purpose of the PR (above, from the commit messages).
+- [x] The test plan, with the commands.
+- [{"x" if all(not t.startswith(NOT_RUN) for _, _, t in results) else " "}] The test results, from the runs \
+recorded on this revision (anything not run says so).
+</details>
+"""

@@ -1,0 +1,162 @@
+"""Revisions of the series sent upstream (v1, v2, ...) and the range-diff between them.
+
+patches/revisions.toml (committed) maps each revision to its series digest, the
+pin it was made on, and the kit commit whose patches/ held it ("" when patches/
+was not committed at the time). To range-diff against revision N, its kit
+patches are found by digest: in the snapshot `nox -s pr` keeps in
+.work/pr/vN/series/, else in the kit's git history (the recorded commit first,
+then every commit touching patches/). They are applied onto the pristine in a
+scratch clone of the checkout, turned into upstream commits exactly like the
+new revision, and compared with `git range-diff`.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import tomllib
+
+from scripts import checkout as co
+from scripts.errors import KitError
+from scripts.gitcmd import git, git_bytes
+from scripts.gitcmd import run as git_run
+from scripts.series import Patch, SeriesError, load_series, series_digest
+from scripts.upstream import build_branch
+
+HEADER = (
+    "# Revisions of the series prepared for upstream by `nox -s pr` (v1, v2, ...).\n"
+    "# Written by the kit; commit it with patches/. kit_commit is empty when patches/\n"
+    "# was not committed when the revision was prepared (then found by digest).\n"
+)
+
+
+class RevisionsError(KitError):
+    """patches/revisions.toml cannot be read."""
+
+
+@dataclass(frozen=True)
+class Revision:
+    number: int
+    series_digest: str
+    pin: str
+    kit_commit: str
+    prepared: str
+
+    @property
+    def label(self) -> str:
+        return f"v{self.number}"
+
+
+def parse(text: str) -> list[Revision]:
+    try:
+        data = tomllib.loads(text)
+        revs = [Revision(int(k[1:]), v["series_digest"], v["pin"], v.get("kit_commit", ""), v["prepared"])
+                for k, v in data.items()]  # fmt: skip
+    except (tomllib.TOMLDecodeError, KeyError, ValueError, TypeError) as exc:
+        raise RevisionsError(f"patches/revisions.toml is malformed ({exc})", "restore it from git") from exc
+    return sorted(revs, key=lambda r: r.number)
+
+
+def render(revs: Sequence[Revision]) -> str:
+    blocks = [
+        f'[{r.label}]\nseries_digest = "{r.series_digest}"\npin = "{r.pin}"\nkit_commit = "{r.kit_commit}"\n'
+        f'prepared = "{r.prepared}"\n'
+        for r in revs
+    ]
+    return HEADER + "".join(f"\n{b}" for b in blocks)
+
+
+def load(path: Path) -> list[Revision]:
+    return parse(path.read_text(encoding="utf-8")) if path.is_file() else []
+
+
+def current(revs: Sequence[Revision], digest: str, pin: str, kit_commit: str, now: str) -> tuple[Revision, bool]:
+    """(the revision for this digest, whether it is new): a new one only when the digest changed since the last."""
+    if revs and revs[-1].series_digest == digest:
+        return revs[-1], False
+    return Revision((revs[-1].number if revs else 0) + 1, digest, pin, kit_commit, now), True
+
+
+# ---- finding an older revision's patches ----------------------------------------
+
+
+def is_own_repo(root: Path) -> bool:
+    proc = git_run("rev-parse", "--show-toplevel", cwd=root)
+    return proc.returncode == 0 and Path(proc.stdout.strip()).resolve() == root.resolve()
+
+
+def patches_at(root: Path, commit: str, dest: Path) -> list[Patch] | None:
+    """The series as patches/ held it at a kit commit, written under dest; None if it was not a valid series."""
+    listing = git_run("ls-tree", "--name-only", f"{commit}:patches", cwd=root)
+    if listing.returncode != 0:
+        return None
+    dest.mkdir(parents=True)
+    for name in listing.stdout.split():
+        if name == "series" or name.endswith(".patch"):
+            (dest / name).write_bytes(git_bytes("show", f"{commit}:patches/{name}", cwd=root))
+    try:
+        return load_series(dest)
+    except SeriesError:
+        return None
+
+
+def head_commit_holding(root: Path, digest: str) -> str:
+    """HEAD of the kit repo if its committed patches/ are this series, else ""."""
+    if not is_own_repo(root) or git_run("rev-parse", "--verify", "-q", "HEAD", cwd=root).returncode != 0:
+        return ""
+    commit = git("rev-parse", "HEAD", cwd=root).strip()
+    with tempfile.TemporaryDirectory() as tmp:
+        found = patches_at(root, commit, Path(tmp) / "p")
+        return commit if found is not None and series_digest(found) == digest else ""
+
+
+def find_series(rev: Revision, snapshot: Path, root: Path, scratch: Path) -> tuple[list[Patch], str] | None:
+    """(the revision's kit patches, where they were found), or None."""
+    if (snapshot / "series").is_file():
+        found = load_series(snapshot)
+        if series_digest(found) == rev.series_digest:
+            return found, f"snapshot .work/pr/{rev.label}/series"
+    if not is_own_repo(root):
+        return None
+    history = git("log", "--format=%H", "--", "patches", cwd=root).split()
+    for i, commit in enumerate(dict.fromkeys([c for c in [rev.kit_commit, *history] if c])):
+        found = patches_at(root, commit, scratch / f"c{i}")
+        if found is not None and series_digest(found) == rev.series_digest:
+            return found, f"kit commit {commit[:12]}"
+    return None
+
+
+# ---- the range-diff ----------------------------------------------------------------
+
+
+class RangeDiffUnavailableError(KitError):
+    """The previous revision cannot be rebuilt here."""
+
+
+def range_diff(checkout: Path, new_tip: str, old: list[Patch], identity: str, scratch: Path) -> str:
+    """`git range-diff` of the old revision's upstream commits against new_tip, both on the pristine."""
+    clone = scratch / "clone"
+    git("clone", "-q", str(checkout), str(clone), cwd=scratch)
+    git("checkout", "-q", "-B", "old", co.PRISTINE_TAG, cwd=clone)
+    for patch in old:
+        result = co.apply_one(clone, patch, threeway=True)
+        if result.outcome == "conflict":
+            raise RangeDiffUnavailableError(
+                f"the previous revision's {patch.name} does not apply to the current pristine ({result.detail})",
+                "the range-diff is left out; compare the two output folders by hand",
+            )
+    commits = git("rev-list", "--reverse", f"{co.PRISTINE_TAG}..HEAD", cwd=clone).split()
+    old_tip = (
+        build_branch(clone, co.PRISTINE_TAG, commits, identity, "old-upstream")[-1] if commits else co.PRISTINE_TAG
+    )
+    return git(
+        "range-diff",
+        "--no-color",
+        "--creation-factor=95",
+        f"{co.PRISTINE_TAG}..{old_tip}",
+        f"{co.PRISTINE_TAG}..{new_tip}",
+        cwd=clone,
+    )

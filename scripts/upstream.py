@@ -1,0 +1,82 @@
+"""The series as upstream sees it: the same trees, messages without the kit's
+trailers, a DCO sign-off from the user's own git identity."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+from scripts.checkout import FORMAT_PATCH
+from scripts.errors import KitError
+from scripts.gitcmd import git
+from scripts.series import strip_kit_trailers
+
+TRAILER_LINE = re.compile(r"^[A-Za-z0-9-]+: \S")
+
+
+class NoIdentityError(KitError):
+    """The user has no git identity to sign off with."""
+
+
+def user_identity(repo: Path) -> str:
+    """`Name <email>` from the user's own git config (not the kit's isolated git), as seen from repo."""
+    values = []
+    for key in ("user.name", "user.email"):
+        proc = subprocess.run(["git", "config", "--get", key], cwd=repo, capture_output=True, text=True)
+        values.append(proc.stdout.strip())
+    name, email = values
+    if not name or not email:
+        raise NoIdentityError(
+            "no git identity to sign off with (git config user.name/user.email is not set)",
+            'set it: git config --global user.name "Your Name" && git config --global user.email you@example.org',
+        )
+    return f"{name} <{email}>"
+
+
+def sign_off(message: str, identity: str) -> str:
+    """The message with a `Signed-off-by:` trailer for identity (once), in its trailer block."""
+    text = message.rstrip()
+    line = f"Signed-off-by: {identity}"
+    if line in text.splitlines():
+        return text + "\n"
+    paragraphs = text.split("\n\n")
+    in_block = len(paragraphs) > 1 and all(TRAILER_LINE.match(x) for x in paragraphs[-1].splitlines())
+    return text + ("\n" if in_block else "\n\n") + line + "\n"
+
+
+def upstream_message(kit_message: str, identity: str) -> str:
+    return sign_off(strip_kit_trailers(kit_message), identity)
+
+
+def build_branch(repo: Path, base: str, commits: list[str], identity: str, branch: str) -> list[str]:
+    """Recreate commits on base with upstream messages (same trees, same authors); point branch at the last.
+    Deterministic: the committer date is the author date, so preparing again gives the same ids."""
+    name, email = identity[: identity.rindex(" <")], identity[identity.rindex(" <") + 2 : -1]
+    parent, made = git("rev-parse", base, cwd=repo).strip(), []
+    for commit in commits:
+        an, ae, ad, tree, message = git("log", "-1", "--format=%an%x00%ae%x00%aI%x00%T%x00%B", commit, cwd=repo).split(
+            "\x00", 4
+        )
+        env = {"GIT_AUTHOR_NAME": an, "GIT_AUTHOR_EMAIL": ae, "GIT_AUTHOR_DATE": ad,
+               "GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": email, "GIT_COMMITTER_DATE": ad}  # fmt: skip
+        parent = git("commit-tree", tree, "-p", parent, "-m", upstream_message(message, identity), cwd=repo,
+                     env=env).strip()  # fmt: skip
+        made.append(parent)
+    git("branch", "-f", branch, parent, cwd=repo)
+    return made
+
+
+def format_patch(repo: Path, commit: str) -> str:
+    """One commit as a patch file, with the kit's fixed options (byte-stable; apply with `git am -k`)."""
+    return git(*FORMAT_PATCH, "-1", commit, cwd=repo)
+
+
+def message_parts(repo: Path, commit: str) -> tuple[str, str]:
+    """(subject, body without trailers) of a commit."""
+    subject = git("log", "-1", "--format=%s", commit, cwd=repo).strip()
+    body = git("log", "-1", "--format=%b", commit, cwd=repo)
+    paragraphs = body.strip().split("\n\n")
+    if paragraphs and paragraphs[-1] and all(TRAILER_LINE.match(x) for x in paragraphs[-1].splitlines()):
+        paragraphs = paragraphs[:-1]
+    return subject, "\n\n".join(paragraphs).strip()

@@ -1,0 +1,185 @@
+"""nox -s pr: signed-off branch, upstream patch files, PR body from the records, precheck, range-diff."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import AUTHOR, Kit, make_series
+
+from scripts import prbody, scope
+from scripts.gitcmd import git
+from scripts.records import write as write_record
+from scripts.upstream import sign_off
+
+RUFF = shutil.which("ruff", path=str(Path(sys.executable).parent)) or "ruff"
+SPDX = (
+    "# SPDX-License-Identifier: Apache-2.0\n# SPDX-FileCopyrightText: Copyright contributors to the vLLM-Omni project\n"
+)
+ATTN = 'def attend(q):\n    if q.device.type == "npu":\n        return q * 2\n    return q\n'
+TEST = (
+    SPDX
+    + "import pytest\n\npytestmark = [pytest.mark.core_model, pytest.mark.cpu]\n\n\ndef test_x():\n    assert True\n"
+)
+SERIES = [
+    ({"vllm_omni/attn.py": ATTN}, "[NPU] Attend on NPU", "npu-attend"),
+    ({"tests/test_attn_npu_guard.py": TEST}, "[NPU] Test the NPU guard", "npu-attend-test"),
+]
+ME = "Ada Lovelace <ada@example.org>"
+
+
+@pytest.fixture
+def identity(tmp_path: Path) -> dict[str, str]:
+    cfg = tmp_path / "gitconfig"
+    cfg.write_text("[user]\n\tname = Ada Lovelace\n\temail = ada@example.org\n")
+    return {"GIT_CONFIG_GLOBAL": str(cfg), "GIT_CONFIG_NOSYSTEM": "1"}
+
+
+def pr(kit: Kit, env: dict[str, str], *extra: str) -> tuple[int, str]:
+    proc = kit.run("pr", "--ruff", RUFF, *extra, env=env)
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def digest(kit: Kit) -> str:
+    return json.loads((kit.checkout / ".git/kit-state.json").read_text())["series_digest"]
+
+
+def test_pr_makes_signed_branch_clean_patches_and_body(small_kit: Kit, identity: dict[str, str]) -> None:
+    make_series(small_kit, SERIES)
+    head = small_kit.git("rev-parse", "HEAD")
+    code, out = pr(small_kit, identity)
+    assert code == 0, out
+    assert small_kit.git("rev-parse", "HEAD") == head  # the checkout stays on the series
+    log = small_kit.git("log", "--format=%B%x00", "pristine..pr/v1")
+    messages = [m.strip() for m in log.split("\x00") if m.strip()]
+    assert len(messages) == 2
+    for m in messages:
+        assert m.endswith(f"Signed-off-by: {ME}") and "Kit-Patch" not in m and "Upstream-Status" not in m
+    assert small_kit.git("rev-parse", "pr/v1^{tree}") == small_kit.git("rev-parse", "HEAD^{tree}")
+    out_dir = small_kit.root / ".work/pr/v1"
+    for name in ("0001-npu-attend.patch", "0002-npu-attend-test.patch"):
+        text = (out_dir / name).read_text()
+        assert f"Signed-off-by: {ME}" in text and "Kit-Patch:" not in text and "Upstream-Status:" not in text
+        assert "Kit-Patch:" in (out_dir / "series" / name).read_text()  # the kit's own copy keeps them
+    body = (out_dir / "pr-body.md").read_text()
+    for section in ("## Purpose", "## Test Plan", "## Test Result"):
+        assert section in body
+    assert "**[NPU] Attend on NPU**: Why this change." in body
+    assert body.count(": not run\n") == 4  # lint, both legs, e2e: nothing recorded
+    cover = (out_dir / "cover.txt").read_text()
+    assert cover.startswith("[NPU] Attend on NPU (+1 more)")
+    assert "total" in cover and "+11" in cover and "First revision: no range-diff." in cover
+    assert "Precheck: ruff" in cover and "no findings" in cover
+    assert '[v1]\nseries_digest = "' + digest(small_kit) in (small_kit.patches / "revisions.toml").read_text()
+
+
+def test_body_quotes_the_recorded_runs_and_follows_them(small_kit: Kit, identity: dict[str, str]) -> None:
+    make_series(small_kit, SERIES)
+    records = small_kit.root / ".work/records"
+    current = digest(small_kit)
+    write_record(records, "lint", {"series_digest": current, "files": ["vllm_omni/attn.py"], "findings": [],
+                                   "pre_existing": 0, "ruff": "0.14.10", "passed": True})  # fmt: skip
+    leg = {"leg": "npu", "mode": "simulated", "versions": {"torch": "2.13.0+cpu", "torch_npu": "2.13.0"},
+           "passed": 12, "failed": 0, "errors": 0, "skipped": 3, "series_digest": current,
+           "passed_all": True}  # fmt: skip
+    write_record(records, "test-npu", leg)
+    write_record(records, "test-stock", {**leg, "leg": "stock", "series_digest": "f" * 64})
+    assert pr(small_kit, identity)[0] == 0
+    body = (small_kit.root / ".work/pr/v1/pr-body.md").read_text()
+    assert "**lint**: passed: ruff 0.14.10" in body
+    assert "12 passed, 0 failed, 0 errors, 3 skipped (mode simulated: simulated NPU on CPU" in body
+    assert "**CPU regression, leg `stock`**: not run on this revision (last run was on series ffffffffffff" in body
+    assert "**e2e realtime benchmark**: not run\n" in body
+    write_record(records, "test-npu", {**leg, "passed": 11, "failed": 1, "passed_all": False})
+    runs = [{"index": 1, "steady_median_ms": 3016.0}, {"index": 2, "steady_median_ms": 3016.4}]
+    e2e = {"series_digest": current, "verdict": "pass", "runs": runs, "determinism": {"md5_equal": True},
+           "stand_in": True, "evidence": "evidence/e2e-1"}  # fmt: skip
+    write_record(records, "e2e", e2e)
+    code, out = pr(small_kit, identity)
+    assert code == 2 and "already holds this revision" in out and "--force" in out  # never replaced silently
+    assert pr(small_kit, identity, "--force")[0] == 0
+    body = (small_kit.root / ".work/pr/v1/pr-body.md").read_text()
+    assert "FAILED: 11 passed, 1 failed" in body and "12 passed" not in body
+    assert "pass: steady chunk-interval median per run 3016.0 ms, 3016.4 ms; video md5 equal; stand-in server" in body
+
+
+def test_no_git_identity_is_refused_with_the_fix(small_kit: Kit) -> None:
+    make_series(small_kit, SERIES)
+    code, out = pr(small_kit, {"GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"})
+    assert code == 2 and "no git identity" in out and "git config --global user.email" in out
+    assert not (small_kit.root / ".work/pr").exists()
+
+
+def test_range_diff_against_previous_revision(small_kit: Kit, identity: dict[str, str]) -> None:
+    make_series(small_kit, SERIES)
+    assert pr(small_kit, identity)[0] == 0
+    assert pr(small_kit, identity, "--force")[0] == 0  # same series: still v1, no new revision
+    target = small_kit.git("rev-list", "-1", "HEAD~1").strip()
+    (small_kit.checkout / "vllm_omni/attn.py").write_text(ATTN.replace("q * 2", "q * 3"))
+    small_kit.git("commit", "-qam", "tweak", f"--fixup={target}")
+    small_kit.run("refresh", check=True)
+    code, out = pr(small_kit, identity)
+    assert code == 0, out
+    cover = (small_kit.root / ".work/pr/v2/cover.txt").read_text()
+    assert "Range-diff against v1 (from snapshot .work/pr/v1/series)" in cover
+    assert "1:  " in cover and " ! 1:  " in cover and "q * 3" in cover  # patch 1 changed
+    assert " = 2:  " in cover  # patch 2 unchanged
+    assert (small_kit.root / ".work/pr/v1/0001-npu-attend.patch").read_text().count("q * 2") == 1  # v1 kept
+    revs = (small_kit.patches / "revisions.toml").read_text()
+    assert "[v1]" in revs and "[v2]" in revs and "[v3]" not in revs
+
+
+def test_range_diff_from_kit_history_when_snapshot_is_gone(small_kit: Kit, identity: dict[str, str]) -> None:
+    make_series(small_kit, SERIES)
+    root = small_kit.root
+    (root / ".gitignore").write_text("/.work/\n")
+    git("init", "-q", cwd=root)
+    git("add", "-A", cwd=root)
+    git("commit", "-qm", "kit with series v1", cwd=root, env=AUTHOR)
+    assert pr(small_kit, identity)[0] == 0
+    head = git("rev-parse", "HEAD", cwd=root).strip()
+    assert f'kit_commit = "{head}"' in (small_kit.patches / "revisions.toml").read_text()
+    shutil.rmtree(small_kit.root / ".work/pr/v1")
+    patch = small_kit.patches / "0002-npu-attend-test.patch"
+    patch.write_text(patch.read_text().replace("assert True", "assert 1"))
+    small_kit.run("apply", check=True)
+    code, out = pr(small_kit, identity)
+    assert code == 0, out
+    cover = (small_kit.root / ".work/pr/v2/cover.txt").read_text()
+    assert "Range-diff against v1 (from kit commit" in cover and " = 1:  " in cover and " ! 2:  " in cover
+
+
+def test_precheck_names_file_and_line(small_kit: Kit, identity: dict[str, str]) -> None:
+    bad = "def attend(q):\n    if q.is_npu:\n        return q\n    return q\n"
+    make_series(small_kit, [({"vllm_omni/attn.py": bad}, "[NPU] Bad guard", "bad-guard")])
+    code, out = pr(small_kit, identity)
+    assert code == 1
+    assert "vllm_omni/attn.py:2: KIT001" in out
+    assert "vllm_omni/attn.py:2: KIT001" in (small_kit.root / ".work/pr/v1/cover.txt").read_text()
+
+
+def test_scope_figures_and_rfc_threshold() -> None:
+    patch = (
+        "diff --git a/tests/t.yaml b/tests/t.yaml\nnew file mode 100644\n--- /dev/null\n+++ b/tests/t.yaml\n"
+        "@@ -0,0 +1,501 @@\n" + "+x\n" * 501 + "diff --git a/vllm_omni/a.py b/vllm_omni/a.py\n"
+        "--- a/vllm_omni/a.py\n+++ b/vllm_omni/a.py\n@@ -1,2 +1,2 @@\n-a\n+b\n c\n"
+    )
+    s = scope.of_patch("0001-x.patch", patch)
+    assert (s.added, s.removed, s.new_files, s.test_config_lines) == (502, 1, ("tests/t.yaml",), 501)
+    assert scope.rows([s])[-1] == ("total", 2, "+502", "-1", 1, "99%")
+    assert "over upstream's 500-line threshold" in (scope.rfc_warning(scope.total([s])) or "")
+    assert scope.rfc_warning(scope.of_patch("small", patch.split("diff --git a/vllm_omni")[0][:200])) is None
+
+
+def test_title_and_sign_off_helpers() -> None:
+    assert prbody.title(["[Bugfix] Fix rope", "[NPU] Paged attention", "[Bugfix] More"]) == (
+        "[Bugfix][NPU] Fix rope (+2 more)"
+    )
+    assert prbody.title(["Plain subject"]) == "[Hardware][Ascend] Plain subject"
+    assert sign_off("S\n\nBody.\n", ME) == f"S\n\nBody.\n\nSigned-off-by: {ME}\n"
+    assert sign_off("S\n\nBody.\n\nCo-authored-by: B <b@x>\n", ME).endswith(f"<b@x>\nSigned-off-by: {ME}\n")
+    assert sign_off(f"S\n\nSigned-off-by: {ME}\n", ME).count("Signed-off-by") == 1
