@@ -1,0 +1,93 @@
+"""Process setup and shared helpers of the regression suite's ``npu`` leg.
+
+``prepare(mode)`` runs from conftest, before anything imports vllm_omni:
+
+* ``simulated`` (no CANN): install scripts/simulated_npu.py, so device ``npu:0`` exists and
+  ``torch_npu`` is the CPU stand-in. It must come first: vllm_omni (and transformers, which
+  vllm imports) look for torch_npu while they are imported.
+* ``real`` (CANN present): the real torch_npu, auto-loaded by torch; nothing is simulated.
+
+Both modes then resolve vllm-omni's platform as the stock leg does. Its NPU platform needs
+vllm-ascend, which the leg's environment does not carry: the leg checks the patched kernels
+on NPU tensors, not vllm-ascend. The patches choose their branches by ``tensor.device.type``,
+never by the platform, so this hides nothing they depend on.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+SYNC_REPORT_NAME = "npu-syncs.json"
+_sync_counts: dict[str, dict[str, Any]] = {}
+
+
+def prepare(mode: str) -> Any:
+    """Set this process up for ``mode``; returns the SimulatedNPU when simulating, else None."""
+    if mode == "none":
+        return None
+    sim = None
+    if mode == "simulated":
+        from scripts import simulated_npu
+
+        sim = simulated_npu.install()
+    import torch
+
+    if not (hasattr(torch, "npu") and torch.npu.is_available()):
+        raise pytest.UsageError(f"KIT_NPU_MODE={mode} but torch has no available npu device")
+    _resolve_omni_platform_without_npu(torch)
+    return sim
+
+
+def _resolve_omni_platform_without_npu(torch: Any) -> None:
+    available = torch.npu.is_available
+    torch.npu.is_available = lambda: False  # only while vllm-omni picks its platform (see the docstring)
+    try:
+        import vllm_omni.platforms as platforms
+
+        platforms.current_omni_platform  # noqa: B018  (resolves it now, once per process)
+    finally:
+        torch.npu.is_available = available
+
+
+def record_syncs(scenario: str, syncs: int | None, **details: Any) -> None:
+    """Keep one measured host-sync count; printed at the end and written to $KIT_LEG_REPORT_DIR."""
+    _sync_counts[scenario] = {"host_syncs_per_call": syncs, **details}
+    print(f"host syncs per NPU attention call [{scenario}]: {syncs}")
+    report_dir = os.environ.get("KIT_LEG_REPORT_DIR")
+    if report_dir:
+        path = Path(report_dir) / SYNC_REPORT_NAME
+        path.parent.mkdir(parents=True, exist_ok=True)
+        data = {"npu_mode": os.environ.get("KIT_NPU_MODE", "none"), "target_max": 1, "scenarios": _sync_counts}
+        path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Show the measured sync counts in the leg's output (imported into conftest as a hook)."""
+    if not _sync_counts:
+        return
+    terminalreporter.section("host<->device syncs per NPU attention call")
+    for scenario, data in sorted(_sync_counts.items()):
+        terminalreporter.write_line(f"{scenario}: {data['host_syncs_per_call']}")
+
+
+@pytest.fixture(scope="session")
+def npu_device() -> Any:
+    """``npu:0``: the simulated device or the real card (built lazily: stock torch has no "npu")."""
+    import torch
+
+    return torch.device("npu", 0)
+
+
+def sync_counter() -> Any:
+    """The simulated NPU, whose counters see every host<->device sync; skips on a real NPU."""
+    from scripts import simulated_npu
+
+    sim = simulated_npu.installed()
+    if sim is None:
+        pytest.skip("real NPU: host<->device syncs are counted only on the simulated NPU")
+    return sim

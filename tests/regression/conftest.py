@@ -1,0 +1,169 @@
+"""CPU regression suite run against a patched vllm-omni tree.
+
+The leg runner points the suite at two trees through the environment:
+
+* ``KIT_CHECKOUT``: root of the patched tree (the kit's working checkout). It is put
+  first on ``sys.path`` so ``import vllm_omni`` in this process is the patched code.
+* ``KIT_PRISTINE``: root of the pristine pinned tree. It is never imported in this
+  process (both trees define the same modules and register the same custom op);
+  pristine results are computed in a subprocess (see ``_oracle.py``).
+* ``KIT_NPU_MODE``: ``none`` (stock leg, default), ``simulated`` or ``real`` (npu leg).
+  Tests that only make sense in one mode ask for the matching fixture.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+NPU_MODES = ("none", "simulated", "real")
+
+
+def _tree_from_env(name: str) -> Path:
+    value = os.environ.get(name)
+    if not value:
+        raise pytest.UsageError(
+            f"{name} is not set: the regression suite needs {name} to name a vllm-omni tree root "
+            "(the directory that contains vllm_omni/). The kit's leg runner sets it."
+        )
+    root = Path(value).resolve()
+    if not (root / "vllm_omni" / "__init__.py").is_file():
+        raise pytest.UsageError(
+            f"{name}={value} is not a vllm-omni tree root (no vllm_omni/__init__.py in it)"
+        )
+    return root
+
+
+def _npu_mode_from_env() -> str:
+    mode = os.environ.get("KIT_NPU_MODE", "none")
+    if mode not in NPU_MODES:
+        raise pytest.UsageError(
+            f"KIT_NPU_MODE={mode!r}: expected one of {', '.join(NPU_MODES)}"
+        )
+    return mode
+
+
+CHECKOUT = _tree_from_env("KIT_CHECKOUT")
+PRISTINE = _tree_from_env("KIT_PRISTINE")
+NPU_MODE = _npu_mode_from_env()
+if CHECKOUT == PRISTINE:
+    raise pytest.UsageError(
+        "KIT_CHECKOUT and KIT_PRISTINE name the same tree; the comparisons would be vacuous"
+    )
+if "vllm_omni" in sys.modules:
+    raise pytest.UsageError(
+        "vllm_omni was imported before the regression conftest could select KIT_CHECKOUT"
+    )
+sys.path.insert(0, str(CHECKOUT))
+# The oracle helpers live next to this file.
+if str(HERE) not in sys.path:
+    sys.path.insert(1, str(HERE))
+
+from _upstream import UPSTREAM_MARKERS  # noqa: E402
+
+# npu leg: install the simulated NPU (simulated mode) BEFORE anything imports vllm_omni, and
+# resolve vllm-omni's platform without vllm-ascend (both modes); see _npu_leg.py.
+import _npu_leg  # noqa: E402
+from _npu_leg import pytest_terminal_summary  # noqa: E402,F401  (prints the measured sync counts)
+
+SIMULATED_NPU = _npu_leg.prepare(NPU_MODE)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for name, help_text in UPSTREAM_MARKERS.items():
+        config.addinivalue_line("markers", f"{name}: {help_text}")
+    config.addinivalue_line(
+        "markers", "stock_leg: needs the stock leg (KIT_NPU_MODE=none, no torch_npu)"
+    )
+    config.addinivalue_line("markers", "npu_leg: needs the npu leg (KIT_NPU_MODE=simulated or real)")
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    return [
+        f"kit trees: checkout={CHECKOUT} pristine={PRISTINE}",
+        f"kit npu mode: {NPU_MODE}",
+    ]
+
+
+def pytest_collection_modifyitems(
+    config: pytest.Config, items: list[pytest.Item]
+) -> None:
+    # Tests of the other leg are deselected, not skipped: a skip must never read as a pass.
+    other_leg = "npu_leg" if NPU_MODE == "none" else "stock_leg"
+    dropped = [item for item in items if item.get_closest_marker(other_leg)]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = [item for item in items if not item.get_closest_marker(other_leg)]
+
+
+@pytest.fixture(scope="session")
+def checkout_root() -> Path:
+    """Root of the patched tree (imported in this process)."""
+    return CHECKOUT
+
+
+@pytest.fixture(scope="session")
+def pristine_root() -> Path:
+    """Root of the pristine tree (only ever imported in subprocesses)."""
+    return PRISTINE
+
+
+@pytest.fixture(scope="session")
+def npu_mode() -> str:
+    """Hook point for the npu leg: ``none`` here, ``simulated`` or ``real`` there."""
+    return NPU_MODE
+
+
+def _run_in_tree(
+    tree: Path, args: list[str], tmp_dir: Path, *, timeout: float = 900
+) -> subprocess.CompletedProcess:
+    """Run ``python args...`` with only ``tree`` providing vllm_omni (fresh process, cwd outside both trees)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(tree), str(HERE)])
+    env.pop("PYTHONSTARTUP", None)
+    return subprocess.run(
+        [sys.executable, *args],
+        cwd=tmp_dir,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+@pytest.fixture(scope="session")
+def run_in_tree():
+    """``run_in_tree(tree, args, cwd)``: a fresh interpreter in which only ``tree`` provides vllm_omni."""
+    return _run_in_tree
+
+
+@pytest.fixture(scope="session")
+def pristine_results(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """Every oracle case computed by the pristine tree, in a subprocess."""
+    import torch
+
+    work = tmp_path_factory.mktemp("pristine_oracle")
+    out = work / "pristine.pt"
+    proc = _run_in_tree(PRISTINE, [str(HERE / "_oracle.py"), str(out)], work)
+    if proc.returncode != 0:
+        raise RuntimeError(
+            f"pristine oracle failed (rc={proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+        )
+    return torch.load(out, weights_only=True)
+
+
+@pytest.fixture(scope="session")
+def patched_results() -> dict:
+    """The same oracle cases computed in this process, by the patched tree.
+
+    LingBot-World is left out: its test builds the module itself (with call spies), so a
+    failure there stays in that test instead of erroring every comparison.
+    """
+    import _oracle
+
+    return _oracle.compute_all(("rope", "paged", "context"))

