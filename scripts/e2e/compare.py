@@ -37,11 +37,8 @@ class Comparison:
 
 
 def md5_file(path: Path) -> str:
-    digest = hashlib.md5()
     with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(handle, "md5").hexdigest()
 
 
 def decode_frames(path: Path) -> Iterator[Frame]:
