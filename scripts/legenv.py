@@ -100,7 +100,8 @@ def pins_digest(leg: str, pin_texts: list[bytes], steps: list[list[str]], python
     for text in pin_texts:
         h.update(hashlib.sha256(text).hexdigest().encode() + b"\n")
     for step in steps:
-        h.update(json.dumps(step[1:]).encode() + b"\n")
+        # Pin files by name: a copy of the kit elsewhere (sharing these envs) must get the same digest.
+        h.update(json.dumps([Path(a).name if a.startswith("/") else a for a in step[1:]]).encode() + b"\n")
     return h.hexdigest()
 
 

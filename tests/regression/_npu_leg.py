@@ -91,3 +91,36 @@ def sync_counter() -> Any:
     if sim is None:
         pytest.skip("real NPU: host<->device syncs are counted only on the simulated NPU")
     return sim
+
+
+def subprocess_args(mode: str, args: list[str]) -> list[str]:
+    """``python args...`` for a subprocess of the leg: in the npu leg, through this module's bootstrap."""
+    if mode == "none":
+        return args
+    return [str(Path(__file__).resolve()), *args]
+
+
+def _bootstrap(argv: list[str]) -> None:
+    """``python _npu_leg.py (SCRIPT | -m MODULE) ARGS...``: run it in a process prepared like the leg's.
+
+    Without it a subprocess of the npu leg cannot import vllm: vllm imports transformers, which
+    imports torch_npu when it is installed (without CANN that fails), and vllm-omni would pick
+    its NPU platform, which needs vllm-ascend.
+    """
+    import runpy
+    import sys
+
+    sys.path.insert(1, str(Path(__file__).resolve().parents[2]))  # the kit root, for scripts.simulated_npu
+    prepare(os.environ.get("KIT_NPU_MODE", "none"))
+    if argv[0] == "-m":
+        sys.argv = [argv[1], *argv[2:]]
+        runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
+    else:
+        sys.argv = list(argv)
+        runpy.run_path(argv[0], run_name="__main__")
+
+
+if __name__ == "__main__":
+    import sys
+
+    _bootstrap(sys.argv[1:])

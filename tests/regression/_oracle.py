@@ -48,9 +48,7 @@ def _gen(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
 
-def rope_inputs(
-    index: int, dtype_name: str
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def rope_inputs(index: int, dtype_name: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     _, batch, tokens, heads, head_dim = ROPE_CASES[index]
     g = _gen(1000 + index)
     dtype = DTYPES[dtype_name]
@@ -73,25 +71,17 @@ def rope_results() -> dict[str, torch.Tensor]:
         for dtype_name in DTYPES:
             x, cos, sin = rope_inputs(index, dtype_name)
             cos4, sin4 = cos.view(1, tokens, 1, -1), sin.view(1, tokens, 1, -1)
-            out[f"rope/{name}/{dtype_name}/native_4d"] = rope.forward_native(
-                x, cos4, sin4
-            )
+            out[f"rope/{name}/{dtype_name}/native_4d"] = rope.forward_native(x, cos4, sin4)
             out[f"rope/{name}/{dtype_name}/forward_4d"] = rope(x, cos4, sin4)
     return out
 
 
 def paged_inputs(index: int) -> dict:
-    _, num_blocks, block_size, heads, head_dim, dtype_name, seqs, width, batched = (
-        PAGED_CASES[index]
-    )
+    _, num_blocks, block_size, heads, head_dim, dtype_name, seqs, width, batched = PAGED_CASES[index]
     dtype = DTYPES[dtype_name]
     g = _gen(2000 + index)
-    key_cache = torch.randn(num_blocks, block_size, heads, head_dim, generator=g).to(
-        dtype
-    )
-    value_cache = torch.randn(num_blocks, block_size, heads, head_dim, generator=g).to(
-        dtype
-    )
+    key_cache = torch.randn(num_blocks, block_size, heads, head_dim, generator=g).to(dtype)
+    value_cache = torch.randn(num_blocks, block_size, heads, head_dim, generator=g).to(dtype)
     key_cache[0] = 0
     value_cache[0] = 0
     total_q = sum(q for q, _, _ in seqs)
@@ -102,9 +92,7 @@ def paged_inputs(index: int) -> dict:
     table = torch.zeros(len(seqs), width, dtype=torch.int32)
     for row, (_, _, ids) in enumerate(seqs):
         table[row, : len(ids)] = torch.tensor(ids, dtype=torch.int32)
-    q_ends = torch.tensor([0] + [q for q, _, _ in seqs], dtype=torch.int32).cumsum(
-        0, dtype=torch.int32
-    )
+    q_ends = torch.tensor([0] + [q for q, _, _ in seqs], dtype=torch.int32).cumsum(0, dtype=torch.int32)
     return {
         "query": query,
         "key_cache": key_cache,
@@ -148,10 +136,7 @@ def fused_op_call(index: int) -> dict[str, torch.Tensor]:
     value_pool = inputs["value_cache"].flatten(0, 1).clone()
     # The current chunk is the last q_len tokens of the visible window.
     positions = torch.arange(kv_len - q_len, kv_len)
-    slots = (
-        torch.tensor(ids, dtype=torch.long)[positions // block_size] * block_size
-        + positions % block_size
-    )
+    slots = torch.tensor(ids, dtype=torch.long)[positions // block_size] * block_size + positions % block_size
     g = _gen(3000 + index)
     k_curr = torch.randn(q_len, *key_pool.shape[1:], generator=g).to(key_pool.dtype)
     v_curr = torch.randn(q_len, *value_pool.shape[1:], generator=g).to(value_pool.dtype)
@@ -220,9 +205,7 @@ class FakeKVManager:
         return list(range(20 + start, 20 + start + count))
 
 
-def forward_context(
-    *, history_block_ids: list[int], seq_len: int, max_video_tokens: int
-):
+def forward_context(*, history_block_ids: list[int], seq_len: int, max_video_tokens: int):
     from vllm_omni.experimental.ar_diffusion.kv_cache.paged_attention import (
         ARDiffusionPagedForwardContext,
     )
@@ -270,9 +253,7 @@ def context_results() -> dict:
                 inputs.stage_first_block,
             ]
         )
-        out[f"context/{name}/stage_is_none"] = torch.tensor(
-            [inputs.stage_key is None, inputs.stage_value is None]
-        )
+        out[f"context/{name}/stage_is_none"] = torch.tensor([inputs.stage_key is None, inputs.stage_value is None])
     return out
 
 
@@ -297,9 +278,7 @@ def ensure_single_rank_parallel_state() -> None:
         torch.distributed.init_process_group(
             backend="gloo", init_method=f"tcp://127.0.0.1:{port}", world_size=1, rank=0
         )
-    parallel_state.init_distributed_environment(
-        world_size=1, rank=0, local_rank=0, backend="gloo"
-    )
+    parallel_state.init_distributed_environment(world_size=1, rank=0, local_rank=0, backend="gloo")
     parallel_state.initialize_model_parallel(
         data_parallel_size=1,
         sequence_parallel_size=1,
@@ -318,7 +297,6 @@ def build_lingbot_self_attention():
     ``LingBotSelfAttention.forward`` between the paged entry and the dense layer, is real.
     """
     from vllm.config import VllmConfig, set_current_vllm_config
-
     from vllm_omni.diffusion.attention.backends.registry import (
         DiffusionAttentionBackendEnum,
     )
@@ -345,10 +323,7 @@ def build_lingbot_self_attention():
     g = _gen(4000)
     with torch.no_grad():
         for _, param in sorted(module.named_parameters()):
-            param.copy_(
-                torch.randn(param.shape, generator=g) * 0.2
-                + (1.0 if param.dim() == 1 else 0.0)
-            )
+            param.copy_(torch.randn(param.shape, generator=g) * 0.2 + (1.0 if param.dim() == 1 else 0.0))
     # The impl dispatches on the platform too: on CPU, run the SDPA backend's portable torch path.
     module.attn.attention.forward = module.attn.attention.forward_xpu
     # What the model loader does after loading weights (on CPU it selects vllm's CPU GEMM).
@@ -359,9 +334,7 @@ def build_lingbot_self_attention():
     return module.eval()
 
 
-def lingbot_inputs(
-    chunk: int, rope_2d: bool
-) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+def lingbot_inputs(chunk: int, rope_2d: bool) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
     _, dim, heads, tokens, _ = LINGBOT_CASE
     g = _gen(5000 + chunk)
     hidden = torch.randn(1, tokens, dim, generator=g)
@@ -403,10 +376,7 @@ def lingbot_direct_replay(module, *, rope_2d: bool) -> dict[str, torch.Tensor]:
 
 def lingbot_results() -> dict[str, torch.Tensor]:
     module = build_lingbot_self_attention()
-    return {
-        f"lingbot/{k}": v
-        for k, v in lingbot_direct_replay(module, rope_2d=False).items()
-    }
+    return {f"lingbot/{k}": v for k, v in lingbot_direct_replay(module, rope_2d=False).items()}
 
 
 SECTIONS = {

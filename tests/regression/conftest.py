@@ -69,7 +69,7 @@ from _upstream import UPSTREAM_MARKERS  # noqa: E402
 # npu leg: install the simulated NPU (simulated mode) BEFORE anything imports vllm_omni, and
 # resolve vllm-omni's platform without vllm-ascend (both modes); see _npu_leg.py.
 import _npu_leg  # noqa: E402
-from _npu_leg import pytest_terminal_summary  # noqa: E402,F401  (prints the measured sync counts)
+from _npu_leg import npu_device, pytest_terminal_summary  # noqa: E402,F401  (fixture; prints the sync counts)
 
 SIMULATED_NPU = _npu_leg.prepare(NPU_MODE)
 
@@ -127,7 +127,7 @@ def _run_in_tree(
     env["PYTHONPATH"] = os.pathsep.join([str(tree), str(HERE)])
     env.pop("PYTHONSTARTUP", None)
     return subprocess.run(
-        [sys.executable, *args],
+        [sys.executable, *_npu_leg.subprocess_args(NPU_MODE, args)],  # npu leg: prepared like this process
         cwd=tmp_dir,
         env=env,
         capture_output=True,

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import _oracle
 import pytest
 import torch
-from _npu_leg import npu_device, record_syncs, sync_counter  # noqa: F401  (npu_device is a fixture)
-
-import _oracle
+from _npu_leg import record_syncs, sync_counter
 
 pytestmark = [pytest.mark.npu_leg, pytest.mark.core_model, pytest.mark.npu]
 

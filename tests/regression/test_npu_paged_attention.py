@@ -13,11 +13,10 @@ import itertools
 from dataclasses import dataclass
 from typing import Any
 
+import _oracle
 import pytest
 import torch
-from _npu_leg import npu_device, record_syncs, sync_counter  # noqa: F401  (npu_device is a fixture)
-
-import _oracle
+from _npu_leg import record_syncs, sync_counter
 
 pytestmark = [pytest.mark.npu_leg, pytest.mark.core_model, pytest.mark.npu]
 
@@ -94,18 +93,14 @@ def make_inputs(geometry: Geometry, dtype: torch.dtype, seed: int = 0) -> dict[s
 
 def on(device: torch.device, inputs: dict[str, Any], *, host: tuple[str, ...] = ()) -> dict[str, Any]:
     """The same inputs with every tensor on ``device``, except the names in ``host``."""
-    return {
-        k: v.to(device) if isinstance(v, torch.Tensor) and k not in host else v for k, v in inputs.items()
-    }
+    return {k: v.to(device) if isinstance(v, torch.Tensor) and k not in host else v for k, v in inputs.items()}
 
 
 def paged(inputs: dict[str, Any], **extra: Any) -> torch.Tensor:
     from vllm_omni.experimental.ar_diffusion.kv_cache.paged_attention import ar_diffusion_paged_attention
 
     tensors = {k: v for k, v in inputs.items() if k not in ("query", "key_cache", "value_cache")}
-    return ar_diffusion_paged_attention(
-        inputs["query"], inputs["key_cache"], inputs["value_cache"], **tensors, **extra
-    )
+    return ar_diffusion_paged_attention(inputs["query"], inputs["key_cache"], inputs["value_cache"], **tensors, **extra)
 
 
 def reference(inputs: dict[str, Any]) -> torch.Tensor:
@@ -385,3 +380,10 @@ def test_syncs_per_entry_call(scenario: str, name: str, host: tuple[str, ...], l
     record_syncs(scenario, seen.total, by_kind=dict(seen.by_kind), blocking_h2d=seen.blocking_h2d)
     assert seen.total <= limit, dict(seen.by_kind)
     assert seen.blocking_h2d == 0
+
+
+def test_causal_is_refused_on_npu(npu_device: torch.device) -> None:
+    # Like the reference: AR-Diffusion self-attention is non-causal, and the NPU branch has no causal mask.
+    inputs = on(npu_device, make_inputs(BY_NAME["block16_partial_null_padded"], torch.float32))
+    with pytest.raises(NotImplementedError, match="causal=False"):
+        paged(inputs, causal=True)

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+import _oracle
 import pytest
 import torch
-
-import _oracle
 
 pytestmark = [pytest.mark.core_model, pytest.mark.cpu]
 
@@ -40,9 +39,7 @@ def test_cpu_paged_attention_matches_dense_attention(index):
         k = inputs["key_cache"][ids].flatten(0, 1)[:kv_len].float()
         v = inputs["value_cache"][ids].flatten(0, 1)[:kv_len].float()
         q = query[q_start : q_start + q_len].float()
-        probs = torch.softmax(
-            torch.einsum("qhd,khd->hqk", q, k) * inputs["softmax_scale"], dim=-1
-        )
+        probs = torch.softmax(torch.einsum("qhd,khd->hqk", q, k) * inputs["softmax_scale"], dim=-1)
         expected.append(torch.einsum("hqk,khd->qhd", probs, v))
         q_start += q_len
     out = _oracle.paged_attention_call(inputs)
@@ -71,16 +68,11 @@ def test_custom_op_schema_unchanged(patched_results, pristine_results):
     schema = patched_results["meta/op_schema"]
     assert schema == pristine_results["meta/op_schema"]
     # The staging arguments stay mutable and optional, without defaults.
-    assert (
-        "Tensor(a16!)? stage_key, Tensor(a17!)? stage_value, bool reuse_history"
-        in schema
-    )
+    assert "Tensor(a16!)? stage_key, Tensor(a17!)? stage_value, bool reuse_history" in schema
 
 
 @pytest.mark.parametrize("name", CONTEXTS)
-def test_cpu_forward_context_metadata_equals_pristine(
-    name, patched_results, pristine_results
-):
+def test_cpu_forward_context_metadata_equals_pristine(name, patched_results, pristine_results):
     keys = [k for k in pristine_results if k.startswith(f"context/{name}/")]
     assert keys
     for key in keys:
@@ -89,9 +81,7 @@ def test_cpu_forward_context_metadata_equals_pristine(
 
 
 def test_staging_disabled_gives_none_on_cpu():
-    ctx = _oracle.forward_context(
-        history_block_ids=[1, 2], seq_len=8, max_video_tokens=24
-    )
+    ctx = _oracle.forward_context(history_block_ids=[1, 2], seq_len=8, max_video_tokens=24)
     ctx.prepare(torch.device("cpu"), 0, 8)
     assert ctx.staging_enabled is False
     assert ctx.history_staging(0) == (None, None)

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+import _oracle
 import pytest
 import torch
-
-import _oracle
 
 pytestmark = [pytest.mark.core_model, pytest.mark.cpu]
 
@@ -23,9 +22,7 @@ def test_2d_cos_sin_equals_expanded_4d(rope, index, name, dtype_name):
     x, cos, sin = _oracle.rope_inputs(index, dtype_name)
     tokens = x.shape[1]
     out_2d = rope.forward_native(x, cos, sin)
-    out_4d = rope.forward_native(
-        x, cos.view(1, tokens, 1, -1), sin.view(1, tokens, 1, -1)
-    )
+    out_4d = rope.forward_native(x, cos.view(1, tokens, 1, -1), sin.view(1, tokens, 1, -1))
     assert out_2d.shape == x.shape and out_2d.dtype == x.dtype
     assert torch.equal(out_2d, out_4d)
     # The model calls the op through CustomOp dispatch, not forward_native directly.
@@ -34,9 +31,7 @@ def test_2d_cos_sin_equals_expanded_4d(rope, index, name, dtype_name):
 
 @pytest.mark.parametrize("dtype_name", list(_oracle.DTYPES))
 @pytest.mark.parametrize(("index", "name"), CASES, ids=[name for _, name in CASES])
-def test_results_equal_pristine_bit_for_bit(
-    rope, pristine_results, patched_results, index, name, dtype_name
-):
+def test_results_equal_pristine_bit_for_bit(rope, pristine_results, patched_results, index, name, dtype_name):
     x, cos, sin = _oracle.rope_inputs(index, dtype_name)
     for kind in ("native_4d", "forward_4d"):
         key = f"rope/{name}/{dtype_name}/{kind}"
@@ -54,11 +49,7 @@ def test_square_case_is_not_vacuous():
     index = [name for name, *_ in _oracle.ROPE_CASES].index("s_eq_h")
     x, cos, sin = _oracle.rope_inputs(index, "fp32")
     x1, x2 = x.unflatten(-1, (-1, 2)).unbind(-1)
-    by_head = torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(
-        -2, -1
-    )
+    by_head = torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2, -1)
     tokens = x.shape[1]
-    by_token = _oracle.make_rope().forward_native(
-        x, cos.view(1, tokens, 1, -1), sin.view(1, tokens, 1, -1)
-    )
+    by_token = _oracle.make_rope().forward_native(x, cos.view(1, tokens, 1, -1), sin.view(1, tokens, 1, -1))
     assert not torch.allclose(by_head, by_token)

@@ -40,11 +40,5 @@ def test_patched_tree_is_the_one_imported(checkout_root: Path):
     assert Path(vllm_omni.__file__).resolve().is_relative_to(checkout_root)
 
 
-def test_pristine_results_come_from_the_pristine_tree(
-    pristine_results, pristine_root: Path
-):
-    assert (
-        Path(pristine_results["meta/vllm_omni_file"])
-        .resolve()
-        .is_relative_to(pristine_root)
-    )
+def test_pristine_results_come_from_the_pristine_tree(pristine_results, pristine_root: Path):
+    assert Path(pristine_results["meta/vllm_omni_file"]).resolve().is_relative_to(pristine_root)

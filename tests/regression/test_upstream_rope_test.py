@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from _upstream import UPSTREAM_MARKERS
 
 pytestmark = [pytest.mark.core_model, pytest.mark.cpu]
@@ -19,8 +18,7 @@ def test_upstream_rope_test_passes_from_checkout(checkout_root, run_in_tree, tmp
     # Upstream's pytest settings, reduced to what the test needs: its marker list, strict markers.
     ini = tmp_path / "pytest.ini"
     ini.write_text(
-        "[pytest]\nmarkers =\n"
-        + "".join(f"    {name}: {text}\n" for name, text in UPSTREAM_MARKERS.items())
+        "[pytest]\nmarkers =\n" + "".join(f"    {name}: {text}\n" for name, text in UPSTREAM_MARKERS.items())
     )
     proc = run_in_tree(
         checkout_root,
@@ -39,7 +37,5 @@ def test_upstream_rope_test_passes_from_checkout(checkout_root, run_in_tree, tmp
     )
     summary = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""
     assert proc.returncode == 0, f"{proc.stdout}\n{proc.stderr}"
-    assert (
-        " passed" in summary and "failed" not in summary and "error" not in summary
-    ), summary
+    assert " passed" in summary and "failed" not in summary and "error" not in summary, summary
     assert "skipped" not in summary, summary

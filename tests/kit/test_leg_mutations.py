@@ -1,0 +1,135 @@
+"""Each CPU test leg bites: a deliberately broken series fails the leg, and the test that catches it is named.
+
+Every case copies the kit (scripts/, ci/, patches/, tests/regression, pytest.ini) to a temporary
+folder, breaks one added line of one patch (hunk line counts stay valid), runs
+``python -m scripts apply`` and ``python -m scripts test <leg> -k ...`` there, and checks the
+leg's verdict: a non-zero exit, with the expected test among the failures in the leg's own
+junit record. The copy's ``.work/envs`` is a link to this checkout's, so the multi-GB leg
+environments are reused (or built there once). Minutes each: marked ``legs``.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.kit.conftest import KIT_ROOT, Kit, copy_kit
+
+pytestmark = pytest.mark.legs
+
+
+@dataclass(frozen=True)
+class Mutation:
+    name: str
+    leg: str
+    patch: str  # file in patches/
+    old: str  # text inside exactly one added ("+") line of that patch
+    new: str
+    caught_by: str  # part of the failing test's name
+    select: str  # pytest -k expression: keeps the leg run short
+
+
+MUTATIONS = [
+    Mutation("guard_uses_tensor_is_npu", "stock", "0005-lingbot-npu-paged-replay.patch",
+             'if query.device.type in ("cuda", "npu") and', "if (query.is_cuda or query.is_npu) and",
+             "test_direct_replay_with_2d_rope_tables", "test_direct_replay_with_2d_rope_tables"),
+    Mutation("rope_2d_branch_is_a_no_op", "stock", "0001-rope-2d-cos-sin.patch",
+             "if cos.dim() == 2:", "if cos.dim() == -1:",
+             "test_2d_cos_sin_equals_expanded_4d", "test_2d_cos_sin_equals_expanded_4d"),
+    Mutation("per_sequence_kv_lengths", "npu", "0003-paged-attention-npu.patch",
+             "actual_seq_kvlen=list(itertools.accumulate(kv_lens)),", "actual_seq_kvlen=list(kv_lens),",
+             "two_sequences", "test_npu_paged_attention and two_sequences"),
+    Mutation("truncation_along_the_wrong_axis", "npu", "0003-paged-attention-npu.patch",
+             "keys.append(key_cache.index_select(0, block_ids).flatten(0, 1)[:kv_len])",
+             "keys.append(key_cache.index_select(0, block_ids).flatten(0, 1)[:, :kv_len])",
+             "test_npu_paged_attention_equals_reference", "test_npu_paged_attention_equals_reference and fp32"),
+    Mutation("staged_window_not_cut_to_kv_length", "npu", "0003-paged-attention-npu.patch",
+             "k_flat, v_flat = k_flat[: kv_lens[0]], v_flat[: kv_lens[0]]", "k_flat, v_flat = k_flat, v_flat",
+             "test_staging_modes_equal_reference", "test_staging_modes_equal_reference"),
+    Mutation("none_staging_on_npu", "npu", "0004-npu-empty-stage-buffers.patch",
+             'if key_pool.device.type == "npu":', 'if key_pool.device.type == "npu-never":',
+             "test_fused_op_takes_zero_size_stage_buffers_end_to_end", "zero_size"),
+]  # fmt: skip
+
+
+def mutate(patch_text: str, old: str, new: str) -> str:
+    """Replace ``old`` inside the one added line that holds it; the line count stays the same."""
+    lines = patch_text.splitlines(keepends=True)
+    hits = [i for i, line in enumerate(lines) if line.startswith("+") and not line.startswith("+++") and old in line]
+    assert len(hits) == 1, f"{old!r} must be in exactly one added line, found {len(hits)}"
+    lines[hits[0]] = lines[hits[0]].replace(old, new)
+    return "".join(lines)
+
+
+def leg_kit(dest: Path) -> Kit:
+    """A copy of the kit that can run the legs, sharing this checkout's leg envs and wheel."""
+    kit = copy_kit(dest, with_patches=True)
+    shutil.copytree(KIT_ROOT / "tests" / "regression", dest / "tests" / "regression",
+                    ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
+    shutil.copy2(KIT_ROOT / "pytest.ini", dest / "pytest.ini")
+    envs = KIT_ROOT / ".work" / "envs"
+    envs.mkdir(parents=True, exist_ok=True)  # the leg runner builds the envs here if they are missing
+    (dest / ".work").mkdir(exist_ok=True)
+    (dest / ".work" / "envs").symlink_to(envs, target_is_directory=True)
+    for wheel in (KIT_ROOT / ".work" / "downloads").glob("vllm_omni-*.whl"):
+        kit.seed_wheel(wheel)  # spares the registry; the pin's sha256 is still checked
+    return kit
+
+
+def failed_tests(kit: Kit, leg: str) -> list[str]:
+    """Names of the failed or errored tests in the leg's junit record."""
+    root = ET.parse(kit.root / ".work" / "records" / f"test-{leg}" / "junit.xml").getroot()
+    return [
+        f"{case.get('classname')}::{case.get('name')}"
+        for case in root.iter("testcase")
+        if case.find("failure") is not None or case.find("error") is not None
+    ]
+
+
+def shared_env_ready(kit: Kit, leg: str) -> None:
+    """Build the leg env in this checkout if needed, then check that the copy sees it as ready.
+
+    A copy that disagreed would rebuild the env through the link, deleting this checkout's.
+    """
+    subprocess.run([sys.executable, "-m", "scripts.legenv", leg], cwd=KIT_ROOT, check=True)
+    probe = f"from scripts import legenv; print(legenv.is_ready({leg!r}))"
+    done = subprocess.run([sys.executable, "-c", probe], cwd=kit.root, capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "True", f"the copy would rebuild the shared {leg} env: {done.stdout}{done.stderr}"
+
+
+def run_leg(kit: Kit, leg: str, select: str) -> tuple[int, str]:
+    shared_env_ready(kit, leg)
+    kit.run("apply", check=True)
+    proc = kit.run("test", leg, "-k", select)
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("mutation", MUTATIONS, ids=[m.name for m in MUTATIONS])
+def test_broken_series_fails_its_leg(mutation: Mutation, tmp_path: Path) -> None:
+    kit = leg_kit(tmp_path / "kit")
+    patch = kit.patches / mutation.patch
+    patch.write_text(mutate(patch.read_text(encoding="utf-8"), mutation.old, mutation.new), encoding="utf-8")
+    rc, output = run_leg(kit, mutation.leg, mutation.select)
+    assert rc != 0, f"leg {mutation.leg} passed with {mutation.name}:\n{output[-3000:]}"
+    failed = failed_tests(kit, mutation.leg)
+    assert any(mutation.caught_by in name for name in failed), (failed, output[-3000:])
+    assert mutation.caught_by in output  # pytest's summary names it too
+
+
+@pytest.mark.parametrize("leg", ["stock", "npu"])
+def test_unbroken_series_passes_the_same_selection(leg: str, tmp_path: Path) -> None:
+    # Control: the same targeted runs on the series as shipped pass, so each failure above is
+    # the mutation's doing and not the selection's or the copy's.
+    kit = leg_kit(tmp_path / "kit")
+    select = " or ".join(f"({m.select})" for m in MUTATIONS if m.leg == leg)
+    rc, output = run_leg(kit, leg, select)
+    assert rc == 0, output[-3000:]
+    assert failed_tests(kit, leg) == []
+    passed = [c for c in ET.parse(kit.root / ".work/records" / f"test-{leg}" / "junit.xml").getroot().iter("testcase")]
+    assert all(any(m.caught_by in c.get("name", "") for c in passed) for m in MUTATIONS if m.leg == leg)

@@ -1,0 +1,176 @@
+"""Benchmark of the NPU paged-attention path at LingBot-World's shipped geometry (pytest-benchmark).
+
+Not collected by the legs (the file name does not match ``test_*.py``); run it explicitly in the
+npu leg's environment (the command is in docs/results.md). Two questions:
+
+1. Gather: the NPU branch gathers the visible window with one whole-block ``index_select`` per
+   K and V; the reference (and ROCm) path gathers per token with advanced indexing.
+2. Memory: the extra memory one attention call allocates. The pristine tree sends NPU queries to
+   the fp32 reference, which materialises (heads, q, kv) fp32 scores; the NPU branch allocates
+   the gathered window and the kernel's outputs.
+
+Simulated NPU: timings are CPU timings (the simulation computes on CPU), ratios are what they
+compare. On a real NPU the same command times the card.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+pytestmark = [pytest.mark.npu_leg, pytest.mark.benchmark]
+
+# Shipped LingBot-World geometry per rank under Ulysses SP-4 (UPSTREAM.md).
+BLOCK, WIDTH, HEADS, HEAD_DIM, QUERY = 1560, 19, 10, 128, 4680
+KV_LEN = 18 * BLOCK  # a full visible window; the table's last entry is the action-capacity block
+FIGURES: dict[str, Any] = {}
+
+
+def gather_inputs(device: torch.device) -> tuple[torch.Tensor, torch.Tensor, int]:
+    g = torch.Generator().manual_seed(0)
+    cache = torch.randn(WIDTH + 1, BLOCK, HEADS, HEAD_DIM, generator=g).to(torch.bfloat16)
+    table = (torch.randperm(WIDTH, generator=g) + 1).to(torch.int32).unsqueeze(0)
+    return cache.to(device), table.to(device), KV_LEN
+
+
+def whole_block_gather(cache: torch.Tensor, table: torch.Tensor, kv_len: int) -> torch.Tensor:
+    """What the NPU branch does: whole blocks, flattened to tokens, cut to the KV length."""
+    ids = table[0, : -(-kv_len // BLOCK)].to(torch.long)
+    return cache.index_select(0, ids).flatten(0, 1)[:kv_len]
+
+
+def per_token_gather(cache: torch.Tensor, table: torch.Tensor, kv_len: int) -> torch.Tensor:
+    """What the reference path does: one (block, offset) pair per token."""
+    positions = torch.arange(kv_len, device=cache.device)
+    blocks = table[0, torch.div(positions, BLOCK, rounding_mode="floor")].long()
+    return cache[blocks, positions % BLOCK]
+
+
+def synchronized(fn: Callable[..., torch.Tensor], device: torch.device) -> Callable[..., torch.Tensor]:
+    def run(*args: Any) -> torch.Tensor:
+        out = fn(*args)
+        if device.type == "npu" and not _simulated():
+            torch.npu.synchronize()  # time the card's work, not the launch
+        return out
+
+    return run
+
+
+def _simulated() -> bool:
+    from scripts import simulated_npu
+
+    return simulated_npu.installed() is not None
+
+
+@pytest.mark.benchmark(group="gather-shipped-geometry")
+@pytest.mark.parametrize("method", ["whole_block_index_select", "per_token_index"])
+def test_gather(method: str, benchmark: Any, npu_device: torch.device) -> None:
+    cache, table, kv_len = gather_inputs(npu_device)
+    fn = whole_block_gather if method == "whole_block_index_select" else per_token_gather
+    out = benchmark.pedantic(synchronized(fn, npu_device), args=(cache, table, kv_len), rounds=7, warmup_rounds=1)
+    assert out.shape == (kv_len, HEADS, HEAD_DIM)
+    assert torch.equal(out.cpu(), per_token_gather(cache.cpu(), table.cpu(), kv_len))  # same bytes both ways
+    FIGURES[f"gather_{method}_median_s"] = benchmark.stats.stats.median
+
+
+# -- memory ------------------------------------------------------------------------------------------
+
+
+def peak_allocated(fn: Callable[[], Any]) -> int:
+    """Peak of live bytes allocated while ``fn`` runs, from torch's own allocation events."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        result = fn()
+    del result
+    events = sorted((e for e in prof.events() if e.self_cpu_memory_usage), key=lambda e: e.time_range.start)
+    live = peak = 0
+    for event in events:
+        live += event.self_cpu_memory_usage
+        peak = max(peak, live)
+    return peak
+
+
+def reference_scores_bytes(heads: int, query: int, kv: int) -> int:
+    """One fp32 (heads, q, kv) score tensor: what the reference materialises per sequence."""
+    return heads * query * kv * 4
+
+
+def npu_branch_bytes(heads: int, query: int, kv: int, head_dim: int, block: int) -> int:
+    """Gathered K and V (whole blocks, bf16) + the kernel's outputs (attention bf16, two (T, N, 8) fp32 stats)."""
+    blocks = -(-kv // block)
+    return 2 * blocks * block * heads * head_dim * 2 + query * heads * head_dim * 2 + 2 * query * heads * 8 * 4
+
+
+def fused_kernel_outputs_only(query: torch.Tensor, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+    """Stand-in for the fused kernel that allocates exactly its outputs (its tiled workspace is on-chip)."""
+    tokens, heads = query.shape[:2]
+    stats = torch.empty(tokens, heads, 8, dtype=torch.float32, device=query.device)
+    return torch.empty_like(query), stats, torch.empty_like(stats), query.new_empty(0), 0, 0, 0
+
+
+def test_peak_memory_npu_branch_vs_reference(npu_device: torch.device, monkeypatch: pytest.MonkeyPatch) -> None:
+    if not _simulated():
+        pytest.skip("measured through the simulated NPU (CPU allocation events); run it in simulated mode")
+    import torch_npu
+    from vllm_omni.experimental.ar_diffusion.kv_cache import paged_attention as pa
+
+    # Scaled so the CPU reference fits: 2 heads, one frame of queries; block and table as shipped.
+    heads, query_len, kv = 2, BLOCK, KV_LEN
+    g = torch.Generator().manual_seed(1)
+    cache = [torch.randn(WIDTH + 1, BLOCK, heads, HEAD_DIM, generator=g).to(torch.bfloat16) for _ in "kv"]
+    table = torch.arange(1, WIDTH + 1, dtype=torch.int32).unsqueeze(0)
+    query = torch.randn(query_len, heads, HEAD_DIM, generator=g).to(torch.bfloat16)
+    q_loc, seq_lens = torch.tensor([0, query_len], dtype=torch.int32), torch.tensor([kv], dtype=torch.int32)
+    scale = HEAD_DIM**-0.5
+
+    reference = peak_allocated(
+        lambda: pa._reference_paged_attention(query, *cache, table, q_loc, seq_lens, scale, causal=False)
+    )
+    monkeypatch.setattr(torch_npu, "npu_fusion_attention", fused_kernel_outputs_only)
+    dev = [t.to(npu_device) for t in (query, *cache, table, q_loc)]
+    npu_branch = peak_allocated(
+        lambda: pa.ar_diffusion_paged_attention(
+            dev[0], dev[1], dev[2], block_table=dev[3], query_start_loc=dev[4], seq_lens=seq_lens,
+            max_query_len=query_len, max_seq_len=WIDTH * BLOCK, softmax_scale=scale,
+        )
+    )  # fmt: skip
+    scores = reference_scores_bytes(heads, query_len, kv)
+    modelled = npu_branch_bytes(heads, query_len, kv, HEAD_DIM, BLOCK)
+    # The measurements must agree with the models that extrapolate them to the shipped geometry.
+    assert scores <= reference <= 3 * scores, (reference, scores)
+    assert abs(npu_branch - modelled) <= 0.05 * modelled, (npu_branch, modelled)
+    shipped_scores = reference_scores_bytes(HEADS, QUERY, KV_LEN)
+    shipped_npu = npu_branch_bytes(HEADS, QUERY, KV_LEN, HEAD_DIM, BLOCK)
+    FIGURES.update(
+        scaled_geometry=f"heads {heads}, q {query_len}, kv {kv}, block {BLOCK}, head_dim {HEAD_DIM}, bf16",
+        scaled_reference_peak_bytes=reference,
+        scaled_reference_scores_bytes=scores,
+        scaled_npu_branch_peak_bytes=npu_branch,
+        scaled_ratio_reference_over_npu=reference / npu_branch,
+        shipped_reference_fp32_scores_bytes=shipped_scores,
+        shipped_reference_peak_estimate_bytes=round(shipped_scores * reference / scores),
+        shipped_npu_branch_bytes=shipped_npu,
+        shipped_ratio_scores_over_npu=shipped_scores / shipped_npu,
+    )
+
+
+def test_zz_report() -> None:
+    """Print the ratios (and write them to $KIT_BENCH_OUT when set); runs last in this file."""
+    whole = FIGURES.get("gather_whole_block_index_select_median_s")
+    per_token = FIGURES.get("gather_per_token_index_median_s")
+    if whole and per_token:
+        FIGURES["gather_ratio_per_token_over_whole_block"] = per_token / whole
+    if not FIGURES:
+        pytest.skip("no figures: the benchmarks above were deselected")
+    print(json.dumps(FIGURES, indent=2, sort_keys=True))
+    out = os.environ.get("KIT_BENCH_OUT")
+    if out:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        Path(out).write_text(json.dumps(FIGURES, indent=2, sort_keys=True) + "\n", encoding="utf-8")
