@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import time
 
 from scripts import checkout as co
@@ -95,16 +96,22 @@ def test(args: argparse.Namespace) -> int:
     out = paths.RECORDS / f"test-{leg}"
     out.mkdir(parents=True, exist_ok=True)
     junit, cov_json = out / "junit.xml", out / "coverage.json"
-    env = legs.leg_env(leg, mode, paths.CHECKOUT, paths.PRISTINE_TREE)
+    (out / "npu-syncs.json").unlink(missing_ok=True)
+    env = legs.leg_env(leg, mode, paths.CHECKOUT, paths.PRISTINE_TREE, out)
     rc = legs.run_suite(python, env, paths.ROOT, junit, cov_json, paths.CHECKOUT / "vllm_omni", args.pytest_args)
     if not junit.is_file():
         raise legs.SuiteDidNotRun(f"leg {leg}: pytest exited {rc} without a report", "see pytest's output above")
     counts = legs.counts_from_junit(junit.read_text(encoding="utf-8"))
     wanted = legs.npu_branch_lines(co.combined_diff(paths.CHECKOUT), paths.CHECKOUT)
     coverage = (
-        legs.executed(cov_json.read_text(encoding="utf-8"), paths.CHECKOUT, wanted) if cov_json.is_file() else (0, 0)
+        legs.executed(cov_json.read_text(encoding="utf-8"), paths.ROOT, paths.CHECKOUT, wanted)
+        if cov_json.is_file()
+        else (0, 0)
     )
     data = legs.record(leg, mode, versions, counts, coverage, state.series_digest)
+    syncs = out / "npu-syncs.json"  # written by the npu tests: host syncs per NPU attention call
+    if syncs.is_file():
+        data["host_syncs"] = json.loads(syncs.read_text(encoding="utf-8"))
     records.write(paths.RECORDS, f"test-{leg}", data)
     print(table(["leg", "mode", "torch", "torch_npu", "passed", "failed", "errors", "skipped", "NPU-branch lines run"],
                 [(leg, mode, versions.get("torch"), versions.get("torch_npu"), counts.passed, counts.failed,

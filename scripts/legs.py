@@ -46,9 +46,11 @@ def npu_mode(leg: str, versions: dict[str, str]) -> str:
     return "real" if versions.get("torch_npu_import") == "ok" else "simulated"
 
 
-def leg_env(leg: str, mode: str, checkout: Path, pristine: Path) -> dict[str, str]:
+def leg_env(leg: str, mode: str, checkout: Path, pristine: Path, out: Path) -> dict[str, str]:
     env = {
         **os.environ,
+        "KIT_LEG_REPORT_DIR": str(out),
+        "COVERAGE_FILE": str(out / ".coverage"),  # two legs at once must not share coverage data
         "KIT_LEG": leg,
         "KIT_NPU_MODE": mode,
         "KIT_CHECKOUT": str(checkout),
@@ -88,14 +90,14 @@ def npu_branch_lines(series_diff: str, checkout: Path) -> dict[str, set[int]]:
     return out
 
 
-def executed(cov_json_text: str, checkout: Path, wanted: dict[str, set[int]]) -> tuple[int, int]:
-    """(executed, total) of the wanted lines, from coverage.py's JSON report."""
+def executed(cov_json_text: str, cwd: Path, checkout: Path, wanted: dict[str, set[int]]) -> tuple[int, int]:
+    """(executed, total) of the wanted lines, from coverage.py's JSON report (paths relative to cwd)."""
     files = json.loads(cov_json_text).get("files", {})
     by_rel = {}
     for name, data in files.items():
-        path = Path(name)
-        rel = path.relative_to(checkout) if path.is_absolute() and path.is_relative_to(checkout) else path
-        by_rel[str(rel)] = set(data.get("executed_lines", []))
+        path = (cwd / name).resolve()
+        if path.is_relative_to(checkout.resolve()):
+            by_rel[str(path.relative_to(checkout.resolve()))] = set(data.get("executed_lines", []))
     total = sum(len(lines) for lines in wanted.values())
     hit = sum(len(lines & by_rel.get(path, set())) for path, lines in wanted.items())
     return hit, total

@@ -56,21 +56,35 @@ def code_part(line: str) -> str:
     return line.split("#", 1)[0]
 
 
+def npu_polarity(test: ast.expr) -> bool | None:
+    """True for `x == "npu"`, False for `x != "npu"`: which side of an `if` is NPU-only (None: neither)."""
+    if isinstance(test, ast.Compare) and len(test.ops) == 1:
+        sides = [test.left, *test.comparators]
+        if any(isinstance(n, ast.Constant) and n.value == "npu" for n in sides):
+            if isinstance(test.ops[0], ast.Eq):
+                return True
+            if isinstance(test.ops[0], ast.NotEq):
+                return False
+    return None
+
+
+def statement_lines(body: list[ast.stmt]) -> set[int]:
+    """First lines of every statement in body, nested ones included (what coverage.py reports as executed)."""
+    return {node.lineno for stmt in body for node in ast.walk(stmt) if isinstance(node, ast.stmt)}
+
+
 def npu_only_lines(source: str) -> set[int]:
-    """Lines inside an `if` whose test mentions "npu" (body only) or a function named *npu*."""
+    """Statement lines that run only on NPU: under `if x == "npu"`, the else of `!= "npu"`, or a *npu* function."""
     lines: set[int] = set()
     try:
         tree = ast.parse(source)
     except SyntaxError:
         return lines
     for node in ast.walk(tree):
-        body: list[ast.stmt] = []
-        if isinstance(node, ast.If) and "npu" in ast.unparse(node.test):
-            body = node.body
+        if isinstance(node, ast.If) and (polarity := npu_polarity(node.test)) is not None:
+            lines |= statement_lines(node.body if polarity else node.orelse)
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and "npu" in node.name:
-            body = node.body
-        for stmt in body:
-            lines.update(range(stmt.lineno, (stmt.end_lineno or stmt.lineno) + 1))
+            lines |= statement_lines(node.body)
     return lines
 
 

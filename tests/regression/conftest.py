@@ -33,18 +33,14 @@ def _tree_from_env(name: str) -> Path:
         )
     root = Path(value).resolve()
     if not (root / "vllm_omni" / "__init__.py").is_file():
-        raise pytest.UsageError(
-            f"{name}={value} is not a vllm-omni tree root (no vllm_omni/__init__.py in it)"
-        )
+        raise pytest.UsageError(f"{name}={value} is not a vllm-omni tree root (no vllm_omni/__init__.py in it)")
     return root
 
 
 def _npu_mode_from_env() -> str:
     mode = os.environ.get("KIT_NPU_MODE", "none")
     if mode not in NPU_MODES:
-        raise pytest.UsageError(
-            f"KIT_NPU_MODE={mode!r}: expected one of {', '.join(NPU_MODES)}"
-        )
+        raise pytest.UsageError(f"KIT_NPU_MODE={mode!r}: expected one of {', '.join(NPU_MODES)}")
     return mode
 
 
@@ -52,24 +48,19 @@ CHECKOUT = _tree_from_env("KIT_CHECKOUT")
 PRISTINE = _tree_from_env("KIT_PRISTINE")
 NPU_MODE = _npu_mode_from_env()
 if CHECKOUT == PRISTINE:
-    raise pytest.UsageError(
-        "KIT_CHECKOUT and KIT_PRISTINE name the same tree; the comparisons would be vacuous"
-    )
+    raise pytest.UsageError("KIT_CHECKOUT and KIT_PRISTINE name the same tree; the comparisons would be vacuous")
 if "vllm_omni" in sys.modules:
-    raise pytest.UsageError(
-        "vllm_omni was imported before the regression conftest could select KIT_CHECKOUT"
-    )
+    raise pytest.UsageError("vllm_omni was imported before the regression conftest could select KIT_CHECKOUT")
 sys.path.insert(0, str(CHECKOUT))
 # The oracle helpers live next to this file.
 if str(HERE) not in sys.path:
     sys.path.insert(1, str(HERE))
 
-from _upstream import UPSTREAM_MARKERS  # noqa: E402
-
 # npu leg: install the simulated NPU (simulated mode) BEFORE anything imports vllm_omni, and
 # resolve vllm-omni's platform without vllm-ascend (both modes); see _npu_leg.py.
 import _npu_leg  # noqa: E402
 from _npu_leg import npu_device, pytest_terminal_summary  # noqa: E402,F401  (fixture; prints the sync counts)
+from _upstream import UPSTREAM_MARKERS  # noqa: E402
 
 SIMULATED_NPU = _npu_leg.prepare(NPU_MODE)
 
@@ -77,10 +68,9 @@ SIMULATED_NPU = _npu_leg.prepare(NPU_MODE)
 def pytest_configure(config: pytest.Config) -> None:
     for name, help_text in UPSTREAM_MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {help_text}")
-    config.addinivalue_line(
-        "markers", "stock_leg: needs the stock leg (KIT_NPU_MODE=none, no torch_npu)"
-    )
+    config.addinivalue_line("markers", "stock_leg: needs the stock leg (KIT_NPU_MODE=none, no torch_npu)")
     config.addinivalue_line("markers", "npu_leg: needs the npu leg (KIT_NPU_MODE=simulated or real)")
+    config.addinivalue_line("markers", "simulated_npu: checks the simulated NPU itself (KIT_NPU_MODE=simulated)")
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -90,15 +80,13 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     ]
 
 
-def pytest_collection_modifyitems(
-    config: pytest.Config, items: list[pytest.Item]
-) -> None:
-    # Tests of the other leg are deselected, not skipped: a skip must never read as a pass.
-    other_leg = "npu_leg" if NPU_MODE == "none" else "stock_leg"
-    dropped = [item for item in items if item.get_closest_marker(other_leg)]
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # Tests of another leg or mode are deselected, not skipped: a skip must never read as a pass.
+    other = {"none": ("npu_leg", "simulated_npu"), "simulated": ("stock_leg",), "real": ("stock_leg", "simulated_npu")}
+    dropped = [item for item in items if any(item.get_closest_marker(m) for m in other[NPU_MODE])]
     if dropped:
         config.hook.pytest_deselected(items=dropped)
-        items[:] = [item for item in items if not item.get_closest_marker(other_leg)]
+        items[:] = [item for item in items if item not in dropped]
 
 
 @pytest.fixture(scope="session")
@@ -119,9 +107,7 @@ def npu_mode() -> str:
     return NPU_MODE
 
 
-def _run_in_tree(
-    tree: Path, args: list[str], tmp_dir: Path, *, timeout: float = 900
-) -> subprocess.CompletedProcess:
+def _run_in_tree(tree: Path, args: list[str], tmp_dir: Path, *, timeout: float = 900) -> subprocess.CompletedProcess:
     """Run ``python args...`` with only ``tree`` providing vllm_omni (fresh process, cwd outside both trees)."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(tree), str(HERE)])
@@ -151,9 +137,7 @@ def pristine_results(tmp_path_factory: pytest.TempPathFactory) -> dict:
     out = work / "pristine.pt"
     proc = _run_in_tree(PRISTINE, [str(HERE / "_oracle.py"), str(out)], work)
     if proc.returncode != 0:
-        raise RuntimeError(
-            f"pristine oracle failed (rc={proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
-        )
+        raise RuntimeError(f"pristine oracle failed (rc={proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
     return torch.load(out, weights_only=True)
 
 

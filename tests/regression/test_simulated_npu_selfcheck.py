@@ -19,9 +19,8 @@ from scripts import npu_schema, simulated_npu  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 sim = simulated_npu.installed()
-needs_sim = pytest.mark.skipif(
-    sim is None, reason="simulated NPU not installed in this process (stock leg or real NPU)"
-)
+# Deselected by the conftest outside the simulated npu leg.
+needs_sim = pytest.mark.simulated_npu
 
 
 def test_install_adds_the_npu_backend_only_when_called() -> None:
@@ -83,7 +82,8 @@ def test_ops_compute_like_cpu() -> None:
         assert torch.equal(on_npu.cpu(), on_cpu), name
     q = torch.randn(1, 2, 5, 8)
     sdpa = torch.nn.functional.scaled_dot_product_attention
-    assert torch.allclose(sdpa(q.npu(), q.npu(), q.npu()).cpu(), sdpa(q, q, q))
+    # SDPA on npu decomposes into math ops, on CPU it may take a fused kernel: equal to fp32 rounding.
+    torch.testing.assert_close(sdpa(q.npu(), q.npu(), q.npu()).cpu(), sdpa(q, q, q), atol=1e-5, rtol=1e-5)
 
 
 @needs_sim
