@@ -78,6 +78,12 @@ def e2e(session: nox.Session) -> None:
 
 
 @nox.session(venv_backend="none", default=False)
+def bench(session: nox.Session) -> None:
+    """Whole-block vs per-token gather and the NPU path's memory vs the reference (docs/results.md)."""
+    run_kit(session, "bench")
+
+
+@nox.session(venv_backend="none", default=False)
 def timings(session: nox.Session) -> None:
     """Cold and warm timings of apply and of the leg environments, printed as ratios."""
     session.run(sys.executable, "-m", "scripts.timings", *session.posargs, external=True)

@@ -32,6 +32,8 @@ def parser() -> argparse.ArgumentParser:
     ts = sub.add_parser("test", help="the CPU regression suite on the checkout, in one leg (stock|npu)")
     ts.add_argument("leg", help="stock (no torch_npu) or npu (real torch_npu, or the simulated NPU without CANN)")
     ts.add_argument("pytest_args", nargs=argparse.REMAINDER, help="passed on to pytest")
+    bn = sub.add_parser("bench", help="the NPU gather/memory benchmark in the npu leg")
+    bn.add_argument("pytest_args", nargs=argparse.REMAINDER, help="passed on to pytest")
     pn = sub.add_parser("pin", help="show the pin, or record the git commit of its tag")
     pn.add_argument("--record-git", action="store_true", help="resolve git.tag at git.url and write git.commit")
     for name, module in (("pr", pr), ("rebase", rebase)):

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import time
+from pathlib import Path
 
 from scripts import checkout as co
 from scripts import legenv, legs, paths, records
@@ -82,10 +84,9 @@ def lint(args: argparse.Namespace) -> int:
     return 0 if not count else 1
 
 
-def test(args: argparse.Namespace) -> int:
-    state = current()
-    leg = legenv.check_leg(args.leg)
-    python = legenv.ensure_env(leg)
+def prepare_leg(leg: str, out: Path) -> tuple[Path, str, dict[str, str], dict[str, str]]:
+    """(env python, mode, versions, process env) for one leg, after saying which mode it runs in."""
+    python = legenv.ensure_env(legenv.check_leg(leg))
     versions = legenv.versions(python)
     mode = legs.npu_mode(leg, versions)
     shown = ", ".join(f"{k} {v}" for k, v in versions.items() if k != "torch_npu_import")
@@ -93,27 +94,38 @@ def test(args: argparse.Namespace) -> int:
     if mode == "simulated":
         progress(f"leg {leg}: torch_npu cannot load here ({versions.get('torch_npu_import', 'absent')}); "
                  "the NPU branches run on the simulated NPU (scripts/simulated_npu.py), not on Ascend")  # fmt: skip
-    out = paths.RECORDS / f"test-{leg}"
     out.mkdir(parents=True, exist_ok=True)
-    junit, cov_json = out / "junit.xml", out / "coverage.json"
-    (out / "npu-syncs.json").unlink(missing_ok=True)
-    env = legs.leg_env(leg, mode, paths.CHECKOUT, paths.PRISTINE_TREE, out)
+    return python, mode, versions, legs.leg_env(leg, mode, paths.CHECKOUT, paths.PRISTINE_TREE, out)
+
+
+def test(args: argparse.Namespace) -> int:
+    state = current()
+    leg = args.leg
+    out = paths.RECORDS / f"test-{leg}"
+    python, mode, versions, env = prepare_leg(leg, out)
+    junit, cov_json, syncs = out / "junit.xml", out / "coverage.json", out / "npu-syncs.json"
+    syncs.unlink(missing_ok=True)
     rc = legs.run_suite(python, env, paths.ROOT, junit, cov_json, paths.CHECKOUT / "vllm_omni", args.pytest_args)
     if not junit.is_file():
         raise legs.SuiteDidNotRun(f"leg {leg}: pytest exited {rc} without a report", "see pytest's output above")
     counts = legs.counts_from_junit(junit.read_text(encoding="utf-8"))
     wanted = legs.npu_branch_lines(co.combined_diff(paths.CHECKOUT), paths.CHECKOUT)
-    coverage = (
-        legs.executed(cov_json.read_text(encoding="utf-8"), paths.ROOT, paths.CHECKOUT, wanted)
-        if cov_json.is_file()
-        else (0, 0)
-    )
+    cov_text = cov_json.read_text(encoding="utf-8") if cov_json.is_file() else '{"files": {}}'
+    coverage = legs.executed(cov_text, paths.ROOT, paths.CHECKOUT, wanted)
     data = legs.record(leg, mode, versions, counts, coverage, state.series_digest)
-    syncs = out / "npu-syncs.json"  # written by the npu tests: host syncs per NPU attention call
-    if syncs.is_file():
+    if syncs.is_file():  # written by the npu tests: host syncs per NPU attention call
         data["host_syncs"] = json.loads(syncs.read_text(encoding="utf-8"))
     records.write(paths.RECORDS, f"test-{leg}", data)
     print(table(["leg", "mode", "torch", "torch_npu", "passed", "failed", "errors", "skipped", "NPU-branch lines run"],
                 [(leg, mode, versions.get("torch"), versions.get("torch_npu"), counts.passed, counts.failed,
                   counts.errors, counts.skipped, f"{coverage[0]}/{coverage[1]}")]))  # fmt: skip
     return 0 if counts.ok and rc == 0 else 1
+
+
+def bench(args: argparse.Namespace) -> int:
+    """The NPU gather/memory benchmark (pytest-benchmark) in the npu leg; figures go to .work/records."""
+    current()
+    python, _, _, env = prepare_leg("npu", paths.RECORDS / "bench")
+    env["KIT_BENCH_OUT"] = str(paths.RECORDS / "bench-npu-gather.json")
+    cmd = [str(python), "-m", "pytest", "tests/regression/bench_npu_gather.py", "-p", "no:cacheprovider", "-q", "-s"]
+    return subprocess.run([*cmd, *args.pytest_args], cwd=paths.ROOT, env=env).returncode
