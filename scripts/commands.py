@@ -12,6 +12,7 @@ from scripts import checkout as co
 from scripts import legenv, legs, paths, records
 from scripts import lint as lintmod
 from scripts import pin as pinmod
+from scripts.diffparse import touched
 from scripts.report import progress, table
 from scripts.series import load_series
 
@@ -105,11 +106,13 @@ def test(args: argparse.Namespace) -> int:
     python, mode, versions, env = prepare_leg(leg, out)
     junit, cov_json, syncs = out / "junit.xml", out / "coverage.json", out / "npu-syncs.json"
     syncs.unlink(missing_ok=True)
-    rc = legs.run_suite(python, env, paths.ROOT, junit, cov_json, paths.CHECKOUT / "vllm_omni", args.pytest_args)
+    series_diff = co.combined_diff(paths.CHECKOUT)
+    measured = [paths.CHECKOUT / f for f in touched([series_diff]) if f.endswith(".py")]
+    rc = legs.run_suite(python, env, paths.ROOT, out, measured, args.pytest_args)
     if not junit.is_file():
         raise legs.SuiteDidNotRun(f"leg {leg}: pytest exited {rc} without a report", "see pytest's output above")
     counts = legs.counts_from_junit(junit.read_text(encoding="utf-8"))
-    wanted = legs.npu_branch_lines(co.combined_diff(paths.CHECKOUT), paths.CHECKOUT)
+    wanted = legs.npu_branch_lines(series_diff, paths.CHECKOUT)
     cov_text = cov_json.read_text(encoding="utf-8") if cov_json.is_file() else '{"files": {}}'
     coverage = legs.executed(cov_text, paths.ROOT, paths.CHECKOUT, wanted)
     data = legs.record(leg, mode, versions, counts, coverage, state.series_digest)
