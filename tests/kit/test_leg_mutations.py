@@ -18,8 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
-from tests.kit.conftest import KIT_ROOT, Kit, copy_kit
+from conftest import KIT_ROOT, Kit, copy_kit
 
 pytestmark = pytest.mark.legs
 
