@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.cold_envs:
                 progress(f"leg env {leg}, cold (new venv in the timing copy)")
                 env_cold = timed(ensure, kit)
-            progress(f"leg env {leg}, warm (reuse of .work/envs/{leg})")
+            progress(f"leg env {leg}, warm (reuse, {'the timing copy' if args.cold_envs else 'this checkout'})")
             env_warm = timed(ensure, kit if args.cold_envs else paths.ROOT)
             shown_cold = f"{env_cold:.1f}" if env_cold is not None else "not run (--cold-envs)"
             rows.append((f"env {leg}", shown_cold, f"{env_warm:.1f}", ratio(env_cold or 0, env_warm)))
