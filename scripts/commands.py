@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -57,8 +59,17 @@ def pin(args: argparse.Namespace) -> int:
     p = pinmod.load_pin(paths.PIN_FILE)
     if args.record_git:
         commit = pinmod.resolve_tag(p.git_url, p.git_tag, paths.ROOT)
+        progress(f"{p.git_tag} at {p.git_url} is {commit}; comparing its tree with the pinned wheel")
+        with tempfile.TemporaryDirectory() as tmp:
+            pinmod.fetch_git(dataclasses.replace(p, git_commit=commit), Path(tmp) / "src")
+            diffs = pinmod.wheel_matches_tree(pinmod.fetch_wheel(p, paths.DOWNLOADS), Path(tmp) / "src")
+        if diffs:
+            raise pinmod.PinError(
+                f"{p.git_tag} differs from the pinned wheel in {len(diffs)} file(s), e.g. {diffs[0]}",
+                "check that the tag names the release the wheel was built from; nothing was written",
+            )
         pinmod.record_git_commit(paths.PIN_FILE, commit)
-        progress(f"{p.git_tag} at {p.git_url} is {commit}; written to patches/upstream.toml")
+        progress(f"same files as {p.wheel_filename}; commit written to patches/upstream.toml")
         return 0
     print(table(["field", "value"], [(k, v) for k, v in vars(p).items()]))
     return 0

@@ -72,6 +72,18 @@ def test_git_source_against_a_local_repository(small_kit: Kit, tmp_path: Path) -
     assert git("rev-parse", "pristine", cwd=small_kit.checkout).strip() == commit
 
 
+def test_record_git_refuses_a_tag_whose_files_differ_from_the_wheel(small_kit: Kit, tmp_path: Path) -> None:
+    repo, _ = make_git_upstream(tmp_path)
+    (repo / "vllm_omni/attn.py").write_text("not the release\n")
+    git("-c", "user.name=U", "-c", "user.email=u@example.org", "commit", "-qam", "drift", cwd=repo)
+    git("-c", "user.name=U", "-c", "user.email=u@example.org", "tag", "-f", "-a", "v0.1.0", "-m", "v0.1.0", cwd=repo)
+    text = (small_kit.patches / "upstream.toml").read_text().replace("https://example.invalid/x", repo.as_uri())
+    small_kit.write_pin(text)
+    proc = small_kit.run("pin", "--record-git")
+    assert proc.returncode == 2 and "differs from the pinned wheel in 1 file(s), e.g. vllm_omni/attn.py" in proc.stderr
+    assert 'commit = ""' in (small_kit.patches / "upstream.toml").read_text()  # nothing written
+
+
 def test_git_source_refuses_a_wrong_commit(small_kit: Kit, tmp_path: Path) -> None:
     repo, _ = make_git_upstream(tmp_path)
     text = (small_kit.patches / "upstream.toml").read_text().replace("https://example.invalid/x", repo.as_uri())
