@@ -6,6 +6,7 @@ nox -s refresh           checkout commits -> patches/ (byte-stable)
 nox -s kit               the kit's own tests
 nox -s e2e -- ...        realtime benchmark on 4 Ascend cards (self-hosted runners)
 nox -s pr / rebase       upstream PR preparation / try the series on another pin
+nox -s bench / timings   NPU gather and memory figures / cold and warm times of apply and the leg envs
 """
 
 from __future__ import annotations
