@@ -24,10 +24,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from scripts.errors import KitError
-from scripts.paths import CI_DIR, WORK
+from scripts.paths import CI_DIR, ENVS, WORK
 
 LEGS = ("stock", "npu")
-ENVS = WORK / "envs"
 STAMP_NAME = "kit-leg.stamp"
 ABSENT = "absent"
 
