@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from collections.abc import Callable
 
@@ -19,6 +20,13 @@ def parser() -> argparse.ArgumentParser:
     a = sub.add_parser("apply", help="pristine pin + the series -> .work/vllm-omni")
     a.add_argument("--3way", dest="threeway", action="store_true", help="let git am fall back to a 3-way merge")
     a.add_argument("--force", action="store_true", help="discard edits in the checkout that are not in patches/")
+    a.add_argument(
+        "--continue",
+        dest="resume",
+        action="store_true",
+        help="after resolving a conflict: finish the paused git am and apply the remaining patches",
+    )
+    a.add_argument("--abort", action="store_true", help="go back to the checkout as it was before the apply stopped")
     a.add_argument("--source", choices=("wheel", "git"), default=os.environ.get("KIT_SOURCE"))
     a.add_argument(
         "--strict",
@@ -26,7 +34,10 @@ def parser() -> argparse.ArgumentParser:
         default=bool(os.environ.get("CI")),
         help="patches that need line offsets are an error (default on in CI)",
     )
-    sub.add_parser("refresh", help="export the checkout's commits back to patches/")
+    r = sub.add_parser("refresh", help="export the checkout's commits back to patches/")
+    r.add_argument(
+        "--drop", action="append", default=[], metavar="SLUG", help="a patch the checkout no longer holds, on purpose"
+    )
     lt = sub.add_parser("lint", help="ruff with upstream's settings + the kit's checks on the series")
     lt.add_argument("--ruff", default="ruff", help="the ruff executable (upstream pins v0.14.10)")
     ts = sub.add_parser("test", help="the CPU regression suite on the checkout, in one leg (stock|npu)")
@@ -43,14 +54,31 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+class Terminated(BaseException):
+    """SIGTERM, raised like Ctrl-C so that every cleanup (finally, with) runs."""
+
+
+def on_sigterm(signum: int, frame: object) -> None:
+    raise Terminated
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     handler: Callable[[argparse.Namespace], int] = getattr(args, "handler", None) or getattr(commands, args.command)
+    signal.signal(signal.SIGTERM, on_sigterm)
     try:
         return handler(args)
     except KitError as exc:
         fail(str(exc))
         return exc.exit_code
+    except (KeyboardInterrupt, Terminated):
+        fail(f"{args.command} interrupted -- nothing is half-written; run it again (other commands say if it must)")
+        return 130
+    except OSError as exc:  # the last guard: a file the kit could not read or write, named in one line
+        fail(
+            f"{args.command}: {exc.strerror or exc}: {exc.filename or ''} -- check that path (permissions, free space)"
+        )
+        return 2
 
 
 if __name__ == "__main__":

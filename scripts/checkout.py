@@ -7,33 +7,47 @@ so it can never outlive or disagree with the checkout it describes.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
+import os
 import re
 import shutil
+import signal
 import tarfile
 import zipfile
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime, timezone
 from pathlib import Path
 
 from scripts import pin as pinmod
 from scripts.errors import KitError
-from scripts.gitcmd import KIT_IDENTITY, git, git_bytes
+from scripts.gitcmd import git, git_bytes, last_line
 from scripts.gitcmd import run as git_run
 from scripts.pin import Pin
-from scripts.series import Patch, describe, patch_file_name, series_digest, series_header, sha256_text
+from scripts.series import (
+    SLUG,
+    Patch,
+    SeriesError,
+    describe,
+    patch_file_name,
+    render_series,
+    series_digest,
+    sha256_text,
+    trailer,
+)
 
 PRISTINE_TAG = "pristine"
 BRANCH = "series"
 # Fixed export options: the same commits always give the same bytes, whatever the user's git config.
 FORMAT_PATCH = (
     "format-patch", "--stdout", "-k", "--zero-commit", "--no-signature", "--no-stat", "--full-index",
-    "--no-renames", "--src-prefix=a/", "--dst-prefix=b/", "--diff-algorithm=myers", "--no-color",
+    "--no-renames", "--src-prefix=a/", "--dst-prefix=b/", "--diff-algorithm=myers", "--no-color", "--binary",
 )  # fmt: skip
 OFFSET = re.compile(r"^Hunk #(\d+) succeeded at (\d+) \(offset (-?\d+) lines?\)", re.M)
 FAILED_AT = re.compile(r"^error: patch failed: (.+):(\d+)$", re.M)
+CORRUPT = re.compile(r"corrupt patch at line (\d+)")
 Progress = Callable[[str], None]
 
 
@@ -57,6 +71,25 @@ class NeedsRefresh(CheckoutError):
     """Patches applied only with line offsets: their context is stale."""
 
 
+class CorruptState(CheckoutError):
+    """The checkout's record of itself cannot be read."""
+
+
+class NotKitMade(CheckoutError):
+    """A path under .work/ holds something the kit did not make: it is never deleted."""
+
+
+class IncompleteCheckout(CheckoutError):
+    """The checkout does not hold every patch of the series: exporting it would lose patches."""
+
+
+class PatchesNotWritable(CheckoutError):
+    """patches/ cannot be written; nothing in it was changed."""
+
+
+STATUSES = ("applying", "conflict", "applied", "aborted")
+
+
 @dataclass
 class State:
     pin: str
@@ -64,16 +97,17 @@ class State:
     pristine_commit: str
     series_digest: str
     patches: dict[str, str]
-    head: str
-    status: str  # applied | conflict
+    head: str  # the commit at which the checkout equals patches/ ("" while it holds unexported work)
+    status: str  # applying | conflict | applied | aborted
     failed_patch: str | None = None
     offsets: dict[str, list[str]] = field(default_factory=dict)
+    applied: list[str] = field(default_factory=list)  # patch names committed so far, in order
 
 
 @dataclass(frozen=True)
 class PatchResult:
     name: str
-    outcome: str  # clean | offset | 3-way | conflict
+    outcome: str  # clean | offset | 3-way | conflict | resolved | skipped
     detail: str = ""
 
 
@@ -116,50 +150,139 @@ def hunk_starts(patch_text: str) -> dict[str, list[int]]:
 
 # ---- the checkout on disk -------------------------------------------------------
 
+KIT_MARK = "kit-made"  # in .git/: the kit made this repository and may replace it
+STATE_BACKUP = "kit-state.last-good.json"
+LAST_GOOD_REF = "refs/kit/last-good"
+# Files that running code leaves in a tree; never "edits" (git clean -x still removes them on reset).
+GENERATED = ("__pycache__/", "*.py[co]", ".pytest_cache/", ".coverage*", ".benchmarks/")
+IN_PROGRESS = {  # .git entry -> the git operation it means
+    "rebase-apply": "git am",
+    "rebase-merge": "git rebase",
+    "MERGE_HEAD": "git merge",
+    "CHERRY_PICK_HEAD": "git cherry-pick",
+    "REVERT_HEAD": "git revert",
+    "BISECT_LOG": "git bisect",
+}
+
+
+def shown(checkout: Path) -> str:
+    return f"{checkout.parent.name}/{checkout.name}"
+
 
 def state_file(checkout: Path) -> Path:
     return checkout / ".git" / "kit-state.json"
+
+
+def parse_state(text: str) -> State:
+    """A State from kit-state.json's text; ValueError/TypeError/KeyError on anything else."""
+    data = json.loads(text)
+    names = {f.name for f in fields(State)}
+    if not isinstance(data, dict) or set(data) - names:
+        raise ValueError(f"unexpected keys {sorted(set(data) - names) if isinstance(data, dict) else data!r}")
+    state = State(**data)
+    if state.status not in STATUSES or not isinstance(state.patches, dict) or not isinstance(state.head, str):
+        raise ValueError(f"status {state.status!r}")
+    return state
 
 
 def read_state(checkout: Path) -> State | None:
     f = state_file(checkout)
     if not f.is_file():
         return None
-    return State(**json.loads(f.read_text(encoding="utf-8")))
+    try:
+        return parse_state(f.read_text(encoding="utf-8"))
+    except (ValueError, TypeError, KeyError, UnicodeDecodeError) as exc:
+        raise CorruptState(
+            f"{shown(checkout)}/.git/kit-state.json is unreadable ({type(exc).__name__}: {exc})",
+            "rebuild the checkout: nox -s apply -- --force (edits not in patches/ are discarded)",
+        ) from None
 
 
 def write_state(checkout: Path, state: State) -> None:
-    state_file(checkout).write_text(json.dumps(asdict(state), indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    """Written aside and renamed: an interrupted write never leaves a half file."""
+    target = state_file(checkout)
+    tmp = target.with_name(target.name + ".tmp")
+    tmp.write_text(json.dumps(asdict(state), indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    os.replace(tmp, target)
 
 
 def head(checkout: Path) -> str:
     return git("rev-parse", "HEAD", cwd=checkout).strip()
 
 
+def in_progress(checkout: Path) -> str | None:
+    """The git operation paused in the checkout (am, rebase, merge, ...), if any."""
+    return next((op for entry, op in IN_PROGRESS.items() if (checkout / ".git" / entry).exists()), None)
+
+
 def am_in_progress(checkout: Path) -> bool:
-    return (checkout / ".git" / "rebase-apply").exists()
+    return in_progress(checkout) == "git am"
+
+
+def branch(checkout: Path) -> str | None:
+    """The checked-out branch, None on a detached HEAD."""
+    proc = git_run("symbolic-ref", "-q", "--short", "HEAD", cwd=checkout)
+    return proc.stdout.strip() if proc.returncode == 0 else None
 
 
 def dirty_paths(checkout: Path) -> list[str]:
     return [line[3:] for line in git("status", "--porcelain", cwd=checkout).splitlines()]
 
 
+def is_kit_made(path: Path) -> bool:
+    """True when the kit made path (its marker is there) or path holds nothing of anyone's."""
+    if path.is_symlink() or not path.is_dir():
+        return False
+    git_dir = path / ".git"
+    if (git_dir / KIT_MARK).is_file() or (git_dir / "kit-state.json").is_file():
+        return True
+    return all(entry.name == ".git" for entry in path.iterdir())
+
+
+def refuse_foreign(path: Path) -> None:
+    """Refuse to replace or delete something under .work/ that the kit did not make."""
+    if not (path.exists() or path.is_symlink()) or is_kit_made(path):
+        return
+    kind = "a file" if path.is_file() or path.is_symlink() else "a folder the kit did not make"
+    raise NotKitMade(
+        f".work/{path.name} is {kind}, not a kit checkout", "move it away (the kit never deletes it), then run again"
+    )
+
+
+def remove_kit_made(path: Path) -> None:
+    refuse_foreign(path)
+    if path.exists():
+        shutil.rmtree(path)
+
+
 def guard_local_edits(checkout: Path, state: State | None) -> None:
-    """Refuse to discard work that exists only in the checkout."""
+    """Refuse to discard or misreport work that exists only in the checkout."""
     if not (checkout / ".git").is_dir():
         return
-    where = f"{checkout.parent.name}/{checkout.name}"
-    if am_in_progress(checkout):
+    where = shown(checkout)
+    if state is not None and state.status == "conflict":
         raise LocalEdits(
-            f"{where} is in the middle of a git am",
-            "finish it (git am --continue, then nox -s refresh) or rerun apply with --force to discard it",
+            f"{where} stopped at patch {state.failed_patch}",
+            "resolve it, then nox -s apply -- --continue; or nox -s apply -- --abort to go back",
         )
-    if dirty_paths(checkout):
+    op = in_progress(checkout)
+    if op:
         raise LocalEdits(
-            f"{where} has uncommitted edits ({', '.join(dirty_paths(checkout)[:3])})",
+            f"{where} is in the middle of a {op}", f"finish it ({op} --continue) or abort it ({op} --abort) first"
+        )
+    current = branch(checkout)
+    if current != BRANCH:
+        raise LocalEdits(
+            f"{where} is on {f'branch {current}' if current else 'a detached HEAD'}, not on {BRANCH}",
+            f"switch back (cd {where} && git checkout {BRANCH}), or rerun apply with --force to discard it",
+        )
+    dirty = dirty_paths(checkout)
+    if dirty:
+        raise LocalEdits(
+            f"{where} has uncommitted edits ({', '.join(dirty[:3])})",
             "commit them and run nox -s refresh to keep them, or rerun apply with --force to discard them",
         )
-    if state is not None and head(checkout) != state.head:
+    if state is not None and state.status == "applied" and head(checkout) != state.head:
         raise LocalEdits(
             f"{where} has commits that are not exported to patches/",
             "run nox -s refresh to keep them, or rerun apply with --force to discard them",
@@ -173,23 +296,31 @@ def wheel_date(wheel: Path) -> str:
     return datetime(*newest, tzinfo=timezone.utc).isoformat()
 
 
+def init_repo(dest: Path) -> None:
+    """An empty repository marked as the kit's, ignoring what running code leaves behind."""
+    dest.mkdir(parents=True)
+    git("init", "-q", "-b", BRANCH, cwd=dest)
+    (dest / ".git" / KIT_MARK).write_text("made by the vllm-omni NPU kit; nox -s apply may replace it\n")
+    (dest / ".git" / "info").mkdir(exist_ok=True)
+    (dest / ".git" / "info" / "exclude").write_text("".join(f"{g}\n" for g in GENERATED), encoding="utf-8")
+
+
 def build_pristine(pin: Pin, dest: Path, downloads: Path, progress: Progress) -> str:
     """A new repository at dest whose first commit is the pristine pin, tagged; returns the commit."""
+    init_repo(dest)
     if pin.source == "git":
         progress(f"fetching {pin.git_url} at {pin.git_commit[:12]}")
         commit = pinmod.fetch_git(pin, dest)
-        git("checkout", "-q", "-b", BRANCH, cwd=dest)
+        git("checkout", "-q", "-B", BRANCH, cwd=dest)
     else:
         wheel = pinmod.fetch_wheel(pin, downloads)
         progress(f"{wheel.name}: sha256 verified, extracting")
-        dest.mkdir(parents=True)
         pinmod.extract_wheel(wheel, dest)
-        git("init", "-q", "-b", BRANCH, cwd=dest)
         git("add", "-A", cwd=dest)
         date = wheel_date(wheel)
         message = f"{pin.project} {pin.version}, pristine\n\nFrom {wheel.name}, sha256 {pin.wheel_sha256}.\n"
         git("commit", "-q", "--no-verify", "-m", message, cwd=dest,
-            env={**KIT_IDENTITY, "GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date})  # fmt: skip
+            env={"GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date})  # fmt: skip
         commit = head(dest)
     git("tag", "-f", PRISTINE_TAG, commit, cwd=dest)
     return commit
@@ -198,37 +329,68 @@ def build_pristine(pin: Pin, dest: Path, downloads: Path, progress: Progress) ->
 def export_tree(checkout: Path, rev: str, dest: Path) -> None:
     """A plain copy of the tree at rev (e.g. the pristine tree for side-by-side tests)."""
     data = git_bytes("archive", "--format=tar", rev, cwd=checkout)
-    if dest.exists():
-        shutil.rmtree(dest)
+    remove_kit_made(dest) if (dest / ".git").exists() else shutil.rmtree(dest, ignore_errors=True)
     dest.mkdir(parents=True)
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:
         tar.extractall(dest, filter="data")
 
 
-def reset_to_pristine(checkout: Path) -> None:
-    if am_in_progress(checkout):
-        git("am", "--abort", cwd=checkout)
-    git("checkout", "-q", "-f", "-B", BRANCH, PRISTINE_TAG, cwd=checkout)
+def abort_paused(checkout: Path) -> None:
+    """Abort whatever git operation is paused in the checkout (with the kit's identity, see gitcmd)."""
+    op = in_progress(checkout)
+    if op in ("git am", "git rebase", "git merge", "git cherry-pick", "git revert"):
+        git(op.split()[1], "--abort", cwd=checkout)
+    elif op == "git bisect":
+        git("bisect", "reset", cwd=checkout)
+
+
+def reset_to(checkout: Path, rev: str) -> None:
+    abort_paused(checkout)
+    git("checkout", "-q", "-f", "-B", BRANCH, rev, cwd=checkout)
     git("clean", "-qfdx", cwd=checkout)
 
 
-def prepare_checkout(pin: Pin, checkout: Path, downloads: Path, progress: Progress) -> str:
+def last_good_dir(checkout: Path) -> Path:
+    return checkout.with_name(f".{checkout.name}.last-good")
+
+
+def is_good(checkout: Path, state: State | None) -> bool:
+    """A checkout that equals its patches/ (applied and exported): worth going back to."""
+    return state is not None and state.status == "applied" and bool(state.head) and head(checkout) == state.head
+
+
+def keep_last_good(checkout: Path, state: State | None, same_pin: bool) -> None:
+    """Remember the checkout as it is before apply changes it, so that `apply --abort` can go back."""
+    if not is_good(checkout, state):
+        return
+    if same_pin:
+        git("update-ref", LAST_GOOD_REF, "HEAD", cwd=checkout)
+        shutil.copyfile(state_file(checkout), checkout / ".git" / STATE_BACKUP)
+    else:
+        remove_kit_made(last_good_dir(checkout))
+        checkout.rename(last_good_dir(checkout))
+
+
+def prepare_checkout(pin: Pin, checkout: Path, downloads: Path, state: State | None, progress: Progress) -> str:
     """Reset a matching checkout to pristine, or build a new one beside it and swap it in."""
-    state = read_state(checkout)
-    if state is not None and state.pin_digest == pin_digest(pin) and state.pin == pin.label:
-        reset_to_pristine(checkout)
+    refuse_foreign(checkout)
+    same_pin = state is not None and state.pin_digest == pin_digest(pin) and state.pin == pin.label
+    if same_pin and state is not None:
+        keep_last_good(checkout, state, same_pin=True)
+        reset_to(checkout, PRISTINE_TAG)
         progress(f"reusing pristine {pin.label} at {state.pristine_commit[:12]}")
         return state.pristine_commit
     staging = checkout.with_name(f".{checkout.name}.new")
-    if staging.exists():
-        shutil.rmtree(staging)
+    remove_kit_made(staging)
     try:
         commit = build_pristine(pin, staging, downloads, progress)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     if checkout.exists():
-        shutil.rmtree(checkout)
+        if (checkout / ".git").is_dir() and state is not None:
+            keep_last_good(checkout, state, same_pin=False)
+        remove_kit_made(checkout)
     staging.rename(checkout)
     progress(f"pristine {pin.label} committed as {commit[:12]}, tagged {PRISTINE_TAG}")
     return commit
@@ -237,14 +399,44 @@ def prepare_checkout(pin: Pin, checkout: Path, downloads: Path, progress: Progre
 def apply_one(checkout: Path, patch: Patch, threeway: bool) -> PatchResult:
     """git am one patch; a failure leaves the am in progress, as git does, for the user to resolve."""
     probe = git_run("apply", "--check", "-v", str(patch.path), cwd=checkout)
+    corrupt = CORRUPT.search(probe.stderr)
+    if corrupt:
+        raise PatchConflict(
+            f"patch {patch.name} is corrupt (git: corrupt patch at line {corrupt[1]})",
+            "restore it from git (git checkout -- patches/) or re-export it with nox -s refresh",
+        )
     am = ["am", "-q", "-k", "--committer-date-is-author-date", *(["-3"] if threeway else []), str(patch.path)]
-    if git_run(*am, cwd=checkout, env=KIT_IDENTITY).returncode != 0:
+    if git_run(*am, cwd=checkout).returncode != 0:
         file, hunk = failed_hunk(probe.stderr, patch.text)
         return PatchResult(patch.name, "conflict", f"{file} {hunk}")
     if probe.returncode != 0:
         return PatchResult(patch.name, "3-way", "context differed; merged with --3way")
     offs = offsets_in(probe.stderr)
     return PatchResult(patch.name, "offset", "; ".join(offs)) if offs else PatchResult(patch.name, "clean")
+
+
+def apply_patches(
+    checkout: Path, patches: list[Patch], state: State, threeway: bool, progress: Progress, done: int = 0
+) -> list[PatchResult]:
+    """Apply patches in order on the checkout as it is, recording each in the state; stops at a conflict."""
+    results: list[PatchResult] = []
+    total = done + len(patches)
+    for i, patch in enumerate(patches, done + 1):
+        result = apply_one(checkout, patch, threeway)
+        results.append(result)
+        progress(f"[{i}/{total}] {patch.name}: {result.outcome}{f' ({result.detail})' if result.detail else ''}")
+        if result.outcome == "conflict":
+            state.status, state.failed_patch = "conflict", patch.name
+            write_state(checkout, state)
+            raise PatchConflict(
+                f"patch {patch.name} does not apply: {result.detail}",
+                f"resolve it in {shown(checkout)} (git am --show-current-patch=diff; edit; git add), then "
+                "nox -s apply -- --continue; or nox -s apply -- --abort; or retry with nox -s apply -- --3way",
+            )
+        state.applied.append(patch.name)
+        if result.outcome == "offset":
+            state.offsets[patch.name] = [result.detail]
+    return results
 
 
 def apply_series(
@@ -257,50 +449,143 @@ def apply_series(
     force: bool = False,
     progress: Progress,
 ) -> list[PatchResult]:
-    """Pristine pin, then every patch in order. Raises PatchConflict on the first that fails."""
-    state = read_state(checkout)
+    """Pristine pin, then every patch in order. Raises PatchConflict on the first that fails.
+
+    The state says "applying" before anything changes, so an interrupted apply is
+    recognised by every command (and never taken for a complete one).
+    """
+    refuse_foreign(checkout)
+    try:
+        state = read_state(checkout) if (checkout / ".git").is_dir() else None
+    except CorruptState:
+        if not force:
+            raise
+        state = None  # --force: rebuilt from scratch below
     if not force:
         guard_local_edits(checkout, state)
-    pristine = prepare_checkout(pin, checkout, downloads, progress)
-    results: list[PatchResult] = []
-    for i, patch in enumerate(patches, 1):
-        result = apply_one(checkout, patch, threeway)
-        results.append(result)
-        progress(f"[{i}/{len(patches)}] {patch.name}: {result.outcome}{f' ({result.detail})' if result.detail else ''}")
-        if result.outcome == "conflict":
-            break
-    conflict = next((r for r in results if r.outcome == "conflict"), None)
-    write_state(
-        checkout,
-        State(
-            pin=pin.label,
-            pin_digest=pin_digest(pin),
-            pristine_commit=pristine,
-            series_digest=series_digest(patches),
-            patches={p.name: sha256_text(p.text) for p in patches},
-            head=head(checkout),
-            status="conflict" if conflict else "applied",
-            failed_patch=conflict.name if conflict else None,
-            offsets={r.name: [r.detail] for r in results if r.outcome == "offset"},
-        ),
+    if state is not None and state.status != "applying" and not is_good(checkout, state) and force:
+        progress(f"--force: discarding {shown(checkout)}'s work that is not in patches/")
+    pristine = prepare_checkout(pin, checkout, downloads, state, progress)
+    new = State(
+        pin=pin.label,
+        pin_digest=pin_digest(pin),
+        pristine_commit=pristine,
+        series_digest=series_digest(patches),
+        patches={p.name: sha256_text(p.text) for p in patches},
+        head="",
+        status="applying",
     )
-    if conflict:
-        raise PatchConflict(
-            f"patch {conflict.name} does not apply: {conflict.detail}",
-            f"resolve it in {checkout.parent.name}/{checkout.name} (git am --show-current-patch; fix; git am "
-            "--continue; nox -s refresh), or retry with: nox -s apply -- --3way",
-        )
+    write_state(checkout, new)
+    results = apply_patches(checkout, patches, new, threeway, progress)
+    finish(checkout, new, exported=True)
     return results
+
+
+def finish(checkout: Path, state: State, *, exported: bool) -> None:
+    """Record a checkout that holds the whole series; the previous one is no longer needed to go back to."""
+    state.status, state.failed_patch = "applied", None
+    state.head = head(checkout) if exported else ""
+    write_state(checkout, state)
+    remove_kit_made(last_good_dir(checkout))
+
+
+def commit_slugs(checkout: Path) -> list[tuple[str, str | None]]:
+    """(commit, Kit-Patch slug or None) for each commit after pristine, oldest first; fixup commits left out."""
+    out = git("log", "--reverse", "--format=%H%x00%B%x1e", f"{PRISTINE_TAG}..HEAD", cwd=checkout)
+    rows = []
+    for record in filter(None, (r.strip("\n") for r in out.split("\x1e"))):
+        commit, message = record.split("\x00", 1)
+        if not message.startswith(("fixup! ", "squash! ", "amend! ")):
+            rows.append((commit, trailer(message, "Kit-Patch")))
+    return rows
+
+
+def continue_series(checkout: Path, patches: list[Patch], *, threeway: bool, progress: Progress) -> list[PatchResult]:
+    """After a conflict: finish the paused `git am` (if the user has not), then apply the remaining patches."""
+    state = read_state(checkout) if (checkout / ".git").is_dir() else None
+    if state is None or state.status != "conflict" or state.failed_patch is None:
+        raise CheckoutError(f"nothing to continue: {shown(checkout)} is not stopped at a patch", "run: nox -s apply")
+    if state.series_digest != series_digest(patches):
+        raise StaleCheckout(
+            f"patches/ changed since apply stopped at {state.failed_patch}",
+            "restore patches/ (git checkout -- patches), or start again with nox -s apply -- --force",
+        )
+    op = in_progress(checkout)
+    if op not in (None, "git am"):
+        raise LocalEdits(f"{shown(checkout)} is in the middle of a {op}", f"finish or abort it ({op} --abort) first")
+    if op == "git am":
+        unmerged = git("diff", "--name-only", "--diff-filter=U", cwd=checkout).split()
+        if unmerged:
+            raise LocalEdits(
+                f"{state.failed_patch} still has unresolved conflicts in {', '.join(unmerged[:3])}",
+                "edit them, git add them, then run nox -s apply -- --continue again",
+            )
+        proc = git_run("am", "--continue", cwd=checkout)
+        if proc.returncode != 0:
+            raise LocalEdits(
+                f"git am --continue failed: {last_line(proc.stdout, proc.stderr)}",
+                "git add the resolved files (or git am --skip to leave the patch out), then run again",
+            )
+    names = [p.name for p in patches]
+    failed = names.index(state.failed_patch)
+    have = [slug for _, slug in commit_slugs(checkout)]
+    wanted = [p.slug for p in patches]
+    if have not in (wanted[: failed + 1], wanted[:failed]):
+        raise LocalEdits(
+            f"{shown(checkout)} holds patches {', '.join(str(s) for s in have) or 'none'}, "
+            f"not the series up to {state.failed_patch}",
+            "nox -s apply -- --abort to go back, or nox -s apply -- --force to start again",
+        )
+    resolved = len(have) == failed + 1
+    result = PatchResult(state.failed_patch, "resolved" if resolved else "skipped",
+                         "resolved by hand: nox -s refresh writes it back" if resolved
+                         else "left out with git am --skip: nox -s refresh -- --drop it")  # fmt: skip
+    progress(f"[{failed + 1}/{len(patches)}] {result.name}: {result.outcome} ({result.detail})")
+    if resolved:
+        state.applied.append(state.failed_patch)
+    state.status, state.failed_patch = "applying", None
+    write_state(checkout, state)
+    results = [result, *apply_patches(checkout, patches[failed + 1 :], state, threeway, progress, done=failed + 1)]
+    finish(checkout, state, exported=False)  # the hand-made commit is not in patches/ yet
+    return results
+
+
+def abort_series(checkout: Path, progress: Progress) -> str:
+    """Go back to the checkout as it was before the apply that stopped (or was interrupted)."""
+    state = read_state(checkout) if (checkout / ".git").is_dir() else None
+    if state is None or state.status not in ("conflict", "applying"):
+        raise CheckoutError(f"nothing to abort: {shown(checkout)} is not stopped in an apply", "run: nox -s apply")
+    previous = last_good_dir(checkout)
+    if previous.is_dir() and is_kit_made(previous):
+        remove_kit_made(checkout)
+        previous.rename(checkout)
+        return "restored the checkout of the previous pin"
+    backup = checkout / ".git" / STATE_BACKUP
+    if git_run("rev-parse", "-q", "--verify", LAST_GOOD_REF, cwd=checkout).returncode == 0 and backup.is_file():
+        reset_to(checkout, LAST_GOOD_REF)
+        os.replace(backup, state_file(checkout))
+        return f"back at {head(checkout)[:12]}, as before the apply"
+    reset_to(checkout, PRISTINE_TAG)
+    state.status, state.failed_patch, state.head, state.applied = "aborted", None, "", []
+    write_state(checkout, state)
+    return "no earlier complete checkout: left at pristine (run nox -s apply)"
 
 
 def verify_current(checkout: Path, pin: Pin, patches: list[Patch]) -> State:
     """The checkout's state if it is exactly pin + patches/, else a StaleCheckout/LocalEdits error."""
-    where = f"{checkout.parent.name}/{checkout.name}"
+    where = shown(checkout)
     state = read_state(checkout) if (checkout / ".git").is_dir() else None
     if state is None:
         raise StaleCheckout(f"no checkout at {where}", "run: nox -s apply")
-    if state.status != "applied":
-        raise StaleCheckout(f"{where} stopped at patch {state.failed_patch}", "resolve it, or run: nox -s apply")
+    if state.status == "applying":
+        raise StaleCheckout(f"{where}: an apply was interrupted", "run: nox -s apply (it starts again from pristine)")
+    if state.status == "aborted":
+        raise StaleCheckout(f"{where} was left at pristine by apply --abort", "run: nox -s apply")
+    if state.status == "conflict":
+        raise StaleCheckout(
+            f"{where} stopped at patch {state.failed_patch}",
+            "resolve it and run nox -s apply -- --continue, or nox -s apply -- --abort",
+        )
     if state.pin != pin.label or state.pin_digest != pin_digest(pin):
         raise StaleCheckout(f"{where} was built from {state.pin}, the pin is now {pin.label}", "run: nox -s apply")
     if state.series_digest != series_digest(patches):
@@ -325,8 +610,7 @@ def export_commits(checkout: Path) -> list[tuple[str, str]]:
     exported = []
     for i, commit in enumerate(commits, 1):
         text = git(*FORMAT_PATCH, "-1", commit, cwd=checkout)
-        name = patch_file_name(i, "pending")
-        patch = describe(f"commit {commit[:12]}", text, checkout / name)
+        patch = describe(f"commit {commit[:12]}", text, checkout / patch_file_name(i, "pending"))
         exported.append((patch_file_name(i, patch.slug), text))
     return exported
 
@@ -337,45 +621,159 @@ def autosquash(checkout: Path) -> bool:
     if not any(s.startswith(("fixup! ", "squash! ", "amend! ")) for s in subjects):
         return False
     git("rebase", "-q", "-i", "--autosquash", "--committer-date-is-author-date", PRISTINE_TAG, cwd=checkout,
-        env={**KIT_IDENTITY, "GIT_SEQUENCE_EDITOR": "true", "GIT_EDITOR": "true"})  # fmt: skip
+        env={"GIT_SEQUENCE_EDITOR": "true", "GIT_EDITOR": "true"})  # fmt: skip
     return True
 
 
-def refresh(checkout: Path, patches_dir: Path, old: list[Patch], *, progress: Progress) -> list[tuple[str, str]]:
-    """Write the checkout's commits back to patches/ byte-stably; returns (name, outcome) rows."""
-    state = read_state(checkout) if (checkout / ".git").is_dir() else None
-    where = f"{checkout.parent.name}/{checkout.name}"
+def check_exportable(checkout: Path, state: State | None, old: list[Patch], drop: list[str]) -> None:
+    """Refuse a refresh that would lose a patch or misname one; nothing has changed yet when this raises."""
+    where = shown(checkout)
     if state is None:
         raise StaleCheckout(f"no checkout at {where}", "run: nox -s apply")
-    if am_in_progress(checkout):
-        raise LocalEdits(f"{where} is in the middle of a git am", "finish it with git am --continue first")
+    if state.status == "applying":
+        raise IncompleteCheckout(
+            f"{where}: an apply was interrupted, the checkout does not hold the whole series",
+            "run nox -s apply first (patches/ is untouched)",
+        )
+    if state.status in ("conflict", "aborted"):
+        stopped = f"stopped at {state.failed_patch}" if state.status == "conflict" else "was aborted"
+        raise IncompleteCheckout(
+            f"{where} {stopped}: it does not hold the whole series",
+            "finish with nox -s apply -- --continue (or -- --abort); refresh writes nothing until then",
+        )
+    op = in_progress(checkout)
+    if op:
+        raise LocalEdits(
+            f"{where} is in the middle of a {op}", f"finish it ({op} --continue) or abort it ({op} --abort) first"
+        )
+    current = branch(checkout)
+    if current != BRANCH:
+        raise LocalEdits(
+            f"{where} is on {f'branch {current}' if current else 'a detached HEAD'}, not on {BRANCH}",
+            f"switch back: cd {where} && git checkout {BRANCH}",
+        )
+    if git_run("merge-base", "--is-ancestor", PRISTINE_TAG, "HEAD", cwd=checkout).returncode != 0:
+        raise LocalEdits(f"{where}: HEAD does not descend from the {PRISTINE_TAG} tag", "run nox -s apply -- --force")
     if dirty_paths(checkout):
         raise LocalEdits(f"{where} has uncommitted edits", "commit them (git commit or git commit --fixup) first")
+    rows = commit_slugs(checkout)
+    for commit, slug in rows:
+        if slug is None or not SLUG.match(slug):
+            raise SeriesError(
+                f"commit {commit[:12]} in {where} has no valid Kit-Patch: trailer",
+                "add one: git commit --amend --trailer 'Kit-Patch: <slug>' (and 'Upstream-Status: Pending')",
+            )
+    by_slug: dict[str, str] = {}
+    for commit, slug in rows:
+        if slug in by_slug:
+            raise SeriesError(
+                f"commits {by_slug[slug][:12]} and {commit[:12]} both carry Kit-Patch: {slug}",
+                "give the newer one its own slug (git commit --amend --trailer 'Kit-Patch: <new-slug>')",
+            )
+        by_slug[str(slug)] = commit
+    series_slugs = {p.slug for p in old}
+    unknown = [s for s in drop if s not in series_slugs]
+    if unknown:
+        raise SeriesError(f"--drop {unknown[0]}: no patch of the series has that slug",
+                          f"name one of: {', '.join(p.slug for p in old)}")  # fmt: skip
+    kept = [s for s in drop if s in by_slug]
+    if kept:
+        raise SeriesError(f"--drop {kept[0]}: the checkout still holds that patch",
+                          "remove its commit first (git rebase -i pristine), or do not drop it")  # fmt: skip
+    missing = [p for p in old if p.slug not in by_slug and p.slug not in drop]
+    if missing:
+        raise IncompleteCheckout(
+            f"{where} lacks {', '.join(p.name for p in missing)}: refresh would delete "
+            f"{'it' if len(missing) == 1 else 'them'} from patches/",
+            f"run nox -s apply to get every patch back, or say so: nox -s refresh -- "
+            f"{' '.join(f'--drop {p.slug}' for p in missing)}",
+        )
+
+
+def refresh(
+    checkout: Path, patches_dir: Path, old: list[Patch], *, progress: Progress, drop: tuple[str, ...] = ()
+) -> list[tuple[str, str]]:
+    """Write the checkout's commits back to patches/ byte-stably; returns (name, outcome) rows.
+
+    Writes nothing unless the checkout holds every patch of the series (or the user named
+    the ones to drop); then all new files are written aside and swapped in at once.
+    """
+    state = read_state(checkout) if (checkout / ".git").is_dir() else None
+    check_exportable(checkout, state, old, list(drop))
+    assert state is not None  # check_exportable refuses a missing state
     if autosquash(checkout):
         progress("folded fixup!/squash! commits into their targets")
     exported = export_commits(checkout)
     old_texts = {p.name: p.text for p in old}
-    rows = []
+    rows, writes = [], {}
     for name, text in exported:
         outcome = "unchanged" if old_texts.get(name) == text else ("updated" if name in old_texts else "new")
         if outcome != "unchanged":
-            (patches_dir / name).write_text(text, encoding="utf-8")
+            writes[name] = text
         rows.append((name, outcome))
-        progress(f"{name}: {outcome}")
     kept = {name for name, _ in exported}
-    for p in old:
-        if p.name not in kept:
-            p.path.unlink()
-            rows.append((p.name, "removed"))
-            progress(f"{p.name}: removed")
+    removals = [p.name for p in old if p.name not in kept]
+    rows += [(name, "dropped" if any(p.name == name and p.slug in drop for p in old) else "renamed away")
+             for name in removals]  # fmt: skip
     series_file = patches_dir / "series"
-    header = series_header(series_file.read_text(encoding="utf-8")) if series_file.is_file() else ""
-    series_text = header + "".join(f"{name}\n" for name, _ in exported)
-    if not series_file.is_file() or series_file.read_text(encoding="utf-8") != series_text:
-        series_file.write_text(series_text, encoding="utf-8")
+    old_series = series_file.read_text(encoding="utf-8") if series_file.is_file() else ""
+    new_entries = [(name, str(trailer(text, "Kit-Patch"))) for name, text in exported]
+    series_text = render_series(old_series, {p.name: p.slug for p in old}, new_entries)
+    if series_text != old_series:
+        writes["series"] = series_text
+    swap_into(patches_dir, writes, removals)
+    for name, outcome in rows:
+        progress(f"{name}: {outcome}")
     new = [describe(name, text, patches_dir / name) for name, text in exported]
     state.series_digest = series_digest(new)
     state.patches = {p.name: sha256_text(p.text) for p in new}
-    state.head = head(checkout)
-    write_state(checkout, state)
+    finish(checkout, state, exported=True)
     return rows
+
+
+def swap_into(patches_dir: Path, writes: dict[str, str], removals: list[str]) -> None:
+    """Write every new file aside, then rename them all into place with interruptions held back.
+
+    A full disk or a read-only folder fails in the first phase, which changes nothing; the
+    second phase only renames, and SIGINT/SIGTERM wait until it is done.
+    """
+    staged: list[tuple[Path, Path]] = []
+    try:
+        for name, text in writes.items():
+            tmp = patches_dir / f".{name}.kit-tmp"
+            staged.append((tmp, patches_dir / name))
+            with open(tmp, "w", encoding="utf-8", newline="") as f:
+                f.write(text)
+                f.flush()
+                os.fsync(f.fileno())
+    except OSError as exc:
+        for tmp, _ in staged:
+            tmp.unlink(missing_ok=True)
+        failed = staged[-1][1].name if staged else "?"
+        raise PatchesNotWritable(
+            f"cannot write patches/{failed} ({exc.strerror or exc})",
+            "free disk space or make patches/ writable, then run nox -s refresh again (patches/ is unchanged)",
+        ) from None
+    except BaseException:
+        for tmp, _ in staged:
+            tmp.unlink(missing_ok=True)
+        raise
+    with signals_held():
+        for tmp, target in sorted(staged, key=lambda st: st[1].name == "series"):  # the series last
+            os.replace(tmp, target)
+        for name in removals:
+            (patches_dir / name).unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def signals_held() -> Iterator[None]:
+    """Hold SIGINT/SIGTERM back for a few renames; deliver them afterwards."""
+    caught: list[int] = []
+    previous = {sig: signal.signal(sig, lambda n, _f: caught.append(n)) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        for sig in caught:
+            signal.raise_signal(sig)

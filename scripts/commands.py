@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import subprocess
@@ -11,12 +12,18 @@ import time
 from pathlib import Path
 
 from scripts import checkout as co
-from scripts import legenv, legs, paths, records
+from scripts import legenv, legs, paths, records, worklock
 from scripts import lint as lintmod
 from scripts import pin as pinmod
 from scripts.diffparse import touched
 from scripts.report import progress, table
 from scripts.series import load_series
+
+
+def checkout_lock(*, shared: bool = False) -> contextlib.AbstractContextManager[None]:
+    """The checkout's lock: apply/refresh/pr write (exclusive), lint/test read (shared)."""
+    return worklock.hold(paths.WORK / "locks" / f"{paths.CHECKOUT.name}.lock", f".work/{paths.CHECKOUT.name}",
+                         shared=shared, say=progress)  # fmt: skip
 
 
 def current() -> co.State:
@@ -26,18 +33,26 @@ def current() -> co.State:
 
 def apply(args: argparse.Namespace) -> int:
     started = time.monotonic()
-    pin = pinmod.load_pin(paths.PIN_FILE).with_source(args.source)
     patches = load_series(paths.PATCHES)
-    progress(f"applying {len(patches)} patches to {pin.label}")
-    results = co.apply_series(
-        pin, patches, paths.CHECKOUT, paths.DOWNLOADS, threeway=args.threeway, force=args.force, progress=progress
-    )
-    co.export_tree(paths.CHECKOUT, co.PRISTINE_TAG, paths.PRISTINE_TREE)
+    with checkout_lock():
+        if args.abort:
+            progress(f"apply --abort: {co.abort_series(paths.CHECKOUT, progress)}")
+            return 0
+        if args.resume:
+            results = co.continue_series(paths.CHECKOUT, patches, threeway=args.threeway, progress=progress)
+        else:
+            pin = pinmod.load_pin(paths.PIN_FILE).with_source(args.source)
+            progress(f"applying {len(patches)} patches to {pin.label}")
+            results = co.apply_series(pin, patches, paths.CHECKOUT, paths.DOWNLOADS, threeway=args.threeway,
+                                      force=args.force, progress=progress)  # fmt: skip
+        co.export_tree(paths.CHECKOUT, co.PRISTINE_TAG, paths.PRISTINE_TREE)
     print(
         table(["#", "patch", "outcome", "detail"], [(i, r.name, r.outcome, r.detail) for i, r in enumerate(results, 1)])
     )
     elapsed = time.monotonic() - started
     progress(f"checkout at .work/{paths.CHECKOUT.name} ({co.head(paths.CHECKOUT)[:12]}) in {elapsed:.1f} s")
+    if any(r.outcome in ("resolved", "skipped") for r in results):
+        progress("next: nox -s refresh writes the hand-resolved patch back to patches/ (lint and test wait for it)")
     stale = [r.name for r in results if r.outcome in ("offset", "3-way")]
     if stale:
         message = f"{', '.join(stale)} applied only with offsets/3-way: needs refresh"
@@ -48,7 +63,9 @@ def apply(args: argparse.Namespace) -> int:
 
 
 def refresh(args: argparse.Namespace) -> int:
-    rows = co.refresh(paths.CHECKOUT, paths.PATCHES, load_series(paths.PATCHES), progress=progress)
+    with checkout_lock():
+        rows = co.refresh(paths.CHECKOUT, paths.PATCHES, load_series(paths.PATCHES), progress=progress,
+                          drop=tuple(args.drop))  # fmt: skip
     print(table(["patch", "outcome"], rows))
     changed = sum(1 for _, outcome in rows if outcome != "unchanged")
     progress(f"{changed} patch file(s) changed" if changed else "patches/ unchanged")
@@ -76,6 +93,11 @@ def pin(args: argparse.Namespace) -> int:
 
 
 def lint(args: argparse.Namespace) -> int:
+    with checkout_lock(shared=True):
+        return lint_locked(args)
+
+
+def lint_locked(args: argparse.Namespace) -> int:
     state = current()
     ruff = lintmod.ruff_version(args.ruff)
     progress(f"ruff {ruff} with upstream's settings, and KIT001-KIT006, on the lines the series adds")
@@ -111,6 +133,11 @@ def prepare_leg(leg: str, out: Path) -> tuple[Path, str, dict[str, str], dict[st
 
 
 def test(args: argparse.Namespace) -> int:
+    with checkout_lock(shared=True):
+        return test_locked(args)
+
+
+def test_locked(args: argparse.Namespace) -> int:
     state = current()
     leg = args.leg
     out = paths.RECORDS / f"test-{leg}"

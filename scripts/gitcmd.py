@@ -1,5 +1,7 @@
 """git at the edge: every kit call ignores the user's global/system config, so
-results (commit ids, exported patches) do not depend on it."""
+results (commit ids, exported patches) do not depend on it, and every call
+carries the kit's own identity, so a host where git cannot guess an e-mail
+(a container hostname without a domain) can still commit, am and abort."""
 
 from __future__ import annotations
 
@@ -9,7 +11,8 @@ from pathlib import Path
 
 from scripts.errors import KitError
 
-# A fixed identity and clock for commits the kit makes, so re-applying gives the same ids.
+# A fixed identity for commits the kit makes (with fixed dates, re-applying gives the same ids).
+# Explicit env passed by a caller (e.g. the user's identity for the PR branch) takes precedence.
 KIT_IDENTITY = {
     "GIT_AUTHOR_NAME": "vLLM-Omni NPU kit",
     "GIT_AUTHOR_EMAIL": "npu-kit@users.noreply.github.com",
@@ -18,20 +21,38 @@ KIT_IDENTITY = {
 }
 
 
+def last_line(*outputs: str) -> str:
+    """The last non-empty line of the first output that has one: what a tool said last, for a one-line error."""
+    for text in outputs:
+        lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+        if lines:
+            return lines[-1]
+    return "no output"
+
+
 class GitFailed(KitError):
     def __init__(self, args: tuple[str, ...], stdout: str, stderr: str) -> None:
-        last = (stderr.strip().splitlines() or stdout.strip().splitlines() or ["no output"])[-1]
-        super().__init__(f"git {' '.join(args[:2])} failed: {last}", "see git's message; nothing else was changed")
+        what = f"git {' '.join(args[:2])} failed: {last_line(stderr, stdout)}"
+        super().__init__(what, "see git's message; nothing else was changed")
         self.stdout = stdout
         self.stderr = stderr
 
 
 def git_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    return {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull, **(extra or {})}
+    return {
+        **os.environ,
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_CONFIG_GLOBAL": os.devnull,
+        "GIT_TERMINAL_PROMPT": "0",
+        **KIT_IDENTITY,
+        **(extra or {}),
+    }
 
 
 def run(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["git", *args], cwd=cwd, env=git_env(env), capture_output=True, text=True)
+    return subprocess.run(
+        ["git", *args], cwd=cwd, env=git_env(env), capture_output=True, text=True, stdin=subprocess.DEVNULL
+    )
 
 
 def git(*args: str, cwd: Path, env: dict[str, str] | None = None) -> str:
@@ -43,7 +64,7 @@ def git(*args: str, cwd: Path, env: dict[str, str] | None = None) -> str:
 
 
 def git_bytes(*args: str, cwd: Path) -> bytes:
-    proc = subprocess.run(["git", *args], cwd=cwd, env=git_env(), capture_output=True)
+    proc = subprocess.run(["git", *args], cwd=cwd, env=git_env(), capture_output=True, stdin=subprocess.DEVNULL)
     if proc.returncode != 0:
         raise GitFailed(args, "", proc.stderr.decode(errors="replace"))
     return proc.stdout

@@ -15,14 +15,17 @@ import stat
 import subprocess
 import sys
 import tempfile
+import time
 import zipfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import tomllib
 
+from scripts import worklock
 from scripts.errors import KitError
 from scripts.gitcmd import GitFailed, git
+from scripts.report import progress
 
 SOURCES = ("wheel", "git")
 COMMIT = re.compile(r"^[0-9a-f]{40}$")
@@ -61,10 +64,33 @@ class Pin:
         return replace(self, source=source)
 
 
+WHEEL_NAME = re.compile(r"^(?P<dist>[A-Za-z0-9_.]+)-(?P<version>[^-]+)-[^-]+-[^-]+-[^-]+\.whl$")
+
+
+def dist_name(project: str) -> str:
+    """A project name as wheel file names spell it (PEP 427: runs of -_. become _)."""
+    return re.sub(r"[-_.]+", "_", project).lower()
+
+
+def check_fields(data: dict[str, object]) -> None:
+    """Every field a string, of the right shape: a typo must not build or label the wrong release."""
+    tables = {"": data, "wheel.": data.get("wheel"), "git.": data.get("git")}
+    for prefix, table in tables.items():
+        if not isinstance(table, dict):
+            raise PinError(f"patches/upstream.toml: [{prefix.rstrip('.')}] is missing", "restore it from git")
+        for key, value in table.items():
+            if not isinstance(value, (str, dict)):
+                raise PinError(
+                    f"patches/upstream.toml: {prefix}{key} = {value!r} is not a string",
+                    f'quote it: {key} = "{value}"',
+                )
+
+
 def parse_pin(text: str) -> Pin:
-    """A Pin from the text of upstream.toml; every field is required."""
+    """A Pin from the text of upstream.toml; every field is required and checked."""
     try:
         data = tomllib.loads(text)
+        check_fields(data)
         pin = Pin(
             project=data["project"],
             version=data["version"],
@@ -75,10 +101,25 @@ def parse_pin(text: str) -> Pin:
             git_tag=data["git"]["tag"],
             git_commit=data["git"].get("commit", ""),
         )
-    except (tomllib.TOMLDecodeError, KeyError, TypeError) as exc:
-        raise PinError(f"patches/upstream.toml is malformed ({exc})", "restore it from git or fix the field") from exc
+    except (tomllib.TOMLDecodeError, KeyError, TypeError, AttributeError) as exc:
+        raise PinError(f"patches/upstream.toml is malformed ({exc})", "restore it from git or fix the field") from None
     if not re.fullmatch(r"[0-9a-f]{64}", pin.wheel_sha256):
         raise PinError("patches/upstream.toml: wheel.sha256 is not a sha256 hex digest", "write the 64-hex digest")
+    name = WHEEL_NAME.match(pin.wheel_filename)
+    if not name or name["dist"].lower() != dist_name(pin.project):
+        raise PinError(
+            f"patches/upstream.toml: wheel.filename {pin.wheel_filename!r} is not a wheel of {pin.project}",
+            f"write the release wheel's file name, e.g. {dist_name(pin.project)}-{pin.version}-py3-none-any.whl",
+        )
+    if name["version"] != pin.version:
+        raise PinError(
+            f"patches/upstream.toml: version {pin.version!r} but wheel.filename is version {name['version']}",
+            "make them name the same release (and update wheel.sha256 with it)",
+        )
+    if pin.git_commit and not COMMIT.match(pin.git_commit):
+        raise PinError(
+            f"patches/upstream.toml: git.commit {pin.git_commit!r} is not a full commit id", "write all 40 hex digits"
+        )
     return pin.with_source(pin.source)
 
 
@@ -96,7 +137,7 @@ def verify_digest(path: Path, expected: str) -> None:
     if actual != expected:
         raise DigestMismatch(
             f"{path.name}: sha256 {actual} does not match the pin's {expected}",
-            "refusing to extract it; check the pin (patches/upstream.toml) and the registry you download from",
+            "refusing to use it; check the pin (patches/upstream.toml) and the registry you download from",
         )
 
 
@@ -117,12 +158,38 @@ def pip_download(project: str, version: str, dest: Path) -> None:
 
 
 def fetch_wheel(pin: Pin, downloads: Path) -> Path:
-    """The pinned wheel, from the cache or the registry, digest verified."""
+    """The pinned wheel, from the cache or the registry, digest verified before every use.
+
+    A cached file that fails its digest (truncated, replaced) is named, set aside as
+    *.bad-<time> (never deleted: it may be evidence) and fetched again.
+    """
     downloads.mkdir(parents=True, exist_ok=True)
     cached = downloads / pin.wheel_filename
-    if cached.is_file():
-        verify_digest(cached, pin.wheel_sha256)
-        return cached
+    with worklock.hold(downloads / ".lock", ".work/downloads", say=progress):
+        aside = set_aside_if_bad(cached, pin.wheel_sha256)
+        if aside is None and cached.is_file():
+            return cached
+        try:
+            download_verified(pin, downloads, cached)
+        except PinError as exc:
+            if aside is None:
+                raise
+            raise PinError(f"the cached {cached.name} failed its sha256 (set aside as .work/downloads/{aside.name}), "
+                           f"and fetching it again failed: {exc.what}", exc.fix) from None  # fmt: skip
+    return cached
+
+
+def set_aside_if_bad(cached: Path, sha256: str) -> Path | None:
+    """Rename a cached file that fails its digest (never deleted: it may be evidence); its new path."""
+    if not cached.is_file() or sha256_file(cached) == sha256:
+        return None
+    aside = cached.with_name(f"{cached.name}.bad-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}")
+    os.replace(cached, aside)
+    progress(f".work/downloads/{cached.name} fails its sha256: set aside as {aside.name}, fetching it again")
+    return aside
+
+
+def download_verified(pin: Pin, downloads: Path, dest: Path) -> None:
     with tempfile.TemporaryDirectory(dir=downloads, prefix=".download-") as tmp:
         pip_download(pin.project, pin.version, Path(tmp))
         got = Path(tmp) / pin.wheel_filename
@@ -130,8 +197,7 @@ def fetch_wheel(pin: Pin, downloads: Path) -> Path:
             names = ", ".join(p.name for p in Path(tmp).iterdir())
             raise PinError(f"the registry served {names}, not {pin.wheel_filename}", "fix wheel.filename in the pin")
         verify_digest(got, pin.wheel_sha256)
-        os.replace(got, cached)
-    return cached
+        os.replace(got, dest)
 
 
 def extract_wheel(wheel: Path, dest: Path) -> None:
@@ -155,7 +221,7 @@ def fetch_git(pin: Pin, dest: Path) -> str:
             f"the pin has no git commit for {pin.git_tag}",
             "record it where the URL is reachable: python -m scripts pin --record-git",
         )
-    dest.mkdir(parents=True)
+    dest.mkdir(parents=True, exist_ok=True)
     git("init", "-q", cwd=dest)
     try:
         git("fetch", "-q", "--depth=1", pin.git_url, pin.git_commit, cwd=dest)

@@ -47,17 +47,6 @@ def parse_series(text: str) -> list[str]:
     return names
 
 
-def series_header(text: str) -> str:
-    """The leading comment block of a series file, kept across refreshes."""
-    lines = []
-    for raw in text.splitlines():
-        if raw.startswith("#") or not raw.strip():
-            lines.append(raw)
-        else:
-            break
-    return "\n".join(lines).strip("\n") + "\n" if lines else ""
-
-
 def trailer(message: str, key: str) -> str | None:
     """The value of the last `key:` trailer line in a commit message or patch header."""
     value = None
@@ -110,17 +99,68 @@ def describe(name: str, text: str, path: Path) -> Patch:
     return Patch(name=name, path=path, slug=slug, subject=subject(text), upstream_status=status)
 
 
+ENTRY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*\.patch$")
+
+
+def check_entry(name: str) -> None:
+    """A series entry is a plain file name inside patches/: nothing outside it is ever read or written."""
+    if not ENTRY.match(name) or ".." in name:
+        raise SeriesError(
+            f"series entry {name!r} is not a plain NNNN-<slug>.patch file name inside patches/",
+            "list patch files by name only (no folders, no '..'), each ending in .patch",
+        )
+
+
+def check_patch_bytes(name: str, data: bytes) -> str:
+    """The text of a patch file, or a SeriesError naming what makes it unusable."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SeriesError(
+            f"patches/{name} is not valid UTF-8 (byte {exc.start})",
+            "re-export it with nox -s refresh, or fix its encoding (git format-patch writes UTF-8)",
+        ) from None
+    if text.split("\n", 1)[0].endswith("\r") or text.count("\r\n") > text.count("\n") // 2:
+        raise SeriesError(
+            f"patches/{name} has CRLF line endings (an editor or git's autocrlf converted it)",
+            f"restore LF endings: git checkout -- patches/{name} (.gitattributes keeps patches exact), or dos2unix",
+        )
+    if "\ndiff --git " not in text:
+        raise SeriesError(f"patches/{name} holds no diff", "remove it from the series, or re-export it")
+    if BINARY_WITHOUT_DATA.search(text):
+        raise SeriesError(
+            f"patches/{name} changes a binary file without its data ('Binary files ... differ')",
+            "re-export it with nox -s refresh (the kit exports binary changes with --binary)",
+        )
+    return text
+
+
+BINARY_WITHOUT_DATA = re.compile(r"^Binary files \S+ and \S+ differ$", re.M)
+
+
 def load_series(patches_dir: Path) -> list[Patch]:
     """Read patches/series and check it against the .patch files beside it."""
     series_file = patches_dir / "series"
     if not series_file.is_file():
         raise SeriesError(f"{series_file.name} not found in patches/", "create patches/series listing the patches")
-    names = parse_series(series_file.read_text(encoding="utf-8"))
+    try:
+        names = parse_series(series_file.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise SeriesError("patches/series is not valid UTF-8", "restore it: git checkout -- patches/series") from None
+    for name in names:
+        check_entry(name)
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
         raise SeriesError(f"series names {', '.join(dupes)} more than once", "list each patch once in patches/series")
     for name in names:
-        if not (patches_dir / name).is_file():
+        path = patches_dir / name
+        if path.is_symlink():
+            raise SeriesError(
+                f"patches/{name} is a symbolic link (refresh would write through it)",
+                f'replace the link by the file itself: cp --remove-destination "$(readlink -f patches/{name})" '
+                f"patches/{name}",
+            )
+        if not path.is_file():
             raise SeriesError(
                 f"series names {name}, which is not in patches/", "restore the file or remove the line from the series"
             )
@@ -130,12 +170,42 @@ def load_series(patches_dir: Path) -> list[Patch]:
         raise SeriesError(
             f"patches/{strays[0]} is not in the series", "add it to patches/series at its place, or delete the file"
         )
-    patches = [describe(n, (patches_dir / n).read_text(encoding="utf-8"), patches_dir / n) for n in names]
+    patches = [describe(n, check_patch_bytes(n, (patches_dir / n).read_bytes()), patches_dir / n) for n in names]
     slugs = [p.slug for p in patches]
     for p in patches:
         if slugs.count(p.slug) > 1:
             raise SeriesError(f"two patches share Kit-Patch: {p.slug}", "give each patch its own slug")
     return patches
+
+
+def render_series(old_text: str, old_slugs: dict[str, str], new: list[tuple[str, str]]) -> str:
+    """The series file for new (name, slug) entries, keeping every comment of old_text in place.
+
+    A comment block belongs to the entry below it, and moves, renames or goes with it;
+    the header (comments before the first entry) and trailing comments stay where they are.
+    """
+    header: list[str] = []
+    blocks: dict[str, tuple[list[str], str]] = {}  # slug -> (comment lines above, entry line)
+    pending: list[str] = []
+    seen_entry = False
+    for raw in old_text.splitlines():
+        name = raw.split("#", 1)[0].strip()
+        if not name:
+            pending.append(raw)
+            continue
+        if not seen_entry:
+            header, pending, seen_entry = pending, [], True
+        blocks[old_slugs.get(name, name)] = (pending, raw)
+        pending = []
+    if not seen_entry:
+        header, pending = pending, []
+    out = list(header)
+    for name, slug in new:
+        above, line = blocks.get(slug, ([], name))
+        old_name = line.split("#", 1)[0].strip()
+        out += [*above, line.replace(old_name, name, 1) if old_name != name else line]
+    out += pending
+    return "\n".join(out) + "\n" if out else ""
 
 
 def sha256_text(text: str) -> str:

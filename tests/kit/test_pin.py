@@ -19,15 +19,25 @@ def test_shipped_pin_is_vllm_omni_0_30_0() -> None:
     assert pin.git_url == "https://github.com/vllm-project/vllm-omni" and pin.git_tag == "v0.30.0"
 
 
-def test_tampered_digest_is_refused_before_extraction(small_kit: Kit) -> None:
+def test_cached_file_failing_its_digest_is_named_set_aside_and_fetched_again(small_kit: Kit) -> None:
     text = (small_kit.patches / "upstream.toml").read_text()
     digest = pinmod.parse_pin(text).wheel_sha256
     small_kit.write_pin(text.replace(digest, "0" * 64))
     proc = small_kit.run("apply")
     assert proc.returncode == 2
     assert len(proc.stderr.strip().splitlines()) == 1
-    assert f"does not match the pin's {'0' * 64}" in proc.stderr and digest in proc.stderr
+    # the registry has no such small test wheel: the refetch fails, and the error says what happened to the cache
+    assert "failed its sha256 (set aside as .work/downloads/vllm_omni-0.1.0-py3-none-any.whl.bad-" in proc.stderr
+    assert "could not download vllm-omni==0.1.0" in proc.stderr
+    downloads = small_kit.root / ".work" / "downloads"
+    assert [p.name for p in downloads.glob("*.bad-*")] and not (downloads / "vllm_omni-0.1.0-py3-none-any.whl").exists()
     assert not small_kit.checkout.exists()  # nothing extracted
+
+
+def test_downloaded_file_failing_its_digest_is_refused(tmp_path: Path) -> None:
+    wheel, _ = build_wheel(tmp_path, SMALL_UPSTREAM)
+    with pytest.raises(pinmod.DigestMismatch, match=f"does not match the pin's {'0' * 64}"):
+        pinmod.verify_digest(wheel, "0" * 64)
 
 
 def test_unknown_version_fails_in_one_line(tmp_path: Path) -> None:
@@ -36,12 +46,14 @@ def test_unknown_version_fails_in_one_line(tmp_path: Path) -> None:
         pinmod.fetch_wheel(pin, tmp_path)
     assert "could not download vllm-omni==0.0.999" in str(err.value)
     assert "\n" not in str(err.value)
-    assert list(tmp_path.iterdir()) == []  # no partial download left behind
+    assert [p.name for p in tmp_path.iterdir()] == [".lock"]  # no partial download left behind
 
 
 def test_malformed_pin_names_the_file() -> None:
-    with pytest.raises(pinmod.PinError, match="upstream.toml is malformed"):
+    with pytest.raises(pinmod.PinError, match=r"upstream.toml: \[wheel\] is missing"):
         pinmod.parse_pin('project = "vllm-omni"\n')
+    with pytest.raises(pinmod.PinError, match="upstream.toml is malformed"):
+        pinmod.parse_pin('project = "vllm-omni"\n[wheel]\n[git]\n')
     with pytest.raises(pinmod.PinError, match="not a sha256"):
         pinmod.parse_pin(pin_toml("1", "f.whl", "abc"))
 

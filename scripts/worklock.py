@@ -1,0 +1,70 @@
+"""One lock per thing the kit writes (the checkout, the download cache), taken by
+every command that uses it: writers exclusively, readers (lint, test) shared.
+
+A second caller waits, saying once for whom (pid and command, read from the
+lock file), and gives up with that same line after KIT_LOCK_TIMEOUT seconds.
+flock(2) locks die with their process, so a crashed holder never blocks anyone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from scripts.errors import KitError
+
+DEFAULT_TIMEOUT_S = 600.0
+POLL_S = 0.2
+
+
+class Busy(KitError):
+    """Another kit process holds the lock for too long."""
+
+
+def timeout_s() -> float:
+    raw = os.environ.get("KIT_LOCK_TIMEOUT", "")
+    try:
+        return float(raw) if raw else DEFAULT_TIMEOUT_S
+    except ValueError:
+        raise Busy(f"KIT_LOCK_TIMEOUT={raw!r} is not a number of seconds", "set it to e.g. 600, or unset it") from None
+
+
+def holder_line(text: str) -> str:
+    """Who holds a lock, from what the holder wrote into the lock file."""
+    return text.strip().splitlines()[0] if text.strip() else "another kit process"
+
+
+@contextlib.contextmanager
+def hold(lock_file: Path, what: str, *, shared: bool = False, say: Callable[[str], None]) -> Iterator[None]:
+    """Hold lock_file (exclusive, or shared with other readers) for the duration of the block."""
+    lock_file.parent.mkdir(parents=True, exist_ok=True)
+    mode = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
+    me = f"pid {os.getpid()} ({' '.join(['kit', *sys.argv[1:2]]) if sys.argv[1:] else 'kit'})"
+    with open(lock_file, "a+", encoding="utf-8") as handle:
+        deadline, told = time.monotonic() + timeout_s(), False
+        while True:
+            try:
+                fcntl.flock(handle, mode | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                handle.seek(0)
+                whom = holder_line(handle.read())
+                if time.monotonic() >= deadline:
+                    raise Busy(
+                        f"{what} is in use by {whom}",
+                        "wait for it to finish and run again (or raise KIT_LOCK_TIMEOUT)",
+                    ) from None
+                if not told:
+                    say(f"waiting for {what}: in use by {whom}")
+                    told = True
+                time.sleep(POLL_S)
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"{me}\n")
+        handle.flush()
+        yield
