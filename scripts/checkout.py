@@ -515,10 +515,13 @@ def continue_series(checkout: Path, patches: list[Patch], *, threeway: bool, pro
         raise LocalEdits(f"{shown(checkout)} is in the middle of a {op}", f"finish or abort it ({op} --abort) first")
     if op == "git am":
         unmerged = git("diff", "--name-only", "--diff-filter=U", cwd=checkout).split()
-        if unmerged:
+        staged = git_run("diff", "--cached", "--quiet", cwd=checkout).returncode != 0
+        if unmerged or not staged:
+            why = f"conflicts in {', '.join(unmerged[:3])}" if unmerged else "nothing staged"
             raise LocalEdits(
-                f"{state.failed_patch} still has unresolved conflicts in {', '.join(unmerged[:3])}",
-                "edit them, git add them, then run nox -s apply -- --continue again",
+                f"{state.failed_patch} is not resolved yet ({why})",
+                "apply it by hand (git am --show-current-patch=diff), git add the result, then run "
+                "nox -s apply -- --continue again (or nox -s apply -- --abort)",
             )
         proc = git_run("am", "--continue", cwd=checkout)
         if proc.returncode != 0:
