@@ -153,55 +153,22 @@ class Rule:
 
 
 RULES = (
-    Rule(
-        id="KIT001",
-        name="is-npu",
-        requires="no `.is_npu` (stock torch has no such attribute)",
-        message="uses .is_npu (AttributeError on stock torch)",
-        fix='write t.device.type == "npu"',
-        check=uses_is_npu,
-    ),
-    Rule(
-        id="KIT002",
-        name="torch-npu-import",
-        requires="`import torch_npu` only inside an NPU-only branch",
-        message="imports torch_npu outside an NPU-only branch",
-        fix='import it lazily inside `if x.device.type == "npu":`',
-        check=imports_torch_npu_eagerly,
-    ),
-    Rule(
-        id="KIT003",
-        name="spdx",
-        requires="upstream's two SPDX lines at the top of every new `.py` file",
-        message="new file without upstream's SPDX header",
-        fix="start it with the two '# SPDX-...' lines",
-        check=lacks_spdx,
-    ),
-    Rule(
-        id="KIT004",
-        name="test-markers",
-        requires="a level and a hardware marker in every new test file",
-        message="test file lacks a level or hardware marker",
-        fix="add pytestmark = [pytest.mark.core_model, pytest.mark.cpu]",
-        check=lacks_test_markers,
-    ),
-    Rule(
-        id="KIT005",
-        name="forbidden-import",
-        requires="no pickle/cloudpickle, base64, plain `re` or top-level triton import in `vllm_omni/`",
-        message="forbidden import",
-        fix="use pybase64 / `import regex as re` / lazy triton; no pickle",
-        check=imports_forbidden,
-    ),
-    Rule(
-        id="KIT006",
-        name="torch-cuda",
-        requires="no `torch.cuda` memory/device calls outside `vllm_omni/platforms/`",
-        message="torch.cuda memory/device call",
-        fix="go through vllm_omni.platforms (current_omni_platform)",
-        check=calls_torch_cuda,
-    ),
-)
+    Rule("KIT001", "is-npu", "no `.is_npu` (stock torch has no such attribute)",
+         "uses .is_npu (AttributeError on stock torch)", 'write t.device.type == "npu"', uses_is_npu),
+    Rule("KIT002", "torch-npu-import", "`import torch_npu` only inside an NPU-only branch",
+         "imports torch_npu outside an NPU-only branch", 'import it lazily inside `if x.device.type == "npu":`',
+         imports_torch_npu_eagerly),
+    Rule("KIT003", "spdx", "upstream's two SPDX lines at the top of every new `.py` file",
+         "new file without upstream's SPDX header", "start it with the two '# SPDX-...' lines", lacks_spdx),
+    Rule("KIT004", "test-markers", "a level and a hardware marker in every new test file",
+         "test file lacks a level or hardware marker", "add pytestmark = [pytest.mark.core_model, pytest.mark.cpu]",
+         lacks_test_markers),
+    Rule("KIT005", "forbidden-import",
+         "no pickle/cloudpickle, base64, plain `re` or top-level triton import in `vllm_omni/`",
+         "forbidden import", "use pybase64 / `import regex as re` / lazy triton; no pickle", imports_forbidden),
+    Rule("KIT006", "torch-cuda", "no `torch.cuda` memory/device calls outside `vllm_omni/platforms/`",
+         "torch.cuda memory/device call", "go through vllm_omni.platforms (current_omni_platform)", calls_torch_cuda),
+)  # fmt: skip
 
 
 def check_file(diff: FileDiff, new_source: str | None) -> list[Finding]:
