@@ -152,6 +152,7 @@ class Rule:
         ]
 
 
+# Rule(id, name, requires, message, fix, check): kept compact, one row per rule, as the table it is.
 RULES = (
     Rule("KIT001", "is-npu", "no `.is_npu` (stock torch has no such attribute)",
          "uses .is_npu (AttributeError on stock torch)", 'write t.device.type == "npu"', uses_is_npu),
