@@ -32,8 +32,8 @@ def parse(patch_text: str) -> list[FileDiff]:
             files.append(FileDiff(path, new_file, tuple(added), removed))
 
     for line in patch_text.splitlines():
-        if old_left > 0 or new_left > 0:
-            tag = line[:1]
+        tag = line[:1]
+        if (old_left > 0 or new_left > 0) and tag in ("+", "-", " ", "", "\\"):
             if tag == "+":
                 added.append((line_no, line[1:]))
                 line_no, new_left = line_no + 1, new_left - 1
@@ -41,7 +41,9 @@ def parse(patch_text: str) -> list[FileDiff]:
                 removed, old_left = removed + 1, old_left - 1
             elif tag != "\\":  # context (a blank line is context whose space was stripped); `\ No newline`
                 line_no, old_left, new_left = line_no + 1, old_left - 1, new_left - 1
-        elif line.startswith("diff --git "):
+            continue
+        old_left = new_left = 0  # a hunk shorter than its header says ends at the first line no hunk has
+        if line.startswith("diff --git "):
             close()
             path, new_file, added, removed = line.split(" b/", 1)[1], False, [], 0
         elif not path:

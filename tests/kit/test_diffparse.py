@@ -36,6 +36,15 @@ def test_header_lookalike_lines_inside_a_hunk_are_counted() -> None:
     assert diff.added == ((2, "++ x"), (3, "++ y"), (10, "ten"))
 
 
+def test_a_hunk_shorter_than_its_header_does_not_swallow_the_next_file() -> None:
+    truncated = "diff --git a/a.py b/a.py\n--- a/a.py\n+++ b/a.py\n@@ -1,5 +1,6 @@\n x\n+y\n"
+    second = "diff --git a/b.py b/b.py\n--- a/b.py\n+++ b/b.py\n@@ -1 +1 @@\n-old\n+new\n"
+    assert [(d.path, d.added, d.removed) for d in parse(truncated + second)] == [
+        ("a.py", ((2, "y"),), 0),
+        ("b.py", ((1, "new"),), 1),
+    ]
+
+
 def numstat(patch: Path, cwd: Path) -> list[tuple[int, int, str]]:
     rows = git("apply", "--numstat", str(patch), cwd=cwd).splitlines()
     return [(int(a), int(r), name) for a, r, name in (row.split("\t") for row in rows)]
