@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+
+# `@@ -old[,count] +new[,count] @@`; a missing count means 1.
+HUNK = re.compile(r"^@@ -\d+(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 
 
 @dataclass(frozen=True)
@@ -14,36 +18,44 @@ class FileDiff:
 
 
 def parse(patch_text: str) -> list[FileDiff]:
-    """Per-file changes of one patch, in order of appearance."""
+    """Per-file changes of one patch, in order of appearance.
+
+    Inside a hunk the header's line counts, not the text, say where it ends: an added
+    line `++ x` reads `+++ x` and a removed `-- x` reads `--- x`, like file headers.
+    """
     files: list[FileDiff] = []
-    path, new_file, added, removed, line_no = "", False, [], 0, 0
+    path, new_file, added, removed = "", False, [], 0
+    line_no = old_left = new_left = 0
 
     def close() -> None:
         if path:
             files.append(FileDiff(path, new_file, tuple(added), removed))
 
     for line in patch_text.splitlines():
-        if line == "-- ":  # a mail signature ends the last hunk
-            close()
-            path = ""
-        elif line.startswith("diff --git "):
+        tag = line[:1]
+        if (old_left > 0 or new_left > 0) and tag in ("+", "-", " ", "", "\\"):
+            if tag == "+":
+                added.append((line_no, line[1:]))
+                line_no, new_left = line_no + 1, new_left - 1
+            elif tag == "-":
+                removed, old_left = removed + 1, old_left - 1
+            elif tag != "\\":  # context (a blank line is context whose space was stripped); `\ No newline`
+                line_no, old_left, new_left = line_no + 1, old_left - 1, new_left - 1
+            continue
+        old_left = new_left = 0  # a hunk shorter than its header says ends at the first line no hunk has
+        if line.startswith("diff --git "):
             close()
             path, new_file, added, removed = line.split(" b/", 1)[1], False, [], 0
         elif not path:
             continue
+        elif line == "-- ":  # a mail signature follows the last hunk
+            close()
+            path = ""
         elif line.startswith("new file mode"):
             new_file = True
-        elif line.startswith("+++ ") or line.startswith("--- "):
-            continue
-        elif line.startswith("@@ "):
-            line_no = int(line.split()[2].lstrip("+").split(",")[0])
-        elif line.startswith("+"):
-            added.append((line_no, line[1:]))
-            line_no += 1
-        elif line.startswith("-"):
-            removed += 1
-        elif line.startswith(" "):
-            line_no += 1
+        elif hunk := HUNK.match(line):
+            old_left = int(hunk[1] or 1)
+            line_no, new_left = int(hunk[2]), int(hunk[3] or 1)
     close()
     return files
 

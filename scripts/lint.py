@@ -1,13 +1,9 @@
 """Lint the series: ruff under upstream's settings on the touched files, plus the
 kit's own checks on the lines the series adds.
 
-Own rules (each finding: file:line, rule, fix):
-  KIT001 is-npu          `.is_npu` does not exist on stock torch
-  KIT002 torch-npu-import `import torch_npu` outside an NPU-only branch
-  KIT003 spdx            new .py file without upstream's two SPDX lines
-  KIT004 test-markers    new test file without a level and a hardware marker
-  KIT005 forbidden-import pickle/cloudpickle, base64, plain re, top-level triton in vllm_omni/
-  KIT006 torch-cuda      torch.cuda memory/device calls outside vllm_omni/platforms/
+The own checks are RULES (KIT001-KIT006), one object each: id, name, what it
+requires, the finding's message and fix, and the check. The README's rule table
+and the PR body's test plan are made from them.
 """
 
 from __future__ import annotations
@@ -16,6 +12,7 @@ import ast
 import json
 import re
 import subprocess
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -88,45 +85,97 @@ def npu_only_lines(source: str) -> set[int]:
     return lines
 
 
-def check_added_lines(diff: FileDiff, new_source: str | None) -> list[Finding]:
-    """Findings on one file's added lines; new_source is the patched file (for context checks)."""
-    findings = []
-    in_vllm_omni = diff.path.startswith("vllm_omni/")
-    npu_lines = npu_only_lines(new_source) if new_source is not None else set()
-    for line_no, text in diff.added:
-        code = code_part(text)
-        if diff.path.endswith(".py") and IS_NPU.search(code):
-            findings.append(Finding(diff.path, line_no, "KIT001", "uses .is_npu (AttributeError on stock torch)",
-                                    'write t.device.type == "npu"'))  # fmt: skip
-        if TORCH_NPU_IMPORT.match(code) and line_no not in npu_lines:
-            findings.append(Finding(diff.path, line_no, "KIT002", "imports torch_npu outside an NPU-only branch",
-                                    'import it lazily inside `if x.device.type == "npu":`'))  # fmt: skip
-        if in_vllm_omni and (FORBIDDEN_IMPORT.match(code) or TOP_LEVEL_TRITON.match(code)):
-            findings.append(Finding(diff.path, line_no, "KIT005", f"forbidden import: {code.strip()}",
-                                    "use pybase64 / `import regex as re` / lazy triton; no pickle"))  # fmt: skip
-        if in_vllm_omni and not diff.path.startswith("vllm_omni/platforms/") and TORCH_CUDA.search(code):
-            findings.append(Finding(diff.path, line_no, "KIT006", "torch.cuda memory/device call",
-                                    "go through vllm_omni.platforms (current_omni_platform)"))  # fmt: skip
-    return findings
+Hits = Iterator[tuple[int, str]]  # (line, detail) per finding; detail may be ""
 
 
-def check_new_file(diff: FileDiff) -> list[Finding]:
-    if not diff.new_file or not diff.path.endswith(".py"):
-        return []
-    text = "\n".join(t for _, t in diff.added)
-    head = [t for _, t in diff.added[:5]]
-    findings = []
-    if not all(s in head for s in SPDX):
-        findings.append(Finding(diff.path, 1, "KIT003", "new file without upstream's SPDX header",
-                                "start it with the two '# SPDX-...' lines"))  # fmt: skip
+def added_code(diff: FileDiff) -> Hits:
+    return ((n, code_part(text)) for n, text in diff.added)
+
+
+def uses_is_npu(diff: FileDiff, npu_lines: frozenset[int]) -> Hits:
+    if diff.path.endswith(".py"):
+        yield from ((n, "") for n, code in added_code(diff) if IS_NPU.search(code))
+
+
+def imports_torch_npu_eagerly(diff: FileDiff, npu_lines: frozenset[int]) -> Hits:
+    yield from ((n, "") for n, code in added_code(diff) if TORCH_NPU_IMPORT.match(code) and n not in npu_lines)
+
+
+def is_new_py_file(diff: FileDiff) -> bool:
+    return diff.new_file and diff.path.endswith(".py")
+
+
+def lacks_spdx(diff: FileDiff, npu_lines: frozenset[int]) -> Hits:
+    head = [text for _, text in diff.added[:5]]
+    if is_new_py_file(diff) and not all(line in head for line in SPDX):
+        yield 1, ""
+
+
+def lacks_test_markers(diff: FileDiff, npu_lines: frozenset[int]) -> Hits:
     name = diff.path.rsplit("/", 1)[-1]
-    if diff.path.startswith("tests/") and name.startswith("test_"):
-        has_level = any(f"pytest.mark.{m}" in text for m in LEVEL_MARKERS)
-        has_hw = "hardware_test(" in text or any(re.search(rf"pytest\.mark\.{m}\b", text) for m in HARDWARE_MARKERS)
-        if not (has_level and has_hw):
-            findings.append(Finding(diff.path, 1, "KIT004", "test file lacks a level or hardware marker",
-                                    "add pytestmark = [pytest.mark.core_model, pytest.mark.cpu]"))  # fmt: skip
-    return findings
+    if not (is_new_py_file(diff) and diff.path.startswith("tests/") and name.startswith("test_")):
+        return
+    text = "\n".join(t for _, t in diff.added)
+    has_level = any(f"pytest.mark.{m}" in text for m in LEVEL_MARKERS)
+    has_hw = "hardware_test(" in text or any(re.search(rf"pytest\.mark\.{m}\b", text) for m in HARDWARE_MARKERS)
+    if not (has_level and has_hw):
+        yield 1, ""
+
+
+def imports_forbidden(diff: FileDiff, npu_lines: frozenset[int]) -> Hits:
+    if diff.path.startswith("vllm_omni/"):
+        for n, code in added_code(diff):
+            if FORBIDDEN_IMPORT.match(code) or TOP_LEVEL_TRITON.match(code):
+                yield n, code.strip()
+
+
+def calls_torch_cuda(diff: FileDiff, npu_lines: frozenset[int]) -> Hits:
+    if diff.path.startswith("vllm_omni/") and not diff.path.startswith("vllm_omni/platforms/"):
+        yield from ((n, "") for n, code in added_code(diff) if TORCH_CUDA.search(code))
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One of the kit's own checks: the single place its texts live."""
+
+    id: str
+    name: str
+    requires: str  # what the series must do (README table, PR body)
+    message: str  # what a finding says
+    fix: str
+    check: Callable[[FileDiff, frozenset[int]], Hits]  # one file's diff and its NPU-only lines -> hits
+
+    def findings(self, diff: FileDiff, npu_lines: frozenset[int]) -> list[Finding]:
+        return [
+            Finding(diff.path, line, self.id, f"{self.message}: {detail}" if detail else self.message, self.fix)
+            for line, detail in self.check(diff, npu_lines)
+        ]
+
+
+# Rule(id, name, requires, message, fix, check): kept compact, one row per rule, as the table it is.
+RULES = (
+    Rule("KIT001", "is-npu", "no `.is_npu` (stock torch has no such attribute)",
+         "uses .is_npu (AttributeError on stock torch)", 'write t.device.type == "npu"', uses_is_npu),
+    Rule("KIT002", "torch-npu-import", "`import torch_npu` only inside an NPU-only branch",
+         "imports torch_npu outside an NPU-only branch", 'import it lazily inside `if x.device.type == "npu":`',
+         imports_torch_npu_eagerly),
+    Rule("KIT003", "spdx", "upstream's two SPDX lines at the top of every new `.py` file",
+         "new file without upstream's SPDX header", "start it with the two '# SPDX-...' lines", lacks_spdx),
+    Rule("KIT004", "test-markers", "a level and a hardware marker in every new test file",
+         "test file lacks a level or hardware marker", "add pytestmark = [pytest.mark.core_model, pytest.mark.cpu]",
+         lacks_test_markers),
+    Rule("KIT005", "forbidden-import",
+         "no pickle/cloudpickle, base64, plain `re` or top-level triton import in `vllm_omni/`",
+         "forbidden import", "use pybase64 / `import regex as re` / lazy triton; no pickle", imports_forbidden),
+    Rule("KIT006", "torch-cuda", "no `torch.cuda` memory/device calls outside `vllm_omni/platforms/`",
+         "torch.cuda memory/device call", "go through vllm_omni.platforms (current_omni_platform)", calls_torch_cuda),
+)  # fmt: skip
+
+
+def check_file(diff: FileDiff, new_source: str | None) -> list[Finding]:
+    """Every rule's findings on one file's added lines; new_source is the patched file (for NPU-only branches)."""
+    npu_lines = frozenset(npu_only_lines(new_source)) if new_source is not None else frozenset()
+    return [finding for rule in RULES for finding in rule.findings(diff, npu_lines)]
 
 
 def own_checks(series_diff: str, tree: Path) -> list[Finding]:
@@ -135,7 +184,7 @@ def own_checks(series_diff: str, tree: Path) -> list[Finding]:
     for diff in parse(series_diff):
         path = tree / diff.path
         source = path.read_text(encoding="utf-8") if path.is_file() else None
-        findings += check_added_lines(diff, source) + check_new_file(diff)
+        findings += check_file(diff, source)
     return findings
 
 

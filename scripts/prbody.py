@@ -12,6 +12,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from scripts.lint import RULES
 from scripts.scope import HEADERS, Scope, rfc_warning, rows, total
 
 Record = Mapping[str, Any]
@@ -21,7 +22,7 @@ NOT_RUN = "not run"
 # (record name, what it is, how it is run): the Test Plan, in order.
 PLAN = (
     ("lint", "lint", "`nox -s lint`: ruff v0.14.10 with upstream's settings on the touched files, plus the kit's "
-                     "checks (no `.is_npu`, lazy `torch_npu` import, SPDX headers, test markers, forbidden imports)"),
+                     f"checks: {'; '.join(rule.requires for rule in RULES)}"),
     ("test-stock", "CPU regression, leg `stock`", "`nox -s test` leg `stock`: stock torch, no torch_npu installed"),
     ("test-npu", "CPU regression, leg `npu`", "`nox -s test` leg `npu`: the pinned torch_npu (real with CANN, else a "
                  "simulated NPU on CPU, said so below)"),

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
+from email.header import decode_header, make_header
 from pathlib import Path
 
 from scripts.errors import KitError
@@ -60,7 +61,10 @@ def trailer(message: str, key: str) -> str | None:
 
 
 def subject(patch_text: str) -> str:
-    """The Subject: header of a format-patch file, unfolded."""
+    """The Subject: header of a format-patch file, unfolded and decoded.
+
+    git writes a non-ASCII subject as RFC 2047 encoded words (`=?UTF-8?q?...?=`).
+    """
     lines = patch_text.splitlines()
     for i, line in enumerate(lines):
         if line.startswith("Subject: "):
@@ -69,7 +73,7 @@ def subject(patch_text: str) -> str:
                 if not cont.startswith((" ", "\t")):
                     break
                 parts.append(cont.strip())
-            return " ".join(parts)
+            return str(make_header(decode_header(" ".join(parts))))
     return ""
 
 

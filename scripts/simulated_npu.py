@@ -309,7 +309,7 @@ def _check_same_device(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any])
 
 
 def _reject_none_for_mutable_tensor(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-    """torch_npu eager dispatch rejects None for a mutable ``Tensor?`` argument (see UPSTREAM.md)."""
+    """torch_npu eager dispatch rejects None for a mutable ``Tensor?`` argument (docs/upstream-facts.md)."""
     for index, arg in enumerate(func._schema.arguments):
         mutable = arg.alias_info is not None and arg.alias_info.is_write
         value = args[index] if index < len(args) else kwargs.get(arg.name)

@@ -19,7 +19,7 @@ BENCHMARK_REL = Path("benchmarks/lingbot_world/benchmark_lingbot_world_realtime.
 STANDIN_SCRIPT = paths.ROOT / "tests" / "standins" / "realtime_server.py"
 
 # Reference: steady chunk-interval median 3016.0 / 3016.4 ms on 4x 910B1, SP-4,
-# eager, 32 chunks (UPSTREAM.md); the default band is that figure +-5 %.
+# eager, 32 chunks (docs/upstream-facts.md); the default band is that figure +-5 %.
 ASCEND_BAND_MS = (2865.0, 3167.0)
 # The stand-in paces chunks at 100 ms unless told otherwise.
 STANDIN_BAND_MS = (50.0, 400.0)

@@ -10,7 +10,8 @@ import pytest
 from conftest import Kit, make_series
 
 from scripts.diffparse import parse
-from scripts.lint import check_added_lines, check_new_file, npu_only_lines
+from scripts.lint import RULES, check_file, npu_only_lines
+from scripts.prbody import PLAN
 
 RUFF = shutil.which("ruff", path=str(Path(sys.executable).parent)) or "ruff"
 SPDX = (
@@ -88,5 +89,13 @@ def test_added_line_numbers_follow_hunks() -> None:
     )
     (diff,) = parse(patch)
     assert diff.added == ((11, "    y = x.is_npu"),)
-    assert [f.rule for f in check_added_lines(diff, None)] == ["KIT001"]
-    assert check_new_file(diff) == []
+    assert [f.rule for f in check_file(diff, None)] == ["KIT001"]
+
+
+def test_every_rule_has_a_bad_patch_that_it_bites() -> None:
+    assert sorted(BAD) == [rule.id for rule in RULES]
+
+
+def test_pr_body_test_plan_names_every_rule_from_the_registry() -> None:
+    (lint_plan,) = [how for name, _, how in PLAN if name == "lint"]
+    assert all(rule.requires in lint_plan for rule in RULES)

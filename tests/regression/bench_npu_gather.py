@@ -26,7 +26,7 @@ import torch
 
 pytestmark = [pytest.mark.npu_leg, pytest.mark.benchmark]
 
-# Shipped LingBot-World geometry per rank under Ulysses SP-4 (UPSTREAM.md).
+# Shipped LingBot-World geometry per rank under Ulysses SP-4 (docs/upstream-facts.md).
 BLOCK, WIDTH, HEADS, HEAD_DIM, QUERY = 1560, 19, 10, 128, 4680
 KV_LEN = 18 * BLOCK  # a full visible window; the table's last entry is the action-capacity block
 FIGURES: dict[str, Any] = {}

@@ -1,0 +1,34 @@
+"""series.subject reads the Subject: of the kit's own format-patch export back as it was written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import AUTHOR
+
+from scripts.checkout import FORMAT_PATCH
+from scripts.gitcmd import git
+from scripts.series import subject
+
+SUBJECTS = (
+    "[NPU] Déjà vu: run the fused attention on Ascend for the paged KV cache (ü, 昇腾)",  # encoded and folded
+    "[Bugfix] A plain ASCII subject long enough that git folds it over two header lines",
+)
+
+
+@pytest.mark.parametrize("text", SUBJECTS)
+def test_subject_round_trips_through_format_patch(tmp_path: Path, text: str) -> None:
+    git("init", "-q", cwd=tmp_path)
+    (tmp_path / "a.txt").write_text("a\n", encoding="utf-8")
+    git("add", "-A", cwd=tmp_path)
+    git("commit", "-q", "-m", text, cwd=tmp_path, env=AUTHOR)
+    patch = git(*FORMAT_PATCH, "--root", "HEAD", cwd=tmp_path)
+    header = patch.split("\n\n", 1)[0]
+    assert "\n " in header  # folded, so unfolding is exercised too
+    assert subject(patch) == text
+
+
+def test_encoded_words_are_decoded() -> None:
+    header = "Subject: =?UTF-8?q?[NPU]=20Caf=C3=A9?=\n =?UTF-8?q?=20on=20Ascend?=\n\nbody\n"
+    assert subject(header) == "[NPU] Café on Ascend"
