@@ -23,7 +23,18 @@ from pathlib import Path
 
 from scripts import pin as pinmod
 from scripts.errors import KitError
-from scripts.gitcmd import git, git_bytes, last_line
+from scripts.gitcmd import (
+    am,
+    apply_check,
+    exists,
+    format_patch,
+    git,
+    git_bytes,
+    head,
+    is_ancestor,
+    last_line,
+    rev_list,
+)
 from scripts.gitcmd import run as git_run
 from scripts.pin import Pin
 from scripts.series import (
@@ -40,11 +51,6 @@ from scripts.series import (
 
 PRISTINE_TAG = "pristine"
 BRANCH = "series"
-# Fixed export options: the same commits always give the same bytes, whatever the user's git config.
-FORMAT_PATCH = (
-    "format-patch", "--stdout", "-k", "--zero-commit", "--no-signature", "--no-stat", "--full-index",
-    "--no-renames", "--src-prefix=a/", "--dst-prefix=b/", "--diff-algorithm=myers", "--no-color", "--binary",
-)  # fmt: skip
 OFFSET = re.compile(r"^Hunk #(\d+) succeeded at (\d+) \(offset (-?\d+) lines?\)", re.M)
 FAILED_AT = re.compile(r"^error: patch failed: (.+):(\d+)$", re.M)
 CORRUPT = re.compile(r"corrupt patch at line (\d+)")
@@ -204,10 +210,6 @@ def write_state(checkout: Path, state: State) -> None:
     tmp = target.with_name(target.name + ".tmp")
     tmp.write_text(json.dumps(asdict(state), indent=2, sort_keys=True) + "\n", encoding="utf-8")
     os.replace(tmp, target)
-
-
-def head(checkout: Path) -> str:
-    return git("rev-parse", "HEAD", cwd=checkout).strip()
 
 
 def in_progress(checkout: Path) -> str | None:
@@ -398,15 +400,14 @@ def prepare_checkout(pin: Pin, checkout: Path, downloads: Path, state: State | N
 
 def apply_one(checkout: Path, patch: Patch, threeway: bool) -> PatchResult:
     """git am one patch; a failure leaves the am in progress, as git does, for the user to resolve."""
-    probe = git_run("apply", "--check", "-v", str(patch.path), cwd=checkout)
+    probe = apply_check(checkout, patch.path)
     corrupt = CORRUPT.search(probe.stderr)
     if corrupt:
         raise PatchConflict(
             f"patch {patch.name} is corrupt (git: corrupt patch at line {corrupt[1]})",
             "restore it from git (git checkout -- patches/) or re-export it with nox -s refresh",
         )
-    am = ["am", "-q", "-k", "--committer-date-is-author-date", *(["-3"] if threeway else []), str(patch.path)]
-    if git_run(*am, cwd=checkout).returncode != 0:
+    if am(checkout, patch.path, *(["-3"] if threeway else [])).returncode != 0:
         file, hunk = failed_hunk(probe.stderr, patch.text)
         return PatchResult(patch.name, "conflict", f"{file} {hunk}")
     if probe.returncode != 0:
@@ -564,7 +565,7 @@ def abort_series(checkout: Path, progress: Progress) -> str:
         previous.rename(checkout)
         return "restored the checkout of the previous pin"
     backup = checkout / ".git" / STATE_BACKUP
-    if git_run("rev-parse", "-q", "--verify", LAST_GOOD_REF, cwd=checkout).returncode == 0 and backup.is_file():
+    if exists(checkout, LAST_GOOD_REF) and backup.is_file():
         reset_to(checkout, LAST_GOOD_REF)
         os.replace(backup, state_file(checkout))
         return f"back at {head(checkout)[:12]}, as before the apply"
@@ -609,10 +610,9 @@ def combined_diff(checkout: Path) -> str:
 
 def export_commits(checkout: Path) -> list[tuple[str, str]]:
     """(file name, format-patch text) for each commit after pristine, in order."""
-    commits = git("rev-list", "--reverse", f"{PRISTINE_TAG}..HEAD", cwd=checkout).split()
     exported = []
-    for i, commit in enumerate(commits, 1):
-        text = git(*FORMAT_PATCH, "-1", commit, cwd=checkout)
+    for i, commit in enumerate(rev_list(checkout, f"{PRISTINE_TAG}..HEAD"), 1):
+        text = format_patch(checkout, commit)
         patch = describe(f"commit {commit[:12]}", text, checkout / patch_file_name(i, "pending"))
         exported.append((patch_file_name(i, patch.slug), text))
     return exported
@@ -655,7 +655,7 @@ def check_exportable(checkout: Path, state: State | None, old: list[Patch], drop
             f"{where} is on {f'branch {current}' if current else 'a detached HEAD'}, not on {BRANCH}",
             f"switch back: cd {where} && git checkout {BRANCH}",
         )
-    if git_run("merge-base", "--is-ancestor", PRISTINE_TAG, "HEAD", cwd=checkout).returncode != 0:
+    if not is_ancestor(checkout, PRISTINE_TAG, "HEAD"):
         raise LocalEdits(f"{where}: HEAD does not descend from the {PRISTINE_TAG} tag", "run nox -s apply -- --force")
     if dirty_paths(checkout):
         raise LocalEdits(f"{where} has uncommitted edits", "commit them (git commit or git commit --fixup) first")

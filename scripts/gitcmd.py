@@ -68,3 +68,48 @@ def git_bytes(*args: str, cwd: Path) -> bytes:
     if proc.returncode != 0:
         raise GitFailed(args, "", proc.stderr.decode(errors="replace"))
     return proc.stdout
+
+
+# ---- named helpers: what each git call is for --------------------------------------
+
+# Fixed export options: the same commits always give the same bytes, whatever the user's git config.
+FORMAT_PATCH = (
+    "format-patch", "--stdout", "-k", "--zero-commit", "--no-signature", "--no-stat", "--full-index",
+    "--no-renames", "--src-prefix=a/", "--dst-prefix=b/", "--diff-algorithm=myers", "--no-color", "--binary",
+)  # fmt: skip
+
+
+def head(repo: Path) -> str:
+    return rev_parse(repo, "HEAD")
+
+
+def rev_parse(repo: Path, rev: str) -> str:
+    return git("rev-parse", rev, cwd=repo).strip()
+
+
+def exists(repo: Path, rev: str) -> bool:
+    return run("rev-parse", "-q", "--verify", rev, cwd=repo).returncode == 0
+
+
+def rev_list(repo: Path, revs: str) -> list[str]:
+    """Commit ids in revs (e.g. "pristine..HEAD"), oldest first."""
+    return git("rev-list", "--reverse", revs, cwd=repo).split()
+
+
+def format_patch(repo: Path, commit: str) -> str:
+    """One commit as a patch file, with the kit's fixed options (byte-stable; apply with `git am -k`)."""
+    return git(*FORMAT_PATCH, "-1", commit, cwd=repo)
+
+
+def apply_check(repo: Path, patch: Path, *options: str) -> subprocess.CompletedProcess[str]:
+    """`git apply --check` (verbose): would the patch apply to the work tree, and how."""
+    return run("apply", "--check", "-v", *options, str(patch), cwd=repo)
+
+
+def am(repo: Path, patch: Path, *options: str) -> subprocess.CompletedProcess[str]:
+    """`git am` of one patch file, keeping its subject and author date as the committer date (stable ids)."""
+    return run("am", "-q", "-k", "--committer-date-is-author-date", *options, str(patch), cwd=repo)
+
+
+def is_ancestor(repo: Path, older: str, newer: str) -> bool:
+    return run("merge-base", "--is-ancestor", older, newer, cwd=repo).returncode == 0

@@ -7,9 +7,8 @@ import re
 import subprocess
 from pathlib import Path
 
-from scripts.checkout import FORMAT_PATCH
 from scripts.errors import KitError
-from scripts.gitcmd import git
+from scripts.gitcmd import FORMAT_PATCH, git
 from scripts.series import strip_kit_trailers
 
 TRAILER_LINE = re.compile(r"^[A-Za-z0-9-]+: \S")

@@ -7,8 +7,7 @@ from pathlib import Path
 import pytest
 from conftest import AUTHOR
 
-from scripts.checkout import FORMAT_PATCH
-from scripts.gitcmd import git
+from scripts.gitcmd import FORMAT_PATCH, git
 from scripts.series import subject
 
 SUBJECTS = (
