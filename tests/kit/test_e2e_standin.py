@@ -54,7 +54,7 @@ class Case:
         self.root = tmp_path / "evidence"
         cmd = [sys.executable, "-m", "scripts.e2e", "--standin", "--port", str(self.port),
                "--chunks", "4", "--warmup-chunks", "1", "--width", "64", "--height", "48",
-               "--health-timeout-s", "5", "--bench-timeout-s", "30", "--stop-timeout-s", "5",
+               "--health-timeout-s", "300", "--bench-timeout-s", "60", "--stop-timeout-s", "5",
                "--evidence-root", str(self.root), "--lock-dir", str(tmp_path / "locks"), *extra]  # fmt: skip
         case_env = {**os.environ, "STANDIN_FAULT": fault, "STANDIN_CHUNK_INTERVAL_MS": "60", **(env or {})}
         case_env.pop("KIT_E2E_STANDIN", None)
