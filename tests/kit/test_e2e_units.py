@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from scripts.e2e import client, compare, config, metrics, preflight, run
+from scripts.e2e import bench, client, compare, config, metrics, preflight, run
 from scripts.e2e.evidence import RunRecord
 from scripts.errors import KitError
 
@@ -146,3 +148,16 @@ def test_verdict_order_failure_then_determinism_then_band() -> None:
     assert "from frame 3" in run.verdict(ok, differ, cfg)[1]
     slow = [ok[0], RunRecord(2, "ok", steady_median_ms=250.0, in_band=False)]
     assert run.verdict(slow, same, cfg) == ("out_of_band", "run 2: steady median 250.0 ms outside 100-200 ms")
+
+
+def test_both_clients_always_get_an_image(tmp_path: Path) -> None:
+    """Upstream's client downloads a default image without ``--image``: the kit always passes one."""
+    cfg = config.parse_args(["--width", "8", "--height", "4"], {})
+    image = bench.first_frame(cfg, tmp_path)
+    assert Path(image).read_bytes().startswith(b"\x89PNG") and Path(image).parent == tmp_path
+    for name in ("upstream", "kit"):
+        cmd = bench.command(cfg, name, "python3", tmp_path / "b.json", tmp_path / "v.mp4", image)
+        assert cmd[cmd.index("--image") + 1] == image
+        assert ("--ping-interval" in cmd) == (name == "kit")  # upstream's script pings on its own
+    given = config.parse_args(["--image", "/data/first.png"], {})
+    assert bench.first_frame(given, tmp_path) == "/data/first.png"
