@@ -44,6 +44,9 @@ class E2EConfig:
     cards: tuple[int, ...]
     standin: bool
     server_url: str | None
+    ab: str | None
+    ab_repeats: int
+    ab_confidence: float
     ping_interval_s: float
     server_cmd: tuple[str, ...] | None
     client: str
@@ -149,6 +152,16 @@ def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
         help="benchmark an already-running server at ws://HOST:PORT (nothing is started or stopped)",
     )
     p.add_argument(
+        "--ab",
+        default=default("AB", None),
+        metavar="BASE",
+        help="A/B: BASE (a patches/revisions.toml label, a git ref, or pristine) against the current series",
+    )
+    p.add_argument("--ab-repeats", type=int, default=int(default("AB_REPEATS", "3") or 3), help="ABBA repeats")
+    p.add_argument(
+        "--ab-confidence", type=float, default=float(default("AB_CONFIDENCE", "0.95") or 0.95), help="CI level"
+    )
+    p.add_argument(
         "--ping-interval-s",
         type=float,
         default=float(default("PING_INTERVAL_S", "20") or 20),
@@ -189,6 +202,11 @@ def parse_args(argv: Sequence[str], env: Mapping[str, str] = os.environ) -> E2EC
     _positive("warmup-chunks", ns.warmup_chunks, 0)
     _positive("warmup-sessions", ns.warmup_sessions, 0)
     _positive("ping-interval-s", ns.ping_interval_s, 0)
+    _positive("ab-repeats", ns.ab_repeats)
+    if not 0.5 <= ns.ab_confidence < 1:
+        raise KitError(f"--ab-confidence is {ns.ab_confidence:g}", "pass a level in [0.5, 1), e.g. 0.95")
+    if ns.ab and ns.server_url:
+        raise KitError("--ab and --server-url both given", "an A/B starts a fresh server per trial: drop --server-url")
     checkout = paths.CHECKOUT
     host, port = parse_server_url(ns.server_url) if ns.server_url else (ns.host, ns.port)
     if ns.server_url and ns.standin:
@@ -209,6 +227,9 @@ def parse_args(argv: Sequence[str], env: Mapping[str, str] = os.environ) -> E2EC
         cards=parse_cards(ns.cards),
         standin=ns.standin,
         server_url=ns.server_url,
+        ab=ns.ab,
+        ab_repeats=ns.ab_repeats,
+        ab_confidence=ns.ab_confidence,
         ping_interval_s=ns.ping_interval_s,
         server_cmd=tuple(shlex.split(ns.server_cmd)) if ns.server_cmd else None,
         client=ns.client,

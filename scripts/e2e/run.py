@@ -18,7 +18,7 @@ from types import FrameType
 from typing import Any
 
 from scripts import legenv, paths, records
-from scripts.e2e import bench, compare, determinism, evidence, install, lock, metrics, preflight, server
+from scripts.e2e import ab, bench, compare, determinism, evidence, install, lock, metrics, preflight, server
 from scripts.e2e.config import E2EConfig, fill_cmd, parse_args, standin_server_cmd
 from scripts.e2e.evidence import RunRecord
 from scripts.errors import KitError
@@ -306,6 +306,8 @@ def main(argv: Sequence[str]) -> int:
         # A server started elsewhere holds its own cards; this run takes none.
         cards = () if config.mode == "external" else config.cards
         with lock.hold_cards(cards, config.lock_dir, config.lock_wait_s):
+            if config.ab:
+                return ab.execute(config, python, checks)
             return execute(config, python, checks)
     except KitError as error:
         print(f"e2e: {error}", file=sys.stderr)

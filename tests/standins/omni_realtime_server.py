@@ -23,6 +23,10 @@ same reason ``vllm_omni.entrypoints.openai`` is registered as a bare package, so
 its ``__init__`` (which imports api_server.py) does not run; the handler's own
 imports run unchanged.
 
+A/B knobs: ``--latency-scale`` (STANDIN_LATENCY_SCALE) multiplies every delay,
+``--alter-frame`` (STANDIN_ALTER_FRAME) changes one frame; the A/B passes
+``STANDIN_A_*`` / ``STANDIN_B_*`` to one variant's servers only.
+
 Faults (``--fault`` or STANDIN_FAULT), all through the fake engine or the health
 route, so the handler's real reaction is what the client sees:
 nondeterministic (noise from frame ``--nondet-from-frame`` on), never-healthy,
@@ -87,7 +91,8 @@ class FakeEngineClient:
         self.aborted: list[str] = []
 
     def _delay_s(self, index: int) -> float:
-        return (self.args.first_chunk_delay_ms if index == 0 else self.args.chunk_interval_ms) / 1000.0
+        delay_ms = self.args.first_chunk_delay_ms if index == 0 else self.args.chunk_interval_ms
+        return delay_ms * self.args.latency_scale / 1000.0
 
     async def generate(
         self, prompt: Any, request_id: str = "", *, sampling_params_list: Sequence[Any] | None = None, **_: Any
@@ -101,6 +106,8 @@ class FakeEngineClient:
             await self._fault(index)
             await asyncio.sleep(self._delay_s(index))
             video = frames(start, count, int(params.width), int(params.height), int(params.seed or 0))
+            if start <= self.args.alter_frame < start + count:
+                video[self.args.alter_frame - start] ^= 0x80  # one frame visibly different, the rest unchanged
             noisy_from = max(0, self.args.nondet_from_frame - start)
             if self.args.fault == "nondeterministic" and noisy_from < count:
                 video[noisy_from:] = add_noise(video[noisy_from:])
@@ -178,6 +185,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--nondet-from-frame", type=int, default=int(env.get("STANDIN_NONDET_FROM_FRAME", "9")))
     p.add_argument("--chunk-interval-ms", type=float, default=float(env.get("STANDIN_CHUNK_INTERVAL_MS", "100")))
     p.add_argument("--first-chunk-delay-ms", type=float, default=None, help="[default: --chunk-interval-ms]")
+    p.add_argument("--latency-scale", type=float, default=float(env.get("STANDIN_LATENCY_SCALE", "1")),
+                   help="multiplies every delay (A/B: a known slowdown)")  # fmt: skip
+    p.add_argument("--alter-frame", type=int, default=int(env.get("STANDIN_ALTER_FRAME", "-1")),
+                   help="this frame differs (A/B: a known output change); -1: none")  # fmt: skip
     p.add_argument("--stall-timeout-s", type=float, default=float(env.get("STANDIN_STALL_TIMEOUT_S", "60")))
     args = p.parse_args(argv)
     if args.first_chunk_delay_ms is None:
