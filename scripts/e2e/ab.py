@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from scripts import checkout, gitcmd, paths, records, revisions
+from scripts import checkout, gitcmd, legenv, paths, records, revisions
 from scripts.e2e import bench, compare, determinism, evidence, install, preflight
 from scripts.e2e.config import E2EConfig, fill_cmd, standin_server_cmd
 from scripts.e2e.evidence import RunRecord
@@ -168,8 +168,6 @@ def server_command(config: E2EConfig, variant: Variant, base_python: str | None)
     values = {"host": config.host, "port": str(config.port), "model": config.model_name,
               "deploy_config": str(config.deploy_config), "checkout": str(variant.checkout)}  # fmt: skip
     if config.standin:
-        from scripts import legenv
-
         values["python"] = str(legenv.ensure_env("stock"))
         return fill_cmd(config.server_cmd or standin_server_cmd(), values), sys.executable
     assert base_python is not None  # preflight refused a run without one
@@ -181,7 +179,7 @@ def server_command(config: E2EConfig, variant: Variant, base_python: str | None)
 def run_trials(config: E2EConfig, folder: Path, variants: Mapping[str, Variant], base_python: str | None,
                env: Mapping[str, str]) -> list[Trial]:  # fmt: skip
     """ABBA x repeats; stops at the first failed trial, which stays in the list and decides the verdict."""
-    from scripts.e2e import run  # run imports this module's caller; imported late to keep the graph acyclic
+    from scripts.e2e import run  # run.py imports this module: a late import keeps the graph acyclic
 
     commands = {name: server_command(config, v, base_python) for name, v in variants.items()}
     image = bench.first_frame(config, folder)
@@ -331,9 +329,9 @@ def markdown(summary: Mapping[str, Any], items: Sequence[tuple[str, str]], stand
 
 
 def execute(config: E2EConfig, base_python: str | None, checks: Sequence[preflight.Check]) -> int:
+    a, b = prepare_variants(str(config.ab))  # a bad BASE stops here, before any evidence folder
     folder = evidence.create(config.evidence_root)
     print(f"e2e: A/B ({config.mode}) {config.ab} vs HEAD, evidence in {folder}", flush=True)
-    a, b = prepare_variants(str(config.ab))
     variants = {"A": a, "B": b}
     env = determinism.server_env(os.environ, config.cards, ascend=config.mode == "ascend")
     hardware = "stand-in (no accelerator)" if config.standin else preflight.npu_smi_info()

@@ -71,6 +71,7 @@ def test_unknown_base_is_one_clear_line(tmp_path: Path) -> None:
         cwd=paths.ROOT, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert done.returncode == 2
+    assert not (tmp_path / "ev").exists() or not list((tmp_path / "ev").iterdir())  # nothing half-made
     assert done.stderr.strip().splitlines() == [
         "e2e: --ab 'no-such-revision' is not a revision in patches/revisions.toml, a git ref, or pristine "
         "-- pass e.g. --ab v1, --ab main~3 or --ab pristine"
@@ -115,9 +116,10 @@ def test_standin_one_frame_difference_breaks_lossless_at_unchanged_speed(tmp_pat
     done, doc = run_ab(tmp_path, alter_frame="30")
     assert done.returncode == 0, done.stdout + done.stderr
     loss = doc["lossless"]
-    assert loss["lossless"] is False and loss["first_diff_frame"] == 30 and loss["differing_frames"] == 1
+    # One generated frame changed; H.264 predicts later frames from it, so they decode differently too.
+    assert loss["lossless"] is False and loss["first_diff_frame"] == 30 and loss["differing_frames"] >= 1
     assert loss["a_deterministic"] is True
-    assert "NOT lossless: decoded frames differ from frame 30 (1 frames)" in doc["reason"]
+    assert "NOT lossless: decoded frames differ from frame 30 (" in doc["reason"]
     # Same latency knobs on both sides: the 0 % case.
     assert doc["verdict"] == "no significant change", doc["reason"]
 
