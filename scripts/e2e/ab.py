@@ -344,8 +344,9 @@ def execute(config: E2EConfig, base_python: str | None, checks: Sequence[preflig
     complete = all(t.record.status == "ok" for t in trials)
     summary = summarize(config, trials, lossless(folder, trials) if complete else None)
     items = checklist(config, variants, summary, "stand-in (no accelerator)" if config.standin else "npu-smi below")
+    # series_digest: the head's, as in the e2e record, so that a PR body can tell a stale A/B.
     document = {**summary, "mode": config.mode, "stand_in": config.standin, "checklist": dict(items),
-                "evidence": str(folder)}  # fmt: skip
+                "evidence": str(folder), "series_digest": b.series_digest}  # fmt: skip
     evidence.write_json(folder / "ab.json", document)
     text = markdown(summary, items, config.standin)
     (folder / "ab.md").write_text(text + ("" if config.standin else f"\n```\n{hardware}\n```\n"))
