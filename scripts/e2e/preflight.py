@@ -1,8 +1,9 @@
 """Checks before anything starts; each failure is one KitError line with its fix.
 
 Ascend mode checks cards, CANN, torch_npu, model, deploy config, port and the
-checkout. Stand-in mode (asked for explicitly) checks the port only and records
-the other checks as skipped.
+checkout. Stand-in mode (asked for explicitly) checks the checkout (its handler
+is served) and the port, and records the other checks as skipped; an external
+server (--server-url) is checked by nobody here: all are recorded as skipped.
 """
 
 from __future__ import annotations
@@ -140,9 +141,14 @@ def check_checkout() -> Check:
 
 def run(config: E2EConfig, python: str | None, env: Mapping[str, str] = os.environ) -> list[Check]:
     """All checks in order; the first failure raises."""
+    if config.mode == "external":
+        skipped = ("cards", "cann", "torch_npu", "model", "checkout", "deploy_config", "port")
+        return [Check(n, "skipped", f"external server at {config.server_url}") for n in skipped]
     if config.standin:
-        skipped = ("cards", "cann", "torch_npu", "model", "deploy_config", "checkout")
-        return [Check(n, "skipped", "stand-in mode") for n in skipped] + [check_port(config.host, config.port)]
+        # The stand-in serves upstream's handler from the checkout: that one check stays.
+        skipped = ("cards", "cann", "torch_npu", "model", "deploy_config")
+        checks = [Check(n, "skipped", "stand-in mode") for n in skipped]
+        return [*checks, check_checkout(), check_port(config.host, config.port)]
     checks = [check_cards(config.cards, npu_smi_info(), env), check_cann(env)]
     if python is None:
         raise PreflightError("no base python found on PATH", "pass --python (the runner's python with torch_npu)")

@@ -17,8 +17,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from scripts import paths, records
-from scripts.e2e import bench, compare, determinism, evidence, install, lock, metrics, preflight, server
+from scripts import legenv, paths, records
+from scripts.e2e import ab, bench, compare, determinism, evidence, install, lock, metrics, preflight, server
 from scripts.e2e.config import E2EConfig, fill_cmd, parse_args, standin_server_cmd
 from scripts.e2e.evidence import RunRecord
 from scripts.errors import KitError
@@ -57,15 +57,15 @@ def cleanup_problems(config: E2EConfig, survivors: Sequence[int]) -> list[str]:
     problems = [f"server processes survived SIGKILL: {list(survivors)}"] if survivors else []
     if not _wait(lambda: server.port_free(config.host, config.port), PORT_RELEASE_S):
         problems.append(f"port {config.port} still in use after the server stopped")
-    if not config.standin and not _wait(lambda: not _cards_busy(config.cards), CARD_RELEASE_S):
+    if config.mode == "ascend" and not _wait(lambda: not _cards_busy(config.cards), CARD_RELEASE_S):
         problems.append(f"cards still in use after the server stopped: {_cards_busy(config.cards)}")
     return problems
 
 
-def _bench_failure(outcome: bench.BenchOutcome, srv: server.Server, timeout_s: float) -> tuple[str, str]:
+def _bench_failure(outcome: bench.BenchOutcome, srv: server.Server | None, timeout_s: float) -> tuple[str, str]:
     if outcome.timed_out:
         return "benchmark_timeout", f"benchmark still running after {timeout_s:g} s: killed"
-    code = srv.proc.poll()
+    code = None if srv is None else srv.proc.poll()
     if code is not None:
         return "server_died", f"server exited with code {code} during the benchmark"
     if "Server rejected the session" in outcome.last_error:
@@ -78,6 +78,8 @@ def one_run(config: E2EConfig, index: int, folder: Path, server_cmd: list[str], 
     """Start a server, wait for health, benchmark, stop the group, check the port and cards are free."""
     record = RunRecord(index)
     d = evidence.run_dir(folder, index)
+    if not config.starts_server:
+        return external_run(config, record, folder, bench_cmd, bench_env)
     srv = server.start(server_cmd, env, d / "server.log")
     record.server_pgid = srv.pgid
     try:
@@ -102,10 +104,29 @@ def one_run(config: E2EConfig, index: int, folder: Path, server_cmd: list[str], 
     return record
 
 
+def external_run(config: E2EConfig, record: RunRecord, folder: Path, bench_cmd: list[str],
+                 bench_env: Mapping[str, str]) -> RunRecord:  # fmt: skip
+    """A benchmark against a server started elsewhere: health, then the client; nothing to start or stop."""
+    d = evidence.run_dir(folder, record.index)
+    try:
+        record.server_up_s = server.wait_healthy(None, config.health_url, config.health_timeout_s)
+    except server.ServerUnhealthyError as slow:
+        record.status, record.error = "server_unhealthy", str(slow)
+    else:
+        outcome = bench.run(bench_cmd, bench_env, d / "benchmark.log", config.bench_timeout_s)
+        if outcome.returncode == 0:
+            record.status = "ok"
+        else:
+            record.status, record.error = _bench_failure(outcome, None, config.bench_timeout_s)
+    record.files = {p.name: _rel(folder, p) for p in sorted(d.iterdir())}
+    return record
+
+
 def judge_performance(record: RunRecord, json_path: Path, config: E2EConfig) -> None:
     steady = metrics.steady_from_benchmark(json.loads(json_path.read_text()), config.warmup_chunks)
     record.steady_count, record.steady_median_ms = steady.count, steady.median_ms
-    record.steady_p99_ms, record.steady_rtf = steady.p99_ms, steady.rtf
+    record.steady_p99_ms, record.steady_mean_ms = steady.p99_ms, steady.mean_ms
+    record.steady_rtf, record.session_rtf = steady.rtf, steady.session_rtf
     lo, hi = config.band_ms
     record.in_band = None if steady.median_ms is None else lo <= steady.median_ms <= hi
 
@@ -158,29 +179,39 @@ def progress(config: E2EConfig, record: RunRecord) -> str:
     up = "never up" if record.server_up_s is None else f"server up after {record.server_up_s:.1f} s"
     if record.status != "ok":
         return f"run {record.index}/{config.runs}: {up}, {record.status}: {record.error.splitlines()[0]}"
+    stopped = "stopped, port free" if config.starts_server else "external server left running"
     return (
         f"run {record.index}/{config.runs}: {up}, benchmark ok, steady median {record.steady_median_ms or 0:.1f} ms "
-        f"(p99 {record.steady_p99_ms or 0:.1f}), steady RTF {record.steady_rtf or 0:.3f}; stopped, port free"
+        f"(p99 {record.steady_p99_ms or 0:.1f}, mean {record.steady_mean_ms or 0:.1f}), "
+        f"steady RTF {record.steady_rtf or 0:.3f}, whole-session RTF {record.session_rtf or 0:.3f}; {stopped}"
     )
 
 
 def table(runs: Sequence[RunRecord]) -> str:
-    rows = [f"{'run':>3}  {'status':<18} {'up s':>7} {'median ms':>10} {'p99 ms':>9} {'RTF':>6}  md5"]
+    rows = [
+        f"{'run':>3}  {'status':<18} {'up s':>7} {'median ms':>10} {'p99 ms':>9} {'mean ms':>9} "
+        f"{'steady RTF':>10} {'session RTF':>11}  md5"
+    ]
     for r in runs:
         fmt = lambda v, d: "-" if v is None else f"{v:.{d}f}"  # noqa: E731
         rows.append(
             f"{r.index:>3}  {r.status:<18} {fmt(r.server_up_s, 1):>7} {fmt(r.steady_median_ms, 1):>10} "
-            f"{fmt(r.steady_p99_ms, 1):>9} {fmt(r.steady_rtf, 3):>6}  {r.md5 or '-'}"
+            f"{fmt(r.steady_p99_ms, 1):>9} {fmt(r.steady_mean_ms, 1):>9} {fmt(r.steady_rtf, 3):>10} "
+            f"{fmt(r.session_rtf, 3):>11}  {r.md5 or '-'}"
         )
     return "\n".join(rows)
 
 
 def prepare(config: E2EConfig, python: str | None) -> tuple[list[str], str, dict[str, Any]]:
-    """(server command, python for upstream's client, versions): stand-in or the patched install."""
-    values = {"host": config.host, "port": str(config.port), "model": config.model or "", "python": sys.executable,
-              "deploy_config": str(config.deploy_config)}  # fmt: skip
+    """(server command, python for upstream's client, versions): stand-in, external server or the patched install."""
+    values = {"host": config.host, "port": str(config.port), "model": config.model_name, "python": sys.executable,
+              "deploy_config": str(config.deploy_config), "checkout": str(config.checkout)}  # fmt: skip
+    if not config.starts_server:
+        return [], sys.executable, {"note": f"external server at {config.server_url}: versions not visible from here"}
     if config.standin:
-        return fill_cmd(config.server_cmd or standin_server_cmd(), values), sys.executable, evidence.standin_versions()
+        values["python"] = str(legenv.ensure_env("stock"))  # the stock leg's closure: vllm, fastapi, uvicorn, av
+        cmd = fill_cmd(config.server_cmd or standin_server_cmd(), values)
+        return cmd, sys.executable, evidence.standin_versions(values["python"], config.checkout)
     assert python is not None  # preflight refused a run without one
     venv_python = str(install.install(python, config.checkout))
     values["python"] = venv_python
@@ -191,19 +222,20 @@ def prepare(config: E2EConfig, python: str | None) -> tuple[list[str], str, dict
 def execute(config: E2EConfig, python: str | None, checks: Sequence[preflight.Check]) -> int:
     folder = evidence.create(config.evidence_root)
     print(f"e2e: {config.mode} mode, evidence in {folder}", flush=True)
-    if config.standin:
-        print(f"e2e: NOTE {evidence.STANDIN_NOTE}", flush=True)
+    note = {"standin": evidence.STANDIN_NOTE, "external": evidence.EXTERNAL_NOTE}.get(config.mode)
+    if note:
+        print(f"e2e: NOTE {note}", flush=True)
     runs: list[RunRecord] = []
     det: dict[str, Any] | None = None
     result = ("interrupted", "stopped before a verdict (signal or error)")
     try:
         server_cmd, client_python, versions = prepare(config, python)
         client = bench.choose_client(config)
-        env = determinism.server_env(os.environ, config.cards, ascend=not config.standin)
+        env = determinism.server_env(os.environ, config.cards, ascend=config.mode == "ascend")
         manifest = {
             "mode": config.mode,
-            "ascend": not config.standin,
-            "note": evidence.STANDIN_NOTE if config.standin else "vllm-omni serve on Ascend cards",
+            "ascend": config.mode == "ascend",
+            "note": note or "vllm-omni serve on Ascend cards",
             "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "config": asdict(config),
             "server_cmd": server_cmd,
@@ -215,9 +247,10 @@ def execute(config: E2EConfig, python: str | None, checks: Sequence[preflight.Ch
             "kit": evidence.kit_identity(),
         }
         evidence.write_json(folder / "manifest.json", manifest)
+        image = bench.first_frame(config, folder)
         for index in range(1, config.runs + 1):
             d = folder / f"run-{index}"
-            cmd = bench.command(config, client, client_python, d / "benchmark.json", d / "video.mp4")
+            cmd = bench.command(config, client, client_python, d / "benchmark.json", d / "video.mp4", image)
             record = one_run(config, index, folder, server_cmd, env, cmd, bench.client_env(client, env))
             runs.append(record)
             if record.status == "ok":
@@ -235,7 +268,7 @@ def execute(config: E2EConfig, python: str | None, checks: Sequence[preflight.Ch
         raise
     finally:
         summary = evidence.summary_document(
-            verdict=result[0], reason=result[1], standin=config.standin, band_ms=config.band_ms,
+            verdict=result[0], reason=result[1], mode=config.mode, band_ms=config.band_ms,
             runs=runs, determinism=det, folder=folder,
         )  # fmt: skip
         evidence.write_json(folder / "summary.json", summary)
@@ -255,8 +288,8 @@ def execute(config: E2EConfig, python: str | None, checks: Sequence[preflight.Ch
 
 
 def _card_map(config: E2EConfig) -> dict[str, Any]:
-    if config.standin:
-        return {"cards": [], "note": "stand-in: no cards used"}
+    if config.mode != "ascend":
+        return {"cards": [], "note": f"{config.mode}: no cards used here"}
     return {
         "physical_cards": list(config.cards),
         "ASCEND_RT_VISIBLE_DEVICES": ",".join(map(str, config.cards)),
@@ -268,9 +301,13 @@ def main(argv: Sequence[str]) -> int:
     signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         config = parse_args(argv)
-        python = None if config.standin else install.base_python(config.python)
+        python = install.base_python(config.python) if config.mode == "ascend" else None
         checks = preflight.run(config, python)
-        with lock.hold_cards(config.cards, config.lock_dir, config.lock_wait_s):
+        # A server started elsewhere holds its own cards; this run takes none.
+        cards = () if config.mode == "external" else config.cards
+        with lock.hold_cards(cards, config.lock_dir, config.lock_wait_s):
+            if config.ab:
+                return ab.execute(config, python, checks)
             return execute(config, python, checks)
     except KitError as error:
         print(f"e2e: {error}", file=sys.stderr)

@@ -61,11 +61,11 @@ def probe_health(url: str, timeout_s: float = 2.0) -> bool:
         return False
 
 
-def wait_healthy(server: Server, url: str, timeout_s: float) -> float:
-    """Seconds until ``url`` answered 200; raises ServerDiedError or ServerUnhealthyError."""
+def wait_healthy(server: Server | None, url: str, timeout_s: float) -> float:
+    """Seconds until ``url`` answered 200; raises ServerDiedError or ServerUnhealthyError (None: started elsewhere)."""
     started = time.monotonic()
     while True:
-        code = server.proc.poll()
+        code = None if server is None else server.proc.poll()
         if code is not None:
             raise ServerDiedError(code)
         if probe_health(url):

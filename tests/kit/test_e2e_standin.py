@@ -16,14 +16,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from e2e_prereq import ensure_checkout_and_stock_env
 
-from scripts import paths
-from scripts.e2e import lock, server
+from scripts import legenv, paths
+from scripts.e2e import evidence, lock, server
 
 pytest.importorskip("av", reason="the stand-in needs PyAV (ci/kit-tools.txt)")
 pytest.importorskip("websockets", reason="the stand-in needs websockets (ci/kit-tools.txt)")
 
 RUN_FILES = {"server.log", "benchmark.log", "benchmark.json", "video.mp4", "frames.sha256"}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _checkout_and_stock_env() -> None:
+    """The stand-in serves the checkout's handler from the stock leg's env."""
+    ensure_checkout_and_stock_env()
 
 
 def free_port() -> int:
@@ -54,7 +61,7 @@ class Case:
         self.root = tmp_path / "evidence"
         cmd = [sys.executable, "-m", "scripts.e2e", "--standin", "--port", str(self.port),
                "--chunks", "4", "--warmup-chunks", "1", "--width", "64", "--height", "48",
-               "--health-timeout-s", "5", "--bench-timeout-s", "30", "--stop-timeout-s", "5",
+               "--health-timeout-s", "300", "--bench-timeout-s", "60", "--stop-timeout-s", "5",
                "--evidence-root", str(self.root), "--lock-dir", str(tmp_path / "locks"), *extra]  # fmt: skip
         case_env = {**os.environ, "STANDIN_FAULT": fault, "STANDIN_CHUNK_INTERVAL_MS": "60", **(env or {})}
         case_env.pop("KIT_E2E_STANDIN", None)
@@ -105,6 +112,14 @@ def test_deterministic_success(tmp_path: Path) -> None:
     assert summary["determinism"]["md5_equal"] and summary["determinism"]["frames_equal"]
     assert summary["determinism"]["frame_counts"] == [45, 45]
     assert "run 1/2: server up after" in case.done.stdout and "PASS" in case.done.stdout
+    # The stand-in is upstream's handler from the checkout, and the evidence says so.
+    manifest = json.loads((case.folder / "manifest.json").read_text())
+    assert Path(manifest["server_cmd"][1]).name == "omni_realtime_server.py"
+    assert manifest["server_cmd"][0] == str(legenv.env_python(legenv.env_dir("stock")))
+    handler = paths.CHECKOUT / evidence.HANDLER_REL
+    assert manifest["versions"]["handler_sha256"] == evidence.sha256_files([handler])
+    assert "vllm-omni's own realtime video handler" in (case.folder / "summary.md").read_text()
+    assert "whole-session RTF" in (case.folder / "summary.md").read_text()
 
 
 def test_nondeterministic_bytes_name_the_first_frame(tmp_path: Path) -> None:
@@ -137,6 +152,13 @@ def test_server_sends_error(tmp_path: Path) -> None:
     summary = case.assert_verdict("server_error", 1, runs=1)
     assert "injected error" in summary["reason"]
     assert (case.folder / "run-1" / "benchmark.log").is_file()
+
+
+def test_handlers_stall_timeout_is_a_server_error(tmp_path: Path) -> None:
+    env = {"STANDIN_STALL_TIMEOUT_S": "2", "STANDIN_FIRST_CHUNK_DELAY_MS": "4000"}
+    case = Case(tmp_path, "none", "--runs", "1", "--ping-interval-s", "0", env=env)
+    summary = case.assert_verdict("server_error", 1, runs=1)
+    assert "Stall timeout: no generation progress" in summary["reason"]
 
 
 def test_benchmark_times_out(tmp_path: Path) -> None:

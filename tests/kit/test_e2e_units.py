@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from scripts.e2e import compare, config, metrics, preflight, run
+from scripts.e2e import bench, client, compare, config, metrics, preflight, run
 from scripts.e2e.evidence import RunRecord
 from scripts.errors import KitError
 
@@ -63,17 +65,68 @@ def test_parameters_flags_env_and_defaults() -> None:
 
 
 def test_steady_figures_follow_upstream_definitions() -> None:
-    assert metrics.percentile([1.0, 2.0, 3.0, 4.0], 0.5) == 2.5
+    assert metrics.percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.5
+    assert metrics.percentile([1.0, 2.0, 3.0, 4.0], 99) == pytest.approx(3.97)  # numpy's linear default
+    assert metrics.percentile([7.0], 99) == 7.0
     doc = {
         "workload": {"fps": 16},
-        "sessions": [{"chunks": [
+        "sessions": [{"metrics": {"video_rtf": 3.5}, "chunks": [
             {"index": i, "inter_arrival_ms": ms, "num_frames": 9 if i == 0 else 12}
             for i, ms in enumerate([5000.0, 900.0, 750.0, 760.0, 770.0])
         ]}],
     }  # fmt: skip
     steady = metrics.steady_from_benchmark(doc, warmup_chunks=2)
-    assert steady.count == 3 and steady.median_ms == 760.0
+    assert steady.count == 3 and steady.median_ms == 760.0 and steady.mean_ms == pytest.approx(760.0)
     assert steady.rtf == pytest.approx(2.28 / (36 / 16))
+    assert steady.session_rtf == 3.5  # whole session, reported beside the steady RTF, never mixed into it
+
+
+def test_steady_rtf_and_whole_session_rtf_differ_for_the_same_median() -> None:
+    """A 3016 ms steady median is steady RTF ~4.02; a slow first chunk lifts only the whole-session RTF.
+
+    32 chunks, first one at 45.6 s: whole-session RTF 5.84 for the same median (the README's example).
+    """
+    chunks = [metrics.Chunk(0, 45.6, 45.6, 1, 9)]
+    chunks += [metrics.Chunk(i, 45.6 + 3.016 * i, 3.016, 1, 12) for i in range(1, 32)]
+    m = metrics.session_metrics(chunks, fps=16, warmup_chunks=6, ttfc_s=45.6, wall_s=chunks[-1].arrival_s)
+    assert m["interval_steady"]["median_ms"] == pytest.approx(3016.0)
+    assert m["steady_video_rtf"] == pytest.approx(4.021, abs=1e-3)
+    assert m["video_rtf"] == pytest.approx(5.84, abs=0.01)
+
+
+def test_client_records_media_chunks_only_and_keeps_the_trailer_bytes() -> None:
+    session = client.Session()
+    media = {"kind": "media", "generation_chunk_index": 0, "num_frames": 9}
+    last = client.take_binary(session, media, b"A", 1.0, 0)
+    last = client.take_binary(session, {**media, "generation_chunk_index": 1, "num_frames": 12}, b"B", 2.0, last)
+    trailer = {"kind": "trailer", "generation_chunk_index": None, "num_frames": 0}
+    assert client.take_binary(session, trailer, b"mfra", 2.5, last) == 2.0
+    assert [c.index for c in session.chunks] == [0, 1] and bytes(session.media) == b"ABmfra"
+
+
+def test_client_refuses_gaps_stops_and_orphan_frames() -> None:
+    session = client.Session()
+    with pytest.raises(client.BenchmarkError, match="not contiguous"):
+        client.take_binary(session, {"kind": "media", "generation_chunk_index": 1, "num_frames": 12}, b"x", 1.0, 0)
+    with pytest.raises(client.BenchmarkError, match="no preceding"):
+        client.take_binary(session, None, b"x", 1.0, 0)
+    with pytest.raises(client.BenchmarkError, match="stopped"):
+        client.take_event(session, {"type": "session.done", "chunks": 3, "stopped": True})
+    with pytest.raises(client.BenchmarkError, match="Model mismatch"):
+        client.take_event(session, {"type": "error", "message": "Model mismatch: ..."})
+    assert client.take_event(session, {"type": "session.done", "chunks": 3, "stopped": False}) is True
+    assert client.take_event(session, {"type": "session.pong"}) is False
+
+
+def test_server_url_parsing() -> None:
+    cfg = config.parse_args(["--server-url", "ws://10.0.0.5:8091/v1/realtime/video"], {})
+    assert (cfg.host, cfg.port, cfg.mode, cfg.starts_server) == ("10.0.0.5", 8091, "external", False)
+    assert config.parse_server_url("ws://h:1") == ("h", 1)
+    for bad in ("http://h:1", "ws://h", "ws://h:1/other", "ws://h:x"):
+        with pytest.raises(KitError, match="is not ws://HOST:PORT"):
+            config.parse_server_url(bad)
+    with pytest.raises(KitError, match="both given"):
+        config.parse_args(["--standin", "--server-url", "ws://h:1"], {})
 
 
 def test_frame_comparison_names_first_frame_and_counts() -> None:
@@ -95,3 +148,16 @@ def test_verdict_order_failure_then_determinism_then_band() -> None:
     assert "from frame 3" in run.verdict(ok, differ, cfg)[1]
     slow = [ok[0], RunRecord(2, "ok", steady_median_ms=250.0, in_band=False)]
     assert run.verdict(slow, same, cfg) == ("out_of_band", "run 2: steady median 250.0 ms outside 100-200 ms")
+
+
+def test_both_clients_always_get_an_image(tmp_path: Path) -> None:
+    """Upstream's client downloads a default image without ``--image``: the kit always passes one."""
+    cfg = config.parse_args(["--width", "8", "--height", "4"], {})
+    image = bench.first_frame(cfg, tmp_path)
+    assert Path(image).read_bytes().startswith(b"\x89PNG") and Path(image).parent == tmp_path
+    for name in ("upstream", "kit"):
+        cmd = bench.command(cfg, name, "python3", tmp_path / "b.json", tmp_path / "v.mp4", image)
+        assert cmd[cmd.index("--image") + 1] == image
+        assert ("--ping-interval" in cmd) == (name == "kit")  # upstream's script pings on its own
+    given = config.parse_args(["--image", "/data/first.png"], {})
+    assert bench.first_frame(given, tmp_path) == "/data/first.png"

@@ -1,0 +1,34 @@
+"""What the e2e tests against vllm-omni's handler need: the patched checkout and the stock leg's env.
+
+On a clean clone the kit's tests run before ``nox -s apply``; these tests then
+apply the series themselves (apply refuses to discard local edits, so a
+developer's work is never lost) and build or reuse ``.work/envs/stock``.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from scripts import checkout, legenv, paths
+from scripts.errors import KitError
+from scripts.pin import load_pin
+from scripts.series import load_series
+
+
+def checkout_is_current() -> bool:
+    try:
+        checkout.verify_current(paths.CHECKOUT, load_pin(paths.PIN_FILE), load_series(paths.PATCHES))
+    except KitError:
+        return False
+    return True
+
+
+def ensure_checkout_and_stock_env() -> Path:
+    """The stock leg's python, with ``paths.CHECKOUT`` exactly the pin + the series."""
+    if not checkout_is_current():
+        apply = [sys.executable, "-m", "scripts", "apply"]
+        done = subprocess.run(apply, cwd=paths.ROOT, capture_output=True, text=True)
+        assert done.returncode == 0 and checkout_is_current(), done.stdout + done.stderr
+    return legenv.ensure_env("stock")

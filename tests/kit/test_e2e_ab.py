@@ -1,0 +1,133 @@
+"""The A/B (``python -m scripts.e2e --ab BASE``): statistics on known data, then end to end on the stand-in.
+
+The stand-in cases serve vllm-omni's handler from each variant's own checkout
+(A: ``pristine``, B: the current series) with per-variant stand-in knobs
+(``STANDIN_B_LATENCY_SCALE``, ``STANDIN_B_ALTER_FRAME``, ``STANDIN_B_FAULT``).
+Each trial starts a fresh server: minutes for the module on a 2-core runner.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from e2e_prereq import ensure_checkout_and_stock_env
+
+from scripts import paths
+from scripts.e2e import ab
+
+pytest.importorskip("av", reason="frames are decoded with PyAV (ci/kit-tools.txt)")
+
+
+def noisy_trials(median_ms: float, seed: int, trials: int = 2, intervals: int = 14) -> list[list[float]]:
+    """Intervals with +-2 % jitter and a rare 2x spike, as a busy host produces them."""
+    rng = random.Random(seed)
+    return [
+        [median_ms * (2.0 if rng.random() < 0.05 else 1.0 + rng.uniform(-0.02, 0.02)) for _ in range(intervals)]
+        for _ in range(trials)
+    ]
+
+
+def test_bootstrap_detects_a_five_percent_slowdown_and_not_a_null_change() -> None:
+    base = noisy_trials(300.0, seed=1)
+    delta, low, high = ab.bootstrap_delta(base, noisy_trials(315.0, seed=2), 0.95)
+    assert low > 0 and ab.speed_verdict(low, high) == "slower" and delta == pytest.approx(15.0, abs=5.0)
+    delta, low, high = ab.bootstrap_delta(noisy_trials(315.0, seed=3), base, 0.95)
+    assert ab.speed_verdict(low, high) == "faster"
+    delta, low, high = ab.bootstrap_delta(base, noisy_trials(300.0, seed=4), 0.95)
+    assert low < 0 < high and ab.speed_verdict(low, high) == "no significant change"
+
+
+def test_bootstrap_interval_widens_with_the_trial_spread() -> None:
+    """Two B trials far apart: the same pooled median, but the interval must reach zero."""
+    base = noisy_trials(300.0, seed=5)
+    tight = ab.bootstrap_delta(base, noisy_trials(315.0, seed=6), 0.95)
+    split = ab.bootstrap_delta(
+        base, [noisy_trials(285.0, seed=7, trials=1)[0], noisy_trials(345.0, seed=8, trials=1)[0]], 0.95
+    )
+    assert split[2] - split[1] > 2 * (tight[2] - tight[1])
+    assert ab.speed_verdict(split[1], split[2]) == "no significant change"
+
+
+def test_abba_order_and_per_variant_knobs() -> None:
+    assert ab.abba(2) == list("ABBAABBA")
+    env = {"STANDIN_CHUNK_INTERVAL_MS": "300", "STANDIN_B_LATENCY_SCALE": "1.05", "STANDIN_A_FAULT": "error"}
+    assert ab.variant_env(env, "B") == {"STANDIN_CHUNK_INTERVAL_MS": "300", "STANDIN_LATENCY_SCALE": "1.05"}
+    assert ab.variant_env(env, "A") == {"STANDIN_CHUNK_INTERVAL_MS": "300", "STANDIN_FAULT": "error"}
+    assert ab.spread_pct([100.0, 101.0, 99.0]) == pytest.approx(2.0)
+
+
+def test_unknown_base_is_one_clear_line(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "scripts.e2e", "--standin", "--ab", "no-such-revision", "--port", str(free_port()),
+         "--evidence-root", str(tmp_path / "ev"), "--lock-dir", str(tmp_path / "locks")],
+        cwd=paths.ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert not (tmp_path / "ev").exists() or not list((tmp_path / "ev").iterdir())  # nothing half-made
+    assert done.stderr.strip().splitlines() == [
+        "e2e: --ab 'no-such-revision' is not a revision in patches/revisions.toml, a git ref, or pristine "
+        "-- pass e.g. --ab v1, --ab main~3 or --ab pristine"
+    ]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def run_ab(tmp_path: Path, **knobs: str) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    ensure_checkout_and_stock_env()
+    root = tmp_path / "evidence"
+    cmd = [sys.executable, "-m", "scripts.e2e", "--standin", "--ab", "pristine", "--ab-repeats", "1",
+           "--port", str(free_port()), "--chunks", "16", "--warmup-chunks", "2", "--warmup-sessions", "0",
+           "--width", "64", "--height", "48", "--health-timeout-s", "300", "--bench-timeout-s", "120",
+           "--stop-timeout-s", "5", "--evidence-root", str(root), "--lock-dir", str(tmp_path / "locks")]  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("STANDIN_", "KIT_E2E_"))}
+    env.update({"STANDIN_CHUNK_INTERVAL_MS": "300", **{f"STANDIN_B_{k.upper()}": v for k, v in knobs.items()}})
+    done = subprocess.run(cmd, cwd=paths.ROOT, env=env, capture_output=True, text=True, timeout=900)
+    (folder,) = root.iterdir()
+    document = json.loads((folder / "ab.json").read_text())
+    assert (folder / "ab.md").read_text().startswith("## A/B Result")
+    assert "stand-in" in (folder / "ab.md").read_text()
+    return done, document
+
+
+def test_standin_five_percent_slower_b_is_detected(tmp_path: Path) -> None:
+    done, doc = run_ab(tmp_path, latency_scale="1.05")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert doc["verdict"] == "slower", doc["reason"]
+    assert doc["ci_pct"][0] > 0 and 2.0 < doc["delta_pct"] < 8.0
+    assert doc["lossless"]["lossless"] is True  # slower, but the same bytes
+    assert [t["variant"] for t in doc["trials"]] == list("ABBA")
+    assert doc["checklist"]["Base (A)"].startswith("pristine: 0 patches")
+    assert "only end-to-end was measured" in doc["checklist"]["Stage attribution"]
+
+
+def test_standin_one_frame_difference_breaks_lossless_at_unchanged_speed(tmp_path: Path) -> None:
+    done, doc = run_ab(tmp_path, alter_frame="30")
+    assert done.returncode == 0, done.stdout + done.stderr
+    loss = doc["lossless"]
+    # One generated frame changed; H.264 predicts later frames from it, so they decode differently too.
+    assert loss["lossless"] is False and loss["first_diff_frame"] == 30 and loss["differing_frames"] >= 1
+    assert loss["a_deterministic"] is True
+    assert "NOT lossless: decoded frames differ from frame 30 (" in doc["reason"]
+    # Same latency knobs on both sides: the 0 % case.
+    assert doc["verdict"] == "no significant change", doc["reason"]
+
+
+def test_standin_crashed_b_trial_is_reported_not_averaged_away(tmp_path: Path) -> None:
+    done, doc = run_ab(tmp_path, fault="die-mid-session", fault_after_chunks="3")
+    assert done.returncode == 1
+    assert doc["verdict"] == "trial_failed"
+    assert [(t["variant"], t["status"]) for t in doc["trials"]] == [("A", "ok"), ("B", "server_died")]
+    assert "trial 2 (B) server_died" in doc["reason"] and "no delta" in doc["reason"]
+    assert "delta_ms" not in doc and "lossless" not in doc

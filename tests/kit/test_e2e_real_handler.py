@@ -1,0 +1,169 @@
+"""The kit's client against vllm-omni's own realtime video handler (stand-in engine only).
+
+The servers are ``tests/standins/omni_realtime_server.py`` in the stock leg's
+environment, serving ``OmniStreamingVideoOutputHandler`` from the patched
+checkout: the trailer, ``session.done``, the model-name check and the stall
+timeout are upstream's code. They start once for the module, in parallel (each
+imports torch and vllm: tens of seconds on a busy 2-core runner).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from e2e_prereq import ensure_checkout_and_stock_env
+
+from scripts import paths
+from scripts.e2e import server
+from scripts.e2e.config import STANDIN_SCRIPT
+
+av = pytest.importorskip("av", reason="frames are decoded with PyAV (ci/kit-tools.txt)")
+
+CHUNKS = ["--num-chunks", "3", "--warmup-chunks", "1", "--width", "64", "--height", "48"]
+FRAMES = 9 + 12 + 12
+# The issue's stall case, scaled down: stall timeout 2 s, first chunk after 4 s.
+STALL = ["--stall-timeout-s", "2", "--first-chunk-delay-ms", "4000"]
+SERVERS = {
+    "a": [],
+    "b": [],
+    "slow": STALL,
+    "dies": ["--fault", "die-mid-session", "--fault-after-chunks", "2"],
+}
+
+
+@dataclass
+class Served:
+    port: int
+    proc: subprocess.Popen[bytes]
+    log: Path
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Served]]:
+    python = ensure_checkout_and_stock_env()
+    logs = tmp_path_factory.mktemp("servers")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STANDIN_")}
+    started: dict[str, Served] = {}
+    for name, extra in SERVERS.items():
+        port = free_port()
+        cmd = [str(python), str(STANDIN_SCRIPT), "--port", str(port), "--checkout", str(paths.CHECKOUT),
+               "--chunk-interval-ms", "30", *extra]  # fmt: skip
+        with (logs / f"{name}.log").open("wb") as log:
+            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        started[name] = Served(port, proc, logs / f"{name}.log")
+    try:
+        for name, s in started.items():
+            handle = server.Server(s.proc, s.log)
+            try:
+                server.wait_healthy(handle, f"http://127.0.0.1:{s.port}/health", 300)
+            except (server.ServerDiedError, server.ServerUnhealthyError) as error:
+                pytest.fail(f"server {name}: {error}\n{server.log_tail(s.log)}")
+        yield started
+    finally:
+        for s in started.values():
+            server.stop(server.Server(s.proc, s.log), 5)
+
+
+def bench(served: Served, tmp_path: Path, *extra: str, name: str = "b") -> subprocess.CompletedProcess[str]:
+    out = ["--output-json", str(tmp_path / f"{name}.json"), "--save-video", str(tmp_path / f"{name}.mp4")]
+    cmd = [sys.executable, "-m", "scripts.e2e.client", "--port", str(served.port), *CHUNKS, *out, *extra]
+    return subprocess.run(cmd, cwd=paths.ROOT, capture_output=True, text=True, timeout=120)
+
+
+def top_level_boxes(data: bytes) -> list[bytes]:
+    kinds, pos = [], 0
+    while pos + 8 <= len(data):
+        kinds.append(data[pos + 4 : pos + 8])
+        pos += int.from_bytes(data[pos : pos + 4], "big")
+    return kinds
+
+
+def decoded_frames(path: Path) -> int:
+    with av.open(str(path)) as container:
+        return sum(1 for _ in container.decode(video=0))
+
+
+def test_success_records_the_media_chunks(servers: dict[str, Served], tmp_path: Path) -> None:
+    done = bench(servers["a"], tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    session = json.loads((tmp_path / "b.json").read_text())["sessions"][0]
+    assert [(c["index"], c["num_frames"]) for c in session["chunks"]] == [(0, 9), (1, 12), (2, 12)]
+    assert session["request_id"].startswith("video_stream-")  # the handler's own id
+
+
+def test_trailer_is_in_the_saved_video_and_every_frame_decodes(servers: dict[str, Served], tmp_path: Path) -> None:
+    assert bench(servers["a"], tmp_path).returncode == 0
+    video = (tmp_path / "b.mp4").read_bytes()
+    chunks = json.loads((tmp_path / "b.json").read_text())["sessions"][0]["chunks"]
+    media_bytes = sum(c["byte_length"] for c in chunks)
+    assert len(video) > media_bytes  # the trailer frame was kept
+    assert top_level_boxes(video)[-1] == b"mfra"
+    assert decoded_frames(tmp_path / "b.mp4") == FRAMES
+    # Without the trailer the muxer's last fragment is missing: frames are lost.
+    (tmp_path / "cut.mp4").write_bytes(video[:media_bytes])
+    assert decoded_frames(tmp_path / "cut.mp4") < FRAMES
+
+
+def test_pings_carry_a_slow_first_chunk_past_the_stall_timeout(servers: dict[str, Served], tmp_path: Path) -> None:
+    done = bench(servers["slow"], tmp_path, "--ping-interval", "0.5")
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_without_pings_the_servers_stall_error_is_reported(servers: dict[str, Served], tmp_path: Path) -> None:
+    done = bench(servers["slow"], tmp_path, "--ping-interval", "0")
+    assert done.returncode == 1
+    assert "Server rejected the session after 0 chunk(s): Stall timeout: no generation progress" in done.stderr
+
+
+def test_model_name_mismatch_is_reported(servers: dict[str, Served], tmp_path: Path) -> None:
+    done = bench(servers["a"], tmp_path, "--model", "another-model")
+    assert done.returncode == 1
+    assert "Model mismatch: request specifies 'another-model' but server is running 'lingbot-world'" in done.stderr
+
+
+def test_server_closing_mid_session_is_a_failure(servers: dict[str, Served], tmp_path: Path) -> None:
+    done = bench(servers["dies"], tmp_path)
+    assert done.returncode == 1
+    assert "closed the connection after 2 chunk(s) without session.done" in done.stderr
+    assert servers["dies"].proc.wait(timeout=30) == 3
+
+
+def test_two_servers_give_identical_bytes(servers: dict[str, Served], tmp_path: Path) -> None:
+    assert bench(servers["a"], tmp_path, name="a").returncode == 0
+    assert bench(servers["b"], tmp_path, name="b").returncode == 0
+    a, b = (tmp_path / "a.mp4").read_bytes(), (tmp_path / "b.mp4").read_bytes()
+    assert len(a) > 1000 and a == b
+    # A different seed changes the frames: the equality above is not a constant.
+    assert bench(servers["b"], tmp_path, "--seed", "7", name="c").returncode == 0
+    assert (tmp_path / "c.mp4").read_bytes() != a
+
+
+def test_e2e_against_an_already_running_server(servers: dict[str, Served], tmp_path: Path) -> None:
+    root = tmp_path / "evidence"
+    cmd = [sys.executable, "-m", "scripts.e2e", "--server-url", f"ws://127.0.0.1:{servers['b'].port}",
+           "--chunks", "3", "--warmup-chunks", "1", "--width", "64", "--height", "48", "--runs", "2",
+           "--band", "10:400", "--evidence-root", str(root), "--lock-dir", str(tmp_path / "locks")]  # fmt: skip
+    done = subprocess.run(cmd, cwd=paths.ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (folder,) = root.iterdir()
+    summary = json.loads((folder / "summary.json").read_text())
+    assert summary["verdict"] == "pass" and summary["mode"] == "external" and not summary["stand_in"]
+    assert summary["determinism"]["frames_equal"] and summary["determinism"]["frame_counts"] == [FRAMES, FRAMES]
+    assert "external server" in (folder / "summary.md").read_text()
+    time.sleep(0.2)
+    assert servers["b"].proc.poll() is None  # left running: the e2e did not start it, so it does not stop it
