@@ -54,7 +54,7 @@ _PIN_FILES = {
 # What an overlay venv on an existing interpreter adds: the test runner and its closure,
 # at the versions of ci/leg-stock.txt.
 TEST_TOOLS = ("pytest", "pytest-benchmark", "pytest-cov", "coverage", "iniconfig", "pluggy", "packaging",
-              "py-cpuinfo", "pygments")  # fmt: skip
+              "py-cpuinfo", "pygments", "pip")  # fmt: skip
 
 # torch_npu registers itself as an autoloaded device backend; without CANN that
 # makes `import torch` fail. The probe turns autoloading off so that it can still
