@@ -15,11 +15,17 @@ import re
 import sys
 from pathlib import Path
 
-import nox
+if sys.version_info < (3, 11):  # noqa: UP036 -- the one line a user on an old python must see
+    sys.exit(f"nox: the kit needs Python >= 3.11, this is {sys.version.split()[0]}: run nox with python3.11 or newer")
 
+import nox  # noqa: E402
+
+nox.needs_version = ">=2026.10.20"  # the version pinned in ci/kit-tools.txt
 nox.options.sessions = ["apply", "lint", "test"]
 nox.options.reuse_venv = "yes"
 nox.options.error_on_missing_interpreters = True
+# Sessions that make their own venv use uv (fast, cached) where it is installed, else virtualenv.
+VENV_BACKEND = "uv|virtualenv"
 
 KIT_TOOLS = Path(__file__).parent / "ci" / "kit-tools.txt"
 LEGS = ["stock", "npu"]
@@ -50,7 +56,7 @@ def refresh(session: nox.Session) -> None:
     run_kit(session, "refresh")
 
 
-@nox.session
+@nox.session(venv_backend=VENV_BACKEND)
 def lint(session: nox.Session) -> None:
     """ruff at upstream's pinned version and settings, plus KIT001-KIT006 on the added lines."""
     session.install(pinned("ruff"))
@@ -64,14 +70,14 @@ def test(session: nox.Session, leg: str) -> None:
     run_kit(session, "test", leg)
 
 
-@nox.session
+@nox.session(venv_backend=VENV_BACKEND)
 def kit(session: nox.Session) -> None:
     """The kit's own tests (tests/kit)."""
     session.install("-r", str(KIT_TOOLS))
     session.run("pytest", "tests/kit", "--junitxml=.work/records/kit/junit.xml", *session.posargs)
 
 
-@nox.session(default=False)
+@nox.session(venv_backend=VENV_BACKEND, default=False)
 def e2e(session: nox.Session) -> None:
     """LingBot-World realtime benchmark on 4 Ascend cards, two independent runs (-- --standin: the test stand-in)."""
     session.install(pinned("websockets"), pinned("av"))  # the kit's client and frame hashes; the server is elsewhere
@@ -90,7 +96,7 @@ def timings(session: nox.Session) -> None:
     session.run(sys.executable, "-m", "scripts.timings", *session.posargs, external=True)
 
 
-@nox.session(default=False)
+@nox.session(venv_backend=VENV_BACKEND, default=False)
 def pr(session: nox.Session) -> None:
     """Prepare the upstream PR: signed-off branch, format-patch files, PR body from records, precheck, range-diff."""
     session.install(pinned("ruff"))
