@@ -429,33 +429,43 @@ def run_plan(leg: str, plan: Plan, env: dict[str, str]) -> str | None:
     return None
 
 
-def _build(leg: str, env: Path, digest: str, base: Path, pins: Path | None, tools: Path | None) -> str:
-    """Build the env with uv, falling back to pip; returns the tool that built it."""
-    uv = uv_executable()
-    settings = read_pip_settings()
+def build_plans(leg: str, env: Path, base: Path, pins: Path | None, tools: Path | None) -> list[Plan]:
+    """uv's plan first when uv is there, then pip's as the fallback."""
     plans = [pip_plan(base, env, pins, tools)]
+    uv = uv_executable()
     if uv is None:
         print(f"[legenv {leg}] uv not found (pip install -r ci/kit-tools.txt): building with pip instead", flush=True)
-    else:
-        index_args = uv_index_args(settings, dict(os.environ))
-        if index_args:
-            print(f"[legenv {leg}] uv uses pip's index settings: {' '.join(index_args)}", flush=True)
-        plans.insert(0, uv_plan(uv[0], uv[1], base, env, pins, tools, index_args))
+        return plans
+    index_args = uv_index_args(read_pip_settings(), dict(os.environ))
+    if index_args:
+        print(f"[legenv {leg}] uv uses pip's index settings: {' '.join(index_args)}", flush=True)
+    return [uv_plan(uv[0], uv[1], base, env, pins, tools, index_args), *plans]
+
+
+def run_plans(leg: str, env: Path, plans: list[Plan], environ: dict[str, str]) -> str:
+    """Make the env with the first plan that succeeds (a failed one is cleaned up); the tool that made it."""
     for plan in plans:
-        failure = run_plan(leg, plan, uv_environ(settings, dict(os.environ)))
+        failure = run_plan(leg, plan, environ)
         if failure is None:
-            break
+            return plan.tool
         shutil.rmtree(env, ignore_errors=True)
         if plan is plans[-1]:
             raise KitError(f"leg {leg}: {failure}", "read the output above; check ci/leg-*.txt and the package index")
         print(f"[legenv {leg}] {failure}: building with pip instead", flush=True)
+    raise KitError(f"leg {leg}: no way to build {env}", "pip install -r ci/kit-tools.txt")
+
+
+def _build(leg: str, env: Path, digest: str, base: Path, pins: Path | None, tools: Path | None) -> str:
+    """Build the env with uv, falling back to pip; returns the tool that built it."""
+    environ = uv_environ(read_pip_settings(), dict(os.environ))
+    tool = run_plans(leg, env, build_plans(leg, env, base, pins, tools), environ)
     seen = versions(env_python(env))
     problems = leg_problems(leg, seen)
     if problems:
         raise KitError(f"leg {leg}: built env is wrong: {'; '.join(problems)}", "fix ci/leg-*.txt and rebuild")
     print(f"[legenv {leg}] {json.dumps(seen)}", flush=True)
-    (env / STAMP_NAME).write_text(stamp_text(digest, plan.tool))  # last: only a complete env carries it
-    return plan.tool
+    (env / STAMP_NAME).write_text(stamp_text(digest, tool))  # last: only a complete env carries it
+    return tool
 
 
 @contextlib.contextmanager

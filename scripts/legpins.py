@@ -99,9 +99,9 @@ def regenerate(name: str, uv: str, index_args: list[str]) -> str:
     return generated_file(top, merge_platforms(resolved, leave_out))
 
 
-def check_resolves(uv: str, name: str, platform: str, index_args: list[str]) -> None:
-    """Every pin of ci/<name> has a wheel for this platform (a resolve without installing); KitError if not."""
-    run_compile(compile_command(uv, CI_DIR / name, platform, index_args, no_deps=True))
+def check_resolves(uv: str, pins: Path, platform: str, index_args: list[str]) -> None:
+    """Every pin of a pin file has a wheel for this platform (a resolve without installing); KitError if not."""
+    run_compile(compile_command(uv, pins, platform, index_args, no_deps=True))
 
 
 def pins_main(check: bool) -> int:
@@ -112,7 +112,7 @@ def pins_main(check: bool) -> int:
     stale = []
     for name in PIN_FILES:
         for platform in PLATFORMS.values():
-            check_resolves(uv[0], name, platform, index_args)
+            check_resolves(uv[0], CI_DIR / name, platform, index_args)
         new = regenerate(name, uv[0], index_args)
         same = new == (CI_DIR / name).read_text(encoding="utf-8")
         print(f"[legpins] ci/{name}: {'same as' if same else 'differs from'} a fresh resolve for "
