@@ -6,7 +6,7 @@ nox -s refresh           checkout commits -> patches/ (byte-stable)
 nox -s kit               the kit's own tests
 nox -s e2e -- ...        realtime benchmark on 4 Ascend cards (self-hosted runners)
 nox -s pr / rebase       upstream PR preparation / try the series on another pin
-nox -s bench / timings   NPU gather and memory figures / cold and warm times of apply and the leg envs
+nox -s bench / timings   NPU gather and memory figures / apply test on fresh clones, warm, and .ci/run
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ def bench(session: nox.Session) -> None:
 
 @nox.session(venv_backend="none", default=False)
 def timings(session: nox.Session) -> None:
-    """Cold and warm timings of apply and of the leg environments, printed as ratios."""
+    """apply test on fresh clones (-- --empty-cache: empty package cache) and warm, .ci/run (-- --ci); ratios."""
     session.run(sys.executable, "-m", "scripts.timings", *session.posargs, external=True)
 
 
