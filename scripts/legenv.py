@@ -337,7 +337,8 @@ def current_digest(leg: str, base: Path | None = None) -> str:
     texts = [path.read_bytes() for path in pin_files(leg)]
     if base is None:
         return pins_digest(leg, texts, sys.version.split()[0])
-    return pins_digest(leg, [tools_text().encode()], "base", str(base))
+    # The real path: a base python upgraded in place (python3 -> python3.12) gets a new overlay.
+    return pins_digest(leg, [tools_text().encode()], "base", os.path.realpath(base))
 
 
 def is_ready(leg: str, base: Path | None = None) -> bool:
@@ -459,7 +460,14 @@ def _build(leg: str, env: Path, digest: str, base: Path, pins: Path | None, tool
     """Build the env with uv, falling back to pip; returns the tool that built it."""
     environ = uv_environ(read_pip_settings(), dict(os.environ))
     tool = run_plans(leg, env, build_plans(leg, env, base, pins, tools), environ)
-    seen = versions(env_python(env))
+    try:
+        seen = versions(env_python(env))
+    except KitError as err:
+        if tools is None:
+            raise
+        raise KitError(f"leg {leg}: {base} cannot run the leg: {err.what}",
+                       "use a python carrying torch, torch_npu, vllm and vllm-ascend (e.g. the CANN image's python3)"
+                       ) from None  # fmt: skip
     problems = leg_problems(leg, seen)
     if problems:
         raise KitError(f"leg {leg}: built env is wrong: {'; '.join(problems)}", "fix ci/leg-*.txt and rebuild")
