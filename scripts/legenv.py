@@ -146,10 +146,11 @@ def require_mode(leg: str, mode: str, required: str | None, versions_seen: dict[
     """Refuse a leg whose mode is not the one the caller demanded, naming the reason."""
     reason = mode_shortfall(mode, required, versions_seen)
     if reason:
-        raise ModeNotMet(
-            f"leg {leg}: mode {mode}, but --require {required}: {reason}",
-            "source CANN (set_env.sh) and run in a python with the real torch_npu, e.g. --python /usr/bin/python3",
-        )
+        fix = {
+            "real": "source CANN (set_env.sh) and use a python with the real torch_npu, e.g. --python /usr/bin/python3",
+            "simulated": "run where torch_npu cannot load (no CANN), or drop --require simulated",
+        }[str(required)]
+        raise ModeNotMet(f"leg {leg}: mode {mode}, but --require {required}: {reason}", fix)
 
 
 def env_dir(leg: str) -> Path:
