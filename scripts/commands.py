@@ -112,7 +112,8 @@ def prepare_leg(
                  "the NPU branches run on the simulated NPU (scripts/simulated_npu.py), not on Ascend")  # fmt: skip
     out.mkdir(parents=True, exist_ok=True)
     versions = {**versions, "interpreter": found.origin}  # recorded with the versions, shown in the PR body
-    return found.python, mode, versions, legs.leg_env(leg, mode, paths.CHECKOUT, paths.PRISTINE_TREE, out)
+    env = legs.leg_env(leg, mode, paths.CHECKOUT, paths.PRISTINE_TREE, out, found.pycache)
+    return found.python, mode, versions, env
 
 
 def test(args: argparse.Namespace) -> int:

@@ -100,6 +100,7 @@ class Interpreter:
 
     python: Path
     origin: str  # "venv .work/envs/npu (uv 0.13.9)", "/usr/bin/python3 + overlay ...", ...
+    pycache: Path  # PYTHONPYCACHEPREFIX of the leg's runs (see pycache_dir)
 
 
 def check_leg(leg: str) -> str:
@@ -164,6 +165,16 @@ def overlay_dir(leg: str, base: Path) -> Path:
 
 def env_python(env: Path) -> Path:
     return env / "bin" / "python"
+
+
+def pycache_dir(env: Path) -> Path:
+    """Where a leg's .pyc go: inside its env, so they are compiled once per env and go when it is rebuilt.
+
+    Nothing is compiled at install: a leg imports a fraction of the 23k modules (measured in
+    docs/results.md). The legs run the env by its real path, so copies of the kit that link
+    .work/envs share these files too.
+    """
+    return env.resolve() / "pycache"
 
 
 def pin_files(leg: str) -> list[Path]:
@@ -266,11 +277,6 @@ class Plan:
     steps: tuple[tuple[str, tuple[str, ...]], ...]  # (what, argv)
 
 
-# .pyc once per env, at install: the legs run with PYTHONDONTWRITEBYTECODE=1, so without them every run
-# compiles torch, vllm and transformers again (docs/results.md has the figures). pip does this by default.
-COMPILE = ("--compile-bytecode",)
-
-
 def uv_plan(uv: str, version: str, base: Path, env: Path, pins: Path | None, tools: Path | None,
             index_args: list[str]) -> Plan:  # fmt: skip
     """`uv venv` then `uv pip sync` of the leg's pins (exact closure), or the test tools into an overlay."""
@@ -278,10 +284,10 @@ def uv_plan(uv: str, version: str, base: Path, env: Path, pins: Path | None, too
     create = [uv, "venv", "--quiet", "--python", str(base), str(env)]
     if tools is not None:
         create.insert(2, "--system-site-packages")
-        fill = ("install the test tools", (uv, "pip", "install", "--python", python, "--no-deps", *COMPILE,
-                                            *index_args, "-r", str(tools)))  # fmt: skip
+        fill = ("install the test tools", (uv, "pip", "install", "--python", python, "--no-deps", *index_args,
+                                            "-r", str(tools)))  # fmt: skip
     else:
-        fill = ("sync the pins", (uv, "pip", "sync", "--python", python, *COMPILE, *index_args, str(pins)))
+        fill = ("sync the pins", (uv, "pip", "sync", "--python", python, *index_args, str(pins)))
     return Plan(f"uv {version}", (("create the venv", tuple(create)), fill))
 
 
@@ -291,7 +297,8 @@ def pip_plan(base: Path, env: Path, pins: Path | None, tools: Path | None) -> Pl
     if tools is not None:
         create.insert(3, "--system-site-packages")
     pip = [str(env_python(env)), "-m", "pip", "--disable-pip-version-check", "--no-input", "install",
-           "--require-virtualenv", "--no-deps", "--progress-bar", "off", "-r", str(tools or pins)]  # fmt: skip
+           "--require-virtualenv", "--no-deps", "--no-compile", "--progress-bar", "off",
+           "-r", str(tools or pins)]  # fmt: skip
     return Plan("pip", (("create the venv", tuple(create)), ("install the pins", tuple(pip))))
 
 
@@ -528,13 +535,13 @@ def interpreter(leg: str, options: LegOptions) -> Interpreter:
     if options.python is None:
         env = env_dir(leg)
         tool = _ensure(leg, env, None)
-        return Interpreter(env_python(env), f"venv {shown(env)} ({tool})")
+        return Interpreter(env_python(env.resolve()), f"venv {shown(env)} ({tool})", pycache_dir(env))
     base = Path(shutil.which(str(options.python)) or options.python)
     if not (base.is_file() and os.access(base, os.X_OK)):
         raise KitError(f"--python {options.python}: no such interpreter", "give its path, e.g. /usr/bin/python3")
     env = overlay_dir(leg, base)
     tool = _ensure(leg, env, base)
-    return Interpreter(env_python(env), f"{base} + test tools in {shown(env)} ({tool})")
+    return Interpreter(env_python(env.resolve()), f"{base} + test tools in {shown(env)} ({tool})", pycache_dir(env))
 
 
 def main(argv: list[str]) -> int:
