@@ -6,7 +6,7 @@ nox -s refresh           checkout commits -> patches/ (byte-stable)
 nox -s kit               the kit's own tests
 nox -s e2e -- ...        realtime benchmark on 4 Ascend cards (self-hosted runners)
 nox -s pr / rebase       upstream PR preparation / try the series on another pin
-nox -s bench / timings   NPU gather and memory figures / cold and warm times of apply and the leg envs
+nox -s bench / timings   NPU gather and memory figures / apply test on fresh clones, warm, and .ci/run
 """
 
 from __future__ import annotations
@@ -15,11 +15,17 @@ import re
 import sys
 from pathlib import Path
 
-import nox
+if sys.version_info < (3, 11):  # noqa: UP036 -- the one line a user on an old python must see
+    sys.exit(f"nox: the kit needs Python >= 3.11, this is {sys.version.split()[0]}: run nox with python3.11 or newer")
 
+import nox  # noqa: E402
+
+nox.needs_version = ">=2026.10.20"  # the version pinned in ci/kit-tools.txt
 nox.options.sessions = ["apply", "lint", "test"]
 nox.options.reuse_venv = "yes"
 nox.options.error_on_missing_interpreters = True
+# Sessions that make their own venv use uv (fast, cached) where it is installed, else virtualenv.
+VENV_BACKEND = "uv|virtualenv"
 
 KIT_TOOLS = Path(__file__).parent / "ci" / "kit-tools.txt"
 LEGS = ["stock", "npu"]
@@ -50,7 +56,7 @@ def refresh(session: nox.Session) -> None:
     run_kit(session, "refresh")
 
 
-@nox.session
+@nox.session(venv_backend=VENV_BACKEND)
 def lint(session: nox.Session) -> None:
     """ruff at upstream's pinned version and settings, plus KIT001-KIT006 on the added lines."""
     session.install(pinned("ruff"))
@@ -64,14 +70,14 @@ def test(session: nox.Session, leg: str) -> None:
     run_kit(session, "test", leg)
 
 
-@nox.session
+@nox.session(venv_backend=VENV_BACKEND)
 def kit(session: nox.Session) -> None:
     """The kit's own tests (tests/kit)."""
     session.install("-r", str(KIT_TOOLS))
     session.run("pytest", "tests/kit", "--junitxml=.work/records/kit/junit.xml", *session.posargs)
 
 
-@nox.session(default=False)
+@nox.session(venv_backend=VENV_BACKEND, default=False)
 def e2e(session: nox.Session) -> None:
     """LingBot-World realtime benchmark on 4 Ascend cards, two independent runs (-- --standin: the test stand-in)."""
     session.install(pinned("websockets"), pinned("av"))  # the kit's client and frame hashes; the server is elsewhere
@@ -86,11 +92,11 @@ def bench(session: nox.Session) -> None:
 
 @nox.session(venv_backend="none", default=False)
 def timings(session: nox.Session) -> None:
-    """Cold and warm timings of apply and of the leg environments, printed as ratios."""
+    """apply test on fresh clones (-- --empty-cache: empty package cache) and warm, .ci/run (-- --ci); ratios."""
     session.run(sys.executable, "-m", "scripts.timings", *session.posargs, external=True)
 
 
-@nox.session(default=False)
+@nox.session(venv_backend=VENV_BACKEND, default=False)
 def pr(session: nox.Session) -> None:
     """Prepare the upstream PR: signed-off branch, format-patch files, PR body from records, precheck, range-diff."""
     session.install(pinned("ruff"))

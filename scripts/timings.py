@@ -1,71 +1,118 @@
-"""Timings of the kit's slow steps, measured on a fresh copy of the kit (never asserted in tests).
+"""Timings of the main job on fresh clones of this checkout's HEAD (never asserted in tests).
 
-    python -m scripts timings [--cold-envs]
+    nox -s timings [-- --empty-cache] [--ci]
 
-apply cold: empty download cache and no checkout (the registry is asked for the wheel);
-apply warm: the same copy again (cached wheel, pristine reused). Leg environments: warm
-(reuse) always; cold (a new venv from ci/leg-*.txt, pip's own cache allowed) with --cold-envs.
+Always: `nox -s apply test` in a fresh clone with uv's package cache as it is ("warm
+cache": the leg environments are built, their files linked from the cache), then again
+in the same clone ("warm": everything reused). --empty-cache adds a fresh clone with an
+empty package cache (UV_CACHE_DIR set to a new folder: several GB are downloaded).
+--ci adds `.ci/run` on another fresh clone (the kit's tests, then apply, lint, test).
+Each run's output goes to .work/records/timings/<case>.log; a table of seconds and
+ratios against the targets ends the run.
 """
 
 from __future__ import annotations
 
 import argparse
-import shutil
+import os
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from scripts import paths
 from scripts.report import progress, table
 
-KIT_PARTS = ("scripts", "ci", "patches")
+MAIN_JOB = ("nox", "-s", "apply", "test")
 
 
-def copy_kit(dest: Path) -> Path:
-    for part in KIT_PARTS:
-        shutil.copytree(paths.ROOT / part, dest / part, ignore=shutil.ignore_patterns("__pycache__"))
+@dataclass(frozen=True)
+class Case:
+    name: str
+    what: str
+    target: str  # how the case is judged, as text for the table
+
+
+@dataclass(frozen=True)
+class Timing:
+    case: Case
+    seconds: float
+    exit_code: int
+
+
+COLD = Case("fresh-empty-cache", "fresh clone, empty package cache: nox -s apply test", "<= 360 s")
+FRESH = Case("fresh-warm-cache", "fresh clone, warm package cache: nox -s apply test", "<= 1.5x warm")
+WARM = Case("warm", "same clone again (warm): nox -s apply test", "-")
+CI = Case("ci-clean-clone", "fresh clone: .ci/run", "<= 480 s")
+
+
+def verdict(timing: Timing, warm_seconds: float | None) -> str:
+    """met / missed / failed for one case, from its target."""
+    if timing.exit_code != 0:
+        return f"failed (exit {timing.exit_code})"
+    target = timing.case.target
+    if target.endswith("x warm"):
+        if not warm_seconds:
+            return "-"
+        return "met" if timing.seconds <= float(target.split()[1].rstrip("x")) * warm_seconds else "missed"
+    if target.endswith(" s"):
+        return "met" if timing.seconds <= float(target.split()[1]) else "missed"
+    return "-"
+
+
+def rows(timings: list[Timing]) -> list[tuple[str, str, str, str, str]]:
+    warm = next((t.seconds for t in timings if t.case is WARM and t.exit_code == 0), None)
+    return [
+        (t.case.what, f"{t.seconds:.0f}", f"{t.seconds / warm:.2f}x" if warm else "-", t.case.target, verdict(t, warm))
+        for t in timings
+    ]
+
+
+# --- edges ----------------------------------------------------------------------
+
+
+def fresh_clone(dest: Path) -> Path:
+    subprocess.run(["git", "clone", "--quiet", "--no-hardlinks", str(paths.ROOT), str(dest)], check=True)
     return dest
 
 
-def timed(cmd: list[str], cwd: Path) -> float:
+def timed(case: Case, cmd: list[str], cwd: Path, env: dict[str, str], logs: Path) -> Timing:
+    log = logs / f"{case.name}.log"
+    progress(f"{case.what} (output: {log.relative_to(paths.ROOT)})")
     started = time.monotonic()
-    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise SystemExit(f"kit: error: {' '.join(cmd[2:])} failed in the timing copy:\n{proc.stderr}")
-    return time.monotonic() - started
-
-
-def ratio(cold: float, warm: float) -> str:
-    return f"{cold / warm:.1f}x" if warm > 0 else "-"
+    with open(log, "w", encoding="utf-8") as out:
+        rc = subprocess.run(cmd, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT).returncode
+    seconds = time.monotonic() - started
+    progress(f"{case.name}: {seconds:.0f} s, exit {rc}")
+    return Timing(case, seconds, rc)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m scripts timings")
-    parser.add_argument("--cold-envs", action="store_true", help="also build each leg env from scratch (minutes, GBs)")
+    parser = argparse.ArgumentParser(prog="nox -s timings --")
+    parser.add_argument("--empty-cache", action="store_true", help="also a fresh clone with an empty package cache")
+    parser.add_argument("--ci", action="store_true", help="also .ci/run on a fresh clone (about 10 minutes)")
     args = parser.parse_args(argv)
-    rows = []
+    dirty = subprocess.run(["git", "status", "--porcelain"], cwd=paths.ROOT, capture_output=True, text=True).stdout
+    if dirty.strip():
+        progress("warning: uncommitted changes are not in the clones; these figures are of HEAD")
+    logs = paths.RECORDS / "timings"
+    logs.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ)
+    main_job = [sys.executable, "-m", *MAIN_JOB]
+    results = []
     with tempfile.TemporaryDirectory(prefix="kit-timings-") as tmp:
-        kit = copy_kit(Path(tmp))
-        apply = [sys.executable, "-m", "scripts", "apply"]
-        progress("apply, cold (empty download cache, no checkout)")
-        cold = timed(apply, kit)
-        progress("apply, warm")
-        warm = timed(apply, kit)
-        rows.append(("apply", f"{cold:.1f}", f"{warm:.1f}", ratio(cold, warm)))
-        for leg in ("stock", "npu"):
-            ensure = [sys.executable, "-m", "scripts.legenv", leg]
-            env_cold = None
-            if args.cold_envs:
-                progress(f"leg env {leg}, cold (new venv in the timing copy)")
-                env_cold = timed(ensure, kit)
-            progress(f"leg env {leg}, warm (reuse, {'the timing copy' if args.cold_envs else 'this checkout'})")
-            env_warm = timed(ensure, kit if args.cold_envs else paths.ROOT)
-            shown_cold = f"{env_cold:.1f}" if env_cold is not None else "not run (--cold-envs)"
-            rows.append((f"env {leg}", shown_cold, f"{env_warm:.1f}", ratio(env_cold or 0, env_warm)))
-    print(table(["step", "cold s", "warm s", "cold/warm"], rows))
-    return 0
+        if args.empty_cache:
+            empty = dict(env, UV_CACHE_DIR=str(Path(tmp) / "uv-cache"), PIP_NO_CACHE_DIR="1")
+            results.append(timed(COLD, main_job, fresh_clone(Path(tmp) / "cold"), empty, logs))
+        clone = fresh_clone(Path(tmp) / "fresh")
+        results.append(timed(FRESH, main_job, clone, env, logs))
+        results.append(timed(WARM, main_job, clone, env, logs))
+        if args.ci:
+            results.append(timed(CI, ["bash", ".ci/run"], fresh_clone(Path(tmp) / "ci"), env, logs))
+    print(table(["run", "seconds", "vs warm", "target", "verdict"], rows(results)))
+    return 0 if all(t.exit_code == 0 for t in results) else 1
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""The CI workflows in ci/workflows/ pass actionlint and zizmor, and those checks bite."""
+"""The workflows GitHub runs (.github/workflows/) pass actionlint and zizmor, and those checks bite."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ import pytest
 
 from scripts import paths
 
-WORKFLOWS = sorted((paths.CI_DIR / "workflows").glob("*.yml"))
+WORKFLOW_DIR = paths.ROOT / ".github" / "workflows"
+WORKFLOWS = sorted(WORKFLOW_DIR.glob("*.yml"))
 CHECKOUT_PIN = "actions/checkout@11bd71901bbe5b1630ceea73d27597364c9af683"
 
 
@@ -42,8 +43,9 @@ def actionlint(*files: Path) -> subprocess.CompletedProcess[str]:
     return run([exe, "-no-color", *map(str, files)])
 
 
-def test_both_workflows_exist() -> None:
-    assert [p.name for p in WORKFLOWS] == ["ascend-e2e.yml", "cpu.yml"]
+def test_the_workflows_are_where_github_runs_them() -> None:
+    assert [p.name for p in WORKFLOWS] == ["ascend-e2e.yml", "cpu.yml", "weekly.yml"]
+    assert not (paths.CI_DIR / "workflows").exists()  # a folder GitHub never executes
 
 
 def test_zizmor_clean() -> None:
@@ -58,7 +60,7 @@ def test_actionlint_clean() -> None:
 
 def test_zizmor_bites_on_an_unpinned_action(tmp_path: Path) -> None:
     bad = tmp_path / "cpu.yml"
-    bad.write_text((paths.CI_DIR / "workflows" / "cpu.yml").read_text().replace(CHECKOUT_PIN, "actions/checkout@v4"))
+    bad.write_text((WORKFLOW_DIR / "cpu.yml").read_text().replace(CHECKOUT_PIN, "actions/checkout@v4"))
     done = zizmor(bad)
     assert done.returncode != 0
     assert "unpinned-uses" in done.stdout
@@ -98,10 +100,10 @@ def test_actionlint_bites_on_a_broken_workflow(tmp_path: Path) -> None:
 
 
 def _text(name: str) -> str:
-    return (paths.CI_DIR / "workflows" / name).read_text()
+    return (WORKFLOW_DIR / name).read_text()
 
 
-@pytest.mark.parametrize("name", ["cpu.yml", "ascend-e2e.yml"])
+@pytest.mark.parametrize("name", ["cpu.yml", "ascend-e2e.yml", "weekly.yml"])
 def test_every_action_is_pinned_by_commit_and_every_job_has_a_timeout(name: str) -> None:
     text = _text(name)
     uses = re.findall(r"uses:\s*(\S+)", text)
@@ -119,3 +121,56 @@ def test_ascend_workflow_runs_only_approved_commits() -> None:
     assert "group: ascend-e2e-${{ inputs.runner_label }}-cards-${{ inputs.cards }}" in text
     assert "ref: ${{ needs.gate.outputs.sha }}" in text and "pulls/$PR" in text
     assert "@sha256:" in text and "upload-artifact" in text
+
+
+REAL_LEG = """ -s "test(leg='npu')" -- --python "$(command -v python3)" --require real"""
+
+
+def ascend_job_problems(text: str) -> list[str]:
+    """What keeps the Ascend job from proving the real npu leg before the e2e (empty when it does)."""
+    steps = text.split("\n    steps:\n", 1)[-1].split("\n      - ")
+    at = {name: next((i for i, step in enumerate(steps) if needle in step), None)
+          for name, needle in (("real leg", REAL_LEG), ("e2e", "nox\" -s e2e"), ("cann", "set_env.sh"))}  # fmt: skip
+    problems = []
+    if at["real leg"] is None:
+        problems.append("no step runs the npu leg with --require real in the image's python3")
+    elif at["e2e"] is None or at["real leg"] > at["e2e"]:
+        problems.append("the real npu leg does not run before the e2e")
+    elif "set_env.sh" not in steps[at["real leg"]]:
+        problems.append("the real npu leg runs without CANN sourced")
+    return problems
+
+
+def test_ascend_job_runs_the_real_npu_leg_before_the_e2e() -> None:
+    assert ascend_job_problems(_text("ascend-e2e.yml")) == []
+
+
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        ((" --require real", ""), "no step runs the npu leg"),
+        (("source /usr/local/Ascend/ascend-toolkit/set_env.sh\n          \"$RUNNER_TEMP/kit-tools/bin/nox\" -s \"test",
+          "\"$RUNNER_TEMP/kit-tools/bin/nox\" -s \"test"), "without CANN sourced"),
+    ],
+    ids=["simulated-would-pass", "cann-not-sourced"],
+)  # fmt: skip
+def test_ascend_job_check_bites(change: tuple[str, str], problem: str) -> None:
+    broken = _text("ascend-e2e.yml").replace(*change, 1)
+    assert broken != _text("ascend-e2e.yml")
+    assert any(problem in p for p in ascend_job_problems(broken))
+
+
+def test_ascend_job_check_bites_on_the_leg_after_the_e2e() -> None:
+    text = _text("ascend-e2e.yml")
+    leg_step = text[text.index("      - name: npu leg in mode real") : text.index("      - name: e2e (source CANN")]
+    moved = text.replace(leg_step, "").replace("      - name: Summary", leg_step + "      - name: Summary")
+    assert "the real npu leg does not run before the e2e" in ascend_job_problems(moved)
+
+
+def test_cpu_workflow_restores_uv_cache_keyed_on_the_pins_and_weekly_starts_empty_on_both_arches() -> None:
+    cpu, weekly = _text("cpu.yml"), _text("weekly.yml")
+    assert "path: ~/.cache/uv" in cpu and "hashFiles('ci/leg-*.txt')" in cpu
+    assert "actions/cache" not in weekly  # the weekly run proves an empty-cache build
+    assert "runner: [ubuntu-24.04, ubuntu-24.04-arm]" in weekly
+    assert "python -m scripts.legpins --check" in weekly and "nox -s apply test" in weekly
+    assert re.search(r"(?m)^  schedule:\n    - cron: ", weekly)

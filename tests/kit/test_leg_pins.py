@@ -1,0 +1,79 @@
+"""The leg pin files resolve on x86_64 and aarch64 (the Ascend runners) and are what their command makes.
+
+These ask the package registry (no install; a few seconds each). They skip, saying why, only
+when the registry cannot be reached at all; any other failure of uv is a failure.
+"""
+
+from __future__ import annotations
+
+import os
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from scripts import legenv, legpins
+from scripts.errors import KitError
+from scripts.paths import CI_DIR
+
+DEFAULT_INDEX = "https://pypi.org/simple/"
+
+
+def index_args() -> list[str]:
+    return legenv.uv_index_args(legenv.read_pip_settings(), dict(os.environ), extras=False)
+
+
+@pytest.fixture(scope="module")
+def uv() -> str:
+    found = legenv.uv_executable()
+    if found is None:
+        pytest.fail("uv is missing: pip install -r ci/kit-tools.txt")
+    args = index_args()
+    url = args[args.index("--index-url") + 1] if "--index-url" in args else DEFAULT_INDEX
+    try:
+        urllib.request.urlopen(url.rstrip("/") + "/pip/", timeout=15).close()
+    except (urllib.error.URLError, OSError) as exc:
+        pytest.skip(f"package registry unreachable ({url}: {exc}); these checks need it")
+    return found[0]
+
+
+@pytest.mark.parametrize("platform", sorted(legpins.PLATFORMS.values()))
+@pytest.mark.parametrize("name", legpins.PIN_FILES)
+def test_every_pin_has_a_wheel_on_both_architectures(uv: str, name: str, platform: str) -> None:
+    legpins.check_resolves(uv, CI_DIR / name, platform, index_args())
+
+
+def test_the_resolve_check_bites_on_a_pin_without_an_aarch64_wheel(uv: str, tmp_path: Path) -> None:
+    text = (CI_DIR / "leg-stock.txt").read_text(encoding="utf-8")
+    unmarked = text.replace("intel-openmp==2024.2.1 ; platform_machine == 'x86_64'", "intel-openmp==2024.2.1")
+    assert unmarked != text
+    (tmp_path / "leg-stock.txt").write_text(unmarked, encoding="utf-8")
+    legpins.check_resolves(uv, tmp_path / "leg-stock.txt", legpins.PLATFORMS["x86_64"], index_args())
+    with pytest.raises(KitError, match="aarch64.*intel-openmp"):
+        legpins.check_resolves(uv, tmp_path / "leg-stock.txt", legpins.PLATFORMS["aarch64"], index_args())
+
+
+@pytest.mark.parametrize("name", legpins.PIN_FILES)
+def test_each_pin_file_is_what_its_header_command_makes(uv: str, name: str) -> None:
+    text = (CI_DIR / name).read_text(encoding="utf-8")
+    assert "python -m scripts.legpins" in text.split("\n\n", 1)[0]  # the header records the command
+    assert legpins.regenerate(name, uv, index_args()) == text, f"ci/{name} is stale: python -m scripts.legpins"
+
+
+def test_platforms_merge_with_markers_only_where_wheels_differ() -> None:
+    resolved = {
+        "x86_64": {"torch": "2.13.0", "intel-openmp": "2024.2.1", "numpy": "2.3.5"},
+        "aarch64": {"torch": "2.13.0", "numpy": "2.3.4"},
+    }
+    assert legpins.merge_platforms(resolved, {"torch"}) == [
+        "intel-openmp==2024.2.1 ; platform_machine == 'x86_64'",
+        "numpy==2.3.4 ; platform_machine == 'aarch64'",
+        "numpy==2.3.5 ; platform_machine == 'x86_64'",
+    ]
+
+
+def test_closure_section_is_found_after_its_marker() -> None:
+    top, closure = legpins.split_pin_file(f"# head\ntorch==1\n\n{legpins.CLOSURE_MARKER}\na==1\n")
+    assert top == "# head\ntorch==1\n" and closure == "\na==1\n"
+    assert legpins.generated_file(top, ["a==1"]) == f"# head\ntorch==1\n\n{legpins.CLOSURE_MARKER}\na==1\n"
