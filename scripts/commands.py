@@ -105,7 +105,7 @@ def prepare_leg(leg: str, out: Path) -> tuple[Path, str, dict[str, str], dict[st
     progress(f"leg {leg}: mode {mode}; {shown}")
     if mode == "simulated":
         progress(f"leg {leg}: torch_npu cannot load here ({versions.get('torch_npu_import', 'absent')}); "
-                 "the NPU branches run on the simulated NPU (scripts/simulated_npu.py), not on Ascend")  # fmt: skip
+                 "the NPU branches run on the simulated NPU (tests/regression/npu_standin), not on Ascend")  # fmt: skip
     out.mkdir(parents=True, exist_ok=True)
     return python, mode, versions, legs.leg_env(leg, mode, paths.CHECKOUT, paths.PRISTINE_TREE, out)
 

@@ -2,7 +2,7 @@
 
 ``prepare(mode)`` runs from conftest, before anything imports vllm_omni:
 
-* ``simulated`` (no CANN): install scripts/simulated_npu.py, so device ``npu:0`` exists and
+* ``simulated`` (no CANN): install npu_standin/simulated_npu.py, so device ``npu:0`` exists and
   ``torch_npu`` is the CPU stand-in. It must come first: vllm_omni (and transformers, which
   vllm imports) look for torch_npu while they are imported.
 * ``real`` (CANN present): the real torch_npu, auto-loaded by torch; nothing is simulated.
@@ -32,7 +32,7 @@ def prepare(mode: str) -> Any:
         return None
     sim = None
     if mode == "simulated":
-        from scripts import simulated_npu
+        from npu_standin import simulated_npu
 
         sim = simulated_npu.install()
     import torch
@@ -85,7 +85,7 @@ def npu_device() -> Any:
 
 def sync_counter() -> Any:
     """The simulated NPU, whose counters see every host<->device sync; skips on a real NPU."""
-    from scripts import simulated_npu
+    from npu_standin import simulated_npu
 
     sim = simulated_npu.installed()
     if sim is None:
@@ -110,7 +110,6 @@ def _bootstrap(argv: list[str]) -> None:
     import runpy
     import sys
 
-    sys.path.insert(1, str(Path(__file__).resolve().parents[2]))  # the kit root, for scripts.simulated_npu
     prepare(os.environ.get("KIT_NPU_MODE", "none"))
     if argv[0] == "-m":
         sys.argv = [argv[1], *argv[2:]]

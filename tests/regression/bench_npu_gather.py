@@ -26,7 +26,7 @@ import torch
 
 pytestmark = [pytest.mark.npu_leg, pytest.mark.benchmark]
 
-# Shipped LingBot-World geometry per rank under Ulysses SP-4 (UPSTREAM.md).
+# LingBot-World per rank at 480x832 under Ulysses SP-4 (the deploy config patch 0006 adds).
 BLOCK, WIDTH, HEADS, HEAD_DIM, QUERY = 1560, 19, 10, 128, 4680
 KV_LEN = 18 * BLOCK  # a full visible window; the table's last entry is the action-capacity block
 FIGURES: dict[str, Any] = {}
@@ -63,7 +63,7 @@ def synchronized(fn: Callable[..., torch.Tensor], device: torch.device) -> Calla
 
 
 def _simulated() -> bool:
-    from scripts import simulated_npu
+    from npu_standin import simulated_npu
 
     return simulated_npu.installed() is not None
 

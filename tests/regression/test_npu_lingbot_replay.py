@@ -79,7 +79,7 @@ def paged_entry_calls(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
 
 
 def _simulation() -> Any:
-    from scripts import simulated_npu
+    from npu_standin import simulated_npu
 
     return simulated_npu.installed()
 

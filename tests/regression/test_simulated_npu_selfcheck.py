@@ -1,4 +1,4 @@
-"""Self-check of the simulated NPU (scripts/simulated_npu.py), run in the npu leg's process.
+"""Self-check of the simulated NPU (npu_standin/simulated_npu.py), run in the npu leg's process.
 
 The leg's conftest installs the simulation before anything imports vllm_omni; these tests
 then check it. Without it installed (stock leg, real Ascend) only the subprocess checks run:
@@ -15,9 +15,10 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="the simulated NPU needs torch (leg environments have it)")
 
-from scripts import npu_schema, simulated_npu  # noqa: E402
+from npu_standin import simulated_npu  # noqa: E402
+from npu_standin import torch_npu_schema as npu_schema  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
 sim = simulated_npu.installed()
 # Deselected by the conftest outside the simulated npu leg.
 needs_sim = pytest.mark.simulated_npu
@@ -26,14 +27,14 @@ needs_sim = pytest.mark.simulated_npu
 def test_install_adds_the_npu_backend_only_when_called() -> None:
     probe = (
         "import torch\n"
-        "from scripts import simulated_npu\n"
+        "from npu_standin import simulated_npu\n"
         "assert not hasattr(torch.Tensor, 'is_npu'), 'importing the module must not install it'\n"
         "sim = simulated_npu.install('2.13.0')\n"
         "import torch_npu\n"
         "x = torch.ones(2, device='npu')\n"
         "print(x.is_npu, torch.ones(2).is_npu, x.device, torch_npu.__version__, simulated_npu.install() is sim)\n"
     )
-    done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=False)
+    done = subprocess.run([sys.executable, "-c", probe], cwd=HERE, capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["True", "False", "npu:0", "2.13.0+simulated", "True"]
 

@@ -7,7 +7,7 @@ What it is
     on the CPU storage and the result is wrapped back onto ``npu:0``, so in-place writes (also
     from custom ops with mutable arguments) reach the CPU storage. ``sys.modules["torch_npu"]``
     becomes a module whose ``npu_fusion_attention`` is a CPU reference with the real schema of
-    the pinned torch_npu (``scripts/npu_schema.py`` checks it against the wheel).
+    the pinned torch_npu (``torch_npu_schema.py`` beside this file checks it against the wheel).
 
 What it is not
     Not torch_npu, not CANN, not a performance model. Results are CPU results. Whoever reports
@@ -309,7 +309,10 @@ def _check_same_device(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any])
 
 
 def _reject_none_for_mutable_tensor(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-    """torch_npu eager dispatch rejects None for a mutable ``Tensor?`` argument (see UPSTREAM.md)."""
+    """torch_npu eager dispatch rejects None for a mutable ``Tensor?`` argument.
+
+    That is why patch 0004 passes zero-size buffers instead of None.
+    """
     for index, arg in enumerate(func._schema.arguments):
         mutable = arg.alias_info is not None and arg.alias_info.is_write
         value = args[index] if index < len(args) else kwargs.get(arg.name)
@@ -461,13 +464,13 @@ _INSTALLED: SimulatedNPU | None = None
 
 def _state() -> SimulatedNPU:
     if _INSTALLED is None:
-        raise RuntimeError("simulated NPU tensor used before scripts.simulated_npu.install()")
+        raise RuntimeError("simulated NPU tensor used before npu_standin.simulated_npu.install()")
     return _INSTALLED
 
 
 def _fill_backend_module(module: types.ModuleType, sim: SimulatedNPU) -> None:
     """``torch.npu``: the few device-module calls code and torch itself make."""
-    module.__doc__ = "Simulated torch.npu (scripts.simulated_npu): one device, npu:0."
+    module.__doc__ = "Simulated torch.npu (npu_standin.simulated_npu): one device, npu:0."
     functions: dict[str, Callable[..., Any]] = {
         "synchronize": sim.synchronize,
         "is_available": lambda: True,
@@ -492,7 +495,7 @@ def _set_device(device: Any) -> None:
 
 
 def _torch_npu_module(sim: SimulatedNPU) -> types.ModuleType:
-    module = types.ModuleType("torch_npu", "Simulated torch_npu (scripts.simulated_npu): CPU reference ops.")
+    module = types.ModuleType("torch_npu", "Simulated torch_npu (npu_standin.simulated_npu): CPU reference ops.")
     # importlib.util.find_spec("torch_npu") (transformers asks it while vllm imports) raises on a
     # module in sys.modules whose __spec__ is None.
     module.__spec__ = importlib.machinery.ModuleSpec("torch_npu", loader=None)
@@ -524,7 +527,7 @@ def install(torch_npu_version: str | None = None) -> SimulatedNPU:
     if _INSTALLED is not None:
         return _INSTALLED
     if torch_npu_version is None:
-        from scripts.npu_schema import pinned_version
+        from .torch_npu_schema import pinned_version
 
         torch_npu_version = pinned_version()
     current = torch._C._get_privateuse1_backend_name()
