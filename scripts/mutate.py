@@ -200,10 +200,13 @@ def series_mutants(series_diff: str, tree: Path) -> list[Mutant]:
 
 
 def legs_for(mutant: Mutant, npu_only: set[int]) -> list[str]:
-    """The npu leg for a line only NPU runs; both legs for device guards and shared lines (stock first)."""
+    """The npu leg for a line only NPU runs; both legs for device guards and shared lines.
+
+    The npu leg goes first: it runs the NPU-path tests and most shared ones, so it usually kills sooner.
+    """
     if mutant.line in npu_only and not mutant.device_guard:
         return ["npu"]
-    return ["stock", "npu"]
+    return ["npu", "stock"]
 
 
 def tests_for(path: str) -> list[str]:
@@ -341,17 +344,19 @@ def score(outcomes: list[Outcome]) -> float:
     return sum(o.status in ("killed", "timeout") for o in counted) / len(counted) if counted else 1.0
 
 
-def record(outcomes: list[Outcome], stale: list[str], seconds: float, series_digest: str) -> dict[str, object]:
+def record(outcomes: list[Outcome], stale: list[str], seconds: float, series_digest: str,
+           total: int) -> dict[str, object]:  # fmt: skip
     survivors = [o.key for o in outcomes if o.status == "survived"]
     return {
         "series_digest": series_digest,
+        "complete": len(outcomes) == total,
         "mutants": len(outcomes),
         "score": round(score(outcomes), 4),
         "seconds": round(seconds, 1),
         "survivors": survivors,
         "stale_allowlist_entries": stale,
         "outcomes": [asdict(o) for o in outcomes],
-        "passed": not survivors and not stale,
+        "passed": len(outcomes) == total and not survivors and not stale,
     }
 
 
@@ -420,6 +425,8 @@ def _run_all(mutants: list[Mutant], equivalent: dict[str, str], stale: list[str]
         else:
             outcome = run_mutant(mutant, tree, workers, npu_only[mutant.path], timeouts[mutant.path])
         outcomes.append(outcome)
+        records.write(paths.RECORDS, "mutate", record(outcomes, stale, time.monotonic() - started, series_digest,
+                                                      len(mutants)))  # fmt: skip
         progress(f"[{i}/{len(mutants)}] {outcome.status:10} {mutant.path}:{mutant.line} {mutant.description}"
                  + (f" ({outcome.killed_by})" if outcome.status == "killed" else ""))  # fmt: skip
     elapsed = time.monotonic() - started
@@ -427,7 +434,7 @@ def _run_all(mutants: list[Mutant], equivalent: dict[str, str], stale: list[str]
     for o in outcomes:
         if o.status == "survived":
             print(f"survived: {o.key}")
-    data = record(outcomes, stale, elapsed, series_digest)
+    data = record(outcomes, stale, elapsed, series_digest, len(mutants))
     records.write(paths.RECORDS, "mutate", data)
     progress(f"mutation score {data['score']:.1%} ({len(outcomes)} mutants) in {elapsed / 60:.1f} min")
     return 0 if data["passed"] else 1
