@@ -169,19 +169,20 @@ def mutants_of(path: str, source: str, added: set[int]) -> list[Mutant]:
     """Every mutant of the nodes that start on an added line of one file, each still valid Python."""
     lines = source.splitlines(keepends=True)
     out: list[Mutant] = []
-    seen: set[str] = set()
-    for node in ast.walk(ast.parse(source)):
+    tree = ast.parse(source)
+    seen = {ast.dump(tree)}  # a mutant that parses to the same program is no mutant (e.g. swapping k, k)
+    for node in ast.walk(tree):
         if getattr(node, "lineno", None) not in added:
             continue
         for target, new, operator, description in _edits(node, added):
             text = _replace(lines, target, new)
             try:
-                ast.parse(text)
+                program = ast.dump(ast.parse(text))
             except SyntaxError:
                 continue
-            if text == source or text in seen:
+            if program in seen:
                 continue
-            seen.add(text)
+            seen.add(program)
             source_line = lines[node.lineno - 1].strip()
             same = sum(m.line == node.lineno and m.description.startswith(description) for m in out)
             description = f"{description} (occurrence {same + 1})" if same else description
