@@ -148,6 +148,21 @@ def test_device_ops_do_not_sync_reads_do() -> None:
 
 
 @needs_sim
+def test_non_blocking_device_to_host_copy_is_ready_only_after_synchronize() -> None:
+    x = torch.arange(1.0, 7.0, device="npu")
+    ids = torch.arange(6, device="npu")
+    with sim.count_syncs() as copies:
+        host = x.to("cpu", non_blocking=True)
+        host_ids = torch.empty(6, dtype=torch.int64).pin_memory()
+        host_ids.copy_(ids, non_blocking=True)
+    assert copies.total == 0  # the host did not wait
+    assert host.isnan().all() and (host_ids == torch.iinfo(torch.int64).min).all()  # not there yet
+    torch.npu.synchronize()
+    assert host.tolist() == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0] and host_ids.tolist() == list(range(6))
+    assert x.to("cpu").tolist() == host.tolist()  # a blocking copy is ready at once
+
+
+@needs_sim
 def test_host_to_device_copies_record_pinned_non_blocking() -> None:
     host = torch.arange(6)
     pinned = host.pin_memory()

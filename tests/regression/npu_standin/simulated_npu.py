@@ -195,6 +195,7 @@ class SimulatedNPU:
         self._scopes: list[SyncCounter] = []
         self._pinned: weakref.WeakSet[torch.UntypedStorage] = weakref.WeakSet()
         self.capturing = False  # inside torch.npu.graph(...)
+        self._pending: list[tuple[torch.Tensor, torch.Tensor]] = []  # non-blocking D2H copies in flight
         self.torch_npu = _torch_npu_module(self)
 
     # -- counting ---------------------------------------------------------------------------
@@ -218,6 +219,9 @@ class SimulatedNPU:
 
     def synchronize(self, device: Any = None) -> None:
         self.record("synchronize")
+        for host, data in self._pending:  # pending non-blocking device->host copies land now
+            host.copy_(data)
+        self._pending.clear()
 
     @contextmanager
     def graph(self, npu_graph: Any = None, **kwargs: Any) -> Iterator[None]:
@@ -257,6 +261,8 @@ class SimulatedNPU:
             _check_same_device(func, args, kwargs)
         target = _explicit_device(kwargs)
         if target is not None and target.type == "cpu" and any(_is_npu(a) for a in args):
+            if kwargs.get("non_blocking"):
+                return self._arrives_at_synchronize(self._run_on_cpu(func, args, kwargs, wrap=False))
             self.record("d2h")
         return self._run_on_cpu(func, args, kwargs, wrap=target is None or target.type == BACKEND)
 
@@ -278,11 +284,27 @@ class SimulatedNPU:
     def _copy(self, dst: torch.Tensor, src: torch.Tensor, non_blocking: bool = False) -> torch.Tensor:
         if _is_npu(dst) and not _is_npu(src):
             self._record_h2d(HostToDeviceCopy(src.nbytes, non_blocking, self.is_pinned(src)))
+        if not _is_npu(dst) and non_blocking:
+            dst.copy_(_to_cpu_arg(src))
+            return self._arrives_at_synchronize(dst)
         if not _is_npu(dst):
             self.record("d2h")
         target = dst.cpu_data if _is_npu(dst) else dst
         target.copy_(_to_cpu_arg(src))
         return dst
+
+    def _arrives_at_synchronize(self, host: torch.Tensor) -> torch.Tensor:
+        """A non-blocking device->host copy: the host tensor holds garbage until ``torch.npu.synchronize()``.
+
+        The host does not wait (no sync is counted); reading the tensor before synchronizing reads NaN
+        (floats) or the dtype's minimum (integers), as a real card gives whatever was there before.
+        """
+        if host.dtype == torch.bool or host.numel() == 0:
+            return host  # nothing to poison that a reader could tell apart
+        self._pending.append((host, host.clone()))
+        poison = float("nan") if host.is_floating_point() else torch.iinfo(host.dtype).min
+        host.fill_(poison)
+        return host
 
     def _custom_op(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         # Run the op's own kernel with npu tensors, as a real backend would: an op with only a
