@@ -123,3 +123,27 @@ if __name__ == "__main__":
     import sys
 
     _bootstrap(sys.argv[1:])
+
+
+def moved_bytes() -> Any:
+    """A dispatch mode that sums the bytes written by data-moving aten ops (gathers, copies, concatenations).
+
+    ``with moved_bytes() as counter: ...; counter.bytes``. It sees every op before the NPU backend does, so
+    it counts the same on the simulated NPU and on a card.
+    """
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    moving = ("index_select", "index", "cat", "copy_", "clone", "_to_copy")
+
+    class MovedBytes(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.bytes = 0
+
+        def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None) -> Any:
+            out = func(*args, **(kwargs or {}))
+            if func.overloadpacket.__name__ in moving and hasattr(out, "element_size"):
+                self.bytes += out.numel() * out.element_size()
+            return out
+
+    return MovedBytes()

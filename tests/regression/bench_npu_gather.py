@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
+from _npu_leg import moved_bytes
 
 pytestmark = [pytest.mark.npu_leg, pytest.mark.benchmark]
 
@@ -108,23 +108,6 @@ def test_gather_into_reused_memory(method: str, benchmark: Any, npu_device: torc
 
 # -- bytes moved per realtime chunk, staging off and on ----------------------------------------------
 
-# Data-moving ops whose output bytes count as moved (a gather writes its destination once).
-_MOVES = ("index_select", "index", "cat", "copy_", "clone", "_to_copy")
-
-
-class MovedBytes(TorchDispatchMode):
-    """Sums the bytes written by data-moving aten ops (sees every op before the NPU backend does)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.bytes = 0
-
-    def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None) -> Any:
-        out = func(*args, **(kwargs or {}))
-        if func.overloadpacket.__name__ in _MOVES and isinstance(out, torch.Tensor):
-            self.bytes += out.numel() * out.element_size()
-        return out
-
 
 def moved_by_call(npu_device: torch.device, stage: bool, reuse: bool) -> int:
     """Bytes one layer call of the patched entry moves at the shipped geometry (kernel stubbed)."""
@@ -141,7 +124,7 @@ def moved_by_call(npu_device: torch.device, stage: bool, reuse: bool) -> int:
                      stage_first_block=kv_len // BLOCK - current_blocks)  # fmt: skip
     q_loc = torch.tensor([0, QUERY], dtype=torch.int32, device=npu_device)
     seq_lens = torch.tensor([kv_len], dtype=torch.int32)  # on the host, as prepare() keeps it on NPU
-    with MovedBytes() as counter:
+    with moved_bytes() as counter:
         pa.ar_diffusion_paged_attention(query, cache, values, block_table=table, query_start_loc=q_loc,
                                         seq_lens=seq_lens, max_query_len=QUERY, max_seq_len=kv_len,
                                         softmax_scale=HEAD_DIM**-0.5, **extra)  # fmt: skip

@@ -17,7 +17,7 @@ from typing import Any
 import _oracle
 import pytest
 import torch
-from _npu_leg import record_syncs, sync_counter
+from _npu_leg import moved_bytes, record_syncs, sync_counter
 
 pytestmark = [pytest.mark.npu_leg, pytest.mark.core_model, pytest.mark.npu]
 
@@ -173,6 +173,35 @@ def test_padding_blocks_are_never_read(dtype_name: str, npu_device: torch.device
 
 
 @pytest.mark.parametrize("dtype_name", SERVED)
+def stub_kernel(query: torch.Tensor, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+    """The fused kernel's outputs without its work: what the branch itself moves is what gets counted."""
+    stats = query.new_empty(*query.shape[:2], 8, dtype=torch.float32)
+    return torch.empty_like(query), stats, torch.empty_like(stats), query.new_empty(0), 0, 0, 0
+
+
+GATHER_CASES = ["block16_kv_not_block_multiple", "block1560_width19_aligned", "kv_shorter_than_one_block"]
+
+
+@pytest.mark.parametrize("name", GATHER_CASES)
+def test_batch1_gathers_exactly_the_visible_blocks_once(name: str, npu_device: torch.device,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    # The gather is the branch's whole cost: K and V, whole blocks up to the KV length, each written once.
+    # An extra block (cut away later), a concatenation of a single sequence or a second copy all cost
+    # bandwidth on the card without changing the result, so only a count of the bytes moved sees them.
+    import torch_npu
+
+    geometry = BY_NAME[name]
+    inputs = on(npu_device, make_inputs(geometry, torch.bfloat16), host=("seq_lens",))
+    monkeypatch.setattr(torch_npu, "npu_fusion_attention", stub_kernel)
+    kv_len = geometry.seqs[0][1]
+    with moved_bytes() as counter:
+        paged(inputs)
+    per_block = geometry.block_size * geometry.heads * geometry.head_dim * 2
+    kv_bytes = 2 * blocks_needed(kv_len, geometry.block_size) * per_block
+    index_bytes = blocks_needed(kv_len, geometry.block_size) * 8  # at most: the block ids cast to int64 once
+    assert kv_bytes <= counter.bytes <= kv_bytes + index_bytes
+
+
 def test_two_sequences_do_not_see_each_other(dtype_name: str, npu_device: torch.device) -> None:
     # Each sequence alone must give its own rows of the two-sequence call (cumulative lengths).
     geometry = BY_NAME["two_sequences_different_lengths"]
