@@ -7,6 +7,7 @@ nox -s kit               the kit's own tests
 nox -s e2e -- ...        realtime benchmark on 4 Ascend cards (self-hosted runners)
 nox -s pr / rebase       upstream PR preparation / try the series on another pin
 nox -s bench / timings   NPU gather and memory figures / apply test on fresh clones, warm, and .ci/run
+nox -s mutate            mutation testing of the series' added lines against both legs
 """
 
 from __future__ import annotations
@@ -94,6 +95,12 @@ def bench(session: nox.Session) -> None:
 def timings(session: nox.Session) -> None:
     """apply test on fresh clones (-- --empty-cache: empty package cache) and warm, .ci/run (-- --ci); ratios."""
     session.run(sys.executable, "-m", "scripts.timings", *session.posargs, external=True)
+
+
+@nox.session(venv_backend="none", default=False)
+def mutate(session: nox.Session) -> None:
+    """Mutation testing of the lines the series adds, against both legs (JSON record in .work/records)."""
+    run_kit(session, "mutate")
 
 
 @nox.session(venv_backend=VENV_BACKEND, default=False)

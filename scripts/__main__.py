@@ -8,7 +8,7 @@ import signal
 import sys
 from collections.abc import Callable
 
-from scripts import commands, pr, rebase
+from scripts import commands, mutate, pr, rebase
 from scripts.errors import KitError
 from scripts.report import fail
 
@@ -47,7 +47,7 @@ def parser() -> argparse.ArgumentParser:
     bn.add_argument("pytest_args", nargs=argparse.REMAINDER, help="passed on to pytest")
     pn = sub.add_parser("pin", help="show the pin, or record the git commit of its tag")
     pn.add_argument("--record-git", action="store_true", help="resolve git.tag at git.url and write git.commit")
-    for name, module in (("pr", pr), ("rebase", rebase)):
+    for name, module in (("pr", pr), ("rebase", rebase), ("mutate", mutate)):
         sp = sub.add_parser(name, help=(module.__doc__ or "").splitlines()[0])
         module.add_arguments(sp)
         sp.set_defaults(handler=module.command)

@@ -131,7 +131,7 @@ def prepare_leg(
     legenv.require_mode(leg, mode, options.require, versions)
     if mode == "simulated":
         progress(f"leg {leg}: torch_npu cannot load here ({versions.get('torch_npu_import', 'absent')}); "
-                 "the NPU branches run on the simulated NPU (scripts/simulated_npu.py), not on Ascend")  # fmt: skip
+                 "the NPU branches run on the simulated NPU (tests/regression/npu_standin), not on Ascend")  # fmt: skip
     out.mkdir(parents=True, exist_ok=True)
     versions = {**versions, "interpreter": found.origin}  # recorded with the versions, shown in the PR body
     env = legs.leg_env(leg, mode, paths.CHECKOUT, paths.PRISTINE_TREE, out, found.pycache)

@@ -2,7 +2,7 @@
 
   stock  real vllm CPU build, stock torch, no torch_npu: `Tensor.is_npu` does not exist.
   npu    the pinned torch_npu. Mode `real` when it imports (CANN present), else
-         `simulated`: scripts/simulated_npu.py stands in for the cards, in CPU.
+         `simulated`: tests/regression/npu_standin/simulated_npu.py stands in for the cards, in CPU.
 
 The mode is decided by what imports, printed, and recorded; never assumed.
 """

@@ -1,4 +1,7 @@
-"""scripts.npu_schema: reading op schemas as text and comparing them with Python signatures (no torch)."""
+"""The npu leg's schema check (tests/regression/npu_standin/torch_npu_schema.py), on the host.
+
+Reading op schemas as text and comparing them with Python signatures (no torch).
+"""
 
 from __future__ import annotations
 
@@ -8,9 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from scripts import npu_schema
-from scripts.errors import KitError
-from scripts.npu_schema import NO_DEFAULT, Param, compare, parse_schema, signature_params
+from tests.regression.npu_standin import torch_npu_schema as npu_schema
+from tests.regression.npu_standin.torch_npu_schema import (
+    NO_DEFAULT,
+    Param,
+    WheelSchemaError,
+    compare,
+    parse_schema,
+    signature_params,
+)
 
 SMALL = 'f(Tensor query, int head_num, float scale=1., int[]? prefix=None, *, bool flag=True, str mode="") -> Tensor'
 
@@ -100,7 +109,7 @@ def test_schema_line_picks_the_exact_op_among_versions_and_overloads() -> None:
 
 @pytest.mark.parametrize("text", ["", YAML + YAML])
 def test_schema_line_wants_exactly_one(text: str) -> None:
-    with pytest.raises(KitError, match="schemas for 'npu_fusion_attention'"):
+    with pytest.raises(WheelSchemaError, match="schemas for 'npu_fusion_attention'"):
         npu_schema.schema_line(text)
 
 
@@ -122,12 +131,12 @@ def test_wheel_schema_refuses_when_the_library_registers_another_schema(tmp_path
     wheel = _wheel(
         tmp_path / "torch_npu-9.9-x.whl", YAML, b"npu_fusion_attention(Tensor query, int head_num) -> (Tensor, int)"
     )
-    with pytest.raises(KitError, match="does not register"):
+    with pytest.raises(WheelSchemaError, match="does not register"):
         npu_schema.wheel_schema(wheel)
 
 
 def test_wheel_schema_refuses_a_wheel_without_the_yaml(tmp_path: Path) -> None:
-    with pytest.raises(KitError, match="is not a torch_npu wheel"):
+    with pytest.raises(WheelSchemaError, match="is not a torch_npu wheel"):
         npu_schema.wheel_schema(_wheel(tmp_path / "torch_npu-9.9-x.whl", None, b""))
 
 
@@ -147,7 +156,7 @@ def test_download_uses_the_cache_and_reports_failure(tmp_path: Path, monkeypatch
         return subprocess.CompletedProcess(args, 1, "", "ERROR: No matching distribution found for torch-npu==2.0\n")
 
     monkeypatch.setattr(npu_schema.subprocess, "run", failing_pip)
-    with pytest.raises(KitError, match="could not download torch-npu==2.0 .*No matching distribution"):
+    with pytest.raises(WheelSchemaError, match="could not download torch-npu==2.0 .*No matching distribution"):
         npu_schema.download_wheel("2.0", tmp_path)
 
 

@@ -2,7 +2,7 @@
 
 ``prepare(mode)`` runs from conftest, before anything imports vllm_omni:
 
-* ``simulated`` (no CANN): install scripts/simulated_npu.py, so device ``npu:0`` exists and
+* ``simulated`` (no CANN): install npu_standin/simulated_npu.py, so device ``npu:0`` exists and
   ``torch_npu`` is the CPU stand-in. It must come first: vllm_omni (and transformers, which
   vllm imports) look for torch_npu while they are imported.
 * ``real`` (CANN present): the real torch_npu, auto-loaded by torch; nothing is simulated.
@@ -32,7 +32,7 @@ def prepare(mode: str) -> Any:
         return None
     sim = None
     if mode == "simulated":
-        from scripts import simulated_npu
+        from npu_standin import simulated_npu
 
         sim = simulated_npu.install()
     import torch
@@ -85,7 +85,7 @@ def npu_device() -> Any:
 
 def sync_counter() -> Any:
     """The simulated NPU, whose counters see every host<->device sync; skips on a real NPU."""
-    from scripts import simulated_npu
+    from npu_standin import simulated_npu
 
     sim = simulated_npu.installed()
     if sim is None:
@@ -110,7 +110,6 @@ def _bootstrap(argv: list[str]) -> None:
     import runpy
     import sys
 
-    sys.path.insert(1, str(Path(__file__).resolve().parents[2]))  # the kit root, for scripts.simulated_npu
     prepare(os.environ.get("KIT_NPU_MODE", "none"))
     if argv[0] == "-m":
         sys.argv = [argv[1], *argv[2:]]
@@ -124,3 +123,27 @@ if __name__ == "__main__":
     import sys
 
     _bootstrap(sys.argv[1:])
+
+
+def moved_bytes() -> Any:
+    """A dispatch mode that sums the bytes written by data-moving aten ops (gathers, copies, concatenations).
+
+    ``with moved_bytes() as counter: ...; counter.bytes``. It sees every op before the NPU backend does, so
+    it counts the same on the simulated NPU and on a card.
+    """
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    moving = ("index_select", "index", "cat", "copy_", "clone", "_to_copy")
+
+    class MovedBytes(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.bytes = 0
+
+        def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None) -> Any:
+            out = func(*args, **(kwargs or {}))
+            if func.overloadpacket.__name__ in moving and hasattr(out, "element_size"):
+                self.bytes += out.numel() * out.element_size()
+            return out
+
+    return MovedBytes()

@@ -4,7 +4,13 @@ Not collected by the legs (the file name does not match ``test_*.py``); run it e
 npu leg's environment (the command is in docs/results.md). Two questions:
 
 1. Gather: the NPU branch gathers the visible window with one whole-block ``index_select`` per
-   K and V; the reference (and ROCm) path gathers per token with advanced indexing.
+   K and V; the reference (and ROCm) path gathers per token with advanced indexing. Timed into a
+   fresh tensor (first-touch page faults, which a CPU pays and an NPU's caching allocator does not),
+   into a reused destination (what the NPU does), and against a plain copy of the same bytes (the
+   physical limit).
+3. Bytes moved per realtime chunk by the gather, with history staging
+   (``VLLM_OMNI_AR_DIFFUSION_KV_GATHER=1`` + ``reuse_history_staging``) off and on: counted on the
+   patched entry's own ops at the shipped geometry, the kernel stubbed (only the gather is measured).
 2. Memory: the extra memory one attention call allocates. The pristine tree sends NPU queries to
    the fp32 reference, which materialises (heads, q, kv) fp32 scores; the NPU branch allocates
    the gathered window and the kernel's outputs.
@@ -23,10 +29,11 @@ from typing import Any
 
 import pytest
 import torch
+from _npu_leg import moved_bytes
 
 pytestmark = [pytest.mark.npu_leg, pytest.mark.benchmark]
 
-# Shipped LingBot-World geometry per rank under Ulysses SP-4 (docs/upstream-facts.md).
+# Shipped LingBot-World geometry per rank under Ulysses SP-4 at 480x832 (docs/upstream-facts.md).
 BLOCK, WIDTH, HEADS, HEAD_DIM, QUERY = 1560, 19, 10, 128, 4680
 KV_LEN = 18 * BLOCK  # a full visible window; the table's last entry is the action-capacity block
 FIGURES: dict[str, Any] = {}
@@ -63,9 +70,86 @@ def synchronized(fn: Callable[..., torch.Tensor], device: torch.device) -> Calla
 
 
 def _simulated() -> bool:
-    from scripts import simulated_npu
+    from npu_standin import simulated_npu
 
     return simulated_npu.installed() is not None
+
+
+def whole_block_into(dest: torch.Tensor) -> Callable[..., torch.Tensor]:
+    """The whole-block gather written into a destination allocated once (as the caching allocator reuses it)."""
+
+    def gather(cache: torch.Tensor, table: torch.Tensor, kv_len: int) -> torch.Tensor:
+        ids = table[0, : -(-kv_len // BLOCK)].to(torch.long)
+        torch.index_select(cache, 0, ids, out=dest)
+        return dest.flatten(0, 1)[:kv_len]
+
+    return gather
+
+
+@pytest.mark.benchmark(group="gather-shipped-geometry")
+@pytest.mark.parametrize("method", ["whole_block_reused_destination", "plain_copy_same_bytes"])
+def test_gather_into_reused_memory(method: str, benchmark: Any, npu_device: torch.device) -> None:
+    cache, table, kv_len = gather_inputs(npu_device)
+    blocks = -(-kv_len // BLOCK)
+    dest = torch.empty(blocks, BLOCK, HEADS, HEAD_DIM, dtype=cache.dtype, device=npu_device)
+    if method == "plain_copy_same_bytes":
+        source = cache[1 : blocks + 1]  # contiguous: the same bytes as the gather, no indexing
+
+        def fn(*_: Any) -> torch.Tensor:
+            return dest.copy_(source)
+    else:
+        fn = whole_block_into(dest)
+    benchmark.pedantic(synchronized(fn, npu_device), args=(cache, table, kv_len), rounds=7, warmup_rounds=1)
+    if method != "plain_copy_same_bytes":
+        assert torch.equal(dest.flatten(0, 1)[:kv_len].cpu(), per_token_gather(cache.cpu(), table.cpu(), kv_len))
+    FIGURES[f"gather_{method}_median_s"] = benchmark.stats.stats.median
+    FIGURES["gather_bytes_per_window"] = dest.numel() * dest.element_size()
+
+
+# -- bytes moved per realtime chunk, staging off and on ----------------------------------------------
+
+
+def moved_by_call(npu_device: torch.device, stage: bool, reuse: bool) -> int:
+    """Bytes one layer call of the patched entry moves at the shipped geometry (kernel stubbed)."""
+    from vllm_omni.experimental.ar_diffusion.kv_cache import paged_attention as pa
+
+    cache, table, kv_len = gather_inputs(npu_device)
+    values = cache.clone()
+    query = torch.zeros(QUERY, HEADS, HEAD_DIM, dtype=torch.bfloat16, device=npu_device)
+    extra: dict[str, Any] = {}
+    if stage:
+        window = torch.zeros(WIDTH * BLOCK, HEADS, HEAD_DIM, dtype=torch.bfloat16, device=npu_device)
+        current_blocks = QUERY // BLOCK
+        extra = dict(stage_key=window, stage_value=window.clone(), reuse_history=reuse, current_tokens=QUERY,
+                     stage_first_block=kv_len // BLOCK - current_blocks)  # fmt: skip
+    q_loc = torch.tensor([0, QUERY], dtype=torch.int32, device=npu_device)
+    seq_lens = torch.tensor([kv_len], dtype=torch.int32)  # on the host, as prepare() keeps it on NPU
+    with moved_bytes() as counter:
+        pa.ar_diffusion_paged_attention(query, cache, values, block_table=table, query_start_loc=q_loc,
+                                        seq_lens=seq_lens, max_query_len=QUERY, max_seq_len=kv_len,
+                                        softmax_scale=HEAD_DIM**-0.5, **extra)  # fmt: skip
+    return counter.bytes
+
+
+def test_bytes_moved_per_chunk_with_staging_off_and_on(npu_device: torch.device,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    import torch_npu
+
+    monkeypatch.setattr(torch_npu, "npu_fusion_attention", fused_kernel_outputs_only)
+    steps = 4  # denoising steps per chunk (num_inference_steps in the deploy config)
+    off = moved_by_call(npu_device, stage=False, reuse=False)
+    full = moved_by_call(npu_device, stage=True, reuse=False)  # first step of a chunk: the whole window
+    reused = moved_by_call(npu_device, stage=True, reuse=True)  # later steps: only the current chunk's blocks
+    window_kv = 2 * KV_LEN * HEADS * HEAD_DIM * 2
+    assert off >= window_kv and full >= window_kv and reused < full  # the count sees the gathers
+    FIGURES.update(
+        moved_bytes_per_layer_call_staging_off=off,
+        moved_bytes_per_layer_call_staging_on_full=full,
+        moved_bytes_per_layer_call_staging_on_reused=reused,
+        moved_bytes_per_layer_per_chunk_staging_off=steps * off,
+        moved_bytes_per_layer_per_chunk_staging_on=full + (steps - 1) * reused,
+        moved_ratio_off_over_on_per_chunk=steps * off / (full + (steps - 1) * reused),
+    )
 
 
 @pytest.mark.benchmark(group="gather-shipped-geometry")
@@ -167,6 +251,14 @@ def test_zz_report() -> None:
     per_token = FIGURES.get("gather_per_token_index_median_s")
     if whole and per_token:
         FIGURES["gather_ratio_per_token_over_whole_block"] = per_token / whole
+    reused, plain = (
+        FIGURES.get("gather_whole_block_reused_destination_median_s"),
+        FIGURES.get("gather_plain_copy_same_bytes_median_s"),
+    )
+    if reused and plain:
+        FIGURES["gather_ratio_reused_over_plain_copy"] = reused / plain
+    if reused and whole:
+        FIGURES["gather_ratio_fresh_over_reused"] = whole / reused
     if not FIGURES:
         pytest.skip("no figures: the benchmarks above were deselected")
     print(json.dumps(FIGURES, indent=2, sort_keys=True))

@@ -1,4 +1,4 @@
-"""Self-check of the simulated NPU (scripts/simulated_npu.py), run in the npu leg's process.
+"""Self-check of the simulated NPU (npu_standin/simulated_npu.py), run in the npu leg's process.
 
 The leg's conftest installs the simulation before anything imports vllm_omni; these tests
 then check it. Without it installed (stock leg, real Ascend) only the subprocess checks run:
@@ -15,9 +15,10 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="the simulated NPU needs torch (leg environments have it)")
 
-from scripts import npu_schema, simulated_npu  # noqa: E402
+from npu_standin import simulated_npu  # noqa: E402
+from npu_standin import torch_npu_schema as npu_schema  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
 sim = simulated_npu.installed()
 # Deselected by the conftest outside the simulated npu leg.
 needs_sim = pytest.mark.simulated_npu
@@ -26,14 +27,14 @@ needs_sim = pytest.mark.simulated_npu
 def test_install_adds_the_npu_backend_only_when_called() -> None:
     probe = (
         "import torch\n"
-        "from scripts import simulated_npu\n"
+        "from npu_standin import simulated_npu\n"
         "assert not hasattr(torch.Tensor, 'is_npu'), 'importing the module must not install it'\n"
         "sim = simulated_npu.install('2.13.0')\n"
         "import torch_npu\n"
         "x = torch.ones(2, device='npu')\n"
         "print(x.is_npu, torch.ones(2).is_npu, x.device, torch_npu.__version__, simulated_npu.install() is sim)\n"
     )
-    done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=False)
+    done = subprocess.run([sys.executable, "-c", probe], cwd=HERE, capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["True", "False", "npu:0", "2.13.0+simulated", "True"]
 
@@ -147,6 +148,21 @@ def test_device_ops_do_not_sync_reads_do() -> None:
 
 
 @needs_sim
+def test_non_blocking_device_to_host_copy_is_ready_only_after_synchronize() -> None:
+    x = torch.arange(1.0, 7.0, device="npu")
+    ids = torch.arange(6, device="npu")
+    with sim.count_syncs() as copies:
+        host = x.to("cpu", non_blocking=True)
+        host_ids = torch.empty(6, dtype=torch.int64).pin_memory()
+        host_ids.copy_(ids, non_blocking=True)
+    assert copies.total == 0  # the host did not wait
+    assert host.isnan().all() and (host_ids == torch.iinfo(torch.int64).min).all()  # not there yet
+    torch.npu.synchronize()
+    assert host.tolist() == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0] and host_ids.tolist() == list(range(6))
+    assert x.to("cpu").tolist() == host.tolist()  # a blocking copy is ready at once
+
+
+@needs_sim
 def test_host_to_device_copies_record_pinned_non_blocking() -> None:
     host = torch.arange(6)
     pinned = host.pin_memory()
@@ -215,25 +231,121 @@ def test_fusion_attention_matches_naive_softmax(heads: int, kv_heads: int, dtype
     assert torch.allclose(result[0].cpu().double(), expected, atol=atol, rtol=0)
 
 
-@needs_sim
-def test_fusion_attention_rejects_per_sequence_lengths() -> None:
+def _npu_tnd(q_lens: list[int], kv_lens: list[int], heads: int = 2, kv_heads: int = 2,
+             dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, ...]:  # fmt: skip
+    return tuple(t.npu() for t in _tnd(q_lens, kv_lens, heads, kv_heads, dtype))
+
+
+def _call(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, **kwargs: object) -> object:
     import torch_npu
 
-    q, k, v = _tnd([3, 5], [4, 9], 2, 2, torch.float32)
-    with pytest.raises(ValueError, match="actual_seq_qlen must be cumulative"):
-        torch_npu.npu_fusion_attention(q, k, v, 2, "TND", actual_seq_qlen=[3, 5], actual_seq_kvlen=[4, 13])
-    with pytest.raises(ValueError, match=r"actual_seq_qlen must be cumulative \(non-decreasing\)"):
-        torch_npu.npu_fusion_attention(q, k, v, 2, "TND", actual_seq_qlen=[5, 3, 8], actual_seq_kvlen=[4, 9, 13])
-    with pytest.raises(ValueError, match="actual_seq_kvlen must be cumulative"):
-        torch_npu.npu_fusion_attention(q, k, v, 2, "TND", actual_seq_qlen=[3, 8], actual_seq_kvlen=[9, 4])
-    with pytest.raises(ValueError, match="2 query sequences but 1 key/value"):
-        torch_npu.npu_fusion_attention(q, k, v, 2, "TND", actual_seq_qlen=[3, 8], actual_seq_kvlen=[13])
-    with pytest.raises(ValueError, match="requires actual_seq_kvlen"):
-        torch_npu.npu_fusion_attention(q, k, v, 2, "TND", actual_seq_qlen=[3, 8])
+    args = {"head_num": q.shape[1] if q.dim() == 3 else 2, "input_layout": "TND", "actual_seq_qlen": [3, 8],
+            "actual_seq_kvlen": [4, 13], **kwargs}  # fmt: skip
+    return torch_npu.npu_fusion_attention(q, k, v, **args)
+
+
+@needs_sim
+def test_fusion_attention_rejects_per_sequence_lengths() -> None:
+    q, k, v = _npu_tnd([3, 5], [4, 9])
+    with pytest.raises(ValueError, match=r"kit rule, stricter than the real op\): actual_seq_qlen must be cumulative"):
+        _call(q, k, v, actual_seq_qlen=[3, 5], actual_seq_kvlen=[4, 13])
+    with pytest.raises(RuntimeError, match=r"actual_seq_qlen must be cumulative \(non-decreasing\)"):
+        _call(q, k, v, actual_seq_qlen=[5, 3, 8], actual_seq_kvlen=[4, 9, 13])
+    with pytest.raises(RuntimeError, match="actual_seq_kvlen must be cumulative"):
+        _call(q, k, v, actual_seq_kvlen=[9, 4])
+    with pytest.raises(RuntimeError, match="requires actual_seq_kvlen"):
+        _call(q, k, v, actual_seq_kvlen=None)
     with pytest.raises(TypeError, match="host list of ints"):
-        torch_npu.npu_fusion_attention(
-            q, k, v, 2, "TND", actual_seq_qlen=torch.tensor([3, 8]), actual_seq_kvlen=[4, 13]
-        )
+        _call(q, k, v, actual_seq_qlen=torch.tensor([3, 8]))
+
+
+def _rule_cases() -> list[tuple[str, dict[str, object], str]]:
+    """(name, how the call is broken, the real op's message) for each rule of the real operator."""
+    return [
+        ("cpu_tensors", {"on_host": True}, r"query, key, value must be NPU tensors"),
+        ("key_upcast", {"key_dtype": torch.float32}, r"The data type of query\[DT_BF16\], key\[DT_FLOAT\], "
+                                                     r"value\[DT_BF16\] are not equal\."),
+        ("value_upcast", {"value_dtype": torch.float32}, r"value\[DT_FLOAT\] are not equal"),
+        ("float64", {"dtype": torch.float64}, r"The data type of query, key, value is not supported"),
+        ("head_num_not_query_n", {"head_num": 3}, r"head_num is \[3\], but got query dim1 \[2\]\."),
+        ("head_num_zero", {"head_num": 0}, r"head_num must > 0, but got 0"),
+        ("gqa_not_a_multiple", {"heads": 6, "kv_heads": 4}, r"n1Size \[6\] should be a multiple of n2Size \[4\]\."),
+        ("too_many_heads", {"heads": 258, "kv_heads": 2}, r"query N must be in 1~256, but got 258"),
+        ("head_dim_too_large", {"head_dim": 776}, r"Head dim must <= 768, but got 776"),
+        ("four_dims", {"four_dims": True}, r"not support input_layout TND with dim_num 4"),
+        ("lists_differ_in_length", {"actual_seq_kvlen": [13]},
+         r"the size of actual_seq_qlen and actual_seq_kvlen must be the same and cannot be empty\."),
+        ("empty_lists", {"actual_seq_qlen": [], "actual_seq_kvlen": []}, r"must be the same and cannot be empty"),
+        ("too_many_sequences", {"sequences": 2049}, r"actual_seq_qlen must have 1~2K entries, but got 2049"),
+        ("sum_exceeds_t", {"actual_seq_qlen": [3, 9]},
+         r"Query T\(8\) and key T\(13\) need larger than respectively sum of seqLen\(9\) and sekvLen\(13\)\."),
+    ]  # fmt: skip
+
+
+def _broken_call(how: dict[str, object]) -> None:
+    heads, kv_heads = int(how.get("heads", 2)), int(how.get("kv_heads", 2))
+    dtype = how.get("dtype", torch.bfloat16)
+    gen = torch.Generator().manual_seed(1)
+    head_dim = int(how.get("head_dim", 16))
+    q = torch.randn(8, heads, head_dim, generator=gen).to(dtype)
+    k = torch.randn(13, kv_heads, head_dim, generator=gen).to(how.get("key_dtype", dtype))
+    v = torch.randn(13, kv_heads, head_dim, generator=gen).to(how.get("value_dtype", dtype))
+    if how.get("four_dims"):
+        q, k, v = q.unsqueeze(0), k.unsqueeze(0), v.unsqueeze(0)
+    if not how.get("on_host"):
+        q, k, v = q.npu(), k.npu(), v.npu()
+    lists = {name: how[name] for name in ("actual_seq_qlen", "actual_seq_kvlen", "head_num") if name in how}
+    if "sequences" in how:  # one token per sequence, one key per sequence
+        count = int(how["sequences"])
+        q, k, v = (t[:1].expand(count, -1, -1).contiguous() for t in (q, k, v))
+        lists = {"actual_seq_qlen": list(range(1, count + 1)), "actual_seq_kvlen": list(range(1, count + 1))}
+    _call(q, k, v, **lists)
+
+
+@needs_sim
+@pytest.mark.parametrize(("name", "how", "message"), _rule_cases(), ids=[c[0] for c in _rule_cases()])
+def test_a_call_that_breaks_a_rule_of_the_real_op_raises_its_message(name: str, how: dict[str, object],
+                                                                       message: str) -> None:  # fmt: skip
+    with pytest.raises(RuntimeError, match=message) as raised:
+        _broken_call(how)
+    assert "[rule of the real op: " in str(raised.value)  # names the document or source that states the rule
+
+
+@needs_sim
+def test_the_same_calls_pass_when_unbroken() -> None:
+    # Control for the cases above: the call they start from is valid, so each failure is the break's doing.
+    _broken_call({})
+    _broken_call({"heads": 4, "kv_heads": 2})
+    _broken_call({"dtype": torch.float16})
+
+
+@needs_sim
+def test_graph_mode_is_refused() -> None:
+    q, k, v = _npu_tnd([3, 5], [4, 9])
+    with torch.npu.graph(None), pytest.raises(RuntimeError, match="graph mode .* is not supported"):
+        _call(q, k, v)
+    _call(q, k, v)  # eager again after the capture
+
+
+@needs_sim
+def test_probabilities_are_cast_to_the_input_dtype_before_p_v() -> None:
+    import torch_npu
+
+    # One query row, two keys (scores 0.3 and 0), values +1 and -1: the output is p0 - p1, which differs
+    # in bf16 depending on whether p0 and p1 were rounded to bf16 before P.V (the kernel rounds them).
+    q = torch.zeros(1, 1, 16, dtype=torch.bfloat16)
+    q[0, 0, 0] = 0.3
+    k = torch.zeros(2, 1, 16, dtype=torch.bfloat16)
+    k[0, 0, 0] = 1.0
+    v = torch.zeros(2, 1, 16, dtype=torch.bfloat16)
+    v[0], v[1] = 1.0, -1.0
+    out = torch_npu.npu_fusion_attention(q.npu(), k.npu(), v.npu(), 1, "TND", actual_seq_qlen=[1],
+                                         actual_seq_kvlen=[2])[0].cpu()  # fmt: skip
+    probs = torch.softmax(torch.stack([q[0, 0, 0].float(), torch.tensor(0.0)]), 0)
+    cast_first = (probs.to(torch.bfloat16).float() @ torch.tensor([1.0, -1.0])).to(torch.bfloat16)
+    fp32_probs = (probs @ torch.tensor([1.0, -1.0])).to(torch.bfloat16)
+    assert cast_first != fp32_probs  # the case tells the two apart
+    assert out[0, 0, 0] == cast_first
 
 
 @needs_sim
@@ -257,7 +369,7 @@ def test_fusion_attention_rejects_per_sequence_lengths() -> None:
 def test_fusion_attention_refuses_what_it_does_not_model(name: str, value: object) -> None:
     import torch_npu
 
-    q, k, v = _tnd([3, 5], [4, 9], 2, 2, torch.float32)
+    q, k, v = _npu_tnd([3, 5], [4, 9])
     with pytest.raises(NotImplementedError, match=f"{name}="):
         torch_npu.npu_fusion_attention(
             q, k, v, 2, "TND", actual_seq_qlen=[3, 8], actual_seq_kvlen=[4, 13], **{name: value}

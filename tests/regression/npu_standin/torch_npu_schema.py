@@ -20,16 +20,26 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from scripts import paths
-from scripts.errors import KitError
-
 DEFAULT_VERSION = "2.14.0"
 OP = "npu_fusion_attention"
 SCHEMA_MEMBER = "torch_npu/csrc/aten/npu_native_functions_by_codegen.yaml"
 BINARY_MEMBER = "torch_npu/lib/libtorch_npu.so"
-LEG_PINS = paths.CI_DIR / "leg-npu.txt"
+KIT_ROOT = Path(__file__).resolve().parents[3]
+LEG_PINS = KIT_ROOT / "ci" / "leg-npu.txt"
+DOWNLOADS = KIT_ROOT / ".work" / "downloads"  # the kit's download cache (ignored by git)
 
 NO_DEFAULT = "<required>"
+
+
+class WheelSchemaError(Exception):
+    """The wheel or its schema is not what the check needs; the message names the thing and the fix."""
+
+    def __init__(self, what: str, fix: str) -> None:
+        super().__init__(f"{what} -- {fix}")
+        self.what = what
+        self.fix = fix
+
+
 # Schema base types and the Python annotations that stand for them.
 _PY_TYPES = {
     "Tensor": "Tensor",
@@ -171,7 +181,7 @@ def schema_line(text: str, op: str = OP) -> str:
     """The ``func:`` schema of exactly ``op`` (no overload, no _v2/_v3) in the codegen YAML text."""
     found = re.findall(rf"^\s*(?:-\s+)?func:\s+({re.escape(op)}\(.*\)\s*->.*)$", text, re.MULTILINE)
     if len(found) != 1:
-        raise KitError(
+        raise WheelSchemaError(
             f"{SCHEMA_MEMBER} has {len(found)} schemas for '{op}'", "expected exactly one; check the op name"
         )
     return found[0].strip()
@@ -188,7 +198,7 @@ def pinned_version(pins: Path = LEG_PINS, default: str = DEFAULT_VERSION) -> str
     return match[1] if match else default
 
 
-def download_wheel(version: str, cache: Path = paths.DOWNLOADS) -> Path:
+def download_wheel(version: str, cache: Path = DOWNLOADS) -> Path:
     """The torch-npu wheel for this platform, downloaded once into ``cache``."""
     cached = sorted(cache.glob(f"torch_npu-{version}-*.whl"))
     if cached:
@@ -199,7 +209,7 @@ def download_wheel(version: str, cache: Path = paths.DOWNLOADS) -> Path:
     cached = sorted(cache.glob(f"torch_npu-{version}-*.whl"))
     if result.returncode != 0 or not cached:
         last = (result.stderr.strip().splitlines() or ["no output"])[-1]
-        raise KitError(
+        raise WheelSchemaError(
             f"could not download torch-npu=={version} ({last})",
             "check the registry is reachable and the version exists",
         )
@@ -214,17 +224,17 @@ def wheel_schema(wheel: Path, op: str = OP) -> str:
             schema = schema_line(yaml_text, op)
             registered = schema.encode() in archive.read(BINARY_MEMBER)
     except (KeyError, zipfile.BadZipFile) as error:
-        raise KitError(
+        raise WheelSchemaError(
             f"{wheel.name} is not a torch_npu wheel with {SCHEMA_MEMBER} ({error})", "delete it and rerun"
         ) from None
     if not registered:
-        raise KitError(
+        raise WheelSchemaError(
             f"{BINARY_MEMBER} in {wheel.name} does not register '{schema[:60]}...'",
             "the YAML and the library disagree; read the library's schema",
         )
     return schema
 
 
-def check_against_wheel(fn: Callable[..., Any], version: str, cache: Path = paths.DOWNLOADS, op: str = OP) -> list[str]:
+def check_against_wheel(fn: Callable[..., Any], version: str, cache: Path = DOWNLOADS, op: str = OP) -> list[str]:
     """Differences between ``fn``'s signature and ``op`` in torch-npu ``version``; [] = match."""
     return compare(parse_schema(wheel_schema(download_wheel(version, cache), op)), signature_params(fn))

@@ -7,7 +7,7 @@ What it is
     on the CPU storage and the result is wrapped back onto ``npu:0``, so in-place writes (also
     from custom ops with mutable arguments) reach the CPU storage. ``sys.modules["torch_npu"]``
     becomes a module whose ``npu_fusion_attention`` is a CPU reference with the real schema of
-    the pinned torch_npu (``scripts/npu_schema.py`` checks it against the wheel).
+    the pinned torch_npu (``torch_npu_schema.py`` beside this file checks it against the wheel).
 
 What it is not
     Not torch_npu, not CANN, not a performance model. Results are CPU results. Whoever reports
@@ -194,6 +194,8 @@ class SimulatedNPU:
         self.syncs = SyncCounter()
         self._scopes: list[SyncCounter] = []
         self._pinned: weakref.WeakSet[torch.UntypedStorage] = weakref.WeakSet()
+        self.capturing = False  # inside torch.npu.graph(...)
+        self._pending: list[tuple[torch.Tensor, torch.Tensor]] = []  # non-blocking D2H copies in flight
         self.torch_npu = _torch_npu_module(self)
 
     # -- counting ---------------------------------------------------------------------------
@@ -217,6 +219,18 @@ class SimulatedNPU:
 
     def synchronize(self, device: Any = None) -> None:
         self.record("synchronize")
+        for host, data in self._pending:  # pending non-blocking device->host copies land now
+            host.copy_(data)
+        self._pending.clear()
+
+    @contextmanager
+    def graph(self, npu_graph: Any = None, **kwargs: Any) -> Iterator[None]:
+        """``torch.npu.graph(...)``: marks a capture (nothing is recorded), so ops can refuse graph mode."""
+        self.capturing = True
+        try:
+            yield
+        finally:
+            self.capturing = False
 
     # -- pinned memory ----------------------------------------------------------------------
     def pin_memory(self, tensor: torch.Tensor, device: Any = None) -> torch.Tensor:
@@ -247,6 +261,8 @@ class SimulatedNPU:
             _check_same_device(func, args, kwargs)
         target = _explicit_device(kwargs)
         if target is not None and target.type == "cpu" and any(_is_npu(a) for a in args):
+            if kwargs.get("non_blocking"):
+                return self._arrives_at_synchronize(self._run_on_cpu(func, args, kwargs, wrap=False))
             self.record("d2h")
         return self._run_on_cpu(func, args, kwargs, wrap=target is None or target.type == BACKEND)
 
@@ -268,11 +284,27 @@ class SimulatedNPU:
     def _copy(self, dst: torch.Tensor, src: torch.Tensor, non_blocking: bool = False) -> torch.Tensor:
         if _is_npu(dst) and not _is_npu(src):
             self._record_h2d(HostToDeviceCopy(src.nbytes, non_blocking, self.is_pinned(src)))
+        if not _is_npu(dst) and non_blocking:
+            dst.copy_(_to_cpu_arg(src))
+            return self._arrives_at_synchronize(dst)
         if not _is_npu(dst):
             self.record("d2h")
         target = dst.cpu_data if _is_npu(dst) else dst
         target.copy_(_to_cpu_arg(src))
         return dst
+
+    def _arrives_at_synchronize(self, host: torch.Tensor) -> torch.Tensor:
+        """A non-blocking device->host copy: the host tensor holds garbage until ``torch.npu.synchronize()``.
+
+        The host does not wait (no sync is counted); reading the tensor before synchronizing reads NaN
+        (floats) or the dtype's minimum (integers), as a real card gives whatever was there before.
+        """
+        if host.dtype == torch.bool or host.numel() == 0:
+            return host  # nothing to poison that a reader could tell apart
+        self._pending.append((host, host.clone()))
+        poison = float("nan") if host.is_floating_point() else torch.iinfo(host.dtype).min
+        host.fill_(poison)
+        return host
 
     def _custom_op(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         # Run the op's own kernel with npu tensors, as a real backend would: an op with only a
@@ -309,7 +341,10 @@ def _check_same_device(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any])
 
 
 def _reject_none_for_mutable_tensor(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-    """torch_npu eager dispatch rejects None for a mutable ``Tensor?`` argument (docs/upstream-facts.md)."""
+    """torch_npu eager dispatch rejects None for a mutable ``Tensor?`` argument (docs/upstream-facts.md).
+
+    That is why patch 0004 passes zero-size buffers instead of None.
+    """
     for index, arg in enumerate(func._schema.arguments):
         mutable = arg.alias_info is not None and arg.alias_info.is_write
         value = args[index] if index < len(args) else kwargs.get(arg.name)
@@ -324,25 +359,110 @@ def _unmodelled(name: str, value: Any) -> NotImplementedError:
     return NotImplementedError(f"npu_fusion_attention (simulated): {name}={value!r} is not modelled")
 
 
-def _check_cumulative(name: str, lengths: Sequence[int] | None, total: int) -> list[int]:
-    """Cumulative lengths (e.g. 2,4,6 for three sequences of 2): non-decreasing, ending at ``total``."""
+# Where each rule of the real operator is stated (quoted wording is the operator's own message):
+DOC = "op-plugin docs/context/torch_npu-npu_fusion_attention.md"
+ACLNN = "CANN ops-transformer attention/flash_attention_score/op_host/op_api/aclnn_flash_attention_score.cpp"
+TILING = "CANN ops-transformer flash_attention_score_tiling_general.cpp"
+OP_API = "op-plugin op_plugin/ops/opapi/FlashAttentionKernelNpuOpApi.cpp"
+DTYPES = (torch.float16, torch.bfloat16, torch.float32)  # DOC: query/key/value float16, bfloat16, float32
+MAX_HEADS = 256  # DOC: Nq 1~256
+MAX_HEAD_DIM = 768  # ACLNN HEAD_DIM_MAX; DOC: D 1~768
+MAX_TOKENS = 1024 * 1024  # DOC: varlen T (B*S) 1~1M
+MAX_SEQUENCES = 2048  # DOC: actual_seq_qlen has 1~2K entries (varlen B 1~2K)
+_DTYPE_NAMES = {torch.float16: "DT_FLOAT16", torch.bfloat16: "DT_BF16", torch.float32: "DT_FLOAT"}
+
+
+def _op_error(message: str, source: str) -> RuntimeError:
+    """A violated rule of the real operator: its message, and where the rule is stated."""
+    return RuntimeError(f"npu_fusion_attention: {message} [rule of the real op: {source}]")
+
+
+def _check_devices(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor) -> None:
+    """DOC: query, key and value are device-side tensors; the op never reads host memory."""
+    where = {name: t.device.type for name, t in (("query", query), ("key", key), ("value", value)) if not _is_npu(t)}
+    if where:
+        raise _op_error(f"{', '.join(where)} must be NPU tensors (device-side), got {where}", DOC)
+
+
+def _check_dtypes(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor) -> None:
+    """ACLNN InputDtypeCheck: one dtype for q/k/v; DOC: among float16, bfloat16, float32."""
+    names = [_DTYPE_NAMES.get(t.dtype, str(t.dtype)) for t in (query, key, value)]
+    if len({query.dtype, key.dtype, value.dtype}) != 1:
+        raise _op_error("The data type of query[{}], key[{}], value[{}] are not equal.".format(*names), ACLNN)
+    if query.dtype not in DTYPES:
+        raise _op_error(f"The data type of query, key, value is not supported ({names[0]}).", DOC)
+
+
+def _check_shapes(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, head_num: int) -> None:
+    """TND: query (T, Nq, D), key/value (T_kv, Nkv, D); the head and head-dim rules of the real op."""
+    for name, t in (("query", query), ("key", key), ("value", value)):
+        if t.dim() not in (3, 4):  # OP_API
+            got = f"{t.dim()}-dimensional"
+            raise _op_error(f"The shapes of the input {name} should be 3 or 4 dimensional, but got {got}", OP_API)
+        if t.dim() != 3:  # ACLNN AnalysisAxis: TND is three-dimensional
+            raise _op_error(f"not support input_layout TND with dim_num {t.dim()}", ACLNN)
+    if key.shape != value.shape:  # DOC: key and value have one shape
+        raise _op_error(f"key and value must have the same shape, got {tuple(key.shape)} and {tuple(value.shape)}", DOC)
+    heads, heads_kv = query.shape[1], key.shape[1]
+    if head_num <= 0:
+        raise _op_error(f"head_num must > 0, but got {head_num}", ACLNN)
+    if head_num != heads:
+        raise _op_error(f"head_num is [{head_num}], but got query dim1 [{heads}].", TILING)
+    if heads > MAX_HEADS:
+        raise _op_error(f"query N must be in 1~{MAX_HEADS}, but got {heads}", DOC)
+    if heads_kv == 0:
+        raise _op_error("N2 is zero.", TILING)
+    if heads % heads_kv:
+        raise _op_error(f"n1Size [{heads}] should be a multiple of n2Size [{heads_kv}].", TILING)
+    if query.shape[2] != key.shape[2]:
+        raise _op_error(f"qD and kD should be same, but got qD={query.shape[2]} kD={key.shape[2]}", ACLNN)
+    if not 1 <= query.shape[2] <= MAX_HEAD_DIM:
+        raise _op_error(f"Head dim must <= {MAX_HEAD_DIM}, but got {query.shape[2]}", ACLNN)
+    for name, t in (("query", query), ("key", key)):
+        if not 1 <= t.shape[0] <= MAX_TOKENS:
+            raise _op_error(f"{name} T must be in 1~1M (varlen T = B*S), but got {t.shape[0]}", DOC)
+
+
+def _check_cumulative(name: str, lengths: Sequence[int] | None) -> list[int]:
+    """Cumulative lengths (e.g. 2,4,6 for three sequences of 2): a host int list, non-decreasing."""
     if lengths is None:
-        raise ValueError(f"npu_fusion_attention: input_layout 'TND' requires {name}")
+        raise _op_error(f"input_layout 'TND' requires {name}", DOC)
     if isinstance(lengths, torch.Tensor) or not all(isinstance(v, int) for v in lengths):
         raise TypeError(f"npu_fusion_attention: {name} must be a host list of ints (int[]), got {lengths!r}")
     ends = list(lengths)
-    if not ends:
-        raise ValueError(f"npu_fusion_attention: {name} is empty")
     trailing = next((i for i in range(1, len(ends)) if ends[i] == 0 and ends[i - 1] > 0), None)
     if trailing is not None and not any(ends[trailing:]):
         raise _unmodelled(f"{name} trailing zeros (skipped batches)", ends)
-    if ends[0] < 0 or any(b < a for a, b in zip(ends, ends[1:], strict=False)):
-        raise ValueError(f"npu_fusion_attention: {name} must be cumulative (non-decreasing), got {ends}")
-    if ends[-1] != total:
-        raise ValueError(
-            f"npu_fusion_attention: {name} must be cumulative and end at the token count {total}, got {ends}"
-        )
+    if ends and (ends[0] < 0 or any(b < a for a, b in zip(ends, ends[1:], strict=False))):
+        # DOC: "the cumulative length of each S" (a zero-length sequence repeats the previous end)
+        raise _op_error(f"{name} must be cumulative (non-decreasing), got {ends}", DOC)
     return ends
+
+
+def _check_lengths(ends_q: list[int], ends_kv: list[int], tokens_q: int, tokens_kv: int) -> None:
+    """The varlen list rules of the real op, then the kit's stricter rule on the last entry."""
+    if not ends_q or not ends_kv or len(ends_q) != len(ends_kv):
+        raise _op_error("the size of actual_seq_qlen and actual_seq_kvlen must be the same and cannot be empty.",
+                        OP_API)  # fmt: skip
+    if len(ends_q) > MAX_SEQUENCES:
+        raise _op_error(f"actual_seq_qlen must have 1~2K entries, but got {len(ends_q)}", DOC)
+    if tokens_q < ends_q[-1] or tokens_kv < ends_kv[-1]:
+        raise _op_error(f"Query T({tokens_q}) and key T({tokens_kv}) need larger than respectively sum of "
+                        f"seqLen({ends_q[-1]}) and sekvLen({ends_kv[-1]}).", TILING)  # fmt: skip
+    for name, ends, total in (("actual_seq_qlen", ends_q, tokens_q), ("actual_seq_kvlen", ends_kv, tokens_kv)):
+        if ends[-1] != total:
+            # Not the operator's rule (it ignores rows past the sum): the kit's, because rows past the sum are
+            # a missing truncation in the caller, whose output rows would be left unwritten.
+            raise ValueError(
+                f"npu_fusion_attention (kit rule, stricter than the real op): {name} must be cumulative and end "
+                f"at the token count {total}, got {ends}"
+            )
+
+
+def _check_eager() -> None:
+    """DOC: the interface does not support graph mode (the deploy config stays eager)."""
+    if _state().capturing:
+        raise _op_error("graph mode (NPU graph capture) is not supported", DOC)
 
 
 def _check_unmodelled(given: dict[str, Any]) -> None:
@@ -398,25 +518,22 @@ def npu_fusion_attention(
     Modelled: query (T_q, N, D), key/value (T_kv, N_kv, D) with N % N_kv == 0 (GQA), cumulative
     host lists actual_seq_qlen / actual_seq_kvlen, head_num, scale. gen_mask_parallel, sync, seed
     and offset only steer dropout, which keep_prob=1 switches off: accepted, no effect. Anything
-    else that differs from its default raises NotImplementedError. Computes in fp32, returns
-    (attention in query dtype, softmax_max, softmax_sum (T_q, N, 8) fp32, empty softmax_out, 0, 0, 0).
+    else that differs from its default raises NotImplementedError. The real op's rules on devices,
+    dtypes, shapes and lengths are enforced (RuntimeError with the op's message and the rule's
+    source; see the _check_* functions). Scores and softmax in fp32, probabilities cast to the input
+    dtype before P.V as the kernel does; returns (attention in query dtype, softmax_max,
+    softmax_sum (T_q, N, 8) fp32, empty softmax_out, 0, 0, 0).
     """
     _check_unmodelled(locals())
     if input_layout != "TND":
         raise _unmodelled("input_layout", input_layout)
-    if query.dim() != 3 or key.dim() != 3 or key.shape != value.shape:
-        raise ValueError(
-            f"npu_fusion_attention: TND wants query (T, N, D) and key/value of one shape (T, N_kv, D); "
-            f"got {tuple(query.shape)}, {tuple(key.shape)}, {tuple(value.shape)}"
-        )
-    tokens_q, heads, _ = query.shape
-    heads_kv = key.shape[1]
-    if head_num != heads or heads_kv == 0 or heads % heads_kv:
-        raise ValueError(f"npu_fusion_attention: head_num={head_num}, query heads {heads}, key/value heads {heads_kv}")
-    ends_q = _check_cumulative("actual_seq_qlen", actual_seq_qlen, tokens_q)
-    ends_kv = _check_cumulative("actual_seq_kvlen", actual_seq_kvlen, key.shape[0])
-    if len(ends_q) != len(ends_kv):
-        raise ValueError(f"npu_fusion_attention: {len(ends_q)} query sequences but {len(ends_kv)} key/value sequences")
+    _check_eager()
+    _check_devices(query, key, value)
+    _check_dtypes(query, key, value)
+    _check_shapes(query, key, value, head_num)
+    ends_q = _check_cumulative("actual_seq_qlen", actual_seq_qlen)
+    ends_kv = _check_cumulative("actual_seq_kvlen", actual_seq_kvlen)
+    _check_lengths(ends_q, ends_kv, query.shape[0], key.shape[0])
     return _tnd_attention(query, key, value, ends_q, ends_kv, scale)
 
 
@@ -446,7 +563,9 @@ def _tnd_attention(
         peak = scores.amax(dim=-1, keepdim=True)
         weights = torch.exp(scores - peak)
         total = weights.sum(dim=-1, keepdim=True)
-        out[q0:q1] = torch.einsum("nqk,knd->qnd", weights / total, v)
+        # The kernel casts the probabilities to the input dtype before P.V (fp32 accumulation): so does this.
+        probs = (weights / total).to(query.dtype).float()
+        out[q0:q1] = torch.einsum("nqk,knd->qnd", probs, v)
         row_max[q0:q1] = peak.squeeze(-1).transpose(0, 1)
         row_sum[q0:q1] = total.squeeze(-1).transpose(0, 1)
     stats = (row_max.unsqueeze(-1).expand(-1, -1, 8).contiguous(), row_sum.unsqueeze(-1).expand(-1, -1, 8).contiguous())
@@ -461,15 +580,17 @@ _INSTALLED: SimulatedNPU | None = None
 
 def _state() -> SimulatedNPU:
     if _INSTALLED is None:
-        raise RuntimeError("simulated NPU tensor used before scripts.simulated_npu.install()")
+        raise RuntimeError("simulated NPU tensor used before npu_standin.simulated_npu.install()")
     return _INSTALLED
 
 
 def _fill_backend_module(module: types.ModuleType, sim: SimulatedNPU) -> None:
     """``torch.npu``: the few device-module calls code and torch itself make."""
-    module.__doc__ = "Simulated torch.npu (scripts.simulated_npu): one device, npu:0."
+    module.__doc__ = "Simulated torch.npu (npu_standin.simulated_npu): one device, npu:0."
     functions: dict[str, Callable[..., Any]] = {
         "synchronize": sim.synchronize,
+        "graph": sim.graph,
+        "is_current_stream_capturing": lambda: sim.capturing,
         "is_available": lambda: True,
         "is_initialized": lambda: True,
         "current_device": lambda: 0,
@@ -492,7 +613,7 @@ def _set_device(device: Any) -> None:
 
 
 def _torch_npu_module(sim: SimulatedNPU) -> types.ModuleType:
-    module = types.ModuleType("torch_npu", "Simulated torch_npu (scripts.simulated_npu): CPU reference ops.")
+    module = types.ModuleType("torch_npu", "Simulated torch_npu (npu_standin.simulated_npu): CPU reference ops.")
     # importlib.util.find_spec("torch_npu") (transformers asks it while vllm imports) raises on a
     # module in sys.modules whose __spec__ is None.
     module.__spec__ = importlib.machinery.ModuleSpec("torch_npu", loader=None)
@@ -524,7 +645,7 @@ def install(torch_npu_version: str | None = None) -> SimulatedNPU:
     if _INSTALLED is not None:
         return _INSTALLED
     if torch_npu_version is None:
-        from scripts.npu_schema import pinned_version
+        from .torch_npu_schema import pinned_version
 
         torch_npu_version = pinned_version()
     current = torch._C._get_privateuse1_backend_name()

@@ -1,0 +1,441 @@
+"""Mutation testing of the Python lines the series adds: does some leg test fail for every edit that matters?
+
+Each mutant is one small edit of one added line of the patched tree (pristine..HEAD of the
+checkout, files under ``vllm_omni/``): a comparison or boolean flipped, a constant, slice
+bound or index off by one, a statement removed, two call arguments swapped, a ``.to(...)`` /
+``.float()`` / ``.long()`` dropped, ``.float()`` added to the fused kernel's inputs, a device
+guard inverted or narrowed. It is folded into a copy of the patched tree and the leg tests
+for its file run against it (``-x``): the npu leg for a line that only runs on NPU, both legs
+for device guards and shared lines. Outcome: killed (a test failed), survived, timeout, or
+equivalent (listed in tests/regression/equivalent_mutants.toml with a reason: not run).
+
+A registry tool (mutmut, cosmic-ray) mutates a project in place and selects by its own
+coverage; neither restricts to a diff on a patched tree outside the kit, so this is the kit's
+own small AST mutator.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import tomllib
+
+from scripts import checkout as co
+from scripts import legenv, legs, paths, records
+from scripts.diffparse import parse
+from scripts.errors import KitError
+from scripts.lint import npu_only_lines
+from scripts.report import progress, table
+
+DEVICE_TYPES = {"cuda", "npu", "cpu"}
+CASTS = {"to", "float", "long"}  # a dropped cast changes dtype or device
+KERNEL_CALLS = {"npu_fusion_attention"}  # whose tensor inputs get an added .float() (the kernel wants one dtype)
+SUITE = Path("tests/regression")
+EQUIVALENT = paths.ROOT / SUITE / "equivalent_mutants.toml"
+WORK = paths.WORK / "mutate"
+# Leg tests that exercise each patched file, the likeliest killers first; other files run the whole suite.
+TESTS_FOR = {
+    "vllm_omni/diffusion/layers/rope.py": [
+        "test_rope_regression.py",
+        "test_upstream_rope_test.py",
+        "test_lingbot_direct_replay.py",
+        "test_npu_lingbot_replay.py",
+    ],
+    "vllm_omni/diffusion/models/lingbot_world/transformer.py": [
+        "test_lingbot_direct_replay.py",
+        "test_npu_lingbot_replay.py",
+    ],
+    "vllm_omni/experimental/ar_diffusion/kv_cache/paged_attention.py": [
+        "test_npu_paged_attention.py",
+        "test_paged_attention_regression.py",
+        "test_stock_leg.py",
+    ],
+}
+NEGATED = {
+    ast.Eq: ast.NotEq,
+    ast.NotEq: ast.Eq,
+    ast.Lt: ast.GtE,
+    ast.GtE: ast.Lt,
+    ast.Gt: ast.LtE,
+    ast.LtE: ast.Gt,
+    ast.In: ast.NotIn,
+    ast.NotIn: ast.In,
+    ast.Is: ast.IsNot,
+    ast.IsNot: ast.Is,
+}
+
+
+class MutateError(KitError):
+    """The mutation run cannot start or its allowlist is wrong."""
+
+
+@dataclass(frozen=True)
+class Mutant:
+    path: str  # file in the tree
+    line: int  # first line of the mutated node in the patched file
+    operator: str  # compare, guard, boolean, constant, slice, statement, swap, cast
+    description: str  # what changed, e.g. "== -> !="
+    source: str  # the original line, stripped: with path and description, a key that survives line moves
+    text: str  # the whole mutated file
+
+    @property
+    def key(self) -> str:
+        return f"{self.path} | {self.source} | {self.description}"
+
+    @property
+    def device_guard(self) -> bool:
+        return self.operator == "guard"
+
+
+# -- pure: mutants of one file ---------------------------------------------------------------------
+
+
+def _is_device_guard(node: ast.Compare) -> bool:
+    def device_string(n: ast.expr) -> bool:
+        if isinstance(n, ast.Constant):
+            return n.value in DEVICE_TYPES
+        return isinstance(n, ast.Tuple) and any(device_string(e) for e in n.elts)
+
+    return any(device_string(n) for n in [node.left, *node.comparators])
+
+
+def _edits(node: ast.AST, added: set[int]) -> Iterator[tuple[ast.AST, str, str, str]]:
+    """(node to replace, replacement source, operator, description) for one node on an added line."""
+    if isinstance(node, ast.Compare) and len(node.ops) == 1:
+        flipped = ast.Compare(node.left, [NEGATED[type(node.ops[0])]()], node.comparators)
+        kind = "guard" if _is_device_guard(node) else "compare"
+        yield node, ast.unparse(flipped), kind, f"{ast.unparse(node)} -> {ast.unparse(flipped)}"
+        for side in node.comparators:
+            if isinstance(side, ast.Tuple) and len(side.elts) > 1 and _is_device_guard(node):
+                for drop in side.elts:
+                    rest = ast.Tuple([e for e in side.elts if e is not drop], ast.Load())
+                    yield side, ast.unparse(rest), "guard", f"drop {ast.unparse(drop)} from {ast.unparse(side)}"
+    elif isinstance(node, ast.BoolOp):
+        other = ast.Or() if isinstance(node.op, ast.And) else ast.And()
+        yield (
+            node,
+            ast.unparse(ast.BoolOp(other, node.values)),
+            "boolean",
+            f"{type(node.op).__name__} -> {type(other).__name__}",
+        )
+    elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        yield node, f"({ast.unparse(node.operand)})", "boolean", "drop not"
+    elif isinstance(node, ast.Constant) and isinstance(node.value, bool):
+        yield node, repr(not node.value), "boolean", f"{node.value} -> {not node.value}"
+    elif isinstance(node, ast.Constant) and type(node.value) is int:
+        for delta in (1, -1):
+            yield node, repr(node.value + delta), "constant", f"{node.value} -> {node.value + delta}"
+    elif isinstance(node, ast.Slice):
+        for name in ("lower", "upper"):
+            bound = getattr(node, name)
+            if bound is not None and not isinstance(bound, ast.Constant):
+                for sign in ("+", "-"):
+                    text = f"({ast.unparse(bound)}) {sign} 1"
+                    yield bound, text, "slice", f"{name} bound {ast.unparse(bound)} -> {text}"
+    elif isinstance(node, ast.Call):
+        args = node.args
+        for i in range(len(args) - 1):
+            if not any(isinstance(a, ast.Starred) for a in args[i : i + 2]):
+                swapped = ast.Call(node.func, [*args[:i], args[i + 1], args[i], *args[i + 2 :]], node.keywords)
+                yield node, ast.unparse(swapped), "swap", f"swap arguments {i} and {i + 1} of {ast.unparse(node.func)}"
+        if isinstance(node.func, ast.Attribute) and node.func.attr in CASTS:
+            yield node, f"({ast.unparse(node.func.value)})", "cast", f"drop .{node.func.attr}(...)"
+        name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+        if name in KERNEL_CALLS:
+            for i, arg in enumerate(args[:3]):
+                yield arg, f"({ast.unparse(arg)}).float()", "cast", f"add .float() to argument {i} of {name}"
+    if isinstance(node, ast.stmt) and set(range(node.lineno, (node.end_lineno or node.lineno) + 1)) <= added:
+        if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)):  # not a docstring
+            yield node, "pass", "statement", f"remove {type(node).__name__.lower()} statement"
+
+
+def _replace(lines: list[str], node: ast.AST, new: str) -> str:
+    """The file with ``node``'s source span replaced by ``new`` (columns are UTF-8 byte offsets)."""
+    start, end = node.lineno - 1, node.end_lineno - 1
+    head = lines[start].encode()[: node.col_offset].decode()
+    tail = lines[end].encode()[node.end_col_offset :].decode()
+    return "".join([*lines[:start], head + new + tail, *lines[end + 1 :]])
+
+
+def mutants_of(path: str, source: str, added: set[int]) -> list[Mutant]:
+    """Every mutant of the nodes that start on an added line of one file, each still valid Python."""
+    lines = source.splitlines(keepends=True)
+    out: list[Mutant] = []
+    tree = ast.parse(source)
+    seen = {ast.dump(tree)}  # a mutant that parses to the same program is no mutant (e.g. swapping k, k)
+    for node in ast.walk(tree):
+        if getattr(node, "lineno", None) not in added:
+            continue
+        for target, new, operator, description in _edits(node, added):
+            text = _replace(lines, target, new)
+            try:
+                program = ast.dump(ast.parse(text))
+            except SyntaxError:
+                continue
+            if program in seen:
+                continue
+            seen.add(program)
+            source_line = lines[node.lineno - 1].strip()
+            same = sum(m.line == node.lineno and m.description.startswith(description) for m in out)
+            description = f"{description} (occurrence {same + 1})" if same else description
+            out.append(Mutant(path, node.lineno, operator, description, source_line, text))
+    return sorted(out, key=lambda m: (m.path, m.line, m.operator, m.description))
+
+
+def series_mutants(series_diff: str, tree: Path) -> list[Mutant]:
+    """Mutants of every added line of the series' Python files under vllm_omni/ (tests are not mutated)."""
+    out: list[Mutant] = []
+    for diff in parse(series_diff):
+        if diff.path.startswith("vllm_omni/") and diff.path.endswith(".py") and diff.added:
+            source = (tree / diff.path).read_text(encoding="utf-8")
+            out += mutants_of(diff.path, source, {n for n, _ in diff.added})
+    return out
+
+
+def legs_for(mutant: Mutant, npu_only: set[int]) -> list[str]:
+    """The npu leg for a line only NPU runs; both legs for device guards and shared lines.
+
+    The npu leg goes first: it runs the NPU-path tests and most shared ones, so it usually kills sooner.
+    """
+    if mutant.line in npu_only and not mutant.device_guard:
+        return ["npu"]
+    return ["npu", "stock"]
+
+
+def tests_for(path: str) -> list[str]:
+    return [str(SUITE / name) for name in TESTS_FOR.get(path, [])] or [str(SUITE)]
+
+
+# -- the allowlist of equivalent mutants -----------------------------------------------------------
+
+
+def load_equivalent(path: Path) -> dict[str, str]:
+    """key -> reason from the allowlist; every entry needs a file, line, mutation and reason."""
+    if not path.is_file():
+        return {}
+    try:
+        entries = tomllib.loads(path.read_text(encoding="utf-8")).get("equivalent", [])
+    except tomllib.TOMLDecodeError as error:
+        raise MutateError(f"{path.name} is not valid TOML ({error})", "fix the file") from None
+    out = {}
+    for i, entry in enumerate(entries, 1):
+        missing = [k for k in ("file", "line", "mutation", "reason") if not str(entry.get(k, "")).strip()]
+        if missing:
+            raise MutateError(f"{path.name}: entry {i} lacks {', '.join(missing)}", "give each entry all four fields")
+        out[f"{entry['file']} | {entry['line']} | {entry['mutation']}"] = entry["reason"]
+    return out
+
+
+# -- edge: running a mutant ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Outcome:
+    key: str
+    path: str
+    line: int
+    operator: str
+    description: str
+    status: str  # killed, survived, timeout, equivalent
+    legs: tuple[str, ...]  # the legs that ran
+    killed_by: str  # the first failing test, when killed
+    seconds: float
+
+
+def make_workspace(work: Path, checkout: Path, kit_root: Path) -> Path:
+    """A kit-shaped folder: the patched tree (no .git) and the regression suite, immune to later edits."""
+    if work.exists():
+        shutil.rmtree(work)
+    tree = work / "tree"
+    shutil.copytree(checkout, tree, ignore=shutil.ignore_patterns(".git", "__pycache__"))
+    shutil.copytree(kit_root / SUITE, work / SUITE, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(kit_root / "ci", work / "ci")
+    return tree
+
+
+def first_failure(output: str) -> str:
+    """The first failing test's id in pytest -q -rf output ("FAILED path::name - ..."), else the last line."""
+    for line in output.splitlines():
+        if line.startswith(("FAILED ", "ERROR ")):
+            return line.split(" ", 1)[1].split(" - ", 1)[0]
+    return (output.strip().splitlines() or ["(no output)"])[-1][:160]
+
+
+class Worker:
+    """A leg's fork server (tests/regression/_mutant_worker.py): vllm imported once, one fork per pytest run."""
+
+    def __init__(self, leg: str, python: Path, env: dict[str, str], cwd: Path) -> None:
+        self.leg = leg
+        script = cwd / SUITE / "_mutant_worker.py"
+        self.proc = subprocess.Popen([str(python), str(script)], cwd=cwd, env=env, stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True)  # fmt: skip
+        self._reply()  # {"ready": true} once the imports are done
+
+    def _reply(self) -> dict[str, object]:
+        line = self.proc.stdout.readline() if self.proc.stdout else ""
+        if not line:
+            raise MutateError(f"the {self.leg} leg's mutation worker exited", "see its output above")
+        return json.loads(line)
+
+    def run(self, tests: list[str], timeout: float) -> tuple[str, str]:
+        """("passed" | "failed" | "timeout", first failure) of one pytest run that stops at the first failure."""
+        args = [*tests, "-x", "-q", "-rfE", "-p", "no:cacheprovider", "--no-header"]
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps({"args": args, "timeout": timeout}) + "\n")
+        self.proc.stdin.flush()
+        reply = self._reply()
+        if reply["rc"] is None:
+            return "timeout", ""
+        return ("passed", "") if reply["rc"] == 0 else ("failed", first_failure(str(reply["output"])))
+
+    def close(self) -> None:
+        if self.proc.stdin:
+            self.proc.stdin.close()
+        self.proc.wait(timeout=60)
+
+
+def run_mutant(mutant: Mutant, tree: Path, workers: dict[str, Worker], npu_only: set[int], timeout: float) -> Outcome:
+    """Fold the mutant into the tree, run its legs (stop at the first kill), put the file back."""
+    target = tree / mutant.path
+    original = target.read_text(encoding="utf-8")
+    started = time.monotonic()
+    ran: list[str] = []
+    status, killed_by = "survived", ""
+    try:
+        target.write_text(mutant.text, encoding="utf-8")
+        for leg in legs_for(mutant, npu_only):
+            ran.append(leg)
+            result, failure = workers[leg].run(tests_for(mutant.path), timeout)
+            if result != "passed":
+                status, killed_by = ("killed", f"{leg}: {failure}") if result == "failed" else ("timeout", leg)
+                break
+    finally:
+        target.write_text(original, encoding="utf-8")
+    return Outcome(mutant.key, mutant.path, mutant.line, mutant.operator, mutant.description, status, tuple(ran),
+                   killed_by, round(time.monotonic() - started, 1))  # fmt: skip
+
+
+def listed(mutant: Mutant, equivalent: dict[str, str]) -> Outcome:
+    return Outcome(mutant.key, mutant.path, mutant.line, mutant.operator, mutant.description, "equivalent", (),
+                   equivalent[mutant.key], 0.0)  # fmt: skip
+
+
+def summary_rows(outcomes: list[Outcome]) -> list[tuple[str, int, int, int, int, int]]:
+    """Per operator: mutants, killed, survived, equivalent, timeout; then the total."""
+    ops = sorted({o.operator for o in outcomes})
+    rows = []
+    for op in [*ops, "total"]:
+        chosen = [o for o in outcomes if op in ("total", o.operator)]
+        counts = [sum(o.status == s for o in chosen) for s in ("killed", "survived", "equivalent", "timeout")]
+        rows.append((op, len(chosen), *counts))
+    return rows
+
+
+def score(outcomes: list[Outcome]) -> float:
+    """Killed (timeouts count as killed) over the non-equivalent mutants."""
+    counted = [o for o in outcomes if o.status != "equivalent"]
+    return sum(o.status in ("killed", "timeout") for o in counted) / len(counted) if counted else 1.0
+
+
+def record(outcomes: list[Outcome], stale: list[str], seconds: float, series_digest: str,
+           total: int) -> dict[str, object]:  # fmt: skip
+    survivors = [o.key for o in outcomes if o.status == "survived"]
+    return {
+        "series_digest": series_digest,
+        "complete": len(outcomes) == total,
+        "mutants": len(outcomes),
+        "score": round(score(outcomes), 4),
+        "seconds": round(seconds, 1),
+        "survivors": survivors,
+        "stale_allowlist_entries": stale,
+        "outcomes": [asdict(o) for o in outcomes],
+        "passed": len(outcomes) == total and not survivors and not stale,
+    }
+
+
+# -- the command -----------------------------------------------------------------------------------
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--only", default="", help="run only mutants whose key contains this text (a quick look)")
+    p.add_argument("--list", action="store_true", help="list the mutants and their keys, run nothing")
+
+
+def _start_worker(leg: str, tree: Path) -> Worker:
+    python = legenv.ensure_env(legenv.check_leg(leg))
+    mode = legs.npu_mode(leg, legenv.versions(python))
+    out = WORK / f"records-{leg}"
+    out.mkdir(parents=True, exist_ok=True)
+    progress(f"leg {leg}: mode {mode}; starting its worker")
+    return Worker(leg, python, legs.leg_env(leg, mode, tree, paths.PRISTINE_TREE, out), tree.parent)
+
+
+def command(args: argparse.Namespace) -> int:
+    from scripts.commands import current  # the command layer; mutate is one of its commands
+
+    started = time.monotonic()
+    state = current()
+    series_diff = co.combined_diff(paths.CHECKOUT)
+    mutants = [m for m in series_mutants(series_diff, paths.CHECKOUT) if args.only in m.key]
+    if args.list:
+        print(table(["line", "operator", "key"], [(m.line, m.operator, m.key) for m in mutants]))
+        return 0
+    equivalent = load_equivalent(EQUIVALENT)
+    keys = {m.key for m in series_mutants(series_diff, paths.CHECKOUT)}
+    stale = sorted(k for k in equivalent if k not in keys)
+    for key in stale:
+        progress(f"allowlist entry matches no mutant (stale; remove it): {key}")
+    tree = make_workspace(WORK / "workspace", paths.CHECKOUT, paths.ROOT)
+    workers = {leg: _start_worker(leg, tree) for leg in ("stock", "npu")}
+    try:
+        return _run_all(mutants, equivalent, stale, tree, workers, state.series_digest, started)
+    finally:
+        for worker in workers.values():
+            worker.close()
+
+
+def _run_all(mutants: list[Mutant], equivalent: dict[str, str], stale: list[str], tree: Path,
+             workers: dict[str, Worker], series_digest: str, started: float) -> int:  # fmt: skip
+    npu_only = {path: npu_only_lines((tree / path).read_text(encoding="utf-8")) for path in {m.path for m in mutants}}
+    timeouts: dict[str, float] = {}
+    for path in sorted({m.path for m in mutants}):
+        # Control: the unmutated tree passes the same selection, and its time bounds a mutant's run.
+        for leg, worker in workers.items():
+            began = time.monotonic()
+            result, failure = worker.run(tests_for(path), 1800)
+            if result != "passed":
+                raise MutateError(f"leg {leg} fails {path}'s tests on the unmutated series ({failure})",
+                                  "make both legs green first (nox -s test)")  # fmt: skip
+            progress(f"control: leg {leg} passes {path}'s tests unmutated ({time.monotonic() - began:.0f} s)")
+            timeouts[path] = max(timeouts.get(path, 0.0), 60.0, 3 * (time.monotonic() - began))
+    progress(
+        f"{len(mutants)} mutants of {len({m.path for m in mutants})} files; {len(equivalent)} listed as equivalent"
+    )
+    outcomes = []
+    for i, mutant in enumerate(mutants, 1):
+        if mutant.key in equivalent:
+            outcome = listed(mutant, equivalent)
+        else:
+            outcome = run_mutant(mutant, tree, workers, npu_only[mutant.path], timeouts[mutant.path])
+        outcomes.append(outcome)
+        records.write(paths.RECORDS, "mutate", record(outcomes, stale, time.monotonic() - started, series_digest,
+                                                      len(mutants)))  # fmt: skip
+        progress(f"[{i}/{len(mutants)}] {outcome.status:10} {mutant.path}:{mutant.line} {mutant.description}"
+                 + (f" ({outcome.killed_by})" if outcome.status == "killed" else ""))  # fmt: skip
+    elapsed = time.monotonic() - started
+    print(table(["operator", "mutants", "killed", "survived", "equivalent", "timeout"], summary_rows(outcomes)))
+    for o in outcomes:
+        if o.status == "survived":
+            print(f"survived: {o.key}")
+    data = record(outcomes, stale, elapsed, series_digest, len(mutants))
+    records.write(paths.RECORDS, "mutate", data)
+    progress(f"mutation score {data['score']:.1%} ({len(outcomes)} mutants) in {elapsed / 60:.1f} min")
+    return 0 if data["passed"] else 1

@@ -1,0 +1,120 @@
+"""scripts.mutate: the AST mutator, the allowlist, and the verdict (no leg runs here; nox -s mutate does those)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from scripts import mutate
+from scripts.mutate import Mutant, MutateError, Outcome
+
+SOURCE = """\
+import itertools
+
+
+def attend(q, k, cache, lens, device):
+    if q.device.type in ("cuda", "npu") and q.shape[0] == 1:
+        ids = cache[0, : lens[0]].to(torch.long)
+        out = torch_npu.npu_fusion_attention(q, k, k, 2, "TND")
+    elif not q.is_cuda:
+        out = None
+    return out
+"""
+ADDED = {5, 6, 7}  # the guard, the gather, the kernel call
+
+
+def by_operator(mutants: list[Mutant]) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for m in mutants:
+        out.setdefault(m.operator, []).append(m.description)
+    return out
+
+
+def test_every_operator_mutates_the_added_lines_only() -> None:
+    mutants = mutate.mutants_of("m.py", SOURCE, ADDED)
+    ops = by_operator(mutants)
+    assert set(ops) == {"guard", "compare", "boolean", "constant", "slice", "statement", "swap", "cast"}
+    assert {m.line for m in mutants} <= ADDED  # lines 1, 8, 9, 10 were not added: never mutated
+    assert "q.device.type in ('cuda', 'npu') -> q.device.type not in ('cuda', 'npu')" in ops["guard"]
+    assert "drop 'npu' from ('cuda', 'npu')" in ops["guard"]
+    assert "q.shape[0] == 1 -> q.shape[0] != 1" in ops["compare"]
+    assert "And -> Or" in ops["boolean"]
+    assert "upper bound lens[0] -> (lens[0]) + 1" in ops["slice"]
+    assert {"drop .to(...)", "add .float() to argument 1 of npu_fusion_attention"} <= set(ops["cast"])
+    assert "swap arguments 1 and 2 of torch_npu.npu_fusion_attention" not in ops["swap"]  # k, k: no change
+    assert "swap arguments 0 and 1 of torch_npu.npu_fusion_attention" in ops["swap"]
+    assert "remove assign statement" in ops["statement"]
+
+
+def test_each_mutant_is_valid_python_differs_and_has_a_unique_key() -> None:
+    mutants = mutate.mutants_of("m.py", SOURCE, ADDED)
+    for m in mutants:
+        ast.parse(m.text)
+        assert m.text != SOURCE
+        assert m.source == SOURCE.splitlines()[m.line - 1].strip()
+    assert len({m.key for m in mutants}) == len(mutants)
+    assert len({m.text for m in mutants}) == len(mutants)
+
+
+def test_a_mutant_changes_only_its_span() -> None:
+    flip = next(m for m in mutate.mutants_of("m.py", SOURCE, ADDED) if m.description == "drop .to(...)")
+    changed = [(a, b) for a, b in zip(SOURCE.splitlines(), flip.text.splitlines(), strict=True) if a != b]
+    assert changed == [("        ids = cache[0, : lens[0]].to(torch.long)", "        ids = (cache[0, :lens[0]])")]
+
+
+def test_npu_only_lines_run_in_the_npu_leg_guards_and_shared_lines_in_both() -> None:
+    mutants = mutate.mutants_of("m.py", SOURCE, ADDED)
+    guard = next(m for m in mutants if m.operator == "guard")
+    inside = next(m for m in mutants if m.line == 6)
+    assert mutate.legs_for(inside, npu_only={6, 7}) == ["npu"]
+    assert mutate.legs_for(inside, npu_only=set()) == ["npu", "stock"]
+    assert mutate.legs_for(guard, npu_only={5, 6, 7}) == ["npu", "stock"]
+
+
+def test_tests_for_a_file_default_to_the_whole_suite() -> None:
+    assert mutate.tests_for("vllm_omni/other.py") == ["tests/regression"]
+    assert mutate.tests_for("vllm_omni/diffusion/layers/rope.py")[0] == "tests/regression/test_rope_regression.py"
+
+
+def test_allowlist_needs_a_reason(tmp_path: Path) -> None:
+    good = tmp_path / "eq.toml"
+    good.write_text('[[equivalent]]\nfile = "m.py"\nline = "x = 1"\nmutation = "1 -> 2"\nreason = "never read"\n')
+    assert mutate.load_equivalent(good) == {"m.py | x = 1 | 1 -> 2": "never read"}
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[[equivalent]]\nfile = "m.py"\nline = "x = 1"\nmutation = "1 -> 2"\nreason = " "\n')
+    with pytest.raises(MutateError, match="entry 1 lacks reason"):
+        mutate.load_equivalent(bad)
+    broken = tmp_path / "broken.toml"
+    broken.write_text("[[equivalent]\n")
+    with pytest.raises(MutateError, match="not valid TOML"):
+        mutate.load_equivalent(broken)
+    assert mutate.load_equivalent(tmp_path / "absent.toml") == {}
+
+
+def outcome(status: str, operator: str = "compare") -> Outcome:
+    return Outcome(f"k-{status}", "m.py", 1, operator, "d", status, ("npu",), "", 1.0)
+
+
+def test_an_unlisted_survivor_fails_the_run() -> None:
+    clean = [outcome("killed"), outcome("equivalent"), outcome("timeout", "slice")]
+    assert mutate.record(clean, [], 1.0, "digest", total=3)["passed"] is True
+    assert mutate.score(clean) == 1.0
+    survived = [*clean, outcome("survived")]
+    data = mutate.record(survived, [], 1.0, "digest", total=4)
+    assert data["passed"] is False and data["survivors"] == ["k-survived"]
+    assert mutate.score(survived) == pytest.approx(2 / 3)
+    assert mutate.record(clean, ["stale key"], 1.0, "digest", total=3)["passed"] is False
+    assert mutate.record(clean, [], 1.0, "digest", total=5)["passed"] is False  # unfinished
+
+
+def test_summary_counts_per_operator_and_total() -> None:
+    rows = mutate.summary_rows([outcome("killed"), outcome("survived"), outcome("timeout", "slice")])
+    assert rows == [("compare", 2, 1, 1, 0, 0), ("slice", 1, 0, 0, 0, 1), ("total", 3, 1, 1, 0, 1)]
+
+
+def test_first_failure_names_the_test() -> None:
+    output = "....F\nFAILED tests/regression/test_x.py::test_y[bf16] - AssertionError: no\n1 failed\n"
+    assert mutate.first_failure(output) == "tests/regression/test_x.py::test_y[bf16]"
+    assert mutate.first_failure("collection error\n") == "collection error"

@@ -1,0 +1,70 @@
+"""Fork server for ``nox -s mutate``: one leg process prepared once, one forked pytest run per mutant.
+
+Started by the kit (scripts/mutate.py) with a leg's interpreter and environment. It imports what
+every run needs and nothing of vllm_omni (each run imports the mutated tree itself): torch, vllm
+and, in the npu leg's simulated mode, the simulated NPU, which must be installed before vllm is
+imported. Then, per line on stdin ``{"args": [...], "timeout": s}``, it forks; the child runs
+``pytest.main(args)`` with its output in a file; the reply on stdout is ``{"rc": int | null,
+"output": tail}`` (rc null: killed at the timeout). Importing vllm once instead of per run is
+what makes a mutant cost seconds instead of a minute.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import tempfile
+import time
+from typing import Any
+
+
+def warm(mode: str) -> None:
+    if mode == "simulated":
+        from npu_standin import simulated_npu
+
+        simulated_npu.install()
+    import torch  # noqa: F401
+    import vllm  # noqa: F401
+
+
+def run_job(args: list[str], timeout: float) -> dict[str, Any]:
+    with tempfile.TemporaryFile() as log:
+        pid = os.fork()
+        if pid == 0:  # the child: pytest with stdout/stderr in the log, never back into the server's loop
+            os.dup2(log.fileno(), 1)
+            os.dup2(log.fileno(), 2)
+            import pytest
+
+            code = pytest.main(args)
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(int(code))
+        deadline = time.monotonic() + timeout
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                rc: int | None = os.waitstatus_to_exitcode(status)
+                break
+            if time.monotonic() > deadline:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                rc = None
+                break
+            time.sleep(0.05)
+        log.seek(0)
+        return {"rc": rc, "output": log.read().decode(errors="replace")[-6000:]}
+
+
+def main() -> int:
+    warm(os.environ.get("KIT_NPU_MODE", "none"))
+    print(json.dumps({"ready": True}), flush=True)
+    for line in sys.stdin:
+        job = json.loads(line)
+        print(json.dumps(run_job(job["args"], float(job["timeout"]))), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
