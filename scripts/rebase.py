@@ -378,7 +378,8 @@ def judge_series(
 
 
 def dependent_tests(dropped: list[Patch], test_files: dict[str, str]) -> dict[str, list[str]]:
-    """{dropped patch: test files naming a file it touched (by path, module or file name)}."""
+    """{dropped patch: test files naming a file it touched (by path, module or file name), directly or
+    through a helper module of the suite they import}."""
     out = {}
     for patch in dropped:
         needles = set()
@@ -386,9 +387,19 @@ def dependent_tests(dropped: list[Patch], test_files: dict[str, str]) -> dict[st
             needles |= {path, Path(path).name}
             if path.endswith(".py"):
                 needles.add(path[: -len(".py")].replace("/", "."))
-        hits = sorted(name for name, text in test_files.items() if any(n in text for n in needles))
+        hits = {name for name, text in test_files.items() if any(n in text for n in needles)}
+        while True:  # a test importing a helper that names the file depends on it too
+            stems = {Path(h.split(" ")[0]).stem for h in hits}
+            more = {
+                name
+                for name, text in test_files.items()
+                if any(re.search(rf"^\s*(import|from) {re.escape(s)}\b", text, re.M) for s in stems)
+            } - hits
+            if not more:
+                break
+            hits |= more
         if hits:
-            out[patch.name] = hits
+            out[patch.name] = sorted(hits)
     return out
 
 
