@@ -24,7 +24,7 @@ from scripts.errors import KitError
 
 PYPI_SIMPLE = "https://pypi.org/simple"
 JSON_TYPE = "application/vnd.pypi.simple.v1+json"
-INDEX_KEY = re.compile(r"^(?:[\w:]+)?\.index-url='(.*)'$")
+INDEX_KEY = re.compile(r"^(?:[\w:]+)?\.(index-url|extra-index-url)='(.*)'$")
 
 
 class RegistryError(KitError):
@@ -36,15 +36,17 @@ def normalize(project: str) -> str:
     return re.sub(r"[-_.]+", "-", project).lower()
 
 
-def index_url_from_config(pip_config_list: str) -> str:
-    """The index-url from `pip config list` output (the last one wins, as env overrides files), else PyPI."""
-    found = [m[1] for line in pip_config_list.splitlines() if (m := INDEX_KEY.match(line.strip()))]
-    return (found[-1] if found else PYPI_SIMPLE).rstrip("/")
+def indexes_from_config(pip_config_list: str) -> list[str]:
+    """The index-url (the last one wins, as the environment overrides files; else PyPI), then the extra ones."""
+    found = [m.groups() for line in pip_config_list.splitlines() if (m := INDEX_KEY.match(line.strip()))]
+    main = [v for k, v in found if k == "index-url"]
+    extra = [u for k, v in found if k == "extra-index-url" for u in v.split()]
+    return [u.rstrip("/") for u in dict.fromkeys([main[-1] if main else PYPI_SIMPLE, *extra])]
 
 
-def configured_index() -> str:
+def configured_indexes() -> list[str]:
     proc = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True)
-    return index_url_from_config(proc.stdout if proc.returncode == 0 else "")
+    return indexes_from_config(proc.stdout if proc.returncode == 0 else "")
 
 
 class _Links(html.parser.HTMLParser):
@@ -84,21 +86,21 @@ def read_page(url: str) -> tuple[str, str]:
         return response.read().decode("utf-8"), response.headers.get("Content-Type", "text/html")
 
 
-def published_sha256(project: str, filename: str, index: str | None = None) -> str:
-    """The sha256 the registry publishes for one file of project."""
-    base = index or configured_index()
-    url = f"{base}/{normalize(project)}/"
-    try:
-        body, content_type = read_page(url)
-    except (OSError, urllib.error.URLError, ValueError) as exc:
-        raise RegistryError(
-            f"cannot read the package index page {url} ({exc})",
-            "check that the registry is reachable (pip config list shows the index pip uses)",
-        ) from exc
-    digest = digests_from_page(body, content_type).get(filename)
-    if not digest or not re.fullmatch(r"[0-9a-f]{64}", digest):
-        raise RegistryError(
-            f"the package index {base} publishes no sha256 for {filename}",
-            "name a release the index lists with its digest, or point pip at an index that publishes digests",
-        )
-    return digest
+def published_sha256(project: str, filename: str, indexes: list[str] | None = None) -> str:
+    """The sha256 the registry publishes for one file of project: the first index that lists it."""
+    tried = []
+    for base in indexes or configured_indexes():
+        url = f"{base}/{normalize(project)}/"
+        try:
+            body, content_type = read_page(url)
+        except (OSError, urllib.error.URLError, ValueError) as exc:
+            tried.append(f"{url}: {exc}")
+            continue
+        digest = digests_from_page(body, content_type).get(filename, "")
+        if re.fullmatch(r"[0-9a-f]{64}", digest):
+            return digest
+        tried.append(f"{url}: no sha256 for {filename}")
+    raise RegistryError(
+        f"no package index publishes a sha256 for {filename} ({'; '.join(tried)})",
+        "check that the registry is reachable and lists the release (pip config list shows the indexes pip uses)",
+    )

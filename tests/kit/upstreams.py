@@ -25,7 +25,7 @@ LINGBOT = "vllm_omni/diffusion/models/lingbot_world/transformer.py"
 CONFIG = "benchmarks/lingbot_world/configs/npu_usp4_eager.yaml"
 REPLAY_OLD = "            if query.is_cuda and query.shape[0] == 1:\n"
 # 0005's change as upstream typed it: other spacing, a comment of its own.
-REPLAY_UPSTREAM = '            if query.device.type  in ("cuda","npu") and query.shape[0]==1:  # paged entry on NPU too\n'
+REPLAY_UPSTREAM = '            if query.device.type  in ("cuda","npu") and query.shape[0]==1:  # NPU too\n'
 # 0006's settings in upstream's words: other comments, keys in another order, flow-style mappings.
 CONFIG_UPSTREAM = """\
 # Ascend: 4 NPUs with Ulysses sequence parallelism (degree 4), eager mode.
@@ -108,8 +108,12 @@ def make_next_upstreams(repo: Path) -> None:
     """Branches `merged`, `renamed` and `reverted` of the release repository."""
     branch(repo, "merged")
     am(repo, patch("0001"))  # verbatim: its patch-id is in the history ...
-    edit(repo, ROPE, "        sin: torch.Tensor,\n    ) -> torch.Tensor:\n        if cos.dim",
-         "        sin: torch.Tensor,  # (S, D/2) or (B, S, 1, D/2)\n    ) -> torch.Tensor:\n        if cos.dim")  # fmt: skip
+    edit(
+        repo,
+        ROPE,
+        "        sin: torch.Tensor,\n    ) -> torch.Tensor:\n        if cos.dim",
+        "        sin: torch.Tensor,  # (S, D/2) or (B, S, 1, D/2)\n    ) -> torch.Tensor:\n        if cos.dim",
+    )
     commit_all(repo, "Document the cos/sin layouts")  # ... and a later edit of its context stops reverse-apply
     third = split_hunks(patch("0003").read_text(encoding="utf-8"))[2]
     apply_text(repo, third.text, "Build the block table once per step")  # half of 0003: one of its hunks
@@ -123,8 +127,12 @@ def make_next_upstreams(repo: Path) -> None:
     git("mv", LINGBOT, LINGBOT.replace("transformer.py", "lingbot_transformer.py"), cwd=repo)
     for user in ("__init__.py", "dmd_block.py", "pipeline.py"):
         f = repo / Path(LINGBOT).parent / user
-        f.write_text(f.read_text(encoding="utf-8").replace(".transformer import", ".lingbot_transformer import")
-                     .replace("lingbot_world.transformer", "lingbot_world.lingbot_transformer"), encoding="utf-8")  # fmt: skip
+        f.write_text(
+            f.read_text(encoding="utf-8")
+            .replace(".transformer import", ".lingbot_transformer import")
+            .replace("lingbot_world.transformer", "lingbot_world.lingbot_transformer"),
+            encoding="utf-8",
+        )
     commit_all(repo, "Rename the LingBot transformer module")
 
     branch(repo, "reverted")
