@@ -116,3 +116,35 @@ def test_unknown_ref_is_one_line(kit: Kit, upstream: Path) -> None:
     proc = kit.run("rebase", "--git", str(upstream), "no-such-branch")
     assert proc.returncode == 2 and "has no branch or tag no-such-branch" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_move_onto_merged_then_apply_and_both_legs_pass(kit: Kit, upstream: Path) -> None:
+    """--move drops what upstream has, keeps the rest; the moved series applies strictly and passes both legs."""
+    from scripts import legenv  # noqa: PLC0415 -- only this test needs the leg environments
+
+    missing = [leg for leg in ("stock", "npu") if not legenv.is_ready(leg)]
+    if missing:
+        pytest.skip(f"leg environments not built ({', '.join(missing)}): nox -s test builds them")
+    (kit.root / ".work/envs").symlink_to(KIT_ROOT / ".work/envs")
+    url = f"file://{upstream}"
+    rebase(kit, upstream, "merged", "--move")
+    pin = (kit.patches / "upstream.toml").read_text()
+    commit = git("rev-parse", "merged", cwd=upstream).strip()
+    assert 'source = "git"' in pin and f'commit = "{commit}"' in pin and f'url = "{url}"' in pin
+    series = (kit.patches / "series").read_text()
+    where = f"in merged ({commit[:12]}) at {url}"
+    for slug, how in (("rope-2d-cos-sin", "verbatim"), ("lingbot-npu-paged-replay", "equivalent"),
+                      ("npu-usp4-eager-config", "equivalent")):  # fmt: skip
+        assert f"# dropped {slug}: already upstream ({how}) {where}\n" in series
+    names = [line for line in series.splitlines() if line and not line.startswith("#")]
+    assert names == ["0001-rope-2d-cos-sin-test.patch", "0002-paged-attention-npu.patch",
+                     "0003-npu-empty-stage-buffers.patch"]  # fmt: skip
+    reduced = (kit.patches / "0002-paged-attention-npu.patch").read_text()
+    assert reduced.count("\n@@ ") == 3 and "Kit-Patch: paged-attention-npu" in reduced  # hunk #3 is upstream's now
+    applied = kit.run("apply", env={"CI": "true"})  # strict: offsets or 3-way would fail
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    for leg in ("stock", "npu"):
+        proc = kit.run("test", leg)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        record = json.loads((kit.root / f".work/records/test-{leg}.json").read_text())
+        assert record["passed_all"] and record["failed"] == 0 and record["passed"] > 0
