@@ -94,6 +94,7 @@ def build(
     made = upstream.build_branch(clone, base, applied, identity, branch) if applied else []
     if not made:
         git("branch", "-f", branch, base, cwd=clone)
+    git("checkout", "-q", "-f", branch, cwd=clone)  # the clone shows what would be pushed
     return verdicts, made
 
 
