@@ -91,7 +91,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "target",
         nargs="?",
-        help="a release on the package registry (e.g. 0.28.0), or a git tag/commit at the pin's git URL",
+        help="a release on the package registry (e.g. 0.28.0, or latest), or a git tag/commit at the pin's git URL",
     )
     p.add_argument(
         "--git",
@@ -104,6 +104,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="when no patch conflicts: move the pin to the target, drop what upstream has, refresh the rest",
     )
+    p.add_argument("--report-name", help="file name (without .json/.md) of the reports in .work/rebase/")
     p.add_argument(
         "--baseline",
         type=Path,
@@ -168,22 +169,19 @@ def git_url(url: str) -> str:
 
 
 def target_of(pin: Pin, args: argparse.Namespace, downloads: Path) -> Target:
+    release = args.target
+    if release == "latest":
+        release = registry.newest_release(pin.project)
+        progress(f"latest release of {pin.project} on the package index: {release}")
     if args.git:
         url, ref = git_url(args.git[0]), args.git[1]
-    elif args.target and VERSION.match(args.target):
-        wheel, digest = fetch_release(pin.project, args.target, downloads)
-        moved = replace(
-            pin,
-            version=args.target,
-            source="wheel",
-            wheel_filename=wheel.name,
-            wheel_sha256=digest,
-            git_tag=f"v{args.target}",
-            git_commit="",
-        )
+    elif release and VERSION.match(release):
+        wheel, digest = fetch_release(pin.project, release, downloads)
+        moved = replace(pin, version=release, source="wheel", wheel_filename=wheel.name, wheel_sha256=digest,
+                        git_tag=f"v{release}", git_commit="")  # fmt: skip
         return Target(moved, "release")
-    elif args.target:
-        url, ref = pin.git_url, args.target
+    elif release:
+        url, ref = pin.git_url, release
     else:
         raise RebaseError("no target given", "name a release (nox -s rebase -- 0.28.0) or a git ref (-- --git URL REF)")
     commit = resolve_ref(url, ref, paths.ROOT)
@@ -551,7 +549,7 @@ def command(args: argparse.Namespace) -> int:
     target = target_of(pin, args, paths.DOWNLOADS)
     progress(f"trying {len(patches)} patch(es) from {pin.label} on {target.label} (the checkout is not touched)")
     paths.WORK.mkdir(parents=True, exist_ok=True)
-    name = args.target or f"{Path(target.url).name}-{target.ref}"
+    name = args.report_name or args.target or f"{Path(target.url).name}-{target.ref}"
     with tempfile.TemporaryDirectory(dir=paths.WORK, prefix=".rebase-") as tmp:
         repo, verdicts = try_series(pin, target, patches, Path(tmp))
         print(

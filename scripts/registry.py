@@ -86,8 +86,8 @@ def read_page(url: str) -> tuple[str, str]:
         return response.read().decode("utf-8"), response.headers.get("Content-Type", "text/html")
 
 
-def published_sha256(project: str, filename: str, indexes: list[str] | None = None) -> str:
-    """The sha256 the registry publishes for one file of project: the first index that lists it."""
+def project_page(project: str, indexes: list[str] | None = None) -> tuple[dict[str, str], list[str]]:
+    """({file name: sha256} from the first index that lists project, what was tried where none did)."""
     tried = []
     for base in indexes or configured_indexes():
         url = f"{base}/{normalize(project)}/"
@@ -96,11 +96,34 @@ def published_sha256(project: str, filename: str, indexes: list[str] | None = No
         except (OSError, urllib.error.URLError, ValueError) as exc:
             tried.append(f"{url}: {exc}")
             continue
-        digest = digests_from_page(body, content_type).get(filename, "")
-        if re.fullmatch(r"[0-9a-f]{64}", digest):
-            return digest
-        tried.append(f"{url}: no sha256 for {filename}")
-    raise RegistryError(
-        f"no package index publishes a sha256 for {filename} ({'; '.join(tried)})",
-        "check that the registry is reachable and lists the release (pip config list shows the indexes pip uses)",
-    )
+        files = digests_from_page(body, content_type)
+        if files:
+            return files, tried
+        tried.append(f"{url}: no files with a sha256")
+    return {}, tried
+
+
+def published_sha256(project: str, filename: str, indexes: list[str] | None = None) -> str:
+    """The sha256 the registry publishes for one file of project."""
+    files, tried = project_page(project, indexes)
+    digest = files.get(filename, "")
+    if not re.fullmatch(r"[0-9a-f]{64}", digest):
+        where = "; ".join(tried) or f"the index lists {len(files)} other file(s)"
+        raise RegistryError(
+            f"no package index publishes a sha256 for {filename} ({where})",
+            "check that the registry is reachable and lists the release (pip config list shows the indexes pip uses)",
+        )
+    return digest
+
+
+def newest_release(project: str, indexes: list[str] | None = None) -> str:
+    """The highest final release (no rc/dev) with a wheel on the index."""
+    files, tried = project_page(project, indexes)
+    prefix = re.sub(r"[-_.]+", "_", project).lower() + "-"
+    found = [m[1] for name in files if (m := re.match(rf"^{re.escape(prefix)}(\d+(?:\.\d+)*)-.*\.whl$", name))]
+    if not found:
+        raise RegistryError(
+            f"no release wheel of {project} on the package index ({'; '.join(tried) or 'none'})",
+            "name the release instead of latest",
+        )
+    return max(found, key=lambda v: tuple(int(x) for x in v.split(".")))

@@ -141,6 +141,29 @@ def test_index_without_a_digest_is_refused_and_nothing_moves(small_kit: Kit, tmp
     assert (small_kit.patches / "upstream.toml").read_text() == before
 
 
+def test_baseline_fails_only_on_new_conflicts(small_kit: Kit, tmp_path) -> None:
+    make_series(small_kit, TWO_PATCHES)
+    offer(tmp_path, {**SMALL_UPSTREAM, "vllm_omni/layers/rope.py": rope_with({9: "u9", 10: "u10", 11: "u11"})})
+    watch = ["rebase", "0.2.0", "--report-name", "drift", "--baseline"]
+    first = small_kit.run(*watch, str(tmp_path / "no-earlier-run.json"), env=index_env(tmp_path))
+    assert first.returncode == 1 and "newly conflicting since no-earlier-run.json: 0001-fix-ten.patch" in first.stdout
+    baseline = tmp_path / "last-week.json"
+    baseline.write_bytes((small_kit.root / ".work/rebase/drift.json").read_bytes())
+    again = small_kit.run(*watch, str(baseline), env=index_env(tmp_path))
+    assert again.returncode == 0, again.stdout + again.stderr  # the same conflict as last week: reported, not failed
+    assert "conflict" in again.stdout and "newly conflicting" not in again.stdout
+
+
+def test_latest_is_the_newest_release_on_the_index(small_kit: Kit, tmp_path) -> None:
+    make_series(small_kit, TWO_PATCHES)
+    offer(tmp_path, SMALL_UPSTREAM, version="0.2.0")
+    offer(tmp_path, SMALL_UPSTREAM, version="0.10.0")
+    proc = small_kit.run("rebase", "latest", env=index_env(tmp_path))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "latest release of vllm-omni on the package index: 0.10.0" in proc.stdout
+    assert json.loads((small_kit.root / ".work/rebase/latest.json").read_text())["target"]["version"] == "0.10.0"
+
+
 def test_real_release_0_28_0_from_the_registry(tmp_path) -> None:
     """The shipped series and pin, tried on vllm-omni 0.28.0 (a real wheel from the package registry)."""
     kit = copy_kit(tmp_path / "kit", with_patches=True)

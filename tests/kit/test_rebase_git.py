@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from conftest import KIT_ROOT, Kit, copy_kit
-from upstreams import CONFIG, LINGBOT, make_next_upstreams, real_wheel, release_repo
+from upstreams import CONFIG, LINGBOT, UPSTREAM_TEST, make_next_upstreams, real_wheel, release_repo
 
 from scripts.gitcmd import git
 
@@ -44,7 +44,7 @@ def rebase(kit: Kit, upstream: Path, ref: str, *extra: str) -> str:
 def test_merged_upstream_verdict_per_patch(kit: Kit, upstream: Path) -> None:
     out = rebase(kit, upstream, "merged")
     got = verdicts(kit, "vllm-omni-merged")
-    merged = git("rev-parse", "merged~4", cwd=upstream).strip()
+    merged = git("rev-parse", "merged~5", cwd=upstream).strip()
     assert got["rope-2d-cos-sin"] == ("upstream-verbatim", f"patch-id of upstream commit {merged[:12]}")
     assert got["rope-2d-cos-sin-test"][0] == "clean"
     outcome, detail = got["paged-attention-npu"]
@@ -148,3 +148,5 @@ def test_move_onto_merged_then_apply_and_both_legs_pass(kit: Kit, upstream: Path
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
         record = json.loads((kit.root / f".work/records/test-{leg}.json").read_text())
         assert record["passed_all"] and record["failed"] == 0 and record["passed"] > 0
+        ran = record["upstream_tests"]  # the git source carries upstream's tests: they ran on pristine and patched
+        assert ran["files"] == [UPSTREAM_TEST] and ran["ok"] and ran["passed"] == 1 and ran["regressions"] == []
