@@ -9,9 +9,11 @@ evidence, strongest first:
   1. it reverse-applies                     -> already upstream (verbatim)
   2. its `git patch-id --stable` is that of a commit in the target's history,
      and the target holds it                -> already upstream (verbatim)
-  3. every line it adds is in the target, whitespace and comments aside
-     (YAML/TOML: the same data)             -> already upstream (equivalent)
-  4. some hunks are upstream, others not    -> already upstream (partial): the rest applied
+  3. it does not apply as is, and every line it adds is in the target,
+     whitespace and comments aside (YAML/TOML: the same data)
+                                            -> already upstream (equivalent)
+  4. it does not apply as is, some hunks are upstream (reverse-apply or
+     equivalent), others not                -> already upstream (partial): the rest applied
   else it is applied: clean / offset / fuzz (-C1) / 3-way / conflict (file and hunk named).
 A table, a JSON and a Markdown report in .work/rebase/. With --move, when nothing
 conflicts, the pin moves to the target, the patches found upstream are dropped
@@ -308,10 +310,13 @@ def judge(repo: Path, patch: Patch, commit: str, history: dict[str, str] | None)
             return Verdict(patch.name, "upstream-verbatim", f"patch-id of upstream commit {found[:12]}")
         if found:
             note = f"upstream merged it in {found[:12]}, but the target does not hold it (reverted since)"
+    if forward:  # it applies as is: lines that happen to be elsewhere in the file are no evidence against that
+        verdict = try_apply(repo, patch)
+        return replace(verdict, detail="; ".join(x for x in (verdict.detail, note) if x))
     hunks = equivalence.split_hunks(patch.text)
     marks = [hunk_upstream(repo, h, show(repo, commit, h.path)) for h in hunks]
     rows = [(h.label, "upstream" if m else "not upstream") for h, m in zip(hunks, marks, strict=True)]
-    if hunks and all(marks) and not forward:
+    if hunks and all(marks):
         return Verdict(
             patch.name,
             "upstream-equivalent",
@@ -330,8 +335,7 @@ def judge(repo: Path, patch: Patch, commit: str, history: dict[str, str] | None)
                 rows,
             )
         return Verdict(patch.name, "upstream-partial", f"upstream has {upstream}; the rest applied ({applied})", rows)
-    verdict = try_apply(repo, patch)
-    return replace(verdict, detail="; ".join(x for x in (verdict.detail, note) if x))
+    return try_apply(repo, patch)
 
 
 def current_series(pin: Pin, patches: list[Patch], dest: Path) -> list[str]:
@@ -446,9 +450,20 @@ def markdown(data: dict[str, object], verdicts: list[Verdict]) -> str:
 Tests that exercise a dropped patch's files (they now test upstream's version):
 {deps or "- none"}
 
-{"The pin was moved and the series refreshed." if data["moved"] else "Nothing was changed (no --move)."}
+{pin_line(data) if data["moved"] else "Nothing was changed (no --move)."}
 Made by `nox -s rebase`.
 """
+
+
+def pin_line(data: dict[str, object]) -> str:
+    """What the moved pin now names, and how its identity was checked."""
+    target = data["target"]
+    assert isinstance(target, dict)
+    if target["kind"] == "release":
+        how = f"`{target['wheel']}`, sha256 `{target['wheel_sha256']}` as the package index publishes it"
+    else:
+        how = f"git `{target['git_url']}` `{target['git_ref']}` at commit `{target['git_commit']}`"
+    return f"The pin now names {how}; the series was refreshed on it."
 
 
 def write_report(name: str, data: dict[str, object], text: str) -> Path:
