@@ -151,6 +151,8 @@ def check_flags(args: argparse.Namespace) -> None:
 def previous_cover(prev: revisions.Revision | None, text: str) -> str:
     if prev is None:
         return "Cover: first revision."
+    if not prev.cover_digest:
+        return f"Cover against {prev.label}: {prev.label} was prepared before the series had a cover."
     return covermod.compare(revisions.find_cover(prev, PR_DIR / prev.label / "series", paths.ROOT), text, prev.label)
 
 

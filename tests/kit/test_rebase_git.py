@@ -139,6 +139,8 @@ def test_move_onto_merged_then_apply_and_both_legs_pass(kit: Kit, upstream: Path
     names = [line for line in series.splitlines() if line and not line.startswith("#")]
     assert names == ["0001-rope-2d-cos-sin-test.patch", "0002-paged-attention-npu.patch",
                      "0003-npu-empty-stage-buffers.patch"]  # fmt: skip
+    report = (kit.root / ".work/rebase/vllm-omni-merged.md").read_text()
+    assert f"The pin now names git `{url}` `merged` at commit `{commit}`" in report
     reduced = (kit.patches / "0002-paged-attention-npu.patch").read_text()
     assert reduced.count("\n@@ ") == 3 and "Kit-Patch: paged-attention-npu" in reduced  # hunk #3 is upstream's now
     applied = kit.run("apply", env={"CI": "true"})  # strict: offsets or 3-way would fail
