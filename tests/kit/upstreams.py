@@ -54,23 +54,22 @@ stages:
 """
 
 
-# One of upstream's own CPU tests, as the git tree carries them (the wheel has none).
-UPSTREAM_TEST = "tests/diffusion/layers/test_rope_upstream_cpu.py"
+# One of upstream's own CPU tests, as the git tree carries them (the wheel has none), for a module
+# the series still touches after --move (paged_attention).
+UPSTREAM_TEST = "tests/diffusion/ar_diffusion/test_paged_attention_cpu_copy.py"
 UPSTREAM_TEST_TEXT = """\
 # SPDX-License-Identifier: Apache-2.0
 import pytest
 import torch
 
-from vllm_omni.diffusion.layers.rope import RotaryEmbeddingWan
+from vllm_omni.experimental.ar_diffusion.kv_cache.paged_attention import _to_device_async
 
 pytestmark = [pytest.mark.core_model, pytest.mark.cpu]
 
 
-def test_identity_rotation_keeps_4d_input():
-    rope = RotaryEmbeddingWan(is_neox_style=False, half_head_dim=True)
-    x = torch.randn(1, 6, 2, 8)
-    out = rope.forward_native(x, torch.ones(1, 6, 1, 4), torch.zeros(1, 6, 1, 4))
-    assert out.shape == x.shape and torch.equal(out, x)
+def test_copy_to_cpu_keeps_values():
+    t = torch.arange(6)
+    assert torch.equal(_to_device_async(t, torch.device("cpu")), t)
 """
 
 
@@ -144,7 +143,7 @@ def make_next_upstreams(repo: Path) -> None:
     commit_all(repo, "Add the Ascend SP-4 deploy config")  # 0006 in other words
     (repo / UPSTREAM_TEST).parent.mkdir(parents=True, exist_ok=True)
     (repo / UPSTREAM_TEST).write_text(UPSTREAM_TEST_TEXT, encoding="utf-8")
-    commit_all(repo, "tests: RoPE identity rotation on CPU")
+    commit_all(repo, "tests: host copies in paged attention on CPU")
 
     branch(repo, "renamed")
     git("mv", LINGBOT, LINGBOT.replace("transformer.py", "lingbot_transformer.py"), cwd=repo)
