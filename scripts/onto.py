@@ -21,6 +21,7 @@ from scripts import paths, rebase, upstream
 from scripts.errors import KitError
 from scripts.gitcmd import git
 from scripts.series import Patch
+from scripts.verdicts import Verdict, judge_series
 
 CLONE = paths.WORK / "upstream"
 MARKER = "kit-upstream-clone"  # in .git/: this folder is the kit's, it may reset it
@@ -62,12 +63,12 @@ def fetch_ref(clone: Path, url: str, ref: str) -> str:
     return commit
 
 
-def refusal(verdicts: list[rebase.Verdict], threeway: bool) -> str | None:
+def refusal(found: list[Verdict], threeway: bool) -> str | None:
     """Why the series cannot be put onto REF as asked (None when it can)."""
-    conflict = next((v for v in verdicts if v.outcome == "conflict"), None)
+    conflict = next((v for v in found if v.outcome == "conflict"), None)
     if conflict:
         return f"{conflict.name} conflicts with upstream: {conflict.detail}"
-    merged = [v.name for v in verdicts if v.outcome in ("3-way", "upstream-partial", "fuzz")]
+    merged = [v.name for v in found if v.outcome in ("3-way", "upstream-partial", "fuzz")]
     if merged and not threeway:
         return f"{', '.join(merged)} apply only with a merge (3-way or reduced context) on upstream's tree"
     return None
@@ -82,10 +83,10 @@ def build(
     identity: str,
     branch: str,
     threeway: bool,
-) -> tuple[list[rebase.Verdict], list[str]]:
+) -> tuple[list[Verdict], list[str]]:
     """(the verdict per patch, the upstream-form commits of branch) on top of base; raises on a refusal."""
-    verdicts = rebase.judge_series(clone, checkout, patches, commits, with_history=True)
-    why = refusal(verdicts, threeway)
+    found = judge_series(clone, checkout, patches, commits, with_history=True)
+    why = refusal(found, threeway)
     if why:
         git("checkout", "-q", "-f", "--detach", base, cwd=clone)
         fix = "pass --3way to accept the merge" if "only with a merge" in why else "rebase the series first"
@@ -95,7 +96,7 @@ def build(
     if not made:
         git("branch", "-f", branch, base, cwd=clone)
     git("checkout", "-q", "-f", branch, cwd=clone)  # the clone shows what would be pushed
-    return verdicts, made
+    return found, made
 
 
 def push(clone: Path, remote: str, branch: str, force: bool) -> None:

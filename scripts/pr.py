@@ -36,6 +36,7 @@ from scripts.gitcmd import git
 from scripts.pin import load_pin
 from scripts.report import progress, table
 from scripts.series import Patch, load_series
+from scripts.verdicts import DROPPED
 
 PR_DIR = paths.WORK / "pr"
 REVISIONS_FILE = paths.PATCHES / "revisions.toml"
@@ -166,9 +167,9 @@ def put_onto(args: argparse.Namespace, patches: list[Patch], commits: list[str],
     verdicts, made = onto.build(clone, base, paths.CHECKOUT, patches, commits, identity, branch, args.threeway)
     print(table(["#", "patch", "verdict", "detail"],
                 [(i, v.name, v.shown, v.detail) for i, v in enumerate(verdicts, 1)]))  # fmt: skip
-    kept = [p for p, v in zip(patches, verdicts, strict=True) if v.outcome not in rebase.DROPPED]
+    kept = [p for p, v in zip(patches, verdicts, strict=True) if v.outcome not in DROPPED]
     for v in verdicts:
-        if v.outcome in rebase.DROPPED:
+        if v.outcome in DROPPED:
             progress(f"{v.name}: left out of {branch} ({v.shown})")
     return kept, made, f"{url} {ref} ({base[:12]})"
 
