@@ -93,7 +93,7 @@ def previous_range_diff(prev: revisions.Revision | None, new_tip: str, identity:
 
 def cover_text(title: str, rev: revisions.Revision, pin: str, where: str, identity: str, patches: list[Patch],
                scopes: list[scope.Scope], lint: lintmod.SeriesLint, ruff: tuple[str, str],
-               rdiff: str, cover_diff: str) -> str:  # fmt: skip
+               rdiff: str, cover_diff: str, onto_report: str = "") -> str:  # fmt: skip
     warning = scope.rfc_warning(scope.total(scopes))
     ruff_note = "" if ruff[0] == ruff[1] else f"  (not upstream's pinned {ruff[1]}: results may differ)"
     findings = "\n".join(str(f) for f in lint.findings) or "no findings"
@@ -105,7 +105,7 @@ Revision {rev.label} of the series against {pin} (series digest {rev.series_dige
 Apply elsewhere with: git am -k {rev.label}/*.patch   (-k keeps upstream's [Prefix] subjects)
 
 {listing}
-
+{onto_report}
 Scope
 {table(scope.HEADERS, scope.rows(scopes))}
 {f"WARNING: {warning}" if warning else f"Under upstream's {scope.RFC_THRESHOLD}-line RFC threshold."}
@@ -158,20 +158,21 @@ def previous_cover(prev: revisions.Revision | None, text: str) -> str:
 
 
 def put_onto(args: argparse.Namespace, patches: list[Patch], commits: list[str], identity: str,
-             branch: str) -> tuple[list[Patch], list[str], str]:  # fmt: skip
-    """(patches kept, their upstream commits, base label) of pr/vN made on upstream's REF in the kit's clone."""
+             branch: str) -> tuple[list[Patch], list[str], str, str]:  # fmt: skip
+    """(patches kept, their upstream commits, base label, verdict table) of pr/vN made on REF in the kit's clone."""
     url, ref = rebase.git_url(args.onto[0]), args.onto[1]
     clone = onto.kit_clone(onto.CLONE)
     progress(f"fetching {url} {ref} into .work/{onto.CLONE.name}")
     base = onto.fetch_ref(clone, url, ref)
     verdicts, made = onto.build(clone, base, paths.CHECKOUT, patches, commits, identity, branch, args.threeway)
-    print(table(["#", "patch", "verdict", "detail"],
-                [(i, v.name, v.shown, v.detail) for i, v in enumerate(verdicts, 1)]))  # fmt: skip
+    verdict_table = table(["#", "patch", "verdict", "detail"],
+                          [(i, v.name, v.shown, v.detail) for i, v in enumerate(verdicts, 1)])  # fmt: skip
+    print(verdict_table)
     kept = [p for p, v in zip(patches, verdicts, strict=True) if v.outcome not in DROPPED]
     for v in verdicts:
         if v.outcome in DROPPED:
             progress(f"{v.name}: left out of {branch} ({v.shown})")
-    return kept, made, f"{url} {ref} ({base[:12]})"
+    return kept, made, f"{url} {ref} ({base[:12]})", verdict_table
 
 
 def command(args: argparse.Namespace) -> int:
@@ -204,8 +205,10 @@ def command(args: argparse.Namespace) -> int:
     progress(f"branch {branch} in .work/{paths.CHECKOUT.name}: {len(made)} commit(s) signed off by {identity}, "
              "kit trailers stripped; it sits on the kit's pristine commit: for review, not for upstream")  # fmt: skip
     repo, kept, where = paths.CHECKOUT, patches, f"Branch {branch} in .work/{paths.CHECKOUT.name} (for review)"
+    onto_report = ""
     if args.onto:
-        kept, made, base = put_onto(args, patches, commits, identity, branch)
+        kept, made, base, verdict_table = put_onto(args, patches, commits, identity, branch)
+        onto_report = f"\nEach patch on {base}:\n{verdict_table}\n"
         repo, where = onto.CLONE, f"Branch {branch} in .work/{onto.CLONE.name} on {base}: {len(made)} commit(s)"
         progress(f"branch {branch} in .work/{onto.CLONE.name} on {base}: {len(made)} signed-off commit(s)")
     subjects = [upstream.message_parts(repo, c)[0] for c in made]
@@ -222,7 +225,9 @@ def command(args: argparse.Namespace) -> int:
     files["pr-body.md"] = prbody.body(covermod.purpose_section(cover, subjects), results, scopes, pin.label, digest)
     ruff = (ruff_version, upstream_ruff())
     cover_diff = previous_cover(prev, cover_source)
-    files["cover.txt"] = cover_text(title, rev, pin.label, where, identity, kept, scopes, lint, ruff, rdiff, cover_diff)
+    files["cover.txt"] = cover_text(
+        title, rev, pin.label, where, identity, kept, scopes, lint, ruff, rdiff, cover_diff, onto_report
+    )
     files["series/series"] = (paths.PATCHES / "series").read_text(encoding="utf-8")
     files["series/" + covermod.NAME] = cover_source
     files.update({f"series/{p.name}": p.text for p in patches})

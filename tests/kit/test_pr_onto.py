@@ -92,6 +92,8 @@ def test_onto_main_pushes_a_signed_branch_on_upstream_history(kit: Kit, upstream
     assert args[args.index("--base") + 1] == "main" and args[args.index("--head") + 1].endswith(f":{name}")
     assert args[args.index("--body-file") + 1] == str(out / "pr-body.md")
     assert f"pushed {name} to {fork}" in proc.stdout
+    cover_txt = (out / "cover.txt").read_text()
+    assert f"Each patch on {url} main ({main[:12]}):" in cover_txt and "0001-rope-2d-cos-sin.patch  offset" in cover_txt
 
 
 def test_onto_without_push_to_leaves_nothing_remote(kit: Kit, upstream: Path, fork: Path,
