@@ -106,11 +106,12 @@ def mutate(session: nox.Session) -> None:
 @nox.session(venv_backend=VENV_BACKEND, default=False)
 def pr(session: nox.Session) -> None:
     """Prepare the upstream PR: signed-off branch, format-patch files, PR body from records, precheck, range-diff."""
-    session.install(pinned("ruff"))
-    run_kit(session, "pr", "--ruff", str(Path(session.bin) / "ruff"))
+    session.install(pinned("ruff"), pinned("pyyaml"))  # pyyaml: --onto judges YAML patches as data, like rebase
+    session.run("python", "-m", "scripts", "pr", "--ruff", str(Path(session.bin) / "ruff"), *session.posargs)
 
 
-@nox.session(venv_backend="none", default=False)
+@nox.session(default=False)
 def rebase(session: nox.Session) -> None:
-    """Try the series on another release or git ref (nox -s rebase -- 0.28.0 [--move])."""
-    run_kit(session, "rebase")
+    """Try the series on another release or git ref (-- 0.28.0 | latest | --git URL REF [--move])."""
+    session.install(pinned("pyyaml"))  # YAML files are compared as parsed data
+    session.run("python", "-m", "scripts", "rebase", *session.posargs)

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from scripts import checkout as co
-from scripts import legenv, legs, paths, records, worklock
+from scripts import legenv, legs, paths, records, upstream_tests, worklock
 from scripts import lint as lintmod
 from scripts import pin as pinmod
 from scripts.diffparse import touched
@@ -164,11 +164,16 @@ def test_locked(args: argparse.Namespace) -> int:
     data["required_mode"] = options.require or "any"
     if syncs.is_file():  # written by the npu tests: host syncs per NPU attention call
         data["host_syncs"] = json.loads(syncs.read_text(encoding="utf-8"))
+    # upstream's own CPU tests, where the source carries tests/ (scripts/upstream_tests.py)
+    upstream = upstream_tests.in_leg(python, env, paths.ROOT, paths.PRISTINE_TREE, paths.CHECKOUT, out, series_diff)
+    if upstream is not None:
+        data["upstream_tests"] = upstream.as_record()
+        data["passed_all"] = bool(data["passed_all"]) and upstream.ok
     records.write(paths.RECORDS, f"test-{leg}", data)
     print(table(["leg", "mode", "torch", "torch_npu", "passed", "failed", "errors", "skipped", "NPU-branch lines run"],
                 [(leg, mode, versions.get("torch"), versions.get("torch_npu"), counts.passed, counts.failed,
                   counts.errors, counts.skipped, f"{coverage[0]}/{coverage[1]}")]))  # fmt: skip
-    return 0 if counts.ok and rc == 0 else 1
+    return 0 if data["passed_all"] and rc == 0 else 1
 
 
 def bench(args: argparse.Namespace) -> int:

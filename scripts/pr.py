@@ -5,27 +5,38 @@ Writes .work/pr/vN/ (N = the series revision, see scripts/revisions.py):
   cover.txt          title, branch, scope, precheck, range-diff against the previous revision
   pr-body.md         upstream's template filled from the patch messages and the recorded runs
   series/            the kit's patches of this revision (for later range-diffs)
-and the branch pr/vN in the checkout. A new revision is recorded in
-patches/revisions.toml only when the series changed since the last one.
+and the branch pr/vN in the checkout. Title and Purpose come from the series
+cover, patches/cover.md (see scripts/cover.py). A new revision is recorded in
+patches/revisions.toml only when the series or its cover changed since the last one.
+
+The branch in the checkout sits on the kit's pristine commit (with the default
+wheel source a synthetic one, unrelated to upstream's history): it is for
+review. `--onto URL REF` makes the branch upstream can merge, on REF in a
+kit-owned clone (scripts/onto.py); `--push-to FORK` pushes it and prints the
+`gh pr create` command (`--open` runs it). Without them nothing leaves the machine.
 """
 
 from __future__ import annotations
 
 import argparse
 import re
+import shlex
 import shutil
+import subprocess
 import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
 from scripts import checkout as co
+from scripts import cover as covermod
 from scripts import lint as lintmod
-from scripts import paths, prbody, records, revisions, scope, upstream
+from scripts import onto, paths, prbody, rebase, records, revisions, scope, upstream
 from scripts.errors import KitError
 from scripts.gitcmd import git
 from scripts.pin import load_pin
 from scripts.report import progress, table
 from scripts.series import Patch, load_series
+from scripts.verdicts import DROPPED
 
 PR_DIR = paths.WORK / "pr"
 REVISIONS_FILE = paths.PATCHES / "revisions.toml"
@@ -39,6 +50,15 @@ class PrError(KitError):
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ruff", default="ruff", help="the ruff executable for the precheck (upstream pins v0.14.10)")
     p.add_argument("--force", action="store_true", help="replace .work/pr/vN when preparing the same revision again")
+    p.add_argument(
+        "--onto",
+        nargs=2,
+        metavar=("URL", "REF"),
+        help="make pr/vN on upstream's REF (branch, tag or sha) fetched from URL into .work/upstream",
+    )
+    p.add_argument("--3way", dest="threeway", action="store_true", help="with --onto: accept patches that need a merge")
+    p.add_argument("--push-to", metavar="FORK", help="with --onto: push pr/vN to your fork (a URL or a path)")
+    p.add_argument("--open", action="store_true", help="with --push-to: open the PR with gh (installed, logged in)")
 
 
 def upstream_ruff() -> str:
@@ -71,9 +91,9 @@ def previous_range_diff(prev: revisions.Revision | None, new_tip: str, identity:
     return f"Range-diff against {prev.label} (from {where}):\n\n{text.rstrip()}"
 
 
-def cover_text(title: str, rev: revisions.Revision, pin: str, branch: str, identity: str, patches: list[Patch],
+def cover_text(title: str, rev: revisions.Revision, pin: str, where: str, identity: str, patches: list[Patch],
                scopes: list[scope.Scope], lint: lintmod.SeriesLint, ruff: tuple[str, str],
-               rdiff: str) -> str:  # fmt: skip
+               rdiff: str, cover_diff: str, onto_report: str = "") -> str:  # fmt: skip
     warning = scope.rfc_warning(scope.total(scopes))
     ruff_note = "" if ruff[0] == ruff[1] else f"  (not upstream's pinned {ruff[1]}: results may differ)"
     findings = "\n".join(str(f) for f in lint.findings) or "no findings"
@@ -81,11 +101,11 @@ def cover_text(title: str, rev: revisions.Revision, pin: str, branch: str, ident
     return f"""{title}
 
 Revision {rev.label} of the series against {pin} (series digest {rev.series_digest[:12]}).
-Branch {branch} in .work/{paths.CHECKOUT.name}: {len(patches)} commit(s), each Signed-off-by: {identity}.
+{where}, each commit Signed-off-by: {identity}.
 Apply elsewhere with: git am -k {rev.label}/*.patch   (-k keeps upstream's [Prefix] subjects)
 
 {listing}
-
+{onto_report}
 Scope
 {table(scope.HEADERS, scope.rows(scopes))}
 {f"WARNING: {warning}" if warning else f"Under upstream's {scope.RFC_THRESHOLD}-line RFC threshold."}
@@ -95,6 +115,8 @@ Precheck: ruff {ruff[0]}{ruff_note} with upstream's settings, SPDX headers, test
 {findings}
 
 {rdiff}
+
+{cover_diff}
 """
 
 
@@ -117,7 +139,44 @@ def write_output(out: Path, files: dict[str, str]) -> None:
     staging.rename(out)
 
 
+def check_flags(args: argparse.Namespace) -> None:
+    needs_onto = [flag for flag, on in (("--3way", args.threeway), ("--push-to", args.push_to), ("--open", args.open))
+                  if on]  # fmt: skip
+    if needs_onto and not args.onto:
+        raise PrError(f"{', '.join(needs_onto)} work only with --onto URL REF",
+                      "add --onto https://github.com/vllm-project/vllm-omni main (or another URL and ref)")  # fmt: skip
+    if args.open and not args.push_to:
+        raise PrError("--open needs --push-to FORK (gh opens the PR from the pushed branch)", "add --push-to")
+
+
+def previous_cover(prev: revisions.Revision | None, text: str) -> str:
+    if prev is None:
+        return "Cover: first revision."
+    if not prev.cover_digest:
+        return f"Cover against {prev.label}: {prev.label} was prepared before the series had a cover."
+    return covermod.compare(revisions.find_cover(prev, PR_DIR / prev.label / "series", paths.ROOT), text, prev.label)
+
+
+def put_onto(args: argparse.Namespace, patches: list[Patch], commits: list[str], identity: str,
+             branch: str) -> tuple[list[Patch], list[str], str, str]:  # fmt: skip
+    """(patches kept, their upstream commits, base label, verdict table) of pr/vN made on REF in the kit's clone."""
+    url, ref = rebase.git_url(args.onto[0]), args.onto[1]
+    clone = onto.kit_clone(onto.CLONE)
+    progress(f"fetching {url} {ref} into .work/{onto.CLONE.name}")
+    base = onto.fetch_ref(clone, url, ref)
+    verdicts, made = onto.build(clone, base, paths.CHECKOUT, patches, commits, identity, branch, args.threeway)
+    verdict_table = table(["#", "patch", "verdict", "detail"],
+                          [(i, v.name, v.shown, v.detail) for i, v in enumerate(verdicts, 1)])  # fmt: skip
+    print(verdict_table)
+    kept = [p for p, v in zip(patches, verdicts, strict=True) if v.outcome not in DROPPED]
+    for v in verdicts:
+        if v.outcome in DROPPED:
+            progress(f"{v.name}: left out of {branch} ({v.shown})")
+    return kept, made, f"{url} {ref} ({base[:12]})", verdict_table
+
+
 def command(args: argparse.Namespace) -> int:
+    check_flags(args)
     identity = upstream.user_identity(paths.ROOT)
     pin = load_pin(paths.PIN_FILE)
     patches = load_series(paths.PATCHES)
@@ -125,35 +184,52 @@ def command(args: argparse.Namespace) -> int:
         raise PrError(
             "the series is empty: nothing to send upstream", "add patches (commit in the checkout, nox -s refresh)"
         )
+    cover = covermod.load(paths.PATCHES)
+    cover_source = (paths.PATCHES / covermod.NAME).read_text(encoding="utf-8")
     state = co.verify_current(paths.CHECKOUT, pin, patches)
     digest = state.series_digest
     revs = revisions.load(REVISIONS_FILE)
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    rev, is_new = revisions.current(revs, digest, pin.label, revisions.head_commit_holding(paths.ROOT, digest), now)
+    kit_commit = revisions.head_commit_holding(paths.ROOT, digest)
+    rev, is_new = revisions.current(revs, digest, pin.label, kit_commit, now, cover.digest)
     prev = next((r for r in reversed(revs) if r.number < rev.number), None)
     out = PR_DIR / rev.label
     refuse_overwrite(out, args.force)
-    progress(f"revision {rev.label}: {'new (series changed)' if is_new else 'series unchanged since it was recorded'}")
+    progress(
+        f"revision {rev.label}: {'new (series or cover changed)' if is_new else 'unchanged since it was recorded'}"
+    )
 
     branch = f"pr/{rev.label}"
     commits = git("rev-list", "--reverse", f"{co.PRISTINE_TAG}..HEAD", cwd=paths.CHECKOUT).split()
     made = upstream.build_branch(paths.CHECKOUT, co.PRISTINE_TAG, commits, identity, branch)
-    progress(f"branch {branch}: {len(made)} commit(s) signed off by {identity}, kit trailers stripped")
-    messages = [upstream.message_parts(paths.CHECKOUT, c) for c in made]
-    title = prbody.title([subject for subject, _ in messages])
+    progress(f"branch {branch} in .work/{paths.CHECKOUT.name}: {len(made)} commit(s) signed off by {identity}, "
+             "kit trailers stripped; it sits on the kit's pristine commit: for review, not for upstream")  # fmt: skip
+    repo, kept, where = paths.CHECKOUT, patches, f"Branch {branch} in .work/{paths.CHECKOUT.name} (for review)"
+    onto_report = ""
+    if args.onto:
+        kept, made, base, verdict_table = put_onto(args, patches, commits, identity, branch)
+        onto_report = f"\nEach patch on {base}:\n{verdict_table}\n"
+        repo, where = onto.CLONE, f"Branch {branch} in .work/{onto.CLONE.name} on {base}: {len(made)} commit(s)"
+        progress(f"branch {branch} in .work/{onto.CLONE.name} on {base}: {len(made)} signed-off commit(s)")
+    subjects = [upstream.message_parts(repo, c)[0] for c in made]
+    title = cover.title
 
-    scopes = [scope.of_patch(p.name, p.text) for p in patches]
+    scopes = [scope.of_patch(p.name, p.text) for p in kept]
     progress("precheck: ruff with upstream's settings + kit checks")
     lint, ruff_version = precheck(args.ruff)
     results = prbody.evidence({name: records.read(paths.RECORDS, name) for name, _, _ in prbody.PLAN}, digest)
     progress(f"range-diff against {prev.label if prev else 'nothing (first revision)'}")
-    rdiff = previous_range_diff(prev, made[-1], identity)
+    rdiff = previous_range_diff(prev, git("rev-parse", branch, cwd=paths.CHECKOUT).strip(), identity)
 
-    files = {p.name: upstream.format_patch(paths.CHECKOUT, c) for p, c in zip(patches, made, strict=True)}
-    files["pr-body.md"] = prbody.body(messages, results, scopes, pin.label, digest)
-    files["cover.txt"] = cover_text(title, rev, pin.label, branch, identity, patches, scopes, lint,
-                                    (ruff_version, upstream_ruff()), rdiff)  # fmt: skip
+    files = {p.name: upstream.format_patch(repo, c) for p, c in zip(kept, made, strict=True)}
+    files["pr-body.md"] = prbody.body(covermod.purpose_section(cover, subjects), results, scopes, pin.label, digest)
+    ruff = (ruff_version, upstream_ruff())
+    cover_diff = previous_cover(prev, cover_source)
+    files["cover.txt"] = cover_text(
+        title, rev, pin.label, where, identity, kept, scopes, lint, ruff, rdiff, cover_diff, onto_report
+    )
     files["series/series"] = (paths.PATCHES / "series").read_text(encoding="utf-8")
+    files["series/" + covermod.NAME] = cover_source
     files.update({f"series/{p.name}": p.text for p in patches})
     write_output(out, files)
     if is_new:
@@ -166,8 +242,8 @@ def command(args: argparse.Namespace) -> int:
     whole = scope.total(scopes)
     summary = [
         ("title", title),
-        ("branch", f"{branch} ({len(made)} signed-off commit(s))"),
-        ("output", f".work/pr/{rev.label}/ ({len(patches)} patch file(s), cover.txt, pr-body.md)"),
+        ("branch", where),
+        ("output", f".work/pr/{rev.label}/ ({len(kept)} patch file(s), cover.txt, pr-body.md)"),
         ("scope", f"{len(whole.files)} file(s), +{whole.added} -{whole.removed}, {len(whole.new_files)} new"),
         ("RFC threshold", scope.rfc_warning(whole) or f"under {scope.RFC_THRESHOLD} lines"),
         ("precheck", f"{len(lint.findings)} finding(s) (ruff {ruff_version})"),
@@ -178,5 +254,27 @@ def command(args: argparse.Namespace) -> int:
     if lint.findings:
         progress(f"precheck: {len(lint.findings)} finding(s): fix them before sending (nox -s lint shows the same)")
         return 1
+    deliver(args, branch, title, out / "pr-body.md")
     progress(f"ready: .work/pr/{rev.label}/pr-body.md and cover.txt")
     return 0
+
+
+def deliver(args: argparse.Namespace, branch: str, title: str, body_file: Path) -> None:
+    """Push and print (or run) `gh pr create` when asked; otherwise say what stays local."""
+    if not args.onto:
+        progress(f"{branch} is for review only; make the branch upstream can merge with: "
+                 "nox -s pr -- --onto https://github.com/vllm-project/vllm-omni main")  # fmt: skip
+        return
+    if not args.push_to:
+        progress(f"nothing pushed; to open the PR: nox -s pr -- --onto {' '.join(args.onto)} --push-to YOUR_FORK_URL")
+        return
+    if args.open and (why := onto.gh_ready()):
+        raise PrError(f"cannot open the PR: {why}; nothing was pushed", "drop --open and run the printed gh command")
+    onto.push(onto.CLONE, args.push_to, branch, args.force)
+    progress(f"pushed {branch} to {args.push_to}")
+    cmd = onto.gh_command(rebase.git_url(args.onto[0]), args.push_to, branch, args.onto[1], title, body_file)
+    print(shlex.join(cmd))
+    if args.open:
+        proc = subprocess.run(cmd, cwd=paths.ROOT)
+        if proc.returncode != 0:
+            raise PrError(f"gh pr create exited {proc.returncode}", "see gh's message; the branch is pushed")

@@ -31,26 +31,6 @@ PLAN = (
 )  # fmt: skip
 
 
-def split_prefixes(subject: str) -> tuple[list[str], str]:
-    """(['[Bugfix]', '[NPU]'], 'rest of subject')."""
-    prefixes = []
-    while m := PREFIX.match(subject):
-        prefixes.append(m[1])
-        subject = subject[m.end() :]
-    return prefixes, subject
-
-
-def title(subjects: Sequence[str]) -> str:
-    """A suggested PR title: the patches' upstream prefixes, then the first subject."""
-    seen: dict[str, None] = {}
-    for s in subjects:
-        seen.update(dict.fromkeys(split_prefixes(s)[0]))
-    head = "".join(seen) or DEFAULT_PREFIX
-    rest = split_prefixes(subjects[0])[1] if subjects else ""
-    more = f" (+{len(subjects) - 1} more)" if len(subjects) > 1 else ""
-    return f"{head} {rest}{more}"
-
-
 def freshness(record: Record | None, digest: str) -> str | None:
     """Why a record cannot be quoted (None when it can)."""
     if record is None:
@@ -101,17 +81,6 @@ def evidence(records: Mapping[str, Record | None], digest: str) -> list[tuple[st
     return out
 
 
-def purpose(messages: Sequence[tuple[str, str]]) -> str:
-    """From (subject, body) of each commit: the why, as upstream reviewers read it."""
-    if len(messages) == 1:
-        subject, body = messages[0]
-        return body.strip() or subject
-    parts = [f"This PR carries {len(messages)} commits:", ""]
-    for subject, body in messages:
-        parts.append(f"- **{subject}**" + (f": {' '.join(body.split())}" if body.strip() else ""))
-    return "\n".join(parts)
-
-
 def scope_markdown(scopes: Sequence[Scope]) -> str:
     lines = ["| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
     lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows(scopes)]
@@ -119,13 +88,13 @@ def scope_markdown(scopes: Sequence[Scope]) -> str:
     return "\n".join(lines + ([f"\n**Warning:** {warning}"] if warning else []))
 
 
-def body(messages: Sequence[tuple[str, str]], results: Sequence[tuple[str, str, str]], scopes: Sequence[Scope],
+def body(purpose: str, results: Sequence[tuple[str, str, str]], scopes: Sequence[Scope],
          pin_label: str, digest: str) -> str:  # fmt: skip
     plan = "\n".join(f"- {how}" for _, _, how in PLAN)
     result = "\n".join(f"- **{label}**: {text}" for _, label, text in results)
     return f"""## Purpose
 
-{purpose(messages)}
+{purpose}
 
 ## Test Plan
 
@@ -145,7 +114,7 @@ Scope of the change:
 <details>
 <summary> Essential Elements of an Effective PR Description Checklist </summary>
 
-- [x] The purpose of the PR (above, from the commit messages).
+- [x] The purpose of the PR (above, from the series cover and the commits).
 - [x] The test plan, with the commands.
 - [{"x" if all(not t.startswith(NOT_RUN) for _, _, t in results) else " "}] The test results, from the runs \
 recorded on this revision (anything not run says so).

@@ -1,16 +1,14 @@
-"""`nox -s rebase -- <version | git ref>`: try the series on another upstream.
+"""`nox -s rebase -- VERSION | --git URL REF`: try the series on another upstream.
 
-The target's pristine tree is built in a scratch folder (the checkout is not
-touched), with the current pristine's objects fetched beside it so that 3-way
-merges have their base. Each patch, in order, is then:
-  already-upstream  it reverse-applies: the change is in the target already (skipped)
-  clean / offset    it applies as is, or with line offsets
-  fuzz              it applies only with reduced context (-C1)
-  3-way             it needs a 3-way merge against the current pristine
-  conflict          it does not apply (file and hunk named); skipped, the rest still tried
-A table, and a JSON report in .work/rebase/. With --move, when nothing conflicts,
-the pin moves to the target release (sha256 verified) and the series is
-refreshed from the scratch commits (already-upstream patches dropped).
+The target is a release wheel from the package registry (VERSION), or a git
+ref (branch, tag or sha) at a URL, a `file://` URL or a local path, verified by
+the commit id it resolves to. Its tree is built in a scratch folder (the
+checkout is not touched), with the current series' objects fetched beside it
+so that 3-way merges have their base. Each patch, in order, gets a verdict
+(scripts/verdicts.py: the evidence, strongest first).
+A table, a JSON and a Markdown report in .work/rebase/. With --move, when nothing
+conflicts, the pin moves to the target, the patches found upstream are dropped
+(the series comment says where upstream has them) and the rest is refreshed.
 """
 
 from __future__ import annotations
@@ -20,128 +18,309 @@ import json
 import os
 import re
 import tempfile
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from scripts import checkout as co
-from scripts import paths
+from scripts import equivalence, paths, registry, worklock
 from scripts import pin as pinmod
 from scripts.errors import KitError
-from scripts.gitcmd import KIT_IDENTITY, git
-from scripts.gitcmd import run as git_run
+from scripts.gitcmd import GitFailed, git
 from scripts.pin import Pin
 from scripts.report import progress, table
-from scripts.series import Patch, load_series
+from scripts.series import Patch, load_series, series_header
+from scripts.verdicts import DROPPED, OUTCOMES, SHOWN, Verdict, judge_series
 
 VERSION = re.compile(r"^\d+(\.\d+)+([.+-]?[A-Za-z0-9.]+)?$")  # a release version; anything else is a git ref
 REBASE_DIR = paths.WORK / "rebase"
-FUZZ_CONTEXT = 1  # lines of context that must still match for "fuzz"
-APPLIES = ("clean", "offset", "fuzz", "3-way")
 
 
 class RebaseError(KitError):
     """The series cannot be tried or moved as asked."""
 
 
+@dataclass(frozen=True)
+class Target:
+    """Where the series is tried: a registry release or a git ref, and what identifies its content."""
+
+    pin: Pin  # the pin it would be
+    kind: str  # release | git
+    url: str = ""
+    ref: str = ""
+    commit: str = ""
+
+    @property
+    def label(self) -> str:
+        if self.kind == "git":
+            return f"{self.url} {self.ref} ({self.commit[:12]})"
+        return self.pin.label
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "target", help="a release on the package registry (e.g. 0.28.0), or a git tag/commit at the pin's git URL"
+        "target",
+        nargs="?",
+        help="a release on the package registry (e.g. 0.28.0, or latest), or a git tag/commit at the pin's git URL",
     )
-    p.add_argument("--move", action="store_true",
-                   help="when no patch conflicts: move the pin to the release and refresh the series")  # fmt: skip
+    p.add_argument(
+        "--git",
+        nargs=2,
+        metavar=("URL", "REF"),
+        help="a git source instead: URL (https, file:// or a local path) and REF (branch, tag or sha)",
+    )
+    p.add_argument(
+        "--move",
+        action="store_true",
+        help="when no patch conflicts: move the pin to the target, drop what upstream has, refresh the rest",
+    )
+    p.add_argument("--report-name", help="file name (without .json/.md) of the reports in .work/rebase/")
+    p.add_argument(
+        "--baseline",
+        type=Path,
+        help="an earlier JSON report: exit 1 only for patches that conflict now and did not then",
+    )
 
 
 # ---- the target ------------------------------------------------------------------
 
 
-def dist_name(project: str) -> str:
-    return re.sub(r"[-_.]+", "_", project).lower()
-
-
-def fetch_release(project: str, version: str, downloads: Path) -> Path:
-    """A release wheel from the download cache or the registry (pip checks the registry's hash)."""
-    cached = sorted(downloads.glob(f"{dist_name(project)}-{version}-*.whl"))
-    if cached:
-        return cached[0]
+def fetch_release(project: str, version: str, downloads: Path) -> tuple[Path, str]:
+    """(the release wheel, the sha256 the registry publishes for it): a cached copy only if it has that digest."""
     downloads.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=downloads, prefix=".download-") as tmp:
-        pinmod.pip_download(project, version, Path(tmp))
-        wheels = sorted(Path(tmp).glob("*.whl"))
-        if len(wheels) != 1:
-            raise RebaseError(f"the registry served {len(wheels)} wheels for {project}=={version}", "name one release")
-        os.replace(wheels[0], downloads / wheels[0].name)
-        return downloads / wheels[0].name
+    with worklock.hold(downloads / ".lock", ".work/downloads", say=progress):
+        cached = sorted(downloads.glob(f"{pinmod.dist_name(project)}-{version}-*.whl"))
+        if cached:
+            published = registry.published_sha256(project, cached[0].name)
+            if pinmod.set_aside_if_bad(cached[0], published) is None:
+                return cached[0], published
+        with tempfile.TemporaryDirectory(dir=downloads, prefix=".download-") as tmp:
+            pinmod.pip_download(project, version, Path(tmp))
+            wheels = sorted(Path(tmp).glob("*.whl"))
+            if len(wheels) != 1:
+                raise RebaseError(
+                    f"the registry served {len(wheels)} wheels for {project}=={version}", "name one release"
+                )
+            published = registry.published_sha256(project, wheels[0].name)
+            pinmod.verify_digest(wheels[0], published)
+            os.replace(wheels[0], downloads / wheels[0].name)
+            return downloads / wheels[0].name, published
 
 
-def target_pin(pin: Pin, target: str, downloads: Path) -> Pin:
-    """The pin the target would be: a registry release (wheel, digest of what was fetched) or a git tag/commit."""
-    if VERSION.match(target):
-        wheel = fetch_release(pin.project, target, downloads)
-        return replace(pin, version=target, source="wheel", wheel_filename=wheel.name,
-                       wheel_sha256=pinmod.sha256_file(wheel), git_tag=f"v{target}", git_commit="")  # fmt: skip
-    commit = target if pinmod.COMMIT.match(target) else pinmod.resolve_tag(pin.git_url, target, paths.ROOT)
-    return replace(pin, version=target, source="git", git_tag=target, git_commit=commit)
+def resolve_ref(url: str, ref: str, cwd: Path) -> str:
+    """The commit REF names at URL: a sha as given, else the branch or tag (peeled) the server advertises."""
+    if pinmod.COMMIT.match(ref):
+        return ref
+    try:
+        out = git("ls-remote", url, ref, f"refs/heads/{ref}", f"refs/tags/{ref}", f"refs/tags/{ref}^{{}}", cwd=cwd)
+    except GitFailed as exc:
+        raise RebaseError(f"cannot list refs of {url} ({exc.what})", "check the URL and the network") from exc
+    refs = dict(reversed(line.split("\t", 1)) for line in out.splitlines() if "\t" in line)
+    for name in (f"refs/tags/{ref}^{{}}", f"refs/tags/{ref}", f"refs/heads/{ref}", ref):
+        if name in refs:
+            return refs[name]
+    raise RebaseError(f"{url} has no branch or tag {ref}", "name a branch, a tag or a full 40-hex commit id")
 
 
-# ---- trying the series -------------------------------------------------------------
+def git_url(url: str) -> str:
+    """A local path as an absolute path (git takes those as they are); URLs unchanged."""
+    return url if "://" in url or url.startswith("git@") else str(Path(url).resolve())
 
 
-def try_patch(repo: Path, patch: Patch) -> co.PatchResult:
-    """Apply one patch in repo as well as it goes; a conflict leaves repo as it was."""
-    path = str(patch.path)
-    if git_run("apply", "--check", "-R", path, cwd=repo).returncode == 0:
-        return co.PatchResult(patch.name, "already-upstream", "the change is in the target: the patch reverse-applies")
-    exact = git_run("apply", "--check", path, cwd=repo).returncode == 0
-    if not exact and git_run("apply", "--check", f"-C{FUZZ_CONTEXT}", path, cwd=repo).returncode == 0:
-        git("am", "-q", "-k", "--committer-date-is-author-date", f"-C{FUZZ_CONTEXT}", path, cwd=repo, env=KIT_IDENTITY)
-        return co.PatchResult(patch.name, "fuzz", f"applies only with {FUZZ_CONTEXT} line(s) of context matching")
-    result = co.apply_one(repo, patch, threeway=True)
-    if result.outcome == "conflict":
-        git("am", "--abort", cwd=repo, env=KIT_IDENTITY)
-    return result
+def target_of(pin: Pin, args: argparse.Namespace, downloads: Path) -> Target:
+    release = args.target
+    if release == "latest":
+        release = registry.newest_release(pin.project)
+        progress(f"latest release of {pin.project} on the package index: {release}")
+    if args.git:
+        url, ref = git_url(args.git[0]), args.git[1]
+    elif release and VERSION.match(release):
+        wheel, digest = fetch_release(pin.project, release, downloads)
+        moved = replace(pin, version=release, source="wheel", wheel_filename=wheel.name, wheel_sha256=digest,
+                        git_tag=f"v{release}", git_commit="")  # fmt: skip
+        return Target(moved, "release")
+    elif release:
+        url, ref = pin.git_url, release
+    else:
+        raise RebaseError("no target given", "name a release (nox -s rebase -- 0.28.0) or a git ref (-- --git URL REF)")
+    commit = resolve_ref(url, ref, paths.ROOT)
+    return Target(replace(pin, source="git", git_url=url, git_tag=ref, git_commit=commit), "git", url, ref, commit)
 
 
-def try_series(pin: Pin, target: Pin, patches: list[Patch], scratch: Path) -> tuple[Path, list[co.PatchResult]]:
-    """The target pristine in scratch with every patch tried on it, in order; (its repo, results)."""
-    current = scratch / "current"
-    co.build_pristine(pin, current, paths.DOWNLOADS, progress)
+def fetch_target(target: Target, dest: Path) -> None:
+    """A repository at dest holding the target tree on branch `series`, tagged pristine, with git history."""
+    if target.kind != "git":
+        co.build_pristine(target.pin, dest, paths.DOWNLOADS, progress)
+        return
+    progress(f"fetching {target.url} {target.ref} (history included, for patch-ids)")
+    dest.mkdir(parents=True)
+    git("init", "-q", cwd=dest)
+    try:
+        git("fetch", "-q", "--no-tags", target.url, target.commit, cwd=dest)
+    except GitFailed as exc:
+        raise RebaseError(
+            f"cannot fetch {target.commit[:12]} from {target.url} ({exc.what})",
+            "check the URL, the ref and the network",
+        ) from exc
+    got = git("rev-parse", "FETCH_HEAD", cwd=dest).strip()
+    if got != target.commit:
+        raise RebaseError(
+            f"{target.url} served {got} for {target.ref}, not {target.commit}", "try again; the ref moved"
+        )
+    git("checkout", "-q", "-b", co.BRANCH, got, cwd=dest)
+    git("tag", co.PRISTINE_TAG, got, cwd=dest)
+
+
+def current_series(pin: Pin, patches: list[Patch], dest: Path) -> list[str]:
+    """The current pin with the series applied (it applies there by definition); the patch commits, in order."""
+    co.build_pristine(pin, dest, paths.DOWNLOADS, progress)
+    for patch in patches:
+        result = co.apply_one(dest, patch, threeway=False)
+        if result.outcome == "conflict":
+            raise RebaseError(
+                f"{patch.name} does not apply to the current pin ({result.detail})",
+                "run nox -s apply and resolve it first",
+            )
+    return git("rev-list", "--reverse", f"{co.PRISTINE_TAG}..HEAD", cwd=dest).split()
+
+
+def try_series(pin: Pin, target: Target, patches: list[Patch], scratch: Path) -> tuple[Path, list[Verdict]]:
+    """The target in scratch with every patch judged and, where it applies, applied in order."""
+    commits = current_series(pin, patches, scratch / "current")
     repo = scratch / "target"
-    co.build_pristine(target, repo, paths.DOWNLOADS, progress)
-    # The current pristine's blobs: the base 3-way merges need (patches carry full blob ids).
-    git("fetch", "-q", "--no-tags", str(current), f"+refs/tags/{co.PRISTINE_TAG}:refs/kit/current-pristine", cwd=repo)
-    results = []
-    for i, patch in enumerate(patches, 1):
-        result = try_patch(repo, patch)
-        progress(f"[{i}/{len(patches)}] {patch.name}: {result.outcome}{f' ({result.detail})' if result.detail else ''}")
-        results.append(result)
-    return repo, results
+    fetch_target(target, repo)
+    return repo, judge_series(repo, scratch / "current", patches, commits, with_history=target.kind == "git")
 
 
-def report(pin: Pin, target: Pin, results: list[co.PatchResult], moved: bool) -> dict[str, object]:
+# ---- reports -----------------------------------------------------------------------
+
+
+def dependent_tests(dropped: list[Patch], test_files: dict[str, str]) -> dict[str, list[str]]:
+    """{dropped patch: test files naming a file it touched (by path, module or file name), directly or
+    through a helper module of the suite they import}."""
+    out = {}
+    for patch in dropped:
+        needles = set()
+        for path in {h.path for h in equivalence.split_hunks(patch.text)}:
+            needles |= {path, Path(path).name}
+            if path.endswith(".py"):
+                needles.add(path[: -len(".py")].replace("/", "."))
+        hits = {name for name, text in test_files.items() if any(n in text for n in needles)}
+        while True:  # a test importing a helper that names the file depends on it too
+            stems = {Path(h.split(" ")[0]).stem for h in hits}
+            more = {
+                name
+                for name, text in test_files.items()
+                if any(re.search(rf"^\s*(import|from) {re.escape(s)}\b", text, re.M) for s in stems)
+            } - hits
+            if not more:
+                break
+            hits |= more
+        if hits:
+            out[patch.name] = sorted(hits)
+    return out
+
+
+def report(
+    pin: Pin, target: Target, verdicts: list[Verdict], moved: bool, depends: dict[str, list[str]]
+) -> dict[str, object]:
     return {
         "from": pin.label,
         "to": target.label,
         "target": {
-            "version": target.version,
-            "source": target.source,
-            "wheel": target.wheel_filename,
-            "wheel_sha256": target.wheel_sha256 if target.source == "wheel" else "",
-            "git_commit": target.git_commit,
-        },  # fmt: skip
-        "patches": [asdict(r) for r in results],
-        "counts": {o: sum(r.outcome == o for r in results) for o in (*APPLIES, "already-upstream", "conflict")},
-        "applies": all(r.outcome != "conflict" for r in results),
+            "kind": target.kind,
+            "version": target.pin.version,
+            "source": target.pin.source,
+            "wheel": target.pin.wheel_filename if target.kind == "release" else "",
+            "wheel_sha256": target.pin.wheel_sha256 if target.kind == "release" else "",
+            "git_url": target.url,
+            "git_ref": target.ref,
+            "git_commit": target.commit,
+        },
+        "patches": [asdict(v) for v in verdicts],
+        "counts": {o: sum(v.outcome == o for v in verdicts) for o in OUTCOMES},
+        "applies": all(v.outcome != "conflict" for v in verdicts),
+        "dependent_tests": depends,
         "moved": moved,
     }
+
+
+def markdown(data: dict[str, object], verdicts: list[Verdict]) -> str:
+    """The report as a maintainer pastes it into the PR that moves the pin."""
+    rows = "\n".join(
+        f"| {i} | `{v.name}` | {v.shown} | {v.detail.replace('|', '/')} |" for i, v in enumerate(verdicts, 1)
+    )
+    hunks = "\n".join(
+        f"- `{v.name}` {label}: {mark}" for v in verdicts if v.outcome == "upstream-partial" for label, mark in v.hunks
+    )
+    depends = data["dependent_tests"]
+    assert isinstance(depends, dict)
+    deps = "\n".join(f"- `{name}`: {', '.join(f'`{t}`' for t in tests)}" for name, tests in depends.items())
+    return f"""## Rebase of the series: {data["from"]} -> {data["to"]}
+
+| # | patch | verdict | evidence |
+|---|---|---|---|
+{rows}
+
+{f"Per hunk:{chr(10)}{hunks}{chr(10)}" if hunks else ""}
+Tests that exercise a dropped patch's files (they now test upstream's version):
+{deps or "- none"}
+
+{pin_line(data) if data["moved"] else "Nothing was changed (no --move)."}
+Made by `nox -s rebase`.
+"""
+
+
+def pin_line(data: dict[str, object]) -> str:
+    """What the moved pin now names, and how its identity was checked."""
+    target = data["target"]
+    assert isinstance(target, dict)
+    if target["kind"] == "release":
+        how = f"`{target['wheel']}`, sha256 `{target['wheel_sha256']}` as the package index publishes it"
+    else:
+        how = f"git `{target['git_url']}` `{target['git_ref']}` at commit `{target['git_commit']}`"
+    return f"The pin now names {how}; the series was refreshed on it."
+
+
+def write_report(name: str, data: dict[str, object], text: str) -> Path:
+    REBASE_DIR.mkdir(parents=True, exist_ok=True)
+    out = REBASE_DIR / f"{re.sub(r'[^A-Za-z0-9._-]+', '_', name)}.json"
+    out.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    out.with_suffix(".md").write_text(text, encoding="utf-8")
+    return out
+
+
+def new_conflicts(verdicts: list[Verdict], baseline: Path | None) -> list[str]:
+    """Patches that conflict now and did not in the baseline report (all conflicts without one)."""
+    now = [v.name for v in verdicts if v.outcome == "conflict"]
+    if baseline is None or not baseline.is_file():
+        return now
+    try:
+        before = {
+            p["name"] for p in json.loads(baseline.read_text(encoding="utf-8"))["patches"] if p["outcome"] == "conflict"
+        }
+    except (ValueError, KeyError, TypeError) as exc:
+        raise RebaseError(
+            f"{baseline} is not a rebase report ({exc})", "pass a JSON report from .work/rebase/"
+        ) from exc
+    return [n for n in now if n not in before]
 
 
 # ---- moving the pin ----------------------------------------------------------------
 
 
-def moved_pin_text(text: str, target: Pin) -> str:
-    """upstream.toml with the release fields set to target (comments and layout kept); the git commit cleared."""
-    fields = {"version": target.version, "filename": target.wheel_filename, "sha256": target.wheel_sha256,
-              "tag": target.git_tag, "commit": ""}  # fmt: skip
+def moved_pin_text(text: str, target: Target) -> str:
+    """upstream.toml with the target's fields set (comments and layout kept)."""
+    p = target.pin
+    if target.kind == "release":
+        fields = {
+            "version": p.version,
+            "filename": p.wheel_filename,
+            "sha256": p.wheel_sha256,
+            "tag": p.git_tag,
+            "commit": "",
+        }
+    else:  # the wheel fields stay those of the last release; the git source is the pin now
+        fields = {"source": "git", "url": p.git_url, "tag": p.git_tag, "commit": p.git_commit}
     for key, value in fields.items():
         text, n = re.subn(rf'(?m)^{key} = ".*"$', f'{key} = "{value}"', text)
         if n != 1:
@@ -149,57 +328,93 @@ def moved_pin_text(text: str, target: Pin) -> str:
     return text
 
 
-def move(pin: Pin, target: Pin, patches: list[Patch], repo: Path, results: list[co.PatchResult]) -> None:
-    conflicts = [r.name for r in results if r.outcome == "conflict"]
+def series_note(target: Target, verdicts: list[Verdict], patches: list[Patch]) -> str:
+    """Comment lines for patches/series saying which patches upstream has, and where."""
+    where = f"{target.ref} ({target.commit[:12]}) at {target.url}" if target.kind == "git" else target.pin.version
+    slugs = {p.name: p.slug for p in patches}
+    return "".join(f"# dropped {slugs[v.name]}: {v.shown} in {where}\n" for v in verdicts if v.outcome in DROPPED)
+
+
+def move(pin: Pin, target: Target, patches: list[Patch], repo: Path, verdicts: list[Verdict]) -> None:
+    conflicts = [v.name for v in verdicts if v.outcome == "conflict"]
     if conflicts:
-        raise RebaseError(f"not moving the pin: {', '.join(conflicts)} conflict(s) on {target.label}",
-                          "resolve them first (nox -s apply -- --3way on the new pin), or keep the pin")  # fmt: skip
-    if target.source != "wheel":
         raise RebaseError(
-            "--move needs a release version (the pin is a registry wheel)", "name the release, e.g. 0.28.0"
+            f"not moving the pin: {', '.join(conflicts)} conflict(s) on {target.label}",
+            "resolve them first (nox -s apply -- --3way on the new pin), or keep the pin",
         )
     text = moved_pin_text(paths.PIN_FILE.read_text(encoding="utf-8"), target)
     new_pin = pinmod.parse_pin(text)
-    pinmod.verify_digest(paths.DOWNLOADS / new_pin.wheel_filename, new_pin.wheel_sha256)
-    progress(f"{new_pin.wheel_filename}: sha256 {new_pin.wheel_sha256[:16]}... verified")
-    for r in results:
-        if r.outcome == "already-upstream":
-            progress(f"{r.name}: dropped from the series (already upstream)")
+    if target.kind == "release":
+        pinmod.verify_digest(paths.DOWNLOADS / new_pin.wheel_filename, new_pin.wheel_sha256)
+        progress(f"{new_pin.wheel_filename}: sha256 {new_pin.wheel_sha256[:16]}... as the registry publishes it")
+    for v in verdicts:
+        if v.outcome in DROPPED:
+            progress(f"{v.name}: dropped from the series ({v.shown})")
     pristine = git("rev-parse", co.PRISTINE_TAG, cwd=repo).strip()
-    co.write_state(repo, co.State(pin=new_pin.label, pin_digest=co.pin_digest(new_pin), pristine_commit=pristine,
-                                  series_digest="", patches={}, head=co.head(repo), status="applied"))  # fmt: skip
-    co.refresh(repo, paths.PATCHES, patches, progress=progress)
+    co.write_state(
+        repo,
+        co.State(
+            pin=new_pin.label,
+            pin_digest=co.pin_digest(new_pin),
+            pristine_commit=pristine,
+            series_digest="",
+            patches={},
+            head=co.head(repo),
+            status="applied",
+        ),
+    )
+    dropped = tuple(p.slug for p, v in zip(patches, verdicts, strict=True) if v.outcome in DROPPED)
+    co.refresh(repo, paths.PATCHES, patches, progress=progress, drop=dropped)
+    note = series_note(target, verdicts, patches)
+    if note:
+        series = paths.SERIES_FILE.read_text(encoding="utf-8")
+        header = series_header(series)
+        paths.SERIES_FILE.write_text(header + note + series[len(header) :], encoding="utf-8")
     paths.PIN_FILE.write_text(text, encoding="utf-8")
-    progress(f"pin moved: {pin.label} -> {new_pin.label}; next: nox -s apply lint test "
-             "(and python -m scripts pin --record-git where the git URL is reachable)")  # fmt: skip
+    progress(f"pin moved: {pin.label} -> {new_pin.label}; next: nox -s apply lint test")
 
 
 def command(args: argparse.Namespace) -> int:
     pin = pinmod.load_pin(paths.PIN_FILE)
     patches = load_series(paths.PATCHES)
-    target = target_pin(pin, args.target, paths.DOWNLOADS)
+    target = target_of(pin, args, paths.DOWNLOADS)
     progress(f"trying {len(patches)} patch(es) from {pin.label} on {target.label} (the checkout is not touched)")
     paths.WORK.mkdir(parents=True, exist_ok=True)
+    name = args.report_name or args.target or f"{Path(target.url).name}-{target.ref}"
     with tempfile.TemporaryDirectory(dir=paths.WORK, prefix=".rebase-") as tmp:
-        repo, results = try_series(pin, target, patches, Path(tmp))
+        repo, verdicts = try_series(pin, target, patches, Path(tmp))
         print(
             table(
-                ["#", "patch", "outcome", "detail"],
-                [(i, r.name, r.outcome, r.detail) for i, r in enumerate(results, 1)],
+                ["#", "patch", "verdict", "detail"], [(i, v.name, v.shown, v.detail) for i, v in enumerate(verdicts, 1)]
             )
         )
-        data = report(pin, target, results, moved=False)
-        out = write_report(args.target, data)
-        counts = ", ".join(f"{n} {o}" for o, n in data["counts"].items() if n)  # type: ignore[attr-defined]
-        progress(f"{target.label}: {counts or 'empty series'}; report .work/rebase/{out.name}")
+        dropped = [p for p, v in zip(patches, verdicts, strict=True) if v.outcome in DROPPED]
+        kept = [p for p in patches if p not in dropped]
+        depends = dependent_tests(dropped, test_texts(kept))
+        for patch_name, tests in depends.items():
+            progress(f"{patch_name} is dropped; tests that exercise its files: {', '.join(tests)}")
+        data = report(pin, target, verdicts, False, depends)
+        out = write_report(name, data, markdown(data, verdicts))
+        counts = ", ".join(f"{n} {SHOWN.get(o, o)}" for o, n in data["counts"].items() if n)  # type: ignore[attr-defined]
+        progress(f"{target.label}: {counts or 'empty series'}; report .work/rebase/{out.name} and {out.stem}.md")
         if args.move:
-            move(pin, target, patches, repo, results)
-            write_report(args.target, report(pin, target, results, moved=True))
-    return 0 if data["applies"] else 1
+            move(pin, target, patches, repo, verdicts)
+            data = report(pin, target, verdicts, True, depends)
+            write_report(name, data, markdown(data, verdicts))
+    fresh = new_conflicts(verdicts, args.baseline)
+    if args.baseline is not None and fresh:
+        progress(f"newly conflicting since {args.baseline.name}: {', '.join(fresh)}")
+    return 1 if fresh else 0
 
 
-def write_report(target: str, data: dict[str, object]) -> Path:
-    REBASE_DIR.mkdir(parents=True, exist_ok=True)
-    out = REBASE_DIR / f"{re.sub(r'[^A-Za-z0-9._-]+', '_', target)}.json"
-    out.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-    return out
+def test_texts(patches: list[Patch]) -> dict[str, str]:
+    """The kit's regression suite, and the test files the series adds (their added lines), by name."""
+    found = {
+        str(f.relative_to(paths.ROOT)): f.read_text(encoding="utf-8")
+        for f in sorted((paths.ROOT / "tests" / "regression").glob("*.py"))
+    }
+    for patch in patches:
+        for hunk in equivalence.split_hunks(patch.text):
+            if hunk.path.startswith("tests/"):
+                found[f"{hunk.path} (from {patch.name})"] = "\n".join(hunk.added)
+    return found

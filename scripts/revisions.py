@@ -23,7 +23,7 @@ from scripts import checkout as co
 from scripts.errors import KitError
 from scripts.gitcmd import git, git_bytes
 from scripts.gitcmd import run as git_run
-from scripts.series import Patch, SeriesError, load_series, series_digest
+from scripts.series import Patch, SeriesError, load_series, series_digest, sha256_text
 from scripts.upstream import build_branch
 
 HEADER = (
@@ -44,6 +44,7 @@ class Revision:
     pin: str
     kit_commit: str
     prepared: str
+    cover_digest: str = ""  # sha256 of patches/cover.md ("" for revisions made before the cover existed)
 
     @property
     def label(self) -> str:
@@ -53,8 +54,8 @@ class Revision:
 def parse(text: str) -> list[Revision]:
     try:
         data = tomllib.loads(text)
-        revs = [Revision(int(k[1:]), v["series_digest"], v["pin"], v.get("kit_commit", ""), v["prepared"])
-                for k, v in data.items()]  # fmt: skip
+        revs = [Revision(int(k[1:]), v["series_digest"], v["pin"], v.get("kit_commit", ""), v["prepared"],
+                         v.get("cover_digest", "")) for k, v in data.items()]  # fmt: skip
     except (tomllib.TOMLDecodeError, KeyError, ValueError, TypeError) as exc:
         raise RevisionsError(f"patches/revisions.toml is malformed ({exc})", "restore it from git") from exc
     return sorted(revs, key=lambda r: r.number)
@@ -63,7 +64,7 @@ def parse(text: str) -> list[Revision]:
 def render(revs: Sequence[Revision]) -> str:
     blocks = [
         f'[{r.label}]\nseries_digest = "{r.series_digest}"\npin = "{r.pin}"\nkit_commit = "{r.kit_commit}"\n'
-        f'prepared = "{r.prepared}"\n'
+        f'prepared = "{r.prepared}"\n' + (f'cover_digest = "{r.cover_digest}"\n' if r.cover_digest else "")
         for r in revs
     ]
     return HEADER + "".join(f"\n{b}" for b in blocks)
@@ -73,11 +74,12 @@ def load(path: Path) -> list[Revision]:
     return parse(path.read_text(encoding="utf-8")) if path.is_file() else []
 
 
-def current(revs: Sequence[Revision], digest: str, pin: str, kit_commit: str, now: str) -> tuple[Revision, bool]:
-    """(the revision for this digest, whether it is new): a new one only when the digest changed since the last."""
-    if revs and revs[-1].series_digest == digest:
+def current(revs: Sequence[Revision], digest: str, pin: str, kit_commit: str, now: str,
+            cover_digest: str = "") -> tuple[Revision, bool]:  # fmt: skip
+    """(the revision for this series and cover, whether it is new): new only when either changed since the last."""
+    if revs and (revs[-1].series_digest, revs[-1].cover_digest) == (digest, cover_digest):
         return revs[-1], False
-    return Revision((revs[-1].number if revs else 0) + 1, digest, pin, kit_commit, now), True
+    return Revision((revs[-1].number if revs else 0) + 1, digest, pin, kit_commit, now, cover_digest), True
 
 
 # ---- finding an older revision's patches ----------------------------------------
@@ -126,6 +128,22 @@ def find_series(rev: Revision, snapshot: Path, root: Path, scratch: Path) -> tup
         found = patches_at(root, commit, scratch / f"c{i}")
         if found is not None and series_digest(found) == rev.series_digest:
             return found, f"kit commit {commit[:12]}"
+    return None
+
+
+def find_cover(rev: Revision, snapshot: Path, root: Path) -> str | None:
+    """The revision's cover text, by digest: from the snapshot, else from the kit's git history."""
+    if not rev.cover_digest:
+        return None
+    snap = snapshot / "cover.md"
+    if snap.is_file() and sha256_text(snap.read_text(encoding="utf-8")) == rev.cover_digest:
+        return snap.read_text(encoding="utf-8")
+    if not is_own_repo(root):
+        return None
+    for commit in git("log", "--format=%H", "--", "patches/cover.md", cwd=root).split():
+        proc = git_run("show", f"{commit}:patches/cover.md", cwd=root)
+        if proc.returncode == 0 and sha256_text(proc.stdout) == rev.cover_digest:
+            return proc.stdout
     return None
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import AUTHOR, Kit, make_series
 
-from scripts import prbody, scope
+from scripts import scope
 from scripts.gitcmd import git
 from scripts.records import write as write_record
 from scripts.upstream import sign_off
@@ -30,6 +30,20 @@ SERIES = [
     ({"tests/test_attn_npu_guard.py": TEST}, "[NPU] Test the NPU guard", "npu-attend-test"),
 ]
 ME = "Ada Lovelace <ada@example.org>"
+COVER = """[NPU][Hardware][Ascend] Attend on Ascend NPU
+
+Attention fails on Ascend because the NPU takes the CPU path. This series
+gives NPU its own branch, guarded by device.type, and tests it on CPU.
+
+## Notes for reviewers
+
+- Validated with a simulated NPU only.
+"""
+
+
+def with_cover(kit: Kit, series: list, text: str = COVER) -> None:
+    make_series(kit, series)
+    (kit.patches / "cover.md").write_text(text)
 
 
 @pytest.fixture
@@ -49,7 +63,7 @@ def digest(kit: Kit) -> str:
 
 
 def test_pr_makes_signed_branch_clean_patches_and_body(small_kit: Kit, identity: dict[str, str]) -> None:
-    make_series(small_kit, SERIES)
+    with_cover(small_kit, SERIES)
     head = small_kit.git("rev-parse", "HEAD")
     code, out = pr(small_kit, identity)
     assert code == 0, out
@@ -68,17 +82,23 @@ def test_pr_makes_signed_branch_clean_patches_and_body(small_kit: Kit, identity:
     body = (out_dir / "pr-body.md").read_text()
     for section in ("## Purpose", "## Test Plan", "## Test Result"):
         assert section in body
-    assert "**[NPU] Attend on NPU**: Why this change." in body
+    purpose = body.split("## Purpose\n\n", 1)[1].split("\n## Test Plan", 1)[0]
+    assert purpose.startswith("Attention fails on Ascend because the NPU takes the CPU path.")
+    assert "Commits:\n\n- [NPU] Attend on NPU\n- [NPU] Test the NPU guard\n" in purpose  # one line per commit
+    assert "### Notes for reviewers\n\n- Validated with a simulated NPU only." in purpose
+    assert "Why this change." not in body  # the commit bodies are not pasted end to end
     assert body.count(": not run\n") == 4  # lint, both legs, e2e: nothing recorded
     cover = (out_dir / "cover.txt").read_text()
-    assert cover.startswith("[NPU] Attend on NPU (+1 more)")
+    assert cover.startswith("[NPU][Hardware][Ascend] Attend on Ascend NPU\n")  # the title is the cover's
+    assert "(for review)" in cover and "Cover: first revision." in cover
+    assert "is for review only" in out and "--onto https://github.com/vllm-project/vllm-omni main" in out
     assert "total" in cover and "+11" in cover and "First revision: no range-diff." in cover
     assert "Precheck: ruff" in cover and "no findings" in cover
     assert '[v1]\nseries_digest = "' + digest(small_kit) in (small_kit.patches / "revisions.toml").read_text()
 
 
 def test_body_quotes_the_recorded_runs_and_follows_them(small_kit: Kit, identity: dict[str, str]) -> None:
-    make_series(small_kit, SERIES)
+    with_cover(small_kit, SERIES)
     records = small_kit.root / ".work/records"
     current = digest(small_kit)
     write_record(records, "lint", {"series_digest": current, "files": ["vllm_omni/attn.py"], "findings": [],
@@ -108,14 +128,14 @@ def test_body_quotes_the_recorded_runs_and_follows_them(small_kit: Kit, identity
 
 
 def test_no_git_identity_is_refused_with_the_fix(small_kit: Kit) -> None:
-    make_series(small_kit, SERIES)
+    with_cover(small_kit, SERIES)
     code, out = pr(small_kit, {"GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"})
     assert code == 2 and "no git identity" in out and "git config --global user.email" in out
     assert not (small_kit.root / ".work/pr").exists()
 
 
 def test_range_diff_against_previous_revision(small_kit: Kit, identity: dict[str, str]) -> None:
-    make_series(small_kit, SERIES)
+    with_cover(small_kit, SERIES)
     assert pr(small_kit, identity)[0] == 0
     assert pr(small_kit, identity, "--force")[0] == 0  # same series: still v1, no new revision
     target = small_kit.git("rev-list", "-1", "HEAD~1").strip()
@@ -134,7 +154,7 @@ def test_range_diff_against_previous_revision(small_kit: Kit, identity: dict[str
 
 
 def test_range_diff_from_kit_history_when_snapshot_is_gone(small_kit: Kit, identity: dict[str, str]) -> None:
-    make_series(small_kit, SERIES)
+    with_cover(small_kit, SERIES)
     root = small_kit.root
     (root / ".gitignore").write_text("/.work/\n")
     git("init", "-q", cwd=root)
@@ -155,7 +175,7 @@ def test_range_diff_from_kit_history_when_snapshot_is_gone(small_kit: Kit, ident
 
 def test_precheck_names_file_and_line(small_kit: Kit, identity: dict[str, str]) -> None:
     bad = "def attend(q):\n    if q.is_npu:\n        return q\n    return q\n"
-    make_series(small_kit, [({"vllm_omni/attn.py": bad}, "[NPU] Bad guard", "bad-guard")])
+    with_cover(small_kit, [({"vllm_omni/attn.py": bad}, "[NPU] Bad guard", "bad-guard")])
     code, out = pr(small_kit, identity)
     assert code == 1
     assert "vllm_omni/attn.py:2: KIT001" in out
@@ -175,11 +195,37 @@ def test_scope_figures_and_rfc_threshold() -> None:
     assert scope.rfc_warning(scope.of_patch("small", patch.split("diff --git a/vllm_omni")[0][:200])) is None
 
 
-def test_title_and_sign_off_helpers() -> None:
-    assert prbody.title(["[Bugfix] Fix rope", "[NPU] Paged attention", "[Bugfix] More"]) == (
-        "[Bugfix][NPU] Fix rope (+2 more)"
-    )
-    assert prbody.title(["Plain subject"]) == "[Hardware][Ascend] Plain subject"
+def test_sign_off_helper() -> None:
     assert sign_off("S\n\nBody.\n", ME) == f"S\n\nBody.\n\nSigned-off-by: {ME}\n"
     assert sign_off("S\n\nBody.\n\nCo-authored-by: B <b@x>\n", ME).endswith(f"<b@x>\nSigned-off-by: {ME}\n")
     assert sign_off(f"S\n\nSigned-off-by: {ME}\n", ME).count("Signed-off-by") == 1
+
+
+def test_cover_change_is_a_new_revision_compared_with_the_last(small_kit: Kit, identity: dict[str, str]) -> None:
+    with_cover(small_kit, SERIES)
+    assert pr(small_kit, identity)[0] == 0
+    revs = (small_kit.patches / "revisions.toml").read_text()
+    assert 'cover_digest = "' in revs
+    (small_kit.patches / "cover.md").write_text(COVER.replace("- Validated", "- Follow-up: fused RoPE.\n- Validated"))
+    code, out = pr(small_kit, identity)
+    assert code == 0, out
+    cover = (small_kit.root / ".work/pr/v2/cover.txt").read_text()
+    assert "Range-diff against v1" in cover and " = 1:  " in cover  # the patches did not change ...
+    assert "Cover against v1:" in cover and "+- Follow-up: fused RoPE." in cover  # ... the cover did
+    assert "[v2]" in (small_kit.patches / "revisions.toml").read_text()
+    assert "- Follow-up: fused RoPE." in (small_kit.root / ".work/pr/v2/pr-body.md").read_text()
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [(None, "patches/cover.md (the series cover: PR title, purpose, notes) is missing"),
+     ("# Title\n\nPurpose.\n", "patches/cover.md does not start with the PR title"),
+     ("[NPU] Title\n\n## Notes for reviewers\n\n- x\n", "patches/cover.md has no purpose paragraph")],
+)  # fmt: skip
+def test_bad_cover_is_one_line_and_nothing_written(small_kit: Kit, identity: dict[str, str], text, message) -> None:
+    with_cover(small_kit, SERIES)
+    cover = small_kit.patches / "cover.md"
+    cover.unlink() if text is None else cover.write_text(text)
+    code, out = pr(small_kit, identity)
+    assert code == 2 and message in out and "Traceback" not in out
+    assert not (small_kit.root / ".work/pr").exists() and not (small_kit.patches / "revisions.toml").exists()

@@ -1,0 +1,93 @@
+"""The series cover (b4's cover letter): patches/cover.md, kept and versioned with the patches.
+
+Format (plain Markdown, edited by hand; refresh never rewrites it):
+
+    <the PR title, one line, with upstream's prefixes: [Bugfix][NPU] ...>
+
+    <the purpose: one or more paragraphs saying what fails, what the change
+    does and how it was validated>
+
+    ## Notes for reviewers
+
+    <known limitations, follow-ups: anything a reviewer should know>
+
+`nox -s pr` makes the PR title from the first line and the Purpose section
+from the paragraphs, followed by one line per commit, then the notes. Each
+revision in patches/revisions.toml records the cover's digest, and the cover
+is compared between revisions next to the range-diff of the patches.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from scripts.errors import KitError
+
+NAME = "cover.md"
+NOTES = "## Notes for reviewers"
+
+
+class CoverError(KitError):
+    """The series cover is missing or malformed."""
+
+
+@dataclass(frozen=True)
+class Cover:
+    title: str
+    purpose: str
+    notes: str
+    digest: str
+
+
+def parse(text: str) -> Cover:
+    lines = text.strip("\n").splitlines()
+    title = lines[0].strip() if lines else ""
+    if not title or title.startswith("#"):
+        raise CoverError(
+            f"patches/{NAME} does not start with the PR title",
+            "make its first line the title, e.g. [Bugfix][NPU] Fix ... (format: scripts/cover.py)",
+        )
+    rest = "\n".join(lines[1:])
+    heading = re.search(rf"^{re.escape(NOTES)}[ \t]*$", rest, re.M)
+    purpose, notes = (rest[: heading.start()], rest[heading.end() :]) if heading else (rest, "")
+    if not purpose.strip():
+        raise CoverError(
+            f"patches/{NAME} has no purpose paragraph after the title",
+            "write what fails, what the series changes and how it was validated",
+        )
+    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return Cover(title, purpose.strip(), notes.strip(), digest)
+
+
+def load(patches_dir: Path) -> Cover:
+    path = patches_dir / NAME
+    if not path.is_file():
+        raise CoverError(
+            f"patches/{NAME} (the series cover: PR title, purpose, notes) is missing",
+            "write it: first line the title, then the purpose, then '## Notes for reviewers'",
+        )
+    return parse(path.read_text(encoding="utf-8"))
+
+
+def purpose_section(cover: Cover, subjects: Sequence[str]) -> str:
+    """The PR's Purpose: the cover's paragraphs, one line per commit, then the notes for reviewers."""
+    commits = "\n".join(f"- {s}" for s in subjects)
+    notes = f"\n\n### Notes for reviewers\n\n{cover.notes}" if cover.notes else ""
+    return f"{cover.purpose}\n\nCommits:\n\n{commits}{notes}"
+
+
+def compare(old: str | None, new: str, old_label: str) -> str:
+    """The cover's change since the previous revision, as a unified diff (or why there is none)."""
+    if old is None:
+        return f"Cover against {old_label}: not available (not in the snapshot nor in the kit's git history)."
+    if old == new:
+        return f"Cover against {old_label}: unchanged."
+    diff = difflib.unified_diff(
+        old.splitlines(keepends=True), new.splitlines(keepends=True), f"{old_label}/{NAME}", f"new/{NAME}"
+    )
+    return f"Cover against {old_label}:\n\n{''.join(diff).rstrip()}"

@@ -1,0 +1,146 @@
+"""`nox -s pr -- --onto URL REF`: the series as a branch upstream can merge.
+
+Upstream at REF (a branch such as main, a tag or a sha; https, file:// or a
+local path) is fetched into a kit-owned clone, .work/upstream/, verified by
+the commit REF resolves to. Each patch is judged there exactly as rebase judges
+it; patches upstream already has are left out, a conflict is refused with the
+patch, file and hunk named, and a patch that needs a 3-way merge is applied only
+with --3way. The applied commits are then rewritten in upstream's form (kit
+trailers stripped, signed off) as branch pr/vN on top of REF. Nothing leaves
+the machine unless --push-to names the fork to push to.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+from scripts import paths, rebase, upstream
+from scripts.errors import KitError
+from scripts.gitcmd import git
+from scripts.series import Patch
+from scripts.verdicts import Verdict, judge_series
+
+CLONE = paths.WORK / "upstream"
+MARKER = "kit-upstream-clone"  # in .git/: this folder is the kit's, it may reset it
+GITHUB = re.compile(r"^(?:https://github\.com/|git@github\.com:|ssh://git@github\.com/)([^/]+)/([^/]+?)(?:\.git)?/?$")
+
+
+class OntoError(KitError):
+    """The series cannot be put onto upstream's history as asked."""
+
+
+def kit_clone(clone: Path) -> Path:
+    """The kit's own clone of upstream, made on first use; a folder the kit did not make is refused."""
+    if clone.exists() and not (clone / ".git" / MARKER).is_file():
+        raise OntoError(
+            f".work/{clone.name} exists and was not made by the kit",
+            "move it away; the kit keeps its clone of upstream there",
+        )
+    if not clone.exists():
+        clone.mkdir(parents=True)
+        git("init", "-q", cwd=clone)
+        (clone / ".git" / MARKER).write_text("made by the kit for nox -s pr -- --onto\n", encoding="utf-8")
+    return clone
+
+
+def fetch_ref(clone: Path, url: str, ref: str) -> str:
+    """Fetch REF from url into the clone, check it out detached and clean; the commit, verified."""
+    commit = rebase.resolve_ref(url, ref, clone)
+    try:
+        git("fetch", "-q", "--no-tags", url, commit, cwd=clone)
+    except KitError as exc:
+        raise OntoError(
+            f"cannot fetch {ref} ({commit[:12]}) from {url} ({exc.what})", "check the URL and network"
+        ) from exc
+    got = git("rev-parse", "FETCH_HEAD", cwd=clone).strip()
+    if got != commit:
+        raise OntoError(f"{url} served {got} for {ref}, not {commit}", "try again: the ref moved while fetching")
+    git("checkout", "-q", "-f", "--detach", commit, cwd=clone)
+    git("clean", "-qfdx", cwd=clone)
+    return commit
+
+
+def refusal(found: list[Verdict], threeway: bool) -> str | None:
+    """Why the series cannot be put onto REF as asked (None when it can)."""
+    conflict = next((v for v in found if v.outcome == "conflict"), None)
+    if conflict:
+        return f"{conflict.name} conflicts with upstream: {conflict.detail}"
+    merged = [v.name for v in found if v.outcome in ("3-way", "upstream-partial", "fuzz")]
+    if merged and not threeway:
+        return f"{', '.join(merged)} apply only with a merge (3-way or reduced context) on upstream's tree"
+    return None
+
+
+def build(
+    clone: Path,
+    base: str,
+    checkout: Path,
+    patches: list[Patch],
+    commits: list[str],
+    identity: str,
+    branch: str,
+    threeway: bool,
+) -> tuple[list[Verdict], list[str]]:
+    """(the verdict per patch, the upstream-form commits of branch) on top of base; raises on a refusal."""
+    found = judge_series(clone, checkout, patches, commits, with_history=True)
+    why = refusal(found, threeway)
+    if why:
+        git("checkout", "-q", "-f", "--detach", base, cwd=clone)
+        fix = "pass --3way to accept the merge" if "only with a merge" in why else "rebase the series first"
+        raise OntoError(f"not making {branch}: {why}", f"{fix} (nox -s rebase -- --git URL REF shows every patch)")
+    applied = git("rev-list", "--reverse", f"{base}..HEAD", cwd=clone).split()
+    made = upstream.build_branch(clone, base, applied, identity, branch) if applied else []
+    if not made:
+        git("branch", "-f", branch, base, cwd=clone)
+    git("checkout", "-q", "-f", branch, cwd=clone)  # the clone shows what would be pushed
+    return found, made
+
+
+def push(clone: Path, remote: str, branch: str, force: bool) -> None:
+    """Push branch to the user's fork, with the user's own git config (credentials live there)."""
+    target = remote if "://" in remote or remote.startswith("git@") else str(Path(remote).resolve())
+    refspec = f"{'+' if force else ''}{branch}:refs/heads/{branch}"
+    proc = subprocess.run(["git", "push", "--porcelain", target, refspec], cwd=clone, capture_output=True, text=True)
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise OntoError(
+            f"git push to {remote} failed ({last})",
+            "check the fork's URL and your credentials; --force replaces a branch already there",
+        )
+
+
+def github_repo(url: str) -> str | None:
+    m = GITHUB.match(url)
+    return f"{m[1]}/{m[2]}" if m else None
+
+
+def gh_command(upstream_url: str, fork: str, branch: str, base: str, title: str, body_file: Path) -> list[str]:
+    """The `gh pr create` that opens the PR from the fork's branch against upstream's base."""
+    owner = (github_repo(fork) or "FORK_OWNER/").split("/")[0]
+    return [
+        "gh",
+        "pr",
+        "create",
+        "--repo",
+        github_repo(upstream_url) or upstream_url,
+        "--head",
+        f"{owner}:{branch}",
+        "--base",
+        base,
+        "--title",
+        title,
+        "--body-file",
+        str(body_file),
+    ]
+
+
+def gh_ready() -> str | None:
+    """Why `gh` cannot open the PR here (None when it can)."""
+    if shutil.which("gh") is None:
+        return "gh is not installed"
+    if subprocess.run(["gh", "auth", "status"], capture_output=True, text=True).returncode != 0:
+        return "gh is not authenticated (gh auth login)"
+    return None

@@ -1,0 +1,144 @@
+"""nox -s pr -- --onto URL REF [--push-to FORK]: the real series as a branch on upstream's
+main that moved past the release, pushed to a bare fork; a conflict pushes nothing."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import Kit, copy_kit
+from upstreams import ROPE, commit_all, edit, real_wheel, release_repo
+
+from scripts import cover as covermod
+from scripts.gitcmd import git
+
+RUFF = shutil.which("ruff", path=str(Path(sys.executable).parent)) or "ruff"
+ME = "Ada Lovelace <ada@example.org>"
+
+
+@pytest.fixture(scope="module")
+def upstream(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Upstream whose main moved past v0.30.0: an unrelated commit, then one touching rope.py (a series file)."""
+    root = tmp_path_factory.mktemp("onto")
+    repo = release_repo(root / "vllm-omni", real_wheel(root / "downloads"))
+    (repo / "docs").mkdir()
+    (repo / "docs/RELEASING.md").write_text("How to release.\n")
+    commit_all(repo, "docs: how to release")
+    edit(repo, ROPE, "class RotaryEmbeddingWan(", "# Wan 2.x rotary embedding.\nclass RotaryEmbeddingWan(")
+    commit_all(repo, "rope: document RotaryEmbeddingWan")
+    git("checkout", "-q", "-b", "conflicting", "main", cwd=repo)
+    edit(repo, ROPE, "        x1, x2 = x.unflatten(-1, (-1, 2)).unbind(-1)\n        rotated",
+         "        x1, x2 = x.unflatten(-1, (-1, 2)).unbind(dim=-1)\n        rotated")  # fmt: skip
+    commit_all(repo, "rope: unbind by keyword")
+    git("checkout", "-q", "main", cwd=repo)
+    return repo
+
+
+@pytest.fixture
+def kit(tmp_path: Path, upstream: Path) -> Kit:
+    kit = copy_kit(tmp_path / "kit", with_patches=True)
+    kit.seed_wheel(real_wheel(upstream.parent / "downloads"))
+    kit.run("apply", check=True)
+    return kit
+
+
+@pytest.fixture
+def fork(tmp_path: Path) -> Path:
+    fork = tmp_path / "fork.git"
+    git("init", "-q", "--bare", str(fork), cwd=tmp_path)
+    return fork
+
+
+@pytest.fixture
+def identity(tmp_path: Path) -> dict[str, str]:
+    cfg = tmp_path / "gitconfig"
+    cfg.write_text("[user]\n\tname = Ada Lovelace\n\temail = ada@example.org\n")
+    return {"GIT_CONFIG_GLOBAL": str(cfg), "GIT_CONFIG_NOSYSTEM": "1", "PATH": str(Path(sys.executable).parent)
+            + ":/usr/bin:/bin"}  # fmt: skip
+
+
+def branches(fork: Path) -> list[str]:
+    return git("for-each-ref", "--format=%(refname)", cwd=fork).split()
+
+
+def test_onto_main_pushes_a_signed_branch_on_upstream_history(kit: Kit, upstream: Path, fork: Path,
+                                                             identity: dict[str, str]) -> None:  # fmt: skip
+    url = upstream.as_uri()
+    proc = kit.run("pr", "--ruff", RUFF, "--onto", url, "main", "--push-to", str(fork), env=identity)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (branch,) = branches(fork)
+    name = branch.removeprefix("refs/heads/")
+    assert re.fullmatch(r"pr/v\d+", name)
+    main = git("rev-parse", "main", cwd=upstream).strip()
+    assert git("merge-base", "--is-ancestor", main, branch, cwd=fork) == ""  # REF is an ancestor
+    messages = [m.strip() for m in git("log", "--format=%B%x00", f"{main}..{branch}", cwd=fork).split("\x00")
+                if m.strip()]  # fmt: skip
+    assert len(messages) == 6
+    for m in messages:
+        assert m.endswith(f"Signed-off-by: {ME}") and "Kit-Patch" not in m and "Upstream-Status" not in m
+    assert "docs/RELEASING.md" in git("ls-tree", "-r", "--name-only", branch, cwd=fork)  # upstream's own tree
+    cover = covermod.load(kit.patches)
+    out = kit.root / ".work/pr" / name.split("/")[1]
+    body = (out / "pr-body.md").read_text()
+    assert body.startswith(f"## Purpose\n\n{cover.purpose.splitlines()[0]}")
+    assert "Commits:\n\n- [Bugfix] Broadcast 2-D cos/sin over batch and heads in RotaryEmbeddingWan\n" in body
+    gh = next(line for line in proc.stdout.splitlines() if line.startswith("gh pr create"))
+    args = shlex.split(gh)
+    assert args[args.index("--title") + 1] == cover.title
+    assert args[args.index("--base") + 1] == "main" and args[args.index("--head") + 1].endswith(f":{name}")
+    assert args[args.index("--body-file") + 1] == str(out / "pr-body.md")
+    assert f"pushed {name} to {fork}" in proc.stdout
+    cover_txt = (out / "cover.txt").read_text()
+    assert f"Each patch on {url} main ({main[:12]}):" in cover_txt and "0001-rope-2d-cos-sin.patch  offset" in cover_txt
+
+
+def test_onto_without_push_to_leaves_nothing_remote(kit: Kit, upstream: Path, fork: Path,
+                                                    identity: dict[str, str]) -> None:  # fmt: skip
+    proc = kit.run("pr", "--ruff", RUFF, "--onto", str(upstream), "main", env=identity)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "nothing pushed" in proc.stdout and "gh pr create" not in proc.stdout
+    assert branches(fork) == []
+    clone = kit.root / ".work/upstream"
+    assert (clone / ".git/kit-upstream-clone").is_file()
+    assert re.fullmatch(r"pr/v\d+", git("branch", "--show-current", cwd=clone).strip())
+    main = git("rev-parse", "main", cwd=upstream).strip()
+    assert git("rev-parse", "HEAD~6", cwd=clone).strip() == main  # six upstream-form commits on upstream's main
+
+
+def test_conflict_is_named_and_nothing_is_pushed(kit: Kit, upstream: Path, fork: Path,
+                                                 identity: dict[str, str]) -> None:  # fmt: skip
+    proc = kit.run("pr", "--ruff", RUFF, "--onto", str(upstream), "conflicting", "--push-to", str(fork), env=identity)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "0001-rope-2d-cos-sin.patch conflicts with upstream: vllm_omni/diffusion/layers/rope.py hunk #1" in (
+        proc.stderr
+    )
+    assert "Traceback" not in proc.stderr and branches(fork) == []
+    assert not (kit.root / ".work/pr").exists()
+
+
+def test_open_without_gh_refuses_before_pushing(kit: Kit, upstream: Path, fork: Path,
+                                                identity: dict[str, str]) -> None:  # fmt: skip
+    assert shutil.which("gh", path=identity["PATH"]) is None
+    proc = kit.run("pr", "--ruff", RUFF, "--onto", str(upstream), "main", "--push-to", str(fork), "--open",
+                   env=identity)  # fmt: skip
+    assert proc.returncode == 2 and "cannot open the PR: gh is not installed; nothing was pushed" in proc.stderr
+    assert branches(fork) == []
+
+
+def test_push_flags_need_onto(kit: Kit, identity: dict[str, str], fork: Path) -> None:
+    proc = kit.run("pr", "--ruff", RUFF, "--push-to", str(fork), env=identity)
+    assert proc.returncode == 2 and "--push-to work only with --onto URL REF" in proc.stderr
+    assert branches(fork) == []
+
+
+def test_foreign_folder_in_the_clone_place_is_refused(kit: Kit, upstream: Path, identity: dict[str, str]) -> None:
+    mine = kit.root / ".work/upstream"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("mine")
+    proc = kit.run("pr", "--ruff", RUFF, "--onto", str(upstream), "main", env=identity)
+    assert proc.returncode == 2 and ".work/upstream exists and was not made by the kit" in proc.stderr
+    assert (mine / "notes.txt").read_text() == "mine"

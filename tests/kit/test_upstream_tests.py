@@ -1,0 +1,99 @@
+"""Upstream's own CPU tests in a leg: chosen from the touched modules, run on pristine and
+patched; a test that passes on pristine and fails on patched is a regression, named."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from conftest import AUTHOR, KIT_ROOT
+
+from scripts import upstream_tests
+from scripts.checkout import export_tree
+from scripts.gitcmd import git
+
+TESTS = {
+    "pytest.ini": "[pytest]\nmarkers =\n    cpu: CPU tests\n    gpu: GPU tests\n",
+    "vllm_omni/__init__.py": "",
+    "vllm_omni/attn.py": "def attend(q):\n    return q\n",
+    "vllm_omni/other.py": "VALUE = 1\n",
+    # Written by this test as upstream's own tests of the tree.
+    "tests/test_attn.py": (
+        "import pytest\n\nfrom vllm_omni.attn import attend\n\npytestmark = [pytest.mark.cpu]\n\n\n"
+        "def test_identity():\n    assert attend(3) == 3\n\n\n"
+        "def test_type_kept():\n    assert isinstance(attend(1.5), float)\n\n\n"
+        "def test_known_broken_upstream():\n    assert attend(1) == 2\n"
+    ),
+    "tests/test_attn_gpu.py": "import pytest\nimport vllm_omni.attn\n\npytestmark = [pytest.mark.gpu]\n\n\n"
+    "def test_gpu():\n    assert False\n",
+    "tests/test_other.py": "import pytest\nimport vllm_omni.other\n\npytestmark = [pytest.mark.cpu]\n\n\n"
+    "def test_other():\n    assert vllm_omni.other.VALUE == 1\n",
+}
+
+
+def upstream_repo(root: Path, attend_body: str) -> tuple[Path, Path, str]:
+    """A git upstream with tests/, its pristine tree and a patched tree; (pristine, patched, series diff)."""
+    repo = root / "repo"
+    for name, text in TESTS.items():
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_text(text)
+    git("init", "-q", "-b", "main", cwd=repo)
+    git("add", "-A", cwd=repo)
+    git("commit", "-qm", "upstream with tests", cwd=repo, env=AUTHOR)
+    export_tree(repo, "HEAD", root / "pristine")
+    (repo / "vllm_omni/attn.py").write_text(f"def attend(q):\n{attend_body}")
+    git("commit", "-qam", "the series", cwd=repo, env=AUTHOR)
+    export_tree(repo, "HEAD", root / "patched")
+    return root / "pristine", root / "patched", git("diff", "HEAD~1", "HEAD", cwd=repo)
+
+
+def run_leg(tmp_path: Path, attend_body: str) -> upstream_tests.Comparison | None:
+    pristine, patched, diff = upstream_repo(tmp_path, attend_body)
+    env = {**os.environ, "KIT_NPU_MODE": "none"}
+    out = tmp_path / "out"
+    out.mkdir()
+    return upstream_tests.in_leg(Path(sys.executable), env, KIT_ROOT, pristine, patched, out, diff)
+
+
+def test_a_series_that_keeps_behaviour_passes(tmp_path: Path) -> None:
+    found = run_leg(tmp_path, "    if q is None:\n        raise ValueError('q')\n    return q\n")
+    assert found is not None
+    assert found.files == ["tests/test_attn.py"]  # imports the touched module, CPU-marked; not gpu, not other
+    assert found.ok and found.regressions == [] and found.passed == 2
+    assert found.both_fail == ["tests.test_attn::test_known_broken_upstream"]  # reported, not counted
+
+
+def test_a_series_that_breaks_an_upstream_test_is_named(tmp_path: Path) -> None:
+    found = run_leg(tmp_path, "    return int(q)\n")
+    assert found is not None and not found.ok
+    assert found.regressions == ["tests.test_attn::test_type_kept"]
+    assert found.both_fail == ["tests.test_attn::test_known_broken_upstream"]
+    assert found.as_record()["ok"] is False
+
+
+def test_a_series_that_breaks_collection_is_a_regression(tmp_path: Path) -> None:
+    found = run_leg(tmp_path, "    return q\nraise ImportError('broken by the series')\n")
+    assert found is not None and not found.ok and found.regressions
+
+
+def test_wheel_source_has_no_upstream_tests(tmp_path: Path) -> None:
+    (tmp_path / "pristine").mkdir()
+    assert (
+        upstream_tests.in_leg(
+            Path(sys.executable), dict(os.environ), KIT_ROOT, tmp_path / "pristine", tmp_path / "pristine", tmp_path, ""
+        )
+        is None
+    )
+
+
+def test_selection_by_module_name() -> None:
+    files = {
+        "tests/a/test_rope.py": "import pytest\nfrom vllm_omni.diffusion.layers.rope import R\npytest.mark.cpu\n",
+        "tests/a/test_ropey.py": "from vllm_omni.diffusion.layers.ropey import R\npytest.mark.cpu\n",
+        "tests/a/test_gpu_rope.py": "from vllm_omni.diffusion.layers.rope import R\npytest.mark.cuda\n",
+    }
+    assert upstream_tests.select(files, ["vllm_omni/diffusion/layers/rope.py", "benchmarks/x.yaml"]) == [
+        "tests/a/test_rope.py"
+    ]
+    assert upstream_tests.select(files, ["benchmarks/x.yaml"]) == []

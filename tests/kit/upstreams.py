@@ -1,0 +1,163 @@
+"""Synthetic upstream git repositories built from the real pinned release (the
+0.30.0 wheel's tree, as upstream's v0.30.0 would hold it) and the real series.
+
+Each "next" upstream is a branch of one repository, made the way upstream would
+make it: `git am` of a patch (verbatim), the same change typed again in other
+words (reformatted, other comments, the YAML in another layout), one hunk of a
+patch, a rename of a touched file, a merge that was later reverted.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+from conftest import AUTHOR, KIT_ROOT
+
+from scripts import pin as pinmod
+from scripts.equivalence import split_hunks
+from scripts.gitcmd import git, git_env
+
+PATCHES = KIT_ROOT / "patches"
+ROPE = "vllm_omni/diffusion/layers/rope.py"
+LINGBOT = "vllm_omni/diffusion/models/lingbot_world/transformer.py"
+CONFIG = "benchmarks/lingbot_world/configs/npu_usp4_eager.yaml"
+REPLAY_OLD = "            if query.is_cuda and query.shape[0] == 1:\n"
+# 0005's change as upstream typed it: other spacing, a comment of its own.
+REPLAY_UPSTREAM = '            if query.device.type  in ("cuda","npu") and query.shape[0]==1:  # NPU too\n'
+# 0006's settings in upstream's words: other comments, keys in another order, flow-style mappings.
+CONFIG_UPSTREAM = """\
+# Ascend: 4 NPUs with Ulysses sequence parallelism (degree 4), eager mode.
+dtype: bfloat16
+pipeline: lingbot_world
+distributed_executor_backend: mp
+async_chunk: false
+stages:
+- stage_id: 0
+  devices: '0,1,2,3'
+  max_num_seqs: 1
+  enforce_eager: true
+  model_class_name: LingBotWorldCausalDMDPipeline
+  engine_backend: vllm_omni.experimental.ar_diffusion.engine.ARDiffusionEngine
+  step_execution: true
+  streaming_output: true
+  parallel_config: {tensor_parallel_size: 1, sequence_parallel_size: 4, ulysses_degree: 4, ring_degree: 1}
+  default_sampling_params:
+    num_inference_steps: 4
+    output_type: pil
+    extra_args: {flow_shift: 5.0}
+  model_config:
+    ar_diffusion_height: 480
+    ar_diffusion_width: 832
+    ar_diffusion_kv_config: {gpu_memory_fraction: 0.6, warmup_cudagraph: false}
+"""
+
+
+# One of upstream's own CPU tests, as the git tree carries them (the wheel has none), for a module
+# the series still touches after --move (paged_attention).
+UPSTREAM_TEST = "tests/diffusion/ar_diffusion/test_paged_attention_cpu_copy.py"
+UPSTREAM_TEST_TEXT = """\
+# SPDX-License-Identifier: Apache-2.0
+import pytest
+import torch
+
+from vllm_omni.experimental.ar_diffusion.kv_cache.paged_attention import _to_device_async
+
+pytestmark = [pytest.mark.core_model, pytest.mark.cpu]
+
+
+def test_copy_to_cpu_keeps_values():
+    t = torch.arange(6)
+    assert torch.equal(_to_device_async(t, torch.device("cpu")), t)
+"""
+
+
+def patch(name_part: str) -> Path:
+    return next(p for p in sorted(PATCHES.glob("*.patch")) if name_part in p.name)
+
+
+def real_wheel(cache: Path) -> Path:
+    """The pinned release wheel (digest verified), from the kit's cache when it has it, else the registry."""
+    pin = pinmod.load_pin(PATCHES / "upstream.toml")
+    cached = KIT_ROOT / ".work" / "downloads" / pin.wheel_filename
+    cache.mkdir(parents=True, exist_ok=True)
+    if cached.is_file() and not (cache / cached.name).exists():
+        shutil.copy2(cached, cache / cached.name)
+    return pinmod.fetch_wheel(pin, cache)
+
+
+def commit_all(repo: Path, message: str) -> str:
+    git("add", "-A", cwd=repo)
+    git("commit", "-q", "-m", message, cwd=repo, env=AUTHOR)
+    return git("rev-parse", "HEAD", cwd=repo).strip()
+
+
+def am(repo: Path, patch_file: Path) -> None:
+    git("am", "-q", "-k", patch_file.as_posix(), cwd=repo, env=AUTHOR)
+
+
+def apply_text(repo: Path, diff: str, message: str) -> None:
+    subprocess.run(["git", "apply", "--index", "-"], input=diff, cwd=repo, env=git_env(), text=True, check=True)
+    git("commit", "-q", "-m", message, cwd=repo, env=AUTHOR)
+
+
+def edit(repo: Path, path: str, old: str, new: str) -> None:
+    f = repo / path
+    text = f.read_text(encoding="utf-8")
+    assert text.count(old) == 1, (path, old)
+    f.write_text(text.replace(old, new), encoding="utf-8")
+
+
+def release_repo(dest: Path, wheel: Path) -> Path:
+    """Upstream at the pinned release: the wheel's tree as one commit on main, tagged v0.30.0."""
+    dest.mkdir(parents=True)
+    git("init", "-q", "-b", "main", cwd=dest)
+    pinmod.extract_wheel(wheel, dest)
+    commit_all(dest, "vllm-omni 0.30.0")
+    git("tag", "v0.30.0", cwd=dest)
+    return dest
+
+
+def branch(repo: Path, name: str, start: str = "v0.30.0") -> None:
+    git("checkout", "-q", "-B", name, start, cwd=repo)
+
+
+def make_next_upstreams(repo: Path) -> None:
+    """Branches `merged`, `renamed` and `reverted` of the release repository."""
+    branch(repo, "merged")
+    am(repo, patch("0001"))  # verbatim: its patch-id is in the history ...
+    edit(
+        repo,
+        ROPE,
+        "        sin: torch.Tensor,\n    ) -> torch.Tensor:\n        if cos.dim",
+        "        sin: torch.Tensor,  # (S, D/2) or (B, S, 1, D/2)\n    ) -> torch.Tensor:\n        if cos.dim",
+    )
+    commit_all(repo, "Document the cos/sin layouts")  # ... and a later edit of its context stops reverse-apply
+    third = split_hunks(patch("0003").read_text(encoding="utf-8"))[2]
+    apply_text(repo, third.text, "Build the block table once per step")  # half of 0003: one of its hunks
+    edit(repo, LINGBOT, REPLAY_OLD, REPLAY_UPSTREAM)
+    commit_all(repo, "LingBot replay: paged entry on NPU")  # 0005 in other words
+    (repo / CONFIG).parent.mkdir(parents=True, exist_ok=True)
+    (repo / CONFIG).write_text(CONFIG_UPSTREAM, encoding="utf-8")
+    commit_all(repo, "Add the Ascend SP-4 deploy config")  # 0006 in other words
+    (repo / UPSTREAM_TEST).parent.mkdir(parents=True, exist_ok=True)
+    (repo / UPSTREAM_TEST).write_text(UPSTREAM_TEST_TEXT, encoding="utf-8")
+    commit_all(repo, "tests: host copies in paged attention on CPU")
+
+    branch(repo, "renamed")
+    git("mv", LINGBOT, LINGBOT.replace("transformer.py", "lingbot_transformer.py"), cwd=repo)
+    for user in ("__init__.py", "dmd_block.py", "pipeline.py"):
+        f = repo / Path(LINGBOT).parent / user
+        f.write_text(
+            f.read_text(encoding="utf-8")
+            .replace(".transformer import", ".lingbot_transformer import")
+            .replace("lingbot_world.transformer", "lingbot_world.lingbot_transformer"),
+            encoding="utf-8",
+        )
+    commit_all(repo, "Rename the LingBot transformer module")
+
+    branch(repo, "reverted")
+    am(repo, patch("0001"))
+    git("revert", "--no-edit", "HEAD", cwd=repo, env=AUTHOR)
+    git("checkout", "-q", "main", cwd=repo)
