@@ -1,6 +1,6 @@
 """Sessions of the vllm-omni Ascend NPU kit: a table of contents. The logic lives in scripts/.
 
-nox -s apply test        pristine pin + patches/ -> .work/vllm-omni, then both CPU test legs
+nox -s apply test        pristine pin + patches/ -> .work/vllm-omni, then both CPU test legs (in parallel)
 nox -s lint              ruff (upstream's settings) + the kit's own checks on the series
 nox -s refresh           checkout commits -> patches/ (byte-stable)
 nox -s kit               the kit's own tests
@@ -58,10 +58,25 @@ def lint(session: nox.Session) -> None:
 
 
 @nox.session(venv_backend="none")
-@nox.parametrize("leg", LEGS)
-def test(session: nox.Session, leg: str) -> None:
-    """The CPU regression suite on the patched tree, in its own reused environment per leg."""
-    run_kit(session, "test", leg)
+def test(session: nox.Session) -> None:
+    """The CPU regression suite on the patched tree, both legs, in parallel when the cores allow.
+
+    -- --jobs 1: one leg after the other; -- --changed: only the tests of patches changed since the last green run.
+    """
+    run_kit(session, "test")
+
+
+def test_one_leg(leg: str) -> None:
+    """`nox -s "test(leg='stock')"`: one leg only (flags after -- as for `test`)."""
+
+    @nox.session(name=f"test(leg='{leg}')", venv_backend="none", default=False)
+    def one(session: nox.Session) -> None:
+        """One CPU test leg (flags after -- as for test)."""
+        run_kit(session, "test", leg)
+
+
+for _leg in LEGS:
+    test_one_leg(_leg)
 
 
 @nox.session
