@@ -33,21 +33,31 @@ def pinned(name: str) -> str:
     return match[0]
 
 
-def run_kit(session: nox.Session, *args: str) -> None:
+def run_kit(session: nox.Session, *args: str, posargs: list[str] | None = None) -> None:
     """Run one kit command with the interpreter running nox (the kit itself needs only the stdlib)."""
-    session.run(sys.executable, "-m", "scripts", *args, *session.posargs, external=True)
+    posargs = session.posargs if posargs is None else posargs
+    session.run(sys.executable, "-m", "scripts", *args, *posargs, external=True)
+
+
+def without_test_flags(posargs: list[str]) -> list[str]:
+    """nox gives every session the same posargs: in `nox -s refresh test -- --changed`, --changed is test's."""
+    out = []
+    for arg, previous in zip(posargs, [None, *posargs[:-1]], strict=True):
+        if arg != "--changed" and not arg.startswith("--jobs") and previous != "--jobs":
+            out.append(arg)
+    return out
 
 
 @nox.session(venv_backend="none")
 def apply(session: nox.Session) -> None:
     """Build .work/vllm-omni: the pinned release (sha256 verified), then one commit per patch."""
-    run_kit(session, "apply")
+    run_kit(session, "apply", posargs=without_test_flags(session.posargs))
 
 
 @nox.session(venv_backend="none")
 def refresh(session: nox.Session) -> None:
     """Export the checkout's commits back to patches/ and series, byte-stably."""
-    run_kit(session, "refresh")
+    run_kit(session, "refresh", posargs=without_test_flags(session.posargs))
 
 
 @nox.session

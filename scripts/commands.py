@@ -170,7 +170,7 @@ def test_leg(leg: str, opts: legs.TestArgs) -> int:
     coverage = legs.executed(cov_text, paths.ROOT, paths.CHECKOUT, wanted)
     data = legs.record(leg, mode, versions, counts, coverage, state.series_digest)
     oracle = legs.oracle_use(out)
-    data |= {"pristine_oracle": oracle, "full_suite": full, "targets": targets}
+    data |= {"pristine_oracle": oracle, "full_suite": full and not opts.pytest_args, "targets": targets}
     if syncs.is_file():  # written by the npu tests: host syncs per NPU attention call
         data["host_syncs"] = json.loads(syncs.read_text(encoding="utf-8"))
     # A --changed run never stands in for the full one in reports (the PR body reads test-<leg>).

@@ -270,8 +270,8 @@ def plan_jobs(legs: int, jobs: int | None, cores: int) -> tuple[int, int]:
 
 
 def thread_env(threads: int) -> dict[str, str]:
-    """One leg's thread budget for torch (OpenMP) and MKL; recorded in the oracle cache key via torch."""
-    return {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads), "KIT_LEG_THREADS": str(threads)}
+    """One leg's thread budget for torch (OpenMP) and MKL; the oracle cache key reads it back from torch."""
+    return {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
 
 
 PERCENT = re.compile(rb"\[\s*(\d+)%\]")

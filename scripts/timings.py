@@ -154,7 +154,7 @@ def loop_timings(
         refresh_test = [*nox, "-s", "refresh", "test", *(["--", "--changed"] if changed else [])]
         for n in range(repeat):
             edit_patch_0001(kit, n)
-            progress(f"[{label}] one-line edit to patch 0001, then {' '.join(refresh_test[3:])}: {n + 1}/{repeat}")
+            progress(f"[{label}] one-line edit to patch 0001, then nox {' '.join(refresh_test[4:])}: {n + 1}/{repeat}")
             edited.append(timed_cpu(refresh_test, kit))
     step = "refresh test -- --changed" if changed else "refresh test (full; no --changed)"
     return [("apply test, first", first), ("apply test, warm", full), (f"edit 0001, {step}", edited)]

@@ -203,3 +203,40 @@ def test_modules_by_file_reads_coverage_contexts(tmp_path: Path) -> None:
         "vllm_omni/rope.py": ["tests/regression/test_replay.py", "tests/regression/test_rope.py"],
         "vllm_omni/attn.py": [],
     }
+
+
+# --- the cache in a real leg run (minutes: marked legs) --------------------------------------------
+
+
+@pytest.mark.legs
+def test_stock_leg_uses_refuses_and_rebuilds_the_oracle_cache(tmp_path: Path) -> None:
+    from test_leg_mutations import leg_kit, shared_env_ready
+
+    kit = leg_kit(tmp_path / "kit")
+    shared_env_ready(kit, "stock")
+    kit.run("apply", check=True)
+    cache = kit.root / ".work" / "cache" / "oracle-stock"
+
+    def run() -> dict[str, str]:
+        proc = kit.run("test", "stock", "-k", "test_pristine_results_come_from_the_pristine_tree")
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+        used = json.loads((kit.root / ".work" / "records" / "test-stock.json").read_text())["pristine_oracle"]
+        assert f"pristine oracle {used['source']} ({used['reason']})" in proc.stdout  # the report says it
+        return used
+
+    assert run()["reason"] == "no cached results yet"
+    assert run()["source"] == "cache"
+    results = cache / legs.ORACLE_RESULTS
+    results.write_bytes(results.read_bytes()[:1000])  # a torn write
+    used = run()
+    assert used["source"] == "computed" and "corrupt" in used["reason"], used
+    assert legs.oracle_stale_reason(cache, {k: used[k] for k in ("pristine_commit", "env_stamp", "threads")}) is None
+    oracle = kit.root / "tests" / "regression" / "_oracle.py"
+    oracle.write_text(oracle.read_text(encoding="utf-8") + "\n# the oracle changed\n", encoding="utf-8")
+    used = run()
+    assert used["source"] == "computed" and used["reason"].endswith("_oracle.py changed"), used
+    manifest = json.loads((cache / legs.ORACLE_MANIFEST).read_text(encoding="utf-8"))
+    manifest["key"]["pristine_commit"] = "0" * 40  # as left by a run on another pin
+    (cache / legs.ORACLE_MANIFEST).write_text(json.dumps(manifest), encoding="utf-8")
+    used = run()
+    assert used["source"] == "computed" and used["reason"].startswith("pristine_commit changed"), used
