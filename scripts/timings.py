@@ -171,8 +171,8 @@ def loop_main(baseline: str, repeat: int) -> int:
     """`python -m scripts.timings --loop`: the edit-test loop before (baseline revision) and after."""
     cores = os.cpu_count()
     progress(f"{cores} cores; load average now {os.getloadavg()[0]:.1f} (the figures vary with it)")
-    before = loop_timings(baseline, repeat, changed=False)
     after = loop_timings(None, repeat, changed=True)
+    before = loop_timings(baseline, repeat, changed=False)
     rows = [(f"before ({baseline})", step, *spread(runs)) for step, runs in before]
     rows += [("after (this checkout)", step, *spread(runs)) for step, runs in after]
     print(table(["kit", "step", "wall s (each run)", "wall median", "CPU s median", "load avg at start"], rows))
