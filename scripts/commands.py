@@ -175,15 +175,9 @@ def test_leg(leg: str, opts: legs.TestArgs) -> int:
         data["host_syncs"] = json.loads(syncs.read_text(encoding="utf-8"))
     # A --changed run never stands in for the full one in reports (the PR body reads test-<leg>).
     records.write(paths.RECORDS, f"test-{leg}" if full else f"test-{leg}-changed", data)
-    green_run = counts.ok and rc == 0 and not opts.pytest_args
-    if green_run and full:
-        by_file = legs.modules_by_file(cov_text, paths.ROOT, paths.CHECKOUT)
-        green = legs.green_record(context, state.patches, patch_files, by_file)
-        green_file.write_text(json.dumps(green, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    elif green_run:  # the changed patches' tests passed: they are the new baseline; coverage stays the full run's
-        green = json.loads(green_file.read_text(encoding="utf-8"))
-        green |= {"patches": state.patches, "files": patch_files}
-        green_file.write_text(json.dumps(green, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    if counts.ok and rc == 0 and not opts.pytest_args:  # green, and not narrowed by pytest arguments
+        by_file = legs.modules_by_file(cov_text, paths.ROOT, paths.CHECKOUT) if full else None
+        legs.write_green(green_file, context, state.patches, patch_files, by_file)
     progress(f"leg {leg}: pristine oracle {oracle['source']} ({oracle['reason']})")
     print(table(["leg", "mode", "torch", "torch_npu", "passed", "failed", "errors", "skipped", "NPU-branch lines run"],
                 [(leg, mode, versions.get("torch"), versions.get("torch_npu"), counts.passed, counts.failed,

@@ -392,6 +392,16 @@ def green_record(context: dict[str, str], patches: dict[str, str], patch_files: 
     return {"context": context, "patches": patches, "files": patch_files, "coverage": coverage}
 
 
+def write_green(path: Path, context: dict[str, str], patches: dict[str, str], patch_files: dict[str, list[str]],
+                coverage: dict[str, list[str]] | None) -> None:  # fmt: skip
+    """Record a green run. A --changed run (coverage None) moves the patches on; the map stays the full run's."""
+    if coverage is None:
+        green = json.loads(path.read_text(encoding="utf-8")) | {"patches": patches, "files": patch_files}
+    else:
+        green = green_record(context, patches, patch_files, coverage)
+    path.write_text(json.dumps(green, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+
+
 def tree_digest(root: Path, parts: tuple[str, ...]) -> str:
     """Digest of the kit files the suite runs with (its tests, the stand-ins, the kit it imports)."""
     h = hashlib.sha256()

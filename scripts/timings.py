@@ -76,10 +76,6 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main())
-
-
 # --- the edit-test loop: `nox -s apply test` and `nox -s refresh test -- --changed` ----------------
 # Run in two copies of the kit: the one in this checkout ("after") and a git revision ("before"),
 # both sharing this checkout's leg environments and cached wheel. Wall seconds vary with the
@@ -181,3 +177,7 @@ def loop_main(baseline: str, repeat: int) -> int:
               for b, a in zip(before[1:], after[1:], strict=True)]  # fmt: skip
     print(table(["step", "before/after wall", "before/after CPU"], ratios))
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
