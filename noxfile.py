@@ -41,10 +41,11 @@ def run_kit(session: nox.Session, *args: str, posargs: list[str] | None = None) 
 
 def without_test_flags(posargs: list[str]) -> list[str]:
     """nox gives every session the same posargs: in `nox -s refresh test -- --changed`, --changed is test's."""
-    out = []
-    for arg, previous in zip(posargs, [None, *posargs[:-1]], strict=True):
-        if arg != "--changed" and not arg.startswith("--jobs") and previous != "--jobs":
+    out, value_of_jobs = [], False
+    for arg in posargs:
+        if not (value_of_jobs or arg == "--changed" or arg.startswith("--jobs")):
             out.append(arg)
+        value_of_jobs = arg == "--jobs"
     return out
 
 
