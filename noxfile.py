@@ -1,6 +1,6 @@
 """Sessions of the vllm-omni Ascend NPU kit: a table of contents. The logic lives in scripts/.
 
-nox -s apply test        pristine pin + patches/ -> .work/vllm-omni, then both CPU test legs
+nox -s apply test        pristine pin + patches/ -> .work/vllm-omni, then both CPU test legs (in parallel)
 nox -s lint              ruff (upstream's settings) + the kit's own checks on the series
 nox -s refresh           checkout commits -> patches/ (byte-stable)
 nox -s kit               the kit's own tests
@@ -40,21 +40,36 @@ def pinned(name: str) -> str:
     return match[0]
 
 
-def run_kit(session: nox.Session, *args: str) -> None:
+def run_kit(session: nox.Session, *args: str, posargs: list[str] | None = None) -> None:
     """Run one kit command with the interpreter running nox (the kit itself needs only the stdlib)."""
-    session.run(sys.executable, "-m", "scripts", *args, *session.posargs, external=True)
+    posargs = session.posargs if posargs is None else posargs
+    session.run(sys.executable, "-m", "scripts", *args, *posargs, external=True)
+
+
+TEST_FLAGS = {"--changed": False, "--jobs": True, "--python": True, "--require": True}  # flag: takes a value
+
+
+def without_test_flags(posargs: list[str]) -> list[str]:
+    """nox gives every session the same posargs: in `nox -s refresh test -- --changed`, --changed is test's."""
+    out, skip_value = [], False
+    for arg in posargs:
+        name, eq, _ = arg.partition("=")
+        if not skip_value and name not in TEST_FLAGS:
+            out.append(arg)
+        skip_value = not skip_value and not eq and TEST_FLAGS.get(name, False)
+    return out
 
 
 @nox.session(venv_backend="none")
 def apply(session: nox.Session) -> None:
     """Build .work/vllm-omni: the pinned release (sha256 verified), then one commit per patch."""
-    run_kit(session, "apply")
+    run_kit(session, "apply", posargs=without_test_flags(session.posargs))
 
 
 @nox.session(venv_backend="none")
 def refresh(session: nox.Session) -> None:
     """Export the checkout's commits back to patches/ and series, byte-stably."""
-    run_kit(session, "refresh")
+    run_kit(session, "refresh", posargs=without_test_flags(session.posargs))
 
 
 @nox.session(venv_backend=VENV_BACKEND)
@@ -65,10 +80,25 @@ def lint(session: nox.Session) -> None:
 
 
 @nox.session(venv_backend="none")
-@nox.parametrize("leg", LEGS)
-def test(session: nox.Session, leg: str) -> None:
-    """The CPU regression suite on the patched tree, in its own reused environment per leg."""
-    run_kit(session, "test", leg)
+def test(session: nox.Session) -> None:
+    """The CPU regression suite on the patched tree, both legs, in parallel when the cores allow.
+
+    -- --jobs 1: one leg after the other; -- --changed: only the tests of patches changed since the last green run.
+    """
+    run_kit(session, "test")
+
+
+def test_one_leg(leg: str) -> None:
+    """`nox -s "test(leg='stock')"`: one leg only (flags after -- as for `test`)."""
+
+    @nox.session(name=f"test(leg='{leg}')", venv_backend="none", default=False)
+    def one(session: nox.Session) -> None:
+        """One CPU test leg (flags after -- as for test)."""
+        run_kit(session, "test", leg)
+
+
+for _leg in LEGS:
+    test_one_leg(_leg)
 
 
 @nox.session(venv_backend=VENV_BACKEND)

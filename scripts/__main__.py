@@ -40,9 +40,15 @@ def parser() -> argparse.ArgumentParser:
     )
     lt = sub.add_parser("lint", help="ruff with upstream's settings + the kit's checks on the series")
     lt.add_argument("--ruff", default="ruff", help="the ruff executable (upstream pins v0.14.10)")
-    ts = sub.add_parser("test", help="the CPU regression suite on the checkout, in one leg (stock|npu)")
-    ts.add_argument("leg", help="stock (no torch_npu) or npu (real torch_npu, or the simulated NPU without CANN)")
-    ts.add_argument("pytest_args", nargs=argparse.REMAINDER, help="passed on to pytest")
+    ts = sub.add_parser(
+        "test",
+        help="the CPU regression suite on the checkout, in both legs or the ones named (stock|npu)",
+        usage="python -m scripts test [stock|npu]... [--jobs N] [--changed] [pytest arguments]",
+        epilog="stock: no torch_npu; npu: real torch_npu, or the simulated NPU without CANN. "
+        "--jobs N: at most N legs at once (default: as many as the cores allow; 1: one after the other). "
+        "--changed: only the test modules that cover the patches changed since the last green run.",
+    )
+    ts.add_argument("args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)  # read by legs.parse_test_args
     bn = sub.add_parser("bench", help="the NPU gather/memory benchmark in the npu leg")
     bn.add_argument("pytest_args", nargs=argparse.REMAINDER, help="passed on to pytest")
     pn = sub.add_parser("pin", help="show the pin, or record the git commit of its tag")
@@ -63,7 +69,11 @@ def on_sigterm(signum: int, frame: object) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    args, extra = parser().parse_known_args(argv)
+    if extra and args.command != "test":
+        parser().error(f"unrecognized arguments: {' '.join(extra)}")
+    if extra:  # `test --durations=15`: what argparse does not know before the first leg goes on to pytest
+        args.args = [*extra, *args.args]
     handler: Callable[[argparse.Namespace], int] = getattr(args, "handler", None) or getattr(commands, args.command)
     signal.signal(signal.SIGTERM, on_sigterm)
     try:

@@ -9,16 +9,23 @@ The mode is decided by what imports, printed, and recorded; never assumed.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
+import shutil
 import subprocess
+import sys
+import time
 import xml.etree.ElementTree as ET
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from scripts.diffparse import parse
 from scripts.errors import KitError
+from scripts.legenv import LEGS
 from scripts.lint import npu_only_lines
+from scripts.report import progress, table
 
 SUITE = "tests/regression"
 
@@ -66,14 +73,19 @@ def leg_env(leg: str, mode: str, checkout: Path, pristine: Path, out: Path, pyca
 
 
 def coverage_config(files: list[Path]) -> str:
-    """coverage.py settings measuring only these files: reporting on every file of the tree costs a minute."""
-    return "[run]\ninclude =\n" + "".join(f"    {f}\n" for f in files)
+    """coverage.py settings measuring only these files: reporting on every file of the tree costs a minute.
+
+    Per-test contexts in the JSON report say which tests executed each file (what --changed maps by).
+    """
+    return "[run]\ninclude =\n" + "".join(f"    {f}\n" for f in files) + "[json]\nshow_contexts = True\n"
 
 
-def pytest_command(python: Path, junit: Path, cov_json: Path, cov_config: Path, extra: list[str]) -> list[str]:
+def pytest_command(python: Path, junit: Path, cov_json: Path, cov_config: Path, targets: list[str],
+                   extra: list[str]) -> list[str]:  # fmt: skip
     return [
-        str(python), "-m", "pytest", SUITE, "-p", "no:cacheprovider", f"--junitxml={junit}",
-        "--cov", f"--cov-config={cov_config}", f"--cov-report=json:{cov_json}", "--cov-report=", *extra,
+        str(python), "-m", "pytest", *targets, "-p", "no:cacheprovider", f"--junitxml={junit}",
+        "--cov", f"--cov-config={cov_config}", "--cov-context=test", f"--cov-report=json:{cov_json}",
+        "--cov-report=", *extra,
     ]  # fmt: skip
 
 
@@ -110,13 +122,15 @@ def executed(cov_json_text: str, cwd: Path, checkout: Path, wanted: dict[str, se
     return hit, total
 
 
-def run_suite(python: Path, env: dict[str, str], cwd: Path, out: Path, measured: list[Path], extra: list[str]) -> int:
-    """pytest on the suite; junit.xml and coverage.json (of the measured files) land in out."""
+def run_suite(python: Path, env: dict[str, str], cwd: Path, out: Path, measured: list[Path], targets: list[str],
+              extra: list[str]) -> int:  # fmt: skip
+    """pytest on the targets (the suite, or modules of it); junit.xml and coverage.json land in out."""
     junit, cov_json, cov_config = out / "junit.xml", out / "coverage.json", out / "coveragerc"
     for stale in (junit, cov_json):
         stale.unlink(missing_ok=True)
     cov_config.write_text(coverage_config(measured), encoding="utf-8")
-    return subprocess.run(pytest_command(python, junit, cov_json, cov_config, extra), cwd=cwd, env=env).returncode
+    command = pytest_command(python, junit, cov_json, cov_config, targets, extra)
+    return subprocess.run(command, cwd=cwd, env=env).returncode
 
 
 def record(leg: str, mode: str, versions: dict[str, str], counts: Counts, coverage: tuple[int, int],
@@ -131,3 +145,291 @@ def record(leg: str, mode: str, versions: dict[str, str], counts: Counts, covera
         "series_digest": series_digest,
         "passed_all": counts.ok,
     }
+
+
+# --- pristine oracle cache ------------------------------------------------------
+# The pristine tree's results are the same on every run for a given pin, env and oracle. The suite's
+# conftest keeps them under .work/cache (KIT_ORACLE_CACHE) with a manifest of everything they depend
+# on; anything that differs, or any damage, means: compute again and say why.
+
+ORACLE_RESULTS = "pristine.pt"
+ORACLE_MANIFEST = "manifest.json"
+ORACLE_REPORT = "oracle.json"  # in KIT_LEG_REPORT_DIR: whether this run used the cache, and why not
+
+
+def sha256_file(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def oracle_key(pristine_commit: str, env_stamp: str, threads: int) -> dict[str, str]:
+    """What the cached results depend on besides the files the oracle loads.
+
+    The thread count is part of it: float reductions may sum in another order with more threads,
+    and the suite compares pristine and patched results bit for bit.
+    """
+    return {"pristine_commit": pristine_commit, "env_stamp": env_stamp, "threads": str(threads)}
+
+
+def oracle_inputs_digest(inputs: dict[str, str]) -> str:
+    """One digest over the oracle's code and inputs: every file it loaded outside the env, by content."""
+    return hashlib.sha256(json.dumps(sorted(inputs.items())).encode()).hexdigest()
+
+
+def oracle_stale_reason(cache: Path, key: dict[str, str]) -> str | None:
+    """None when the cache in ``cache`` can be trusted for ``key``; otherwise why it cannot."""
+    manifest = cache / ORACLE_MANIFEST
+    if not manifest.is_file():
+        return "no cached results yet"
+    try:
+        data = json.loads(manifest.read_text(encoding="utf-8"))
+        recorded, inputs, results_digest = data["key"], data["inputs"], data["results_sha256"]
+    except (ValueError, KeyError, TypeError):
+        return f"{ORACLE_MANIFEST} is corrupt"
+    changed = [name for name in sorted(key) if recorded.get(name) != key[name]]
+    if changed:
+        name = changed[0]
+        return f"{name} changed ({str(recorded.get(name))[:12]} -> {key[name][:12]})"
+    results = cache / ORACLE_RESULTS
+    if not results.is_file() or sha256_file(results) != results_digest:
+        return f"{ORACLE_RESULTS} is missing or corrupt (sha256 differs from the manifest)"
+    for name, digest in sorted(inputs.items()):
+        path = Path(name)
+        if not path.is_file():
+            return f"oracle input {name} is gone"
+        if sha256_file(path) != digest:
+            return f"oracle input {name} changed"
+    if data.get("inputs_sha256") != oracle_inputs_digest(inputs):
+        return f"{ORACLE_MANIFEST} is corrupt (inputs digest)"
+    return None
+
+
+def store_oracle(cache: Path, key: dict[str, str], results: Path, inputs: list[str]) -> None:
+    """Keep freshly computed results: the results first, the manifest last (a torn write reads as stale)."""
+    cache.mkdir(parents=True, exist_ok=True)
+    (cache / ORACLE_MANIFEST).unlink(missing_ok=True)
+    shutil.copyfile(results, cache / ORACLE_RESULTS)
+    digests = {str(Path(p).resolve()): sha256_file(Path(p)) for p in sorted(set(inputs))}
+    manifest = {
+        "key": key,
+        "inputs": digests,
+        "inputs_sha256": oracle_inputs_digest(digests),
+        "results_sha256": sha256_file(cache / ORACLE_RESULTS),
+    }
+    tmp = cache / f"{ORACLE_MANIFEST}.tmp"
+    tmp.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    tmp.replace(cache / ORACLE_MANIFEST)
+
+
+def oracle_use(report_dir: Path) -> dict[str, str]:
+    """What the suite reported about the pristine oracle this run (cache / computed and why)."""
+    path = report_dir / ORACLE_REPORT
+    if not path.is_file():
+        return {"source": "not used", "reason": "no selected test needed the pristine results"}
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+# --- the `test` command line: legs, --jobs, --changed, then pytest's own arguments --------------
+
+
+@dataclass(frozen=True)
+class TestArgs:
+    legs: tuple[str, ...]
+    jobs: int | None
+    changed: bool
+    pytest_args: list[str]
+
+
+def parse_test_args(argv: list[str]) -> TestArgs:
+    """``[stock|npu]... [--jobs N] [--changed] [pytest args]``: the kit's flags may come anywhere.
+
+    Lifted out by hand, not by argparse, because everything else belongs to pytest (``-k expr``,
+    ``--durations=15``) and nox appends its posargs after the leg a session names.
+    """
+    legs: list[str] = []
+    jobs: int | None = None
+    changed = False
+    rest: list[str] = []
+    items = iter(argv)
+    for item in items:
+        if item in LEGS and not rest and item not in legs:
+            legs.append(item)
+        elif item == "--changed":
+            changed = True
+        elif item == "--jobs" or item.startswith("--jobs="):
+            value = item.partition("=")[2] if "=" in item else next(items, "")
+            if not value.isdigit() or int(value) < 1:
+                raise KitError(f"--jobs {value!r} is not a positive whole number", "use e.g. --jobs 1 (sequential)")
+            jobs = int(value)
+        else:
+            rest.append(item)
+    return TestArgs(tuple(legs) or LEGS, jobs, changed, rest)
+
+
+def plan_jobs(legs: int, jobs: int | None, cores: int) -> tuple[int, int]:
+    """(legs at once, threads per leg): in parallel when the cores allow, each leg a share of them."""
+    at_once = max(1, min(legs, jobs or cores))
+    return at_once, max(1, cores // at_once)
+
+
+def thread_env(threads: int) -> dict[str, str]:
+    """One leg's thread budget for torch (OpenMP) and MKL; the oracle cache key reads it back from torch."""
+    return {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+
+
+PERCENT = re.compile(rb"\[\s*(\d+)%\]")
+
+
+def status_line(running: dict[str, tuple[float, bytes]], now: float) -> str:
+    """``stock 23s 41% | npu 23s 12%``: elapsed time and pytest's last progress mark per running leg."""
+    parts = []
+    for leg, (started, tail) in running.items():
+        marks = PERCENT.findall(tail)
+        parts.append(f"{leg} {now - started:.0f}s" + (f" {int(marks[-1])}%" if marks else " starting"))
+    return "running: " + " | ".join(parts)
+
+
+def _tail(path: Path, size: int = 4096) -> bytes:
+    with path.open("rb") as handle:
+        handle.seek(max(0, path.stat().st_size - size))
+        return handle.read()
+
+
+def run_parallel(commands: dict[str, list[str]], envs: dict[str, dict[str, str]], logs: dict[str, Path],
+                 cwd: Path, *, live: bool) -> dict[str, tuple[int, float]]:  # fmt: skip
+    """Run each leg's command at once; print each leg's output as one block when it ends.
+
+    While they run, one status line (rewritten in place on a terminal) says where each leg is.
+    Returns (exit code, seconds) per leg.
+    """
+    procs: dict[str, tuple[subprocess.Popen[bytes], float]] = {}
+    for leg, cmd in commands.items():
+        logs[leg].parent.mkdir(parents=True, exist_ok=True)
+        with logs[leg].open("wb") as log:
+            procs[leg] = (subprocess.Popen(cmd, cwd=cwd, env=envs[leg], stdout=log, stderr=subprocess.STDOUT),
+                          time.monotonic())  # fmt: skip
+    done: dict[str, tuple[int, float]] = {}
+    try:
+        while len(done) < len(procs):
+            time.sleep(0.5)
+            now = time.monotonic()
+            for leg, (proc, started) in procs.items():
+                if leg in done or proc.poll() is None:
+                    continue
+                done[leg] = (proc.returncode, now - started)
+                if live:
+                    sys.stdout.write("\r\x1b[2K")
+                verdict = "passed" if proc.returncode == 0 else f"FAILED (exit {proc.returncode})"
+                print(f"===== leg {leg}: {verdict} in {now - started:.1f} s =====", flush=True)
+                sys.stdout.write(logs[leg].read_text(encoding="utf-8", errors="replace"))
+                print(f"===== end of leg {leg} (kept in {logs[leg]}) =====", flush=True)
+            running = {leg: (started, _tail(logs[leg])) for leg, (p, started) in procs.items() if leg not in done}
+            if live and running:
+                sys.stdout.write("\r\x1b[2K" + status_line(running, now)[:200])
+                sys.stdout.flush()
+    finally:
+        for proc, _ in procs.values():
+            if proc.poll() is None:  # interrupted: stop the legs we started
+                proc.terminate()
+                proc.wait()
+    return done
+
+
+# --- --changed: only the tests that cover the patches changed since the last green run ---------
+# After a green full run the leg keeps, in GREEN, each patch's digest and files and, from coverage.py's
+# per-test contexts, which test modules executed each file the series touches. A later --changed run
+# selects the modules that executed a file some changed patch touches (before or after the change).
+# Whole modules, not single tests: a module-scoped fixture's setup is counted for its first test only.
+
+GREEN = "green.json"
+
+
+@dataclass(frozen=True)
+class Selection:
+    targets: list[str] | None  # test modules to run; None: the full suite
+    reason: str
+    rows: list[tuple[str, str, str]]  # (patch, files it touches, test modules that cover them)
+    skipped: list[str]  # modules not run
+
+
+def modules_by_file(cov_json_text: str, cwd: Path, checkout: Path) -> dict[str, list[str]]:
+    """checkout-relative file -> the test modules that executed a line of it (coverage.py test contexts)."""
+    out: dict[str, list[str]] = {}
+    for name, data in json.loads(cov_json_text).get("files", {}).items():
+        path = (cwd / name).resolve()
+        if not path.is_relative_to(checkout.resolve()):
+            continue
+        contexts = {ctx for names in data.get("contexts", {}).values() for ctx in names}
+        out[str(path.relative_to(checkout.resolve()))] = sorted({c.split("::")[0] for c in contexts if "::" in c})
+    return out
+
+
+def select_changed(green: dict | None, context: dict[str, str], patches: dict[str, str],
+                   patch_files: dict[str, list[str]], modules: list[str]) -> Selection:  # fmt: skip
+    """What a --changed run must run, and why; the full suite whenever the record cannot answer."""
+    if green is None:
+        return Selection(None, "no green run of this leg recorded yet", [], [])
+    for name in sorted(context):
+        if green.get("context", {}).get(name) != context[name]:
+            return Selection(None, f"{name} changed since the last green run", [], [])
+    changed = sorted(p for p in set(patches) | set(green["patches"]) if green["patches"].get(p) != patches.get(p))
+    if not changed:
+        return Selection([], "no patch changed since the last green run", [], list(modules))
+    coverage: dict[str, list[str]] = green["coverage"]
+    rows, selected = [], set()
+    for patch in changed:
+        files = sorted(set(patch_files.get(patch, [])) | set(green["files"].get(patch, [])))
+        unknown = [f for f in files if f not in coverage]
+        if unknown:
+            why = "not Python" if not unknown[0].endswith(".py") else "not measured in the last green run"
+            return Selection(None, f"{patch} touches {unknown[0]} ({why}): no coverage to map it to tests", [], [])
+        covering = sorted({m for f in files for m in coverage[f]})
+        selected.update(covering)
+        rows.append((patch, ", ".join(files), ", ".join(Path(m).name for m in covering) or "none"))
+    return Selection(sorted(selected), f"{len(changed)} patch(es) changed since the last green run", rows,
+                     [m for m in modules if m not in selected])  # fmt: skip
+
+
+def green_record(context: dict[str, str], patches: dict[str, str], patch_files: dict[str, list[str]],
+                 coverage: dict[str, list[str]]) -> dict[str, object]:  # fmt: skip
+    return {"context": context, "patches": patches, "files": patch_files, "coverage": coverage}
+
+
+def write_green(path: Path, context: dict[str, str], patches: dict[str, str], patch_files: dict[str, list[str]],
+                coverage: dict[str, list[str]] | None) -> None:  # fmt: skip
+    """Record a green run. A --changed run (coverage None) moves the patches on; the map stays the full run's."""
+    if coverage is None:
+        green = json.loads(path.read_text(encoding="utf-8")) | {"patches": patches, "files": patch_files}
+    else:
+        green = green_record(context, patches, patch_files, coverage)
+    path.write_text(json.dumps(green, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def tree_digest(root: Path, parts: tuple[str, ...]) -> str:
+    """Digest of the kit files the suite runs with (its tests, the stand-ins, the kit it imports)."""
+    h = hashlib.sha256()
+    for part in parts:
+        base = root / part
+        files = sorted(base.rglob("*")) if base.is_dir() else [base]
+        for path in files:
+            if path.is_file() and "__pycache__" not in path.parts:
+                h.update(f"{path.relative_to(root)}\0{sha256_file(path)}\n".encode())
+    return h.hexdigest()
+
+
+def changed_targets(leg: str, green: dict | None, context: dict[str, str], patches: dict[str, str],
+                    patch_files: dict[str, list[str]], root: Path) -> list[str]:  # fmt: skip
+    """The pytest targets of a --changed run ([SUITE] for the full suite, [] for none), said out loud."""
+    modules = sorted(str(p.relative_to(root)) for p in (root / SUITE).glob("test_*.py"))
+    selection = select_changed(green, context, patches, patch_files, modules)
+    progress(f"leg {leg}: --changed: {selection.reason}")
+    if selection.rows:
+        print(table(["changed patch", "files it touches", "test modules that executed them"], selection.rows))
+    if selection.targets is None:
+        progress(f"leg {leg}: --changed: running the full suite")
+        return [SUITE]
+    if selection.skipped:
+        progress(f"leg {leg}: not run, as they executed none of those files in the last green full run: "
+                 + ", ".join(Path(m).name for m in selection.skipped))  # fmt: skip
+    if not selection.targets:
+        progress(f"leg {leg}: nothing to run; the last green record stands")
+    return selection.targets

@@ -1,6 +1,7 @@
 """Timings of the main job on fresh clones of this checkout's HEAD (never asserted in tests).
 
     nox -s timings [-- --empty-cache] [--ci]
+    nox -s timings -- --loop BASELINE [--repeat N]   (the edit-test loop: scripts/looptimings.py)
 
 Always: `nox -s apply test` in a fresh clone with uv's package cache as it is ("warm
 cache": the leg environments are built, their files linked from the cache), then again
@@ -22,7 +23,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from scripts import paths
+from scripts import looptimings, paths
 from scripts.report import progress, table
 
 MAIN_JOB = ("nox", "-s", "apply", "test")
@@ -93,7 +94,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="nox -s timings --")
     parser.add_argument("--empty-cache", action="store_true", help="also a fresh clone with an empty package cache")
     parser.add_argument("--ci", action="store_true", help="also .ci/run on a fresh clone (about 10 minutes)")
+    parser.add_argument("--loop", metavar="BASELINE", help="time the edit-test loop here and at git revision BASELINE")
+    parser.add_argument("--repeat", type=int, default=3, help="warm runs per --loop figure")
     args = parser.parse_args(argv)
+    if args.loop:
+        return looptimings.loop_main(args.loop, args.repeat)
     dirty = subprocess.run(["git", "status", "--porcelain"], cwd=paths.ROOT, capture_output=True, text=True).stdout
     if dirty.strip():
         progress("warning: uncommitted changes are not in the clones; these figures are of HEAD")

@@ -13,7 +13,9 @@ subprocess. Inputs come from seeded generators on CPU, so both sides see identic
 
 from __future__ import annotations
 
+import json
 import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import torch
@@ -399,5 +401,24 @@ def compute_all(sections=tuple(SECTIONS)) -> dict:
     return results
 
 
+def loaded_outside_env() -> list[str]:
+    """Files this process loaded from outside its environment: the oracle's code and the pristine tree.
+
+    The leg's environment is covered by its stamp; these are what the cached results also depend on.
+    """
+    env_roots = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+    files = {str(Path(__file__).resolve())}
+    for module in list(sys.modules.values()):
+        name = getattr(module, "__file__", None)
+        if name and Path(name).is_file():
+            path = Path(name).resolve()
+            if not any(path.is_relative_to(root) for root in env_roots):
+                files.add(str(path))
+    return sorted(files)
+
+
 if __name__ == "__main__":
+    # python _oracle.py OUT.pt [INPUTS.json]: the results, and the files they were computed from.
     torch.save(compute_all(), sys.argv[1])
+    if len(sys.argv) > 2:
+        Path(sys.argv[2]).write_text(json.dumps(loaded_outside_env(), indent=1) + "\n", encoding="utf-8")

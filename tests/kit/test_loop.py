@@ -1,0 +1,242 @@
+"""The fast edit-test loop: the pristine oracle cache, legs in parallel, and --changed selection.
+
+The cache's rules run on real files here (hashing, a manifest, damaged copies); one leg run in a
+copy of the kit (marked ``legs``) shows the suite using, refusing and rebuilding it.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from scripts import legs
+from scripts.errors import KitError
+
+KEY = legs.oracle_key("a" * 40, "stamp-1", 2)
+
+
+@pytest.fixture
+def cache(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """(cache dir, the oracle script, a pristine module) after one stored run."""
+    oracle = tmp_path / "kit" / "_oracle.py"
+    pristine = tmp_path / "pristine" / "vllm_omni" / "__init__.py"
+    for path, text in ((oracle, "CASES = [1, 2]\n"), (pristine, "VERSION = '0.30.0'\n")):
+        path.parent.mkdir(parents=True)
+        path.write_text(text, encoding="utf-8")
+    results = tmp_path / "computed.pt"
+    results.write_bytes(b"results of the pristine tree" * 100)
+    legs.store_oracle(tmp_path / "cache", KEY, results, [str(oracle), str(pristine)])
+    return tmp_path / "cache", oracle, pristine
+
+
+def test_fresh_cache_is_trusted(cache: tuple[Path, Path, Path]) -> None:
+    assert legs.oracle_stale_reason(cache[0], KEY) is None
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        ("another_pin", "pristine_commit changed"),
+        ("another_env", "env_stamp changed"),
+        ("other_threads", "threads changed"),
+        ("oracle_edited", "_oracle.py changed"),
+        ("pristine_file_edited", "__init__.py changed"),
+        ("oracle_gone", "_oracle.py is gone"),
+        ("results_truncated", "pristine.pt is missing or corrupt"),
+        ("results_deleted", "pristine.pt is missing or corrupt"),
+        ("manifest_garbage", "manifest.json is corrupt"),
+        ("manifest_gone", "no cached results yet"),
+    ],
+)
+def test_any_change_or_damage_makes_the_cache_stale(cache: tuple[Path, Path, Path], change: str, expected: str) -> None:
+    cache_dir, oracle, pristine = cache
+    key = dict(KEY)
+    if change == "another_pin":
+        key = legs.oracle_key("b" * 40, "stamp-1", 2)
+    elif change == "another_env":
+        key = legs.oracle_key("a" * 40, "stamp-2", 2)
+    elif change == "other_threads":
+        key = legs.oracle_key("a" * 40, "stamp-1", 1)
+    elif change == "oracle_edited":
+        oracle.write_text("CASES = [1, 2, 3]\n", encoding="utf-8")
+    elif change == "pristine_file_edited":
+        pristine.write_text("VERSION = '0.31.0'\n", encoding="utf-8")
+    elif change == "oracle_gone":
+        oracle.unlink()
+    elif change == "results_truncated":
+        path = cache_dir / legs.ORACLE_RESULTS
+        path.write_bytes(path.read_bytes()[:100])
+    elif change == "results_deleted":
+        (cache_dir / legs.ORACLE_RESULTS).unlink()
+    elif change == "manifest_garbage":
+        (cache_dir / legs.ORACLE_MANIFEST).write_text('{"key": ', encoding="utf-8")
+    elif change == "manifest_gone":
+        (cache_dir / legs.ORACLE_MANIFEST).unlink()
+    reason = legs.oracle_stale_reason(cache_dir, key)
+    assert reason is not None and expected in reason, reason
+
+
+def test_storing_again_repairs_a_damaged_cache(cache: tuple[Path, Path, Path], tmp_path: Path) -> None:
+    cache_dir, oracle, pristine = cache
+    (cache_dir / legs.ORACLE_RESULTS).write_bytes(b"torn")
+    assert legs.oracle_stale_reason(cache_dir, KEY) is not None
+    fresh = tmp_path / "again.pt"
+    fresh.write_bytes(b"recomputed")
+    legs.store_oracle(cache_dir, KEY, fresh, [str(oracle), str(pristine)])
+    assert legs.oracle_stale_reason(cache_dir, KEY) is None
+    assert (cache_dir / legs.ORACLE_RESULTS).read_bytes() == b"recomputed"
+
+
+# --- the command line, the thread budget, the status line ----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        ([], (("stock", "npu"), None, False, [])),
+        (["stock"], (("stock",), None, False, [])),
+        (["stock", "-k", "rope", "--changed"], (("stock",), None, True, ["-k", "rope"])),
+        (["--jobs", "1", "--durations=15"], (("stock", "npu"), 1, False, ["--durations=15"])),
+        (["npu", "--jobs=2", "-k", "stock"], (("npu",), 2, False, ["-k", "stock"])),
+    ],
+)
+def test_parse_test_args(argv: list[str], expected: tuple) -> None:
+    got = legs.parse_test_args(argv)
+    assert (got.legs, got.jobs, got.changed, got.pytest_args) == expected
+
+
+@pytest.mark.parametrize("bad", [["--jobs", "0"], ["--jobs"], ["--jobs=two"]])
+def test_bad_jobs_is_one_clear_error(bad: list[str]) -> None:
+    with pytest.raises(KitError, match="--jobs"):
+        legs.parse_test_args(bad)
+
+
+@pytest.mark.parametrize(
+    ("legs_n", "jobs", "cores", "expected"),
+    [(2, None, 2, (2, 1)), (2, None, 8, (2, 4)), (2, None, 1, (1, 1)), (2, 1, 8, (1, 8)), (1, None, 4, (1, 4))],
+)
+def test_plan_jobs(legs_n: int, jobs: int | None, cores: int, expected: tuple[int, int]) -> None:
+    assert legs.plan_jobs(legs_n, jobs, cores) == expected
+
+
+def test_status_line_shows_each_running_leg() -> None:
+    line = legs.status_line({"stock": (10.0, b"....  [ 41%]\n...  [ 63%]"), "npu": (12.0, b"collecting")}, 40.0)
+    assert line == "running: stock 30s 63% | npu 28s starting"
+
+
+def test_run_parallel_prints_one_block_per_leg(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = "import os, sys, time; time.sleep(float(sys.argv[1])); print('out of', os.environ['LEG']); sys.exit(int(sys.argv[2]))"  # noqa: E501
+    cmds = {"slow": [sys.executable, "-c", code, "1.5", "0"], "fast": [sys.executable, "-c", code, "0", "3"]}
+    envs = {leg: {"LEG": leg, "PATH": "/usr/bin:/bin"} for leg in cmds}
+    logs = {leg: tmp_path / leg / "output.log" for leg in cmds}
+    done = legs.run_parallel(cmds, envs, logs, tmp_path, live=False)
+    assert {leg: rc for leg, (rc, _) in done.items()} == {"slow": 0, "fast": 3}
+    out = capsys.readouterr().out
+    # The fast leg's block comes first and whole, although both ran at once.
+    assert out.index("leg fast: FAILED (exit 3)") < out.index("out of fast") < out.index("end of leg fast")
+    assert out.index("end of leg fast") < out.index("leg slow: passed") < out.index("out of slow")
+
+
+# --- --changed ------------------------------------------------------------------------------------
+
+CONTEXT = {"pin": "p1", "env": "e1", "mode": "none", "kit": "k1"}
+PATCHES = {"0001-rope.patch": "d1", "0002-test.patch": "d2", "0006-config.patch": "d6"}
+FILES = {"0001-rope.patch": ["vllm_omni/rope.py"], "0002-test.patch": ["tests/test_rope.py"],
+         "0006-config.patch": ["configs/npu.yaml"]}  # fmt: skip
+COVERAGE = {"vllm_omni/rope.py": ["tests/regression/test_rope.py", "tests/regression/test_replay.py"],
+            "tests/test_rope.py": ["tests/regression/test_upstream.py"]}  # fmt: skip
+MODULES = ["tests/regression/test_replay.py", "tests/regression/test_rope.py", "tests/regression/test_stock.py",
+           "tests/regression/test_upstream.py"]  # fmt: skip
+GREEN = legs.green_record(CONTEXT, PATCHES, FILES, COVERAGE)
+
+
+def test_changed_patch_selects_the_modules_that_executed_its_files() -> None:
+    selection = legs.select_changed(GREEN, CONTEXT, {**PATCHES, "0001-rope.patch": "d1-edited"}, FILES, MODULES)
+    assert selection.targets == ["tests/regression/test_replay.py", "tests/regression/test_rope.py"]
+    assert selection.skipped == ["tests/regression/test_stock.py", "tests/regression/test_upstream.py"]
+    assert selection.rows == [("0001-rope.patch", "vllm_omni/rope.py", "test_replay.py, test_rope.py")]
+
+
+def test_a_file_the_patch_no_longer_touches_still_counts() -> None:
+    # 0002 moved from tests/test_rope.py to vllm_omni/rope.py: tests of both files run.
+    moved = {**FILES, "0002-test.patch": ["vllm_omni/rope.py"]}
+    selection = legs.select_changed(GREEN, CONTEXT, {**PATCHES, "0002-test.patch": "d2-moved"}, moved, MODULES)
+    assert selection.targets == ["tests/regression/test_replay.py", "tests/regression/test_rope.py",
+                                 "tests/regression/test_upstream.py"]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("green", "context", "patches", "reason"),
+    [
+        (None, CONTEXT, PATCHES, "no green run"),
+        (GREEN, {**CONTEXT, "env": "e2"}, PATCHES, "env changed"),
+        (GREEN, {**CONTEXT, "kit": "k2"}, PATCHES, "kit changed"),
+        (GREEN, CONTEXT, {**PATCHES, "0006-config.patch": "d6-edited"}, "not Python"),
+        (GREEN, CONTEXT, {**PATCHES, "0007-new.patch": "d7"}, "no coverage"),
+    ],
+)
+def test_full_suite_when_the_record_cannot_answer(
+    green: dict | None, context: dict, patches: dict, reason: str
+) -> None:
+    files = {**FILES, "0007-new.patch": ["vllm_omni/new.py"]}
+    selection = legs.select_changed(green, context, patches, files, MODULES)
+    assert selection.targets is None and reason in selection.reason, selection.reason
+
+
+def test_nothing_changed_runs_nothing_and_says_so() -> None:
+    selection = legs.select_changed(GREEN, CONTEXT, PATCHES, FILES, MODULES)
+    assert selection.targets == [] and selection.skipped == MODULES and "no patch changed" in selection.reason
+
+
+def test_modules_by_file_reads_coverage_contexts(tmp_path: Path) -> None:
+    checkout = tmp_path / ".work" / "vllm-omni"
+    seen = ["tests/regression/test_rope.py::test_a[x]|run", "tests/regression/test_replay.py::test_b|setup"]
+    report = {"files": {
+        ".work/vllm-omni/vllm_omni/rope.py": {"contexts": {"3": [""], "7": seen}},
+        ".work/vllm-omni/vllm_omni/attn.py": {"contexts": {"1": [""]}},
+        "elsewhere/other.py": {"contexts": {"1": ["tests/regression/test_rope.py::test_a|run"]}},
+    }}  # fmt: skip
+    assert legs.modules_by_file(json.dumps(report), tmp_path, checkout) == {
+        "vllm_omni/rope.py": ["tests/regression/test_replay.py", "tests/regression/test_rope.py"],
+        "vllm_omni/attn.py": [],
+    }
+
+
+# --- the cache in a real leg run (minutes: marked legs) --------------------------------------------
+
+
+@pytest.mark.legs
+def test_stock_leg_uses_refuses_and_rebuilds_the_oracle_cache(tmp_path: Path) -> None:
+    from test_leg_mutations import leg_kit, shared_env_ready
+
+    kit = leg_kit(tmp_path / "kit")
+    shared_env_ready(kit, "stock")
+    kit.run("apply", check=True)
+    cache = kit.root / ".work" / "cache" / "oracle-stock"
+
+    def run() -> dict[str, str]:
+        proc = kit.run("test", "stock", "-k", "test_pristine_results_come_from_the_pristine_tree")
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+        used = json.loads((kit.root / ".work" / "records" / "test-stock.json").read_text())["pristine_oracle"]
+        assert f"pristine oracle {used['source']} ({used['reason']})" in proc.stdout  # the report says it
+        return used
+
+    assert run()["reason"] == "no cached results yet"
+    assert run()["source"] == "cache"
+    results = cache / legs.ORACLE_RESULTS
+    results.write_bytes(results.read_bytes()[:1000])  # a torn write
+    used = run()
+    assert used["source"] == "computed" and "corrupt" in used["reason"], used
+    assert legs.oracle_stale_reason(cache, {k: used[k] for k in ("pristine_commit", "env_stamp", "threads")}) is None
+    oracle = kit.root / "tests" / "regression" / "_oracle.py"
+    oracle.write_text(oracle.read_text(encoding="utf-8") + "\n# the oracle changed\n", encoding="utf-8")
+    used = run()
+    assert used["source"] == "computed" and used["reason"].endswith("_oracle.py changed"), used
+    manifest = json.loads((cache / legs.ORACLE_MANIFEST).read_text(encoding="utf-8"))
+    manifest["key"]["pristine_commit"] = "0" * 40  # as left by a run on another pin
+    (cache / legs.ORACLE_MANIFEST).write_text(json.dumps(manifest), encoding="utf-8")
+    used = run()
+    assert used["source"] == "computed" and used["reason"].startswith("pristine_commit changed"), used
