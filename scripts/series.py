@@ -182,6 +182,17 @@ def load_series(patches_dir: Path) -> list[Patch]:
     return patches
 
 
+def series_header(text: str) -> str:
+    """The leading comment block of a series file (comments and blank lines before the first entry)."""
+    lines = []
+    for raw in text.splitlines():
+        if raw.startswith("#") or not raw.strip():
+            lines.append(raw)
+        else:
+            break
+    return "\n".join(lines).strip("\n") + "\n" if lines else ""
+
+
 def render_series(old_text: str, old_slugs: dict[str, str], new: list[tuple[str, str]]) -> str:
     """The series file for new (name, slug) entries, keeping every comment of old_text in place.
 
