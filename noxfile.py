@@ -12,7 +12,6 @@ nox -s mutate            mutation testing of the series' added lines against bot
 
 from __future__ import annotations
 
-import re
 import sys
 from pathlib import Path
 
@@ -21,23 +20,16 @@ if sys.version_info < (3, 11):  # noqa: UP036 -- the one line a user on an old p
 
 import nox  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).parent))  # the kit's scripts/, for the pins and the leg names
+from scripts.kittools import KIT_TOOLS, pinned  # noqa: E402
+from scripts.legs.legenv import LEGS  # noqa: E402
+
 nox.needs_version = ">=2026.10.20"  # the version pinned in ci/kit-tools.txt
 nox.options.sessions = ["apply", "lint", "test"]
 nox.options.reuse_venv = "yes"
 nox.options.error_on_missing_interpreters = True
 # Sessions that make their own venv use uv (fast, cached) where it is installed, else virtualenv.
 VENV_BACKEND = "uv|virtualenv"
-
-KIT_TOOLS = Path(__file__).parent / "ci" / "kit-tools.txt"
-LEGS = ["stock", "npu"]
-
-
-def pinned(name: str) -> str:
-    """The `name==version` line for one tool from ci/kit-tools.txt (the single place tools are pinned)."""
-    match = re.search(rf"(?m)^{re.escape(name)}==\S+", KIT_TOOLS.read_text(encoding="utf-8"))
-    if not match:
-        raise RuntimeError(f"{name} is not pinned in ci/{KIT_TOOLS.name}")
-    return match[0]
 
 
 def run_kit(session: nox.Session, *args: str, posargs: list[str] | None = None) -> None:
@@ -112,7 +104,7 @@ def kit(session: nox.Session) -> None:
 def e2e(session: nox.Session) -> None:
     """LingBot-World realtime benchmark on 4 Ascend cards, two independent runs (-- --standin: the test stand-in)."""
     session.install(pinned("websockets"), pinned("av"))  # the kit's client and frame hashes; the server is elsewhere
-    session.run("python", "-m", "scripts.e2e", *session.posargs)
+    session.run("python", "-m", "scripts", "e2e", *session.posargs)
 
 
 @nox.session(venv_backend="none", default=False)
@@ -124,7 +116,7 @@ def bench(session: nox.Session) -> None:
 @nox.session(venv_backend="none", default=False)
 def timings(session: nox.Session) -> None:
     """apply test on fresh clones (-- --empty-cache: empty package cache) and warm, .ci/run (-- --ci); ratios."""
-    session.run(sys.executable, "-m", "scripts.timings", *session.posargs, external=True)
+    run_kit(session, "timings")
 
 
 @nox.session(venv_backend="none", default=False)
@@ -140,7 +132,7 @@ def pr(session: nox.Session) -> None:
     session.run("python", "-m", "scripts", "pr", "--ruff", str(Path(session.bin) / "ruff"), *session.posargs)
 
 
-@nox.session(default=False)
+@nox.session(venv_backend=VENV_BACKEND, default=False)
 def rebase(session: nox.Session) -> None:
     """Try the series on another release or git ref (-- 0.28.0 | latest | --git URL REF [--move])."""
     session.install(pinned("pyyaml"))  # YAML files are compared as parsed data

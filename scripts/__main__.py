@@ -1,62 +1,52 @@
-"""Entry point: `python -m scripts <command>`; the nox sessions call these."""
+"""The kit's one front door: `python -m scripts COMMAND ...`; the nox sessions call these."""
 
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import sys
-from collections.abc import Callable
+from types import ModuleType
 
-from scripts import commands, mutate, pr, rebase
+from scripts.commands import (
+    apply,
+    bench,
+    e2e,
+    legenv,
+    legpins,
+    lint,
+    mutate,
+    pin,
+    pr,
+    readme,
+    rebase,
+    refresh,
+    test,
+    timings,
+)
 from scripts.errors import KitError
 from scripts.report import fail
+
+# In pipeline order: pin -> series/checkout -> checks -> legs -> e2e -> PR, then the kit's own upkeep.
+COMMANDS: tuple[ModuleType, ...] = (
+    pin, apply, refresh, lint, test, bench, legenv, legpins, mutate, timings, e2e, pr, rebase, readme,
+)  # fmt: skip
+
+
+def name_of(module: ModuleType) -> str:
+    return module.__name__.rsplit(".", 1)[-1]
 
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m scripts", description=__doc__)
-    sub = p.add_subparsers(dest="command", required=True)
-
-    a = sub.add_parser("apply", help="pristine pin + the series -> .work/vllm-omni")
-    a.add_argument("--3way", dest="threeway", action="store_true", help="let git am fall back to a 3-way merge")
-    a.add_argument("--force", action="store_true", help="discard edits in the checkout that are not in patches/")
-    a.add_argument(
-        "--continue",
-        dest="resume",
-        action="store_true",
-        help="after resolving a conflict: finish the paused git am and apply the remaining patches",
-    )
-    a.add_argument("--abort", action="store_true", help="go back to the checkout as it was before the apply stopped")
-    a.add_argument("--source", choices=("wheel", "git"), default=os.environ.get("KIT_SOURCE"))
-    a.add_argument(
-        "--strict",
-        action=argparse.BooleanOptionalAction,
-        default=bool(os.environ.get("CI")),
-        help="patches that need line offsets are an error (default on in CI)",
-    )
-    r = sub.add_parser("refresh", help="export the checkout's commits back to patches/")
-    r.add_argument(
-        "--drop", action="append", default=[], metavar="SLUG", help="a patch the checkout no longer holds, on purpose"
-    )
-    lt = sub.add_parser("lint", help="ruff with upstream's settings + the kit's checks on the series")
-    lt.add_argument("--ruff", default="ruff", help="the ruff executable (upstream pins v0.14.10)")
-    ts = sub.add_parser(
-        "test",
-        help="the CPU regression suite on the checkout, in both legs or the ones named (stock|npu)",
-        usage="python -m scripts test [stock|npu]... [--jobs N] [--changed] [pytest arguments]",
-        epilog="stock: no torch_npu; npu: real torch_npu, or the simulated NPU without CANN. "
-        "--jobs N: at most N legs at once (default: as many as the cores allow; 1: one after the other). "
-        "--changed: only the test modules that cover the patches changed since the last green run.",
-    )
-    ts.add_argument("args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)  # read by legs.parse_test_args
-    bn = sub.add_parser("bench", help="the NPU gather/memory benchmark in the npu leg")
-    bn.add_argument("pytest_args", nargs=argparse.REMAINDER, help="passed on to pytest")
-    pn = sub.add_parser("pin", help="show the pin, or record the git commit of its tag")
-    pn.add_argument("--record-git", action="store_true", help="resolve git.tag at git.url and write git.commit")
-    for name, module in (("pr", pr), ("rebase", rebase), ("mutate", mutate)):
-        sp = sub.add_parser(name, help=(module.__doc__ or "").splitlines()[0])
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for module in COMMANDS:
+        doc = (module.__doc__ or "").strip()
+        passthrough = getattr(module, "PASSTHROUGH", False)
+        # A passthrough command hands what argparse does not know (and, for e2e, --help) to its own parser.
+        sp = sub.add_parser(name_of(module), help=doc.splitlines()[0], description=doc,
+                            add_help=module is not e2e)  # fmt: skip
         module.add_arguments(sp)
-        sp.set_defaults(handler=module.command)
+        sp.set_defaults(run=module.run, passthrough=passthrough)
     return p
 
 
@@ -69,15 +59,16 @@ def on_sigterm(signum: int, frame: object) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args, extra = parser().parse_known_args(argv)
-    if extra and args.command != "test":
-        parser().error(f"unrecognized arguments: {' '.join(extra)}")
-    if extra:  # `test --durations=15`: what argparse does not know before the first leg goes on to pytest
-        args.args = [*extra, *args.args]
-    handler: Callable[[argparse.Namespace], int] = getattr(args, "handler", None) or getattr(commands, args.command)
+    p = parser()
+    args, extra = p.parse_known_args(argv)
+    if extra and not args.passthrough:
+        p.error(f"unrecognized arguments: {' '.join(extra)}")
+    if extra:  # `test --durations=15`: what argparse does not know before the first positional goes on
+        field = "pytest_args" if hasattr(args, "pytest_args") else "args"
+        setattr(args, field, [*extra, *getattr(args, field)])
     signal.signal(signal.SIGTERM, on_sigterm)
     try:
-        return handler(args)
+        return args.run(args)
     except KitError as exc:
         fail(str(exc))
         return exc.exit_code

@@ -37,6 +37,7 @@ from scripts.gitcmd import (
 )
 from scripts.gitcmd import run as git_run
 from scripts.pin import Pin
+from scripts.report import step
 from scripts.series import (
     SLUG,
     Patch,
@@ -425,7 +426,7 @@ def apply_patches(
     for i, patch in enumerate(patches, done + 1):
         result = apply_one(checkout, patch, threeway)
         results.append(result)
-        progress(f"[{i}/{total}] {patch.name}: {result.outcome}{f' ({result.detail})' if result.detail else ''}")
+        progress(step(i, total, patch.name, result.outcome, result.detail))
         if result.outcome == "conflict":
             state.status, state.failed_patch = "conflict", patch.name
             write_state(checkout, state)
@@ -544,7 +545,7 @@ def continue_series(checkout: Path, patches: list[Patch], *, threeway: bool, pro
     result = PatchResult(state.failed_patch, "resolved" if resolved else "skipped",
                          "resolved by hand: nox -s refresh writes it back" if resolved
                          else "left out with git am --skip: nox -s refresh -- --drop it")  # fmt: skip
-    progress(f"[{failed + 1}/{len(patches)}] {result.name}: {result.outcome} ({result.detail})")
+    progress(step(failed + 1, len(patches), result.name, result.outcome, result.detail))
     if resolved:
         state.applied.append(state.failed_patch)
     state.status, state.failed_patch = "applying", None

@@ -20,5 +20,15 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     return "\n".join(lines)
 
 
+def step(i: int, total: int, name: str, outcome: str, detail: str = "") -> str:
+    """One patch of a series tried (apply, --continue, rebase, pr --onto): `[i/total] name: outcome (detail)`."""
+    return f"[{i}/{total}] {name}: {outcome}{f' ({detail})' if detail else ''}"
+
+
+def outcomes_table(rows: Sequence[tuple[str, str, str]], heading: str = "outcome") -> str:
+    """The closing table of a series tried: one numbered row per patch (name, outcome, detail)."""
+    return table(["#", "patch", heading, "detail"], [(i, *row) for i, row in enumerate(rows, 1)])
+
+
 def fail(message: str) -> None:
     print(f"kit: error: {message}", file=sys.stderr, flush=True)

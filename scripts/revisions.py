@@ -1,13 +1,12 @@
-"""Revisions of the series sent upstream (v1, v2, ...) and the range-diff between them.
+"""Revisions of the series sent upstream (v1, v2, ...): where each one's patches can be found again.
 
 patches/revisions.toml (committed) maps each revision to its series digest, the
 pin it was made on, and the kit commit whose patches/ held it ("" when patches/
 was not committed at the time). To range-diff against revision N, its kit
 patches are found by digest: in the snapshot `nox -s pr` keeps in
 .work/pr/vN/series/, else in the kit's git history (the recorded commit first,
-then every commit touching patches/). They are applied onto the pristine in a
-scratch clone of the checkout, turned into upstream commits exactly like the
-new revision, and compared with `git range-diff`.
+then every commit touching patches/). The PR's range-diff (scripts/pr/rangediff.py)
+and the e2e A/B (scripts/e2e/ab.py) both start from here.
 """
 
 from __future__ import annotations
@@ -19,12 +18,10 @@ from pathlib import Path
 
 import tomllib
 
-from scripts import checkout as co
 from scripts.errors import KitError
 from scripts.gitcmd import git, git_bytes
 from scripts.gitcmd import run as git_run
 from scripts.series import Patch, SeriesError, load_series, series_digest, sha256_text
-from scripts.upstream import build_branch
 
 HEADER = (
     "# Revisions of the series prepared for upstream by `nox -s pr` (v1, v2, ...).\n"
@@ -145,36 +142,3 @@ def find_cover(rev: Revision, snapshot: Path, root: Path) -> str | None:
         if proc.returncode == 0 and sha256_text(proc.stdout) == rev.cover_digest:
             return proc.stdout
     return None
-
-
-# ---- the range-diff ----------------------------------------------------------------
-
-
-class RangeDiffUnavailableError(KitError):
-    """The previous revision cannot be rebuilt here."""
-
-
-def range_diff(checkout: Path, new_tip: str, old: list[Patch], identity: str, scratch: Path) -> str:
-    """`git range-diff` of the old revision's upstream commits against new_tip, both on the pristine."""
-    clone = scratch / "clone"
-    git("clone", "-q", str(checkout), str(clone), cwd=scratch)
-    git("checkout", "-q", "-B", "old", co.PRISTINE_TAG, cwd=clone)
-    for patch in old:
-        result = co.apply_one(clone, patch, threeway=True)
-        if result.outcome == "conflict":
-            raise RangeDiffUnavailableError(
-                f"the previous revision's {patch.name} does not apply to the current pristine ({result.detail})",
-                "the range-diff is left out; compare the two output folders by hand",
-            )
-    commits = git("rev-list", "--reverse", f"{co.PRISTINE_TAG}..HEAD", cwd=clone).split()
-    old_tip = (
-        build_branch(clone, co.PRISTINE_TAG, commits, identity, "old-upstream")[-1] if commits else co.PRISTINE_TAG
-    )
-    return git(
-        "range-diff",
-        "--no-color",
-        "--creation-factor=95",
-        f"{co.PRISTINE_TAG}..{old_tip}",
-        f"{co.PRISTINE_TAG}..{new_tip}",
-        cwd=clone,
-    )

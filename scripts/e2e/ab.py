@@ -24,11 +24,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from scripts import checkout, gitcmd, legenv, paths, records, revisions
+from scripts import checkout, gitcmd, paths, records, revisions
 from scripts.e2e import bench, compare, determinism, evidence, install, preflight
 from scripts.e2e.config import E2EConfig, fill_cmd, standin_server_cmd
 from scripts.e2e.evidence import RunRecord
 from scripts.errors import KitError
+from scripts.legs import legenv
 from scripts.pin import load_pin
 from scripts.report import progress
 from scripts.series import Patch, load_series, series_digest

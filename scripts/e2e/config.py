@@ -121,7 +121,7 @@ def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
         return env.get(f"KIT_E2E_{name}", fallback)
 
     p = argparse.ArgumentParser(
-        prog="python -m scripts.e2e",
+        prog="python -m scripts e2e",
         description="Serve the LingBot-World realtime benchmark N times with independent servers, "
         "compare the videos, judge the steady chunk interval, keep the evidence.",
     )

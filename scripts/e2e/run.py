@@ -17,11 +17,12 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from scripts import legenv, paths, records
+from scripts import paths, records
 from scripts.e2e import ab, bench, compare, determinism, evidence, install, lock, metrics, preflight, server
 from scripts.e2e.config import E2EConfig, fill_cmd, parse_args, standin_server_cmd
 from scripts.e2e.evidence import RunRecord
 from scripts.errors import KitError
+from scripts.legs import legenv
 from scripts.series import load_series
 from scripts.series import series_digest as digest_of
 

@@ -11,8 +11,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from scripts import checkout, legenv, paths
+from scripts import checkout, paths
 from scripts.errors import KitError
+from scripts.legs import legenv
 from scripts.pin import load_pin
 from scripts.series import load_series
 

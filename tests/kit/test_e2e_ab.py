@@ -1,4 +1,4 @@
-"""The A/B (``python -m scripts.e2e --ab BASE``): statistics on known data, then end to end on the stand-in.
+"""The A/B (``python -m scripts e2e --ab BASE``): statistics on known data, then end to end on the stand-in.
 
 The stand-in cases serve vllm-omni's handler from each variant's own checkout
 (A: ``pristine``, B: the current series) with per-variant stand-in knobs
@@ -66,7 +66,7 @@ def test_abba_order_and_per_variant_knobs() -> None:
 
 def test_unknown_base_is_one_clear_line(tmp_path: Path) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "scripts.e2e", "--standin", "--ab", "no-such-revision", "--port", str(free_port()),
+        [sys.executable, "-m", "scripts", "e2e", "--standin", "--ab", "no-such-revision", "--port", str(free_port()),
          "--evidence-root", str(tmp_path / "ev"), "--lock-dir", str(tmp_path / "locks")],
         cwd=paths.ROOT, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
@@ -87,7 +87,7 @@ def free_port() -> int:
 def run_ab(tmp_path: Path, **knobs: str) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
     ensure_checkout_and_stock_env()
     root = tmp_path / "evidence"
-    cmd = [sys.executable, "-m", "scripts.e2e", "--standin", "--ab", "pristine", "--ab-repeats", "1",
+    cmd = [sys.executable, "-m", "scripts", "e2e", "--standin", "--ab", "pristine", "--ab-repeats", "1",
            "--port", str(free_port()), "--chunks", "16", "--warmup-chunks", "2", "--warmup-sessions", "0",
            "--width", "64", "--height", "48", "--health-timeout-s", "300", "--bench-timeout-s", "120",
            "--stop-timeout-s", "5", "--evidence-root", str(root), "--lock-dir", str(tmp_path / "locks")]  # fmt: skip

@@ -155,7 +155,7 @@ def test_two_servers_give_identical_bytes(servers: dict[str, Served], tmp_path: 
 
 def test_e2e_against_an_already_running_server(servers: dict[str, Served], tmp_path: Path) -> None:
     root = tmp_path / "evidence"
-    cmd = [sys.executable, "-m", "scripts.e2e", "--server-url", f"ws://127.0.0.1:{servers['b'].port}",
+    cmd = [sys.executable, "-m", "scripts", "e2e", "--server-url", f"ws://127.0.0.1:{servers['b'].port}",
            "--chunks", "3", "--warmup-chunks", "1", "--width", "64", "--height", "48", "--runs", "2",
            "--band", "10:400", "--evidence-root", str(root), "--lock-dir", str(tmp_path / "locks")]  # fmt: skip
     done = subprocess.run(cmd, cwd=paths.ROOT, capture_output=True, text=True, timeout=120)

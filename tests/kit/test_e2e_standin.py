@@ -1,6 +1,6 @@
 """The e2e driven end to end against the stand-in server: success and each fault's verdict.
 
-Every case runs ``python -m scripts.e2e`` (what ``nox -s e2e`` runs) in a
+Every case runs ``python -m scripts e2e`` (what ``nox -s e2e`` runs) in a
 subprocess and then checks the verdict, the evidence files, and that no
 process of the case is left (by process group and by the case's unique port).
 """
@@ -18,8 +18,9 @@ from typing import Any
 import pytest
 from e2e_prereq import ensure_checkout_and_stock_env
 
-from scripts import legenv, paths
+from scripts import paths
 from scripts.e2e import evidence, lock, server
+from scripts.legs import legenv
 
 pytest.importorskip("av", reason="the stand-in needs PyAV (ci/kit-tools.txt)")
 pytest.importorskip("websockets", reason="the stand-in needs websockets (ci/kit-tools.txt)")
@@ -59,7 +60,7 @@ class Case:
     def __init__(self, tmp_path: Path, fault: str = "none", *extra: str, env: dict[str, str] | None = None) -> None:
         self.port = free_port()
         self.root = tmp_path / "evidence"
-        cmd = [sys.executable, "-m", "scripts.e2e", "--standin", "--port", str(self.port),
+        cmd = [sys.executable, "-m", "scripts", "e2e", "--standin", "--port", str(self.port),
                "--chunks", "4", "--warmup-chunks", "1", "--width", "64", "--height", "48",
                "--health-timeout-s", "300", "--bench-timeout-s", "60", "--stop-timeout-s", "5",
                "--evidence-root", str(self.root), "--lock-dir", str(tmp_path / "locks"), *extra]  # fmt: skip
@@ -192,7 +193,7 @@ def test_cards_held_by_another_job(tmp_path: Path) -> None:
                     reason="an Ascend host: the no-card preflight line cannot be shown here")  # fmt: skip
 def test_cpu_host_without_standin_stops_at_preflight(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("KIT_E2E_")}
-    done = subprocess.run([sys.executable, "-m", "scripts.e2e", "--evidence-root", str(tmp_path / "ev")],
+    done = subprocess.run([sys.executable, "-m", "scripts", "e2e", "--evidence-root", str(tmp_path / "ev")],
                           cwd=paths.ROOT, env=env, capture_output=True, text=True, timeout=60)  # fmt: skip
     assert done.returncode == 2
     assert done.stdout == ""

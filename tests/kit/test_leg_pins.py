@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from scripts import legenv, legpins
 from scripts.errors import KitError
+from scripts.legs import legenv, legpins
 from scripts.paths import CI_DIR
 
 DEFAULT_INDEX = "https://pypi.org/simple/"
@@ -57,8 +57,8 @@ def test_the_resolve_check_bites_on_a_pin_without_an_aarch64_wheel(uv: str, tmp_
 @pytest.mark.parametrize("name", legpins.PIN_FILES)
 def test_each_pin_file_is_what_its_header_command_makes(uv: str, name: str) -> None:
     text = (CI_DIR / name).read_text(encoding="utf-8")
-    assert "python -m scripts.legpins" in text.split("\n\n", 1)[0]  # the header records the command
-    assert legpins.regenerate(name, uv, index_args()) == text, f"ci/{name} is stale: python -m scripts.legpins"
+    assert "python -m scripts legpins" in text.split("\n\n", 1)[0]  # the header records the command
+    assert legpins.regenerate(name, uv, index_args()) == text, f"ci/{name} is stale: python -m scripts legpins"
 
 
 def test_platforms_merge_with_markers_only_where_wheels_differ() -> None:

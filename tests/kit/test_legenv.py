@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from scripts import legenv
 from scripts.errors import KitError
+from scripts.legs import legenv
 
 PIP_CONFIG_LIST = """\
 :env:.find-links='/opt/wheels'

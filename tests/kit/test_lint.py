@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from conftest import Kit, make_series
 
+from scripts.checks.lint import RULES, check_file, npu_only_lines
 from scripts.diffparse import parse
-from scripts.lint import RULES, check_file, npu_only_lines
-from scripts.prbody import PLAN
+from scripts.pr.body import PLAN
 
 RUFF = shutil.which("ruff", path=str(Path(sys.executable).parent)) or "ruff"
 SPDX = (

@@ -12,10 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from scripts import legs
 from scripts.errors import KitError
+from scripts.legs import suite as legs
 
-KEY = legs.oracle_key("a" * 40, "stamp-1", 2)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "regression"))
+import oracle_cache  # noqa: E402  (the suite's own module: the leg never imports the kit)
+
+KEY = oracle_cache.oracle_key("a" * 40, "stamp-1", 2)
 
 
 @pytest.fixture
@@ -28,12 +31,12 @@ def cache(tmp_path: Path) -> tuple[Path, Path, Path]:
         path.write_text(text, encoding="utf-8")
     results = tmp_path / "computed.pt"
     results.write_bytes(b"results of the pristine tree" * 100)
-    legs.store_oracle(tmp_path / "cache", KEY, results, [str(oracle), str(pristine)])
+    oracle_cache.store_oracle(tmp_path / "cache", KEY, results, [str(oracle), str(pristine)])
     return tmp_path / "cache", oracle, pristine
 
 
 def test_fresh_cache_is_trusted(cache: tuple[Path, Path, Path]) -> None:
-    assert legs.oracle_stale_reason(cache[0], KEY) is None
+    assert oracle_cache.oracle_stale_reason(cache[0], KEY) is None
 
 
 @pytest.mark.parametrize(
@@ -55,11 +58,11 @@ def test_any_change_or_damage_makes_the_cache_stale(cache: tuple[Path, Path, Pat
     cache_dir, oracle, pristine = cache
     key = dict(KEY)
     if change == "another_pin":
-        key = legs.oracle_key("b" * 40, "stamp-1", 2)
+        key = oracle_cache.oracle_key("b" * 40, "stamp-1", 2)
     elif change == "another_env":
-        key = legs.oracle_key("a" * 40, "stamp-2", 2)
+        key = oracle_cache.oracle_key("a" * 40, "stamp-2", 2)
     elif change == "other_threads":
-        key = legs.oracle_key("a" * 40, "stamp-1", 1)
+        key = oracle_cache.oracle_key("a" * 40, "stamp-1", 1)
     elif change == "oracle_edited":
         oracle.write_text("CASES = [1, 2, 3]\n", encoding="utf-8")
     elif change == "pristine_file_edited":
@@ -67,27 +70,27 @@ def test_any_change_or_damage_makes_the_cache_stale(cache: tuple[Path, Path, Pat
     elif change == "oracle_gone":
         oracle.unlink()
     elif change == "results_truncated":
-        path = cache_dir / legs.ORACLE_RESULTS
+        path = cache_dir / oracle_cache.ORACLE_RESULTS
         path.write_bytes(path.read_bytes()[:100])
     elif change == "results_deleted":
-        (cache_dir / legs.ORACLE_RESULTS).unlink()
+        (cache_dir / oracle_cache.ORACLE_RESULTS).unlink()
     elif change == "manifest_garbage":
-        (cache_dir / legs.ORACLE_MANIFEST).write_text('{"key": ', encoding="utf-8")
+        (cache_dir / oracle_cache.ORACLE_MANIFEST).write_text('{"key": ', encoding="utf-8")
     elif change == "manifest_gone":
-        (cache_dir / legs.ORACLE_MANIFEST).unlink()
-    reason = legs.oracle_stale_reason(cache_dir, key)
+        (cache_dir / oracle_cache.ORACLE_MANIFEST).unlink()
+    reason = oracle_cache.oracle_stale_reason(cache_dir, key)
     assert reason is not None and expected in reason, reason
 
 
 def test_storing_again_repairs_a_damaged_cache(cache: tuple[Path, Path, Path], tmp_path: Path) -> None:
     cache_dir, oracle, pristine = cache
-    (cache_dir / legs.ORACLE_RESULTS).write_bytes(b"torn")
-    assert legs.oracle_stale_reason(cache_dir, KEY) is not None
+    (cache_dir / oracle_cache.ORACLE_RESULTS).write_bytes(b"torn")
+    assert oracle_cache.oracle_stale_reason(cache_dir, KEY) is not None
     fresh = tmp_path / "again.pt"
     fresh.write_bytes(b"recomputed")
-    legs.store_oracle(cache_dir, KEY, fresh, [str(oracle), str(pristine)])
-    assert legs.oracle_stale_reason(cache_dir, KEY) is None
-    assert (cache_dir / legs.ORACLE_RESULTS).read_bytes() == b"recomputed"
+    oracle_cache.store_oracle(cache_dir, KEY, fresh, [str(oracle), str(pristine)])
+    assert oracle_cache.oracle_stale_reason(cache_dir, KEY) is None
+    assert (cache_dir / oracle_cache.ORACLE_RESULTS).read_bytes() == b"recomputed"
 
 
 # --- the command line, the thread budget, the status line ----------------------------------------
@@ -226,17 +229,18 @@ def test_stock_leg_uses_refuses_and_rebuilds_the_oracle_cache(tmp_path: Path) ->
 
     assert run()["reason"] == "no cached results yet"
     assert run()["source"] == "cache"
-    results = cache / legs.ORACLE_RESULTS
+    results = cache / oracle_cache.ORACLE_RESULTS
     results.write_bytes(results.read_bytes()[:1000])  # a torn write
     used = run()
     assert used["source"] == "computed" and "corrupt" in used["reason"], used
-    assert legs.oracle_stale_reason(cache, {k: used[k] for k in ("pristine_commit", "env_stamp", "threads")}) is None
+    key = {k: used[k] for k in ("pristine_commit", "env_stamp", "threads")}
+    assert oracle_cache.oracle_stale_reason(cache, key) is None
     oracle = kit.root / "tests" / "regression" / "_oracle.py"
     oracle.write_text(oracle.read_text(encoding="utf-8") + "\n# the oracle changed\n", encoding="utf-8")
     used = run()
     assert used["source"] == "computed" and used["reason"].endswith("_oracle.py changed"), used
-    manifest = json.loads((cache / legs.ORACLE_MANIFEST).read_text(encoding="utf-8"))
+    manifest = json.loads((cache / oracle_cache.ORACLE_MANIFEST).read_text(encoding="utf-8"))
     manifest["key"]["pristine_commit"] = "0" * 40  # as left by a run on another pin
-    (cache / legs.ORACLE_MANIFEST).write_text(json.dumps(manifest), encoding="utf-8")
+    (cache / oracle_cache.ORACLE_MANIFEST).write_text(json.dumps(manifest), encoding="utf-8")
     used = run()
     assert used["source"] == "computed" and used["reason"].startswith("pristine_commit changed"), used

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from scripts import mutate
-from scripts.mutate import Mutant, MutateError, Outcome
+from scripts.legs import mutate
+from scripts.legs.mutate import Mutant, MutateError, Outcome
 
 SOURCE = """\
 import itertools

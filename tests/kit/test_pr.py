@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from conftest import AUTHOR, Kit, make_series
 
-from scripts import scope
+from scripts.checks import scope
 from scripts.gitcmd import git
+from scripts.pr.branch import sign_off
 from scripts.records import write as write_record
-from scripts.upstream import sign_off
 
 RUFF = shutil.which("ruff", path=str(Path(sys.executable).parent)) or "ruff"
 SPDX = (

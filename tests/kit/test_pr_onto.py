@@ -13,8 +13,8 @@ import pytest
 from conftest import Kit, copy_kit
 from upstreams import ROPE, commit_all, edit, real_wheel, release_repo
 
-from scripts import cover as covermod
 from scripts.gitcmd import git
+from scripts.pr import cover as covermod
 
 RUFF = shutil.which("ruff", path=str(Path(sys.executable).parent)) or "ruff"
 ME = "Ada Lovelace <ada@example.org>"

@@ -15,7 +15,7 @@ def test_readme_tables_are_up_to_date() -> None:
     out_of_date = stale(README, EXPECTED)
     assert not out_of_date, (
         f"README.md: table(s) {', '.join(out_of_date)} out of date -- paste the output of "
-        "`python -m scripts.readme`:\n\n" + "\n\n".join(EXPECTED[name] for name in out_of_date)
+        "`python -m scripts readme`:\n\n" + "\n\n".join(EXPECTED[name] for name in out_of_date)
     )
 
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 from conftest import AUTHOR, KIT_ROOT
 
-from scripts import upstream_tests
 from scripts.checkout import export_tree
 from scripts.gitcmd import git
+from scripts.legs import upstream_tests
 
 TESTS = {
     "pytest.ini": "[pytest]\nmarkers =\n    cpu: CPU tests\n    gpu: GPU tests\n",

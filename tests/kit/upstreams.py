@@ -16,8 +16,8 @@ from pathlib import Path
 from conftest import AUTHOR, KIT_ROOT
 
 from scripts import pin as pinmod
-from scripts.equivalence import split_hunks
 from scripts.gitcmd import git, git_env
+from scripts.pr.equivalence import split_hunks
 
 PATCHES = KIT_ROOT / "patches"
 ROPE = "vllm_omni/diffusion/layers/rope.py"

@@ -1,6 +1,6 @@
 """Fork server for ``nox -s mutate``: one leg process prepared once, one forked pytest run per mutant.
 
-Started by the kit (scripts/mutate.py) with a leg's interpreter and environment. It imports what
+Started by the kit (scripts/legs/mutate.py) with a leg's interpreter and environment. It imports what
 every run needs and nothing of vllm_omni (each run imports the mutated tree itself): torch, vllm
 and, in the npu leg's simulated mode, the simulated NPU, which must be installed before vllm is
 imported. Then, per line on stdin ``{"args": [...], "timeout": s}``, it forks; the child runs

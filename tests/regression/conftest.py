@@ -60,10 +60,9 @@ if str(HERE) not in sys.path:
 # npu leg: install the simulated NPU (simulated mode) BEFORE anything imports vllm_omni, and
 # resolve vllm-omni's platform without vllm-ascend (both modes); see _npu_leg.py.
 import _npu_leg  # noqa: E402
+import oracle_cache  # noqa: E402
 from _npu_leg import npu_device  # noqa: E402,F401  (fixture)
 from _upstream import UPSTREAM_MARKERS  # noqa: E402
-
-from scripts import legenv, legs  # noqa: E402  (stdlib only: the oracle cache's rules live with the leg runner)
 
 SIMULATED_NPU = _npu_leg.prepare(NPU_MODE)
 
@@ -137,21 +136,22 @@ def _oracle_cache_key() -> tuple[Path | None, dict[str, str], str]:
 
     cache = os.environ.get("KIT_ORACLE_CACHE")
     commit = os.environ.get("KIT_PRISTINE_COMMIT", "")
-    stamp_file = Path(sys.prefix) / legenv.STAMP_NAME
-    stamp = stamp_file.read_text(encoding="utf-8").strip() if stamp_file.is_file() else ""
-    key = legs.oracle_key(commit, stamp, torch.get_num_threads())
+    stamp_name = os.environ.get("KIT_ENV_STAMP_NAME", "")  # the leg env's build stamp, named by the runner
+    stamp_file = Path(sys.prefix) / stamp_name if stamp_name else None
+    stamp = stamp_file.read_text(encoding="utf-8").strip() if stamp_file and stamp_file.is_file() else ""
+    key = oracle_cache.oracle_key(commit, stamp, torch.get_num_threads())
     if not (cache and commit):
         return None, key, "no cache: KIT_ORACLE_CACHE / KIT_PRISTINE_COMMIT not set (not run by the leg runner)"
     if not stamp:
-        return None, key, f"no cache: this interpreter is not a kit leg env (no {legenv.STAMP_NAME})"
+        return None, key, f"no cache: this interpreter is not a kit leg env (no {stamp_name or 'KIT_ENV_STAMP_NAME'})"
     return Path(cache), key, ""
 
 
 def _report_oracle(source: str, reason: str, key: dict[str, str]) -> None:
     _oracle_report.update(source=source, reason=reason, **key)
-    report_dir = os.environ.get("KIT_LEG_REPORT_DIR")
-    if report_dir:
-        path = Path(report_dir) / legs.ORACLE_REPORT
+    report = os.environ.get("KIT_ORACLE_REPORT")  # where the leg runner reads it back
+    if report:
+        path = Path(report)
         path.write_text(json.dumps(_oracle_report, indent=1, sort_keys=True) + "\n", encoding="utf-8")
 
 
@@ -160,21 +160,21 @@ _oracle_report: dict[str, str] = {}
 
 @pytest.fixture(scope="session")
 def pristine_results(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """Every oracle case computed by the pristine tree, in a subprocess; cached across runs (see legs.py)."""
+    """Every oracle case computed by the pristine tree, in a subprocess; cached across runs (oracle_cache.py)."""
     import torch
 
     cache, key, no_cache = _oracle_cache_key()
-    stale = legs.oracle_stale_reason(cache, key) if cache else no_cache
+    stale = oracle_cache.oracle_stale_reason(cache, key) if cache else no_cache
     if cache and stale is None:
         _report_oracle("cache", f"{cache.name}: pristine commit, env stamp, threads and oracle inputs unchanged", key)
-        return torch.load(cache / legs.ORACLE_RESULTS, weights_only=True)
+        return torch.load(cache / oracle_cache.ORACLE_RESULTS, weights_only=True)
     work = tmp_path_factory.mktemp("pristine_oracle")
     out, inputs = work / "pristine.pt", work / "inputs.json"
     proc = _run_in_tree(PRISTINE, [str(HERE / "_oracle.py"), str(out), str(inputs)], work)
     if proc.returncode != 0:
         raise RuntimeError(f"pristine oracle failed (rc={proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
     if cache:
-        legs.store_oracle(cache, key, out, json.loads(inputs.read_text(encoding="utf-8")))
+        oracle_cache.store_oracle(cache, key, out, json.loads(inputs.read_text(encoding="utf-8")))
     _report_oracle("computed", stale, key)
     return torch.load(out, weights_only=True)
 

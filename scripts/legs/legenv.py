@@ -14,12 +14,11 @@ python that already carries torch, torch_npu, vllm and vllm-ascend): the kit the
 makes a small overlay venv on top of it (`--system-site-packages`) holding only the
 pinned test tools, so that interpreter's own environment is never changed.
 
-    python -m scripts.legenv stock|npu [--python PATH] [--versions]
+    python -m scripts legenv stock|npu [--python PATH] [--versions]
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import fcntl
 import hashlib
@@ -388,7 +387,7 @@ def versions(python: Path) -> dict[str, str]:
     done = subprocess.run([str(python), "-c", _PROBE], env=env, capture_output=True, text=True)
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise KitError(f"cannot read versions from {python}: {last}", "rebuild the env: python -m scripts.legenv LEG")
+        raise KitError(f"cannot read versions from {python}: {last}", "rebuild the env: python -m scripts legenv LEG")
     seen: dict[str, str] = json.loads(done.stdout.strip().splitlines()[-1])
     return seen
 
@@ -542,23 +541,3 @@ def interpreter(leg: str, options: LegOptions) -> Interpreter:
     env = overlay_dir(leg, base)
     tool = _ensure(leg, env, base)
     return Interpreter(env_python(env.resolve()), f"{base} + test tools in {shown(env)} ({tool})", pycache_dir(env))
-
-
-def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m scripts.legenv", description=__doc__.split("\n")[0])
-    parser.add_argument("leg", choices=LEGS)
-    parser.add_argument("--python", type=Path, help="run in an overlay venv on this interpreter")
-    parser.add_argument("--versions", action="store_true", help="print the env's versions")
-    args = parser.parse_args(argv)
-    try:
-        found = interpreter(args.leg, LegOptions(python=args.python))
-        if args.versions:
-            print(json.dumps(versions(found.python), indent=2))
-    except KitError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return err.exit_code
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

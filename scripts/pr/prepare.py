@@ -6,72 +6,46 @@ Writes .work/pr/vN/ (N = the series revision, see scripts/revisions.py):
   pr-body.md         upstream's template filled from the patch messages and the recorded runs
   series/            the kit's patches of this revision (for later range-diffs)
 and the branch pr/vN in the checkout. Title and Purpose come from the series
-cover, patches/cover.md (see scripts/cover.py). A new revision is recorded in
+cover, patches/cover.md (see scripts/pr/cover.py). A new revision is recorded in
 patches/revisions.toml only when the series or its cover changed since the last one.
 
 The branch in the checkout sits on the kit's pristine commit (with the default
 wheel source a synthetic one, unrelated to upstream's history): it is for
 review. `--onto URL REF` makes the branch upstream can merge, on REF in a
-kit-owned clone (scripts/onto.py); `--push-to FORK` pushes it and prints the
+kit-owned clone (scripts/pr/onto.py); `--push-to FORK` pushes it and prints the
 `gh pr create` command (`--open` runs it). Without them nothing leaves the machine.
 """
 
 from __future__ import annotations
 
 import argparse
-import re
 import shlex
 import shutil
 import subprocess
 import tempfile
-from datetime import datetime, timezone
 from pathlib import Path
 
-from scripts import checkout as co
-from scripts import cover as covermod
-from scripts import lint as lintmod
-from scripts import onto, paths, prbody, rebase, records, revisions, scope, upstream
+from scripts import kittools, paths, revisions
+from scripts.checks import lint as lintmod
+from scripts.checks import scope
 from scripts.errors import KitError
-from scripts.gitcmd import git
-from scripts.pin import load_pin
-from scripts.report import progress, table
-from scripts.series import Patch, load_series
-from scripts.verdicts import DROPPED
+from scripts.pr import cover as covermod
+from scripts.pr import onto, rangediff, rebase
+from scripts.pr.verdicts import DROPPED
+from scripts.report import outcomes_table, progress, table
+from scripts.series import Patch
 
 PR_DIR = paths.WORK / "pr"
 REVISIONS_FILE = paths.PATCHES / "revisions.toml"
-KIT_TOOLS = paths.CI_DIR / "kit-tools.txt"
 
 
 class PrError(KitError):
     """The PR cannot be prepared as asked."""
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--ruff", default="ruff", help="the ruff executable for the precheck (upstream pins v0.14.10)")
-    p.add_argument("--force", action="store_true", help="replace .work/pr/vN when preparing the same revision again")
-    p.add_argument(
-        "--onto",
-        nargs=2,
-        metavar=("URL", "REF"),
-        help="make pr/vN on upstream's REF (branch, tag or sha) fetched from URL into .work/upstream",
-    )
-    p.add_argument("--3way", dest="threeway", action="store_true", help="with --onto: accept patches that need a merge")
-    p.add_argument("--push-to", metavar="FORK", help="with --onto: push pr/vN to your fork (a URL or a path)")
-    p.add_argument("--open", action="store_true", help="with --push-to: open the PR with gh (installed, logged in)")
-
-
 def upstream_ruff() -> str:
     """The ruff version upstream's pre-commit pins (mirrored in ci/kit-tools.txt)."""
-    m = re.search(r"(?m)^ruff==(\S+)", KIT_TOOLS.read_text(encoding="utf-8"))
-    return m[1] if m else "?"
-
-
-def precheck(ruff: str) -> tuple[lintmod.SeriesLint, str]:
-    config = paths.CI_DIR / "ruff-upstream.toml"
-    version = lintmod.ruff_version(ruff)
-    found = lintmod.lint_series(ruff, config, paths.CHECKOUT, paths.PRISTINE_TREE, co.combined_diff(paths.CHECKOUT))
-    return found, version
+    return kittools.version("ruff")
 
 
 def previous_range_diff(prev: revisions.Revision | None, new_tip: str, identity: str) -> str:
@@ -85,8 +59,8 @@ def previous_range_diff(prev: revisions.Revision | None, new_tip: str, identity:
                     f".work/pr/{prev.label}/series nor in the kit's git history).")  # fmt: skip
         old, where = found
         try:
-            text = revisions.range_diff(paths.CHECKOUT, new_tip, old, identity, Path(tmp))
-        except revisions.RangeDiffUnavailableError as exc:
+            text = rangediff.range_diff(paths.CHECKOUT, new_tip, old, identity, Path(tmp))
+        except rangediff.RangeDiffUnavailableError as exc:
             return f"Range-diff against {prev.label}: not available ({exc.what})."
     return f"Range-diff against {prev.label} (from {where}):\n\n{text.rstrip()}"
 
@@ -165,98 +139,13 @@ def put_onto(args: argparse.Namespace, patches: list[Patch], commits: list[str],
     progress(f"fetching {url} {ref} into .work/{onto.CLONE.name}")
     base = onto.fetch_ref(clone, url, ref)
     verdicts, made = onto.build(clone, base, paths.CHECKOUT, patches, commits, identity, branch, args.threeway)
-    verdict_table = table(["#", "patch", "verdict", "detail"],
-                          [(i, v.name, v.shown, v.detail) for i, v in enumerate(verdicts, 1)])  # fmt: skip
+    verdict_table = outcomes_table([(v.name, v.shown, v.detail) for v in verdicts], "verdict")
     print(verdict_table)
     kept = [p for p, v in zip(patches, verdicts, strict=True) if v.outcome not in DROPPED]
     for v in verdicts:
         if v.outcome in DROPPED:
             progress(f"{v.name}: left out of {branch} ({v.shown})")
     return kept, made, f"{url} {ref} ({base[:12]})", verdict_table
-
-
-def command(args: argparse.Namespace) -> int:
-    check_flags(args)
-    identity = upstream.user_identity(paths.ROOT)
-    pin = load_pin(paths.PIN_FILE)
-    patches = load_series(paths.PATCHES)
-    if not patches:
-        raise PrError(
-            "the series is empty: nothing to send upstream", "add patches (commit in the checkout, nox -s refresh)"
-        )
-    cover = covermod.load(paths.PATCHES)
-    cover_source = (paths.PATCHES / covermod.NAME).read_text(encoding="utf-8")
-    state = co.verify_current(paths.CHECKOUT, pin, patches)
-    digest = state.series_digest
-    revs = revisions.load(REVISIONS_FILE)
-    now = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    kit_commit = revisions.head_commit_holding(paths.ROOT, digest)
-    rev, is_new = revisions.current(revs, digest, pin.label, kit_commit, now, cover.digest)
-    prev = next((r for r in reversed(revs) if r.number < rev.number), None)
-    out = PR_DIR / rev.label
-    refuse_overwrite(out, args.force)
-    progress(
-        f"revision {rev.label}: {'new (series or cover changed)' if is_new else 'unchanged since it was recorded'}"
-    )
-
-    branch = f"pr/{rev.label}"
-    commits = git("rev-list", "--reverse", f"{co.PRISTINE_TAG}..HEAD", cwd=paths.CHECKOUT).split()
-    made = upstream.build_branch(paths.CHECKOUT, co.PRISTINE_TAG, commits, identity, branch)
-    progress(f"branch {branch} in .work/{paths.CHECKOUT.name}: {len(made)} commit(s) signed off by {identity}, "
-             "kit trailers stripped; it sits on the kit's pristine commit: for review, not for upstream")  # fmt: skip
-    repo, kept, where = paths.CHECKOUT, patches, f"Branch {branch} in .work/{paths.CHECKOUT.name} (for review)"
-    onto_report = ""
-    if args.onto:
-        kept, made, base, verdict_table = put_onto(args, patches, commits, identity, branch)
-        onto_report = f"\nEach patch on {base}:\n{verdict_table}\n"
-        repo, where = onto.CLONE, f"Branch {branch} in .work/{onto.CLONE.name} on {base}: {len(made)} commit(s)"
-        progress(f"branch {branch} in .work/{onto.CLONE.name} on {base}: {len(made)} signed-off commit(s)")
-    subjects = [upstream.message_parts(repo, c)[0] for c in made]
-    title = cover.title
-
-    scopes = [scope.of_patch(p.name, p.text) for p in kept]
-    progress("precheck: ruff with upstream's settings + kit checks")
-    lint, ruff_version = precheck(args.ruff)
-    results = prbody.evidence({name: records.read(paths.RECORDS, name) for name, _, _ in prbody.PLAN}, digest)
-    progress(f"range-diff against {prev.label if prev else 'nothing (first revision)'}")
-    rdiff = previous_range_diff(prev, git("rev-parse", branch, cwd=paths.CHECKOUT).strip(), identity)
-
-    files = {p.name: upstream.format_patch(repo, c) for p, c in zip(kept, made, strict=True)}
-    files["pr-body.md"] = prbody.body(covermod.purpose_section(cover, subjects), results, scopes, pin.label, digest)
-    ruff = (ruff_version, upstream_ruff())
-    cover_diff = previous_cover(prev, cover_source)
-    files["cover.txt"] = cover_text(
-        title, rev, pin.label, where, identity, kept, scopes, lint, ruff, rdiff, cover_diff, onto_report
-    )
-    files["series/series"] = (paths.PATCHES / "series").read_text(encoding="utf-8")
-    files["series/" + covermod.NAME] = cover_source
-    files.update({f"series/{p.name}": p.text for p in patches})
-    write_output(out, files)
-    if is_new:
-        REVISIONS_FILE.write_text(revisions.render([*revs, rev]), encoding="utf-8")
-        progress(f"recorded {rev.label} in patches/revisions.toml (commit it with patches/)")
-
-    for finding in lint.findings:
-        print(finding)
-    print(table(scope.HEADERS, scope.rows(scopes)))
-    whole = scope.total(scopes)
-    summary = [
-        ("title", title),
-        ("branch", where),
-        ("output", f".work/pr/{rev.label}/ ({len(kept)} patch file(s), cover.txt, pr-body.md)"),
-        ("scope", f"{len(whole.files)} file(s), +{whole.added} -{whole.removed}, {len(whole.new_files)} new"),
-        ("RFC threshold", scope.rfc_warning(whole) or f"under {scope.RFC_THRESHOLD} lines"),
-        ("precheck", f"{len(lint.findings)} finding(s) (ruff {ruff_version})"),
-        *[(label, text.split(" (")[0].split(":")[0]) for _, label, text in results],
-        ("range-diff", rdiff.splitlines()[0]),
-    ]
-    print(table(["item", "value"], summary))
-    if lint.findings:
-        progress(f"precheck: {len(lint.findings)} finding(s): fix them before sending (nox -s lint shows the same)")
-        return 1
-    deliver(args, branch, title, out / "pr-body.md")
-    progress(f"ready: .work/pr/{rev.label}/pr-body.md and cover.txt")
-    return 0
 
 
 def deliver(args: argparse.Namespace, branch: str, title: str, body_file: Path) -> None:

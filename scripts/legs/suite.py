@@ -13,7 +13,6 @@ import hashlib
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -21,10 +20,13 @@ import xml.etree.ElementTree as ET
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from scripts import paths
+from scripts.checks.lint import npu_only_lines
 from scripts.diffparse import parse
 from scripts.errors import KitError
-from scripts.legenv import LEGS
-from scripts.lint import npu_only_lines
+from scripts.legs import legenv
+from scripts.legs.legenv import LEGS
+from scripts.pin import sha256_file
 from scripts.report import progress, table
 
 SUITE = "tests/regression"
@@ -147,77 +149,31 @@ def record(leg: str, mode: str, versions: dict[str, str], counts: Counts, covera
     }
 
 
+def prepare(
+    leg: str, out: Path, options: legenv.LegOptions | None = None
+) -> tuple[Path, str, dict[str, str], dict[str, str]]:
+    """(python, mode, versions, process env) for one leg on the kit's checkout, after saying which mode it runs in."""
+    options = options or legenv.LegOptions()
+    found = legenv.interpreter(legenv.check_leg(leg), options)
+    versions = legenv.versions(found.python)
+    mode = npu_mode(leg, versions)
+    shown = ", ".join(f"{k} {v}" for k, v in versions.items() if k != "torch_npu_import")
+    progress(f"leg {leg}: mode {mode}; {shown}; in {found.origin}")
+    legenv.require_mode(leg, mode, options.require, versions)
+    if mode == "simulated":
+        progress(f"leg {leg}: torch_npu cannot load here ({versions.get('torch_npu_import', 'absent')}); "
+                 "the NPU branches run on the simulated NPU (tests/regression/npu_standin), not on Ascend")  # fmt: skip
+    out.mkdir(parents=True, exist_ok=True)
+    versions = {**versions, "interpreter": found.origin}  # recorded with the versions, shown in the PR body
+    env = leg_env(leg, mode, paths.CHECKOUT, paths.PRISTINE_TREE, out, found.pycache)
+    return found.python, mode, versions, env
+
+
 # --- pristine oracle cache ------------------------------------------------------
-# The pristine tree's results are the same on every run for a given pin, env and oracle. The suite's
-# conftest keeps them under .work/cache (KIT_ORACLE_CACHE) with a manifest of everything they depend
-# on; anything that differs, or any damage, means: compute again and say why.
+# The suite's conftest keeps the pristine tree's results under .work/cache (KIT_ORACLE_CACHE); its rules
+# live with the suite (tests/regression/oracle_cache.py). The runner only reads what the suite reports.
 
-ORACLE_RESULTS = "pristine.pt"
-ORACLE_MANIFEST = "manifest.json"
-ORACLE_REPORT = "oracle.json"  # in KIT_LEG_REPORT_DIR: whether this run used the cache, and why not
-
-
-def sha256_file(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def oracle_key(pristine_commit: str, env_stamp: str, threads: int) -> dict[str, str]:
-    """What the cached results depend on besides the files the oracle loads.
-
-    The thread count is part of it: float reductions may sum in another order with more threads,
-    and the suite compares pristine and patched results bit for bit.
-    """
-    return {"pristine_commit": pristine_commit, "env_stamp": env_stamp, "threads": str(threads)}
-
-
-def oracle_inputs_digest(inputs: dict[str, str]) -> str:
-    """One digest over the oracle's code and inputs: every file it loaded outside the env, by content."""
-    return hashlib.sha256(json.dumps(sorted(inputs.items())).encode()).hexdigest()
-
-
-def oracle_stale_reason(cache: Path, key: dict[str, str]) -> str | None:
-    """None when the cache in ``cache`` can be trusted for ``key``; otherwise why it cannot."""
-    manifest = cache / ORACLE_MANIFEST
-    if not manifest.is_file():
-        return "no cached results yet"
-    try:
-        data = json.loads(manifest.read_text(encoding="utf-8"))
-        recorded, inputs, results_digest = data["key"], data["inputs"], data["results_sha256"]
-    except (ValueError, KeyError, TypeError):
-        return f"{ORACLE_MANIFEST} is corrupt"
-    changed = [name for name in sorted(key) if recorded.get(name) != key[name]]
-    if changed:
-        name = changed[0]
-        return f"{name} changed ({str(recorded.get(name))[:12]} -> {key[name][:12]})"
-    results = cache / ORACLE_RESULTS
-    if not results.is_file() or sha256_file(results) != results_digest:
-        return f"{ORACLE_RESULTS} is missing or corrupt (sha256 differs from the manifest)"
-    for name, digest in sorted(inputs.items()):
-        path = Path(name)
-        if not path.is_file():
-            return f"oracle input {name} is gone"
-        if sha256_file(path) != digest:
-            return f"oracle input {name} changed"
-    if data.get("inputs_sha256") != oracle_inputs_digest(inputs):
-        return f"{ORACLE_MANIFEST} is corrupt (inputs digest)"
-    return None
-
-
-def store_oracle(cache: Path, key: dict[str, str], results: Path, inputs: list[str]) -> None:
-    """Keep freshly computed results: the results first, the manifest last (a torn write reads as stale)."""
-    cache.mkdir(parents=True, exist_ok=True)
-    (cache / ORACLE_MANIFEST).unlink(missing_ok=True)
-    shutil.copyfile(results, cache / ORACLE_RESULTS)
-    digests = {str(Path(p).resolve()): sha256_file(Path(p)) for p in sorted(set(inputs))}
-    manifest = {
-        "key": key,
-        "inputs": digests,
-        "inputs_sha256": oracle_inputs_digest(digests),
-        "results_sha256": sha256_file(cache / ORACLE_RESULTS),
-    }
-    tmp = cache / f"{ORACLE_MANIFEST}.tmp"
-    tmp.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    tmp.replace(cache / ORACLE_MANIFEST)
+ORACLE_REPORT = "oracle.json"  # in the leg's report dir: whether this run used the cache, and why not
 
 
 def oracle_use(report_dir: Path) -> dict[str, str]:

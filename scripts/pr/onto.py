@@ -17,11 +17,13 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from scripts import paths, rebase, upstream
+from scripts import paths
 from scripts.errors import KitError
 from scripts.gitcmd import git
+from scripts.pr import branch as prbranch
+from scripts.pr import rebase
+from scripts.pr.verdicts import Verdict, judge_series
 from scripts.series import Patch
-from scripts.verdicts import Verdict, judge_series
 
 CLONE = paths.WORK / "upstream"
 MARKER = "kit-upstream-clone"  # in .git/: this folder is the kit's, it may reset it
@@ -92,7 +94,7 @@ def build(
         fix = "pass --3way to accept the merge" if "only with a merge" in why else "rebase the series first"
         raise OntoError(f"not making {branch}: {why}", f"{fix} (nox -s rebase -- --git URL REF shows every patch)")
     applied = git("rev-list", "--reverse", f"{base}..HEAD", cwd=clone).split()
-    made = upstream.build_branch(clone, base, applied, identity, branch) if applied else []
+    made = prbranch.build_branch(clone, base, applied, identity, branch) if applied else []
     if not made:
         git("branch", "-f", branch, base, cwd=clone)
     git("checkout", "-q", "-f", branch, cwd=clone)  # the clone shows what would be pushed

@@ -21,10 +21,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from scripts import checkout as co
-from scripts import equivalence
 from scripts.gitcmd import KIT_IDENTITY, git, git_env
 from scripts.gitcmd import run as git_run
-from scripts.report import progress
+from scripts.pr import equivalence
+from scripts.report import progress, step
 from scripts.series import Patch
 
 FUZZ_CONTEXT = 1  # lines of context that must still match for "fuzz"
@@ -182,8 +182,6 @@ def judge_series(
     verdicts = []
     for i, (patch, commit) in enumerate(zip(patches, commits, strict=True), 1):
         verdict = judge(repo, patch, commit, history)
-        progress(
-            f"[{i}/{len(patches)}] {patch.name}: {verdict.shown}{f' ({verdict.detail})' if verdict.detail else ''}"
-        )
+        progress(step(i, len(patches), patch.name, verdict.shown, verdict.detail))
         verdicts.append(verdict)
     return verdicts

@@ -5,7 +5,7 @@ ref (branch, tag or sha) at a URL, a `file://` URL or a local path, verified by
 the commit id it resolves to. Its tree is built in a scratch folder (the
 checkout is not touched), with the current series' objects fetched beside it
 so that 3-way merges have their base. Each patch, in order, gets a verdict
-(scripts/verdicts.py: the evidence, strongest first).
+(scripts/pr/verdicts.py: the evidence, strongest first).
 A table, a JSON and a Markdown report in .work/rebase/. With --move, when nothing
 conflicts, the pin moves to the target, the patches found upstream are dropped
 (the series comment says where upstream has them) and the rest is refreshed.
@@ -22,14 +22,15 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from scripts import checkout as co
-from scripts import equivalence, paths, registry, worklock
+from scripts import paths, registry, worklock
 from scripts import pin as pinmod
 from scripts.errors import KitError
 from scripts.gitcmd import GitFailed, git
 from scripts.pin import Pin
-from scripts.report import progress, table
-from scripts.series import Patch, load_series, series_header
-from scripts.verdicts import DROPPED, OUTCOMES, SHOWN, Verdict, judge_series
+from scripts.pr import equivalence
+from scripts.pr.verdicts import DROPPED, OUTCOMES, Verdict, judge_series
+from scripts.report import progress
+from scripts.series import Patch, series_header
 
 VERSION = re.compile(r"^\d+(\.\d+)+([.+-]?[A-Za-z0-9.]+)?$")  # a release version; anything else is a git ref
 REBASE_DIR = paths.WORK / "rebase"
@@ -54,31 +55,6 @@ class Target:
         if self.kind == "git":
             return f"{self.url} {self.ref} ({self.commit[:12]})"
         return self.pin.label
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "target",
-        nargs="?",
-        help="a release on the package registry (e.g. 0.28.0, or latest), or a git tag/commit at the pin's git URL",
-    )
-    p.add_argument(
-        "--git",
-        nargs=2,
-        metavar=("URL", "REF"),
-        help="a git source instead: URL (https, file:// or a local path) and REF (branch, tag or sha)",
-    )
-    p.add_argument(
-        "--move",
-        action="store_true",
-        help="when no patch conflicts: move the pin to the target, drop what upstream has, refresh the rest",
-    )
-    p.add_argument("--report-name", help="file name (without .json/.md) of the reports in .work/rebase/")
-    p.add_argument(
-        "--baseline",
-        type=Path,
-        help="an earlier JSON report: exit 1 only for patches that conflict now and did not then",
-    )
 
 
 # ---- the target ------------------------------------------------------------------
@@ -372,39 +348,6 @@ def move(pin: Pin, target: Target, patches: list[Patch], repo: Path, verdicts: l
         paths.SERIES_FILE.write_text(header + note + series[len(header) :], encoding="utf-8")
     paths.PIN_FILE.write_text(text, encoding="utf-8")
     progress(f"pin moved: {pin.label} -> {new_pin.label}; next: nox -s apply lint test")
-
-
-def command(args: argparse.Namespace) -> int:
-    pin = pinmod.load_pin(paths.PIN_FILE)
-    patches = load_series(paths.PATCHES)
-    target = target_of(pin, args, paths.DOWNLOADS)
-    progress(f"trying {len(patches)} patch(es) from {pin.label} on {target.label} (the checkout is not touched)")
-    paths.WORK.mkdir(parents=True, exist_ok=True)
-    name = args.report_name or args.target or f"{Path(target.url).name}-{target.ref}"
-    with tempfile.TemporaryDirectory(dir=paths.WORK, prefix=".rebase-") as tmp:
-        repo, verdicts = try_series(pin, target, patches, Path(tmp))
-        print(
-            table(
-                ["#", "patch", "verdict", "detail"], [(i, v.name, v.shown, v.detail) for i, v in enumerate(verdicts, 1)]
-            )
-        )
-        dropped = [p for p, v in zip(patches, verdicts, strict=True) if v.outcome in DROPPED]
-        kept = [p for p in patches if p not in dropped]
-        depends = dependent_tests(dropped, test_texts(kept))
-        for patch_name, tests in depends.items():
-            progress(f"{patch_name} is dropped; tests that exercise its files: {', '.join(tests)}")
-        data = report(pin, target, verdicts, False, depends)
-        out = write_report(name, data, markdown(data, verdicts))
-        counts = ", ".join(f"{n} {SHOWN.get(o, o)}" for o, n in data["counts"].items() if n)  # type: ignore[attr-defined]
-        progress(f"{target.label}: {counts or 'empty series'}; report .work/rebase/{out.name} and {out.stem}.md")
-        if args.move:
-            move(pin, target, patches, repo, verdicts)
-            data = report(pin, target, verdicts, True, depends)
-            write_report(name, data, markdown(data, verdicts))
-    fresh = new_conflicts(verdicts, args.baseline)
-    if args.baseline is not None and fresh:
-        progress(f"newly conflicting since {args.baseline.name}: {', '.join(fresh)}")
-    return 1 if fresh else 0
 
 
 def test_texts(patches: list[Patch]) -> dict[str, str]:

@@ -16,6 +16,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from scripts import checkout as co
+from scripts import paths
 from scripts.diffparse import FileDiff, parse
 
 SPDX = (
@@ -172,6 +174,9 @@ RULES = (
 )  # fmt: skip
 
 
+RULE_IDS = f"{RULES[0].id}-{RULES[-1].id}"
+
+
 def check_file(diff: FileDiff, new_source: str | None) -> list[Finding]:
     """Every rule's findings on one file's added lines; new_source is the patched file (for NPU-only branches)."""
     npu_lines = frozenset(npu_only_lines(new_source)) if new_source is not None else frozenset()
@@ -265,3 +270,11 @@ def lint_series(ruff: str, config: Path, tree: Path, pristine: Path, series_diff
     ]
     pre_existing = [f for f in found if f not in ours]
     return SeriesLint(files, ours, unformatted, own_checks(series_diff, tree), pre_existing)
+
+
+def lint_checkout(ruff: str) -> tuple[SeriesLint, str]:
+    """(the series' findings, ruff's version) on the kit's checkout: `lint` and `pr` both run exactly this."""
+    version = ruff_version(ruff)
+    config = paths.CI_DIR / "ruff-upstream.toml"
+    found = lint_series(ruff, config, paths.CHECKOUT, paths.PRISTINE_TREE, co.combined_diff(paths.CHECKOUT))
+    return found, version

@@ -1,7 +1,7 @@
 """Timings of the main job on fresh clones of this checkout's HEAD (never asserted in tests).
 
     nox -s timings [-- --empty-cache] [--ci]
-    nox -s timings -- --loop BASELINE [--repeat N]   (the edit-test loop: scripts/looptimings.py)
+    nox -s timings -- --loop BASELINE [--repeat N]   (the edit-test loop: scripts/legs/looptimings.py)
 
 Always: `nox -s apply test` in a fresh clone with uv's package cache as it is ("warm
 cache": the leg environments are built, their files linked from the cache), then again
@@ -14,7 +14,6 @@ ratios against the targets ends the run.
 
 from __future__ import annotations
 
-import argparse
 import os
 import subprocess
 import sys
@@ -23,7 +22,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from scripts import looptimings, paths
+from scripts import paths
 from scripts.report import progress, table
 
 MAIN_JOB = ("nox", "-s", "apply", "test")
@@ -90,15 +89,8 @@ def timed(case: Case, cmd: list[str], cwd: Path, env: dict[str, str], logs: Path
     return Timing(case, seconds, rc)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="nox -s timings --")
-    parser.add_argument("--empty-cache", action="store_true", help="also a fresh clone with an empty package cache")
-    parser.add_argument("--ci", action="store_true", help="also .ci/run on a fresh clone (about 10 minutes)")
-    parser.add_argument("--loop", metavar="BASELINE", help="time the edit-test loop here and at git revision BASELINE")
-    parser.add_argument("--repeat", type=int, default=3, help="warm runs per --loop figure")
-    args = parser.parse_args(argv)
-    if args.loop:
-        return looptimings.loop_main(args.loop, args.repeat)
+def fresh_clones(empty_cache: bool, ci: bool) -> int:
+    """`nox -s apply test` on fresh clones of HEAD (and .ci/run with ci); 0 when every run passed."""
     dirty = subprocess.run(["git", "status", "--porcelain"], cwd=paths.ROOT, capture_output=True, text=True).stdout
     if dirty.strip():
         progress("warning: uncommitted changes are not in the clones; these figures are of HEAD")
@@ -108,17 +100,13 @@ def main(argv: list[str] | None = None) -> int:
     main_job = [sys.executable, "-m", *MAIN_JOB]
     results = []
     with tempfile.TemporaryDirectory(prefix="kit-timings-") as tmp:
-        if args.empty_cache:
+        if empty_cache:
             empty = dict(env, UV_CACHE_DIR=str(Path(tmp) / "uv-cache"), PIP_NO_CACHE_DIR="1")
             results.append(timed(COLD, main_job, fresh_clone(Path(tmp) / "cold"), empty, logs))
         clone = fresh_clone(Path(tmp) / "fresh")
         results.append(timed(FRESH, main_job, clone, env, logs))
         results.append(timed(WARM, main_job, clone, env, logs))
-        if args.ci:
+        if ci:
             results.append(timed(CI, ["bash", ".ci/run"], fresh_clone(Path(tmp) / "ci"), env, logs))
     print(table(["run", "seconds", "vs warm", "target", "verdict"], rows(results)))
     return 0 if all(t.exit_code == 0 for t in results) else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -12,8 +12,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from scripts.lint import RULES
-from scripts.scope import HEADERS, Scope, rfc_warning, rows, total
+from scripts.checks.lint import RULES
+from scripts.checks.scope import HEADERS, Scope, rfc_warning, rows, total
 
 Record = Mapping[str, Any]
 PREFIX = re.compile(r"^(\[[^\]]+\])\s*")

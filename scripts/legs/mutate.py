@@ -16,7 +16,6 @@ own small AST mutator.
 
 from __future__ import annotations
 
-import argparse
 import ast
 import json
 import shutil
@@ -28,11 +27,12 @@ from pathlib import Path
 
 import tomllib
 
-from scripts import checkout as co
-from scripts import legenv, legs, paths, records
+from scripts import paths, records
+from scripts.checks.lint import npu_only_lines
 from scripts.diffparse import parse
 from scripts.errors import KitError
-from scripts.lint import npu_only_lines
+from scripts.legs import legenv
+from scripts.legs import suite as legs
 from scripts.report import progress, table
 
 DEVICE_TYPES = {"cuda", "npu", "cpu"}
@@ -364,45 +364,17 @@ def record(outcomes: list[Outcome], stale: list[str], seconds: float, series_dig
 # -- the command -----------------------------------------------------------------------------------
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--only", default="", help="run only mutants whose key contains this text (a quick look)")
-    p.add_argument("--list", action="store_true", help="list the mutants and their keys, run nothing")
-
-
-def _start_worker(leg: str, tree: Path) -> Worker:
+def start_worker(leg: str, tree: Path) -> Worker:
     python = legenv.ensure_env(legenv.check_leg(leg))
     mode = legs.npu_mode(leg, legenv.versions(python))
     out = WORK / f"records-{leg}"
     out.mkdir(parents=True, exist_ok=True)
     progress(f"leg {leg}: mode {mode}; starting its worker")
-    return Worker(leg, python, legs.leg_env(leg, mode, tree, paths.PRISTINE_TREE, out), tree.parent)
+    env = legs.leg_env(leg, mode, tree, paths.PRISTINE_TREE, out, legenv.pycache_dir(legenv.env_dir(leg)))
+    return Worker(leg, python, env, tree.parent)
 
 
-def command(args: argparse.Namespace) -> int:
-    from scripts.commands import current  # the command layer; mutate is one of its commands
-
-    started = time.monotonic()
-    state = current()
-    series_diff = co.combined_diff(paths.CHECKOUT)
-    mutants = [m for m in series_mutants(series_diff, paths.CHECKOUT) if args.only in m.key]
-    if args.list:
-        print(table(["line", "operator", "key"], [(m.line, m.operator, m.key) for m in mutants]))
-        return 0
-    equivalent = load_equivalent(EQUIVALENT)
-    keys = {m.key for m in series_mutants(series_diff, paths.CHECKOUT)}
-    stale = sorted(k for k in equivalent if k not in keys)
-    for key in stale:
-        progress(f"allowlist entry matches no mutant (stale; remove it): {key}")
-    tree = make_workspace(WORK / "workspace", paths.CHECKOUT, paths.ROOT)
-    workers = {leg: _start_worker(leg, tree) for leg in ("stock", "npu")}
-    try:
-        return _run_all(mutants, equivalent, stale, tree, workers, state.series_digest, started)
-    finally:
-        for worker in workers.values():
-            worker.close()
-
-
-def _run_all(mutants: list[Mutant], equivalent: dict[str, str], stale: list[str], tree: Path,
+def run_all(mutants: list[Mutant], equivalent: dict[str, str], stale: list[str], tree: Path,
              workers: dict[str, Worker], series_digest: str, started: float) -> int:  # fmt: skip
     npu_only = {path: npu_only_lines((tree / path).read_text(encoding="utf-8")) for path in {m.path for m in mutants}}
     timeouts: dict[str, float] = {}

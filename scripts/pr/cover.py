@@ -50,7 +50,7 @@ def parse(text: str) -> Cover:
     if not title or title.startswith("#"):
         raise CoverError(
             f"patches/{NAME} does not start with the PR title",
-            "make its first line the title, e.g. [Bugfix][NPU] Fix ... (format: scripts/cover.py)",
+            "make its first line the title, e.g. [Bugfix][NPU] Fix ... (format: scripts/pr/cover.py)",
         )
     rest = "\n".join(lines[1:])
     heading = re.search(rf"^{re.escape(NOTES)}[ \t]*$", rest, re.M)

@@ -56,7 +56,7 @@ def loop_kit(dest: Path, revision: str | None) -> Path:
     ready = subprocess.run([sys.executable, "-c", probe], cwd=dest, capture_output=True, text=True)
     if ready.stdout.strip() != "True":  # the copy would rebuild the shared envs through the link
         raise SystemExit(f"kit: error: the leg envs are not ready for the copy ({ready.stderr.strip()[-200:]}) -- "
-                         "run python -m scripts.legenv stock and npu first")  # fmt: skip
+                         "run python -m scripts legenv stock and npu first")  # fmt: skip
     return dest
 
 
@@ -114,7 +114,7 @@ def spread(runs: list[tuple[float, float, float]]) -> tuple[str, str, str, str]:
 
 
 def loop_main(baseline: str, repeat: int) -> int:
-    """`python -m scripts.timings --loop`: the edit-test loop before (baseline revision) and after."""
+    """`python -m scripts timings --loop`: the edit-test loop before (baseline revision) and after."""
     cores = os.cpu_count()
     progress(f"{cores} cores; load average now {os.getloadavg()[0]:.1f} (the figures vary with it)")
     after = loop_timings(None, repeat, changed=True)

@@ -1,0 +1,5 @@
+"""The kit's commands, one module each: a docstring (its help), ``add_arguments(parser)`` and ``run(args)``.
+
+The front door (scripts/__main__.py) lists them in pipeline order; the nox sessions call them.
+A command module only wires paths, pin and series into the stage modules that do the work.
+"""

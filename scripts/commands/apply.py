@@ -1,0 +1,54 @@
+"""Pristine pin + the series -> .work/vllm-omni, one commit per patch."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+from scripts import checkout as co
+from scripts import paths
+from scripts import pin as pinmod
+from scripts.commands.common import checkout_lock
+from scripts.report import outcomes_table, progress
+from scripts.series import load_series
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--3way", dest="threeway", action="store_true", help="let git am fall back to a 3-way merge")
+    p.add_argument("--force", action="store_true", help="discard edits in the checkout that are not in patches/")
+    p.add_argument("--continue", dest="resume", action="store_true",
+                   help="after resolving a conflict: finish the paused git am, then apply the rest")  # fmt: skip
+    p.add_argument("--abort", action="store_true", help="go back to the checkout as it was before the apply stopped")
+    p.add_argument("--source", choices=("wheel", "git"), default=os.environ.get("KIT_SOURCE"))
+    p.add_argument("--strict", action=argparse.BooleanOptionalAction, default=bool(os.environ.get("CI")),
+                   help="patches that need line offsets are an error (default on in CI)")  # fmt: skip
+
+
+def run(args: argparse.Namespace) -> int:
+    started = time.monotonic()
+    patches = load_series(paths.PATCHES)
+    with checkout_lock():
+        if args.abort:
+            progress(f"apply --abort: {co.abort_series(paths.CHECKOUT, progress)}")
+            return 0
+        if args.resume:
+            results = co.continue_series(paths.CHECKOUT, patches, threeway=args.threeway, progress=progress)
+        else:
+            pin = pinmod.load_pin(paths.PIN_FILE).with_source(args.source)
+            progress(f"applying {len(patches)} patches to {pin.label}")
+            results = co.apply_series(pin, patches, paths.CHECKOUT, paths.DOWNLOADS, threeway=args.threeway,
+                                      force=args.force, progress=progress)  # fmt: skip
+        co.export_tree(paths.CHECKOUT, co.PRISTINE_TAG, paths.PRISTINE_TREE)
+    print(outcomes_table([(r.name, r.outcome, r.detail) for r in results]))
+    elapsed = time.monotonic() - started
+    progress(f"checkout at .work/{paths.CHECKOUT.name} ({co.head(paths.CHECKOUT)[:12]}) in {elapsed:.1f} s")
+    if any(r.outcome in ("resolved", "skipped") for r in results):
+        progress("next: nox -s refresh writes the hand-resolved patch back to patches/ (lint and test wait for it)")
+    stale = [r.name for r in results if r.outcome in ("offset", "3-way")]
+    if stale:
+        message = f"{', '.join(stale)} applied only with offsets/3-way: needs refresh"
+        if args.strict:
+            raise co.NeedsRefresh(message, "run nox -s refresh and commit patches/")
+        progress(f"warning: {message} (nox -s refresh)")
+    return 0

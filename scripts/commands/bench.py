@@ -1,0 +1,24 @@
+"""The NPU gather/memory benchmark (pytest-benchmark) in the npu leg; figures go to .work/records."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+
+from scripts import paths
+from scripts.commands.common import current
+from scripts.legs import suite as legs
+
+PASSTHROUGH = True
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("pytest_args", nargs=argparse.REMAINDER, help="passed on to pytest")
+
+
+def run(args: argparse.Namespace) -> int:
+    current()
+    python, _, _, env = legs.prepare("npu", paths.RECORDS / "bench")
+    env["KIT_BENCH_OUT"] = str(paths.RECORDS / "bench-npu-gather.json")
+    cmd = [str(python), "-m", "pytest", "tests/regression/bench_npu_gather.py", "-p", "no:cacheprovider", "-q", "-s"]
+    return subprocess.run([*cmd, *args.pytest_args], cwd=paths.ROOT, env=env).returncode

@@ -1,0 +1,39 @@
+"""Mutation testing of the lines the series adds, against both legs (a JSON record in .work/records)."""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from scripts import checkout as co
+from scripts import paths
+from scripts.commands.common import current
+from scripts.legs import mutate
+from scripts.report import progress, table
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--only", default="", help="run only mutants whose key contains this text (a quick look)")
+    p.add_argument("--list", action="store_true", help="list the mutants and their keys, run nothing")
+
+
+def run(args: argparse.Namespace) -> int:
+    started = time.monotonic()
+    state = current()
+    series_diff = co.combined_diff(paths.CHECKOUT)
+    mutants = [m for m in mutate.series_mutants(series_diff, paths.CHECKOUT) if args.only in m.key]
+    if args.list:
+        print(table(["line", "operator", "key"], [(m.line, m.operator, m.key) for m in mutants]))
+        return 0
+    equivalent = mutate.load_equivalent(mutate.EQUIVALENT)
+    keys = {m.key for m in mutate.series_mutants(series_diff, paths.CHECKOUT)}
+    stale = sorted(k for k in equivalent if k not in keys)
+    for key in stale:
+        progress(f"allowlist entry matches no mutant (stale; remove it): {key}")
+    tree = mutate.make_workspace(mutate.WORK / "workspace", paths.CHECKOUT, paths.ROOT)
+    workers = {leg: mutate.start_worker(leg, tree) for leg in ("stock", "npu")}
+    try:
+        return mutate.run_all(mutants, equivalent, stale, tree, workers, state.series_digest, started)
+    finally:
+        for worker in workers.values():
+            worker.close()

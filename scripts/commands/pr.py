@@ -1,0 +1,117 @@
+"""Prepare the upstream PR: signed-off branch, format-patch files, cover, PR body, precheck, range-diff."""
+
+from __future__ import annotations
+
+import argparse
+from datetime import datetime, timezone
+
+from scripts import checkout as co
+from scripts import paths, records, revisions
+from scripts.checks import lint as lintmod
+from scripts.checks import scope
+from scripts.gitcmd import git
+from scripts.pin import load_pin
+from scripts.pr import body as prbody
+from scripts.pr import branch as prbranch
+from scripts.pr import cover as covermod
+from scripts.pr import onto, prepare
+from scripts.report import progress, table
+from scripts.series import load_series
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--ruff", default="ruff", help="the ruff executable for the precheck (upstream pins v0.14.10)")
+    p.add_argument("--force", action="store_true", help="replace .work/pr/vN when preparing the same revision again")
+    p.add_argument(
+        "--onto",
+        nargs=2,
+        metavar=("URL", "REF"),
+        help="make pr/vN on upstream's REF (branch, tag or sha) fetched from URL into .work/upstream",
+    )
+    p.add_argument("--3way", dest="threeway", action="store_true", help="with --onto: accept patches that need a merge")
+    p.add_argument("--push-to", metavar="FORK", help="with --onto: push pr/vN to your fork (a URL or a path)")
+    p.add_argument("--open", action="store_true", help="with --push-to: open the PR with gh (installed, logged in)")
+
+
+def run(args: argparse.Namespace) -> int:
+    prepare.check_flags(args)
+    identity = prbranch.user_identity(paths.ROOT)
+    pin = load_pin(paths.PIN_FILE)
+    patches = load_series(paths.PATCHES)
+    if not patches:
+        raise prepare.PrError(
+            "the series is empty: nothing to send upstream", "add patches (commit in the checkout, nox -s refresh)"
+        )
+    cover = covermod.load(paths.PATCHES)
+    cover_source = (paths.PATCHES / covermod.NAME).read_text(encoding="utf-8")
+    state = co.verify_current(paths.CHECKOUT, pin, patches)
+    digest = state.series_digest
+    revs = revisions.load(prepare.REVISIONS_FILE)
+    now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    kit_commit = revisions.head_commit_holding(paths.ROOT, digest)
+    rev, is_new = revisions.current(revs, digest, pin.label, kit_commit, now, cover.digest)
+    prev = next((r for r in reversed(revs) if r.number < rev.number), None)
+    out = prepare.PR_DIR / rev.label
+    prepare.refuse_overwrite(out, args.force)
+    progress(
+        f"revision {rev.label}: {'new (series or cover changed)' if is_new else 'unchanged since it was recorded'}"
+    )
+
+    branch = f"pr/{rev.label}"
+    commits = git("rev-list", "--reverse", f"{co.PRISTINE_TAG}..HEAD", cwd=paths.CHECKOUT).split()
+    made = prbranch.build_branch(paths.CHECKOUT, co.PRISTINE_TAG, commits, identity, branch)
+    progress(f"branch {branch} in .work/{paths.CHECKOUT.name}: {len(made)} commit(s) signed off by {identity}, "
+             "kit trailers stripped; it sits on the kit's pristine commit: for review, not for upstream")  # fmt: skip
+    repo, kept, where = paths.CHECKOUT, patches, f"Branch {branch} in .work/{paths.CHECKOUT.name} (for review)"
+    onto_report = ""
+    if args.onto:
+        kept, made, base, verdict_table = prepare.put_onto(args, patches, commits, identity, branch)
+        onto_report = f"\nEach patch on {base}:\n{verdict_table}\n"
+        repo, where = onto.CLONE, f"Branch {branch} in .work/{onto.CLONE.name} on {base}: {len(made)} commit(s)"
+        progress(f"branch {branch} in .work/{onto.CLONE.name} on {base}: {len(made)} signed-off commit(s)")
+    subjects = [prbranch.message_parts(repo, c)[0] for c in made]
+    title = cover.title
+
+    scopes = [scope.of_patch(p.name, p.text) for p in kept]
+    progress("precheck: ruff with upstream's settings + kit checks")
+    lint, ruff_version = lintmod.lint_checkout(args.ruff)
+    results = prbody.evidence({name: records.read(paths.RECORDS, name) for name, _, _ in prbody.PLAN}, digest)
+    progress(f"range-diff against {prev.label if prev else 'nothing (first revision)'}")
+    rdiff = prepare.previous_range_diff(prev, git("rev-parse", branch, cwd=paths.CHECKOUT).strip(), identity)
+
+    files = {p.name: prbranch.format_patch(repo, c) for p, c in zip(kept, made, strict=True)}
+    files["pr-body.md"] = prbody.body(covermod.purpose_section(cover, subjects), results, scopes, pin.label, digest)
+    ruff = (ruff_version, prepare.upstream_ruff())
+    cover_diff = prepare.previous_cover(prev, cover_source)
+    files["cover.txt"] = prepare.cover_text(
+        title, rev, pin.label, where, identity, kept, scopes, lint, ruff, rdiff, cover_diff, onto_report
+    )
+    files["series/series"] = (paths.PATCHES / "series").read_text(encoding="utf-8")
+    files["series/" + covermod.NAME] = cover_source
+    files.update({f"series/{p.name}": p.text for p in patches})
+    prepare.write_output(out, files)
+    if is_new:
+        prepare.REVISIONS_FILE.write_text(revisions.render([*revs, rev]), encoding="utf-8")
+        progress(f"recorded {rev.label} in patches/revisions.toml (commit it with patches/)")
+
+    for finding in lint.findings:
+        print(finding)
+    print(table(scope.HEADERS, scope.rows(scopes)))
+    whole = scope.total(scopes)
+    summary = [
+        ("title", title),
+        ("branch", where),
+        ("output", f".work/pr/{rev.label}/ ({len(kept)} patch file(s), cover.txt, pr-body.md)"),
+        ("scope", f"{len(whole.files)} file(s), +{whole.added} -{whole.removed}, {len(whole.new_files)} new"),
+        ("RFC threshold", scope.rfc_warning(whole) or f"under {scope.RFC_THRESHOLD} lines"),
+        ("precheck", f"{len(lint.findings)} finding(s) (ruff {ruff_version})"),
+        *[(label, text.split(" (")[0].split(":")[0]) for _, label, text in results],
+        ("range-diff", rdiff.splitlines()[0]),
+    ]
+    print(table(["item", "value"], summary))
+    if lint.findings:
+        progress(f"precheck: {len(lint.findings)} finding(s): fix them before sending (nox -s lint shows the same)")
+        return 1
+    prepare.deliver(args, branch, title, out / "pr-body.md")
+    progress(f"ready: .work/pr/{rev.label}/pr-body.md and cover.txt")
+    return 0

@@ -1,0 +1,68 @@
+"""Try the series on another pin (a release or a git ref) and report each patch; --move makes it the pin."""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from pathlib import Path
+
+from scripts import paths
+from scripts import pin as pinmod
+from scripts.pr import rebase
+from scripts.pr.verdicts import DROPPED, SHOWN
+from scripts.report import outcomes_table, progress
+from scripts.series import load_series
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "target",
+        nargs="?",
+        help="a release on the package registry (e.g. 0.28.0, or latest), or a git tag/commit at the pin's git URL",
+    )
+    p.add_argument(
+        "--git",
+        nargs=2,
+        metavar=("URL", "REF"),
+        help="a git source instead: URL (https, file:// or a local path) and REF (branch, tag or sha)",
+    )
+    p.add_argument(
+        "--move",
+        action="store_true",
+        help="when no patch conflicts: move the pin to the target, drop what upstream has, refresh the rest",
+    )
+    p.add_argument("--report-name", help="file name (without .json/.md) of the reports in .work/rebase/")
+    p.add_argument(
+        "--baseline",
+        type=Path,
+        help="an earlier JSON report: exit 1 only for patches that conflict now and did not then",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    pin = pinmod.load_pin(paths.PIN_FILE)
+    patches = load_series(paths.PATCHES)
+    target = rebase.target_of(pin, args, paths.DOWNLOADS)
+    progress(f"trying {len(patches)} patch(es) from {pin.label} on {target.label} (the checkout is not touched)")
+    paths.WORK.mkdir(parents=True, exist_ok=True)
+    name = args.report_name or args.target or f"{Path(target.url).name}-{target.ref}"
+    with tempfile.TemporaryDirectory(dir=paths.WORK, prefix=".rebase-") as tmp:
+        repo, verdicts = rebase.try_series(pin, target, patches, Path(tmp))
+        print(outcomes_table([(v.name, v.shown, v.detail) for v in verdicts], "verdict"))
+        dropped = [p for p, v in zip(patches, verdicts, strict=True) if v.outcome in DROPPED]
+        kept = [p for p in patches if p not in dropped]
+        depends = rebase.dependent_tests(dropped, rebase.test_texts(kept))
+        for patch_name, tests in depends.items():
+            progress(f"{patch_name} is dropped; tests that exercise its files: {', '.join(tests)}")
+        data = rebase.report(pin, target, verdicts, False, depends)
+        out = rebase.write_report(name, data, rebase.markdown(data, verdicts))
+        counts = ", ".join(f"{n} {SHOWN.get(o, o)}" for o, n in data["counts"].items() if n)  # type: ignore[attr-defined]
+        progress(f"{target.label}: {counts or 'empty series'}; report .work/rebase/{out.name} and {out.stem}.md")
+        if args.move:
+            rebase.move(pin, target, patches, repo, verdicts)
+            data = rebase.report(pin, target, verdicts, True, depends)
+            rebase.write_report(name, data, rebase.markdown(data, verdicts))
+    fresh = rebase.new_conflicts(verdicts, args.baseline)
+    if args.baseline is not None and fresh:
+        progress(f"newly conflicting since {args.baseline.name}: {', '.join(fresh)}")
+    return 1 if fresh else 0

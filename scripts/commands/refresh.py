@@ -1,0 +1,26 @@
+"""Export the checkout's commits back to patches/ and series, byte-stably (refuses to lose a patch)."""
+
+from __future__ import annotations
+
+import argparse
+
+from scripts import checkout as co
+from scripts import paths
+from scripts.commands.common import checkout_lock
+from scripts.report import progress, table
+from scripts.series import load_series
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--drop", action="append", default=[], metavar="SLUG",
+                   help="a patch the checkout no longer holds, on purpose")  # fmt: skip
+
+
+def run(args: argparse.Namespace) -> int:
+    with checkout_lock():
+        rows = co.refresh(paths.CHECKOUT, paths.PATCHES, load_series(paths.PATCHES), progress=progress,
+                          drop=tuple(args.drop))  # fmt: skip
+    print(table(["patch", "outcome"], rows))
+    changed = sum(1 for _, outcome in rows if outcome != "unchanged")
+    progress(f"{changed} patch file(s) changed" if changed else "patches/ unchanged")
+    return 0

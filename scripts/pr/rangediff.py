@@ -1,0 +1,41 @@
+"""`git range-diff` of a previous revision of the series against the new one, as upstream commits."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from scripts import checkout as co
+from scripts.errors import KitError
+from scripts.gitcmd import git
+from scripts.pr.branch import build_branch
+from scripts.series import Patch
+
+
+class RangeDiffUnavailableError(KitError):
+    """The previous revision cannot be rebuilt here."""
+
+
+def range_diff(checkout: Path, new_tip: str, old: list[Patch], identity: str, scratch: Path) -> str:
+    """`git range-diff` of the old revision's upstream commits against new_tip, both on the pristine."""
+    clone = scratch / "clone"
+    git("clone", "-q", str(checkout), str(clone), cwd=scratch)
+    git("checkout", "-q", "-B", "old", co.PRISTINE_TAG, cwd=clone)
+    for patch in old:
+        result = co.apply_one(clone, patch, threeway=True)
+        if result.outcome == "conflict":
+            raise RangeDiffUnavailableError(
+                f"the previous revision's {patch.name} does not apply to the current pristine ({result.detail})",
+                "the range-diff is left out; compare the two output folders by hand",
+            )
+    commits = git("rev-list", "--reverse", f"{co.PRISTINE_TAG}..HEAD", cwd=clone).split()
+    old_tip = (
+        build_branch(clone, co.PRISTINE_TAG, commits, identity, "old-upstream")[-1] if commits else co.PRISTINE_TAG
+    )
+    return git(
+        "range-diff",
+        "--no-color",
+        "--creation-factor=95",
+        f"{co.PRISTINE_TAG}..{old_tip}",
+        f"{co.PRISTINE_TAG}..{new_tip}",
+        cwd=clone,
+    )
