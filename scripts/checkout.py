@@ -218,6 +218,22 @@ def in_progress(checkout: Path) -> str | None:
     return next((op for entry, op in IN_PROGRESS.items() if (checkout / ".git" / entry).exists()), None)
 
 
+def refuse_paused_or_elsewhere(checkout: Path, or_else: str = "") -> None:
+    """Refuse a checkout with a paused git operation (am, rebase, ...) or not on the kit's branch."""
+    where = shown(checkout)
+    op = in_progress(checkout)
+    if op:
+        raise LocalEdits(
+            f"{where} is in the middle of a {op}", f"finish it ({op} --continue) or abort it ({op} --abort) first"
+        )
+    current = branch(checkout)
+    if current != BRANCH:
+        raise LocalEdits(
+            f"{where} is on {f'branch {current}' if current else 'a detached HEAD'}, not on {BRANCH}",
+            f"switch back (cd {where} && git checkout {BRANCH}){f', {or_else}' if or_else else ''}",
+        )
+
+
 def am_in_progress(checkout: Path) -> bool:
     return in_progress(checkout) == "git am"
 
@@ -268,17 +284,7 @@ def guard_local_edits(checkout: Path, state: State | None) -> None:
             f"{where} stopped at patch {state.failed_patch}",
             "resolve it, then nox -s apply -- --continue; or nox -s apply -- --abort to go back",
         )
-    op = in_progress(checkout)
-    if op:
-        raise LocalEdits(
-            f"{where} is in the middle of a {op}", f"finish it ({op} --continue) or abort it ({op} --abort) first"
-        )
-    current = branch(checkout)
-    if current != BRANCH:
-        raise LocalEdits(
-            f"{where} is on {f'branch {current}' if current else 'a detached HEAD'}, not on {BRANCH}",
-            f"switch back (cd {where} && git checkout {BRANCH}), or rerun apply with --force to discard it",
-        )
+    refuse_paused_or_elsewhere(checkout, "or rerun apply with --force to discard it")
     dirty = dirty_paths(checkout)
     if dirty:
         raise LocalEdits(
@@ -415,6 +421,19 @@ def apply_one(checkout: Path, patch: Patch, threeway: bool) -> PatchResult:
         return PatchResult(patch.name, "3-way", "context differed; merged with --3way")
     offs = offsets_in(probe.stderr)
     return PatchResult(patch.name, "offset", "; ".join(offs)) if offs else PatchResult(patch.name, "clean")
+
+
+def commit_all(repo: Path, patches: list[Patch], threeway: bool,
+               on_conflict: Callable[[Patch, PatchResult], KitError]) -> list[str]:  # fmt: skip
+    """Apply every patch on repo's HEAD (a scratch copy: nothing is recorded); their commits, oldest first.
+
+    The first conflict raises on_conflict's error: rebase and the PR's range-diff each say what it means.
+    """
+    for patch in patches:
+        result = apply_one(repo, patch, threeway)
+        if result.outcome == "conflict":
+            raise on_conflict(patch, result)
+    return rev_list(repo, f"{PRISTINE_TAG}..HEAD")
 
 
 def apply_patches(
@@ -645,17 +664,7 @@ def check_exportable(checkout: Path, state: State | None, old: list[Patch], drop
             f"{where} {stopped}: it does not hold the whole series",
             "finish with nox -s apply -- --continue (or -- --abort); refresh writes nothing until then",
         )
-    op = in_progress(checkout)
-    if op:
-        raise LocalEdits(
-            f"{where} is in the middle of a {op}", f"finish it ({op} --continue) or abort it ({op} --abort) first"
-        )
-    current = branch(checkout)
-    if current != BRANCH:
-        raise LocalEdits(
-            f"{where} is on {f'branch {current}' if current else 'a detached HEAD'}, not on {BRANCH}",
-            f"switch back: cd {where} && git checkout {BRANCH}",
-        )
+    refuse_paused_or_elsewhere(checkout)
     if not is_ancestor(checkout, PRISTINE_TAG, "HEAD"):
         raise LocalEdits(f"{where}: HEAD does not descend from the {PRISTINE_TAG} tag", "run nox -s apply -- --force")
     if dirty_paths(checkout):

@@ -113,3 +113,13 @@ def am(repo: Path, patch: Path, *options: str) -> subprocess.CompletedProcess[st
 
 def is_ancestor(repo: Path, older: str, newer: str) -> bool:
     return run("merge-base", "--is-ancestor", older, newer, cwd=repo).returncode == 0
+
+
+def fetch_commit(dest: Path, url: str, commit: str, *options: str) -> None:
+    """A new repository at dest holding one commit fetched from url (FETCH_HEAD); GitFailed if it cannot."""
+    dest.mkdir(parents=True, exist_ok=True)
+    git("init", "-q", cwd=dest)
+    git("fetch", "-q", *options, url, commit, cwd=dest)
+    got = rev_parse(dest, "FETCH_HEAD")
+    if got != commit:
+        raise GitFailed(("fetch", url), "", f"{url} served {got}, not {commit}")

@@ -24,7 +24,7 @@ import tomllib
 
 from scripts import worklock
 from scripts.errors import KitError
-from scripts.gitcmd import GitFailed, git
+from scripts.gitcmd import GitFailed, fetch_commit, git
 from scripts.report import progress
 
 SOURCES = ("wheel", "git")
@@ -221,20 +221,14 @@ def fetch_git(pin: Pin, dest: Path) -> str:
             f"the pin has no git commit for {pin.git_tag}",
             "record it where the URL is reachable: python -m scripts pin --record-git",
         )
-    dest.mkdir(parents=True, exist_ok=True)
-    git("init", "-q", cwd=dest)
     try:
-        git("fetch", "-q", "--depth=1", pin.git_url, pin.git_commit, cwd=dest)
+        fetch_commit(dest, pin.git_url, pin.git_commit, "--depth=1")
     except GitFailed as exc:
-        raise PinError(
-            f"could not fetch {pin.git_commit[:12]} from {pin.git_url} ({exc.what})",
-            "check the network and the git URL/commit in patches/upstream.toml, or use the default wheel source",
-        ) from exc
-    got = git("rev-parse", "FETCH_HEAD", cwd=dest).strip()
-    if got != pin.git_commit:
-        raise PinError(f"{pin.git_url} served {got}, not the pinned {pin.git_commit}", "check the pin")
-    git("checkout", "-q", "--detach", got, cwd=dest)
-    return got
+        raise PinError(f"could not fetch {pin.git_commit[:12]} from {pin.git_url} ({exc.what})",
+                       "check the network and the git URL/commit in patches/upstream.toml, "
+                       "or use the default wheel source") from exc  # fmt: skip
+    git("checkout", "-q", "--detach", pin.git_commit, cwd=dest)
+    return pin.git_commit
 
 
 def resolve_tag(url: str, tag: str, cwd: Path) -> str:

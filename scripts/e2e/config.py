@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import shlex
 import tempfile
@@ -213,41 +214,20 @@ def parse_args(argv: Sequence[str], env: Mapping[str, str] = os.environ) -> E2EC
         raise KitError("--server-url and --standin both given", "pass one: --standin starts the stand-in itself")
     band = parse_band(ns.band) if ns.band else (STANDIN_BAND_MS if ns.standin else ASCEND_BAND_MS)
     lock_dir = Path(ns.lock_dir) if ns.lock_dir else Path(tempfile.gettempdir()) / "vllm-omni-kit-locks"
-    return E2EConfig(
-        model=ns.model,
-        deploy_config=Path(ns.deploy_config) if ns.deploy_config else checkout / DEPLOY_CONFIG_REL,
-        host=host,
-        port=port,
-        chunks=ns.chunks,
-        warmup_chunks=ns.warmup_chunks,
-        warmup_sessions=ns.warmup_sessions,
-        sessions=ns.sessions,
-        runs=ns.runs,
-        band_ms=band,
-        cards=parse_cards(ns.cards),
-        standin=ns.standin,
-        server_url=ns.server_url,
-        ab=ns.ab,
-        ab_repeats=ns.ab_repeats,
-        ab_confidence=ns.ab_confidence,
-        ping_interval_s=ns.ping_interval_s,
-        server_cmd=tuple(shlex.split(ns.server_cmd)) if ns.server_cmd else None,
-        client=ns.client,
-        width=ns.width,
-        height=ns.height,
-        fps=ns.fps,
-        seed=ns.seed,
-        image=ns.image,
-        prompt=ns.prompt,
-        python=ns.python,
-        health_timeout_s=ns.health_timeout_s,
-        bench_timeout_s=ns.bench_timeout_s,
-        stop_timeout_s=ns.stop_timeout_s,
-        lock_wait_s=ns.lock_wait_s,
-        evidence_root=Path(ns.evidence_root),
-        lock_dir=lock_dir,
-        checkout=checkout,
-    )
+    derived = {
+        "deploy_config": Path(ns.deploy_config) if ns.deploy_config else checkout / DEPLOY_CONFIG_REL,
+        "host": host,
+        "port": port,
+        "band_ms": band,
+        "cards": parse_cards(ns.cards),
+        "server_cmd": tuple(shlex.split(ns.server_cmd)) if ns.server_cmd else None,
+        "evidence_root": Path(ns.evidence_root),
+        "lock_dir": lock_dir,
+        "checkout": checkout,
+    }
+    # Every other field is the flag of the same name, as parsed.
+    same = {f.name: getattr(ns, f.name) for f in dataclasses.fields(E2EConfig) if f.name not in derived}
+    return E2EConfig(**same, **derived)
 
 
 def parse_server_url(text: str) -> tuple[str, int]:

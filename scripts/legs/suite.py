@@ -32,10 +32,6 @@ from scripts.report import progress, table
 SUITE = "tests/regression"
 
 
-class SuiteDidNotRun(KitError):
-    """pytest ended without a report (collection crashed, or the env is broken)."""
-
-
 @dataclass(frozen=True)
 class Counts:
     passed: int
@@ -46,6 +42,10 @@ class Counts:
     @property
     def ok(self) -> bool:
         return self.failed == 0 and self.errors == 0 and self.passed > 0
+
+
+class SuiteDidNotRun(KitError):
+    """pytest ended without a report (collection crashed, or the env is broken)."""
 
 
 def npu_mode(leg: str, versions: dict[str, str]) -> str:

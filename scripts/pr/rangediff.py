@@ -20,14 +20,10 @@ def range_diff(checkout: Path, new_tip: str, old: list[Patch], identity: str, sc
     clone = scratch / "clone"
     git("clone", "-q", str(checkout), str(clone), cwd=scratch)
     git("checkout", "-q", "-B", "old", co.PRISTINE_TAG, cwd=clone)
-    for patch in old:
-        result = co.apply_one(clone, patch, threeway=True)
-        if result.outcome == "conflict":
-            raise RangeDiffUnavailableError(
-                f"the previous revision's {patch.name} does not apply to the current pristine ({result.detail})",
-                "the range-diff is left out; compare the two output folders by hand",
-            )
-    commits = git("rev-list", "--reverse", f"{co.PRISTINE_TAG}..HEAD", cwd=clone).split()
+    commits = co.commit_all(clone, old, True, lambda patch, result: RangeDiffUnavailableError(
+        f"the previous revision's {patch.name} does not apply to the current pristine ({result.detail})",
+        "the range-diff is left out; compare the two output folders by hand",
+    ))  # fmt: skip
     old_tip = (
         build_branch(clone, co.PRISTINE_TAG, commits, identity, "old-upstream")[-1] if commits else co.PRISTINE_TAG
     )

@@ -25,7 +25,7 @@ from scripts import checkout as co
 from scripts import paths, registry, worklock
 from scripts import pin as pinmod
 from scripts.errors import KitError
-from scripts.gitcmd import GitFailed, git
+from scripts.gitcmd import GitFailed, fetch_commit, git
 from scripts.pin import Pin
 from scripts.pr import equivalence
 from scripts.pr.verdicts import DROPPED, OUTCOMES, Verdict, judge_series
@@ -128,35 +128,21 @@ def fetch_target(target: Target, dest: Path) -> None:
         co.build_pristine(target.pin, dest, paths.DOWNLOADS, progress)
         return
     progress(f"fetching {target.url} {target.ref} (history included, for patch-ids)")
-    dest.mkdir(parents=True)
-    git("init", "-q", cwd=dest)
     try:
-        git("fetch", "-q", "--no-tags", target.url, target.commit, cwd=dest)
+        fetch_commit(dest, target.url, target.commit, "--no-tags")
     except GitFailed as exc:
-        raise RebaseError(
-            f"cannot fetch {target.commit[:12]} from {target.url} ({exc.what})",
-            "check the URL, the ref and the network",
-        ) from exc
-    got = git("rev-parse", "FETCH_HEAD", cwd=dest).strip()
-    if got != target.commit:
-        raise RebaseError(
-            f"{target.url} served {got} for {target.ref}, not {target.commit}", "try again; the ref moved"
-        )
-    git("checkout", "-q", "-b", co.BRANCH, got, cwd=dest)
-    git("tag", co.PRISTINE_TAG, got, cwd=dest)
+        what = f"cannot fetch {target.ref} ({target.commit[:12]}) from {target.url} ({exc.what})"
+        raise RebaseError(what, "check the URL, the ref and the network") from exc
+    git("checkout", "-q", "-b", co.BRANCH, target.commit, cwd=dest)
+    git("tag", co.PRISTINE_TAG, target.commit, cwd=dest)
 
 
 def current_series(pin: Pin, patches: list[Patch], dest: Path) -> list[str]:
     """The current pin with the series applied (it applies there by definition); the patch commits, in order."""
     co.build_pristine(pin, dest, paths.DOWNLOADS, progress)
-    for patch in patches:
-        result = co.apply_one(dest, patch, threeway=False)
-        if result.outcome == "conflict":
-            raise RebaseError(
-                f"{patch.name} does not apply to the current pin ({result.detail})",
-                "run nox -s apply and resolve it first",
-            )
-    return git("rev-list", "--reverse", f"{co.PRISTINE_TAG}..HEAD", cwd=dest).split()
+    return co.commit_all(dest, patches, False, lambda patch, result: RebaseError(
+        f"{patch.name} does not apply to the current pin ({result.detail})", "run nox -s apply and resolve it first"
+    ))  # fmt: skip
 
 
 def try_series(pin: Pin, target: Target, patches: list[Patch], scratch: Path) -> tuple[Path, list[Verdict]]:
