@@ -100,7 +100,7 @@ def test_leg(leg: str, opts: legs.TestArgs) -> int:
              "required_mode": options.require or "any"}  # fmt: skip
     if syncs.is_file():  # written by the npu tests: host syncs per NPU attention call
         data["host_syncs"] = json.loads(syncs.read_text(encoding="utf-8"))
-    # upstream's own CPU tests, where the source carries tests/ (scripts/upstream_tests.py)
+    # upstream's own CPU tests, where the source carries tests/ (scripts/legs/upstream_tests.py)
     upstream = upstream_tests.in_leg(python, env, paths.ROOT, paths.PRISTINE_TREE, paths.CHECKOUT, out, series_diff)
     if upstream is not None:
         data["upstream_tests"] = upstream.as_record()
