@@ -26,10 +26,15 @@ def checkout_is_current() -> bool:
     return True
 
 
-def ensure_checkout_and_stock_env() -> Path:
-    """The stock leg's python, with ``paths.CHECKOUT`` exactly the pin + the series."""
+def ensure_checkout() -> None:
+    """``paths.CHECKOUT`` exactly the pin + the series (CI runs the kit's tests before `apply`)."""
     if not checkout_is_current():
         apply = [sys.executable, "-m", "scripts", "apply"]
         done = subprocess.run(apply, cwd=paths.ROOT, capture_output=True, text=True)
         assert done.returncode == 0 and checkout_is_current(), done.stdout + done.stderr
+
+
+def ensure_checkout_and_stock_env() -> Path:
+    """The stock leg's python, with ``paths.CHECKOUT`` exactly the pin + the series."""
+    ensure_checkout()
     return legenv.ensure_env("stock")

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_prereq import ensure_checkout_and_stock_env
+from e2e_prereq import ensure_checkout, ensure_checkout_and_stock_env
 
 from scripts import paths
 from scripts.e2e import ab
@@ -65,6 +65,7 @@ def test_abba_order_and_per_variant_knobs() -> None:
 
 
 def test_unknown_base_is_one_clear_line(tmp_path: Path) -> None:
+    ensure_checkout()
     done = subprocess.run(
         [sys.executable, "-m", "scripts", "e2e", "--standin", "--ab", "no-such-revision", "--port", str(free_port()),
          "--evidence-root", str(tmp_path / "ev"), "--lock-dir", str(tmp_path / "locks")],

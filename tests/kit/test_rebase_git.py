@@ -120,7 +120,7 @@ def test_unknown_ref_is_one_line(kit: Kit, upstream: Path) -> None:
 
 def test_move_onto_merged_then_apply_and_both_legs_pass(kit: Kit, upstream: Path) -> None:
     """--move drops what upstream has, keeps the rest; the moved series applies strictly and passes both legs."""
-    from scripts import legenv  # noqa: PLC0415 -- only this test needs the leg environments
+    from scripts.legs import legenv  # noqa: PLC0415 -- only this test needs the leg environments
 
     missing = [leg for leg in ("stock", "npu") if not legenv.is_ready(leg)]
     if missing:

@@ -44,7 +44,7 @@ def actionlint(*files: Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_the_workflows_are_where_github_runs_them() -> None:
-    assert [p.name for p in WORKFLOWS] == ["ascend-e2e.yml", "cpu.yml", "weekly.yml"]
+    assert [p.name for p in WORKFLOWS] == ["ascend-e2e.yml", "cpu.yml", "drift-watch.yml", "weekly.yml"]
     assert not (paths.CI_DIR / "workflows").exists()  # a folder GitHub never executes
 
 

@@ -360,7 +360,7 @@ def _unmodelled(name: str, value: Any) -> NotImplementedError:
 
 
 # Where each rule of the real operator is stated (quoted wording is the operator's own message):
-DOC = "op-plugin docs/context/torch_npu-npu_fusion_attention.md"
+DOC = "https://gitee.com/ascend/op-plugin/blob/master/docs/context/torch_npu-npu_fusion_attention.md"
 ACLNN = "CANN ops-transformer attention/flash_attention_score/op_host/op_api/aclnn_flash_attention_score.cpp"
 TILING = "CANN ops-transformer flash_attention_score_tiling_general.cpp"
 OP_API = "op-plugin op_plugin/ops/opapi/FlashAttentionKernelNpuOpApi.cpp"
