@@ -172,7 +172,6 @@ def test_padding_blocks_are_never_read(dtype_name: str, npu_device: torch.device
     assert_matches(out, reference(inputs), dtype_name, npu_device)
 
 
-@pytest.mark.parametrize("dtype_name", SERVED)
 def stub_kernel(query: torch.Tensor, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
     """The fused kernel's outputs without its work: what the branch itself moves is what gets counted."""
     stats = query.new_empty(*query.shape[:2], 8, dtype=torch.float32)
@@ -202,6 +201,7 @@ def test_batch1_gathers_exactly_the_visible_blocks_once(name: str, npu_device: t
     assert kv_bytes <= counter.bytes <= kv_bytes + index_bytes
 
 
+@pytest.mark.parametrize("dtype_name", SERVED)
 def test_two_sequences_do_not_see_each_other(dtype_name: str, npu_device: torch.device) -> None:
     # Each sequence alone must give its own rows of the two-sequence call (cumulative lengths).
     geometry = BY_NAME["two_sequences_different_lengths"]
