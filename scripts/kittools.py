@@ -1,9 +1,14 @@
-"""The kit's own tools, pinned once in ci/kit-tools.txt; noxfile.py and `pr` read their versions here."""
+"""The kit's own tools: pinned once in ci/kit-tools.txt (noxfile.py and `pr` read them here), and pip."""
 
 from __future__ import annotations
 
+import importlib.util
 import re
+import subprocess
+import sys
 from pathlib import Path
+
+from scripts.errors import KitError
 
 KIT_TOOLS = Path(__file__).resolve().parent.parent / "ci" / "kit-tools.txt"
 
@@ -18,3 +23,25 @@ def pinned(name: str, tools: Path = KIT_TOOLS) -> str:
 
 def version(name: str, tools: Path = KIT_TOOLS) -> str:
     return pinned(name, tools).partition("==")[2]
+
+
+def pip_argv() -> list[str]:
+    """pip of the interpreter running the kit: it downloads the pinned wheel and reads pip's index settings.
+
+    uv-made environments (`uvx`, nox's uv backend) have no pip unless asked for; say so in one line.
+    """
+    if importlib.util.find_spec("pip") is None:
+        raise KitError(
+            f"pip is not installed for {sys.executable}, which runs the kit (it downloads the pinned wheel)",
+            "run nox from the README's venv (.venv/bin/nox), or add it: uvx --with pip ..., "
+            f"or {sys.executable} -m ensurepip",
+        )
+    return [sys.executable, "-m", "pip"]
+
+
+def pip_config_list() -> str:
+    """`pip config list` (index settings from pip.conf and PIP_* variables); empty where pip is absent."""
+    if importlib.util.find_spec("pip") is None:
+        return ""
+    done = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True)
+    return done.stdout if done.returncode == 0 else ""

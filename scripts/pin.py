@@ -13,7 +13,6 @@ import os
 import re
 import stat
 import subprocess
-import sys
 import tempfile
 import time
 import zipfile
@@ -25,6 +24,7 @@ import tomllib
 from scripts import worklock
 from scripts.errors import KitError
 from scripts.gitcmd import GitFailed, fetch_commit, git
+from scripts.kittools import pip_argv
 from scripts.report import progress
 
 SOURCES = ("wheel", "git")
@@ -145,7 +145,7 @@ def pip_download(project: str, version: str, dest: Path) -> None:
     """The release wheel of project==version from the package registry into dest (no dependencies)."""
     spec = f"{project}=={version}"
     proc = subprocess.run(
-        [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--quiet", "-d", str(dest), spec],
+        [*pip_argv(), "download", "--no-deps", "--only-binary=:all:", "--quiet", "-d", str(dest), spec],
         capture_output=True,
         text=True,
     )

@@ -13,14 +13,13 @@ from __future__ import annotations
 import html.parser
 import json
 import re
-import subprocess
-import sys
 import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
 
 from scripts.errors import KitError
+from scripts.kittools import pip_config_list
 
 PYPI_SIMPLE = "https://pypi.org/simple"
 JSON_TYPE = "application/vnd.pypi.simple.v1+json"
@@ -45,8 +44,7 @@ def indexes_from_config(pip_config_list: str) -> list[str]:
 
 
 def configured_indexes() -> list[str]:
-    proc = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True)
-    return indexes_from_config(proc.stdout if proc.returncode == 0 else "")
+    return indexes_from_config(pip_config_list())
 
 
 class _Links(html.parser.HTMLParser):

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from scripts.errors import KitError
+from scripts.kittools import pip_config_list
 from scripts.paths import CI_DIR, ENVS, WORK
 
 LEGS = ("stock", "npu")
@@ -336,8 +337,7 @@ def uv_executable() -> tuple[str, str] | None:
 
 
 def read_pip_settings() -> dict[str, str]:
-    done = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True)
-    return pip_settings(done.stdout) if done.returncode == 0 else {}
+    return pip_settings(pip_config_list())
 
 
 def current_digest(leg: str, base: Path | None = None) -> str:

@@ -514,3 +514,14 @@ def test_a_waiting_caller_says_for_whom(kit3: Kit) -> None:
     assert "waiting for .work/vllm-omni: in use by pid 4242 (kit refresh)" in proc.stdout
     while HELD:
         HELD.pop().close()  # type: ignore[attr-defined]
+
+
+def test_an_interpreter_without_pip_is_named_with_the_fix(small_kit: Kit, tmp_path: Path) -> None:
+    """uv-made environments (uvx, nox's uv backend) have no pip: the wheel download says so, in one line."""
+    for wheel in (small_kit.root / ".work/downloads").glob("*.whl"):
+        wheel.unlink()  # so that apply must download it
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "nopip")], check=True)
+    python = tmp_path / "nopip" / "bin" / "python"
+    proc = subprocess.run([str(python), "-m", "scripts", "apply"], cwd=small_kit.root, capture_output=True, text=True)
+    one_line_error(proc, 2, "pip is not installed for")
+    assert "uvx --with pip" in proc.stderr and not (small_kit.root / ".work/vllm-omni").exists()
