@@ -52,7 +52,7 @@ def loop_kit(dest: Path, revision: str | None) -> Path:
     (dest / ".work" / "envs").symlink_to(paths.ENVS.resolve(), target_is_directory=True)
     for wheel in paths.DOWNLOADS.glob("vllm_omni-*.whl"):
         shutil.copy2(wheel, dest / ".work" / "downloads" / wheel.name)
-    probe = "from scripts import legenv; print(all(legenv.is_ready(leg) for leg in legenv.LEGS))"
+    probe = "from scripts.legs import legenv; print(all(legenv.is_ready(leg) for leg in legenv.LEGS))"
     ready = subprocess.run([sys.executable, "-c", probe], cwd=dest, capture_output=True, text=True)
     if ready.stdout.strip() != "True":  # the copy would rebuild the shared envs through the link
         raise SystemExit(f"kit: error: the leg envs are not ready for the copy ({ready.stderr.strip()[-200:]}) -- "

@@ -1,4 +1,4 @@
-"""scripts.mutate: the AST mutator, the allowlist, and the verdict (no leg runs here; nox -s mutate does those)."""
+"""scripts.legs.mutate: the AST mutator, the allowlist, and the verdict (no leg runs here; nox -s mutate does those)."""
 
 from __future__ import annotations
 
