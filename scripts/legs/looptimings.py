@@ -36,7 +36,12 @@ EDIT_0001 = "# (S, D/2) cos/sin: broadcast over batch and heads"
 
 
 def loop_kit(dest: Path, revision: str | None) -> Path:
-    """A copy of the kit (working tree, or `revision` from git) that reuses this checkout's envs and wheel."""
+    """A copy of the kit (working tree, or `revision` from git) with this checkout's wheel.
+
+    The working tree's copy links this checkout's leg envs (they must be ready: a rebuild through
+    the link would replace them). A revision gets envs of its own, built by its first run: its pins
+    or its env stamp may differ from today's, and sharing would rebuild ours.
+    """
     dest.mkdir(parents=True)
     if revision:
         tar = subprocess.run(["git", "archive", revision], cwd=paths.ROOT, capture_output=True, check=True).stdout
@@ -49,12 +54,14 @@ def loop_kit(dest: Path, revision: str | None) -> Path:
             elif src.is_file():
                 shutil.copy2(src, dest / part)
     (dest / ".work" / "downloads").mkdir(parents=True)
-    (dest / ".work" / "envs").symlink_to(paths.ENVS.resolve(), target_is_directory=True)
     for wheel in paths.DOWNLOADS.glob("vllm_omni-*.whl"):
         shutil.copy2(wheel, dest / ".work" / "downloads" / wheel.name)
+    if revision:
+        return dest
+    (dest / ".work" / "envs").symlink_to(paths.ENVS.resolve(), target_is_directory=True)
     probe = "from scripts.legs import legenv; print(all(legenv.is_ready(leg) for leg in legenv.LEGS))"
     ready = subprocess.run([sys.executable, "-c", probe], cwd=dest, capture_output=True, text=True)
-    if ready.stdout.strip() != "True":  # the copy would rebuild the shared envs through the link
+    if ready.stdout.strip() != "True":
         raise SystemExit(f"kit: error: the leg envs are not ready for the copy ({ready.stderr.strip()[-200:]}) -- "
                          "run python -m scripts legenv stock and npu first")  # fmt: skip
     return dest
@@ -90,7 +97,8 @@ def loop_timings(
     label = revision or "this checkout"
     with tempfile.TemporaryDirectory(prefix="kit-loop-") as tmp:
         kit = loop_kit(Path(tmp) / "kit", revision)
-        progress(f"[{label}] nox -s apply test: first run (fills what it caches)")
+        what = "first run (fills what it caches" + ("" if revision is None else ", builds its envs") + ")"
+        progress(f"[{label}] nox -s apply test: {what}")
         first = [timed_cpu([*nox, "-s", "apply", "test"], kit)]
         full = []
         for n in range(repeat):
