@@ -121,8 +121,9 @@ def test_standin_one_frame_difference_breaks_lossless_at_unchanged_speed(tmp_pat
     assert loss["lossless"] is False and loss["first_diff_frame"] == 30 and loss["differing_frames"] >= 1
     assert loss["a_deterministic"] is True
     assert "NOT lossless: decoded frames differ from frame 30 (" in doc["reason"]
-    # Same latency knobs on both sides: the 0 % case.
-    assert doc["verdict"] == "no significant change", doc["reason"]
+    # The speed verdict is computed as usual (same latency knobs on both sides); which one it is depends on
+    # the host's load, so it is not asserted here: the 0 % case is pinned on known data above.
+    assert doc["verdict"] in ("faster", "slower", "no significant change"), doc["reason"]
 
 
 def test_standin_crashed_b_trial_is_reported_not_averaged_away(tmp_path: Path) -> None:
