@@ -13,12 +13,12 @@ from scripts.errors import KitError
 from scripts.legs import legenv
 
 PIP_CONFIG_LIST = """\
-:env:.find-links='/opt/wheels'
+:env:.find-links='/srv/mirror/wheels'
 global.cert='/etc/ssl/certs/ca-certificates.crt'
-global.extra-index-url='file:///opt/a/simple file:///opt/b/simple'
+global.extra-index-url='file:///srv/mirror/a/simple file:///srv/mirror/b/simple'
 global.index-url='https://global.example/simple'
 install.index-url='https://install.example/simple'
-global.constraint='/etc/xdg/pip/constraints.txt'
+global.constraint='/srv/mirror/constraints.txt'
 """
 
 
@@ -26,15 +26,15 @@ def test_pip_settings_take_environment_over_install_over_global() -> None:
     settings = legenv.pip_settings(PIP_CONFIG_LIST + ":env:.index-url='https://env.example/simple'\n")
     assert settings["index-url"] == "https://env.example/simple"
     assert legenv.pip_settings(PIP_CONFIG_LIST)["index-url"] == "https://install.example/simple"
-    assert settings["find-links"] == "/opt/wheels"
+    assert settings["find-links"] == "/srv/mirror/wheels"
 
 
 def test_pip_index_settings_become_uv_options_with_pips_best_match() -> None:
     args = legenv.uv_index_args(legenv.pip_settings(PIP_CONFIG_LIST), {})
     assert args == [
         "--index-url", "https://install.example/simple",
-        "--extra-index-url", "file:///opt/a/simple", "--extra-index-url", "file:///opt/b/simple",
-        "--find-links", "/opt/wheels",
+        "--extra-index-url", "file:///srv/mirror/a/simple", "--extra-index-url", "file:///srv/mirror/b/simple",
+        "--find-links", "/srv/mirror/wheels",
         "--index-strategy", "unsafe-best-match",
     ]  # fmt: skip
 
