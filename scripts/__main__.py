@@ -42,9 +42,9 @@ def parser() -> argparse.ArgumentParser:
     for module in COMMANDS:
         doc = (module.__doc__ or "").strip()
         passthrough = getattr(module, "PASSTHROUGH", False)
-        # A passthrough command hands what argparse does not know (and, for e2e, --help) to its own parser.
+        # A passthrough command hands what argparse does not know to its own parser; OWN_HELP: --help too.
         sp = sub.add_parser(name_of(module), help=doc.splitlines()[0], description=doc,
-                            add_help=module is not e2e)  # fmt: skip
+                            add_help=not getattr(module, "OWN_HELP", False))  # fmt: skip
         module.add_arguments(sp)
         sp.set_defaults(run=module.run, passthrough=passthrough)
     return p

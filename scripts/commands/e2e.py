@@ -6,7 +6,8 @@ import argparse
 
 from scripts.e2e import run as e2e_run
 
-PASSTHROUGH = True  # the e2e has its own parser (scripts/e2e/config.py), `e2e --help` shows it
+PASSTHROUGH = True  # the e2e has its own parser (scripts/e2e/config.py)
+OWN_HELP = True  # so `e2e --help` shows that parser's help
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
