@@ -283,6 +283,27 @@ def test_reused_history_restages_only_the_current_chunk(dtype_name: str, npu_dev
     assert torch.equal(stage_key.cpu()[32:48], inputs["key_cache"][current])
 
 
+@pytest.mark.parametrize("dtype_name", SERVED)
+def test_staging_gathers_only_the_window_of_a_wider_table(dtype_name: str, npu_device: torch.device,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    # The realtime block table runs past the staged window (the action block, unused capacity). Staging
+    # gathers the window's blocks and nothing more: one block beyond it costs bandwidth on every layer and
+    # step, and with spare buffer capacity it also lands past the window.
+    import torch_npu
+
+    window_blocks = 3  # of the table's 5
+    inputs, stage_key, stage_value = staged_inputs(npu_device, STAGED.width * 16, dtype_name)
+    inputs["max_seq_len"] = window_blocks * 16
+    device_inputs = on(npu_device, inputs, host=("seq_lens",))
+    monkeypatch.setattr(torch_npu, "npu_fusion_attention", stub_kernel)
+    with moved_bytes() as counter:
+        paged(device_inputs, stage_key=stage_key, stage_value=stage_value)
+    window_bytes = 2 * window_blocks * 16 * STAGED.heads * STAGED.head_dim * DTYPES[dtype_name].itemsize
+    assert window_bytes <= counter.bytes <= window_bytes + window_blocks * 8  # + the block ids cast to int64
+    beyond = window_blocks * 16
+    assert (stage_key.cpu()[beyond:] == -7.0).all() and (stage_value.cpu()[beyond:] == -7.0).all()
+
+
 # -- the realtime path: forward context -> fused custom op -------------------------------------------
 
 
