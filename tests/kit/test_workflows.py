@@ -174,3 +174,10 @@ def test_cpu_workflow_restores_uv_cache_keyed_on_the_pins_and_weekly_starts_empt
     assert "runner: [ubuntu-24.04, ubuntu-24.04-arm]" in weekly
     assert "python -m scripts legpins --check" in weekly and "nox -s apply test" in weekly
     assert re.search(r"(?m)^  schedule:\n    - cron: ", weekly)
+
+
+def test_mutation_testing_runs_weekly_not_on_every_push() -> None:
+    # A full `nox -s mutate` takes ~30 min on 2 cores: scheduled, with its record kept.
+    weekly, cpu = _text("weekly.yml"), _text("cpu.yml")
+    assert "run: nox -s apply mutate" in weekly and "path: .work/records/mutate.json" in weekly
+    assert "mutate" not in cpu
