@@ -23,6 +23,7 @@ import nox  # noqa: E402
 sys.path.insert(0, str(Path(__file__).parent))  # the kit's scripts/, for the pins and the leg names
 from scripts.kittools import KIT_TOOLS, pinned  # noqa: E402
 from scripts.legs.legenv import LEGS  # noqa: E402
+from scripts.legs.suite import TEST_FLAGS  # noqa: E402
 
 nox.needs_version = ">=2026.10.20"  # the version pinned in ci/kit-tools.txt
 nox.options.sessions = ["apply", "lint", "test"]
@@ -36,9 +37,6 @@ def run_kit(session: nox.Session, *args: str, posargs: list[str] | None = None) 
     """Run one kit command with the interpreter running nox (the kit itself needs only the stdlib)."""
     posargs = session.posargs if posargs is None else posargs
     session.run(sys.executable, "-m", "scripts", *args, *posargs, external=True)
-
-
-TEST_FLAGS = {"--changed": False, "--jobs": True, "--python": True, "--require": True}  # flag: takes a value
 
 
 def without_test_flags(posargs: list[str]) -> list[str]:

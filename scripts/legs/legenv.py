@@ -78,7 +78,9 @@ if out["torch_npu"] != "absent":
         out["torch_npu_import"] = "ok"
     except BaseException as exc:
         out["torch_npu_import"] = (type(exc).__name__ + ": " + str(exc)).splitlines()[0][:300]
-print(json.dumps(out))
+print(json.dumps(out), flush=True)
+import gc
+gc.freeze()  # exit without collecting torch's objects one by one (half a second of nothing)
 """
 
 
@@ -110,6 +112,9 @@ def check_leg(leg: str) -> str:
     return leg
 
 
+LEG_FLAGS = ("--python", "--require")  # each takes a value
+
+
 def leg_options(leg: str, argv: list[str]) -> tuple[LegOptions, list[str]]:
     """Split the kit's `--python PATH` / `--require MODE` off a leg's arguments; the rest goes to pytest."""
     found: dict[str, str] = {}
@@ -117,7 +122,7 @@ def leg_options(leg: str, argv: list[str]) -> tuple[LegOptions, list[str]]:
     args = iter(argv)
     for arg in args:
         name, eq, value = arg.partition("=")
-        if name not in ("--python", "--require"):
+        if name not in LEG_FLAGS:
             rest.append(arg)
             continue
         value = value if eq else next(args, "")
@@ -380,9 +385,13 @@ def tools_text() -> str:
     return "".join(f"{name}=={pins[name]}\n" for name in TEST_TOOLS)
 
 
-def versions(python: Path) -> dict[str, str]:
-    """Versions of python, torch, torchvision, vllm, torch_npu, vllm-ascend ("absent" if not installed) in an env."""
-    env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0")
+def versions(python: Path, pycache: Path) -> dict[str, str]:
+    """Versions of python, torch, torchvision, vllm, torch_npu, vllm-ascend ("absent" if not installed) in an env.
+
+    ``pycache``: the leg's .pyc (pycache_dir); without it every probe compiles torch's modules again (~3 s).
+    """
+    env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0", PYTHONPYCACHEPREFIX=str(pycache))
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     env.pop("PYTHONPATH", None)  # report the env itself, not a tree put in front of it
     done = subprocess.run([str(python), "-c", _PROBE], env=env, capture_output=True, text=True)
     if done.returncode != 0:
@@ -468,7 +477,7 @@ def _build(leg: str, env: Path, digest: str, base: Path, pins: Path | None, tool
     environ = uv_environ(read_pip_settings(), dict(os.environ))
     tool = run_plans(leg, env, build_plans(leg, env, base, pins, tools), environ)
     try:
-        seen = versions(env_python(env))
+        seen = versions(env_python(env), pycache_dir(env))
     except KitError as err:
         if tools is None:
             raise

@@ -155,7 +155,7 @@ def prepare(
     """(python, mode, versions, process env) for one leg on the kit's checkout, after saying which mode it runs in."""
     options = options or legenv.LegOptions()
     found = legenv.interpreter(legenv.check_leg(leg), options)
-    versions = legenv.versions(found.python)
+    versions = legenv.versions(found.python, found.pycache)
     mode = npu_mode(leg, versions)
     shown = ", ".join(f"{k} {v}" for k, v in versions.items() if k != "torch_npu_import")
     progress(f"leg {leg}: mode {mode}; {shown}; in {found.origin}")
@@ -193,6 +193,10 @@ class TestArgs:
     jobs: int | None
     changed: bool
     pytest_args: list[str]
+
+
+# Every flag of the `test` command that is the kit's, not pytest's -> whether it takes a value.
+TEST_FLAGS: dict[str, bool] = {"--changed": False, "--jobs": True, **dict.fromkeys(legenv.LEG_FLAGS, True)}
 
 
 def parse_test_args(argv: list[str]) -> TestArgs:

@@ -111,6 +111,19 @@ def test_parse_test_args(argv: list[str], expected: tuple) -> None:
     assert (got.legs, got.jobs, got.changed, got.pytest_args) == expected
 
 
+@pytest.mark.parametrize("flag", sorted(legs.TEST_FLAGS))
+def test_every_test_flag_is_parsed_by_test_and_kept_from_other_nox_sessions(flag: str) -> None:
+    # `nox -s refresh test -- --changed`: nox hands one posargs list to both sessions, so the noxfile strips
+    # test's flags (legs.TEST_FLAGS) from the others. A flag the table lists must be one `test` parses.
+    import noxfile
+
+    argv = [flag, "1" if flag == "--jobs" else "real" if flag == "--require" else "/usr/bin/python3"]
+    argv = argv[: 1 + legs.TEST_FLAGS[flag]]
+    _, rest = legs.legenv.leg_options("npu", legs.parse_test_args(argv).pytest_args)
+    assert rest == []  # an unparsed flag would reach pytest
+    assert noxfile.without_test_flags([*argv, "--drop", "0002"]) == ["--drop", "0002"]
+
+
 @pytest.mark.parametrize("bad", [["--jobs", "0"], ["--jobs"], ["--jobs=two"]])
 def test_bad_jobs_is_one_clear_error(bad: list[str]) -> None:
     with pytest.raises(KitError, match="--jobs"):
