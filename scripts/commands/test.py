@@ -86,14 +86,19 @@ def test_leg(leg: str, opts: legs.TestArgs) -> int:
             return 0  # nothing changed since the last green run: its record stands
     full = targets == [legs.SUITE]
     series_diff = co.combined_diff(paths.CHECKOUT)
-    measured = [paths.CHECKOUT / f for f in touched([series_diff]) if f.endswith(".py")]
+    # A --changed subset measures no coverage: what it runs comes from the last full run's map, and
+    # coverage.py's tracer would nearly double the edit-test loop (docs/results.md).
+    measured = [paths.CHECKOUT / f for f in touched([series_diff]) if f.endswith(".py")] if full else None
     rc = legs.run_suite(python, env, paths.ROOT, out, measured, targets, pytest_args)
     if not junit.is_file():
         raise legs.SuiteDidNotRun(f"leg {leg}: pytest exited {rc} without a report", "see pytest's output above")
     counts = legs.counts_from_junit(junit.read_text(encoding="utf-8"))
-    wanted = legs.npu_branch_lines(series_diff, paths.CHECKOUT)
-    cov_text = cov_json.read_text(encoding="utf-8") if cov_json.is_file() else '{"files": {}}'
-    coverage = legs.executed(cov_text, paths.ROOT, paths.CHECKOUT, wanted)
+    coverage, by_file = None, None
+    if full:
+        cov_text = cov_json.read_text(encoding="utf-8") if cov_json.is_file() else '{"files": {}}'
+        wanted = legs.npu_branch_lines(series_diff, paths.CHECKOUT)
+        coverage = legs.executed(cov_text, paths.ROOT, paths.CHECKOUT, wanted)
+        by_file = legs.modules_by_file(cov_text, paths.ROOT, paths.CHECKOUT)
     data = legs.record(leg, mode, versions, counts, coverage, state.series_digest)
     oracle = legs.oracle_use(out)
     data |= {"pristine_oracle": oracle, "full_suite": full and not pytest_args, "targets": targets,
@@ -108,10 +113,10 @@ def test_leg(leg: str, opts: legs.TestArgs) -> int:
     # A --changed run never stands in for the full one in reports (the PR body reads test-<leg>).
     records.write(paths.RECORDS, f"test-{leg}" if full else f"test-{leg}-changed", data)
     if counts.ok and rc == 0 and not pytest_args:  # green, and not narrowed by pytest arguments
-        by_file = legs.modules_by_file(cov_text, paths.ROOT, paths.CHECKOUT) if full else None
         legs.write_green(green_file, context, state.patches, patch_files, by_file)
     progress(f"leg {leg}: pristine oracle {oracle['source']} ({oracle['reason']})")
     print(table(["leg", "mode", "torch", "torch_npu", "passed", "failed", "errors", "skipped", "NPU-branch lines run"],
                 [(leg, mode, versions.get("torch"), versions.get("torch_npu"), counts.passed, counts.failed,
-                  counts.errors, counts.skipped, f"{coverage[0]}/{coverage[1]}")]))  # fmt: skip
+                  counts.errors, counts.skipped,
+                  "not measured (--changed)" if coverage is None else f"{coverage[0]}/{coverage[1]}")]))  # fmt: skip
     return 0 if data["passed_all"] and rc == 0 else 1

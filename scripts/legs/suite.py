@@ -82,13 +82,12 @@ def coverage_config(files: list[Path]) -> str:
     return "[run]\ninclude =\n" + "".join(f"    {f}\n" for f in files) + "[json]\nshow_contexts = True\n"
 
 
-def pytest_command(python: Path, junit: Path, cov_json: Path, cov_config: Path, targets: list[str],
+def pytest_command(python: Path, junit: Path, cov_json: Path, cov_config: Path | None, targets: list[str],
                    extra: list[str]) -> list[str]:  # fmt: skip
-    return [
-        str(python), "-m", "pytest", *targets, "-p", "no:cacheprovider", f"--junitxml={junit}",
-        "--cov", f"--cov-config={cov_config}", "--cov-context=test", f"--cov-report=json:{cov_json}",
-        "--cov-report=", *extra,
-    ]  # fmt: skip
+    """The leg's pytest; coverage (per-test contexts, JSON report) only when a coverage config is given."""
+    cov = ["--cov", f"--cov-config={cov_config}", "--cov-context=test", f"--cov-report=json:{cov_json}",
+           "--cov-report="] if cov_config else []  # fmt: skip
+    return [str(python), "-m", "pytest", *targets, "-p", "no:cacheprovider", f"--junitxml={junit}", *cov, *extra]
 
 
 def counts_from_junit(xml_text: str) -> Counts:
@@ -124,26 +123,31 @@ def executed(cov_json_text: str, cwd: Path, checkout: Path, wanted: dict[str, se
     return hit, total
 
 
-def run_suite(python: Path, env: dict[str, str], cwd: Path, out: Path, measured: list[Path], targets: list[str],
-              extra: list[str]) -> int:  # fmt: skip
-    """pytest on the targets (the suite, or modules of it); junit.xml and coverage.json land in out."""
+def run_suite(python: Path, env: dict[str, str], cwd: Path, out: Path, measured: list[Path] | None,
+              targets: list[str], extra: list[str]) -> int:  # fmt: skip
+    """pytest on the targets (the suite, or modules of it); junit.xml and coverage.json land in out.
+
+    ``measured``: the files coverage.py measures; None measures nothing (no coverage.json).
+    """
     junit, cov_json, cov_config = out / "junit.xml", out / "coverage.json", out / "coveragerc"
     for stale in (junit, cov_json):
         stale.unlink(missing_ok=True)
-    cov_config.write_text(coverage_config(measured), encoding="utf-8")
-    command = pytest_command(python, junit, cov_json, cov_config, targets, extra)
+    if measured is not None:
+        cov_config.write_text(coverage_config(measured), encoding="utf-8")
+    command = pytest_command(python, junit, cov_json, cov_config if measured is not None else None, targets, extra)
     return subprocess.run(command, cwd=cwd, env=env).returncode
 
 
-def record(leg: str, mode: str, versions: dict[str, str], counts: Counts, coverage: tuple[int, int],
+def record(leg: str, mode: str, versions: dict[str, str], counts: Counts, coverage: tuple[int, int] | None,
            series_digest: str) -> dict[str, object]:  # fmt: skip
+    """The leg's record; coverage None (not measured) is written as null, never as 0 lines run."""
     return {
         "leg": leg,
         "mode": mode,
         "versions": versions,
         **asdict(counts),
-        "npu_branch_lines_executed": coverage[0],
-        "npu_branch_lines_total": coverage[1],
+        "npu_branch_lines_executed": None if coverage is None else coverage[0],
+        "npu_branch_lines_total": None if coverage is None else coverage[1],
         "series_digest": series_digest,
         "passed_all": counts.ok,
     }

@@ -257,3 +257,36 @@ def test_stock_leg_uses_refuses_and_rebuilds_the_oracle_cache(tmp_path: Path) ->
     (cache / oracle_cache.ORACLE_MANIFEST).write_text(json.dumps(manifest), encoding="utf-8")
     used = run()
     assert used["source"] == "computed" and used["reason"].startswith("pristine_commit changed"), used
+
+
+@pytest.mark.legs
+def test_changed_runs_the_edited_patchs_modules_without_coverage(tmp_path: Path) -> None:
+    # The loop of a carrier: a green full run, a one-line edit of patch 0001, refresh, then --changed.
+    from test_leg_mutations import leg_kit, shared_env_ready
+
+    from scripts.legs.looptimings import edit_patch_0001
+
+    kit = leg_kit(tmp_path / "kit")
+    shared_env_ready(kit, "stock")
+    kit.run("apply", check=True)
+    records = kit.root / ".work" / "records"
+    first = kit.run("test", "stock", "--changed")
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-2000:]
+    assert "no green run of this leg recorded yet" in first.stdout and "running the full suite" in first.stdout
+    assert json.loads((records / "test-stock.json").read_text())["npu_branch_lines_total"] > 0  # measured
+
+    edit_patch_0001(kit.root, 0)
+    kit.run("refresh", check=True)
+    changed = kit.run("test", "stock", "--changed")
+    assert changed.returncode == 0, changed.stdout[-3000:] + changed.stderr[-2000:]
+    data = json.loads((records / "test-stock-changed.json").read_text())
+    assert "tests/regression/test_rope_regression.py" in data["targets"]
+    assert "tests/regression/test_stock_leg.py" not in data["targets"]  # it never executes rope.py
+    not_run = next(line for line in changed.stdout.splitlines() if "not run, as they executed none" in line)
+    assert "test_stock_leg.py" in not_run
+    assert data["npu_branch_lines_executed"] is None and "not measured (--changed)" in changed.stdout
+    assert not (records / "test-stock" / "coverage.json").exists()
+    assert json.loads((records / "test-stock.json").read_text())["full_suite"]  # the full record stands
+
+    again = kit.run("test", "stock", "--changed")
+    assert again.returncode == 0 and "no patch changed since the last green run" in again.stdout
