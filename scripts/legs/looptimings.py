@@ -121,12 +121,18 @@ def spread(runs: list[tuple[float, float, float]]) -> tuple[str, str, str, str]:
     return shown, f"{statistics.median(walls):.1f}", f"{statistics.median(cpus):.1f}", loads
 
 
+def knows_changed(revision: str) -> bool:
+    """Whether the kit at `revision` has `test --changed` (older ones time the full refresh test)."""
+    found = subprocess.run(["git", "grep", "-q", "-F", '"--changed"', revision, "--", "scripts"], cwd=paths.ROOT)
+    return found.returncode == 0
+
+
 def loop_main(baseline: str, repeat: int) -> int:
     """`python -m scripts timings --loop`: the edit-test loop before (baseline revision) and after."""
     cores = os.cpu_count()
     progress(f"{cores} cores; load average now {os.getloadavg()[0]:.1f} (the figures vary with it)")
     after = loop_timings(None, repeat, changed=True)
-    before = loop_timings(baseline, repeat, changed=False)
+    before = loop_timings(baseline, repeat, changed=knows_changed(baseline))
     rows = [(f"before ({baseline})", step, *spread(runs)) for step, runs in before]
     rows += [("after (this checkout)", step, *spread(runs)) for step, runs in after]
     print(table(["kit", "step", "wall s (each run)", "wall median", "CPU s median", "load avg at start"], rows))

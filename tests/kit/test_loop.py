@@ -290,3 +290,12 @@ def test_changed_runs_the_edited_patchs_modules_without_coverage(tmp_path: Path)
 
     again = kit.run("test", "stock", "--changed")
     assert again.returncode == 0 and "no patch changed since the last green run" in again.stdout
+
+
+def test_loop_timings_time_the_baseline_with_changed_only_where_it_has_it() -> None:
+    import subprocess
+
+    from scripts.legs.looptimings import knows_changed
+
+    first = subprocess.run(["git", "rev-list", "--max-parents=0", "HEAD"], capture_output=True, text=True, check=True)
+    assert knows_changed("HEAD") and not knows_changed(first.stdout.split()[0])
