@@ -129,12 +129,13 @@ def run_suite(python: Path, env: dict[str, str], cwd: Path, out: Path, measured:
 
     ``measured``: the files coverage.py measures; None measures nothing (no coverage.json).
     """
-    junit, cov_json, cov_config = out / "junit.xml", out / "coverage.json", out / "coveragerc"
+    junit, cov_json, cov_config = out / "junit.xml", out / "coverage.json", None
     for stale in (junit, cov_json):
         stale.unlink(missing_ok=True)
     if measured is not None:
+        cov_config = out / "coveragerc"
         cov_config.write_text(coverage_config(measured), encoding="utf-8")
-    command = pytest_command(python, junit, cov_json, cov_config if measured is not None else None, targets, extra)
+    command = pytest_command(python, junit, cov_json, cov_config, targets, extra)
     return subprocess.run(command, cwd=cwd, env=env).returncode
 
 

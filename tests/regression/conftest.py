@@ -13,6 +13,7 @@ The leg runner points the suite at two trees through the environment:
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import subprocess
@@ -191,8 +192,6 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     # Every report is written by now. Without this, interpreter shutdown spends ~3 s of a leg collecting the
     # ~700k objects torch and vllm leave behind, one by one, only to exit.
-    import gc
-
     gc.freeze()
 
 
