@@ -1,4 +1,4 @@
-"""Regenerate the leg pin closures in ci/leg-*.txt with uv (--check: compare only, exit 1 when stale)."""
+"""Regenerate the leg pin closures in ci/leg-*.txt with uv (--check: compare as recorded; --newer: drift report)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,13 @@ from scripts.legs import legpins
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--check", action="store_true", help="only compare; exit 1 when a file is stale")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--check", dest="mode", action="store_const", const="check",
+                      help="resolve again as of each file's recorded time; exit 1 when a file is stale")  # fmt: skip
+    mode.add_argument("--newer", dest="mode", action="store_const", const="newer",
+                      help="list what a resolve today would change; write nothing; exit 1 if anything would")  # fmt: skip
+    p.set_defaults(mode="write")
 
 
 def run(args: argparse.Namespace) -> int:
-    return legpins.pins_main(args.check)
+    return legpins.pins_main(args.mode)

@@ -56,9 +56,55 @@ def test_the_resolve_check_bites_on_a_pin_without_an_aarch64_wheel(uv: str, tmp_
 
 @pytest.mark.parametrize("name", legpins.PIN_FILES)
 def test_each_pin_file_is_what_its_header_command_makes(uv: str, name: str) -> None:
+    # As of the time the file records: releases published since then cannot make this fail.
     text = (CI_DIR / name).read_text(encoding="utf-8")
     assert "python -m scripts legpins" in text.split("\n\n", 1)[0]  # the header records the command
-    assert legpins.regenerate(name, uv, index_args()) == text, f"ci/{name} is stale: python -m scripts legpins"
+    as_of = legpins.recorded_as_of("leg-stock.txt")
+    assert legpins.regenerate(name, uv, index_args(), as_of) == text, f"ci/{name} is stale: python -m scripts legpins"
+
+
+def test_the_staleness_check_bites_on_an_edited_top_section(
+    uv: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # Same recorded time, one more top-level requirement: the closure gains its dependencies, so the file is stale.
+    text = (CI_DIR / "leg-stock.txt").read_text(encoding="utf-8")
+    top, closure = legpins.split_pin_file(text)
+    (tmp_path / "leg-stock.txt").write_text(
+        f"{top}requests==2.32.3\n\n{legpins.CLOSURE_MARKER}{closure}", encoding="utf-8"
+    )
+    for other in ("leg-overrides.txt", "leg-npu.txt"):
+        (tmp_path / other).write_text((CI_DIR / other).read_text(encoding="utf-8"), encoding="utf-8")
+    monkeypatch.setattr(legpins, "CI_DIR", tmp_path)
+    as_of = legpins.recorded_as_of("leg-stock.txt")
+    assert legpins.regenerate("leg-stock.txt", uv, index_args(), as_of) != (tmp_path / "leg-stock.txt").read_text(
+        encoding="utf-8"
+    )
+
+
+def test_a_resolve_as_of_an_earlier_time_takes_earlier_releases(uv: str) -> None:
+    # --exclude-newer really moves the answer: the recorded time is what makes the check reproducible.
+    text = (CI_DIR / "leg-stock.txt").read_text(encoding="utf-8")
+    then = legpins.regenerate("leg-stock.txt", uv, index_args(), "2026-11-20T00:00:00Z")
+    assert legpins.changed_pins(text, then), "a resolve ten days earlier pinned the same closure"
+
+
+def test_the_resolution_time_is_read_from_under_the_marker_and_its_absence_is_refused(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    text = f"# head\ntorch==1\n\n{legpins.CLOSURE_MARKER}\n{legpins.AS_OF_PREFIX}2026-11-30T14:43:33Z\na==1\n"
+    assert legpins.resolved_as_of(text) == "2026-11-30T14:43:33Z"
+    assert legpins.resolved_as_of(f"# head\ntorch==1\n\n{legpins.CLOSURE_MARKER}\na==1\n") is None
+    (tmp_path / "leg-x.txt").write_text(f"# head\ntorch==1\n\n{legpins.CLOSURE_MARKER}\na==1\n", encoding="utf-8")
+    monkeypatch.setattr(legpins, "CI_DIR", tmp_path)
+    with pytest.raises(KitError, match="records no resolution time.*python -m scripts legpins"):
+        legpins.recorded_as_of("leg-x.txt")
+
+
+def test_newer_releases_are_listed_by_name_and_versions() -> None:
+    old = f"top\n\n{legpins.CLOSURE_MARKER}\n{legpins.AS_OF_PREFIX}t\na==1\nb==2\n"
+    new = f"top\n\n{legpins.CLOSURE_MARKER}\n{legpins.AS_OF_PREFIX}u\na==1\nb==3\nc==1\n"
+    assert legpins.changed_pins(old, new) == ["b 2 -> 3", "c - -> 1"]
+    assert legpins.changed_pins(old, old.replace("\nt\n", "\nu\n")) == []  # only the time differs: nothing newer
 
 
 def test_platforms_merge_with_markers_only_where_wheels_differ() -> None:
@@ -76,4 +122,7 @@ def test_platforms_merge_with_markers_only_where_wheels_differ() -> None:
 def test_closure_section_is_found_after_its_marker() -> None:
     top, closure = legpins.split_pin_file(f"# head\ntorch==1\n\n{legpins.CLOSURE_MARKER}\na==1\n")
     assert top == "# head\ntorch==1\n" and closure == "\na==1\n"
-    assert legpins.generated_file(top, ["a==1"]) == f"# head\ntorch==1\n\n{legpins.CLOSURE_MARKER}\na==1\n"
+    assert (
+        legpins.generated_file(top, ["a==1"], "2026-11-30T14:43:33Z")
+        == f"# head\ntorch==1\n\n{legpins.CLOSURE_MARKER}\n{legpins.AS_OF_PREFIX}2026-11-30T14:43:33Z\na==1\n"
+    )

@@ -173,6 +173,7 @@ def test_cpu_workflow_restores_uv_cache_keyed_on_the_pins_and_weekly_starts_empt
     assert "actions/cache" not in weekly  # the weekly run proves an empty-cache build
     assert "runner: [ubuntu-24.04, ubuntu-24.04-arm]" in weekly
     assert "python -m scripts legpins --check" in weekly and "nox -s apply test" in weekly
+    assert "run: python -m scripts legpins --newer" in weekly  # new releases are reported weekly, not per push
     assert re.search(r"(?m)^  schedule:\n    - cron: ", weekly)
 
 
