@@ -12,7 +12,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     mode.add_argument("--check", dest="mode", action="store_const", const="check",
                       help="resolve again as of each file's recorded time; exit 1 when a file is stale")  # fmt: skip
     mode.add_argument("--newer", dest="mode", action="store_const", const="newer",
-                      help="list what a resolve today would change; write nothing; exit 1 if anything would")  # fmt: skip
+                      help="list what a resolve today would change (exit 1 if anything would)")  # fmt: skip
     p.set_defaults(mode="write")
 
 
