@@ -3,7 +3,8 @@
 One line per run (e2e) or trial (A/B, one colour per variant) of the time
 between consecutive chunks per chunk index, from ``run-N/benchmark.json``; the
 band the steady median is judged against; the steady window shaded (the chunks
-``metrics.steady_from_benchmark`` pools: index >= warmup_chunks and > 0).
+``metrics.steady_from_benchmark`` pools: index >= warmup_chunks and > 0) and
+each run's or variant's steady median over it, dashed.
 Chunk 0 is not drawn: its interval is the time to first chunk.
 
 The PNG is deterministic (fixed size and dpi, matplotlib's default style, no
@@ -18,6 +19,7 @@ import contextlib
 import io
 import json
 import os
+import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,6 +58,7 @@ class Figure:
     missing: tuple[str, ...]  # "run 2 (server_died: no benchmark.json)"
     band_ms: tuple[float, float]
     steady: tuple[int, int] | None  # first and last steady chunk index drawn; None if none is
+    medians: dict[str, float]  # group -> median of its steady intervals, the figure the band judges
 
 
 # ---- pure ---------------------------------------------------------------------------------------
@@ -104,18 +107,30 @@ def figure(
             missing.append(f"{planned.label} ({planned.status}: {one_line(str(error))})")
     first = max(warmup_chunks, 1)
     last = max((c for line in lines for c in line.chunks), default=0)
-    return Figure(title, tuple(lines), tuple(missing), band_ms, (first, last) if last >= first else None)
+    pooled: dict[str, list[float]] = {}
+    for line in lines:
+        steady = [ms for c, ms in zip(line.chunks, line.intervals_ms, strict=True) if c >= first]
+        pooled.setdefault(line.group, []).extend(steady)
+    medians = {group: statistics.median(values) for group, values in pooled.items() if values}
+    return Figure(title, tuple(lines), tuple(missing), band_ms, (first, last) if last >= first else None, medians)
+
+
+def group_label(fig: Figure, group: str) -> str:
+    """A group as the legend and the caption name it: with its steady median when it has one."""
+    median = fig.medians.get(group)
+    return group if median is None else f"{group} (steady median {median:.1f} ms)"
 
 
 def caption(fig: Figure) -> list[str]:
     """The summary's lines about the plot: the image link and what it shows."""
-    drawn = list(dict.fromkeys(line.group for line in fig.lines))
+    drawn = [group_label(fig, group) for group in dict.fromkeys(line.group for line in fig.lines)]
     lo, hi = fig.band_ms
     window = "no steady chunk was drawn" if fig.steady is None else f"chunks {fig.steady[0]}-{fig.steady[1]}"
     text = (
         f"Chunk intervals (`{PNG}`): time between consecutive chunks per chunk index "
         f"(chunk 0, the time to first chunk, is not drawn) for {'; '.join(drawn) or 'no run'}; "
-        f"green: the band {lo:g}-{hi:g} ms the steady median is judged against; grey: the steady window, {window}."
+        f"dashed: each one's steady median; green: the band {lo:g}-{hi:g} ms the steady median is judged against; "
+        f"grey: the steady window, {window}."
     )
     if fig.missing:
         text += " Missing: " + "; ".join(fig.missing) + "."
@@ -169,16 +184,19 @@ def render(fig: Figure) -> bytes:
         ax = canvas.figure.add_axes((0.08, 0.3, 0.9, 0.6))
         lo, hi = fig.band_ms
         ax.axhspan(lo, hi, color=BAND_COLOUR, alpha=0.15, label=f"band {lo:g}-{hi:g} ms (steady median)")
-        if fig.steady is not None:
-            first, last = fig.steady
-            ax.axvspan(first - 0.5, last + 0.5, color=WINDOW_COLOUR, alpha=0.5, zorder=0,
-                       label=f"steady window: chunks {first}-{last}")  # fmt: skip
         colours = {g: f"C{n % 10}" for n, g in enumerate(dict.fromkeys(line.group for line in fig.lines))}
         labelled: set[str] = set()
         for line in fig.lines:
+            label = None if line.group in labelled else group_label(fig, line.group)
             ax.plot(line.chunks, line.intervals_ms, marker="o", markersize=3, linewidth=1, alpha=0.75,
-                    color=colours[line.group], label=None if line.group in labelled else line.group)  # fmt: skip
+                    color=colours[line.group], label=label)  # fmt: skip
             labelled.add(line.group)
+        if fig.steady is not None:  # medians exist only with a steady window
+            first, last = fig.steady
+            ax.axvspan(first - 0.5, last + 0.5, color=WINDOW_COLOUR, alpha=0.5, zorder=0,
+                       label=f"steady window: chunks {first}-{last}")  # fmt: skip
+            for group, median in fig.medians.items():
+                ax.hlines(median, first - 0.5, last + 0.5, colors=colours[group], linestyles="--", linewidth=1.5)
         if not fig.lines:
             ax.text(0.5, 0.5, "no chunk intervals to draw", transform=ax.transAxes, ha="center", va="center")
         ax.set_title(fig.title)

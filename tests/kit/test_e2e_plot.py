@@ -10,6 +10,7 @@ it, no traceback, and every evidence file left as it was.
 
 from __future__ import annotations
 
+import statistics
 import subprocess
 import sys
 from collections.abc import Callable
@@ -21,7 +22,7 @@ import pytest
 
 from scripts import paths
 from scripts.e2e import evidence, metrics, plot
-from scripts.e2e.ab import abba
+from scripts.e2e.ab import abba, steady_intervals
 from scripts.e2e.config import parse_args
 from scripts.e2e.evidence import RunRecord
 
@@ -61,6 +62,7 @@ def test_figure_draws_intervals_after_chunk_zero_the_band_and_the_steady_window(
     assert fig.lines[1].intervals_ms == tuple(320.0 + i for i in range(1, CHUNKS))
     assert fig.band_ms == BAND and fig.missing == ()
     assert fig.steady == (WARMUP, CHUNKS - 1)
+    assert fig.medians == {"run 1": 314.5, "run 2": 324.5}  # 300 + 10 * run + the median of chunks 2..7
 
 
 @pytest.mark.parametrize(("warmup", "window"), [(0, (1, 7)), (1, (1, 7)), (7, (7, 7)), (8, None)])
@@ -70,7 +72,21 @@ def test_steady_window_is_the_chunks_the_verdict_pools(warmup: int, window: tupl
     fig = plot.figure("t", [(planned("run 1"), document, "")], BAND, warmup)
     assert fig.steady == window
     shaded = [] if fig.steady is None else [i for i in fig.lines[0].chunks if fig.steady[0] <= i <= fig.steady[1]]
-    assert len(shaded) == metrics.steady_from_benchmark(document, warmup).count
+    steady = metrics.steady_from_benchmark(document, warmup)
+    assert len(shaded) == steady.count
+    assert fig.medians.get("run 1") == steady.median_ms
+
+
+def test_a_variants_median_is_the_ab_summarys_pooled_median() -> None:
+    order = abba(1)
+    documents = {i: benchmark(run_intervals(i)) for i in range(1, len(order) + 1)}
+    trials = plot.ab_trials(Path("f"), order, [], {"A": "v1", "B": "HEAD"})
+    fig = plot.figure("t", [(p, documents[i], "") for i, p in enumerate(trials, start=1)], BAND, WARMUP)
+    for variant, group in (("A", "A = v1: trials 1, 4"), ("B", "B = HEAD: trials 2, 3")):
+        pooled = [
+            ms for i, v in enumerate(order, start=1) if v == variant for ms in steady_intervals(documents[i], WARMUP)
+        ]
+        assert fig.medians[group] == statistics.median(pooled)
 
 
 def test_sessions_are_lines_of_their_own_and_chunks_are_ordered_by_index() -> None:
@@ -166,7 +182,11 @@ def test_summary_md_links_the_png_with_a_caption(tmp_path: Path) -> None:
     text = (folder / "summary.md").read_text()
     assert f"![e2e (standin): chunk intervals per run]({plot.PNG})" in text.splitlines()
     caption = next(line for line in text.splitlines() if line.startswith("Chunk intervals"))
-    assert "run 1; run 2" in caption and "band 50-400 ms" in caption and f"chunks {WARMUP}-{CHUNKS - 1}" in caption
+    assert (
+        "run 1 (steady median 314.5 ms); run 2 (steady median 324.5 ms)" in caption
+        and "band 50-400 ms" in caption
+        and f"chunks {WARMUP}-{CHUNKS - 1}" in caption
+    )
     assert "Missing" not in caption and (folder / plot.PNG).is_file()
 
 
