@@ -182,21 +182,23 @@ def render(fig: Figure) -> bytes:
     with matplotlib.style.context("default"):
         canvas = FigureCanvasAgg(MplFigure(figsize=SIZE_IN, dpi=DPI))
         ax = canvas.figure.add_axes((0.08, 0.3, 0.9, 0.6))
-        lo, hi = fig.band_ms
-        ax.axhspan(lo, hi, color=BAND_COLOUR, alpha=0.15, label=f"band {lo:g}-{hi:g} ms (steady median)")
         colours = {g: f"C{n % 10}" for n, g in enumerate(dict.fromkeys(line.group for line in fig.lines))}
         labelled: set[str] = set()
         for line in fig.lines:
             label = None if line.group in labelled else group_label(fig, line.group)
-            ax.plot(line.chunks, line.intervals_ms, marker="o", markersize=3, linewidth=1, alpha=0.75,
+            ax.plot(line.chunks, line.intervals_ms, marker="o", markersize=3, linewidth=1, alpha=0.6,
                     color=colours[line.group], label=label)  # fmt: skip
             labelled.add(line.group)
+        # Drawn after the runs: the legend's first column names the runs, the second the band and the window.
+        lo, hi = fig.band_ms
+        ax.axhspan(lo, hi, color=BAND_COLOUR, alpha=0.15, label=f"band {lo:g}-{hi:g} ms (steady median)")
         if fig.steady is not None:  # medians exist only with a steady window
             first, last = fig.steady
             ax.axvspan(first - 0.5, last + 0.5, color=WINDOW_COLOUR, alpha=0.5, zorder=0,
                        label=f"steady window: chunks {first}-{last}")  # fmt: skip
             for group, median in fig.medians.items():
-                ax.hlines(median, first - 0.5, last + 0.5, colors=colours[group], linestyles="--", linewidth=1.5)
+                ax.hlines(median, first - 0.5, last + 0.5, colors=colours[group], linestyles="--", linewidth=2,
+                          zorder=3)  # fmt: skip
         if not fig.lines:
             ax.text(0.5, 0.5, "no chunk intervals to draw", transform=ax.transAxes, ha="center", va="center")
         ax.set_title(fig.title)
