@@ -219,5 +219,5 @@ def summary_markdown(summary: Mapping[str, Any], manifest: Mapping[str, Any]) ->
     runs = plot.e2e_runs(folder, summary["runs"], int(cfg["runs"]))
     title = f"e2e ({summary['mode']}): chunk intervals per run"
     lines += ["", *plot.section(folder, title, runs, (lo, hi), int(cfg["warmup_chunks"]))]
-    lines += ["", f"Environment and logs: evidence folder `{Path(summary['evidence']).name}`.", ""]
+    lines += ["", f"Environment and logs: evidence folder `{folder.name}`.", ""]
     return "\n".join(lines)
