@@ -141,6 +141,20 @@ def test_png_decodes_at_the_fixed_size_and_is_byte_stable(tmp_path: Path) -> Non
     assert sorted(p.name for p in tmp_path.iterdir()) == [plot.PNG, "run-1", "run-2"]  # no partial file left
 
 
+def test_ab_plot_names_the_failed_trial_and_those_never_run(tmp_path: Path) -> None:
+    """An A/B stops at its first failed trial: the plot draws the trials before it and names the rest."""
+    write_runs(tmp_path, 1)
+    order = abba(1)
+    trials = plot.ab_trials(tmp_path, order, [{"trial": 1, "status": "ok"}, {"trial": 2, "status": "server_died"}],
+                            {"A": "v1", "B": "HEAD"})  # fmt: skip
+    lines = plot.section(tmp_path, "A/B (standin)", trials, BAND, WARMUP)
+    assert lines[-1].endswith(
+        "Missing: trial 2 (B) (server_died: no benchmark.json); trial 3 (B) (not run); trial 4 (A) (not run)."
+    )
+    assert "for A = v1: trials 1, 4 (steady median 314.5 ms); dashed" in lines[-1]
+    assert (tmp_path / plot.PNG).is_file()
+
+
 # ---- summary.md, as `nox -s e2e` writes it, and its faults -------------------------------------------------
 
 WRITE_SUMMARY = """
