@@ -101,7 +101,8 @@ def kit(session: nox.Session) -> None:
 @nox.session(venv_backend=VENV_BACKEND, default=False)
 def e2e(session: nox.Session) -> None:
     """LingBot-World realtime benchmark on 4 Ascend cards, two independent runs (-- --standin: the test stand-in)."""
-    session.install(pinned("websockets"), pinned("av"))  # the kit's client and frame hashes; the server is elsewhere
+    # the kit's client, frame hashes and the evidence's plot; the server is elsewhere
+    session.install(pinned("websockets"), pinned("av"), pinned("matplotlib"))
     session.run("python", "-m", "scripts", "e2e", *session.posargs)
 
 

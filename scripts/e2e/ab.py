@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from scripts import checkout, gitcmd, paths, records, revisions
-from scripts.e2e import bench, compare, determinism, evidence, install, preflight
+from scripts.e2e import bench, compare, determinism, evidence, install, plot, preflight
 from scripts.e2e.config import E2EConfig, fill_cmd, standin_server_cmd
 from scripts.e2e.evidence import RunRecord
 from scripts.errors import KitError
@@ -350,7 +350,12 @@ def execute(config: E2EConfig, base_python: str | None, checks: Sequence[preflig
                 "evidence": str(folder), "series_digest": b.series_digest}  # fmt: skip
     evidence.write_json(folder / "ab.json", document)
     text = markdown(summary, items, config.standin)
-    (folder / "ab.md").write_text(text + ("" if config.standin else f"\n```\n{hardware}\n```\n"))
+    planned = plot.ab_trials(folder, abba(config.ab_repeats), summary["trials"], {"A": a.label, "B": b.label})
+    figure = plot.section(folder, f"A/B ({config.mode}): chunk intervals per trial", planned, config.band_ms,
+                          config.warmup_chunks)  # fmt: skip
+    (folder / "ab.md").write_text(
+        text + "\n" + "\n".join(figure) + "\n" + ("" if config.standin else f"\n```\n{hardware}\n```\n")
+    )
     records.write(config.evidence_root.parent / "records", "e2e-ab", {**document, "markdown": text})
     print(f"e2e: A/B {summary['verdict'].upper()}: {summary['reason']}", flush=True)
     print(f"e2e: evidence {folder}", flush=True)

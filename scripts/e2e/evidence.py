@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from scripts import paths
+from scripts.e2e import plot
 
 STANDIN_NOTE = (
     "stand-in engine behind vllm-omni's own realtime video handler from the patched checkout "
@@ -163,7 +164,7 @@ def _num(value: float | None, digits: int) -> str:
 
 
 def summary_markdown(summary: Mapping[str, Any], manifest: Mapping[str, Any]) -> str:
-    """The PR's Test Result section, from summary.json and the manifest only."""
+    """The PR's Test Result section, from summary.json and the manifest; draws the runs' chunk-interval plot."""
     lo, hi = summary["band_ms"]
     cfg = manifest["config"]
     lines = [
@@ -214,5 +215,9 @@ def summary_markdown(summary: Mapping[str, Any], manifest: Mapping[str, Any]) ->
                 f"max abs diff {det['max_abs_diff']}, PSNR {det['psnr_db']} dB)."
             )
         )
-    lines += ["", f"Environment and logs: evidence folder `{Path(summary['evidence']).name}`.", ""]
+    folder = Path(summary["evidence"])
+    runs = plot.e2e_runs(folder, summary["runs"], int(cfg["runs"]))
+    title = f"e2e ({summary['mode']}): chunk intervals per run"
+    lines += ["", *plot.section(folder, title, runs, (lo, hi), int(cfg["warmup_chunks"]))]
+    lines += ["", f"Environment and logs: evidence folder `{folder.name}`.", ""]
     return "\n".join(lines)

@@ -1,0 +1,269 @@
+"""The chunk-interval plot of the e2e and A/B evidence folders (scripts/e2e/plot.py).
+
+The plotted data is computed by pure functions, tested on known values; the PNG
+is drawn from synthetic benchmark JSONs in the clients' format and decoded back.
+The fault table writes summary.md the way ``nox -s e2e`` does (from summary.json
+and manifest.json, in a separate python process) and checks that a bad or missing
+run, a blocked PNG path or a python without matplotlib each give one line naming
+it, no traceback, and every evidence file left as it was.
+"""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from scripts import paths
+from scripts.e2e import evidence, metrics, plot
+from scripts.e2e.ab import abba, steady_intervals
+from scripts.e2e.config import parse_args
+from scripts.e2e.evidence import RunRecord
+
+pytest.importorskip("matplotlib", reason="the plot needs matplotlib (ci/kit-tools.txt)")
+
+BAND = (50.0, 400.0)
+WARMUP = 2
+CHUNKS = 8
+
+
+def chunk_list(intervals_ms: list[float]) -> list[dict[str, Any]]:
+    return [{"index": i, "inter_arrival_ms": ms, "num_frames": 12 if i else 9} for i, ms in enumerate(intervals_ms)]
+
+
+def benchmark(*sessions: list[float]) -> dict[str, Any]:
+    """A benchmark JSON as the clients write it, reduced to what the plot and metrics read."""
+    return {"config": {"target_fps": 16.0}, "sessions": [{"chunks": chunk_list(list(s))} for s in sessions]}
+
+
+def run_intervals(run: int) -> list[float]:
+    """Known intervals: chunk 0 is a slow first chunk, then 300 + 10*run + chunk index ms."""
+    return [900.0, *(300.0 + 10 * run + i for i in range(1, CHUNKS))]
+
+
+def planned(label: str, status: str = "ok") -> plot.Planned:
+    return plot.Planned(label, label, status, Path("unused"))
+
+
+# ---- the plotted data, pure ------------------------------------------------------------------------------
+
+
+def test_figure_draws_intervals_after_chunk_zero_the_band_and_the_steady_window() -> None:
+    runs = [(planned(f"run {r}"), benchmark(run_intervals(r)), "") for r in (1, 2)]
+    fig = plot.figure("t", runs, BAND, WARMUP)
+    assert [line.label for line in fig.lines] == ["run 1", "run 2"]
+    assert fig.lines[0].chunks == tuple(range(1, CHUNKS))
+    assert fig.lines[1].intervals_ms == tuple(320.0 + i for i in range(1, CHUNKS))
+    assert fig.band_ms == BAND and fig.missing == ()
+    assert fig.steady == (WARMUP, CHUNKS - 1)
+    assert fig.medians == {"run 1": 314.5, "run 2": 324.5}  # 300 + 10 * run + the median of chunks 2..7
+
+
+@pytest.mark.parametrize(("warmup", "window"), [(0, (1, 7)), (1, (1, 7)), (7, (7, 7)), (8, None)])
+def test_steady_window_is_the_chunks_the_verdict_pools(warmup: int, window: tuple[int, int] | None) -> None:
+    """Invariant: the shaded chunks are exactly those metrics.steady_from_benchmark judges."""
+    document = benchmark(run_intervals(1))
+    fig = plot.figure("t", [(planned("run 1"), document, "")], BAND, warmup)
+    assert fig.steady == window
+    shaded = [] if fig.steady is None else [i for i in fig.lines[0].chunks if fig.steady[0] <= i <= fig.steady[1]]
+    steady = metrics.steady_from_benchmark(document, warmup)
+    assert len(shaded) == steady.count
+    assert fig.medians.get("run 1") == steady.median_ms
+
+
+def test_a_variants_median_is_the_ab_summarys_pooled_median() -> None:
+    order = abba(1)
+    documents = {i: benchmark(run_intervals(i)) for i in range(1, len(order) + 1)}
+    trials = plot.ab_trials(Path("f"), order, [], {"A": "v1", "B": "HEAD"})
+    fig = plot.figure("t", [(p, documents[i], "") for i, p in enumerate(trials, start=1)], BAND, WARMUP)
+    for variant, group in (("A", "A = v1: trials 1, 4"), ("B", "B = HEAD: trials 2, 3")):
+        pooled = [
+            ms for i, v in enumerate(order, start=1) if v == variant for ms in steady_intervals(documents[i], WARMUP)
+        ]
+        assert fig.medians[group] == statistics.median(pooled)
+
+
+def test_sessions_are_lines_of_their_own_and_chunks_are_ordered_by_index() -> None:
+    document = benchmark([900.0, 301.0, 302.0], [800.0, 311.0, 312.0])
+    document["sessions"][1]["chunks"].reverse()
+    fig = plot.figure("t", [(planned("run 1"), document, "")], BAND, 1)
+    assert [(line.label, line.chunks, line.intervals_ms) for line in fig.lines] == [
+        ("run 1, session 1", (1, 2), (301.0, 302.0)),
+        ("run 1, session 2", (1, 2), (311.0, 312.0)),
+    ]
+
+
+def test_planned_runs_and_trials_name_what_never_started() -> None:
+    folder = Path("evidence")
+    runs = plot.e2e_runs(folder, [asdict(RunRecord(1, "ok")), asdict(RunRecord(2, "server_died"))], 3)
+    assert [(p.label, p.status, p.path) for p in runs] == [
+        ("run 1", "ok", folder / "run-1" / "benchmark.json"),
+        ("run 2", "server_died", folder / "run-2" / "benchmark.json"),
+        ("run 3", "not run", folder / "run-3" / "benchmark.json"),
+    ]
+    trials = plot.ab_trials(folder, abba(1), [{"trial": 1, "status": "ok"}], {"A": "v1", "B": "HEAD"})
+    assert [(p.label, p.group, p.status) for p in trials] == [
+        ("trial 1 (A)", "A = v1: trials 1, 4", "ok"),
+        ("trial 2 (B)", "B = HEAD: trials 2, 3", "not run"),
+        ("trial 3 (B)", "B = HEAD: trials 2, 3", "not run"),
+        ("trial 4 (A)", "A = v1: trials 1, 4", "not run"),
+    ]
+
+
+# ---- the PNG -----------------------------------------------------------------------------------------------
+
+
+def write_runs(folder: Path, runs: int) -> None:
+    for r in range(1, runs + 1):
+        (folder / f"run-{r}").mkdir(parents=True)
+        evidence.write_json(folder / f"run-{r}" / "benchmark.json", benchmark(run_intervals(r)))
+
+
+def test_png_decodes_at_the_fixed_size_and_is_byte_stable(tmp_path: Path) -> None:
+    from matplotlib.image import imread
+
+    write_runs(tmp_path, 2)
+    runs = plot.e2e_runs(tmp_path, [asdict(RunRecord(1, "ok")), asdict(RunRecord(2, "ok"))], 2)
+    lines = plot.section(tmp_path, "e2e (standin)", runs, BAND, WARMUP)
+    assert lines[0] == f"![e2e (standin)]({plot.PNG})"
+    first = (tmp_path / plot.PNG).read_bytes()
+    width, height = (round(side * plot.DPI) for side in plot.SIZE_IN)
+    assert imread(tmp_path / plot.PNG).shape[:2] == (height, width)
+    assert b"matplotlib" not in first.lower()  # no version in the metadata: same data, same bytes
+    plot.section(tmp_path, "e2e (standin)", runs, BAND, WARMUP)
+    assert (tmp_path / plot.PNG).read_bytes() == first
+    assert sorted(p.name for p in tmp_path.iterdir()) == [plot.PNG, "run-1", "run-2"]  # no partial file left
+
+
+def test_ab_plot_names_the_failed_trial_and_those_never_run(tmp_path: Path) -> None:
+    """An A/B stops at its first failed trial: the plot draws the trials before it and names the rest."""
+    write_runs(tmp_path, 1)
+    order = abba(1)
+    trials = plot.ab_trials(tmp_path, order, [{"trial": 1, "status": "ok"}, {"trial": 2, "status": "server_died"}],
+                            {"A": "v1", "B": "HEAD"})  # fmt: skip
+    lines = plot.section(tmp_path, "A/B (standin)", trials, BAND, WARMUP)
+    assert lines[-1].endswith(
+        "Missing: trial 2 (B) (server_died: no benchmark.json); trial 3 (B) (not run); trial 4 (A) (not run)."
+    )
+    assert "for A = v1: trials 1, 4 (steady median 314.5 ms); dashed" in lines[-1]
+    assert (tmp_path / plot.PNG).is_file()
+
+
+# ---- summary.md, as `nox -s e2e` writes it, and its faults -------------------------------------------------
+
+WRITE_SUMMARY = """
+import json, sys
+from pathlib import Path
+from scripts.e2e import evidence
+folder = Path(sys.argv[1])
+summary, manifest = (json.loads((folder / name).read_text()) for name in ("summary.json", "manifest.json"))
+(folder / "summary.md").write_text(evidence.summary_markdown(summary, manifest))
+"""
+
+
+def e2e_folder(folder: Path, records: list[RunRecord]) -> None:
+    """An e2e evidence folder of two planned stand-in runs: manifest, summary.json, each record's JSON."""
+    config = parse_args(["--standin", "--chunks", str(CHUNKS), "--warmup-chunks", str(WARMUP), "--runs", "2"])
+    folder.mkdir()
+    manifest = {"mode": "standin", "config": asdict(config), "client": "kit", "versions": {}, "kit": {}}
+    evidence.write_json(folder / "manifest.json", manifest)
+    write_runs(folder, len(records))
+    summary = evidence.summary_document(verdict="pass", reason="r", mode="standin", band_ms=BAND, runs=records,
+                                        determinism=None, folder=folder)  # fmt: skip
+    evidence.write_json(folder / "summary.json", summary)
+
+
+def write_summary(folder: Path, *python_flags: str) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, *python_flags, "-c", WRITE_SUMMARY, str(folder)]
+    return subprocess.run(cmd, cwd=paths.ROOT, capture_output=True, text=True, timeout=300)
+
+
+def evidence_files(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_summary_md_links_the_png_with_a_caption(tmp_path: Path) -> None:
+    folder = tmp_path / "e2e"
+    e2e_folder(folder, [RunRecord(1, "ok"), RunRecord(2, "ok")])
+    done = write_summary(folder)
+    assert done.returncode == 0, done.stderr
+    text = (folder / "summary.md").read_text()
+    assert f"![e2e (standin): chunk intervals per run]({plot.PNG})" in text.splitlines()
+    caption = next(line for line in text.splitlines() if line.startswith("Chunk intervals"))
+    assert (
+        "run 1 (steady median 314.5 ms); run 2 (steady median 324.5 ms)" in caption
+        and "band 50-400 ms" in caption
+        and f"chunks {WARMUP}-{CHUNKS - 1}" in caption
+    )
+    assert "Missing" not in caption and (folder / plot.PNG).is_file()
+
+
+def remove_run_2_json(folder: Path) -> None:
+    (folder / "run-2" / "benchmark.json").unlink()
+
+
+def block_png(folder: Path) -> None:
+    (folder / plot.PNG).mkdir()
+
+
+def edit_run_1(change: Callable[[str], str]) -> Callable[[Path], None]:
+    def setup(folder: Path) -> None:
+        path = folder / "run-1" / "benchmark.json"
+        path.write_text(change(path.read_text()))
+
+    return setup
+
+
+@dataclass(frozen=True)
+class Row:
+    name: str
+    records: tuple[RunRecord, ...]
+    setup: Callable[[Path], None]
+    needle: str
+    png: bool  # whether the PNG is drawn (from what exists)
+    python_flags: tuple[str, ...] = ()
+
+
+OK2 = (RunRecord(1, "ok"), RunRecord(2, "ok"))
+ROWS = [
+    Row("failed run without JSON", (RunRecord(1, "ok"), RunRecord(2, "server_died")), remove_run_2_json,
+        "Missing: run 2 (server_died: no benchmark.json).", png=True),
+    Row("run after the failure never started", (RunRecord(1, "server_died"),), lambda _f: None,
+        "Missing: run 2 (not run).", png=True),
+    Row("truncated JSON", OK2, edit_run_1(lambda t: t[: len(t) // 2]),
+        "Missing: run 1 (ok: benchmark.json unreadable: ", png=True),
+    Row("JSON without sessions", OK2, edit_run_1(lambda t: t.replace('"sessions"', '"other"')),
+        "Missing: run 1 (ok: no sessions list).", png=True),
+    Row("chunk without its interval", OK2, edit_run_1(lambda t: t.replace('"inter_arrival_ms"', '"x"', 1)),
+        "Missing: run 1 (ok: session 1's chunks lack index/inter_arrival_ms ('inter_arrival_ms')).", png=True),
+    Row("PNG path taken by a folder", OK2, block_png,
+        "Chunk-interval plot not made: IsADirectoryError: ", png=False),
+    Row("python without matplotlib", OK2, lambda _f: None,
+        "Chunk-interval plot not made: No module named 'matplotlib' -- install the kit's tools: "
+        "pip install -r ci/kit-tools.txt", png=False, python_flags=("-S",)),  # -S: no site-packages
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[r.name for r in ROWS])
+def test_plot_fault_row(row: Row, tmp_path: Path) -> None:
+    folder = tmp_path / "e2e"
+    e2e_folder(folder, list(row.records))
+    row.setup(folder)
+    before = evidence_files(folder)
+    done = write_summary(folder, *row.python_flags)
+    out = done.stdout + done.stderr
+    assert done.returncode == 0 and "Traceback" not in out, out
+    text = (folder / "summary.md").read_text()
+    assert text.startswith("## Test Result") and "Environment and logs" in text  # the rest of the summary is there
+    said = [line for line in text.splitlines() if row.needle in line]
+    assert len(said) == 1, text
+    assert not said[0].startswith("Chunk-interval plot not made") or " -- " in said[0]  # the thing, then the fix
+    assert (folder / plot.PNG).is_file() is row.png
+    after = evidence_files(folder)
+    assert {k: v for k, v in after.items() if k not in ("summary.md", plot.PNG)} == before  # nothing lost
