@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import re
+import shutil
 import subprocess
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -19,6 +21,8 @@ from pathlib import Path
 from scripts import checkout as co
 from scripts import paths
 from scripts.diffparse import FileDiff, parse
+from scripts.errors import KitError
+from scripts.gitcmd import last_line
 
 SPDX = (
     "# SPDX-License-Identifier: Apache-2.0",
@@ -307,13 +311,36 @@ def added_line_set(series_diff: str) -> dict[str, set[int]]:
 # ---- ruff at the edge --------------------------------------------------------------
 
 
+class RuffError(KitError):
+    """The ruff executable cannot be found or run."""
+
+
+def resolve_ruff(ruff: str) -> str:
+    """The absolute path of the ruff to run, resolved once from the caller's folder: a path (relative to the
+    working directory, as a shell would read it) or a name on PATH. Every later call runs in other folders."""
+    if os.sep in ruff or (os.altsep and os.altsep in ruff):
+        path = Path(ruff).expanduser().resolve()
+        if not (path.is_file() and os.access(path, os.X_OK)):
+            raise RuffError(f"--ruff {ruff}: no executable file at {path}",
+                            "pass the path of a ruff executable (e.g. .venv/bin/ruff) or a name on PATH")  # fmt: skip
+        return str(path)
+    found = shutil.which(ruff)
+    if found is None:
+        raise RuffError(f"--ruff {ruff}: not found on PATH",
+                        "install the kit's tools (pip install -r ci/kit-tools.txt) or pass --ruff PATH")  # fmt: skip
+    return str(Path(found).resolve())
+
+
+def run_ruff(ruff: str, args: list[str], cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """ruff (an absolute path from resolve_ruff) with args; exit codes are the caller's to judge."""
+    return subprocess.run([ruff, *args], cwd=cwd, capture_output=True, text=True)
+
+
 def ruff_check(ruff: str, config: Path, tree: Path, files: list[str]) -> list[Finding]:
-    proc = subprocess.run(
-        [ruff, "check", "--config", str(config), "--output-format", "json", "--no-cache", *files],
-        cwd=tree, capture_output=True, text=True,
-    )  # fmt: skip
+    proc = run_ruff(ruff, ["check", "--config", str(config), "--output-format", "json", "--no-cache", *files], tree)
     if proc.returncode not in (0, 1):
-        raise RuntimeError(f"ruff check failed: {proc.stderr.strip()}")
+        raise RuffError(f"ruff check failed on .work/{tree.name}: {last_line(proc.stderr, proc.stdout)}",
+                        "read ruff's message above; --ruff must be ruff itself (upstream pins v0.14.10)")  # fmt: skip
     return [
         Finding(
             str(Path(r["filename"]).relative_to(tree)),
@@ -330,15 +357,17 @@ def ruff_format_unclean(ruff: str, config: Path, tree: Path, files: list[str]) -
     """Files `ruff format --check` would reformat."""
     if not files:
         return []
-    proc = subprocess.run(
-        [ruff, "format", "--check", "--config", str(config), "--no-cache", *files], cwd=tree, capture_output=True,
-        text=True,
-    )  # fmt: skip
+    proc = run_ruff(ruff, ["format", "--check", "--config", str(config), "--no-cache", *files], tree)
     return [line.split(" ", 2)[-1] for line in proc.stdout.splitlines() if line.startswith("Would reformat: ")]
 
 
 def ruff_version(ruff: str) -> str:
-    return subprocess.run([ruff, "--version"], capture_output=True, text=True, check=True).stdout.split()[-1]
+    proc = run_ruff(ruff, ["--version"])
+    words = proc.stdout.split()
+    if proc.returncode != 0 or len(words) < 2 or words[0] != "ruff":
+        raise RuffError(f"--ruff {ruff} is not ruff (`{ruff} --version` said {last_line(proc.stderr, proc.stdout)!r})",
+                        "pass the path of a ruff executable or a name on PATH")  # fmt: skip
+    return words[-1]
 
 
 # ---- the whole series: what `nox -s lint` and the PR precheck report ---------------
@@ -379,7 +408,8 @@ def lint_series(ruff: str, config: Path, tree: Path, pristine: Path, series_diff
 
 
 def lint_checkout(ruff: str) -> tuple[SeriesLint, str]:
-    """(the series' findings, ruff's version) on the kit's checkout: `lint` and `pr` both run exactly this."""
+    """(the series' findings, ruff's version) on the kit's checkout: `lint` and `pr` both run exactly this;
+    ruff is resolve_ruff's answer."""
     version = ruff_version(ruff)
     config = paths.CI_DIR / "ruff-upstream.toml"
     found = lint_series(ruff, config, paths.CHECKOUT, paths.PRISTINE_TREE, co.combined_diff(paths.CHECKOUT))
