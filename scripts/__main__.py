@@ -50,12 +50,13 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-class Terminated(BaseException):
-    """SIGTERM, raised like Ctrl-C so that every cleanup (finally, with) runs."""
+# Signals that end a run (a closed terminal, a cancelled CI job, Ctrl-\\): each is raised like Ctrl-C, named
+# (KeyboardInterrupt("SIGTERM")), so that every cleanup (finally, with) runs and the state can say what ended it.
+ENDING_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 
 
-def on_sigterm(signum: int, frame: object) -> None:
-    raise Terminated
+def on_ending_signal(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -66,14 +67,16 @@ def main(argv: list[str] | None = None) -> int:
     if extra:  # `test --durations=15`: what argparse does not know before the first positional goes on
         field = "pytest_args" if hasattr(args, "pytest_args") else "args"
         setattr(args, field, [*extra, *getattr(args, field)])
-    signal.signal(signal.SIGTERM, on_sigterm)
+    for ending in ENDING_SIGNALS:
+        signal.signal(ending, on_ending_signal)
     try:
         return args.run(args)
     except KitError as exc:
         fail(str(exc))
         return exc.exit_code
-    except (KeyboardInterrupt, Terminated):
-        fail(f"{args.command} interrupted -- nothing is half-written; run it again (other commands say if it must)")
+    except KeyboardInterrupt as stop:
+        fail(f"{args.command} interrupted by {stop or 'SIGINT'} -- nothing is half-written; run it again "
+             "(other commands say if it must)")  # fmt: skip
         return 130
     except OSError as exc:  # the last guard: a file the kit could not read or write, named in one line
         fail(

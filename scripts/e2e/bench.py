@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -100,7 +101,10 @@ def run(cmd: list[str], env: Mapping[str, str], log_path: Path, timeout_s: float
             code: int | None = proc.wait(timeout=timeout_s)
             timed_out = False
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
             code, timed_out = None, True
+        finally:  # a timeout, or a signal that ends the e2e: the client's whole group goes too
+            if proc.poll() is None or timed_out:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
     return BenchOutcome(returncode=code, timed_out=timed_out, last_error=last_error_line(log_path))

@@ -8,18 +8,16 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 from scripts import paths, records
 from scripts.e2e import ab, bench, compare, determinism, evidence, install, lock, metrics, preflight, server
-from scripts.e2e.config import E2EConfig, fill_cmd, parse_args, standin_server_cmd
+from scripts.e2e.config import E2EConfig, fill_cmd, standin_server_cmd
 from scripts.e2e.evidence import RunRecord
 from scripts.errors import KitError
 from scripts.legs import legenv
@@ -28,11 +26,6 @@ from scripts.series import series_digest as digest_of
 
 PORT_RELEASE_S = 10.0
 CARD_RELEASE_S = 60.0
-
-
-def _on_sigterm(signum: int, frame: FrameType | None) -> None:
-    # A cancelled CI job sends SIGTERM: unwind so every server group is stopped.
-    raise SystemExit(128 + signum)
 
 
 def _rel(folder: Path, path: Path) -> str:
@@ -267,6 +260,9 @@ def execute(config: E2EConfig, python: str | None, checks: Sequence[preflight.Ch
     except KitError as error:
         result = ("setup_failed", str(error))
         raise
+    except KeyboardInterrupt as stop:  # the server of the run under way was stopped on the way out
+        result = ("interrupted", evidence.interruption(stop, f"run {len(runs) + 1} of {config.runs}"))
+        raise
     finally:
         summary = evidence.summary_document(
             verdict=result[0], reason=result[1], mode=config.mode, band_ms=config.band_ms,
@@ -298,18 +294,18 @@ def _card_map(config: E2EConfig) -> dict[str, Any]:
     }
 
 
-def main(argv: Sequence[str]) -> int:
-    signal.signal(signal.SIGTERM, _on_sigterm)
-    try:
-        config = parse_args(argv)
-        python = install.base_python(config.python) if config.mode == "ascend" else None
-        checks = preflight.run(config, python)
-        # A server started elsewhere holds its own cards; this run takes none.
-        cards = () if config.mode == "external" else config.cards
-        with lock.hold_cards(cards, config.lock_dir, config.lock_wait_s):
-            if config.ab:
-                return ab.execute(config, python, checks)
-            return execute(config, python, checks)
-    except KitError as error:
-        print(f"e2e: {error}", file=sys.stderr)
-        return error.exit_code
+def locked_cards(config: E2EConfig) -> tuple[int, ...]:
+    """The cards whose machine-wide locks this run takes: only real ones (a stand-in or a server started
+    elsewhere uses none here, so such runs never wait for each other or for a job on the cards)."""
+    return config.cards if config.mode == "ascend" else ()
+
+
+def main(config: E2EConfig) -> int:
+    """config is parse_args' (every option checked). Setup errors are KitErrors and signals KeyboardInterrupts:
+    the front door reports both in one line."""
+    python = install.base_python(config.python) if config.mode == "ascend" else None
+    checks = preflight.run(config, python)
+    with lock.hold_cards(locked_cards(config), config.lock_dir, config.lock_wait_s):
+        if config.ab:
+            return ab.execute(config, python, checks)
+        return execute(config, python, checks)

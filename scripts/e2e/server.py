@@ -9,7 +9,8 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -108,8 +109,26 @@ def _wait_group_gone(pgid: int, timeout_s: float) -> bool:
     return True
 
 
+@contextmanager
+def signals_held() -> Iterator[None]:
+    """Hold back the signals that end a run (INT, TERM, HUP, QUIT) for the block: a second Ctrl-C while the
+    server is being stopped must not leave it running. A held signal is delivered when the block ends."""
+    held = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT}
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+
 def stop(server: Server, timeout_s: float) -> list[int]:
-    """SIGTERM the whole group, SIGKILL what is left after ``timeout_s``; returns survivors (pids)."""
+    """SIGTERM the whole group, SIGKILL what is left after ``timeout_s``; returns survivors (pids).
+    Bounded (timeout_s + 11 s at most) and not cut short by a signal (see signals_held)."""
+    with signals_held():
+        return _stop(server, timeout_s)
+
+
+def _stop(server: Server, timeout_s: float) -> list[int]:
     _signal_group(server.pgid, signal.SIGTERM)
     try:
         server.proc.wait(timeout=timeout_s)
