@@ -5,7 +5,11 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
+from pathlib import Path
 from types import ModuleType
+
+if not __package__:  # `python path/to/scripts COMMAND` from any folder (`-m scripts` needs the kit's root as cwd)
+    sys.path[0] = str(Path(__file__).resolve().parent.parent)
 
 from scripts.commands import (
     apply,

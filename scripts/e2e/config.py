@@ -282,6 +282,7 @@ class _Parser(argparse.ArgumentParser):
 def _parser() -> argparse.ArgumentParser:
     """Every option as text (None when not given): the values are checked against OPTIONS, not by argparse."""
     p = _Parser(
+        allow_abbrev=False,  # `--chunk 4` is a typo to name, not --chunks
         prog="python -m scripts e2e",
         description="Serve the LingBot-World realtime benchmark N times with independent servers, "
         "compare the videos, judge the steady chunk interval, keep the evidence. Every option also reads "

@@ -203,8 +203,10 @@ def prepare(config: E2EConfig, python: str | None) -> tuple[list[str], str, dict
     if not config.starts_server:
         return [], sys.executable, {"note": f"external server at {config.server_url}: versions not visible from here"}
     if config.standin:
-        values["python"] = str(legenv.ensure_env("stock"))  # the stock leg's closure: vllm, fastapi, uvicorn, av
-        cmd = fill_cmd(config.server_cmd or standin_server_cmd(), values)
+        template = config.server_cmd or standin_server_cmd()
+        if any("{python}" in arg for arg in template):  # only then: the stock leg's closure (vllm, uvicorn, av)
+            values["python"] = str(legenv.ensure_env("stock"))
+        cmd = fill_cmd(template, values)
         return cmd, sys.executable, evidence.standin_versions(values["python"], config.checkout)
     assert python is not None  # preflight refused a run without one
     venv_python = str(install.install(python, config.checkout))
