@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         fail(str(exc))
         return exc.exit_code
     except KeyboardInterrupt as stop:
-        fail(f"{args.command} interrupted by {stop or 'SIGINT'} -- nothing is half-written; run it again "
+        fail(f"{args.command} interrupted by {str(stop) or 'SIGINT'} -- nothing is half-written; run it again "
              "(other commands say if it must)")  # fmt: skip
         return 130
     except OSError as exc:  # the last guard: a file the kit could not read or write, named in one line

@@ -115,6 +115,11 @@ def parse_cards(text: str) -> tuple[int, ...]:
     return cards
 
 
+def number_text(x: float) -> str:
+    """4294967295, not 4.29497e+09: a bound as the user types it."""
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
+
+
 TRUE, FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 WEEK_S = 7 * 24 * 3600.0  # the longest bound a time option takes: beyond it a value is a typo, not a plan
 PIXELS = 16  # LingBot-World's latent: 8x VAE downsampling, then 2x2 patches (480x832 -> 30x52 = 1560 tokens)
@@ -160,10 +165,10 @@ class Option:
         noun = "an integer" if self.kind == "int" else "a number"
         if self.multiple_of > 1:
             noun += f" multiple of {self.multiple_of}"
-        low = "" if self.lo is None else f"{'>' if self.lo_open else '>='} {self.lo:g}"
-        high = "" if self.hi is None else f"{'<' if self.hi_open else '<='} {self.hi:g}"
-        if low and high and not (self.lo_open or self.hi_open):
-            return f"{noun} from {self.lo:g} to {self.hi:g}"
+        low = "" if self.lo is None else f"{'>' if self.lo_open else '>='} {number_text(self.lo)}"
+        high = "" if self.hi is None else f"{'<' if self.hi_open else '<='} {number_text(self.hi)}"
+        if self.lo is not None and self.hi is not None and not (self.lo_open or self.hi_open):
+            return f"{noun} from {number_text(self.lo)} to {number_text(self.hi)}"
         return " ".join(filter(None, [noun, " and ".join(filter(None, [low, high]))]))
 
     def value(self, text: str, source: str) -> object:

@@ -220,4 +220,4 @@ def summary_markdown(summary: Mapping[str, Any], manifest: Mapping[str, Any]) ->
 
 def interruption(stop: KeyboardInterrupt, where: str) -> str:
     """What the evidence says of a run a signal ended (the front door names TERM, HUP, QUIT; Ctrl-C is bare)."""
-    return f"stopped by {stop or 'SIGINT'} during {where}; its server was stopped, nothing left running"
+    return f"stopped by {str(stop) or 'SIGINT'} during {where}; its server was stopped, nothing left running"
