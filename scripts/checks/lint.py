@@ -268,7 +268,8 @@ class Rule:
 RULES = (
     Rule("KIT001", "is-npu", "no `.is_npu` (stock torch has no such attribute)",
          "uses .is_npu (AttributeError on stock torch)", 'write t.device.type == "npu"', uses_is_npu),
-    Rule("KIT002", "torch-npu-import", "`import torch_npu` only inside an NPU-only branch",
+    Rule("KIT002", "torch-npu-import",
+         "torch_npu imported (`import`, `from`, `importlib`, `__import__`) only under an NPU device guard",
          "imports torch_npu outside an NPU-only branch", 'import it lazily inside `if x.device.type == "npu":`',
          imports_torch_npu_eagerly),
     Rule("KIT003", "spdx", "upstream's two SPDX lines at the top of every new `.py` file",
