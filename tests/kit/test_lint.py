@@ -169,3 +169,13 @@ def test_lint_command_bites_on_a_hidden_torch_npu_import(small_kit: Kit) -> None
     code, out = lint(small_kit)
     assert code == 1, out
     assert "vllm_omni/attn.py:2: KIT002 imports torch_npu outside an NPU-only branch" in out
+
+
+def test_a_relative_ruff_path_is_read_from_the_callers_folder(small_kit: Kit) -> None:
+    """`--ruff .venv/bin/ruff`: resolved once where the user stands, although ruff runs in the checkout."""
+    make_series(small_kit, [({"vllm_omni/attn.py": GOOD_ATTN}, "[NPU] ok", "ok")])
+    (small_kit.root / ".venv/bin").mkdir(parents=True)
+    (small_kit.root / ".venv/bin/ruff").symlink_to(Path(RUFF).resolve())
+    proc = small_kit.run("lint", "--ruff", ".venv/bin/ruff")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "lint clean" in proc.stdout
