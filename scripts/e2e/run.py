@@ -74,9 +74,11 @@ def one_run(config: E2EConfig, index: int, folder: Path, server_cmd: list[str], 
     d = evidence.run_dir(folder, index)
     if not config.starts_server:
         return external_run(config, record, folder, bench_cmd, bench_env)
-    srv = server.start(server_cmd, env, d / "server.log")
-    record.server_pgid = srv.pgid
+    srv: server.Server | None = None
     try:
+        with server.signals_held():  # a signal lands after srv is known, inside this try: its finally stops it
+            srv = server.start(server_cmd, env, d / "server.log")
+        record.server_pgid = srv.pgid
         record.server_up_s = server.wait_healthy(srv, config.health_url, config.health_timeout_s)
         outcome = bench.run(bench_cmd, bench_env, d / "benchmark.log", config.bench_timeout_s)
         if outcome.returncode == 0:
@@ -88,7 +90,7 @@ def one_run(config: E2EConfig, index: int, folder: Path, server_cmd: list[str], 
     except server.ServerUnhealthyError as slow:
         record.status, record.error = "server_unhealthy", str(slow)
     finally:
-        problems = cleanup_problems(config, server.stop(srv, config.stop_timeout_s))
+        problems = [] if srv is None else cleanup_problems(config, server.stop(srv, config.stop_timeout_s))
     if problems:
         record.error = "; ".join(filter(None, [record.error, *problems]))
         record.status = "cleanup_failed" if record.status == "ok" else record.status

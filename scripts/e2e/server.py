@@ -109,16 +109,24 @@ def _wait_group_gone(pgid: int, timeout_s: float) -> bool:
     return True
 
 
+ENDING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+
+
 @contextmanager
 def signals_held() -> Iterator[None]:
     """Hold back the signals that end a run (INT, TERM, HUP, QUIT) for the block: a second Ctrl-C while the
-    server is being stopped must not leave it running. A held signal is delivered when the block ends."""
-    held = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT}
-    before = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    server is being stopped must not leave it running. The first that arrived is raised again when the block
+    ends, to the handler there was. (Recorded by a handler, not masked: a mask would pass on to the children
+    started in the block, and a server deaf to SIGTERM is what this guards against.)"""
+    arrived: list[int] = []
+    before = {sig: signal.signal(sig, lambda signum, _frame: arrived.append(signum)) for sig in ENDING_SIGNALS}
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+        if arrived:
+            signal.raise_signal(arrived[0])
 
 
 def stop(server: Server, timeout_s: float) -> list[int]:
