@@ -108,6 +108,11 @@ ROWS = [
     Row("lint-ruff-is-not-ruff", nothing, ("lint", "--ruff", "true"), 2, "true is not ruff"),
     Row("pr-ruff-relative-missing", nothing, ("pr", "--ruff", "bin/ruff"), 2, "--ruff bin/ruff: no executable file",
         IDENTITY),
+    # the front door: usage errors are the kit's one line too
+    Row("no-command", nothing, (), 2, "the following arguments are required: COMMAND"),
+    Row("unknown-command", nothing, ("lnit",), 2, "invalid choice: 'lnit'"),
+    Row("unknown-flag", nothing, ("lint", "--fast"), 2, "unrecognized arguments: --fast"),
+    Row("flag-without-value", nothing, ("lint", "--ruff"), 2, "argument --ruff: expected one argument"),
     # --open without gh: refused before anything is made or pushed, with the command to run later
     Row("pr-open-without-gh", for_pr(nothing),
         ("pr", "--ruff", RUFF, "--onto", "https://example.invalid/vllm-omni", "main", "--push-to",
@@ -131,7 +136,7 @@ def test_surface_fault_row(row: Row, kit3: Kit, tmp_path: Path) -> None:  # noqa
     proc = kit3.run(*row.args, env=dict(row.env))
     one_line_error(proc, row.code, row.needle)
     made_nothing(kit3, before)
-    if row.args[0] == "e2e":
+    if row.args[:1] == ("e2e",):
         assert time.monotonic() - started < 30  # refused up front: no server start (~40 s) came first
 
 
