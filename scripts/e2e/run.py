@@ -1,7 +1,8 @@
 """Entry point of the e2e: preflight, lock, install, N independent server+benchmark runs, verdict.
 
 Exit codes: 0 pass; 1 a verdict other than pass (see summary.json); 2 a
-one-line KitError (preflight, lock, install) before any verdict.
+one-line KitError (an option, preflight, lock, install) before any verdict;
+130 a signal (summary.json: interrupted, by which, during which run).
 """
 
 from __future__ import annotations
