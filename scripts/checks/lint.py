@@ -156,18 +156,22 @@ def functions_reached_only_from(tree: ast.AST, lines: set[int]) -> set[int]:
     return found
 
 
-def npu_only_lines(source: str) -> set[int]:
+def npu_only_in(tree: ast.AST) -> set[int]:
     """Statement lines that run only on NPU, decided by device guards, never by names: the NPU side of an
     `if x.device.type == "npu"` (or `!=` and its else), what follows `if <not NPU>: return`, and the body
     of a function used only from such lines (to a fixed point: helpers of helpers)."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return set()
     lines = guarded_lines(tree)
     while not (more := functions_reached_only_from(tree, lines)) <= lines:
         lines |= more
     return lines
+
+
+def npu_only_lines(source: str) -> set[int]:
+    """npu_only_in() of a file's text (none when it does not parse)."""
+    try:
+        return npu_only_in(ast.parse(source))
+    except SyntaxError:
+        return set()
 
 
 @dataclass(frozen=True)
@@ -185,7 +189,7 @@ class Source:
             tree = ast.parse(text)
         except SyntaxError:
             return cls()
-        return cls(frozenset(npu_only_lines(text)), tuple(sorted(torch_npu_imports(tree))))
+        return cls(frozenset(npu_only_in(tree)), tuple(sorted(torch_npu_imports(tree))))
 
 
 Hits = Iterator[tuple[int, str]]  # (line, detail) per finding; detail may be ""
@@ -320,16 +324,16 @@ def resolve_ruff(ruff: str) -> str:
     """The absolute path of the ruff to run, resolved once from the caller's folder: a path (relative to the
     working directory, as a shell would read it) or a name on PATH. Every later call runs in other folders."""
     if os.sep in ruff or (os.altsep and os.altsep in ruff):
-        path = Path(ruff).expanduser().resolve()
-        if not (path.is_file() and os.access(path, os.X_OK)):
+        path = os.path.abspath(os.path.expanduser(ruff))
+        if not (os.path.isfile(path) and os.access(path, os.X_OK)):
             raise RuffError(f"--ruff {ruff}: no executable file at {path}",
                             "pass the path of a ruff executable (e.g. .venv/bin/ruff) or a name on PATH")  # fmt: skip
-        return str(path)
+        return path
     found = shutil.which(ruff)
     if found is None:
         raise RuffError(f"--ruff {ruff}: not found on PATH",
                         "install the kit's tools (pip install -r ci/kit-tools.txt) or pass --ruff PATH")  # fmt: skip
-    return str(Path(found).resolve())
+    return os.path.abspath(found)
 
 
 def run_ruff(ruff: str, args: list[str], cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
