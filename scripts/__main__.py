@@ -5,7 +5,12 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
+from pathlib import Path
 from types import ModuleType
+from typing import NoReturn
+
+if not __package__:  # `python path/to/scripts COMMAND` from any folder (`-m scripts` needs the kit's root as cwd)
+    sys.path[0] = str(Path(__file__).resolve().parent.parent)
 
 from scripts.commands import (
     apply,
@@ -36,8 +41,15 @@ def name_of(module: ModuleType) -> str:
     return module.__name__.rsplit(".", 1)[-1]
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse's usage errors as the kit's one line (exit 2), like every other refusal; subcommands inherit it."""
+
+    def error(self, message: str) -> NoReturn:
+        raise KitError(message, f"see {self.prog} --help")
+
+
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m scripts", description=__doc__)
+    p = Parser(prog="python -m scripts", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in COMMANDS:
         doc = (module.__doc__ or "").strip()
@@ -50,30 +62,37 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-class Terminated(BaseException):
-    """SIGTERM, raised like Ctrl-C so that every cleanup (finally, with) runs."""
+# Signals that end a run (a closed terminal, a cancelled CI job, Ctrl-\\): each is raised like Ctrl-C, named
+# (KeyboardInterrupt("SIGTERM")), so that every cleanup (finally, with) runs and the state can say what ended it.
+ENDING_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 
 
-def on_sigterm(signum: int, frame: object) -> None:
-    raise Terminated
+def on_ending_signal(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
 def main(argv: list[str] | None = None) -> int:
     p = parser()
-    args, extra = p.parse_known_args(argv)
-    if extra and not args.passthrough:
-        p.error(f"unrecognized arguments: {' '.join(extra)}")
+    try:
+        args, extra = p.parse_known_args(argv)
+        if extra and not args.passthrough:
+            raise KitError(f"unrecognized arguments: {' '.join(extra)}", f"see {p.prog} {args.command} --help")
+    except KitError as exc:
+        fail(str(exc))
+        return exc.exit_code
     if extra:  # `test --durations=15`: what argparse does not know before the first positional goes on
         field = "pytest_args" if hasattr(args, "pytest_args") else "args"
         setattr(args, field, [*extra, *getattr(args, field)])
-    signal.signal(signal.SIGTERM, on_sigterm)
+    for ending in ENDING_SIGNALS:
+        signal.signal(ending, on_ending_signal)
     try:
         return args.run(args)
     except KitError as exc:
         fail(str(exc))
         return exc.exit_code
-    except (KeyboardInterrupt, Terminated):
-        fail(f"{args.command} interrupted -- nothing is half-written; run it again (other commands say if it must)")
+    except KeyboardInterrupt as stop:
+        fail(f"{args.command} interrupted by {str(stop) or 'SIGINT'} -- nothing is half-written; run it again "
+             "(other commands say if it must)")  # fmt: skip
         return 130
     except OSError as exc:  # the last guard: a file the kit could not read or write, named in one line
         fail(

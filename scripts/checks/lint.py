@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import re
+import shutil
 import subprocess
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -19,6 +21,8 @@ from pathlib import Path
 from scripts import checkout as co
 from scripts import paths
 from scripts.diffparse import FileDiff, parse
+from scripts.errors import KitError
+from scripts.gitcmd import last_line
 
 SPDX = (
     "# SPDX-License-Identifier: Apache-2.0",
@@ -27,7 +31,9 @@ SPDX = (
 LEVEL_MARKERS = ("core_model", "advanced_model")
 HARDWARE_MARKERS = ("cpu", "gpu", "cuda", "rocm", "npu", "xpu")
 IS_NPU = re.compile(r"\.is_npu\b")
-TORCH_NPU_IMPORT = re.compile(r"^\s*(import torch_npu\b|from torch_npu\b)")
+TORCH_NPU = "torch_npu"
+# Only for a file that does not parse (ruff reports that): a line naming torch_npu beside an import.
+TORCH_NPU_IMPORT_TEXT = re.compile(r"\btorch_npu\b.*\bimport\b|\bimport\b.*\btorch_npu\b|__import__\(\s*['\"]torch_npu")
 FORBIDDEN_IMPORT = re.compile(
     r"^\s*(import (pickle|cloudpickle|base64|re)\b|from (pickle|cloudpickle|base64|re) import)"
 )
@@ -55,15 +61,53 @@ def code_part(line: str) -> str:
     return line.split("#", 1)[0]
 
 
+def is_torch_npu(module: str | None) -> bool:
+    return module is not None and (module == TORCH_NPU or module.startswith(TORCH_NPU + "."))
+
+
+def imported_module(node: ast.AST) -> str | None:
+    """The module a call imports by name: `importlib.import_module("m")`, `import_module("m")`, `__import__("m")`."""
+    if not (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant)):
+        return None
+    func = node.func
+    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    value = node.args[0].value
+    return value if name in ("import_module", "__import__") and isinstance(value, str) else None
+
+
+def torch_npu_imports(tree: ast.AST) -> list[tuple[int, int]]:
+    """(first, last) line of every statement or call that imports torch_npu, in any form."""
+    spans = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            hit = any(is_torch_npu(alias.name) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            hit = node.level == 0 and is_torch_npu(node.module)
+        else:
+            hit = is_torch_npu(imported_module(node))
+        if hit:
+            spans.append((node.lineno, node.end_lineno or node.lineno))  # type: ignore[attr-defined]
+    return spans
+
+
+def is_device_type(node: ast.expr) -> bool:
+    """`<expr>.type` (as in `t.device.type`, `torch.device(d).type`): what a tensor's device is."""
+    return isinstance(node, ast.Attribute) and node.attr == "type"
+
+
 def npu_polarity(test: ast.expr) -> bool | None:
-    """True for `x == "npu"`, False for `x != "npu"`: which side of an `if` is NPU-only (None: neither)."""
-    if isinstance(test, ast.Compare) and len(test.ops) == 1:
-        sides = [test.left, *test.comparators]
-        if any(isinstance(n, ast.Constant) and n.value == "npu" for n in sides):
-            if isinstance(test.ops[0], ast.Eq):
-                return True
-            if isinstance(test.ops[0], ast.NotEq):
-                return False
+    """True when the test holds only on NPU (`x.device.type == "npu"`, also as a conjunct), False when only off
+    NPU (`!=`, or its negation): which side of an `if` is NPU-only. None: the test says nothing about the device."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = npu_polarity(test.operand)
+        return None if inner is None else not inner
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return True if any(npu_polarity(v) is True for v in test.values) else None
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Eq, ast.NotEq)):
+        left, right = test.left, test.comparators[0]
+        npu = [side for side in (left, right) if isinstance(side, ast.Constant) and side.value == "npu"]
+        if npu and is_device_type(right if npu[0] is left else left):
+            return isinstance(test.ops[0], ast.Eq)
     return None
 
 
@@ -72,19 +116,80 @@ def statement_lines(body: list[ast.stmt]) -> set[int]:
     return {node.lineno for stmt in body for node in ast.walk(stmt) if isinstance(node, ast.stmt)}
 
 
-def npu_only_lines(source: str) -> set[int]:
-    """Statement lines that run only on NPU: under `if x == "npu"`, the else of `!= "npu"`, or a *npu* function."""
+def ends_block(body: list[ast.stmt]) -> bool:
+    return bool(body) and isinstance(body[-1], (ast.Return, ast.Raise, ast.Continue, ast.Break))
+
+
+def guarded_lines(tree: ast.AST) -> set[int]:
+    """Lines under a device guard: the NPU side of an `if`, and what follows `if <off NPU>: return` in its block."""
     lines: set[int] = set()
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return lines
     for node in ast.walk(tree):
         if isinstance(node, ast.If) and (polarity := npu_polarity(node.test)) is not None:
             lines |= statement_lines(node.body if polarity else node.orelse)
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and "npu" in node.name:
-            lines |= statement_lines(node.body)
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(node, field, None)
+            if not isinstance(block, list):
+                continue
+            for i, stmt in enumerate(block):
+                early_exit = isinstance(stmt, ast.If) and not stmt.orelse and ends_block(stmt.body)
+                if early_exit and npu_polarity(stmt.test) is False:  # type: ignore[attr-defined]
+                    lines |= statement_lines(block[i + 1 :])
+                    break
     return lines
+
+
+def functions_reached_only_from(tree: ast.AST, lines: set[int]) -> set[int]:
+    """Bodies of functions whose every use (by name or attribute) sits on one of lines."""
+    uses: dict[str, set[int]] = {}
+    for node in ast.walk(tree):
+        name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
+        if name is not None:
+            uses.setdefault(name, set()).add(node.lineno)  # type: ignore[attr-defined]
+    found: set[int] = set()
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and uses.get(node.name, set())
+            and (uses[node.name] <= lines)
+        ):
+            found |= statement_lines(node.body)
+    return found
+
+
+def npu_only_in(tree: ast.AST) -> set[int]:
+    """Statement lines that run only on NPU, decided by device guards, never by names: the NPU side of an
+    `if x.device.type == "npu"` (or `!=` and its else), what follows `if <not NPU>: return`, and the body
+    of a function used only from such lines (to a fixed point: helpers of helpers)."""
+    lines = guarded_lines(tree)
+    while not (more := functions_reached_only_from(tree, lines)) <= lines:
+        lines |= more
+    return lines
+
+
+def npu_only_lines(source: str) -> set[int]:
+    """npu_only_in() of a file's text (none when it does not parse)."""
+    try:
+        return npu_only_in(ast.parse(source))
+    except SyntaxError:
+        return set()
+
+
+@dataclass(frozen=True)
+class Source:
+    """What the rules need of the patched file beyond its diff (empty when it is absent or does not parse)."""
+
+    npu_only: frozenset[int] = frozenset()
+    torch_npu_imports: tuple[tuple[int, int], ...] | None = None  # None: the file could not be parsed
+
+    @classmethod
+    def of(cls, text: str | None) -> Source:
+        if text is None:
+            return cls()
+        try:
+            tree = ast.parse(text)
+        except SyntaxError:
+            return cls()
+        return cls(frozenset(npu_only_in(tree)), tuple(sorted(torch_npu_imports(tree))))
 
 
 Hits = Iterator[tuple[int, str]]  # (line, detail) per finding; detail may be ""
@@ -94,26 +199,35 @@ def added_code(diff: FileDiff) -> Hits:
     return ((n, code_part(text)) for n, text in diff.added)
 
 
-def uses_is_npu(diff: FileDiff, npu_lines: frozenset[int]) -> Hits:
+def uses_is_npu(diff: FileDiff, source: Source) -> Hits:
     if diff.path.endswith(".py"):
         yield from ((n, "") for n, code in added_code(diff) if IS_NPU.search(code))
 
 
-def imports_torch_npu_eagerly(diff: FileDiff, npu_lines: frozenset[int]) -> Hits:
-    yield from ((n, "") for n, code in added_code(diff) if TORCH_NPU_IMPORT.match(code) and n not in npu_lines)
+def imports_torch_npu_eagerly(diff: FileDiff, source: Source) -> Hits:
+    """Every import of torch_npu (statement, importlib, __import__) with an added line, outside NPU-only lines."""
+    if not diff.path.endswith(".py"):
+        return
+    added = {n for n, _ in diff.added}
+    if source.torch_npu_imports is None:  # not parseable: the plain text is all there is
+        yield from ((n, "") for n, code in added_code(diff) if TORCH_NPU_IMPORT_TEXT.search(code))
+        return
+    for first, last in source.torch_npu_imports:
+        if added & set(range(first, last + 1)) and first not in source.npu_only:
+            yield first, ""
 
 
 def is_new_py_file(diff: FileDiff) -> bool:
     return diff.new_file and diff.path.endswith(".py")
 
 
-def lacks_spdx(diff: FileDiff, npu_lines: frozenset[int]) -> Hits:
+def lacks_spdx(diff: FileDiff, source: Source) -> Hits:
     head = [text for _, text in diff.added[:5]]
     if is_new_py_file(diff) and not all(line in head for line in SPDX):
         yield 1, ""
 
 
-def lacks_test_markers(diff: FileDiff, npu_lines: frozenset[int]) -> Hits:
+def lacks_test_markers(diff: FileDiff, source: Source) -> Hits:
     name = diff.path.rsplit("/", 1)[-1]
     if not (is_new_py_file(diff) and diff.path.startswith("tests/") and name.startswith("test_")):
         return
@@ -124,14 +238,14 @@ def lacks_test_markers(diff: FileDiff, npu_lines: frozenset[int]) -> Hits:
         yield 1, ""
 
 
-def imports_forbidden(diff: FileDiff, npu_lines: frozenset[int]) -> Hits:
+def imports_forbidden(diff: FileDiff, source: Source) -> Hits:
     if diff.path.startswith("vllm_omni/"):
         for n, code in added_code(diff):
             if FORBIDDEN_IMPORT.match(code) or TOP_LEVEL_TRITON.match(code):
                 yield n, code.strip()
 
 
-def calls_torch_cuda(diff: FileDiff, npu_lines: frozenset[int]) -> Hits:
+def calls_torch_cuda(diff: FileDiff, source: Source) -> Hits:
     if diff.path.startswith("vllm_omni/") and not diff.path.startswith("vllm_omni/platforms/"):
         yield from ((n, "") for n, code in added_code(diff) if TORCH_CUDA.search(code))
 
@@ -145,12 +259,12 @@ class Rule:
     requires: str  # what the series must do (README table, PR body)
     message: str  # what a finding says
     fix: str
-    check: Callable[[FileDiff, frozenset[int]], Hits]  # one file's diff and its NPU-only lines -> hits
+    check: Callable[[FileDiff, Source], Hits]  # one file's diff and the patched file's facts -> hits
 
-    def findings(self, diff: FileDiff, npu_lines: frozenset[int]) -> list[Finding]:
+    def findings(self, diff: FileDiff, source: Source) -> list[Finding]:
         return [
             Finding(diff.path, line, self.id, f"{self.message}: {detail}" if detail else self.message, self.fix)
-            for line, detail in self.check(diff, npu_lines)
+            for line, detail in self.check(diff, source)
         ]
 
 
@@ -158,7 +272,8 @@ class Rule:
 RULES = (
     Rule("KIT001", "is-npu", "no `.is_npu` (stock torch has no such attribute)",
          "uses .is_npu (AttributeError on stock torch)", 'write t.device.type == "npu"', uses_is_npu),
-    Rule("KIT002", "torch-npu-import", "`import torch_npu` only inside an NPU-only branch",
+    Rule("KIT002", "torch-npu-import",
+         "torch_npu imported (`import`, `from`, `importlib`, `__import__`) only under an NPU device guard",
          "imports torch_npu outside an NPU-only branch", 'import it lazily inside `if x.device.type == "npu":`',
          imports_torch_npu_eagerly),
     Rule("KIT003", "spdx", "upstream's two SPDX lines at the top of every new `.py` file",
@@ -178,9 +293,9 @@ RULE_IDS = f"{RULES[0].id}-{RULES[-1].id}"
 
 
 def check_file(diff: FileDiff, new_source: str | None) -> list[Finding]:
-    """Every rule's findings on one file's added lines; new_source is the patched file (for NPU-only branches)."""
-    npu_lines = frozenset(npu_only_lines(new_source)) if new_source is not None else frozenset()
-    return [finding for rule in RULES for finding in rule.findings(diff, npu_lines)]
+    """Every rule's findings on one file's added lines; new_source is the patched file (imports, NPU-only lines)."""
+    source = Source.of(new_source) if diff.path.endswith(".py") else Source()  # other files: no Python facts
+    return [finding for rule in RULES for finding in rule.findings(diff, source)]
 
 
 def own_checks(series_diff: str, tree: Path) -> list[Finding]:
@@ -201,13 +316,36 @@ def added_line_set(series_diff: str) -> dict[str, set[int]]:
 # ---- ruff at the edge --------------------------------------------------------------
 
 
+class RuffError(KitError):
+    """The ruff executable cannot be found or run."""
+
+
+def resolve_ruff(ruff: str) -> str:
+    """The absolute path of the ruff to run, resolved once from the caller's folder: a path (relative to the
+    working directory, as a shell would read it) or a name on PATH. Every later call runs in other folders."""
+    if os.sep in ruff or (os.altsep and os.altsep in ruff):
+        path = os.path.abspath(os.path.expanduser(ruff))
+        if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+            raise RuffError(f"--ruff {ruff}: no executable file at {path}",
+                            "pass the path of a ruff executable (e.g. .venv/bin/ruff) or a name on PATH")  # fmt: skip
+        return path
+    found = shutil.which(ruff)
+    if found is None:
+        raise RuffError(f"--ruff {ruff}: not found on PATH",
+                        "install the kit's tools (pip install -r ci/kit-tools.txt) or pass --ruff PATH")  # fmt: skip
+    return os.path.abspath(found)
+
+
+def run_ruff(ruff: str, args: list[str], cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """ruff (an absolute path from resolve_ruff) with args; exit codes are the caller's to judge."""
+    return subprocess.run([ruff, *args], cwd=cwd, capture_output=True, text=True)
+
+
 def ruff_check(ruff: str, config: Path, tree: Path, files: list[str]) -> list[Finding]:
-    proc = subprocess.run(
-        [ruff, "check", "--config", str(config), "--output-format", "json", "--no-cache", *files],
-        cwd=tree, capture_output=True, text=True,
-    )  # fmt: skip
+    proc = run_ruff(ruff, ["check", "--config", str(config), "--output-format", "json", "--no-cache", *files], tree)
     if proc.returncode not in (0, 1):
-        raise RuntimeError(f"ruff check failed: {proc.stderr.strip()}")
+        raise RuffError(f"ruff check failed on .work/{tree.name}: {last_line(proc.stderr, proc.stdout)}",
+                        "read ruff's message above; --ruff must be ruff itself (upstream pins v0.14.10)")  # fmt: skip
     return [
         Finding(
             str(Path(r["filename"]).relative_to(tree)),
@@ -224,15 +362,17 @@ def ruff_format_unclean(ruff: str, config: Path, tree: Path, files: list[str]) -
     """Files `ruff format --check` would reformat."""
     if not files:
         return []
-    proc = subprocess.run(
-        [ruff, "format", "--check", "--config", str(config), "--no-cache", *files], cwd=tree, capture_output=True,
-        text=True,
-    )  # fmt: skip
+    proc = run_ruff(ruff, ["format", "--check", "--config", str(config), "--no-cache", *files], tree)
     return [line.split(" ", 2)[-1] for line in proc.stdout.splitlines() if line.startswith("Would reformat: ")]
 
 
 def ruff_version(ruff: str) -> str:
-    return subprocess.run([ruff, "--version"], capture_output=True, text=True, check=True).stdout.split()[-1]
+    proc = run_ruff(ruff, ["--version"])
+    words = proc.stdout.split()
+    if proc.returncode != 0 or len(words) < 2 or words[0] != "ruff":
+        raise RuffError(f"--ruff {ruff} is not ruff (`{ruff} --version` said {last_line(proc.stderr, proc.stdout)!r})",
+                        "pass the path of a ruff executable or a name on PATH")  # fmt: skip
+    return words[-1]
 
 
 # ---- the whole series: what `nox -s lint` and the PR precheck report ---------------
@@ -273,7 +413,8 @@ def lint_series(ruff: str, config: Path, tree: Path, pristine: Path, series_diff
 
 
 def lint_checkout(ruff: str) -> tuple[SeriesLint, str]:
-    """(the series' findings, ruff's version) on the kit's checkout: `lint` and `pr` both run exactly this."""
+    """(the series' findings, ruff's version) on the kit's checkout: `lint` and `pr` both run exactly this;
+    ruff is resolve_ruff's answer."""
     version = ruff_version(ruff)
     config = paths.CI_DIR / "ruff-upstream.toml"
     found = lint_series(ruff, config, paths.CHECKOUT, paths.PRISTINE_TREE, co.combined_diff(paths.CHECKOUT))

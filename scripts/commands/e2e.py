@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from scripts.commands.common import checkout_lock
+from scripts.e2e import config as e2e_config
 from scripts.e2e import run as e2e_run
 
 PASSTHROUGH = True  # the e2e has its own parser (scripts/e2e/config.py)
@@ -15,4 +17,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    return e2e_run.main(args.args)
+    config = e2e_config.parse_args(args.args)  # every option (flag or KIT_E2E_*) checked before anything waits
+    with checkout_lock(shared=True):  # the server and upstream's client run the checkout's code: it stays put
+        return e2e_run.main(config)

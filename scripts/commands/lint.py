@@ -15,10 +15,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    executable = lintmod.resolve_ruff(args.ruff)  # from the caller's folder, once, before anything runs
     with checkout_lock(shared=True):
         state = current()
         progress(f"ruff with upstream's settings, and {lintmod.RULE_IDS}, on the lines the series adds")
-        result, ruff = lintmod.lint_checkout(args.ruff)
+        result, ruff = lintmod.lint_checkout(executable)
     for finding in result.findings:
         print(finding)
     for finding in result.pre_existing:

@@ -9,6 +9,7 @@ from scripts import checkout as co
 from scripts import paths, records, revisions
 from scripts.checks import lint as lintmod
 from scripts.checks import scope
+from scripts.commands.common import checkout_lock
 from scripts.gitcmd import git
 from scripts.pin import load_pin
 from scripts.pr import body as prbody
@@ -36,6 +37,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     prepare.check_flags(args)
     identity = prbranch.user_identity(paths.ROOT)
+    ruff_path = lintmod.resolve_ruff(args.ruff)  # from the caller's folder, once
+    with checkout_lock():  # pr/vN is written into the checkout
+        return prepare_revision(args, identity, ruff_path)
+
+
+def prepare_revision(args: argparse.Namespace, identity: str, ruff_path: str) -> int:
+    """Compute first, record last: every check (provenance, output folder, gh, precheck, --onto) passes before
+    the branch, .work/pr/vN or patches/revisions.toml is written, so a refused run leaves no revision behind."""
     pin = load_pin(paths.PIN_FILE)
     patches = load_series(paths.PATCHES)
     if not patches:
@@ -52,17 +61,27 @@ def run(args: argparse.Namespace) -> int:
     rev, is_new = revisions.current(revs, digest, pin.label, kit_commit, now, cover.digest)
     prev = next((r for r in reversed(revs) if r.number < rev.number), None)
     out = prepare.PR_DIR / rev.label
+    branch = f"pr/{rev.label}"
     prepare.refuse_overwrite(out, args.force)
+    prepare.refuse_open_without_gh(args, branch, cover.title, out / "pr-body.md")
+
+    progress("precheck: ruff with upstream's settings + kit checks")
+    lint, ruff_version = lintmod.lint_checkout(ruff_path)
+    if lint.findings:
+        for finding in lint.findings:
+            print(finding)
+        progress(f"precheck: {len(lint.findings)} finding(s): nothing recorded or made (no {rev.label} in "
+                 "patches/revisions.toml, no .work/pr, no branch); fix them (nox -s lint shows the same), "
+                 "nox -s refresh, and run nox -s pr again")  # fmt: skip
+        return 1
     progress(
         f"revision {rev.label}: {'new (series or cover changed)' if is_new else 'unchanged since it was recorded'}"
     )
 
-    branch = f"pr/{rev.label}"
     commits = git("rev-list", "--reverse", f"{co.PRISTINE_TAG}..HEAD", cwd=paths.CHECKOUT).split()
-    made = prbranch.build_branch(paths.CHECKOUT, co.PRISTINE_TAG, commits, identity, branch)
-    progress(f"branch {branch} in .work/{paths.CHECKOUT.name}: {len(made)} commit(s) signed off by {identity}, "
-             "kit trailers stripped; it sits on the kit's pristine commit: for review, not for upstream")  # fmt: skip
+    made = prbranch.rewrite(paths.CHECKOUT, co.PRISTINE_TAG, commits, identity)  # objects only: no branch yet
     repo, kept, where = paths.CHECKOUT, patches, f"Branch {branch} in .work/{paths.CHECKOUT.name} (for review)"
+    review_tip = made[-1]
     onto_report = ""
     if args.onto:
         kept, made, base, verdict_table = prepare.put_onto(args, patches, commits, identity, branch)
@@ -73,11 +92,9 @@ def run(args: argparse.Namespace) -> int:
     title = cover.title
 
     scopes = [scope.of_patch(p.name, p.text) for p in kept]
-    progress("precheck: ruff with upstream's settings + kit checks")
-    lint, ruff_version = lintmod.lint_checkout(args.ruff)
     results = prbody.evidence({name: records.read(paths.RECORDS, name) for name, _, _ in prbody.PLAN}, digest)
     progress(f"range-diff against {prev.label if prev else 'nothing (first revision)'}")
-    rdiff = prepare.previous_range_diff(prev, git("rev-parse", branch, cwd=paths.CHECKOUT).strip(), identity)
+    rdiff = prepare.previous_range_diff(prev, review_tip, identity)
 
     files = {p.name: prbranch.format_patch(repo, c) for p, c in zip(kept, made, strict=True)}
     files["pr-body.md"] = prbody.body(covermod.purpose_section(cover, subjects), results, scopes, pin.label, digest)
@@ -89,13 +106,16 @@ def run(args: argparse.Namespace) -> int:
     files["series/series"] = (paths.PATCHES / "series").read_text(encoding="utf-8")
     files["series/" + covermod.NAME] = cover_source
     files.update({f"series/{p.name}": p.text for p in patches})
+
+    # Record: the output, the review branch, then the revision (last: it is what the next run compares with).
     prepare.write_output(out, files)
+    git("branch", "-f", branch, review_tip, cwd=paths.CHECKOUT)
+    progress(f"branch {branch} in .work/{paths.CHECKOUT.name}: {len(commits)} commit(s) signed off by {identity}, "
+             "kit trailers stripped; it sits on the kit's pristine commit: for review, not for upstream")  # fmt: skip
     if is_new:
         prepare.REVISIONS_FILE.write_text(revisions.render([*revs, rev]), encoding="utf-8")
         progress(f"recorded {rev.label} in patches/revisions.toml (commit it with patches/)")
 
-    for finding in lint.findings:
-        print(finding)
     print(table(scope.HEADERS, scope.rows(scopes)))
     whole = scope.total(scopes)
     summary = [
@@ -109,9 +129,6 @@ def run(args: argparse.Namespace) -> int:
         ("range-diff", rdiff.splitlines()[0]),
     ]
     print(table(["item", "value"], summary))
-    if lint.findings:
-        progress(f"precheck: {len(lint.findings)} finding(s): fix them before sending (nox -s lint shows the same)")
-        return 1
     prepare.deliver(args, branch, title, out / "pr-body.md")
     progress(f"ready: .work/pr/{rev.label}/pr-body.md and cover.txt")
     return 0

@@ -341,7 +341,12 @@ def execute(config: E2EConfig, base_python: str | None, checks: Sequence[preflig
         "preflight": [asdict(c) for c in checks], "hardware": hardware, "kit": evidence.kit_identity(),
         "determinism_env": determinism.recorded(env),
     })  # fmt: skip
-    trials = run_trials(config, folder, variants, base_python, env)
+    try:
+        trials = run_trials(config, folder, variants, base_python, env)
+    except KeyboardInterrupt as stop:
+        reason = evidence.interruption(stop, "the A/B trials")
+        evidence.write_json(folder / "ab.json", {"verdict": "interrupted", "reason": reason, "evidence": str(folder)})
+        raise
     complete = all(t.record.status == "ok" for t in trials)
     summary = summarize(config, trials, lossless(folder, trials) if complete else None)
     items = checklist(config, variants, summary, "stand-in (no accelerator)" if config.standin else "npu-smi below")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -13,6 +14,7 @@ from pathlib import Path
 from scripts import paths
 from scripts.e2e.client import gray_png
 from scripts.e2e.config import BENCHMARK_REL, E2EConfig
+from scripts.e2e.server import signals_held
 from scripts.errors import KitError
 
 
@@ -92,15 +94,20 @@ def last_error_line(log_path: Path) -> str:
 
 def run(cmd: list[str], env: Mapping[str, str], log_path: Path, timeout_s: float) -> BenchOutcome:
     """Run the client in its own process group; on timeout the whole group is killed."""
+    proc: subprocess.Popen[bytes] | None = None
+    code: int | None = None
+    timed_out = False
     with log_path.open("ab") as log:
-        proc = subprocess.Popen(
-            cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=dict(env), start_new_session=True
-        )
         try:
-            code: int | None = proc.wait(timeout=timeout_s)
-            timed_out = False
+            with signals_held():  # a signal lands after proc is known, inside this try
+                proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                        env=dict(env), start_new_session=True)  # fmt: skip
+            code = proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            code, timed_out = None, True
+            timed_out = True
+        finally:  # a timeout, or a signal that ends the e2e: the client's whole group goes too
+            if proc is not None and (proc.poll() is None or timed_out):
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
     return BenchOutcome(returncode=code, timed_out=timed_out, last_error=last_error_line(log_path))

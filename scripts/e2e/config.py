@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import os
 import shlex
 import tempfile
 import urllib.parse
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
 from scripts import paths
 from scripts.errors import KitError
@@ -91,13 +93,13 @@ class E2EConfig:
 
 
 def parse_band(text: str) -> tuple[float, float]:
-    """``"LO:HI"`` in milliseconds -> (lo, hi); lo <= hi."""
+    """``"LO:HI"`` in milliseconds -> (lo, hi); finite, 0 <= lo <= hi."""
     lo_text, sep, hi_text = text.partition(":")
     try:
         lo, hi = float(lo_text), float(hi_text)
     except ValueError:
         lo, hi = 1.0, 0.0
-    if not sep or lo > hi or lo < 0:
+    if not sep or not (math.isfinite(lo) and math.isfinite(hi)) or lo > hi or lo < 0:
         raise KitError(f"band {text!r} is not LO:HI in ms", "pass e.g. --band 2865:3167")
     return lo, hi
 
@@ -113,121 +115,231 @@ def parse_cards(text: str) -> tuple[int, ...]:
     return cards
 
 
-def _env_flag(env: Mapping[str, str], name: str) -> bool:
-    return env.get(name, "").strip().lower() in {"1", "true", "yes", "on"}
+def number_text(x: float) -> str:
+    """4294967295, not 4.29497e+09: a bound as the user types it."""
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
 
 
-def _parser(env: Mapping[str, str]) -> argparse.ArgumentParser:
-    def default(name: str, fallback: str | None) -> str | None:
-        return env.get(f"KIT_E2E_{name}", fallback)
+TRUE, FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+WEEK_S = 7 * 24 * 3600.0  # the longest bound a time option takes: beyond it a value is a typo, not a plan
+PIXELS = 16  # LingBot-World's latent: 8x VAE downsampling, then 2x2 patches (480x832 -> 30x52 = 1560 tokens)
 
-    p = argparse.ArgumentParser(
+
+@dataclass(frozen=True)
+class Option:
+    """One e2e option: its flag (`--name`), its KIT_E2E_NAME variable, its default, and the one rule its value
+    must meet. Every value, from either source, is checked against the rule before anything starts."""
+
+    name: str  # the flag without "--"; the field of E2EConfig is the same with "_"
+    kind: str  # "int", "float", "text", "flag", "choice", or "parsed" (by `parse`)
+    default: str | None
+    help: str = ""
+    lo: float | None = None  # smallest allowed value
+    hi: float | None = None  # largest allowed value
+    lo_open: bool = False  # lo itself is not allowed (a time that must be > 0)
+    hi_open: bool = False
+    multiple_of: int = 1
+    choices: tuple[str, ...] = ()
+    parse: Callable[[str], object] | None = None  # kind "parsed": raises KitError itself
+    why: str = ""  # the reason for the rule, said in the fix
+    positional: bool = False
+
+    @property
+    def field(self) -> str:
+        return self.name.replace("-", "_")
+
+    @property
+    def env(self) -> str:
+        return "KIT_E2E_" + self.name.upper().replace("-", "_")
+
+    @property
+    def flag(self) -> str:
+        return self.name.upper() if self.positional else f"--{self.name}"
+
+    def rule(self) -> str:
+        """What a good value is, in words: `an integer from 1 to 65535`, `a number > 0`, `one of auto, kit`."""
+        if self.kind == "choice":
+            return "one of " + ", ".join(self.choices)
+        if self.kind == "flag":
+            return "one of " + ", ".join((*TRUE, *FALSE))
+        noun = "an integer" if self.kind == "int" else "a number"
+        if self.multiple_of > 1:
+            noun += f" multiple of {self.multiple_of}"
+        low = "" if self.lo is None else f"{'>' if self.lo_open else '>='} {number_text(self.lo)}"
+        high = "" if self.hi is None else f"{'<' if self.hi_open else '<='} {number_text(self.hi)}"
+        if self.lo is not None and self.hi is not None and not (self.lo_open or self.hi_open):
+            return f"{noun} from {number_text(self.lo)} to {number_text(self.hi)}"
+        return " ".join(filter(None, [noun, " and ".join(filter(None, [low, high]))]))
+
+    def value(self, text: str, source: str) -> object:
+        """text (from source: the flag or the variable) checked against the rule; KitError naming both."""
+        if self.parse is not None:
+            try:
+                return self.parse(text)
+            except KitError as exc:  # name where the value came from: the flag or the variable
+                raise KitError(f"{source}: {exc.what}", exc.fix) from None
+        if self.kind == "text":
+            return text
+        if self.kind == "flag":
+            if text.strip().lower() not in (*TRUE, *FALSE):
+                raise self.refuse(text, source)
+            return text.strip().lower() in TRUE
+        if self.kind == "choice":
+            if text not in self.choices:
+                raise self.refuse(text, source)
+            return text
+        try:
+            number: float = int(text) if self.kind == "int" else float(text)
+        except ValueError:
+            raise self.refuse(text, source) from None
+        if not self.allows(number):
+            raise self.refuse(text, source)
+        return number
+
+    def allows(self, number: float) -> bool:
+        if not math.isfinite(number) or (self.multiple_of > 1 and number % self.multiple_of):
+            return False
+        if self.lo is not None and (number < self.lo or (self.lo_open and number == self.lo)):
+            return False
+        return self.hi is None or not (number > self.hi or (self.hi_open and number == self.hi))
+
+    def refuse(self, text: str, source: str) -> KitError:
+        why = f" ({self.why})" if self.why else ""
+        how = f"set {self.env} to" if source == self.env else f"pass {self.flag}"
+        return KitError(f"{source} {text!r} is not {self.rule()}", f"{how} {self.rule()}{why}")
+
+
+def _count(name: str, default: str, lo: int, text: str = "") -> Option:
+    return Option(name, "int", default, text, lo=lo)
+
+
+def _seconds(name: str, default: str, text: str = "", *, zero: bool = False) -> Option:
+    return Option(name, "float", default, text, lo=0, lo_open=not zero, hi=WEEK_S, why="seconds, at most a week")
+
+
+def _pixels(name: str, default: str) -> Option:
+    return Option(name, "int", default, lo=PIXELS, hi=8192, multiple_of=PIXELS,
+                  why=f"the model works on {PIXELS}-pixel patches")  # fmt: skip
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option("model", "text", None, "model path [KIT_E2E_MODEL]", positional=True),
+    Option("deploy-config", "text", None, f"deploy YAML [default: <checkout>/{DEPLOY_CONFIG_REL}]"),
+    Option("host", "text", "127.0.0.1"),
+    Option("port", "int", "8091", lo=1, hi=65535, why="a TCP port"),
+    _count("chunks", "32", 1),
+    _count("warmup-chunks", "6", 0),
+    _count("warmup-sessions", "1", 0),
+    _count("sessions", "1", 1),
+    _count("runs", "2", 1),
+    Option("band", "parsed", None, "steady median band LO:HI in ms", parse=parse_band),
+    Option("cards", "parsed", "0,1,2,3", parse=parse_cards),
+    Option("standin", "flag", "0", "serve with the test stand-in (no Ascend checks; reports say so)"),
+    Option(
+        "server-url",
+        "parsed",
+        None,
+        "benchmark an already-running server at ws://HOST:PORT (nothing is started or stopped)",
+        parse=lambda text: checked_server_url(text),
+    ),  # fmt: skip
+    Option(
+        "ab",
+        "text",
+        None,
+        "A/B: BASE (a patches/revisions.toml label, a git ref, or pristine) against the current series",
+    ),  # fmt: skip
+    _count("ab-repeats", "3", 1, "ABBA repeats"),
+    Option("ab-confidence", "float", "0.95", "CI level", lo=0.5, hi=1, hi_open=True, why="a confidence level"),
+    _seconds(
+        "ping-interval-s",
+        "20",
+        "the kit client's session.ping interval; 0: never (upstream's client pings every 20 s)",
+        zero=True,
+    ),  # fmt: skip
+    Option(
+        "server-cmd",
+        "text",
+        None,
+        "serve command override; {host} {port} {model} {deploy_config} {python} are filled in",
+    ),  # fmt: skip
+    Option("client", "choice", "auto", choices=CLIENTS),
+    _pixels("width", "832"),
+    _pixels("height", "480"),
+    Option("fps", "int", "16", lo=1, hi=120, why="frames per second of the video"),
+    Option("seed", "int", "42", lo=0, hi=2**32 - 1, why="a 32-bit seed"),
+    Option("image", "text", None, "first frame: path or URL"),
+    Option("prompt", "text", None),
+    Option("python", "text", None, "the runner's base python (has torch_npu)"),
+    _seconds("health-timeout-s", "1800"),
+    _seconds("bench-timeout-s", "3600"),
+    _seconds("stop-timeout-s", "60"),
+    _seconds("lock-wait-s", "0", zero=True),
+    Option("evidence-root", "text", str(paths.EVIDENCE)),
+    Option("lock-dir", "text", None, "shared by all jobs of one runner"),
+)
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:  # the kit's one line, not argparse's usage block
+        raise KitError(f"e2e: {message}", "see python -m scripts e2e --help")
+
+
+def _parser() -> argparse.ArgumentParser:
+    """Every option as text (None when not given): the values are checked against OPTIONS, not by argparse."""
+    p = _Parser(
+        allow_abbrev=False,  # `--chunk 4` is a typo to name, not --chunks
         prog="python -m scripts e2e",
         description="Serve the LingBot-World realtime benchmark N times with independent servers, "
-        "compare the videos, judge the steady chunk interval, keep the evidence.",
+        "compare the videos, judge the steady chunk interval, keep the evidence. Every option also reads "
+        "KIT_E2E_<NAME> (e.g. KIT_E2E_PORT); a flag wins over the variable.",
     )
-    p.add_argument("model", nargs="?", default=default("MODEL", None), help="model path [KIT_E2E_MODEL]")
-    p.add_argument(
-        "--deploy-config",
-        default=default("DEPLOY_CONFIG", None),
-        help=f"deploy YAML [default: <checkout>/{DEPLOY_CONFIG_REL}]",
-    )
-    p.add_argument("--host", default=default("HOST", "127.0.0.1"))
-    p.add_argument("--port", type=int, default=int(default("PORT", "8091") or 8091))
-    p.add_argument("--chunks", type=int, default=int(default("CHUNKS", "32") or 32))
-    p.add_argument("--warmup-chunks", type=int, default=int(default("WARMUP_CHUNKS", "6") or 6))
-    p.add_argument("--warmup-sessions", type=int, default=int(default("WARMUP_SESSIONS", "1") or 1))
-    p.add_argument("--sessions", type=int, default=int(default("SESSIONS", "1") or 1))
-    p.add_argument("--runs", type=int, default=int(default("RUNS", "2") or 2))
-    p.add_argument("--band", default=default("BAND", None), help="steady median band LO:HI in ms")
-    p.add_argument("--cards", default=default("CARDS", "0,1,2,3"))
-    p.add_argument(
-        "--standin",
-        action="store_true",
-        default=_env_flag(env, "KIT_E2E_STANDIN"),
-        help="serve with the test stand-in (no Ascend checks; reports say so) [KIT_E2E_STANDIN=1]",
-    )
-    p.add_argument(
-        "--server-url",
-        default=default("SERVER_URL", None),
-        help="benchmark an already-running server at ws://HOST:PORT (nothing is started or stopped)",
-    )
-    p.add_argument(
-        "--ab",
-        default=default("AB", None),
-        metavar="BASE",
-        help="A/B: BASE (a patches/revisions.toml label, a git ref, or pristine) against the current series",
-    )
-    p.add_argument("--ab-repeats", type=int, default=int(default("AB_REPEATS", "3") or 3), help="ABBA repeats")
-    p.add_argument(
-        "--ab-confidence", type=float, default=float(default("AB_CONFIDENCE", "0.95") or 0.95), help="CI level"
-    )
-    p.add_argument(
-        "--ping-interval-s",
-        type=float,
-        default=float(default("PING_INTERVAL_S", "20") or 20),
-        help="the kit client's session.ping interval; 0: never (upstream's client pings every 20 s)",
-    )
-    p.add_argument(
-        "--server-cmd",
-        default=default("SERVER_CMD", None),
-        help="serve command override; {host} {port} {model} {deploy_config} {python} are filled in",
-    )
-    p.add_argument("--client", choices=CLIENTS, default=default("CLIENT", "auto"))
-    p.add_argument("--width", type=int, default=int(default("WIDTH", "832") or 832))
-    p.add_argument("--height", type=int, default=int(default("HEIGHT", "480") or 480))
-    p.add_argument("--fps", type=int, default=int(default("FPS", "16") or 16))
-    p.add_argument("--seed", type=int, default=int(default("SEED", "42") or 42))
-    p.add_argument("--image", default=default("IMAGE", None), help="first frame: path or URL")
-    p.add_argument("--prompt", default=default("PROMPT", None))
-    p.add_argument("--python", default=default("PYTHON", None), help="the runner's base python (has torch_npu)")
-    p.add_argument("--health-timeout-s", type=float, default=float(default("HEALTH_TIMEOUT_S", "1800") or 1800))
-    p.add_argument("--bench-timeout-s", type=float, default=float(default("BENCH_TIMEOUT_S", "3600") or 3600))
-    p.add_argument("--stop-timeout-s", type=float, default=float(default("STOP_TIMEOUT_S", "60") or 60))
-    p.add_argument("--lock-wait-s", type=float, default=float(default("LOCK_WAIT_S", "0") or 0))
-    p.add_argument("--evidence-root", default=default("EVIDENCE_ROOT", str(paths.EVIDENCE)))
-    p.add_argument("--lock-dir", default=default("LOCK_DIR", None), help="shared by all jobs of one runner")
+    for o in OPTIONS:
+        text = f"{o.help} [{o.env}; {o.rule() if o.kind not in ('text', 'parsed') else 'default'}: {o.default}]"
+        if o.positional:
+            p.add_argument(o.field, nargs="?", help=text)
+        elif o.kind == "flag":
+            p.add_argument(o.flag, action="store_const", const="1", help=text)
+        else:
+            p.add_argument(o.flag, help=text)
     return p
 
 
-def _positive(name: str, value: float, minimum: float = 1) -> None:
-    if value < minimum:
-        raise KitError(f"--{name} is {value:g}", f"pass a value of at least {minimum:g}")
+def option_values(ns: argparse.Namespace, env: Mapping[str, str]) -> dict[str, object]:
+    """Each option's checked value: the flag if given, else its variable if set (not empty), else the default."""
+    values: dict[str, object] = {}
+    for o in OPTIONS:
+        given, from_env = getattr(ns, o.field), env.get(o.env, "")
+        text, source = (given, o.flag) if given is not None else (from_env, o.env) if from_env else (o.default, "")
+        values[o.field] = None if text is None else o.value(text, source or "default")
+    return values
 
 
 def parse_args(argv: Sequence[str], env: Mapping[str, str] = os.environ) -> E2EConfig:
-    """Flags win over KIT_E2E_* variables, which win over the defaults."""
-    ns = _parser(env).parse_args(list(argv))
-    for name in ("chunks", "sessions", "runs", "port"):
-        _positive(name, getattr(ns, name))
-    _positive("warmup-chunks", ns.warmup_chunks, 0)
-    _positive("warmup-sessions", ns.warmup_sessions, 0)
-    _positive("ping-interval-s", ns.ping_interval_s, 0)
-    _positive("ab-repeats", ns.ab_repeats)
-    if not 0.5 <= ns.ab_confidence < 1:
-        raise KitError(f"--ab-confidence is {ns.ab_confidence:g}", "pass a level in [0.5, 1), e.g. 0.95")
-    if ns.ab and ns.server_url:
+    """Flags win over KIT_E2E_* variables, which win over the defaults; every value is checked here."""
+    v = option_values(_parser().parse_args(list(argv)), env)
+    if v["chunks"] <= v["warmup_chunks"]:  # type: ignore[operator]
+        raise KitError(f"--chunks {v['chunks']} leaves no steady chunk after --warmup-chunks {v['warmup_chunks']}",
+                       "pass more --chunks than --warmup-chunks")  # fmt: skip
+    if v["ab"] and v["server_url"]:
         raise KitError("--ab and --server-url both given", "an A/B starts a fresh server per trial: drop --server-url")
-    checkout = paths.CHECKOUT
-    host, port = parse_server_url(ns.server_url) if ns.server_url else (ns.host, ns.port)
-    if ns.server_url and ns.standin:
+    if v["server_url"] and v["standin"]:
         raise KitError("--server-url and --standin both given", "pass one: --standin starts the stand-in itself")
-    band = parse_band(ns.band) if ns.band else (STANDIN_BAND_MS if ns.standin else ASCEND_BAND_MS)
-    lock_dir = Path(ns.lock_dir) if ns.lock_dir else Path(tempfile.gettempdir()) / "vllm-omni-kit-locks"
+    checkout = paths.CHECKOUT
+    host, port = parse_server_url(str(v["server_url"])) if v["server_url"] else (v["host"], v["port"])
+    standin_band = STANDIN_BAND_MS if v["standin"] else ASCEND_BAND_MS
     derived = {
-        "deploy_config": Path(ns.deploy_config) if ns.deploy_config else checkout / DEPLOY_CONFIG_REL,
+        "deploy_config": Path(str(v["deploy_config"])) if v["deploy_config"] else checkout / DEPLOY_CONFIG_REL,
         "host": host,
         "port": port,
-        "band_ms": band,
-        "cards": parse_cards(ns.cards),
-        "server_cmd": tuple(shlex.split(ns.server_cmd)) if ns.server_cmd else None,
-        "evidence_root": Path(ns.evidence_root),
-        "lock_dir": lock_dir,
+        "band_ms": v["band"] or standin_band,
+        "server_cmd": tuple(shlex.split(str(v["server_cmd"]))) if v["server_cmd"] else None,
+        "evidence_root": Path(str(v["evidence_root"])),
+        "lock_dir": Path(str(v["lock_dir"])) if v["lock_dir"] else Path(tempfile.gettempdir()) / "vllm-omni-kit-locks",
         "checkout": checkout,
     }
-    # Every other field is the flag of the same name, as parsed.
-    same = {f.name: getattr(ns, f.name) for f in dataclasses.fields(E2EConfig) if f.name not in derived}
-    return E2EConfig(**same, **derived)
+    # Every other field is the option of the same name, as checked.
+    same = {f.name: v[f.name] for f in dataclasses.fields(E2EConfig) if f.name not in derived}
+    return E2EConfig(**same, **derived)  # type: ignore[arg-type]
 
 
 def parse_server_url(text: str) -> tuple[str, int]:
@@ -242,6 +354,11 @@ def parse_server_url(text: str) -> tuple[str, int]:
             f"server URL {text!r} is not ws://HOST:PORT", f"pass e.g. --server-url ws://127.0.0.1:8091{WS_PATH}"
         )
     return url.hostname, port
+
+
+def checked_server_url(text: str) -> str:
+    parse_server_url(text)
+    return text
 
 
 def standin_server_cmd() -> tuple[str, ...]:

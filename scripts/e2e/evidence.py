@@ -221,3 +221,8 @@ def summary_markdown(summary: Mapping[str, Any], manifest: Mapping[str, Any]) ->
     lines += ["", *plot.section(folder, title, runs, (lo, hi), int(cfg["warmup_chunks"]))]
     lines += ["", f"Environment and logs: evidence folder `{folder.name}`.", ""]
     return "\n".join(lines)
+
+
+def interruption(stop: KeyboardInterrupt, where: str) -> str:
+    """What the evidence says of a run a signal ended (the front door names TERM, HUP, QUIT; Ctrl-C is bare)."""
+    return f"stopped by {str(stop) or 'SIGINT'} during {where}; its server was stopped, nothing left running"

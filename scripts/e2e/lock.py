@@ -56,7 +56,8 @@ def _take(path: Path, wait_s: float) -> IO[str]:
 @contextmanager
 def hold_cards(cards: Sequence[int], lock_dir: Path, wait_s: float) -> Iterator[list[Path]]:
     """Hold every card's lock for the block; all or none."""
-    lock_dir.mkdir(parents=True, exist_ok=True)
+    if cards:
+        lock_dir.mkdir(parents=True, exist_ok=True)
     with ExitStack() as stack:
         taken = []
         for card in sorted(cards):

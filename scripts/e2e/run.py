@@ -1,25 +1,24 @@
 """Entry point of the e2e: preflight, lock, install, N independent server+benchmark runs, verdict.
 
 Exit codes: 0 pass; 1 a verdict other than pass (see summary.json); 2 a
-one-line KitError (preflight, lock, install) before any verdict.
+one-line KitError (an option, preflight, lock, install) before any verdict;
+130 a signal (summary.json: interrupted, by which, during which run).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import signal
 import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 from scripts import paths, records
 from scripts.e2e import ab, bench, compare, determinism, evidence, install, lock, metrics, preflight, server
-from scripts.e2e.config import E2EConfig, fill_cmd, parse_args, standin_server_cmd
+from scripts.e2e.config import E2EConfig, fill_cmd, standin_server_cmd
 from scripts.e2e.evidence import RunRecord
 from scripts.errors import KitError
 from scripts.legs import legenv
@@ -28,11 +27,6 @@ from scripts.series import series_digest as digest_of
 
 PORT_RELEASE_S = 10.0
 CARD_RELEASE_S = 60.0
-
-
-def _on_sigterm(signum: int, frame: FrameType | None) -> None:
-    # A cancelled CI job sends SIGTERM: unwind so every server group is stopped.
-    raise SystemExit(128 + signum)
 
 
 def _rel(folder: Path, path: Path) -> str:
@@ -81,9 +75,11 @@ def one_run(config: E2EConfig, index: int, folder: Path, server_cmd: list[str], 
     d = evidence.run_dir(folder, index)
     if not config.starts_server:
         return external_run(config, record, folder, bench_cmd, bench_env)
-    srv = server.start(server_cmd, env, d / "server.log")
-    record.server_pgid = srv.pgid
+    srv: server.Server | None = None
     try:
+        with server.signals_held():  # a signal lands after srv is known, inside this try: its finally stops it
+            srv = server.start(server_cmd, env, d / "server.log")
+        record.server_pgid = srv.pgid
         record.server_up_s = server.wait_healthy(srv, config.health_url, config.health_timeout_s)
         outcome = bench.run(bench_cmd, bench_env, d / "benchmark.log", config.bench_timeout_s)
         if outcome.returncode == 0:
@@ -95,7 +91,7 @@ def one_run(config: E2EConfig, index: int, folder: Path, server_cmd: list[str], 
     except server.ServerUnhealthyError as slow:
         record.status, record.error = "server_unhealthy", str(slow)
     finally:
-        problems = cleanup_problems(config, server.stop(srv, config.stop_timeout_s))
+        problems = [] if srv is None else cleanup_problems(config, server.stop(srv, config.stop_timeout_s))
     if problems:
         record.error = "; ".join(filter(None, [record.error, *problems]))
         record.status = "cleanup_failed" if record.status == "ok" else record.status
@@ -210,8 +206,10 @@ def prepare(config: E2EConfig, python: str | None) -> tuple[list[str], str, dict
     if not config.starts_server:
         return [], sys.executable, {"note": f"external server at {config.server_url}: versions not visible from here"}
     if config.standin:
-        values["python"] = str(legenv.ensure_env("stock"))  # the stock leg's closure: vllm, fastapi, uvicorn, av
-        cmd = fill_cmd(config.server_cmd or standin_server_cmd(), values)
+        template = config.server_cmd or standin_server_cmd()
+        if any("{python}" in arg for arg in template):  # only then: the stock leg's closure (vllm, uvicorn, av)
+            values["python"] = str(legenv.ensure_env("stock"))
+        cmd = fill_cmd(template, values)
         return cmd, sys.executable, evidence.standin_versions(values["python"], config.checkout)
     assert python is not None  # preflight refused a run without one
     venv_python = str(install.install(python, config.checkout))
@@ -267,6 +265,9 @@ def execute(config: E2EConfig, python: str | None, checks: Sequence[preflight.Ch
     except KitError as error:
         result = ("setup_failed", str(error))
         raise
+    except KeyboardInterrupt as stop:  # the server of the run under way was stopped on the way out
+        result = ("interrupted", evidence.interruption(stop, f"run {len(runs) + 1} of {config.runs}"))
+        raise
     finally:
         summary = evidence.summary_document(
             verdict=result[0], reason=result[1], mode=config.mode, band_ms=config.band_ms,
@@ -298,18 +299,18 @@ def _card_map(config: E2EConfig) -> dict[str, Any]:
     }
 
 
-def main(argv: Sequence[str]) -> int:
-    signal.signal(signal.SIGTERM, _on_sigterm)
-    try:
-        config = parse_args(argv)
-        python = install.base_python(config.python) if config.mode == "ascend" else None
-        checks = preflight.run(config, python)
-        # A server started elsewhere holds its own cards; this run takes none.
-        cards = () if config.mode == "external" else config.cards
-        with lock.hold_cards(cards, config.lock_dir, config.lock_wait_s):
-            if config.ab:
-                return ab.execute(config, python, checks)
-            return execute(config, python, checks)
-    except KitError as error:
-        print(f"e2e: {error}", file=sys.stderr)
-        return error.exit_code
+def locked_cards(config: E2EConfig) -> tuple[int, ...]:
+    """The cards whose machine-wide locks this run takes: only real ones (a stand-in or a server started
+    elsewhere uses none here, so such runs never wait for each other or for a job on the cards)."""
+    return config.cards if config.mode == "ascend" else ()
+
+
+def main(config: E2EConfig) -> int:
+    """config is parse_args' (every option checked). Setup errors are KitErrors and signals KeyboardInterrupts:
+    the front door reports both in one line."""
+    python = install.base_python(config.python) if config.mode == "ascend" else None
+    checks = preflight.run(config, python)
+    with lock.hold_cards(locked_cards(config), config.lock_dir, config.lock_wait_s):
+        if config.ab:
+            return ab.execute(config, python, checks)
+        return execute(config, python, checks)

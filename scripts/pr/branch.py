@@ -48,8 +48,8 @@ def upstream_message(kit_message: str, identity: str) -> str:
     return sign_off(strip_kit_trailers(kit_message), identity)
 
 
-def build_branch(repo: Path, base: str, commits: list[str], identity: str, branch: str) -> list[str]:
-    """Recreate commits on base with upstream messages (same trees, same authors); point branch at the last.
+def rewrite(repo: Path, base: str, commits: list[str], identity: str) -> list[str]:
+    """commits recreated on base with upstream messages (same trees, same authors): objects only, no ref moves.
     Deterministic: the committer date is the author date, so preparing again gives the same ids."""
     name, email = identity[: identity.rindex(" <")], identity[identity.rindex(" <") + 2 : -1]
     parent, made = git("rev-parse", base, cwd=repo).strip(), []
@@ -62,7 +62,13 @@ def build_branch(repo: Path, base: str, commits: list[str], identity: str, branc
         parent = git("commit-tree", tree, "-p", parent, "-m", upstream_message(message, identity), cwd=repo,
                      env=env).strip()  # fmt: skip
         made.append(parent)
-    git("branch", "-f", branch, parent, cwd=repo)
+    return made
+
+
+def build_branch(repo: Path, base: str, commits: list[str], identity: str, branch: str) -> list[str]:
+    """rewrite(), then point branch at the last commit (at base when there is none)."""
+    made = rewrite(repo, base, commits, identity)
+    git("branch", "-f", branch, made[-1] if made else base, cwd=repo)
     return made
 
 

@@ -94,11 +94,20 @@ def build(
         fix = "pass --3way to accept the merge" if "only with a merge" in why else "rebase the series first"
         raise OntoError(f"not making {branch}: {why}", f"{fix} (nox -s rebase -- --git URL REF shows every patch)")
     applied = git("rev-list", "--reverse", f"{base}..HEAD", cwd=clone).split()
-    made = prbranch.build_branch(clone, base, applied, identity, branch) if applied else []
-    if not made:
-        git("branch", "-f", branch, base, cwd=clone)
+    made = prbranch.build_branch(clone, base, applied, identity, branch)
     git("checkout", "-q", "-f", branch, cwd=clone)  # the clone shows what would be pushed
     return found, made
+
+
+def push_reason(stdout: str, stderr: str) -> str:
+    """Why git push failed, in git's words: a refused ref's porcelain line, else git's first fatal:/error: line
+    (the advice git prints after it, "make sure ... the repository exists", is not the reason)."""
+    refused = [line.split("\t")[-1] for line in stdout.splitlines() if line.startswith("!")]
+    if refused:
+        return refused[0].strip()
+    said = [line.strip() for line in stderr.splitlines() if line.strip()]
+    reason = next((line for line in said if line.startswith(("fatal:", "error:", "remote: error:"))), None)
+    return reason or (said[0] if said else "git push said nothing")
 
 
 def push(clone: Path, remote: str, branch: str, force: bool) -> None:
@@ -107,9 +116,8 @@ def push(clone: Path, remote: str, branch: str, force: bool) -> None:
     refspec = f"{'+' if force else ''}{branch}:refs/heads/{branch}"
     proc = subprocess.run(["git", "push", "--porcelain", target, refspec], cwd=clone, capture_output=True, text=True)
     if proc.returncode != 0:
-        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
         raise OntoError(
-            f"git push to {remote} failed ({last})",
+            f"git push to {remote} failed: {push_reason(proc.stdout, proc.stderr)}",
             "check the fork's URL and your credentials; --force replaces a branch already there",
         )
 

@@ -148,6 +148,17 @@ def put_onto(args: argparse.Namespace, patches: list[Patch], commits: list[str],
     return kept, made, f"{url} {ref} ({base[:12]})", verdict_table
 
 
+def refuse_open_without_gh(args: argparse.Namespace, branch: str, title: str, body_file: Path) -> None:
+    """--open with no usable gh is refused before anything is made or pushed, naming the command to run later."""
+    if not args.open or not (why := onto.gh_ready()):
+        return
+    cmd = onto.gh_command(rebase.git_url(args.onto[0]), args.push_to, branch, args.onto[1], title, body_file)
+    raise PrError(
+        f"cannot open the PR: {why}; nothing was made or pushed",
+        f"install gh and run gh auth login, or drop --open and, after the push, run: {shlex.join(cmd)}",
+    )
+
+
 def deliver(args: argparse.Namespace, branch: str, title: str, body_file: Path) -> None:
     """Push and print (or run) `gh pr create` when asked; otherwise say what stays local."""
     if not args.onto:
@@ -157,8 +168,6 @@ def deliver(args: argparse.Namespace, branch: str, title: str, body_file: Path) 
     if not args.push_to:
         progress(f"nothing pushed; to open the PR: nox -s pr -- --onto {' '.join(args.onto)} --push-to YOUR_FORK_URL")
         return
-    if args.open and (why := onto.gh_ready()):
-        raise PrError(f"cannot open the PR: {why}; nothing was pushed", "drop --open and run the printed gh command")
     onto.push(onto.CLONE, args.push_to, branch, args.force)
     progress(f"pushed {branch} to {args.push_to}")
     cmd = onto.gh_command(rebase.git_url(args.onto[0]), args.push_to, branch, args.onto[1], title, body_file)

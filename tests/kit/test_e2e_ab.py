@@ -74,7 +74,7 @@ def test_unknown_base_is_one_clear_line(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert not (tmp_path / "ev").exists() or not list((tmp_path / "ev").iterdir())  # nothing half-made
     assert done.stderr.strip().splitlines() == [
-        "e2e: --ab 'no-such-revision' is not a revision in patches/revisions.toml, a git ref, or pristine "
+        "kit: error: --ab 'no-such-revision' is not a revision in patches/revisions.toml, a git ref, or pristine "
         "-- pass e.g. --ab v1, --ab main~3 or --ab pristine"
     ]
 

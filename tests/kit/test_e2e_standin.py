@@ -19,7 +19,7 @@ import pytest
 from e2e_prereq import ensure_checkout_and_stock_env
 
 from scripts import paths
-from scripts.e2e import evidence, lock, server
+from scripts.e2e import evidence, server
 from scripts.legs import legenv
 
 pytest.importorskip("av", reason="the stand-in needs PyAV (ci/kit-tools.txt)")
@@ -181,14 +181,6 @@ def test_port_already_taken_stops_at_preflight(tmp_path: Path) -> None:
     assert processes_mentioning(port) == []
 
 
-def test_cards_held_by_another_job(tmp_path: Path) -> None:
-    with lock.hold_cards([2], tmp_path / "locks", 0):
-        case = Case(tmp_path, "none", "--cards", "2,3")
-    assert case.done.returncode == 2
-    assert "npu2 is held by another e2e job" in case.done.stderr
-    assert processes_mentioning(case.port) == []
-
-
 @pytest.mark.skipif(any(Path(p, "npu-smi").exists() for p in os.environ.get("PATH", "").split(os.pathsep)),
                     reason="an Ascend host: the no-card preflight line cannot be shown here")  # fmt: skip
 def test_cpu_host_without_standin_stops_at_preflight(tmp_path: Path) -> None:
@@ -198,7 +190,7 @@ def test_cpu_host_without_standin_stops_at_preflight(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert done.stdout == ""
     assert done.stderr.splitlines() == [
-        "e2e: no Ascend cards visible: npu-smi not found -- run on an Ascend runner with the driver mounted, "
+        "kit: error: no Ascend cards visible: npu-smi not found -- run on an Ascend runner with the driver mounted, "
         "or pass --standin to use the test stand-in"
     ]
     assert not (tmp_path / "ev").exists()

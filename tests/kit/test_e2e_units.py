@@ -152,7 +152,7 @@ def test_verdict_order_failure_then_determinism_then_band() -> None:
 
 def test_both_clients_always_get_an_image(tmp_path: Path) -> None:
     """Upstream's client downloads a default image without ``--image``: the kit always passes one."""
-    cfg = config.parse_args(["--width", "8", "--height", "4"], {})
+    cfg = config.parse_args(["--width", "16", "--height", "32"], {})
     image = bench.first_frame(cfg, tmp_path)
     assert Path(image).read_bytes().startswith(b"\x89PNG") and Path(image).parent == tmp_path
     for name in ("upstream", "kit"):

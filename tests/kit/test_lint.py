@@ -10,7 +10,7 @@ import pytest
 from conftest import Kit, make_series
 
 from scripts.checks.lint import RULES, check_file, npu_only_lines
-from scripts.diffparse import parse
+from scripts.diffparse import FileDiff, parse
 from scripts.pr.body import PLAN
 
 RUFF = shutil.which("ruff", path=str(Path(sys.executable).parent)) or "ruff"
@@ -99,3 +99,83 @@ def test_every_rule_has_a_bad_patch_that_it_bites() -> None:
 def test_pr_body_test_plan_names_every_rule_from_the_registry() -> None:
     (lint_plan,) = [how for name, _, how in PLAN if name == "lint"]
     assert all(rule.requires in lint_plan for rule in RULES)
+
+
+# ---- KIT002: every form of importing torch_npu, and NPU-only decided by the device guard, not by names ----
+
+GUARD = 'def f(q):\n    if q.device.type == "npu":\n'
+OFF_NPU = 'def f(q):\n    if q.device.type != "npu":\n'
+# (form, source of a new file, flagged): the import is always on an added line.
+TORCH_NPU_FORMS = [
+    ("plain", "import torch_npu\n", True),
+    ("dotted", "import torch_npu.contrib\n", True),
+    ("second-of-two", "import os, torch_npu\n", True),
+    ("aliased-second", "import torch, torch_npu as tnpu\n", True),
+    ("from", "from torch_npu import npu_fusion_attention\n", True),
+    ("from-submodule", "from torch_npu.contrib import x\n", True),
+    ("from-multiline", "from torch_npu import (\n    a,\n    b,\n)\n", True),
+    ("importlib", 'import importlib\n\nm = importlib.import_module("torch_npu")\n', True),
+    ("import-module-bare", 'from importlib import import_module\n\nm = import_module("torch_npu.contrib")\n', True),
+    ("dunder-import", 'm = __import__("torch_npu")\n', True),
+    ("function-named-npu", "def npu_attend(q):\n    import torch_npu\n", True),
+    ("platform-name-compare", 'def f(name):\n    if name == "npu":\n        import torch_npu\n', True),
+    ("else-of-eq-guard", GUARD + "        pass\n    else:\n        import torch_npu\n", True),
+    ("helper-used-off-npu", "def _npu_impl(q):\n    import torch_npu\n\n\ndef f(q):\n    return _npu_impl(q)\n", True),
+    ("other-module", "import torch_npu_ext\nimport torch\n", False),
+    ("relative-import", "from .torch_npu import x\n", False),
+    ("under-device-guard", GUARD + "        import torch_npu\n", False),
+    ("under-type-guard", 'def f(d):\n    if torch.device(d).type == "npu":\n        import os, torch_npu\n', False),
+    ("reversed-compare", 'def f(q):\n    if "npu" == q.device.type:\n        import torch_npu\n', False),
+    ("conjunct-guard", 'def f(q, on):\n    if on and q.device.type == "npu":\n        import torch_npu\n', False),
+    ("else-of-ne-guard", OFF_NPU + "        pass\n    else:\n        import torch_npu\n", False),
+    ("after-early-return", OFF_NPU + "        return q\n    import torch_npu\n", False),
+    ("after-branch-that-falls-through", OFF_NPU + "        q = q + 1\n    import torch_npu\n", True),
+    ("importlib-under-guard", GUARD + '        m = importlib.import_module("torch_npu")\n', False),
+    ("helper-used-only-on-npu",
+     "def _impl(q):\n    import torch_npu\n\n\n" + GUARD + "        return _impl(q)\n", False),
+]  # fmt: skip
+
+
+def new_file_diff(path: str, source: str) -> FileDiff:
+    return FileDiff(path, True, tuple(enumerate(source.splitlines(), 1)), 0)
+
+
+@pytest.mark.parametrize(("form", "source", "flagged"), TORCH_NPU_FORMS, ids=[f[0] for f in TORCH_NPU_FORMS])
+def test_torch_npu_import_forms(form: str, source: str, flagged: bool) -> None:
+    found = [f for f in check_file(new_file_diff("vllm_omni/x.py", source), source) if f.rule == "KIT002"]
+    assert bool(found) == flagged, (form, found)
+
+
+def test_torch_npu_import_on_an_unchanged_line_is_not_the_series_doing() -> None:
+    source = "import torch_npu\nX = 1\n"
+    diff = FileDiff("vllm_omni/x.py", False, ((2, "X = 1"),), 0)
+    assert [f for f in check_file(diff, source) if f.rule == "KIT002"] == []
+
+
+def test_torch_npu_import_in_a_file_that_does_not_parse_is_still_found() -> None:
+    source = "import os, torch_npu\ndef broken(:\n"
+    assert [f.line for f in check_file(new_file_diff("vllm_omni/x.py", source), source) if f.rule == "KIT002"] == [1]
+
+
+def test_torch_npu_in_a_non_python_file_is_not_an_import() -> None:
+    text = "Call `import torch_npu` first.\n"
+    assert check_file(new_file_diff("CHANGES.txt", text), text) == []
+
+
+def test_lint_command_bites_on_a_hidden_torch_npu_import(small_kit: Kit) -> None:
+    """Through the real command: forms the old line pattern and the old name rule let through."""
+    hidden = "def npu_attend(q):\n    import os, torch_npu\n\n    return os.sep, torch_npu.x(q)\n"
+    make_series(small_kit, [({"vllm_omni/attn.py": hidden}, "[NPU] hidden import", "hidden")])
+    code, out = lint(small_kit)
+    assert code == 1, out
+    assert "vllm_omni/attn.py:2: KIT002 imports torch_npu outside an NPU-only branch" in out
+
+
+def test_a_relative_ruff_path_is_read_from_the_callers_folder(small_kit: Kit) -> None:
+    """`--ruff .venv/bin/ruff`: resolved once where the user stands, although ruff runs in the checkout."""
+    make_series(small_kit, [({"vllm_omni/attn.py": GOOD_ATTN}, "[NPU] ok", "ok")])
+    (small_kit.root / ".venv/bin").mkdir(parents=True)
+    (small_kit.root / ".venv/bin/ruff").symlink_to(Path(RUFF).resolve())
+    proc = small_kit.run("lint", "--ruff", ".venv/bin/ruff")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "lint clean" in proc.stdout

@@ -176,10 +176,22 @@ def test_range_diff_from_kit_history_when_snapshot_is_gone(small_kit: Kit, ident
 def test_precheck_names_file_and_line(small_kit: Kit, identity: dict[str, str]) -> None:
     bad = "def attend(q):\n    if q.is_npu:\n        return q\n    return q\n"
     with_cover(small_kit, [({"vllm_omni/attn.py": bad}, "[NPU] Bad guard", "bad-guard")])
+    revisions_before = (small_kit.patches / "revisions.toml").exists()
     code, out = pr(small_kit, identity)
     assert code == 1
     assert "vllm_omni/attn.py:2: KIT001" in out
-    assert "vllm_omni/attn.py:2: KIT001" in (small_kit.root / ".work/pr/v1/cover.txt").read_text()
+    # compute first, record last: a revision unfit to send leaves no trace
+    assert "nothing recorded or made" in out and "Traceback" not in out
+    assert (small_kit.patches / "revisions.toml").exists() == revisions_before
+    assert not (small_kit.root / ".work/pr").exists()
+    assert small_kit.git("branch", "--list", "pr/*").strip() == ""
+    fixed = 'def attend(q):\n    if q.device.type == "npu":\n        return q\n    return q\n'
+    (small_kit.checkout / "vllm_omni/attn.py").write_text(fixed)
+    small_kit.git("commit", "-qa", "--amend", "--no-edit")
+    small_kit.run("refresh", check=True)
+    code, out = pr(small_kit, identity)
+    assert code == 0, out
+    assert "revision v1: new" in out  # the refused run used no number
 
 
 def test_scope_figures_and_rfc_threshold() -> None:

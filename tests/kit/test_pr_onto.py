@@ -126,8 +126,9 @@ def test_open_without_gh_refuses_before_pushing(kit: Kit, upstream: Path, fork: 
     assert shutil.which("gh", path=identity["PATH"]) is None
     proc = kit.run("pr", "--ruff", RUFF, "--onto", str(upstream), "main", "--push-to", str(fork), "--open",
                    env=identity)  # fmt: skip
-    assert proc.returncode == 2 and "cannot open the PR: gh is not installed; nothing was pushed" in proc.stderr
-    assert branches(fork) == []
+    assert proc.returncode == 2 and "cannot open the PR: gh is not installed; nothing was made or pushed" in proc.stderr
+    assert "after the push, run: gh pr create --repo " in proc.stderr and "--head " in proc.stderr  # the command
+    assert branches(fork) == [] and not (kit.root / ".work/pr").exists()
 
 
 def test_push_flags_need_onto(kit: Kit, identity: dict[str, str], fork: Path) -> None:

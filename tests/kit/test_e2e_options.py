@@ -1,0 +1,121 @@
+"""Every e2e option, from its flag and from its KIT_E2E_* variable, is checked against its rule before
+anything starts. The bad values are made from the rule table (scripts/e2e/config.py OPTIONS), so an option
+added there is covered here without a new line; only options parsed by their own function list examples."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from scripts.e2e import config, lock, run
+from scripts.e2e.config import OPTIONS, Option, number_text
+from scripts.errors import KitError
+
+# Options of kind "parsed" check themselves; each needs bad examples here (test_every_parsed_option_has_examples).
+PARSED_BAD = {
+    "band": ["3167:2865", "x", "1:", "nan:nan", "-1:2"],
+    "cards": ["a,b", "-1", ","],
+    "server-url": ["http://h:1", "ws://h", "ws://h:1/other", "ws://h:x"],
+}
+
+
+def bad_values(o: Option) -> list[str]:
+    """Values the rule must refuse: wrong type, each side of each bound, a non-multiple, a non-choice."""
+    if o.kind == "parsed":
+        return PARSED_BAD[o.name]
+    if o.kind == "choice":
+        return ["nope", o.choices[0].upper() + "x"]
+    if o.kind == "flag":
+        return ["maybe", "2"]
+    if o.kind == "text":
+        return []
+    bad = ["abc", "1e3x"] + (["8.5"] if o.kind == "int" else ["nan", "inf", "-inf"])
+    if o.lo is not None:
+        bad.append(number_text(o.lo if o.lo_open else o.lo - 1))
+    if o.hi is not None:
+        bad.append(number_text(o.hi if o.hi_open else o.hi + 1))
+    if o.multiple_of > 1:
+        bad.append(str(int(o.lo or 0) + o.multiple_of + 1))
+    return bad
+
+
+def good_values(o: Option) -> list[str]:
+    """The bounds themselves when they are allowed, and the default."""
+    good = [o.default] if o.default is not None else []
+    good += [number_text(o.lo)] if o.lo is not None and not o.lo_open else []
+    good += [number_text(o.hi)] if o.hi is not None and not o.hi_open else []
+    return good
+
+
+# A switch (--standin) carries no value on the command line: only its variable can be wrong.
+CASES = [
+    (o, v, src) for o in OPTIONS for v in bad_values(o) for src in ("flag", "env") if o.kind != "flag" or src == "env"
+]
+
+
+@pytest.mark.parametrize(("option", "value", "source"), CASES, ids=[f"{s}-{o.name}={v}" for o, v, s in CASES])
+def test_a_bad_value_is_refused_naming_its_source_and_the_rule(option: Option, value: str, source: str) -> None:
+    # --opt=VALUE: how a value that starts with "-" (-1:2, -inf) is written on a command line
+    argv, env = ([f"{option.flag}={value}"], {}) if source == "flag" else ([], {option.env: value})
+    with pytest.raises(KitError) as caught:
+        config.parse_args(argv, env)
+    named = option.flag if source == "flag" else option.env
+    assert caught.value.what.startswith(f"{named} ") or caught.value.what.startswith(f"{named}: "), caught.value.what
+    assert repr(value) in caught.value.what and caught.value.fix, caught.value
+    assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize("option", [o for o in OPTIONS if good_values(o) and o.kind != "flag"], ids=lambda o: o.name)
+def test_the_default_and_the_allowed_bounds_pass(option: Option) -> None:
+    for value in good_values(option):
+        # chunks must stay above warmup-chunks
+        extra = {"warmup-chunks": ["--chunks", "1000"], "chunks": ["--warmup-chunks", "0"]}.get(option.name, [])
+        assert config.parse_args([f"{option.flag}={value}", *extra], {}) is not None
+
+
+def test_every_option_of_a_checked_kind_is_refused_somewhere() -> None:
+    """Only free text has no bad value; a new option of any other kind gets cases from its rule."""
+    unchecked = {o.name for o in OPTIONS if not bad_values(o)}
+    assert unchecked == {o.name for o in OPTIONS if o.kind == "text"}
+    assert {o.name for o in OPTIONS if o.kind == "parsed"} == set(PARSED_BAD)
+
+
+def test_every_option_is_a_field_of_the_config_and_back() -> None:
+    fields = {f.name for f in config.dataclasses.fields(config.E2EConfig)}
+    options = {o.field for o in OPTIONS}
+    assert options - fields == {"band"} and fields - options == {"checkout", "band_ms"}  # band -> band_ms
+
+
+def test_a_flag_wins_over_its_variable_and_an_empty_variable_is_unset() -> None:
+    assert config.parse_args(["--port", "9001"], {"KIT_E2E_PORT": "abc"}).port == 9001  # the flag is what counts
+    assert config.parse_args([], {"KIT_E2E_PORT": ""}).port == 8091
+    assert config.parse_args([], {"KIT_E2E_STANDIN": "yes"}).standin
+
+
+def test_rules_read_as_words() -> None:
+    by_name = {o.name: o for o in OPTIONS}
+    assert by_name["port"].rule() == "an integer from 1 to 65535"
+    assert by_name["width"].rule() == "an integer multiple of 16 from 16 to 8192"
+    assert by_name["ab-confidence"].rule() == "a number >= 0.5 and < 1"
+    assert by_name["health-timeout-s"].rule() == "a number > 0 and <= 604800"
+    assert by_name["warmup-chunks"].rule() == "an integer >= 0"
+
+
+# ---- the machine-wide card locks are for real cards only ----------------------------------
+
+
+def test_only_a_run_on_real_cards_takes_card_locks() -> None:
+    assert run.locked_cards(config.parse_args(["--cards", "2,3"], {})) == (2, 3)
+    assert run.locked_cards(config.parse_args(["--standin", "--cards", "2,3"], {})) == ()
+    assert run.locked_cards(config.parse_args(["--server-url", "ws://h:1"], {})) == ()
+
+
+def test_a_held_card_is_refused_in_one_line_and_no_cards_need_no_lock_folder(tmp_path: Path) -> None:
+    with lock.hold_cards([2], tmp_path / "locks", 0):
+        with pytest.raises(lock.CardsBusyError, match="npu2 is held by another e2e job"):
+            with lock.hold_cards([2, 3], tmp_path / "locks", 0):
+                pass
+        with lock.hold_cards([], tmp_path / "other", 0):  # a stand-in's (no cards): never waits
+            pass
+    assert not (tmp_path / "other").exists()
