@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import io
 import signal
 import sys
 from types import ModuleType
@@ -51,7 +52,10 @@ def parser() -> argparse.ArgumentParser:
 
 
 class Terminated(BaseException):
-    """SIGTERM, raised like Ctrl-C so that every cleanup (finally, with) runs."""
+    """SIGTERM, SIGHUP or SIGQUIT, raised like Ctrl-C so that every cleanup (finally, with) runs."""
+
+
+ENDING_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)  # SIGINT is KeyboardInterrupt already
 
 
 def on_sigterm(signum: int, frame: object) -> None:
@@ -66,7 +70,11 @@ def main(argv: list[str] | None = None) -> int:
     if extra:  # `test --durations=15`: what argparse does not know before the first positional goes on
         field = "pytest_args" if hasattr(args, "pytest_args") else "args"
         setattr(args, field, [*extra, *getattr(args, field)])
-    signal.signal(signal.SIGTERM, on_sigterm)
+    for sig in ENDING_SIGNALS:
+        signal.signal(sig, on_sigterm)
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):  # an ASCII (C locale) terminal gets other text escaped, no crash
+            stream.reconfigure(errors="backslashreplace")
     try:
         return args.run(args)
     except KitError as exc:

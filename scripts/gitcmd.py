@@ -1,13 +1,22 @@
 """git at the edge: every kit call ignores the user's global/system config, so
 results (commit ids, exported patches) do not depend on it, and every call
 carries the kit's own identity, so a host where git cannot guess an e-mail
-(a container hostname without a domain) can still commit, am and abort."""
+(a container hostname without a domain) can still commit, am and abort.
+
+Every call also ignores hooks (the checkout's own .git/hooks included) and the
+variables that point git at another repository (an exported GIT_DIR, e.g. from a
+hook of the kit's own repository): the kit's git calls act on the folder they
+name, and nothing else. Output is decoded as UTF-8 whatever the locale, keeping
+bytes that are not UTF-8 (surrogateescape): file content can be any bytes."""
 
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 from scripts.errors import KitError
 
@@ -38,21 +47,63 @@ class GitFailed(KitError):
         self.stderr = stderr
 
 
-def git_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+# Variables that make git use another repository, index, object store or config than the
+# folder the kit names (`git rev-parse --local-env-vars`, and the discovery ones besides).
+LOCATING = (
+    "GIT_DIR", "GIT_WORK_TREE", "GIT_IMPLICIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_COMMON_DIR", "GIT_NAMESPACE", "GIT_CEILING_DIRECTORIES",
+    "GIT_DISCOVERY_ACROSS_FILESYSTEM", "GIT_PREFIX", "GIT_GRAFT_FILE", "GIT_SHALLOW_FILE", "GIT_REPLACE_REF_BASE",
+    "GIT_NO_REPLACE_OBJECTS", "GIT_QUARANTINE_PATH", "GIT_CONFIG", "GIT_CONFIG_PARAMETERS", "GIT_CONFIG_COUNT",
+)  # fmt: skip
+CONFIG_ENTRY = re.compile(r"^GIT_CONFIG_(KEY|VALUE)_\d+$")
+# Config every kit call carries (as GIT_CONFIG_COUNT/KEY/VALUE): no hook runs, wherever it is installed.
+KIT_CONFIG = (("core.hooksPath", os.devnull),)
+ENCODING = {"encoding": "utf-8", "errors": "surrogateescape"}
+
+
+def kit_config_env() -> dict[str, str]:
+    env = {"GIT_CONFIG_COUNT": str(len(KIT_CONFIG))}
+    for i, (key, value) in enumerate(KIT_CONFIG):
+        env |= {f"GIT_CONFIG_KEY_{i}": key, f"GIT_CONFIG_VALUE_{i}": value}
+    return env
+
+
+def git_env(extra: dict[str, str] | None = None, base: dict[str, str] | None = None) -> dict[str, str]:
+    """base (the process environment) without what locates another repository or adds config, plus the kit's own."""
+    inherited = {
+        k: v
+        for k, v in (os.environ if base is None else base).items()
+        if k not in LOCATING and not CONFIG_ENTRY.match(k)
+    }
     return {
-        **os.environ,
+        **inherited,
         "GIT_CONFIG_NOSYSTEM": "1",
         "GIT_CONFIG_GLOBAL": os.devnull,
         "GIT_TERMINAL_PROMPT": "0",
+        **kit_config_env(),
         **KIT_IDENTITY,
         **(extra or {}),
     }
 
 
+class GitMissing(KitError):
+    """git is not installed, or not on PATH."""
+
+
+def spawn(argv: list[str], cwd: Path, env: dict[str, str], text: bool) -> subprocess.CompletedProcess[Any]:
+    """One git process; a missing git or working folder is named in one line, not a traceback."""
+    if shutil.which("git", path=env.get("PATH")) is None:
+        raise GitMissing(
+            "git was not found on PATH", "install git (apt-get install git, dnf install git or brew install git)"
+        )
+    if not cwd.is_dir():
+        raise KitError(f"{cwd} is not a folder (git cannot run there)", "run nox -s apply to make it again")
+    return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, stdin=subprocess.DEVNULL,
+                          **(ENCODING if text else {}))  # fmt: skip
+
+
 def run(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["git", *args], cwd=cwd, env=git_env(env), capture_output=True, text=True, stdin=subprocess.DEVNULL
-    )
+    return spawn(["git", *args], cwd, git_env(env), text=True)
 
 
 def git(*args: str, cwd: Path, env: dict[str, str] | None = None) -> str:
@@ -64,9 +115,9 @@ def git(*args: str, cwd: Path, env: dict[str, str] | None = None) -> str:
 
 
 def git_bytes(*args: str, cwd: Path) -> bytes:
-    proc = subprocess.run(["git", *args], cwd=cwd, env=git_env(), capture_output=True, stdin=subprocess.DEVNULL)
+    proc = spawn(["git", *args], cwd, git_env(), text=False)
     if proc.returncode != 0:
-        raise GitFailed(args, "", proc.stderr.decode(errors="replace"))
+        raise GitFailed(args, "", proc.stderr.decode("utf-8", errors="replace"))
     return proc.stdout
 
 
