@@ -25,12 +25,14 @@ from pathlib import Path
 from scripts import pin as pinmod
 from scripts.errors import KitError
 from scripts.gitcmd import (
+    GitFailed,
     am,
     apply_check,
     exists,
     format_patch,
     git,
     git_bytes,
+    git_reason,
     head,
     is_ancestor,
     last_line,
@@ -56,7 +58,6 @@ BRANCH = "series"
 OFFSET = re.compile(r"^Hunk #(\d+) succeeded at (\d+) \(offset (-?\d+) lines?\)", re.M)
 FAILED_AT = re.compile(r"^error: patch failed: (.+):(\d+)$", re.M)
 FILE_ERROR = re.compile(r"^error: (?!patch failed: )([^:\n]+): (.+)$", re.M)  # "error: x.py: already exists in ..."
-GIT_REASON = re.compile(r"^(?:error|fatal|CONFLICT[^:]*): .+$", re.M)
 CORRUPT = re.compile(r"corrupt patch at line (\d+)")
 Progress = Callable[[str], None]
 
@@ -143,15 +144,6 @@ def failed_hunk(check_output: str, patch_text: str) -> tuple[str, str] | None:
     hunks = hunk_starts(patch_text).get(path, [])
     number = next((i for i, start in enumerate(hunks, 1) if start == line), None)
     return path, f"hunk #{number} (@@ -{line})" if number else f"hunk at line {line}"
-
-
-def git_reason(*outputs: str) -> str:
-    """What git said went wrong, in one line: its first error/CONFLICT line, else its last line."""
-    for text in outputs:
-        m = GIT_REASON.search(text)
-        if m:
-            return m[0].strip()
-    return last_line(*outputs)
 
 
 def conflict_detail(check_output: str, am_output: str, patch_text: str) -> str:
@@ -581,9 +573,12 @@ def apply_series(
         head="",
         status="applying",
     )
-    prepare_checkout(pin, checkout, downloads, state, new, progress)
-    with no_paused_am_left(checkout):
-        results = apply_patches(checkout, patches, new, threeway, progress)
+    try:
+        prepare_checkout(pin, checkout, downloads, state, new, progress)
+        with no_paused_am_left(checkout):
+            results = apply_patches(checkout, patches, new, threeway, progress)
+    except GitFailed as exc:  # the state says "applying": every command refuses the checkout until a full apply
+        raise CheckoutError(exc.what, "fix what git names, then run nox -s apply again") from None
     verify_complete(checkout, new)  # "applied" is written last, only over a tree that holds what apply made
     finish(checkout, new, exported=True)
     return results

@@ -39,9 +39,21 @@ def last_line(*outputs: str) -> str:
     return "no output"
 
 
+GIT_REASON = re.compile(r"^(?:error|fatal|CONFLICT[^:]*): .+$", re.M)
+
+
+def git_reason(*outputs: str) -> str:
+    """What git said went wrong, in one line: its first error/fatal/CONFLICT line, else its last line."""
+    for text in outputs:
+        m = GIT_REASON.search(text)
+        if m:
+            return m[0].strip()
+    return last_line(*outputs)
+
+
 class GitFailed(KitError):
     def __init__(self, args: tuple[str, ...], stdout: str, stderr: str) -> None:
-        what = f"git {' '.join(args[:2])} failed: {last_line(stderr, stdout)}"
+        what = f"git {' '.join(args[:2])} failed: {git_reason(stderr, stdout)}"
         super().__init__(what, "see git's message; nothing else was changed")
         self.stdout = stdout
         self.stderr = stderr
