@@ -16,7 +16,6 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Any
 
 from scripts.errors import KitError
 
@@ -70,7 +69,6 @@ LOCATING = (
 CONFIG_ENTRY = re.compile(r"^GIT_CONFIG_(KEY|VALUE)_\d+$")
 # Config every kit call carries (as GIT_CONFIG_COUNT/KEY/VALUE): no hook runs, wherever it is installed.
 KIT_CONFIG = (("core.hooksPath", os.devnull),)
-ENCODING = {"encoding": "utf-8", "errors": "surrogateescape"}
 
 
 def kit_config_env() -> dict[str, str]:
@@ -102,7 +100,7 @@ class GitMissing(KitError):
     """git is not installed, or not on PATH."""
 
 
-def spawn(argv: list[str], cwd: Path, env: dict[str, str], text: bool) -> subprocess.CompletedProcess[Any]:
+def spawn(argv: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[bytes]:
     """One git process; a missing git or working folder is named in one line, not a traceback."""
     if shutil.which("git", path=env.get("PATH")) is None:
         raise GitMissing(
@@ -110,12 +108,18 @@ def spawn(argv: list[str], cwd: Path, env: dict[str, str], text: bool) -> subpro
         )
     if not cwd.is_dir():
         raise KitError(f"{cwd} is not a folder (git cannot run there)", "run nox -s apply to make it again")
-    return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, stdin=subprocess.DEVNULL,
-                          **(ENCODING if text else {}))  # fmt: skip
+    return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, stdin=subprocess.DEVNULL)
+
+
+def decoded(data: bytes) -> str:
+    """git's output as text: UTF-8 whatever the locale, other bytes kept (surrogateescape), CRs kept."""
+    return data.decode("utf-8", errors="surrogateescape")
 
 
 def run(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return spawn(["git", *args], cwd, git_env(env), text=True)
+    # Decoded here rather than in text mode: text mode would also turn CRLF into LF in diffs.
+    proc = spawn(["git", *args], cwd, git_env(env))
+    return subprocess.CompletedProcess(proc.args, proc.returncode, decoded(proc.stdout), decoded(proc.stderr))
 
 
 def git(*args: str, cwd: Path, env: dict[str, str] | None = None) -> str:
@@ -127,9 +131,9 @@ def git(*args: str, cwd: Path, env: dict[str, str] | None = None) -> str:
 
 
 def git_bytes(*args: str, cwd: Path) -> bytes:
-    proc = spawn(["git", *args], cwd, git_env(), text=False)
+    proc = spawn(["git", *args], cwd, git_env())
     if proc.returncode != 0:
-        raise GitFailed(args, "", proc.stderr.decode("utf-8", errors="replace"))
+        raise GitFailed(args, "", decoded(proc.stderr))
     return proc.stdout
 
 
@@ -170,8 +174,11 @@ def apply_check(repo: Path, patch: Path, *options: str) -> subprocess.CompletedP
 
 
 def am(repo: Path, patch: Path, *options: str) -> subprocess.CompletedProcess[str]:
-    """`git am` of one patch file, keeping its subject and author date as the committer date (stable ids)."""
-    return run("am", "-q", "-k", "--committer-date-is-author-date", *options, str(patch), cwd=repo)
+    """`git am` of one patch file, keeping its subject and author date as the committer date (stable ids).
+
+    --keep-cr: the patch's bytes are the change; a file with CRLF endings keeps them (am strips CRs by default).
+    """
+    return run("am", "-q", "-k", "--keep-cr", "--committer-date-is-author-date", *options, str(patch), cwd=repo)
 
 
 def is_ancestor(repo: Path, older: str, newer: str) -> bool:
