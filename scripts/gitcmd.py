@@ -164,8 +164,33 @@ def rev_list(repo: Path, revs: str) -> list[str]:
 
 
 def format_patch(repo: Path, commit: str) -> str:
-    """One commit as a patch file, with the kit's fixed options (byte-stable; apply with `git am -k`)."""
-    return git(*FORMAT_PATCH, "-1", commit, cwd=repo)
+    """One commit as a patch file, with the kit's fixed options (byte-stable; apply with `git am -k`).
+
+    Patch files are UTF-8 text: a commit whose text diff holds other bytes is refused, naming the file.
+    """
+    data = git_bytes(*FORMAT_PATCH, "-1", commit, cwd=repo)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise NotUtf8(commit, file_at(data, exc.start)) from None
+
+
+class NotUtf8(KitError):
+    def __init__(self, commit: str, file: str) -> None:
+        super().__init__(
+            f"commit {commit[:12]} changes {file}, whose diff is not UTF-8 text (patch files are UTF-8)",
+            f"make the file UTF-8, or have git export it as binary: echo '{file} binary' >> .git/info/attributes "
+            "in the checkout, then run refresh again",
+        )
+
+
+def file_at(patch: bytes, offset: int) -> str:
+    """The file whose diff holds the byte at offset of a format-patch text ("its message" before any diff)."""
+    start = patch.rfind(b"\ndiff --git a/", 0, offset)
+    if start < 0:
+        return "its message"
+    header = patch[start + 1 :].split(b"\n", 1)[0].decode("utf-8", errors="replace")
+    return header.rsplit(" b/", 1)[-1]
 
 
 def apply_check(repo: Path, patch: Path, *options: str) -> subprocess.CompletedProcess[str]:

@@ -186,6 +186,14 @@ def upstream_with(files: dict[str, bytes], edits: dict[str, bytes]) -> Callable[
     return setup
 
 
+def latin1_edit(kit: Kit, tmp_path: Path) -> None:
+    """A pin with a latin-1 file, and a commit that edits it as text: its diff cannot be a UTF-8 patch."""
+    pin_files(kit, tmp_path, {"vllm_omni/legacy.py": b"# caf\xe9\nX = 1\n"})
+    kit.run("apply", check=True)
+    (kit.checkout / "vllm_omni/legacy.py").write_bytes(b"# caf\xe9\nX = 2\n")
+    kit.git("commit", "-qam", "[NPU] Legacy\n\nUpstream-Status: Pending\nKit-Patch: legacy\n")
+
+
 def untracked_odd_name(kit: Kit, _tmp: Path) -> None:
     (kit.checkout / os.fsdecode(b"vllm_omni/\xff-notes.txt")).write_bytes(b"\xff\xfe latin-1 \xe9\n")
 
@@ -325,6 +333,13 @@ CASES = [
         0,
         "0004-bytes.patch: clean",
     ),  # fmt: skip
+    Case(
+        "latin1-file-edited-then-refresh",
+        latin1_edit,
+        ("refresh",),
+        2,
+        "changes vllm_omni/legacy.py, whose diff is not UTF-8 text",
+    ),
     Case(
         "untracked-non-utf8-name-c-locale",
         untracked_odd_name,
