@@ -146,13 +146,14 @@ def failed_hunk(check_output: str, patch_text: str) -> tuple[str, str] | None:
     return path, f"hunk #{number} (@@ -{line})" if number else f"hunk at line {line}"
 
 
-def conflict_detail(check_output: str, am_output: str, patch_text: str) -> str:
-    """Where a patch failed (file and hunk) and why, in git's words where the hunk alone does not say."""
+def conflict_detail(check_output: str, am_stderr: str, am_stdout: str, patch_text: str) -> str:
+    """Where a patch failed (file and hunk, or git's reason for the file) and, after a 3-way merge, why."""
     where = failed_hunk(check_output, patch_text)
-    reason = git_reason(am_output)
+    reason = git_reason(am_stderr, am_stdout)
     if where is None:
         return f"git: {reason}"
-    return f"{where[0]} {where[1]}" + ("" if reason.startswith("error: patch failed") else f"; git: {reason}")
+    merged = FAILED_AT.search(check_output) and not reason.startswith("error: patch failed")
+    return f"{where[0]} {where[1]}" + (f"; git: {reason}" if merged else "")
 
 
 def hunk_starts(patch_text: str) -> dict[str, list[int]]:
@@ -492,7 +493,7 @@ def apply_one(checkout: Path, patch: Patch, threeway: bool) -> PatchResult:
     applied = am(checkout, patch.path, *(["-3"] if threeway else []))
     if applied.returncode != 0:
         return PatchResult(
-            patch.name, "conflict", conflict_detail(probe.stderr, applied.stderr + applied.stdout, patch.text)
+            patch.name, "conflict", conflict_detail(probe.stderr, applied.stderr, applied.stdout, patch.text)
         )
     if probe.returncode != 0:
         return PatchResult(patch.name, "3-way", "context differed; merged with --3way")

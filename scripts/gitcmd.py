@@ -38,15 +38,17 @@ def last_line(*outputs: str) -> str:
     return "no output"
 
 
-GIT_REASON = re.compile(r"^(?:error|fatal|CONFLICT[^:]*): .+$", re.M)
+# What git says went wrong, most telling first: a merge conflict names the file, error/fatal the rest.
+GIT_REASONS = (re.compile(r"^CONFLICT [^:]*: .+$", re.M), re.compile(r"^(?:error|fatal): .+$", re.M))
 
 
 def git_reason(*outputs: str) -> str:
-    """What git said went wrong, in one line: its first error/fatal/CONFLICT line, else its last line."""
-    for text in outputs:
-        m = GIT_REASON.search(text)
-        if m:
-            return m[0].strip()
+    """What git said went wrong, in one line: its first CONFLICT line, else error/fatal line, else its last line."""
+    for pattern in GIT_REASONS:
+        for text in outputs:
+            m = pattern.search(text)
+            if m:
+                return m[0].strip()
     return last_line(*outputs)
 
 
