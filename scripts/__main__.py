@@ -8,6 +8,7 @@ import signal
 import sys
 from types import ModuleType
 
+from scripts.checkout import ENDING_SIGNALS
 from scripts.commands import (
     apply,
     bench,
@@ -55,9 +56,6 @@ class Terminated(BaseException):
     """SIGTERM, SIGHUP or SIGQUIT, raised like Ctrl-C so that every cleanup (finally, with) runs."""
 
 
-ENDING_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)  # SIGINT is KeyboardInterrupt already
-
-
 def on_sigterm(signum: int, frame: object) -> None:
     raise Terminated
 
@@ -71,7 +69,8 @@ def main(argv: list[str] | None = None) -> int:
         field = "pytest_args" if hasattr(args, "pytest_args") else "args"
         setattr(args, field, [*extra, *getattr(args, field)])
     for sig in ENDING_SIGNALS:
-        signal.signal(sig, on_sigterm)
+        if sig != signal.SIGINT:  # SIGINT is KeyboardInterrupt already
+            signal.signal(sig, on_sigterm)
     for stream in (sys.stdout, sys.stderr):
         if isinstance(stream, io.TextIOWrapper):  # an ASCII (C locale) terminal gets other text escaped, no crash
             stream.reconfigure(errors="backslashreplace")

@@ -60,6 +60,7 @@ FAILED_AT = re.compile(r"^error: patch failed: (.+):(\d+)$", re.M)
 FILE_ERROR = re.compile(r"^error: (?!patch failed: )([^:\n]+): (.+)$", re.M)  # "error: x.py: already exists in ..."
 CORRUPT = re.compile(r"corrupt patch at line (\d+)")
 Progress = Callable[[str], None]
+ENDING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)  # what __main__ turns into cleanup
 
 
 class CheckoutError(KitError):
@@ -898,9 +899,9 @@ def swap_into(patches_dir: Path, writes: dict[str, str], removals: list[str]) ->
 
 @contextlib.contextmanager
 def signals_held() -> Iterator[None]:
-    """Hold SIGINT/SIGTERM back for a few renames; deliver them afterwards."""
+    """Hold every ending signal (INT, TERM, HUP, QUIT) back for a few renames; deliver them afterwards."""
     caught: list[int] = []
-    previous = {sig: signal.signal(sig, lambda n, _f: caught.append(n)) for sig in (signal.SIGINT, signal.SIGTERM)}
+    previous = {sig: signal.signal(sig, lambda n, _f: caught.append(n)) for sig in ENDING_SIGNALS}
     try:
         yield
     finally:
