@@ -232,7 +232,14 @@ def write_state(checkout: Path, state: State) -> None:
     """Written aside and renamed: an interrupted write never leaves a half file."""
     target = state_file(checkout)
     tmp = target.with_name(target.name + ".tmp")
-    tmp.write_text(json.dumps(asdict(state), indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    try:
+        tmp.write_text(json.dumps(asdict(state), indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    except OSError as exc:  # write(2) errors name no file: name it (the old state stays, and stays true)
+        tmp.unlink(missing_ok=True)
+        raise CheckoutError(
+            f"cannot write {shown(checkout)}/.git/{target.name} ({exc.strerror or exc})",
+            f"free disk space on {checkout.parent.name}/ (df -h {checkout.parent.name}), then run the command again",
+        ) from None
     os.replace(tmp, target)
 
 

@@ -227,6 +227,17 @@ SHORT_WRITE = (
     "pathlib.Path.write_bytes = lambda self, data: real(self, data[: len(data) // 2])"
 )
 
+# Injected: the disk is full when the checkout's state is written.
+DISK_FULL_WRITING_STATE = (
+    "import pathlib\n"
+    "real = pathlib.Path.write_text\n"
+    "def write_text(self, *a, **k):\n"
+    "    if self.name == 'kit-state.json.tmp':\n"
+    "        raise OSError(errno.ENOSPC, 'No space left on device')\n"
+    "    return real(self, *a, **k)\n"
+    "pathlib.Path.write_text = write_text"
+)
+
 HOOKS = (
     "post-checkout", "applypatch-msg", "pre-applypatch", "post-applypatch", "pre-commit", "commit-msg",
     "post-commit", "reference-transaction", "post-rewrite", "pre-auto-gc",
@@ -262,6 +273,14 @@ CASES = [
         "differs from vllm_omni-0.2.0-py3-none-any.whl",
         inject=SHORT_WRITE,
     ),  # fmt: skip
+    Case(
+        "disk-full-writing-state",
+        nothing,
+        ("apply",),
+        2,
+        "cannot write .work/vllm-omni/.git/kit-state.json (No space left on device)",
+        inject=DISK_FULL_WRITING_STATE,
+    ),
     Case("git-fails-after-apply-started-then-lint", index_locked, ("apply",), 2, "index.lock"),
     Case("bom-in-series", bom_series, ("apply",), 2, "patches/series starts with a UTF-8 byte order mark"),
     Case("bom-in-patch", bom_patch, ("apply",), 2, "patches/0001-fix-ten.patch starts with a UTF-8 byte order mark"),
