@@ -83,9 +83,8 @@ def main(argv: list[str] | None = None) -> int:
         fail(f"{args.command} interrupted -- nothing is half-written; run it again (other commands say if it must)")
         return 130
     except OSError as exc:  # the last guard: a file the kit could not read or write, named in one line
-        fail(
-            f"{args.command}: {exc.strerror or exc}: {exc.filename or ''} -- check that path (permissions, free space)"
-        )
+        where = f": {exc.filename}" if exc.filename else " (writing a file the system did not name)"
+        fail(f"{args.command}: {exc.strerror or exc}{where} -- check free space (df -h .work) and permissions there")
         return 2
 
 

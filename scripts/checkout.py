@@ -404,9 +404,16 @@ def export_tree(checkout: Path, rev: str, dest: Path) -> None:
     """A plain copy of the tree at rev (e.g. the pristine tree for side-by-side tests)."""
     data = git_bytes("archive", "--format=tar", rev, cwd=checkout)
     remove_kit_made(dest) if (dest / ".git").exists() else shutil.rmtree(dest, ignore_errors=True)
-    dest.mkdir(parents=True)
-    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-        tar.extractall(dest, filter="data")
+    try:
+        dest.mkdir(parents=True)
+        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+            tar.extractall(dest, filter="data")
+    except OSError as exc:  # named here: a failed write(2) names no file of its own
+        shutil.rmtree(dest, ignore_errors=True)  # no partial copy left to be taken for the whole tree
+        raise CheckoutError(
+            f"cannot write {dest.parent.name}/{dest.name} ({exc.strerror or exc})",
+            f"free disk space on {dest.parent.name}/ (df -h {dest.parent.name}), then run the command again",
+        ) from None
 
 
 def abort_paused(checkout: Path) -> None:

@@ -238,6 +238,14 @@ DISK_FULL_WRITING_STATE = (
     "pathlib.Path.write_text = write_text"
 )
 
+# Injected: the disk fills while the pristine tree is copied out for side-by-side tests.
+DISK_FULL_EXPORTING = (
+    "import tarfile\n"
+    "def extractall(self, *a, **k):\n"
+    "    raise OSError(errno.ENOSPC, 'No space left on device')\n"
+    "tarfile.TarFile.extractall = extractall"
+)
+
 HOOKS = (
     "post-checkout", "applypatch-msg", "pre-applypatch", "post-applypatch", "pre-commit", "commit-msg",
     "post-commit", "reference-transaction", "post-rewrite", "pre-auto-gc",
@@ -280,6 +288,14 @@ CASES = [
         2,
         "cannot write .work/vllm-omni/.git/kit-state.json (No space left on device)",
         inject=DISK_FULL_WRITING_STATE,
+    ),
+    Case(
+        "disk-full-exporting-pristine",
+        nothing,
+        ("apply",),
+        2,
+        "cannot write .work/pristine (No space left on device)",
+        inject=DISK_FULL_EXPORTING,
     ),
     Case("git-fails-after-apply-started-then-lint", index_locked, ("apply",), 2, "index.lock"),
     Case("bom-in-series", bom_series, ("apply",), 2, "patches/series starts with a UTF-8 byte order mark"),
