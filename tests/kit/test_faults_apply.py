@@ -41,6 +41,7 @@ from test_faults import (
 from scripts import worklock
 from scripts.checkout import failed_hunk, is_generated
 from scripts.gitcmd import LOCATING, git, git_env
+from scripts.pin import git_blob_id
 
 C_LOCALE = {"LC_ALL": "C", "LANG": "C", "PYTHONCOERCECLOCALE": "0", "PYTHONUTF8": "0", "PYTHONIOENCODING": ""}
 Env = dict[str, str]
@@ -604,3 +605,12 @@ def test_failed_hunk_names_the_file_and_gits_reason() -> None:
 )
 def test_is_generated(path: str, generated: bool) -> None:
     assert is_generated(path) is generated
+
+
+@pytest.mark.parametrize(
+    "data", [b"", b"x\n", b"caf\xe9\r\n", bytes(range(256))], ids=["empty", "text", "latin1", "binary"]
+)
+def test_blob_ids_of_wheel_entries_are_gits(data: bytes, tmp_path: Path) -> None:
+    path = tmp_path / "f"
+    path.write_bytes(data)
+    assert git_blob_id(data) == git("hash-object", "--no-filters", str(path), cwd=tmp_path).strip()
