@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import io
 import signal
 import sys
 from pathlib import Path
@@ -85,6 +86,9 @@ def main(argv: list[str] | None = None) -> int:
         setattr(args, field, [*extra, *getattr(args, field)])
     for ending in ENDING_SIGNALS:
         signal.signal(ending, on_ending_signal)
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):  # an ASCII (C locale) terminal gets other text escaped, no crash
+            stream.reconfigure(errors="backslashreplace")
     try:
         return args.run(args)
     except KitError as exc:
@@ -95,9 +99,8 @@ def main(argv: list[str] | None = None) -> int:
              "(other commands say if it must)")  # fmt: skip
         return 130
     except OSError as exc:  # the last guard: a file the kit could not read or write, named in one line
-        fail(
-            f"{args.command}: {exc.strerror or exc}: {exc.filename or ''} -- check that path (permissions, free space)"
-        )
+        where = f": {exc.filename}" if exc.filename else " (writing a file the system did not name)"
+        fail(f"{args.command}: {exc.strerror or exc}{where} -- check free space (df -h .work) and permissions there")
         return 2
 
 

@@ -8,6 +8,7 @@ so it can never outlive or disagree with the checkout it describes.
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import io
 import json
 import os
@@ -24,12 +25,14 @@ from pathlib import Path
 from scripts import pin as pinmod
 from scripts.errors import KitError
 from scripts.gitcmd import (
+    GitFailed,
     am,
     apply_check,
     exists,
     format_patch,
     git,
     git_bytes,
+    git_reason,
     head,
     is_ancestor,
     last_line,
@@ -54,8 +57,10 @@ PRISTINE_TAG = "pristine"
 BRANCH = "series"
 OFFSET = re.compile(r"^Hunk #(\d+) succeeded at (\d+) \(offset (-?\d+) lines?\)", re.M)
 FAILED_AT = re.compile(r"^error: patch failed: (.+):(\d+)$", re.M)
+FILE_ERROR = re.compile(r"^error: (?!patch failed: )([^:\n]+): (.+)$", re.M)  # "error: x.py: already exists in ..."
 CORRUPT = re.compile(r"corrupt patch at line (\d+)")
 Progress = Callable[[str], None]
+ENDING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)  # what __main__ turns into cleanup
 
 
 class CheckoutError(KitError):
@@ -130,15 +135,26 @@ def offsets_in(check_output: str) -> list[str]:
     return [f"hunk #{m[0]} at line {m[1]} (offset {m[2]})" for m in OFFSET.findall(check_output)]
 
 
-def failed_hunk(check_output: str, patch_text: str) -> tuple[str, str]:
-    """(file, hunk description) of the first failure `git apply --check` reports."""
+def failed_hunk(check_output: str, patch_text: str) -> tuple[str, str] | None:
+    """(file, hunk description or git's reason) of the first failure `git apply --check` reports."""
     m = FAILED_AT.search(check_output)
     if not m:
-        return "?", "?"
+        other = FILE_ERROR.search(check_output)
+        return (other[1], f"({other[2]})") if other else None
     path, line = m[1], int(m[2])
     hunks = hunk_starts(patch_text).get(path, [])
     number = next((i for i, start in enumerate(hunks, 1) if start == line), None)
     return path, f"hunk #{number} (@@ -{line})" if number else f"hunk at line {line}"
+
+
+def conflict_detail(check_output: str, am_stderr: str, am_stdout: str, patch_text: str) -> str:
+    """Where a patch failed (file and hunk, or git's reason for the file) and, after a 3-way merge, why."""
+    where = failed_hunk(check_output, patch_text)
+    reason = git_reason(am_stderr, am_stdout)
+    if where is None:
+        return f"git: {reason}"
+    merged = FAILED_AT.search(check_output) and not reason.startswith("error: patch failed")
+    return f"{where[0]} {where[1]}" + (f"; git: {reason}" if merged else "")
 
 
 def hunk_starts(patch_text: str) -> dict[str, list[int]]:
@@ -160,6 +176,7 @@ def hunk_starts(patch_text: str) -> dict[str, list[int]]:
 KIT_MARK = "kit-made"  # in .git/: the kit made this repository and may replace it
 STATE_BACKUP = "kit-state.last-good.json"
 LAST_GOOD_REF = "refs/kit/last-good"
+PREVIOUS_REF = "refs/kit/previous-pin"  # the checkout this one replaced: blobs for `git am -3` across a pin change
 # Files that running code leaves in a tree; never "edits" (git clean -x still removes them on reset).
 GENERATED = ("__pycache__/", "*.py[co]", ".pytest_cache/", ".coverage*", ".benchmarks/")
 IN_PROGRESS = {  # .git entry -> the git operation it means
@@ -193,6 +210,12 @@ def parse_state(text: str) -> State:
 
 
 def read_state(checkout: Path) -> State | None:
+    """The checkout's record of itself, None where there is no checkout yet.
+
+    Every command reads the checkout through here, so each applies the same rule to what is
+    at its path: something the kit did not make (a file, a link, a foreign folder) is refused.
+    """
+    refuse_foreign(checkout)
     f = state_file(checkout)
     if not f.is_file():
         return None
@@ -209,7 +232,14 @@ def write_state(checkout: Path, state: State) -> None:
     """Written aside and renamed: an interrupted write never leaves a half file."""
     target = state_file(checkout)
     tmp = target.with_name(target.name + ".tmp")
-    tmp.write_text(json.dumps(asdict(state), indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    try:
+        tmp.write_text(json.dumps(asdict(state), indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    except OSError as exc:  # write(2) errors name no file: name it (the old state stays, and stays true)
+        tmp.unlink(missing_ok=True)
+        raise CheckoutError(
+            f"cannot write {shown(checkout)}/.git/{target.name} ({exc.strerror or exc})",
+            f"free disk space on {checkout.parent.name}/ (df -h {checkout.parent.name}), then run the command again",
+        ) from None
     os.replace(tmp, target)
 
 
@@ -262,9 +292,10 @@ def refuse_foreign(path: Path) -> None:
     """Refuse to replace or delete something under .work/ that the kit did not make."""
     if not (path.exists() or path.is_symlink()) or is_kit_made(path):
         return
-    kind = "a file" if path.is_file() or path.is_symlink() else "a folder the kit did not make"
+    kind = "a symbolic link" if path.is_symlink() else "a file" if path.is_file() else "a folder the kit did not make"
     raise NotKitMade(
-        f".work/{path.name} is {kind}, not a kit checkout", "move it away (the kit never deletes it), then run again"
+        f".work/{path.name} is {kind}, not a kit checkout",
+        "move it away (the kit never deletes it, nor works through a link), then run again",
     )
 
 
@@ -309,7 +340,9 @@ def init_repo(dest: Path) -> None:
     """An empty repository marked as the kit's, ignoring what running code leaves behind."""
     dest.mkdir(parents=True)
     git("init", "-q", "-b", BRANCH, cwd=dest)
-    (dest / ".git" / KIT_MARK).write_text("made by the vllm-omni NPU kit; nox -s apply may replace it\n")
+    (dest / ".git" / KIT_MARK).write_text(
+        "made by the vllm-omni NPU kit; nox -s apply may replace it\n", encoding="utf-8"
+    )
     (dest / ".git" / "info").mkdir(exist_ok=True)
     (dest / ".git" / "info" / "exclude").write_text("".join(f"{g}\n" for g in GENERATED), encoding="utf-8")
 
@@ -331,17 +364,56 @@ def build_pristine(pin: Pin, dest: Path, downloads: Path, progress: Progress) ->
         git("commit", "-q", "--no-verify", "-m", message, cwd=dest,
             env={"GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date})  # fmt: skip
         commit = head(dest)
+        refuse_short_tree(dest, tree_differs(pinmod.wheel_blobs(wheel), tree_blobs(dest, commit)), wheel.name)
+    refuse_short_tree(dest, dirty_paths(dest), "its commit")
     git("tag", "-f", PRISTINE_TAG, commit, cwd=dest)
     return commit
+
+
+def tree_blobs(repo: Path, rev: str) -> dict[str, str]:
+    """Path -> blob id of every file in rev's tree."""
+    out = git("ls-tree", "-r", "-z", "--full-tree", rev, cwd=repo)
+    return {path: meta.split()[2] for meta, path in (entry.split("\t", 1) for entry in out.split("\0") if entry)}
+
+
+def tree_differs(wanted: dict[str, str], tree: dict[str, str]) -> list[str]:
+    """Paths whose blob in tree is missing or not the wanted one (files the kit never commits aside)."""
+    return sorted(path for path, blob in wanted.items() if tree.get(path) != blob and not is_generated(path))
+
+
+def is_generated(path: str) -> bool:
+    """A path that .git/info/exclude (GENERATED) keeps out of every commit."""
+    parts = path.split("/")
+    return any(
+        any(fnmatch.fnmatch(part, g.rstrip("/")) for part in (parts[:-1] if g.endswith("/") else parts[-1:]))
+        for g in GENERATED
+    )
+
+
+def refuse_short_tree(repo: Path, differing: list[str], source: str) -> None:
+    """A pristine tree that is not all of its source (a disk that filled while it was written) is never used."""
+    if differing:
+        raise IncompleteCheckout(
+            f"the pristine tree in {shown(repo)} differs from {source} in {len(differing)} files "
+            f"(first: {differing[0]}); the disk may be full",
+            f"free disk space on {repo.parent.name}/ (df -h {repo.parent.name}), then run nox -s apply again",
+        )
 
 
 def export_tree(checkout: Path, rev: str, dest: Path) -> None:
     """A plain copy of the tree at rev (e.g. the pristine tree for side-by-side tests)."""
     data = git_bytes("archive", "--format=tar", rev, cwd=checkout)
     remove_kit_made(dest) if (dest / ".git").exists() else shutil.rmtree(dest, ignore_errors=True)
-    dest.mkdir(parents=True)
-    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-        tar.extractall(dest, filter="data")
+    try:
+        dest.mkdir(parents=True)
+        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+            tar.extractall(dest, filter="data")
+    except OSError as exc:  # named here: a failed write(2) names no file of its own
+        shutil.rmtree(dest, ignore_errors=True)  # no partial copy left to be taken for the whole tree
+        raise CheckoutError(
+            f"cannot write {dest.parent.name}/{dest.name} ({exc.strerror or exc})",
+            f"free disk space on {dest.parent.name}/ (df -h {dest.parent.name}), then run the command again",
+        ) from None
 
 
 def abort_paused(checkout: Path) -> None:
@@ -380,19 +452,29 @@ def keep_last_good(checkout: Path, state: State | None, same_pin: bool) -> None:
         checkout.rename(last_good_dir(checkout))
 
 
-def prepare_checkout(pin: Pin, checkout: Path, downloads: Path, state: State | None, progress: Progress) -> str:
-    """Reset a matching checkout to pristine, or build a new one beside it and swap it in."""
+def prepare_checkout(
+    pin: Pin, checkout: Path, downloads: Path, state: State | None, new: State, progress: Progress
+) -> None:
+    """Reset a matching checkout to pristine, or build a new one beside it and swap it in.
+
+    The checkout says "applying" (new, with its pristine commit) before anything in it changes,
+    so a build that fails or is cut short anywhere is never taken for a complete one.
+    """
     refuse_foreign(checkout)
     same_pin = state is not None and state.pin_digest == pin_digest(pin) and state.pin == pin.label
     if same_pin and state is not None:
         keep_last_good(checkout, state, same_pin=True)
+        new.pristine_commit = state.pristine_commit
+        write_state(checkout, new)
         reset_to(checkout, PRISTINE_TAG)
         progress(f"reusing pristine {pin.label} at {state.pristine_commit[:12]}")
-        return state.pristine_commit
+        return
     staging = checkout.with_name(f".{checkout.name}.new")
     remove_kit_made(staging)
     try:
-        commit = build_pristine(pin, staging, downloads, progress)
+        new.pristine_commit = build_pristine(pin, staging, downloads, progress)
+        borrow_objects(staging, checkout)
+        write_state(staging, new)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
@@ -401,8 +483,17 @@ def prepare_checkout(pin: Pin, checkout: Path, downloads: Path, state: State | N
             keep_last_good(checkout, state, same_pin=False)
         remove_kit_made(checkout)
     staging.rename(checkout)
-    progress(f"pristine {pin.label} committed as {commit[:12]}, tagged {PRISTINE_TAG}")
-    return commit
+    progress(f"pristine {pin.label} committed as {new.pristine_commit[:12]}, tagged {PRISTINE_TAG}")
+
+
+def borrow_objects(new: Path, old: Path) -> None:
+    """The old checkout's history (its pristine and patches) fetched into the new one, under PREVIOUS_REF.
+
+    Patches were made against the old pin: `git am -3` needs those blobs to merge them onto the new
+    one. Best effort: an old checkout git cannot read only means 3-way has less to work with.
+    """
+    if (old / ".git").is_dir() and not old.is_symlink():
+        git_run("fetch", "-q", "--no-tags", str(old.resolve()), f"+HEAD:{PREVIOUS_REF}", cwd=new)
 
 
 def apply_one(checkout: Path, patch: Patch, threeway: bool) -> PatchResult:
@@ -414,9 +505,11 @@ def apply_one(checkout: Path, patch: Patch, threeway: bool) -> PatchResult:
             f"patch {patch.name} is corrupt (git: corrupt patch at line {corrupt[1]})",
             "restore it from git (git checkout -- patches/) or re-export it with nox -s refresh",
         )
-    if am(checkout, patch.path, *(["-3"] if threeway else [])).returncode != 0:
-        file, hunk = failed_hunk(probe.stderr, patch.text)
-        return PatchResult(patch.name, "conflict", f"{file} {hunk}")
+    applied = am(checkout, patch.path, *(["-3"] if threeway else []))
+    if applied.returncode != 0:
+        return PatchResult(
+            patch.name, "conflict", conflict_detail(probe.stderr, applied.stderr, applied.stdout, patch.text)
+        )
     if probe.returncode != 0:
         return PatchResult(patch.name, "3-way", "context differed; merged with --3way")
     offs = offsets_in(probe.stderr)
@@ -452,7 +545,8 @@ def apply_patches(
             raise PatchConflict(
                 f"patch {patch.name} does not apply: {result.detail}",
                 f"resolve it in {shown(checkout)} (git am --show-current-patch=diff; edit; git add), then "
-                "nox -s apply -- --continue; or nox -s apply -- --abort; or retry with nox -s apply -- --3way",
+                "nox -s apply -- --continue; or nox -s apply -- --abort"
+                + ("" if threeway else "; or retry with nox -s apply -- --3way"),
             )
         state.applied.append(patch.name)
         if result.outcome == "offset":
@@ -486,20 +580,41 @@ def apply_series(
         guard_local_edits(checkout, state)
     if state is not None and state.status != "applying" and not is_good(checkout, state) and force:
         progress(f"--force: discarding {shown(checkout)}'s work that is not in patches/")
-    pristine = prepare_checkout(pin, checkout, downloads, state, progress)
     new = State(
         pin=pin.label,
         pin_digest=pin_digest(pin),
-        pristine_commit=pristine,
+        pristine_commit="",  # prepare_checkout fills it in
         series_digest=series_digest(patches),
         patches={p.name: sha256_text(p.text) for p in patches},
         head="",
         status="applying",
     )
-    write_state(checkout, new)
-    results = apply_patches(checkout, patches, new, threeway, progress)
+    try:
+        prepare_checkout(pin, checkout, downloads, state, new, progress)
+        with no_paused_am_left(checkout):
+            results = apply_patches(checkout, patches, new, threeway, progress)
+    except GitFailed as exc:  # the state says "applying": every command refuses the checkout until a full apply
+        raise CheckoutError(exc.what, "fix what git names, then run nox -s apply again") from None
+    verify_complete(checkout, new)  # "applied" is written last, only over a tree that holds what apply made
     finish(checkout, new, exported=True)
     return results
+
+
+@contextlib.contextmanager
+def no_paused_am_left(checkout: Path) -> Iterator[None]:
+    """Anything but a conflict (a signal, a git error) that ends a run of `git am`s leaves none paused.
+
+    A conflict is left paused on purpose, for the user to resolve; any other end aborts the am the
+    kit started (the state still says "applying": the next command says to apply again).
+    """
+    try:
+        yield
+    except PatchConflict:
+        raise
+    except BaseException:
+        with contextlib.suppress(KitError):
+            abort_paused(checkout)
+        raise
 
 
 def finish(checkout: Path, state: State, *, exported: bool) -> None:
@@ -508,6 +623,18 @@ def finish(checkout: Path, state: State, *, exported: bool) -> None:
     state.head = head(checkout) if exported else ""
     write_state(checkout, state)
     remove_kit_made(last_good_dir(checkout))
+
+
+def verify_complete(checkout: Path, state: State) -> None:
+    """Refuse to record as applied a checkout whose commits or files are not what apply made."""
+    commits = rev_list(checkout, f"{PRISTINE_TAG}..HEAD")
+    dirty = dirty_paths(checkout)
+    if len(commits) != len(state.applied) or dirty or in_progress(checkout):
+        raise IncompleteCheckout(
+            f"{shown(checkout)} holds {len(commits)} of {len(state.applied)} patch commits and "
+            f"{len(dirty)} changed files after apply; the disk may be full",
+            f"free disk space on {checkout.parent.name}/ (df -h {checkout.parent.name}), then run nox -s apply again",
+        )
 
 
 def commit_slugs(checkout: Path) -> list[tuple[str, str | None]]:
@@ -569,7 +696,10 @@ def continue_series(checkout: Path, patches: list[Patch], *, threeway: bool, pro
         state.applied.append(state.failed_patch)
     state.status, state.failed_patch = "applying", None
     write_state(checkout, state)
-    results = [result, *apply_patches(checkout, patches[failed + 1 :], state, threeway, progress, done=failed + 1)]
+    with no_paused_am_left(checkout):
+        rest = apply_patches(checkout, patches[failed + 1 :], state, threeway, progress, done=failed + 1)
+    results = [result, *rest]
+    verify_complete(checkout, state)
     finish(checkout, state, exported=False)  # the hand-made commit is not in patches/ yet
     return results
 
@@ -602,7 +732,10 @@ def verify_current(checkout: Path, pin: Pin, patches: list[Patch]) -> State:
     if state is None:
         raise StaleCheckout(f"no checkout at {where}", "run: nox -s apply")
     if state.status == "applying":
-        raise StaleCheckout(f"{where}: an apply was interrupted", "run: nox -s apply (it starts again from pristine)")
+        raise StaleCheckout(
+            f"{where}: an apply was interrupted or failed before it finished",
+            "run: nox -s apply (it starts again from pristine)",
+        )
     if state.status == "aborted":
         raise StaleCheckout(f"{where} was left at pristine by apply --abort", "run: nox -s apply")
     if state.status == "conflict":
@@ -780,9 +913,9 @@ def swap_into(patches_dir: Path, writes: dict[str, str], removals: list[str]) ->
 
 @contextlib.contextmanager
 def signals_held() -> Iterator[None]:
-    """Hold SIGINT/SIGTERM back for a few renames; deliver them afterwards."""
+    """Hold every ending signal (INT, TERM, HUP, QUIT) back for a few renames; deliver them afterwards."""
     caught: list[int] = []
-    previous = {sig: signal.signal(sig, lambda n, _f: caught.append(n)) for sig in (signal.SIGINT, signal.SIGTERM)}
+    previous = {sig: signal.signal(sig, lambda n, _f: caught.append(n)) for sig in ENDING_SIGNALS}
     try:
         yield
     finally:

@@ -147,7 +147,8 @@ def pip_download(project: str, version: str, dest: Path) -> None:
     proc = subprocess.run(
         [*pip_argv(), "download", "--no-deps", "--only-binary=:all:", "--quiet", "-d", str(dest), spec],
         capture_output=True,
-        text=True,
+        encoding="utf-8",
+        errors="replace",
     )
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
@@ -200,18 +201,42 @@ def download_verified(pin: Pin, downloads: Path, dest: Path) -> None:
         os.replace(got, dest)
 
 
-def extract_wheel(wheel: Path, dest: Path) -> None:
-    """Unpack the importable package(s) of a wheel, repository-relative, keeping exec bits."""
+def package_entries(zf: zipfile.ZipFile) -> list[zipfile.ZipInfo]:
+    """The wheel's files that make the repository tree: its importable package(s), no metadata."""
+    return [
+        i for i in zf.infolist() if not i.is_dir() and not i.filename.split("/", 1)[0].endswith((".dist-info", ".data"))
+    ]
+
+
+def git_blob_id(data: bytes) -> str:
+    """The id git gives a file's bytes: what the pristine commit must hold for each wheel entry."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
+
+
+def wheel_blobs(wheel: Path) -> dict[str, str]:
+    """Repository path -> git blob id of every file the wheel's package holds."""
     with zipfile.ZipFile(wheel) as zf:
-        for info in zf.infolist():
-            top = info.filename.split("/", 1)[0]
-            if info.is_dir() or top.endswith((".dist-info", ".data")):
-                continue
+        return {info.filename: git_blob_id(zf.read(info)) for info in package_entries(zf)}
+
+
+def extract_wheel(wheel: Path, dest: Path) -> None:
+    """Unpack the importable package(s) of a wheel, repository-relative, keeping exec bits.
+
+    A write that fails (a full disk) names the file: write(2) errors carry no file name of their own.
+    """
+    with zipfile.ZipFile(wheel) as zf:
+        for info in package_entries(zf):
             target = dest / info.filename
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(zf.read(info))
-            if (info.external_attr >> 16) & stat.S_IXUSR:
-                target.chmod(0o755)
+            try:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(zf.read(info))
+                if (info.external_attr >> 16) & stat.S_IXUSR:
+                    target.chmod(0o755)
+            except OSError as exc:
+                raise PinError(
+                    f"cannot write {dest.parent.name}/{dest.name}/{info.filename} ({exc.strerror or exc})",
+                    f"free disk space on {dest.parent.name}/ (df -h {dest.parent.name}), then run the command again",
+                ) from None
 
 
 def fetch_git(pin: Pin, dest: Path) -> str:
@@ -254,9 +279,8 @@ def wheel_matches_tree(wheel: Path, tree: Path) -> list[str]:
     """Files whose bytes differ between the wheel's package and a git tree (generated files aside)."""
     diffs = []
     with zipfile.ZipFile(wheel) as zf:
-        for info in zf.infolist():
-            top = info.filename.split("/", 1)[0]
-            if info.is_dir() or top.endswith((".dist-info", ".data")) or info.filename in GENERATED_IN_WHEEL:
+        for info in package_entries(zf):
+            if info.filename in GENERATED_IN_WHEEL:
                 continue
             path = tree / info.filename
             if not path.is_file() or path.read_bytes() != zf.read(info):

@@ -115,8 +115,21 @@ def check_entry(name: str) -> None:
         )
 
 
+BOM = b"\xef\xbb\xbf"
+
+
+def refuse_bom(name: str, data: bytes) -> None:
+    """An editor's UTF-8 byte order mark would be read as part of the first name or header: say so."""
+    if data.startswith(BOM):
+        raise SeriesError(
+            f"patches/{name} starts with a UTF-8 byte order mark (BOM, an editor added it)",
+            f"save it without BOM, e.g. sed -i '1s/^\\xEF\\xBB\\xBF//' patches/{name}",
+        )
+
+
 def check_patch_bytes(name: str, data: bytes) -> str:
     """The text of a patch file, or a SeriesError naming what makes it unusable."""
+    refuse_bom(name, data)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -147,8 +160,10 @@ def load_series(patches_dir: Path) -> list[Patch]:
     series_file = patches_dir / "series"
     if not series_file.is_file():
         raise SeriesError(f"{series_file.name} not found in patches/", "create patches/series listing the patches")
+    data = series_file.read_bytes()
+    refuse_bom(series_file.name, data)
     try:
-        names = parse_series(series_file.read_text(encoding="utf-8"))
+        names = parse_series(data.decode("utf-8"))
     except UnicodeDecodeError:
         raise SeriesError("patches/series is not valid UTF-8", "restore it: git checkout -- patches/series") from None
     for name in names:

@@ -19,6 +19,7 @@ from pathlib import Path
 from scripts.errors import KitError
 
 DEFAULT_TIMEOUT_S = 600.0
+MAX_TIMEOUT_S = 86400.0  # a day: longer is a typo (or nan/inf), and would wait forever in effect
 POLL_S = 0.2
 
 
@@ -26,12 +27,28 @@ class Busy(KitError):
     """Another kit process holds the lock for too long."""
 
 
-def timeout_s() -> float:
-    raw = os.environ.get("KIT_LOCK_TIMEOUT", "")
+class BadTimeout(KitError):
+    """KIT_LOCK_TIMEOUT is not a usable number of seconds."""
+
+
+def parse_timeout(raw: str) -> float:
+    """Seconds to wait for a lock, from KIT_LOCK_TIMEOUT's text ("" is the default); BadTimeout outside 0..a day."""
+    if not raw:
+        return DEFAULT_TIMEOUT_S
     try:
-        return float(raw) if raw else DEFAULT_TIMEOUT_S
+        value = float(raw)
     except ValueError:
-        raise Busy(f"KIT_LOCK_TIMEOUT={raw!r} is not a number of seconds", "set it to e.g. 600, or unset it") from None
+        value = float("nan")
+    if not 0 <= value <= MAX_TIMEOUT_S:  # also false for nan
+        raise BadTimeout(
+            f"KIT_LOCK_TIMEOUT={raw!r} is not a number of seconds from 0 to {MAX_TIMEOUT_S:.0f}",
+            f"set it to e.g. {DEFAULT_TIMEOUT_S:.0f}, or unset it",
+        )
+    return value
+
+
+def timeout_s() -> float:
+    return parse_timeout(os.environ.get("KIT_LOCK_TIMEOUT", ""))
 
 
 def holder_line(text: str) -> str:
