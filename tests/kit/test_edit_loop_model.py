@@ -29,11 +29,13 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from conftest import AUTHOR, SMALL_UPSTREAM, Kit, build_wheel, copy_kit, pin_toml
-from hypothesis import HealthCheck, assume, note, settings
+import pytest
+from conftest import AUTHOR, KIT_ROOT, SMALL_UPSTREAM, Kit, build_wheel, copy_kit, pin_toml
+from hypothesis import HealthCheck, assume, event, note, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
@@ -46,9 +48,9 @@ SUBJECTS = ("[NPU] Fix the guard", "[Bugfix] Größe der Blöcke", "[Misc] Tidy 
 PAUSED = ("rebase-apply", "rebase-merge", "MERGE_HEAD", "CHERRY_PICK_HEAD", "REVERT_HEAD")
 USER_ENV = {**AUTHOR, "GIT_EDITOR": "true"}
 PROFILES = {
-    "small": settings(max_examples=4, stateful_step_count=8, derandomize=True, database=None, deadline=None,
+    "small": settings(max_examples=8, stateful_step_count=8, derandomize=True, database=None, deadline=None,
                       suppress_health_check=list(HealthCheck), print_blob=False),
-    "long": settings(max_examples=150, stateful_step_count=30, deadline=None,
+    "long": settings(max_examples=100, stateful_step_count=25, deadline=None, database=None,
                      suppress_health_check=list(HealthCheck), print_blob=True),
 }  # fmt: skip
 
@@ -129,12 +131,16 @@ class Outcome:
         return lines[-1] if lines else ""
 
 
+DURATION: dict[str, float] = {}  # the last uninterrupted run time of each command: where Ctrl-C can land
+
+
 def run_kit(kit: Kit, *args: str, interrupt_after: float | None = None) -> Outcome:
     """The real CLI in its own process group (as a shell runs it), optionally Ctrl-C'd after a delay.
 
     Ctrl-C goes to the whole group, git children included, like a terminal's. When the kit has
     exited, nothing of its group may remain.
     """
+    started = time.monotonic()
     proc = subprocess.Popen([sys.executable, "-m", "scripts", *args], cwd=kit.root, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "CI": ""},
                             start_new_session=True)  # fmt: skip
@@ -151,6 +157,9 @@ def run_kit(kit: Kit, *args: str, interrupt_after: float | None = None) -> Outco
             os.killpg(proc.pid, signal.SIGKILL)
     assert not left, f"kit {args}: still running after it exited: {left}"
     outcome = Outcome(proc.returncode, stdout, stderr)
+    if interrupt_after is None and outcome.code == 0:
+        DURATION[args[0]] = time.monotonic() - started
+    event(f"{args[0]}{' interrupted' if interrupt_after else ''} -> exit {outcome.code}")
     assert "Traceback" not in stdout + stderr, f"kit {args}: a traceback\n{stdout}{stderr}"
     if outcome.code != 0:  # whatever went wrong: 2 (130 when interrupted) and one line with the fix
         assert outcome.code in (2, 130), f"kit {args}: exit {outcome.code}\n{stdout}{stderr}"
@@ -357,7 +366,7 @@ class EditLoop(RuleBasedStateMachine):
     def rebase_todo(self, lines: list[str]) -> None:
         """`git rebase -i pristine` with the todo the user would write (no fold commits are pending)."""
         todo = self.tmp / "todo"
-        todo.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
+        todo.write_text("".join(f"{line}\n" for line in lines or ["noop"]), encoding="utf-8")
         self.user_git("rebase", "-q", "-i", "pristine", env={"GIT_SEQUENCE_EDITOR": f"cp {shlex.quote(str(todo))}"})
         self.synced = False
         self.top = self.work[-1].slug if self.work else ""
@@ -542,14 +551,14 @@ class EditLoop(RuleBasedStateMachine):
         self.checkout_is(self.work)
 
     @precondition(lambda self: self.phase == "clean")
-    @rule(command=st.sampled_from(["apply", "refresh"]), delay=st.sampled_from([0.3, 1.0, 1.6, 2.4]))
-    def ctrl_c(self, command: str, delay: float) -> None:
-        """Ctrl-C (SIGINT to the process group) at a drawn moment of apply or refresh, then the recovery
-        the kit names. Whatever the moment, the model's state afterwards is the same (hypothesis replays
-        steps to shrink a failure, and the moment a signal lands is not reproducible)."""
+    @rule(command=st.sampled_from(["apply", "refresh"]), at=st.sampled_from([0.2, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9]))
+    def ctrl_c(self, command: str, at: float) -> None:
+        """Ctrl-C (SIGINT to the process group) at a drawn fraction of the command's usual run time, then
+        the recovery the kit names. Whatever the moment, the model's state afterwards is the same
+        (hypothesis replays steps to shrink a failure, and the moment a signal lands is not reproducible)."""
         drops = [f"--drop={slug}" for slug in self.missing()] if command == "refresh" else []
         before = self.scene()
-        outcome = run_kit(self.kit, command, *drops, interrupt_after=delay)
+        outcome = run_kit(self.kit, command, *drops, interrupt_after=at * DURATION.get(command, 2.0))
         if outcome.code != 130:  # it ended (or refused) before the signal: the usual expectations hold
             if command == "refresh":
                 return self.expect_refresh(outcome, before, drops)
@@ -583,5 +592,15 @@ class EditLoop(RuleBasedStateMachine):
         assert not stray, f"left in patches/: {stray}"
 
 
-EditLoop.TestCase.settings = PROFILES[os.environ.get("KIT_MODEL_PROFILE", "small")]
+PROFILE = os.environ.get("KIT_MODEL_PROFILE", "small")
+if PROFILE not in PROFILES:
+    raise pytest.UsageError(f"KIT_MODEL_PROFILE={PROFILE!r} is not a profile: use one of {', '.join(PROFILES)}")
+EditLoop.TestCase.settings = PROFILES[PROFILE]
 TestEditLoop = EditLoop.TestCase
+
+
+def test_the_weekly_workflow_runs_the_long_profile() -> None:
+    weekly = (KIT_ROOT / ".github" / "workflows" / "weekly.yml").read_text(encoding="utf-8")
+    job = weekly.split("\n  edit-loop-model:\n", 1)[1]
+    assert "KIT_MODEL_PROFILE: long" in job and "tests/kit/test_edit_loop_model.py" in job
+    assert set(PROFILES) == {"small", "long"}
