@@ -35,8 +35,9 @@ from pathlib import Path
 
 import pytest
 from conftest import AUTHOR, KIT_ROOT, SMALL_UPSTREAM, Kit, build_wheel, copy_kit, pin_toml
-from hypothesis import HealthCheck, assume, event, note, settings
+from hypothesis import HealthCheck, event, note, settings
 from hypothesis import strategies as st
+from hypothesis.control import currently_in_test_context
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from scripts.gitcmd import git
@@ -131,7 +132,18 @@ class Outcome:
         return lines[-1] if lines else ""
 
 
-DURATION: dict[str, float] = {}  # the last uninterrupted run time of each command: where Ctrl-C can land
+NEVER_STARTED = -signal.SIGINT  # killed by the signal's default action: Python had not started yet
+DURATION: dict[str, float] = {}  # the last uninterrupted run time of each command (after STARTUP)
+
+
+def interpreter_startup() -> float:
+    """How long this machine takes to start a bare interpreter: no program can see a signal before that."""
+    started = time.monotonic()
+    subprocess.run([sys.executable, "-c", "pass"], check=True)
+    return time.monotonic() - started
+
+
+STARTUP = interpreter_startup()
 
 
 def run_kit(kit: Kit, *args: str, interrupt_after: float | None = None) -> Outcome:
@@ -158,17 +170,26 @@ def run_kit(kit: Kit, *args: str, interrupt_after: float | None = None) -> Outco
     assert not left, f"kit {args}: still running after it exited: {left}"
     outcome = Outcome(proc.returncode, stdout, stderr)
     if interrupt_after is None and outcome.code == 0:
-        DURATION[args[0]] = time.monotonic() - started
-    event(f"{args[0]}{' interrupted' if interrupt_after else ''} -> exit {outcome.code}")
+        DURATION[args[0]] = max(time.monotonic() - started - STARTUP, 0.1)
+    if currently_in_test_context():  # the statistics: which outcomes the run reached
+        event(f"{args[0]}{' interrupted' if interrupt_after else ''} -> exit {outcome.code}")
     assert "Traceback" not in stdout + stderr, f"kit {args}: a traceback\n{stdout}{stderr}"
-    if outcome.code != 0:  # whatever went wrong: 2 (130 when interrupted) and one line with the fix
+    if outcome.code == NEVER_STARTED and interrupt_after is not None and not stdout + stderr:
+        pass  # the signal came before the interpreter ran a line of the kit (the caller checks nothing changed)
+    elif outcome.code != 0:  # whatever went wrong: 2 (130 when interrupted) and one line with the fix
         assert outcome.code in (2, 130), f"kit {args}: exit {outcome.code}\n{stdout}{stderr}"
         lines = [line for line in stderr.splitlines() if line.strip()]
         assert len(lines) == 1, f"kit {args}: exit {outcome.code} wants exactly one line on stderr:\n{stderr}"
         assert lines[0].startswith("kit: error: ") and " -- " in lines[0], f"not '<what> -- <fix>': {lines[0]}"
-    note(f"  kit {' '.join(args)}{f' (Ctrl-C after {interrupt_after} s)' if interrupt_after else ''}"
+    say(f"  kit {' '.join(args)}{f' (Ctrl-C after {interrupt_after} s)' if interrupt_after else ''}"
          f" -> exit {outcome.code}: {outcome.last}")  # fmt: skip
     return outcome
+
+
+def say(text: str) -> None:
+    """One line of the failure report (hypothesis prints it under the step); silent when a test drives steps."""
+    if currently_in_test_context():
+        note(text)
 
 
 def group_members(pgid: int) -> list[str]:
@@ -303,6 +324,9 @@ class EditLoop(RuleBasedStateMachine):
             f"expected a refusal, got exit {outcome.code}:\n{outcome.stdout}{outcome.stderr}"
         )
         assert needle in outcome.last, f"the refusal should name {needle!r}: {outcome.last}"
+        self.unchanged(before)
+
+    def unchanged(self, before: Scene) -> None:
         after = self.scene()
         assert after.patches == before.patches, "a refusal changed patches/"
         assert (after.branch, after.head, after.status) == (before.branch, before.head, before.status), (
@@ -384,7 +408,7 @@ class EditLoop(RuleBasedStateMachine):
         slug = self.fresh_slug()
         lines = upstream_lines(slot)
         change = Change(slug, subject, ((slot, lines[:5] + (f"{slug} 1",) + lines[6:]),))
-        note(f"  new commit {slug!r} in slot{slot}.py, subject {subject!r}")
+        say(f"  new commit {slug!r} in slot{slot}.py, subject {subject!r}")
         write_files(self.checkout, change)
         self.user_git("add", "-A")
         self.user_git("commit", "-q", "-m", change.message)
@@ -395,9 +419,9 @@ class EditLoop(RuleBasedStateMachine):
     @rule(index=st.integers(0, SLOTS - 1), how=st.sampled_from(["fixup", "squash"]))
     def fold(self, index: int, how: str) -> None:
         """An edit of one patch's file, committed with --fixup=/--squash= aimed at that patch's commit."""
-        assume(index < len(self.work))
+        index %= len(self.work)  # drawn numbers are taken modulo the count: every draw is a valid step
         target = self.commit_of(index)
-        note(f"  git commit --{how}={target[:12]} (patch {self.work[index].slug!r})")
+        say(f"  git commit --{how}={target[:12]} (patch {self.work[index].slug!r})")
         self.commit_user_edit(index, f"--{how}={target}")
         self.folds += 1
         self.top = self.work[index].slug
@@ -407,28 +431,29 @@ class EditLoop(RuleBasedStateMachine):
     def amend(self) -> None:
         """An edit of the patch the top commit belongs to, then git commit --amend --no-edit."""
         index = [c.slug for c in self.work].index(self.top)
-        note(f"  git commit --amend (top commit belongs to {self.top!r})")
+        say(f"  git commit --amend (top commit belongs to {self.top!r})")
         self.commit_user_edit(index, "--amend", "--no-edit")
 
     @precondition(lambda self: self.can_edit() and self.folds == 0 and len(self.work) >= 2)
     @rule(first=st.integers(0, SLOTS - 1), second=st.integers(0, SLOTS - 1))
     def reorder(self, first: int, second: int) -> None:
         """Swap two patches with git rebase -i (they own different files: no conflict)."""
-        assume(first < second < len(self.work))
+        first, second = first % len(self.work), second % len(self.work)
+        second = second if second != first else (first + 1) % len(self.work)
         commits = [self.commit_of(i) for i in range(len(self.work))]
         commits[first], commits[second] = commits[second], commits[first]
         self.work[first], self.work[second] = self.work[second], self.work[first]
-        note(f"  git rebase -i: order now {[c.slug for c in self.work]}")
+        say(f"  git rebase -i: order now {[c.slug for c in self.work]}")
         self.rebase_todo([f"pick {c}" for c in commits])
 
     @precondition(lambda self: self.can_edit() and self.folds == 0 and len(self.work) >= 2)
     @rule(index=st.integers(1, SLOTS - 1))
     def squash(self, index: int) -> None:
         """git rebase -i: `fixup` work[index] into the patch before it (that patch's message stays)."""
-        assume(index < len(self.work))
+        index = 1 + (index - 1) % (len(self.work) - 1)
         commits = [self.commit_of(i) for i in range(len(self.work))]
         into, gone = self.work[index - 1], self.work[index]
-        note(f"  git rebase -i: squash {gone.slug!r} into {into.slug!r}")
+        say(f"  git rebase -i: squash {gone.slug!r} into {into.slug!r}")
         self.work[index - 1] = replace(into, files=tuple(sorted(into.files + gone.files)))
         del self.work[index]
         self.rebase_todo([f"{'fixup' if i == index else 'pick'} {c}" for i, c in enumerate(commits)])
@@ -437,9 +462,9 @@ class EditLoop(RuleBasedStateMachine):
     @rule(index=st.integers(0, SLOTS - 1))
     def remove(self, index: int) -> None:
         """git rebase -i: drop one patch's commit (refresh then needs --drop to agree)."""
-        assume(index < len(self.work))
+        index %= len(self.work)
         commits = [self.commit_of(i) for i in range(len(self.work))]
-        note(f"  git rebase -i: drop {self.work[index].slug!r}")
+        say(f"  git rebase -i: drop {self.work[index].slug!r}")
         del self.work[index]
         self.rebase_todo([f"pick {c}" for i, c in enumerate(commits) if i != index])
 
@@ -494,7 +519,7 @@ class EditLoop(RuleBasedStateMachine):
     @rule(index=st.integers(0, SLOTS - 1))
     def break_patch(self, index: int) -> None:
         """The user edits a context line of one patch file by hand; apply stops there, mid-git am."""
-        assume(index < len(self.exported))
+        index %= len(self.exported)
         name = file_name(index + 1, self.exported[index])
         path = self.kit.patches / name
         original = path.read_bytes()
@@ -503,7 +528,7 @@ class EditLoop(RuleBasedStateMachine):
         lines[at] += " (edited by hand)"
         path.write_bytes("\n".join(lines).encode())
         self.hand_edited = (name, original)
-        note(f"  edit patches/{name} by hand: a context line no longer matches")
+        say(f"  edit patches/{name} by hand: a context line no longer matches")
         before = self.scene()
         outcome = run_kit(self.kit, "apply")
         assert outcome.code == 2, f"apply of a broken {name}: exit {outcome.code}\n{outcome.stdout}{outcome.stderr}"
@@ -558,7 +583,9 @@ class EditLoop(RuleBasedStateMachine):
         (hypothesis replays steps to shrink a failure, and the moment a signal lands is not reproducible)."""
         drops = [f"--drop={slug}" for slug in self.missing()] if command == "refresh" else []
         before = self.scene()
-        outcome = run_kit(self.kit, command, *drops, interrupt_after=at * DURATION.get(command, 2.0))
+        outcome = run_kit(self.kit, command, *drops, interrupt_after=STARTUP + at * DURATION.get(command, 1.0))
+        if outcome.code == NEVER_STARTED:
+            return self.unchanged(before)
         if outcome.code != 130:  # it ended (or refused) before the signal: the usual expectations hold
             if command == "refresh":
                 return self.expect_refresh(outcome, before, drops)
@@ -568,13 +595,13 @@ class EditLoop(RuleBasedStateMachine):
                 self.patches_are(self.work, before)
             self.checkout_is(self.work)  # its autosquash may have run; the content is the same
             self.synced = False
-            note("  run refresh again, as the kit says")
+            say("  run refresh again, as the kit says")
             self.expect_refresh(run_kit(self.kit, "refresh", *drops), self.scene(), drops)
             return None
         assert snapshot(self.kit.patches) == before.patches, "an interrupted apply changed patches/"
         self.phase = "interrupted"
         self.refresh(drop=True)  # refuses (the checkout is not whole) or, stopped before any change, succeeds
-        note("  run apply again, as the kit says")
+        say("  run apply again, as the kit says")
         self.expect_apply(run_kit(self.kit, "apply"), self.scene())
         return None
 
@@ -604,3 +631,32 @@ def test_the_weekly_workflow_runs_the_long_profile() -> None:
     job = weekly.split("\n  edit-loop-model:\n", 1)[1]
     assert "KIT_MODEL_PROFILE: long" in job and "tests/kit/test_edit_loop_model.py" in job
     assert set(PROFILES) == {"small", "long"}
+
+
+BITES = [
+    pytest.param("scripts/checkout.py", "(patches_dir / name).unlink(missing_ok=True)", "pass",
+                 ["remove:index=1", "refresh:drop=True"], "patches/ holds", id="refresh-keeps-a-dropped-file"),
+    pytest.param("scripts/gitcmd.py", '"--zero-commit", ', "", ["new_commit:subject=x", "refresh:drop=False"],
+                 "rewritten although nothing changed", id="refresh-rewrites-untouched-patches"),
+    pytest.param("scripts/report.py", "def fail(message: str) -> None:\n",
+                 "def fail(message: str) -> None:\n    print('warning', file=sys.stderr)\n",
+                 ["new_commit:subject=x", "apply"], "exactly one line", id="a-refusal-in-two-lines"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("path", "old", "new", "steps", "needle"), BITES)
+def test_the_machine_bites(path: str, old: str, new: str, steps: list[str], needle: str) -> None:
+    """The same steps on a kit broken on purpose (in the example's copy): the machine must object."""
+    machine = EditLoop()
+    try:
+        source = machine.kit.root / path
+        assert old in source.read_text(encoding="utf-8")
+        source.write_text(source.read_text(encoding="utf-8").replace(old, new), encoding="utf-8")
+        with pytest.raises(AssertionError, match=needle):
+            for step in steps:
+                name, _, arg = step.partition(":")
+                key, _, value = arg.partition("=")
+                kwargs = {key: {"True": True, "False": False}.get(value, int(value) if value.isdigit() else value)}
+                getattr(machine, name)(**(kwargs if key else {}))
+    finally:
+        machine.teardown()
