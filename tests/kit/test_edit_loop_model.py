@@ -133,7 +133,7 @@ class Outcome:
 
 
 NEVER_STARTED = -signal.SIGINT  # killed by the signal's default action: Python had not started yet
-DURATION: dict[str, float] = {}  # the last uninterrupted run time of each command (after STARTUP)
+DURATION: dict[str, float] = {}  # apply's and refresh's run time after STARTUP, timed once on the template
 
 
 def interpreter_startup() -> float:
@@ -152,7 +152,6 @@ def run_kit(kit: Kit, *args: str, interrupt_after: float | None = None) -> Outco
     Ctrl-C goes to the whole group, git children included, like a terminal's. When the kit has
     exited, nothing of its group may remain.
     """
-    started = time.monotonic()
     proc = subprocess.Popen([sys.executable, "-m", "scripts", *args], cwd=kit.root, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "CI": ""},
                             start_new_session=True)  # fmt: skip
@@ -169,8 +168,8 @@ def run_kit(kit: Kit, *args: str, interrupt_after: float | None = None) -> Outco
             os.killpg(proc.pid, signal.SIGKILL)
     assert not left, f"kit {args}: still running after it exited: {left}"
     outcome = Outcome(proc.returncode, stdout, stderr)
-    if interrupt_after is None and outcome.code == 0:
-        DURATION[args[0]] = max(time.monotonic() - started - STARTUP, 0.1)
+    say(f"  kit {' '.join(args)}{f' (Ctrl-C after {interrupt_after} s)' if interrupt_after else ''}"
+         f" -> exit {outcome.code}: {outcome.last}")  # fmt: skip
     if currently_in_test_context():  # the statistics: which outcomes the run reached
         event(f"{args[0]}{' interrupted' if interrupt_after else ''} -> exit {outcome.code}")
     assert "Traceback" not in stdout + stderr, f"kit {args}: a traceback\n{stdout}{stderr}"
@@ -181,8 +180,6 @@ def run_kit(kit: Kit, *args: str, interrupt_after: float | None = None) -> Outco
         lines = [line for line in stderr.splitlines() if line.strip()]
         assert len(lines) == 1, f"kit {args}: exit {outcome.code} wants exactly one line on stderr:\n{stderr}"
         assert lines[0].startswith("kit: error: ") and " -- " in lines[0], f"not '<what> -- <fix>': {lines[0]}"
-    say(f"  kit {' '.join(args)}{f' (Ctrl-C after {interrupt_after} s)' if interrupt_after else ''}"
-         f" -> exit {outcome.code}: {outcome.last}")  # fmt: skip
     return outcome
 
 
@@ -258,6 +255,10 @@ def build_template(root: Path) -> None:
         git("add", "-A", cwd=kit.checkout)
         git("commit", "-q", "-m", change.message, cwd=kit.checkout, env=USER_ENV)
     kit.run("refresh", check=True)
+    for command in ("apply", "refresh"):  # where a drawn Ctrl-C lands: fixed per run, so a replay hits the same spot
+        started = time.monotonic()
+        kit.run(command, check=True)
+        DURATION[command] = max(time.monotonic() - started - STARTUP, 0.1)
 
 
 class EditLoop(RuleBasedStateMachine):
@@ -583,7 +584,7 @@ class EditLoop(RuleBasedStateMachine):
         (hypothesis replays steps to shrink a failure, and the moment a signal lands is not reproducible)."""
         drops = [f"--drop={slug}" for slug in self.missing()] if command == "refresh" else []
         before = self.scene()
-        outcome = run_kit(self.kit, command, *drops, interrupt_after=STARTUP + at * DURATION.get(command, 1.0))
+        outcome = run_kit(self.kit, command, *drops, interrupt_after=round(STARTUP + at * DURATION[command], 2))
         if outcome.code == NEVER_STARTED:
             return self.unchanged(before)
         if outcome.code != 130:  # it ended (or refused) before the signal: the usual expectations hold
