@@ -9,10 +9,10 @@ drawn moment of apply or refresh). The model is only a list of patches (slug, su
 contents) for patches/ and one for the checkout; each patch owns its own upstream file, so no
 reorder or drop conflicts and every outcome is predictable.
 
-After every step (the invariants of the edit loop, DESIGN.md 1-6): no traceback; a non-zero exit is
+After every step (the edit loop's invariants: round trip, aim, endings): no traceback; a non-zero exit is
 2 (130 when interrupted) with exactly one `kit: error: <what> -- <fix>` line on stderr; a refusal
 changed nothing (patches/ bytes, the checkout's branch, HEAD, status and state); a success leaves
-patches/ and the checkout holding what the model says (diffs, messages byte for byte, order) and
+patches/ and the checkout holding what the model says (diffs, messages, order) and
 keeps the bytes of every patch the user did not touch; no paused git operation the user did not
 start; no process of the kit's left behind.
 
@@ -22,6 +22,7 @@ Profiles: `small` (default; fixed examples, short sequences, part of the kit's s
 
 from __future__ import annotations
 
+import atexit
 import os
 import shlex
 import shutil
@@ -64,9 +65,13 @@ def upstream_lines(slot: int) -> tuple[str, ...]:
     return tuple(f"slot {slot} line {i}" for i in range(LINES))
 
 
+def as_text(lines: tuple[str, ...]) -> str:
+    return "".join(f"{line}\n" for line in lines)
+
+
 UPSTREAM = {
     **SMALL_UPSTREAM,
-    **{slot_path(s): "".join(f"{line}\n" for line in upstream_lines(s)) for s in range(SLOTS)},
+    **{slot_path(s): as_text(upstream_lines(s)) for s in range(SLOTS)},
 }
 
 
@@ -77,6 +82,11 @@ class Change:
     slug: str
     subject: str
     files: tuple[tuple[int, tuple[str, ...]], ...]  # (slot, that file's lines)
+
+    @classmethod
+    def new(cls, slug: str, subject: str, slot: int) -> Change:
+        """A patch that changes one line of the upstream file it owns."""
+        return cls(slug, subject, ((slot, upstream_lines(slot)),)).edited(slot, 5, f"{slug} 1")
 
     @property
     def message(self) -> str:
@@ -223,22 +233,22 @@ class Template:
     def copy(cls, dest: Path) -> Kit:
         if cls.root is None:
             cls.root = Path(tempfile.mkdtemp(prefix="kit-model-template-"))
+            atexit.register(shutil.rmtree, cls.root, ignore_errors=True)
             build_template(cls.root)
         shutil.copytree(cls.root, dest, symlinks=True)
         return Kit(dest)
 
 
 INITIAL = (
-    Change("guard", SUBJECTS[0], ((0, upstream_lines(0)[:5] + ("guard 1",) + upstream_lines(0)[6:]),)),
-    Change("blocks", SUBJECTS[1], ((1, upstream_lines(1)[:5] + ("blocks 1",) + upstream_lines(1)[6:]),)),
-    # the same subject as the first: a fold aimed at one of them must land there, not by subject
-    Change("guard-too", SUBJECTS[0], ((2, upstream_lines(2)[:5] + ("guard-too 1",) + upstream_lines(2)[6:]),)),
+    Change.new("guard", SUBJECTS[0], 0),
+    Change.new("blocks", SUBJECTS[1], 1),
+    Change.new("guard-too", SUBJECTS[0], 2),  # the first one's subject: a fold aims by commit, never by subject
 )
 
 
 def write_files(checkout: Path, change: Change) -> None:
     for slot, lines in change.files:
-        (checkout / slot_path(slot)).write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
+        (checkout / slot_path(slot)).write_text(as_text(lines), encoding="utf-8")
 
 
 def build_template(root: Path) -> None:
@@ -362,7 +372,7 @@ class EditLoop(RuleBasedStateMachine):
         expected = dict(UPSTREAM)
         for change in changes:
             for slot, lines in change.files:
-                expected[slot_path(slot)] = "".join(f"{line}\n" for line in lines)
+                expected[slot_path(slot)] = as_text(lines)
         for path, text in expected.items():
             assert (self.checkout / path).read_text(encoding="utf-8") == text, (
                 f"the checkout's {path} is not the model's"
@@ -407,8 +417,7 @@ class EditLoop(RuleBasedStateMachine):
         """A new patch: its own file, a commit with both trailers on top of the series branch."""
         slot = min(set(range(SLOTS)) - self.used_slots())
         slug = self.fresh_slug()
-        lines = upstream_lines(slot)
-        change = Change(slug, subject, ((slot, lines[:5] + (f"{slug} 1",) + lines[6:]),))
+        change = Change.new(slug, subject, slot)
         say(f"  new commit {slug!r} in slot{slot}.py, subject {subject!r}")
         write_files(self.checkout, change)
         self.user_git("add", "-A")
