@@ -137,12 +137,18 @@ class Outcome:
     stderr: str
 
     @property
+    def never_started(self) -> bool:
+        return self.code == -signal.SIGINT and not self.stdout + self.stderr
+
+    @property
     def last(self) -> str:
         lines = [line for line in self.stderr.splitlines() if line.strip()]
         return lines[-1] if lines else ""
 
 
-NEVER_STARTED = -signal.SIGINT  # killed by the signal's default action: Python had not started yet
+# Interrupted: 130, or killed by SIGINT itself (Python does that when the signal comes as it exits;
+# a shell shows both as 130). Killed with no output at all: before the interpreter ran a line.
+INTERRUPTED = (130, -signal.SIGINT)
 DURATION: dict[str, float] = {}  # apply's and refresh's run time after STARTUP, timed once on the template
 
 
@@ -183,10 +189,10 @@ def run_kit(kit: Kit, *args: str, interrupt_after: float | None = None) -> Outco
     if currently_in_test_context():  # the statistics: which outcomes the run reached
         event(f"{args[0]}{' interrupted' if interrupt_after else ''} -> exit {outcome.code}")
     assert "Traceback" not in stdout + stderr, f"kit {args}: a traceback\n{stdout}{stderr}"
-    if outcome.code == NEVER_STARTED and interrupt_after is not None and not stdout + stderr:
-        pass  # the signal came before the interpreter ran a line of the kit (the caller checks nothing changed)
+    if outcome.never_started:
+        assert interrupt_after is not None, f"kit {args}: killed by SIGINT that nobody sent"
     elif outcome.code != 0:  # whatever went wrong: 2 (130 when interrupted) and one line with the fix
-        assert outcome.code in (2, 130), f"kit {args}: exit {outcome.code}\n{stdout}{stderr}"
+        assert outcome.code in (2, *INTERRUPTED), f"kit {args}: exit {outcome.code}\n{stdout}{stderr}"
         lines = [line for line in stderr.splitlines() if line.strip()]
         assert len(lines) == 1, f"kit {args}: exit {outcome.code} wants exactly one line on stderr:\n{stderr}"
         assert lines[0].startswith("kit: error: ") and " -- " in lines[0], f"not '<what> -- <fix>': {lines[0]}"
@@ -331,7 +337,7 @@ class EditLoop(RuleBasedStateMachine):
 
     def refused(self, outcome: Outcome, before: Scene, *, needle: str = "") -> None:
         """Exit 2 (or 130), one line naming the thing and the fix, and nothing changed."""
-        assert outcome.code in (2, 130), (
+        assert outcome.code in (2, *INTERRUPTED), (
             f"expected a refusal, got exit {outcome.code}:\n{outcome.stdout}{outcome.stderr}"
         )
         assert needle in outcome.last, f"the refusal should name {needle!r}: {outcome.last}"
@@ -594,9 +600,9 @@ class EditLoop(RuleBasedStateMachine):
         drops = [f"--drop={slug}" for slug in self.missing()] if command == "refresh" else []
         before = self.scene()
         outcome = run_kit(self.kit, command, *drops, interrupt_after=round(STARTUP + at * DURATION[command], 2))
-        if outcome.code == NEVER_STARTED:
+        if outcome.never_started:
             return self.unchanged(before)
-        if outcome.code != 130:  # it ended (or refused) before the signal: the usual expectations hold
+        if outcome.code not in INTERRUPTED:  # it ended (or refused) before the signal: the usual expectations hold
             if command == "refresh":
                 return self.expect_refresh(outcome, before, drops)
             return self.expect_apply(outcome, before)
