@@ -50,7 +50,7 @@ SUBJECTS = ("[NPU] Fix the guard", "[Bugfix] Größe der Blöcke", "[Misc] Tidy 
 PAUSED = ("rebase-apply", "rebase-merge", "MERGE_HEAD", "CHERRY_PICK_HEAD", "REVERT_HEAD")
 USER_ENV = {**AUTHOR, "GIT_EDITOR": "true"}
 PROFILES = {
-    "small": settings(max_examples=8, stateful_step_count=8, derandomize=True, database=None, deadline=None,
+    "small": settings(max_examples=10, stateful_step_count=10, derandomize=True, database=None, deadline=None,
                       suppress_health_check=list(HealthCheck), print_blob=False),
     "long": settings(max_examples=100, stateful_step_count=25, deadline=None, database=None,
                      suppress_health_check=list(HealthCheck), print_blob=True),
