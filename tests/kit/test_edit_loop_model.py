@@ -23,6 +23,7 @@ Profiles: `small` (default; fixed examples, short sequences, part of the kit's s
 from __future__ import annotations
 
 import atexit
+import functools
 import os
 import shlex
 import shutil
@@ -31,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -197,10 +199,31 @@ def run_kit(kit: Kit, *args: str, interrupt_after: float | None = None) -> Outco
     return outcome
 
 
+HISTORY: list[str] = []  # this session's steps and the kit's answers, for a failure that does not replay
+
+
 def say(text: str) -> None:
-    """One line of the failure report (hypothesis prints it under the step); silent when a test drives steps."""
+    """One line of the failure report (hypothesis prints it under the step)."""
+    HISTORY.append(text)
     if currently_in_test_context():
         note(text)
+
+
+def logged(step: Callable[..., None]) -> Callable[..., None]:
+    """Record the step, and put the session's steps into a failure it raises: a failure that depends on
+    when a signal landed may not replay, and then hypothesis cannot print the steps itself."""
+
+    @functools.wraps(step)
+    def run(machine: EditLoop, **kwargs: object) -> None:
+        HISTORY.append(f"state.{step.__name__}({', '.join(f'{k}={v!r}' for k, v in kwargs.items())})")
+        try:
+            step(machine, **kwargs)
+        except AssertionError as exc:
+            if "\nthis session:\n" in str(exc):
+                raise
+            raise AssertionError(f"{exc}\nthis session:\n" + "\n".join(HISTORY)) from exc
+
+    return run
 
 
 def group_members(pgid: int) -> list[str]:
@@ -290,6 +313,7 @@ class EditLoop(RuleBasedStateMachine):
         self.top = INITIAL[-1].slug  # the patch the HEAD commit belongs to (what an amend changes)
         self.hand_edited: tuple[str, bytes] | None = None  # a patch file the user broke: (name, its bytes)
         self.made = 0
+        HISTORY.clear()
 
     def teardown(self) -> None:
         shutil.rmtree(self.tmp, ignore_errors=True)
@@ -417,6 +441,7 @@ class EditLoop(RuleBasedStateMachine):
 
     @precondition(lambda self: self.can_edit() and len(self.used_slots()) < SLOTS)
     @rule(subject=st.sampled_from(SUBJECTS))
+    @logged
     def new_commit(self, subject: str) -> None:
         """A new patch: its own file, a commit with both trailers on top of the series branch."""
         slot = min(set(range(SLOTS)) - self.used_slots())
@@ -431,6 +456,7 @@ class EditLoop(RuleBasedStateMachine):
 
     @precondition(lambda self: self.can_edit() and self.work)
     @rule(index=st.integers(0, SLOTS - 1), how=st.sampled_from(["fixup", "squash"]))
+    @logged
     def fold(self, index: int, how: str) -> None:
         """An edit of one patch's file, committed with --fixup=/--squash= aimed at that patch's commit."""
         index %= len(self.work)  # drawn numbers are taken modulo the count: every draw is a valid step
@@ -442,6 +468,7 @@ class EditLoop(RuleBasedStateMachine):
 
     @precondition(lambda self: self.can_edit() and self.top in {c.slug for c in self.work})
     @rule()
+    @logged
     def amend(self) -> None:
         """An edit of the patch the top commit belongs to, then git commit --amend --no-edit."""
         index = [c.slug for c in self.work].index(self.top)
@@ -450,6 +477,7 @@ class EditLoop(RuleBasedStateMachine):
 
     @precondition(lambda self: self.can_edit() and self.folds == 0 and len(self.work) >= 2)
     @rule(first=st.integers(0, SLOTS - 1), second=st.integers(0, SLOTS - 1))
+    @logged
     def reorder(self, first: int, second: int) -> None:
         """Swap two patches with git rebase -i (they own different files: no conflict)."""
         first, second = first % len(self.work), second % len(self.work)
@@ -462,6 +490,7 @@ class EditLoop(RuleBasedStateMachine):
 
     @precondition(lambda self: self.can_edit() and self.folds == 0 and len(self.work) >= 2)
     @rule(index=st.integers(1, SLOTS - 1))
+    @logged
     def squash(self, index: int) -> None:
         """git rebase -i: `fixup` work[index] into the patch before it (that patch's message stays)."""
         index = 1 + (index - 1) % (len(self.work) - 1)
@@ -474,6 +503,7 @@ class EditLoop(RuleBasedStateMachine):
 
     @precondition(lambda self: self.can_edit() and self.folds == 0 and self.work)
     @rule(index=st.integers(0, SLOTS - 1))
+    @logged
     def remove(self, index: int) -> None:
         """git rebase -i: drop one patch's commit (refresh then needs --drop to agree)."""
         index %= len(self.work)
@@ -485,6 +515,7 @@ class EditLoop(RuleBasedStateMachine):
     # ---- the kit's commands ---------------------------------------------------------
 
     @rule(drop=st.booleans())
+    @logged
     def refresh(self, drop: bool) -> None:
         """refresh, with --drop for each patch the checkout left out when `drop`."""
         drops = [f"--drop={slug}" for slug in self.missing()] if drop else []
@@ -509,6 +540,7 @@ class EditLoop(RuleBasedStateMachine):
         self.top = self.work[-1].slug if self.work else ""
 
     @rule()
+    @logged
     def apply(self) -> None:
         before = self.scene()
         outcome = run_kit(self.kit, "apply")
@@ -531,6 +563,7 @@ class EditLoop(RuleBasedStateMachine):
 
     @precondition(lambda self: self.phase == "clean" and self.synced and self.exported)
     @rule(index=st.integers(0, SLOTS - 1))
+    @logged
     def break_patch(self, index: int) -> None:
         """The user edits a context line of one patch file by hand; apply stops there, mid-git am."""
         index %= len(self.exported)
@@ -553,6 +586,7 @@ class EditLoop(RuleBasedStateMachine):
 
     @precondition(lambda self: self.phase == "conflict")
     @rule()
+    @logged
     def resolve_and_continue(self) -> None:
         """Write what the broken patch meant, git add, apply --continue; refresh must then write it back."""
         assert self.hand_edited is not None
@@ -570,6 +604,7 @@ class EditLoop(RuleBasedStateMachine):
 
     @precondition(lambda self: self.phase == "conflict")
     @rule()
+    @logged
     def continue_unresolved(self) -> None:
         """apply --continue before anything is resolved: refused, nothing changed."""
         before = self.scene()
@@ -577,6 +612,7 @@ class EditLoop(RuleBasedStateMachine):
 
     @precondition(lambda self: self.phase == "conflict")
     @rule()
+    @logged
     def abort(self) -> None:
         """apply --abort goes back to the checkout before that apply; the user restores the patch file."""
         assert self.hand_edited is not None
@@ -590,7 +626,8 @@ class EditLoop(RuleBasedStateMachine):
         self.checkout_is(self.work)
 
     @precondition(lambda self: self.phase == "clean")
-    @rule(command=st.sampled_from(["apply", "refresh"]), at=st.sampled_from([0.2, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9]))
+    @rule(command=st.sampled_from(["apply", "refresh"]), at=st.sampled_from([0.2, 0.5, 0.7, 0.8, 0.85, 0.9, 0.95]))
+    @logged
     def ctrl_c(self, command: str, at: float) -> None:
         """Ctrl-C (SIGINT to the process group) at a drawn fraction of the command's usual run time, then
         the recovery the kit names. Whatever the moment, the model's state afterwards is the same
