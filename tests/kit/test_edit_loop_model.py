@@ -1,0 +1,711 @@
+"""A model-based test of the edit loop: random sequences of what a user does, checked after every step.
+
+A hypothesis `RuleBasedStateMachine` drives the real CLI (`python -m scripts ...`) and real git on a
+small synthetic kit. Its rules are the user's actions (a new commit with both trailers, an edit
+folded with `--fixup`/`--squash` aimed at a patch by commit, an amend of the top commit, a reorder,
+a squash and a drop with `git rebase -i`, refresh with or without `--drop`, apply, a patch file made
+not to apply and then resolved with `apply --continue` or undone with `apply --abort`, Ctrl-C at a
+drawn moment of apply or refresh). The model is only a list of patches (slug, subject, file
+contents) for patches/ and one for the checkout; each patch owns its own upstream file, so no
+reorder or drop conflicts and every outcome is predictable.
+
+After every step (the edit loop's invariants: round trip, aim, endings): no traceback; a non-zero exit is
+2 (130 when interrupted) with exactly one `kit: error: <what> -- <fix>` line on stderr; a refusal
+changed nothing (patches/ bytes, the checkout's branch, HEAD, status and state); a success leaves
+patches/ and the checkout holding what the model says (diffs, messages, order) and
+keeps the bytes of every patch the user did not touch; no paused git operation the user did not
+start; no process of the kit's left behind.
+
+Profiles: `small` (default; fixed examples, short sequences, part of the kit's suite) and `long`
+(KIT_MODEL_PROFILE=long; the weekly workflow). A failure prints the shortest sequence of steps.
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import pytest
+from conftest import AUTHOR, KIT_ROOT, SMALL_UPSTREAM, Kit, build_wheel, copy_kit, pin_toml
+from hypothesis import HealthCheck, event, note, settings
+from hypothesis import strategies as st
+from hypothesis.control import currently_in_test_context
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from scripts.gitcmd import git
+
+SLOTS = 6  # upstream files a patch can own: at most this many patches at once
+LINES = 12
+EDITABLE = (2, 5, 9)  # lines a patch changes: far enough apart for separate hunks, each with context
+SUBJECTS = ("[NPU] Fix the guard", "[Bugfix] Größe der Blöcke", "[Misc] Tidy the cache")
+PAUSED = ("rebase-apply", "rebase-merge", "MERGE_HEAD", "CHERRY_PICK_HEAD", "REVERT_HEAD")
+USER_ENV = {**AUTHOR, "GIT_EDITOR": "true"}
+PROFILES = {
+    "small": settings(max_examples=10, stateful_step_count=10, derandomize=True, database=None, deadline=None,
+                      suppress_health_check=list(HealthCheck), print_blob=False),
+    "long": settings(max_examples=100, stateful_step_count=25, deadline=None, database=None,
+                     suppress_health_check=list(HealthCheck), print_blob=True),
+}  # fmt: skip
+
+
+def slot_path(slot: int) -> str:
+    return f"vllm_omni/slot{slot}.py"
+
+
+def upstream_lines(slot: int) -> tuple[str, ...]:
+    return tuple(f"slot {slot} line {i}" for i in range(LINES))
+
+
+def as_text(lines: tuple[str, ...]) -> str:
+    return "".join(f"{line}\n" for line in lines)
+
+
+UPSTREAM = {
+    **SMALL_UPSTREAM,
+    **{slot_path(s): as_text(upstream_lines(s)) for s in range(SLOTS)},
+}
+
+
+@dataclass(frozen=True)
+class Change:
+    """The model of one patch: its identity, message and the lines it changes in the files it owns."""
+
+    slug: str
+    subject: str
+    files: tuple[tuple[int, tuple[str, ...]], ...]  # (slot, that file's lines)
+
+    @classmethod
+    def new(cls, slug: str, subject: str, slot: int) -> Change:
+        """A patch that changes one line of the upstream file it owns."""
+        return cls(slug, subject, ((slot, upstream_lines(slot)),)).edited(slot, 5, f"{slug} 1")
+
+    @property
+    def message(self) -> str:
+        return f"{self.subject}\n\nWhy {self.slug}.\n\nUpstream-Status: Pending\nKit-Patch: {self.slug}\n"
+
+    def edited(self, slot: int, line: int, text: str) -> Change:
+        files = tuple(
+            (s, lines[:line] + (text,) + lines[line + 1 :] if s == slot else lines) for s, lines in self.files
+        )
+        return replace(self, files=files)
+
+    def hunks(self) -> list[tuple[str, list[str], list[str]]]:
+        """(path, removed lines, added lines) as a diff of the file against upstream shows them."""
+        out = []
+        for slot, lines in sorted(self.files):
+            old = upstream_lines(slot)
+            changed = [i for i in range(LINES) if old[i] != lines[i]]
+            out.append((slot_path(slot), [old[i] for i in changed], [lines[i] for i in changed]))
+        return out
+
+
+def file_name(position: int, change: Change) -> str:
+    return f"{position:04d}-{change.slug}.patch"
+
+
+def parsed_hunks(patch_text: str) -> list[tuple[str, list[str], list[str]]]:
+    """(path, removed, added) per file of a patch file's diff, the order of `Change.hunks`."""
+    out: list[tuple[str, list[str], list[str]]] = []
+    for line in patch_text.splitlines():
+        if line.startswith("diff --git a/"):
+            out.append((line.split(" b/", 1)[1], [], []))
+        elif out and line.startswith("-") and not line.startswith("--- "):
+            out[-1][1].append(line[1:])
+        elif out and line.startswith("+") and not line.startswith("+++ "):
+            out[-1][2].append(line[1:])
+    return sorted(out)
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    """Every file under folder (hidden ones too: a left-over temporary file is a change)."""
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@dataclass(frozen=True)
+class Outcome:
+    code: int
+    stdout: str
+    stderr: str
+
+    @property
+    def last(self) -> str:
+        lines = [line for line in self.stderr.splitlines() if line.strip()]
+        return lines[-1] if lines else ""
+
+
+# Interrupted: 130, or killed by SIGINT itself (Python does that when the signal comes as it starts or
+# exits; a shell shows both as 130).
+INTERRUPTED = (130, -signal.SIGINT)
+DURATION: dict[str, float] = {}  # apply's and refresh's run time after STARTUP, timed once on the template
+
+
+def interpreter_startup() -> float:
+    """How long this machine takes to start a bare interpreter: no program can see a signal before that."""
+    started = time.monotonic()
+    subprocess.run([sys.executable, "-c", "pass"], check=True)
+    return time.monotonic() - started
+
+
+STARTUP = interpreter_startup()
+
+
+def run_kit(kit: Kit, *args: str, interrupt_after: float | None = None) -> Outcome:
+    """The real CLI in its own process group (as a shell runs it), optionally Ctrl-C'd after a delay.
+
+    Ctrl-C goes to the whole group, git children included, like a terminal's. When the kit has
+    exited, nothing of its group may remain.
+    """
+    proc = subprocess.Popen([sys.executable, "-m", "scripts", *args], cwd=kit.root, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "CI": ""},
+                            start_new_session=True)  # fmt: skip
+    if interrupt_after is not None:
+        try:
+            proc.wait(timeout=interrupt_after)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGINT)
+    try:
+        stdout, stderr = proc.communicate(timeout=300)
+    finally:
+        left = group_members(proc.pid)
+        if left:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert not left, f"kit {args}: still running after it exited: {left}"
+    outcome = Outcome(proc.returncode, stdout, stderr)
+    say(f"  kit {' '.join(args)}{f' (Ctrl-C after {interrupt_after} s)' if interrupt_after else ''}"
+         f" -> exit {outcome.code}: {outcome.last}")  # fmt: skip
+    if currently_in_test_context():  # the statistics: which outcomes the run reached
+        event(f"{args[0]}{' interrupted' if interrupt_after else ''} -> exit {outcome.code}")
+    assert "Traceback" not in stdout + stderr, f"kit {args}: a traceback\n{stdout}{stderr}"
+    codes = (0, 2, *INTERRUPTED) if interrupt_after else (0, 2)
+    assert outcome.code in codes, f"kit {args}: exit {outcome.code}\n{stdout}{stderr}"
+    if outcome.code != 0:  # whatever went wrong: one line naming the thing and the fix
+        lines = [line for line in stderr.splitlines() if line.strip()]
+        # Killed by SIGINT itself, Python was before the kit's first line or past its last: no line is possible.
+        assert len(lines) == 1 or (outcome.code == -signal.SIGINT and not lines), (
+            f"kit {args}: exit {outcome.code} wants exactly one line on stderr:\n{stdout}{stderr}"
+        )
+        assert all(ln.startswith("kit: error: ") and " -- " in ln for ln in lines), f"not '<what> -- <fix>': {lines}"
+    return outcome
+
+
+HISTORY: list[str] = []  # this session's steps and the kit's answers, for a failure that does not replay
+
+
+def say(text: str) -> None:
+    """One line of the failure report (hypothesis prints it under the step)."""
+    HISTORY.append(text)
+    if currently_in_test_context():
+        note(text)
+
+
+def logged(step: Callable[..., None]) -> Callable[..., None]:
+    """Record the step, and put the session's steps into a failure it raises: a failure that depends on
+    when a signal landed may not replay, and then hypothesis cannot print the steps itself."""
+
+    @functools.wraps(step)
+    def run(machine: EditLoop, **kwargs: object) -> None:
+        HISTORY.append(f"state.{step.__name__}({', '.join(f'{k}={v!r}' for k, v in kwargs.items())})")
+        try:
+            step(machine, **kwargs)
+        except AssertionError as exc:
+            if "\nthis session:\n" in str(exc):
+                raise
+            raise AssertionError(f"{exc}\nthis session:\n" + "\n".join(HISTORY)) from exc
+
+    return run
+
+
+def group_members(pgid: int) -> list[str]:
+    """The command lines of the live processes in a process group (from /proc: Linux)."""
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            cmdline = (stat.parent / "cmdline").read_bytes()
+        except OSError:
+            continue  # it ended while we looked
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            members.append(f"{stat.parent.name} {fields[0]} " + cmdline.replace(b"\0", b" ").decode(errors="replace"))
+    return members
+
+
+@dataclass(frozen=True)
+class Scene:
+    """What a refusal must leave as it was."""
+
+    patches: dict[str, bytes]
+    branch: str
+    head: str
+    status: str
+    state: bytes
+
+
+class Template:
+    """One small kit with a three-patch series, built once; each example works on a copy of it."""
+
+    root: Path | None = None
+
+    @classmethod
+    def copy(cls, dest: Path) -> Kit:
+        if cls.root is None:
+            cls.root = Path(tempfile.mkdtemp(prefix="kit-model-template-"))
+            atexit.register(shutil.rmtree, cls.root, ignore_errors=True)
+            build_template(cls.root)
+        shutil.copytree(cls.root, dest, symlinks=True)
+        return Kit(dest)
+
+
+INITIAL = (
+    Change.new("guard", SUBJECTS[0], 0),
+    Change.new("blocks", SUBJECTS[1], 1),
+    Change.new("guard-too", SUBJECTS[0], 2),  # the first one's subject: a fold aims by commit, never by subject
+)
+
+
+def write_files(checkout: Path, change: Change) -> None:
+    for slot, lines in change.files:
+        (checkout / slot_path(slot)).write_text(as_text(lines), encoding="utf-8")
+
+
+def build_template(root: Path) -> None:
+    kit = copy_kit(root, with_patches=False)
+    where = root / ".wheel"
+    where.mkdir()
+    wheel, digest = build_wheel(where, UPSTREAM)
+    kit.write_pin(pin_toml("0.1.0", wheel.name, digest))
+    kit.seed_wheel(wheel)
+    shutil.rmtree(where)
+    kit.run("apply", check=True)
+    for change in INITIAL:
+        write_files(kit.checkout, change)
+        git("add", "-A", cwd=kit.checkout)
+        git("commit", "-q", "-m", change.message, cwd=kit.checkout, env=USER_ENV)
+    kit.run("refresh", check=True)
+    for command in ("apply", "refresh"):  # where a drawn Ctrl-C lands: fixed per run, so a replay hits the same spot
+        started = time.monotonic()
+        kit.run(command, check=True)
+        DURATION[command] = max(time.monotonic() - started - STARTUP, 0.1)
+
+
+class EditLoop(RuleBasedStateMachine):
+    """The user (rules) against the model (`exported`: what patches/ holds; `work`: what the checkout holds)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tmp = Path(tempfile.mkdtemp(prefix="kit-model-"))
+        self.kit = Template.copy(self.tmp / "kit")
+        self.exported: list[Change] = list(INITIAL)
+        self.work: list[Change] = list(INITIAL)
+        self.phase = "clean"  # or "conflict" (apply stopped at a patch), "interrupted" (an apply got Ctrl-C)
+        self.synced = True  # HEAD is what the kit last applied or exported: no commit of the user's since
+        self.folds = 0  # fixup!/squash! commits not folded yet
+        self.top = INITIAL[-1].slug  # the patch the HEAD commit belongs to (what an amend changes)
+        self.hand_edited: tuple[str, bytes] | None = None  # a patch file the user broke: (name, its bytes)
+        self.made = 0
+        HISTORY.clear()
+
+    def teardown(self) -> None:
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    # ---- helpers ------------------------------------------------------------------
+
+    @property
+    def checkout(self) -> Path:
+        return self.kit.checkout
+
+    def user_git(self, *args: str, env: dict[str, str] | None = None) -> str:
+        return git(*args, cwd=self.checkout, env={**USER_ENV, **(env or {})})
+
+    def scene(self) -> Scene:
+        state = self.checkout / ".git" / "kit-state.json"
+        return Scene(
+            patches=snapshot(self.kit.patches),
+            branch=self.user_git("rev-parse", "--abbrev-ref", "HEAD").strip(),
+            head=self.user_git("rev-parse", "HEAD").strip(),
+            status=self.user_git("status", "--porcelain"),
+            state=state.read_bytes() if state.is_file() else b"",
+        )
+
+    def commits(self) -> list[tuple[str, str]]:
+        """(commit, message) after pristine, oldest first, fold commits included."""
+        out = self.user_git("log", "--reverse", "--format=%H%x00%B%x1e", "pristine..HEAD")
+        return [tuple(r.strip("\n").split("\x00", 1)) for r in out.split("\x1e") if r.strip("\n")]  # type: ignore[misc]
+
+    def commit_of(self, index: int) -> str:
+        """The commit that holds work[index] (by position; fold commits are not patches)."""
+        own = [c for c, m in self.commits() if not m.startswith(("fixup! ", "squash! ", "amend! "))]
+        return own[index]
+
+    def used_slots(self) -> set[int]:
+        return {slot for change in self.exported + self.work for slot, _ in change.files}
+
+    def fresh_slug(self) -> str:
+        taken = {c.slug for c in self.exported + self.work}
+        while True:
+            self.made += 1
+            if f"new{self.made}" not in taken:
+                return f"new{self.made}"
+
+    def refused(self, outcome: Outcome, before: Scene, *, needle: str = "") -> None:
+        """Exit 2 (or 130), one line naming the thing and the fix, and nothing changed."""
+        assert outcome.code in (2, *INTERRUPTED), (
+            f"expected a refusal, got exit {outcome.code}:\n{outcome.stdout}{outcome.stderr}"
+        )
+        assert needle in outcome.last, f"the refusal should name {needle!r}: {outcome.last}"
+        self.unchanged(before)
+
+    def unchanged(self, before: Scene) -> None:
+        after = self.scene()
+        assert after.patches == before.patches, "a refusal changed patches/"
+        assert (after.branch, after.head, after.status) == (before.branch, before.head, before.status), (
+            f"a refusal changed the checkout: {before} -> {after}"
+        )
+        assert after.state == before.state, "a refusal changed the checkout's kit state"
+
+    def succeeded(self, outcome: Outcome) -> None:
+        assert outcome.code == 0, f"expected success, got exit {outcome.code}:\n{outcome.stdout}{outcome.stderr}"
+
+    def patches_are(self, changes: list[Change], before: Scene) -> None:
+        """patches/ holds `changes` in order; a patch the user did not change keeps its bytes."""
+        series = (self.kit.patches / "series").read_text(encoding="utf-8")
+        names = [line.strip() for line in series.splitlines() if line.strip() and not line.startswith("#")]
+        assert names == [file_name(i, c) for i, c in enumerate(changes, 1)], f"series is {names}"
+        on_disk = sorted(p.name for p in self.kit.patches.iterdir() if p.is_file() and p.suffix == ".patch")
+        assert on_disk == sorted(names), f"patches/ holds {on_disk}, the series {names}"
+        old = dict(zip([file_name(i, c) for i, c in enumerate(self.exported, 1)], self.exported, strict=True))
+        for i, change in enumerate(changes, 1):
+            name = file_name(i, change)
+            text = (self.kit.patches / name).read_text(encoding="utf-8")
+            assert parsed_hunks(text) == change.hunks(), f"{name} does not hold the diff of {change.slug}"
+            assert f"\nKit-Patch: {change.slug}\n" in text and "\nUpstream-Status: Pending\n" in text, name
+            assert text.count("\nKit-Patch: ") == 1, f"{name} carries more than one Kit-Patch trailer"
+            if old.get(name) == change and self.hand_edited is None:
+                assert before.patches[name] == text.encode(), f"{name} was rewritten although nothing changed in it"
+        others = {k: v for k, v in self.scene().patches.items() if not k.endswith(".patch") and k != "series"}
+        assert others == {k: v for k, v in before.patches.items() if not k.endswith(".patch") and k != "series"}
+
+    def checkout_is(self, changes: list[Change]) -> None:
+        """The checkout's files and commit messages are the model's, and nothing is left uncommitted."""
+        expected = dict(UPSTREAM)
+        for change in changes:
+            for slot, lines in change.files:
+                expected[slot_path(slot)] = as_text(lines)
+        for path, text in expected.items():
+            assert (self.checkout / path).read_text(encoding="utf-8") == text, (
+                f"the checkout's {path} is not the model's"
+            )
+        messages = [m for _, m in self.commits() if not m.startswith(("fixup! ", "squash! ", "amend! "))]
+        assert [m.rstrip("\n") for m in messages] == [c.message.rstrip("\n") for c in changes], (
+            f"commit messages {messages} are not {[c.message for c in changes]}"
+        )
+        assert self.user_git("status", "--porcelain") == "", "the checkout has uncommitted changes"
+
+    def missing(self) -> list[str]:
+        held = {c.slug for c in self.work}
+        return [c.slug for c in self.exported if c.slug not in held]
+
+    def commit_user_edit(self, index: int, *args: str) -> None:
+        """Edit work[index]'s file (a drawn line) and commit it with the given git commit options."""
+        change = self.work[index]
+        slot = change.files[0][0]
+        line = EDITABLE[(self.made + len(self.work)) % len(EDITABLE)]
+        self.made += 1
+        self.work[index] = change.edited(slot, line, f"{change.slug} edit {self.made}")
+        write_files(self.checkout, self.work[index])
+        self.user_git("commit", "-q", "-a", *args)
+        self.synced = False
+
+    def rebase_todo(self, lines: list[str]) -> None:
+        """`git rebase -i pristine` with the todo the user would write (no fold commits are pending)."""
+        todo = self.tmp / "todo"
+        todo.write_text("".join(f"{line}\n" for line in lines or ["noop"]), encoding="utf-8")
+        self.user_git("rebase", "-q", "-i", "pristine", env={"GIT_SEQUENCE_EDITOR": f"cp {shlex.quote(str(todo))}"})
+        self.synced = False
+        self.top = self.work[-1].slug if self.work else ""
+
+    def can_edit(self) -> bool:
+        return self.phase == "clean"
+
+    # ---- the user's edits in the checkout -----------------------------------------
+
+    @precondition(lambda self: self.can_edit() and len(self.used_slots()) < SLOTS)
+    @rule(subject=st.sampled_from(SUBJECTS))
+    @logged
+    def new_commit(self, subject: str) -> None:
+        """A new patch: its own file, a commit with both trailers on top of the series branch."""
+        slot = min(set(range(SLOTS)) - self.used_slots())
+        slug = self.fresh_slug()
+        change = Change.new(slug, subject, slot)
+        say(f"  new commit {slug!r} in slot{slot}.py, subject {subject!r}")
+        write_files(self.checkout, change)
+        self.user_git("add", "-A")
+        self.user_git("commit", "-q", "-m", change.message)
+        self.work.append(change)
+        self.synced, self.top = False, slug
+
+    @precondition(lambda self: self.can_edit() and self.work)
+    @rule(index=st.integers(0, SLOTS - 1), how=st.sampled_from(["fixup", "squash"]))
+    @logged
+    def fold(self, index: int, how: str) -> None:
+        """An edit of one patch's file, committed with --fixup=/--squash= aimed at that patch's commit."""
+        index %= len(self.work)  # drawn numbers are taken modulo the count: every draw is a valid step
+        target = self.commit_of(index)
+        say(f"  git commit --{how}={target[:12]} (patch {self.work[index].slug!r})")
+        self.commit_user_edit(index, f"--{how}={target}")
+        self.folds += 1
+        self.top = self.work[index].slug
+
+    @precondition(lambda self: self.can_edit() and self.top in {c.slug for c in self.work})
+    @rule()
+    @logged
+    def amend(self) -> None:
+        """An edit of the patch the top commit belongs to, then git commit --amend --no-edit."""
+        index = [c.slug for c in self.work].index(self.top)
+        say(f"  git commit --amend (top commit belongs to {self.top!r})")
+        self.commit_user_edit(index, "--amend", "--no-edit")
+
+    @precondition(lambda self: self.can_edit() and self.folds == 0 and len(self.work) >= 2)
+    @rule(first=st.integers(0, SLOTS - 1), second=st.integers(0, SLOTS - 1))
+    @logged
+    def reorder(self, first: int, second: int) -> None:
+        """Swap two patches with git rebase -i (they own different files: no conflict)."""
+        first, second = first % len(self.work), second % len(self.work)
+        second = second if second != first else (first + 1) % len(self.work)
+        commits = [self.commit_of(i) for i in range(len(self.work))]
+        commits[first], commits[second] = commits[second], commits[first]
+        self.work[first], self.work[second] = self.work[second], self.work[first]
+        say(f"  git rebase -i: order now {[c.slug for c in self.work]}")
+        self.rebase_todo([f"pick {c}" for c in commits])
+
+    @precondition(lambda self: self.can_edit() and self.folds == 0 and len(self.work) >= 2)
+    @rule(index=st.integers(1, SLOTS - 1))
+    @logged
+    def squash(self, index: int) -> None:
+        """git rebase -i: `fixup` work[index] into the patch before it (that patch's message stays)."""
+        index = 1 + (index - 1) % (len(self.work) - 1)
+        commits = [self.commit_of(i) for i in range(len(self.work))]
+        into, gone = self.work[index - 1], self.work[index]
+        say(f"  git rebase -i: squash {gone.slug!r} into {into.slug!r}")
+        self.work[index - 1] = replace(into, files=tuple(sorted(into.files + gone.files)))
+        del self.work[index]
+        self.rebase_todo([f"{'fixup' if i == index else 'pick'} {c}" for i, c in enumerate(commits)])
+
+    @precondition(lambda self: self.can_edit() and self.folds == 0 and self.work)
+    @rule(index=st.integers(0, SLOTS - 1))
+    @logged
+    def remove(self, index: int) -> None:
+        """git rebase -i: drop one patch's commit (refresh then needs --drop to agree)."""
+        index %= len(self.work)
+        commits = [self.commit_of(i) for i in range(len(self.work))]
+        say(f"  git rebase -i: drop {self.work[index].slug!r}")
+        del self.work[index]
+        self.rebase_todo([f"pick {c}" for i, c in enumerate(commits) if i != index])
+
+    # ---- the kit's commands ---------------------------------------------------------
+
+    @rule(drop=st.booleans())
+    @logged
+    def refresh(self, drop: bool) -> None:
+        """refresh, with --drop for each patch the checkout left out when `drop`."""
+        drops = [f"--drop={slug}" for slug in self.missing()] if drop else []
+        before = self.scene()
+        outcome = run_kit(self.kit, "refresh", *drops)
+        self.expect_refresh(outcome, before, drops)
+
+    def expect_refresh(self, outcome: Outcome, before: Scene, drops: list[str]) -> None:
+        if self.phase == "conflict":
+            return self.refused(outcome, before)
+        if self.phase == "interrupted" and outcome.code != 0:
+            return self.refused(outcome, before)  # the apply may have been stopped before it changed anything
+        if self.missing() and not drops:
+            return self.refused(outcome, before, needle=f"--drop {self.missing()[0]}")
+        self.succeeded(outcome)
+        self.exported_now(before)
+
+    def exported_now(self, before: Scene) -> None:
+        self.patches_are(self.work, before)
+        self.checkout_is(self.work)
+        self.exported, self.folds, self.synced, self.hand_edited, self.phase = list(self.work), 0, True, None, "clean"
+        self.top = self.work[-1].slug if self.work else ""
+
+    @rule()
+    @logged
+    def apply(self) -> None:
+        before = self.scene()
+        outcome = run_kit(self.kit, "apply")
+        self.expect_apply(outcome, before)
+
+    def expect_apply(self, outcome: Outcome, before: Scene) -> None:
+        holds_more = self.work != self.exported or self.folds or self.hand_edited
+        if self.phase == "conflict" or (self.phase == "clean" and not self.synced and holds_more):
+            return self.refused(outcome, before)  # it would discard the user's work
+        if self.phase == "clean" and not self.synced and outcome.code != 0:
+            return self.refused(outcome, before)  # rewritten commits with the same content: either is fine
+        self.succeeded(outcome)
+        assert snapshot(self.kit.patches) == before.patches, "apply changed patches/"
+        self.applied_now()
+
+    def applied_now(self) -> None:
+        self.checkout_is(self.exported)
+        self.work, self.folds, self.synced, self.phase = list(self.exported), 0, True, "clean"
+        self.top = self.work[-1].slug if self.work else ""
+
+    @precondition(lambda self: self.phase == "clean" and self.synced and self.exported)
+    @rule(index=st.integers(0, SLOTS - 1))
+    @logged
+    def break_patch(self, index: int) -> None:
+        """The user edits a context line of one patch file by hand; apply stops there, mid-git am."""
+        index %= len(self.exported)
+        name = file_name(index + 1, self.exported[index])
+        path = self.kit.patches / name
+        original = path.read_bytes()
+        lines = original.decode().split("\n")
+        at = next(i for i, line in enumerate(lines) if line.startswith(" slot "))
+        lines[at] += " (edited by hand)"
+        path.write_bytes("\n".join(lines).encode())
+        self.hand_edited = (name, original)
+        say(f"  edit patches/{name} by hand: a context line no longer matches")
+        before = self.scene()
+        outcome = run_kit(self.kit, "apply")
+        assert outcome.code == 2, f"apply of a broken {name}: exit {outcome.code}\n{outcome.stdout}{outcome.stderr}"
+        assert name in outcome.last, f"the conflict should name {name}: {outcome.last}"
+        assert snapshot(self.kit.patches) == before.patches, "apply changed patches/"
+        assert (self.checkout / ".git" / "rebase-apply").is_dir(), "apply stopped without the git am to resolve"
+        self.phase = "conflict"
+
+    @precondition(lambda self: self.phase == "conflict")
+    @rule()
+    @logged
+    def resolve_and_continue(self) -> None:
+        """Write what the broken patch meant, git add, apply --continue; refresh must then write it back."""
+        assert self.hand_edited is not None
+        name = self.hand_edited[0]
+        change = next(c for i, c in enumerate(self.exported, 1) if file_name(i, c) == name)
+        write_files(self.checkout, change)
+        self.user_git("add", "-A")
+        before = self.scene()
+        outcome = run_kit(self.kit, "apply", "--continue")
+        self.succeeded(outcome)
+        assert snapshot(self.kit.patches) == before.patches, "apply --continue changed patches/"
+        self.checkout_is(self.exported)
+        self.work, self.folds, self.synced, self.phase = list(self.exported), 0, False, "clean"
+        self.top = self.work[-1].slug
+
+    @precondition(lambda self: self.phase == "conflict")
+    @rule()
+    @logged
+    def continue_unresolved(self) -> None:
+        """apply --continue before anything is resolved: refused, nothing changed."""
+        before = self.scene()
+        self.refused(run_kit(self.kit, "apply", "--continue"), before)
+
+    @precondition(lambda self: self.phase == "conflict")
+    @rule()
+    @logged
+    def abort(self) -> None:
+        """apply --abort goes back to the checkout before that apply; the user restores the patch file."""
+        assert self.hand_edited is not None
+        before = self.scene()
+        outcome = run_kit(self.kit, "apply", "--abort")
+        self.succeeded(outcome)
+        assert snapshot(self.kit.patches) == before.patches, "apply --abort changed patches/"
+        name, original = self.hand_edited
+        (self.kit.patches / name).write_bytes(original)
+        self.hand_edited, self.phase = None, "clean"
+        self.checkout_is(self.work)
+
+    @precondition(lambda self: self.phase == "clean")
+    @rule(command=st.sampled_from(["apply", "refresh"]), at=st.sampled_from([0.2, 0.5, 0.7, 0.8, 0.85, 0.9, 0.95]))
+    @logged
+    def ctrl_c(self, command: str, at: float) -> None:
+        """Ctrl-C (SIGINT to the process group) at a drawn fraction of the command's usual run time, then
+        the recovery the kit names. Whatever the moment, the model's state afterwards is the same
+        (hypothesis replays steps to shrink a failure, and the moment a signal lands is not reproducible)."""
+        drops = [f"--drop={slug}" for slug in self.missing()] if command == "refresh" else []
+        before = self.scene()
+        outcome = run_kit(self.kit, command, *drops, interrupt_after=round(STARTUP + at * DURATION[command], 2))
+        if outcome.code not in INTERRUPTED:  # it ended (or refused) before the signal: the usual expectations hold
+            if command == "refresh":
+                return self.expect_refresh(outcome, before, drops)
+            return self.expect_apply(outcome, before)
+        if command == "refresh":
+            if snapshot(self.kit.patches) != before.patches:  # it got as far as swapping the files in
+                self.patches_are(self.work, before)
+            self.checkout_is(self.work)  # its autosquash may have run; the content is the same
+            self.synced = False
+            say("  run refresh again, as the kit says")
+            self.expect_refresh(run_kit(self.kit, "refresh", *drops), self.scene(), drops)
+            return None
+        assert snapshot(self.kit.patches) == before.patches, "an interrupted apply changed patches/"
+        self.phase = "interrupted"
+        self.refresh(drop=True)  # refuses (the checkout is not whole) or, stopped before any change, succeeds
+        say("  run apply again, as the kit says")
+        self.expect_apply(run_kit(self.kit, "apply"), self.scene())
+        return None
+
+    # ---- after every step -----------------------------------------------------------
+
+    @invariant()
+    def no_paused_operation_the_user_did_not_start(self) -> None:
+        paused = [entry for entry in PAUSED if (self.checkout / ".git" / entry).exists()]
+        allowed = ["rebase-apply"] if self.phase == "conflict" else []
+        assert paused == allowed, f"paused git operation(s) in the checkout: {paused} (phase {self.phase})"
+
+    @invariant()
+    def patches_folder_holds_no_temporary_files(self) -> None:
+        stray = [p.name for p in self.kit.patches.iterdir() if p.name.startswith(".")]
+        assert not stray, f"left in patches/: {stray}"
+
+
+PROFILE = os.environ.get("KIT_MODEL_PROFILE", "small")
+if PROFILE not in PROFILES:
+    raise pytest.UsageError(f"KIT_MODEL_PROFILE={PROFILE!r} is not a profile: use one of {', '.join(PROFILES)}")
+EditLoop.TestCase.settings = PROFILES[PROFILE]
+TestEditLoop = EditLoop.TestCase
+
+
+def test_the_weekly_workflow_runs_the_long_profile() -> None:
+    weekly = (KIT_ROOT / ".github" / "workflows" / "weekly.yml").read_text(encoding="utf-8")
+    job = weekly.split("\n  edit-loop-model:\n", 1)[1]
+    assert "KIT_MODEL_PROFILE: long" in job and "tests/kit/test_edit_loop_model.py" in job
+    assert set(PROFILES) == {"small", "long"}
+
+
+BITES = [
+    pytest.param("scripts/checkout.py", "(patches_dir / name).unlink(missing_ok=True)", "pass",
+                 ["remove:index=1", "refresh:drop=True"], "patches/ holds", id="refresh-keeps-a-dropped-file"),
+    pytest.param("scripts/gitcmd.py", '"--zero-commit", ', "", ["new_commit:subject=x", "refresh:drop=False"],
+                 "rewritten although nothing changed", id="refresh-rewrites-untouched-patches"),
+    pytest.param("scripts/report.py", "def fail(message: str) -> None:\n",
+                 "def fail(message: str) -> None:\n    print('warning', file=sys.stderr)\n",
+                 ["new_commit:subject=x", "apply"], "exactly one line", id="a-refusal-in-two-lines"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("path", "old", "new", "steps", "needle"), BITES)
+def test_the_machine_bites(path: str, old: str, new: str, steps: list[str], needle: str) -> None:
+    """The same steps on a kit broken on purpose (in the example's copy): the machine must object."""
+    machine = EditLoop()
+    try:
+        source = machine.kit.root / path
+        assert old in source.read_text(encoding="utf-8")
+        source.write_text(source.read_text(encoding="utf-8").replace(old, new), encoding="utf-8")
+        with pytest.raises(AssertionError, match=needle):
+            for step in steps:
+                name, _, arg = step.partition(":")
+                key, _, value = arg.partition("=")
+                kwargs = {key: {"True": True, "False": False}.get(value, int(value) if value.isdigit() else value)}
+                getattr(machine, name)(**(kwargs if key else {}))
+    finally:
+        machine.teardown()
