@@ -13,29 +13,33 @@ from typing import NoReturn
 if not __package__:  # `python path/to/scripts COMMAND` from any folder (`-m scripts` needs the kit's root as cwd)
     sys.path[0] = str(Path(__file__).resolve().parent.parent)
 
-from scripts.commands import (
-    apply,
-    bench,
-    e2e,
-    legenv,
-    legpins,
-    lint,
-    mutate,
-    pin,
-    pr,
-    readme,
-    rebase,
-    refresh,
-    test,
-    timings,
-)
 from scripts.errors import KitError
 from scripts.report import fail
 
-# In pipeline order: pin -> series/checkout -> checks -> legs -> e2e -> PR, then the kit's own upkeep.
-COMMANDS: tuple[ModuleType, ...] = (
-    pin, apply, refresh, lint, test, bench, legenv, legpins, mutate, timings, e2e, pr, rebase, readme,
-)  # fmt: skip
+
+def command_modules() -> tuple[ModuleType, ...]:
+    """Every command, in pipeline order: pin -> series/checkout -> checks -> legs -> e2e -> PR, then upkeep.
+
+    Imported here, not at the top, so that a Ctrl-C while they load is the kit's one line, not a traceback.
+    """
+    from scripts.commands import (
+        apply,
+        bench,
+        e2e,
+        legenv,
+        legpins,
+        lint,
+        mutate,
+        pin,
+        pr,
+        readme,
+        rebase,
+        refresh,
+        test,
+        timings,
+    )
+
+    return (pin, apply, refresh, lint, test, bench, legenv, legpins, mutate, timings, e2e, pr, rebase, readme)
 
 
 def name_of(module: ModuleType) -> str:
@@ -52,7 +56,7 @@ class Parser(argparse.ArgumentParser):
 def parser() -> argparse.ArgumentParser:
     p = Parser(prog="python -m scripts", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in COMMANDS:
+    for module in command_modules():
         doc = (module.__doc__ or "").strip()
         passthrough = getattr(module, "PASSTHROUGH", False)
         # A passthrough command hands what argparse does not know to its own parser; OWN_HELP: --help too.
@@ -73,22 +77,25 @@ def on_ending_signal(signum: int, frame: object) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = parser()
+    for ending in ENDING_SIGNALS:
+        signal.signal(ending, on_ending_signal)
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):  # an ASCII (C locale) terminal gets other text escaped, no crash
+            stream.reconfigure(errors="backslashreplace")
     try:
+        p = parser()
         args, extra = p.parse_known_args(argv)
         if extra and not args.passthrough:
             raise KitError(f"unrecognized arguments: {' '.join(extra)}", f"see {p.prog} {args.command} --help")
     except KitError as exc:
         fail(str(exc))
         return exc.exit_code
+    except KeyboardInterrupt as stop:  # while the commands load: nothing has started
+        fail(f"interrupted by {str(stop) or 'SIGINT'} before any command started -- nothing was changed; run it again")
+        return 130
     if extra:  # `test --durations=15`: what argparse does not know before the first positional goes on
         field = "pytest_args" if hasattr(args, "pytest_args") else "args"
         setattr(args, field, [*extra, *getattr(args, field)])
-    for ending in ENDING_SIGNALS:
-        signal.signal(ending, on_ending_signal)
-    for stream in (sys.stdout, sys.stderr):
-        if isinstance(stream, io.TextIOWrapper):  # an ASCII (C locale) terminal gets other text escaped, no crash
-            stream.reconfigure(errors="backslashreplace")
     try:
         return args.run(args)
     except KitError as exc:

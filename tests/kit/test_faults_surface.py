@@ -298,3 +298,17 @@ def test_a_process_started_in_a_held_block_hears_every_signal() -> None:
     with server.signals_held():
         out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT], ids=lambda s: s.name)
+def test_a_signal_while_the_commands_load_is_one_line(kit3: Kit, sig: signal.Signals) -> None:  # noqa: F811 -- fixture
+    # The edit-loop model found it: a Ctrl-C in the first second (imports) printed a KeyboardInterrupt traceback.
+    before = snapshot(kit3.patches)
+    program = (
+        "import os, signal, sys\nimport scripts.__main__ as front\nloaded = front.command_modules\n"
+        f"def loading():\n    os.kill(os.getpid(), {int(sig)})\n    return loaded()\n"
+        "front.command_modules = loading\nsys.exit(front.main(sys.argv[1:]))"
+    )
+    proc = subprocess.run([sys.executable, "-c", program, "refresh"], cwd=kit3.root, capture_output=True, text=True)
+    one_line_error(proc, 130, f"interrupted by {sig.name} before any command started")
+    assert snapshot(kit3.patches) == before
