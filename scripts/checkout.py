@@ -19,7 +19,7 @@ import signal
 import tarfile
 import zipfile
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -795,9 +795,9 @@ def reorder(checkout: Path, groups: list[Group], commits: list[Commit]) -> dict[
         todo.unlink(missing_ok=True)
     if proc.returncode != 0:
         unmerged = git("diff", "--name-only", "--diff-filter=U", cwd=checkout).split()
+        why = f"in {', '.join(unmerged[:3])}" if unmerged else f"({last_line(proc.stderr, proc.stdout)})"
         raise FoldError(
-            f"moving the folds under their patches conflicts"
-            f"{f' in {', '.join(unmerged[:3])}' if unmerged else f': {last_line(proc.stderr, proc.stdout)}'}",
+            f"moving the folds under their patches conflicts {why}",
             f"fold by hand: git rebase -i {PRISTINE_TAG} (each fixup under its patch; resolve), then nox -s refresh",
         )
     replayed = read_commits(checkout, f"{PRISTINE_TAG}..HEAD")
@@ -1025,16 +1025,18 @@ def refresh(
                 round_trip(checkout, final, texts)
             pairs = zip(final, texts, strict=True)
             exported = [(patch_file_name(i, c.slugs[-1]), t) for i, (c, t) in enumerate(pairs, 1)]
-            new = [describe(c.shown(), t, patches_dir / name) for c, (name, t) in zip(final, exported, strict=True)]
+            new = [replace(describe(c.shown(), t, patches_dir / name), name=name)
+                   for c, (name, t) in zip(final, exported, strict=True)]  # fmt: skip
             rows, writes, removals = plan_writes(patches_dir, old, exported, drop)
 
             def record() -> None:
-                git("update-ref", "-m", "kit refresh", f"refs/heads/{BRANCH}", new_head, start, cwd=checkout)
                 state.series_digest = series_digest(new)
                 state.patches = {name: sha256_text(t) for name, t in exported}
                 finish(checkout, state, exported=True)
                 recorded.append(True)
 
+            # the branch moves first: until the state is recorded, any failure or signal puts it back
+            git("update-ref", "-m", "kit refresh", f"refs/heads/{BRANCH}", new_head, head(checkout), cwd=checkout)
             swap_into(patches_dir, writes, removals, then=record)
         except BaseException as exc:
             if not recorded:
