@@ -935,16 +935,21 @@ def round_trip(checkout: Path, commits: list[Commit], texts: list[str]) -> None:
         for c, text in zip(commits, texts, strict=True):
             patch_file.write_bytes(text.encode("utf-8", "surrogateescape"))
             proc = am(scratch, patch_file)
-            if proc.returncode != 0:
-                raise NotRoundTrip(f"{c.shown()} does not apply from its own patch "
-                                   f"({last_line(proc.stderr, proc.stdout)})", REWORD)  # fmt: skip
-            back = parse_commit("HEAD", git_bytes("cat-file", "commit", "HEAD", cwd=scratch))
+            if proc.returncode != 0:  # the message am read (it keeps it while paused) may say why
+                parsed = scratch / git("rev-parse", "--git-path", "rebase-apply/final-commit", cwd=scratch).strip()
+                said = parsed.read_bytes().decode("utf-8", "surrogateescape") if parsed.is_file() else c.message
+                back = replace(c, message=said)
+            else:
+                back = parse_commit("HEAD", git_bytes("cat-file", "commit", "HEAD", cwd=scratch))
             diff = first_difference(c.message, back.message)
             if diff:
                 n, ours, theirs = diff
                 came = "is lost" if theirs is None else f"comes back as {theirs[:60]!r}"
                 said = "(an added line)" if ours is None else repr(ours[:60])
                 raise NotRoundTrip(f"{c.shown()}: message line {n} {said} {came} after export", REWORD)
+            if proc.returncode != 0:
+                why = next((line for line in proc.stderr.splitlines() if line.startswith("error:")), proc.stderr)
+                raise NotRoundTrip(f"{c.shown()} does not apply from its own patch ({last_line(why)})", REWORD)
             if back.tree != c.tree:
                 paths_ = git("diff", "--name-only", c.tree, back.tree, cwd=checkout).split()
                 raise NotRoundTrip(f"{c.shown()}: {paths_[0] if paths_ else 'its tree'} differs after export",
