@@ -60,7 +60,8 @@ def fixup(slug: str, edits: dict[str, str], kind: str = "fixup") -> Setup:
             (kit.checkout / name).write_text(text)
         target = sha_of(kit, slug)
         option = {"fixup": f"--fixup={target}", "squash": f"--squash={target}", "amend": f"--fixup=amend:{target}"}
-        kit.git("commit", "-qa", option[kind], *(["-m", "more"] if kind == "squash" else []))
+        git("commit", "-qa", option[kind], *(["-m", "more"] if kind == "squash" else []), cwd=kit.checkout,
+            env={**AUTHOR, "GIT_EDITOR": "sed -i 's/^Why this change.$/Why, amended./'"})  # fmt: skip
 
     return setup
 
@@ -82,9 +83,11 @@ PRISTINE_ATTN = "def attend(q):\n    return q\n"
 
 
 def same_subject_patch(kit: Kit, _tmp: Path) -> None:
-    """A fourth patch with 0002's subject, and a fixup aimed at it by commit."""
+    """A fourth patch with 0002's subject, and a fixup aimed at it by commit (it would apply anywhere)."""
     commit_patch(kit.checkout, {"vllm_omni/extra.py": "x = 1\n"}, "[NPU] Twenty", "twenty-again")
-    fixup("twenty-again", {"vllm_omni/extra.py": "x = 2\n"})(kit, _tmp)
+    (kit.checkout / "vllm_omni/extra2.py").write_text("x = 2\n")
+    kit.git("add", "-A")
+    kit.git("commit", "-q", f"--fixup={sha_of(kit, 'twenty-again')}")
 
 
 def prefix_subject_patch(kit: Kit, _tmp: Path) -> None:
@@ -275,8 +278,8 @@ def test_a_fold_named_by_commit_lands_there(kit3: Kit) -> None:
     target = sha_of(kit3, "twenty-again")
     kit3.git("commit", "-q", "--amend", "-m", f"fixup! {target[:12]}")
     kit3.run("refresh", check=True)
-    assert "x = 2" in (kit3.patches / "0004-twenty-again.patch").read_text()
-    assert "extra.py" not in (kit3.patches / "0002-twenty.patch").read_text()
+    assert "extra2.py" in (kit3.patches / "0004-twenty-again.patch").read_text()
+    assert "extra2.py" not in (kit3.patches / "0002-twenty.patch").read_text()
 
 
 def test_git_autosquash_alone_would_fold_into_the_wrong_patch(kit3: Kit) -> None:
@@ -284,7 +287,7 @@ def test_git_autosquash_alone_would_fold_into_the_wrong_patch(kit3: Kit) -> None
     same_subject_patch(kit3, Path())
     git("rebase", "-q", "-i", "--autosquash", "pristine", cwd=kit3.checkout,
         env={**AUTHOR, "GIT_SEQUENCE_EDITOR": "true", "GIT_EDITOR": "true"})  # fmt: skip
-    assert "extra.py" in kit3.git("show", "--format=", "--name-only", sha_of(kit3, "twenty"))  # the wrong patch
+    assert "extra2.py" in kit3.git("show", "--format=", "--name-only", sha_of(kit3, "twenty"))  # the wrong patch
 
 
 @pytest.mark.parametrize("kind", ["fixup", "squash", "amend"])
@@ -292,8 +295,9 @@ def test_each_fold_kind_lands_in_its_patch(kit3: Kit, kind: str) -> None:
     fixup("fix-ten", {ROPE: rope_with({10: "line 10 fixed twice", 20: "line 20 fixed"})}, kind)(kit3, Path())
     kit3.run("refresh", check=True)
     first = (kit3.patches / "0001-fix-ten.patch").read_text()
-    assert "+line 10 fixed twice" in first and "Kit-Patch: fix-ten" in first
-    assert "-line 10 fixed\n" in (kit3.patches / "0002-twenty.patch").read_text()  # 0002 now sits on the new line
+    assert "+line 10 fixed twice" in first and first.count("Kit-Patch: fix-ten") == 1
+    assert ("Why, amended." in first) == (kind == "amend") and ("\nmore\n" in first) == (kind == "squash")
+    assert "line 10 fixed twice" not in (kit3.patches / "0002-twenty.patch").read_text()
     assert kit3.run("apply", check=True).returncode == 0
     assert "patches/ unchanged" in kit3.run("refresh", check=True).stdout
 
