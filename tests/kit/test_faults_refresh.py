@@ -341,7 +341,7 @@ PAUSE_THE_REBASE = """
 import scripts.gitcmd as g
 real = g.run
 def run(*args, cwd, env=None):
-    if args[:1] == ("rebase",):  # the kit's replay, paused after its first pick, then the signal
+    if args[:3] == ("rebase", "-q", "-i"):  # the kit's replay, paused after its first pick, then the signal
         cp = env["GIT_SEQUENCE_EDITOR"]
         env = {**env, "GIT_SEQUENCE_EDITOR": "f() { " + cp + ' "$1" && sed -i "1a break" "$1"; }; f'}
         proc = real(*args, cwd=cwd, env=env)
