@@ -23,10 +23,10 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
+from scripts import diffparse
 from scripts import pin as pinmod
 from scripts.errors import KitError
 from scripts.gitcmd import (
-    GitFailed,
     am,
     apply_check,
     exists,
@@ -642,8 +642,9 @@ def combined_diff(checkout: Path) -> str:
 #
 # refresh = plan the folds (each aimed at one patch by commit), replay the commits in that
 # order if it is new, rebuild each patch's commit with plumbing (fold, drop, one identity),
-# check the result (identities, conflict markers, round trip), write patches/, and only then
-# move the branch. Any failure or signal before that puts the checkout back as it was.
+# check the result (identities, conflict markers, round trip), then move the branch, swap the
+# files into patches/ and record the state. Any failure or signal before the state is recorded
+# puts the checkout back as it was.
 
 FOLDS = {"fixup! ": "fixup", "squash! ": "squash", "amend! ": "amend"}
 SHA_NAME = re.compile(r"^[0-9a-f]{7,40}$")  # `fixup! <sha>`: 7+ hex digits, so a word like "add" is a subject
@@ -901,14 +902,18 @@ def check_accounting(checkout: Path, commits: list[Commit], old: list[Patch], dr
         )
 
 
+# git's conflict markers (marker size 7): `<<<<<<< x`, `||||||| x` (diff3), `=======`, `>>>>>>> x`
+CONFLICT_MARKER = re.compile(r"^(?:<{7}|\|{7}|>{7})(?: |$)|^={7}$")
+
+
 def check_resolved(checkout: Path, commits: list[Commit]) -> None:
-    """No commit adds a conflict marker (`git diff --check`), in any file, text or not."""
+    """No commit adds a conflict marker line, in any file: `git diff --check` semantics, but also where
+    .gitattributes calls a file binary (`--check` skips those, a patch would carry them all the same)."""
     for c in commits:
-        proc = git_run("diff", "--check", "--text", "--no-color", "--no-ext-diff", c.parent, c.sha, cwd=checkout)
-        if proc.returncode not in (0, 2):
-            raise GitFailed(("diff", "--check"), proc.stdout, proc.stderr)
-        marker = next((line.rsplit(": ", 1)[0] for line in proc.stdout.splitlines()
-                       if line.endswith(": leftover conflict marker")), None)  # fmt: skip
+        diff = git("diff", "--text", "--no-color", "--no-ext-diff", "--no-renames", "--src-prefix=a/",
+                   "--dst-prefix=b/", c.parent, c.sha, cwd=checkout)  # fmt: skip
+        marker = next((f"{f.path}:{n}" for f in diffparse.parse(diff) for n, text in f.added
+                       if CONFLICT_MARKER.match(text.rstrip("\r"))), None)  # fmt: skip
         if marker:
             raise LocalEdits(
                 f"{c.shown()} leaves a conflict marker at {marker}",
@@ -1015,43 +1020,58 @@ def refresh(
     if pin is not None:
         check_built_from(checkout, state, pin, old, PROVENANCE_FIX)
     start, recorded = head(checkout), []
-    with endings_raised():
-        try:
-            commits = read_commits(checkout, f"{PRISTINE_TAG}..HEAD")
-            groups = plan_folds(commits)
-            final = rebuild(checkout, groups, reorder(checkout, groups, commits), list(drop))
-            check_accounting(checkout, final, old, list(drop))
-            check_resolved(checkout, final)
-            texts = [format_patch(checkout, c.sha) for c in final]
-            if len(commits) > len(groups):
-                progress("folded fixup!/squash!/amend! commits into the patches they name")
-            new_head = final[-1].sha if final else rev_parse(checkout, PRISTINE_TAG)
-            if new_head != state.head:  # the state's head came from these very files: no need to re-check it
-                round_trip(checkout, final, texts)
-            pairs = zip(final, texts, strict=True)
-            exported = [(patch_file_name(i, c.slugs[-1]), t) for i, (c, t) in enumerate(pairs, 1)]
-            new = [replace(describe(c.shown(), t, patches_dir / name), name=name)
-                   for c, (name, t) in zip(final, exported, strict=True)]  # fmt: skip
-            rows, writes, removals = plan_writes(patches_dir, old, exported, drop)
-
-            def record() -> None:
-                state.series_digest = series_digest(new)
-                state.patches = {name: sha256_text(t) for name, t in exported}
-                finish(checkout, state, exported=True)
-                recorded.append(True)
-
-            # the branch moves first: until the state is recorded, any failure or signal puts it back
-            git("update-ref", "-m", "kit refresh", f"refs/heads/{BRANCH}", new_head, head(checkout), cwd=checkout)
-            swap_into(patches_dir, writes, removals, then=record)
-        except BaseException as exc:
-            if not recorded:
-                with signals_held():
-                    put_back(checkout, start)
-            if isinstance(exc, Ended):
-                raise interrupted(exc.signum, bool(recorded), start) from None
-            raise
+    try:
+        with endings_raised():
+            try:
+                rows = write_back(checkout, patches_dir, old, state, drop, progress, recorded)
+            except BaseException:
+                if not recorded:
+                    with signals_held():  # a second Ctrl-C waits until the checkout is whole again
+                        put_back(checkout, start)
+                raise
+    except Ended as exc:
+        raise interrupted(exc.signum, bool(recorded), start) from None
     for name, outcome in rows:
         progress(f"{name}: {outcome}")
+    return rows
+
+
+def write_back(
+    checkout: Path,
+    patches_dir: Path,
+    old: list[Patch],
+    state: State,
+    drop: tuple[str, ...],
+    progress: Progress,
+    recorded: list[bool],
+) -> list[tuple[str, str]]:
+    """refresh's steps on a checkout it may read; appends to recorded once the new state is on disk."""
+    commits = read_commits(checkout, f"{PRISTINE_TAG}..HEAD")
+    groups = plan_folds(commits)
+    final = rebuild(checkout, groups, reorder(checkout, groups, commits), list(drop))
+    check_accounting(checkout, final, old, list(drop))
+    check_resolved(checkout, final)
+    texts = [format_patch(checkout, c.sha) for c in final]
+    if len(commits) > len(groups):
+        progress("folded fixup!/squash!/amend! commits into the patches they name")
+    new_head = final[-1].sha if final else rev_parse(checkout, PRISTINE_TAG)
+    if new_head != state.head:  # the state's head came from these very files: no need to re-check it
+        round_trip(checkout, final, texts)
+    pairs = zip(final, texts, strict=True)
+    exported = [(patch_file_name(i, c.slugs[-1]), t) for i, (c, t) in enumerate(pairs, 1)]
+    new = [replace(describe(c.shown(), t, patches_dir / name), name=name)
+           for c, (name, t) in zip(final, exported, strict=True)]  # fmt: skip
+    rows, writes, removals = plan_writes(patches_dir, old, exported, drop)
+
+    def record() -> None:
+        state.series_digest = series_digest(new)
+        state.patches = {name: sha256_text(t) for name, t in exported}
+        finish(checkout, state, exported=True)
+        recorded.append(True)
+
+    # the branch moves first: until the state is recorded, any failure or signal puts it back
+    git("update-ref", "-m", "kit refresh", f"refs/heads/{BRANCH}", new_head, head(checkout), cwd=checkout)
+    swap_into(patches_dir, writes, removals, then=record)
     return rows
 
 

@@ -126,6 +126,20 @@ def marker_in(name: str, slug: str | None) -> Setup:
     return setup
 
 
+def marker_in_binary_attributed(kit: Kit, _tmp: Path) -> None:
+    """Markers in a file .gitattributes calls binary: still refused (any file type)."""
+    marker_in("vllm_omni/table.cfg", None)(kit, _tmp)
+    (kit.checkout / ".gitattributes").write_text("*.cfg binary\n")
+    kit.git("add", "-A")
+    kit.git("commit", "-q", "--fixup", sha_of(kit, "config"))
+
+
+def fold_naming_pristine(kit: Kit, _tmp: Path) -> None:
+    """`fixup! <sha>` of a commit that is no patch (the pristine one)."""
+    (kit.checkout / ATTN).write_text("def attend(q):\n    return q * 3\n")
+    kit.git("commit", "-qam", f"fixup! {kit.git('rev-parse', 'pristine').strip()}")
+
+
 def message_patch(message: str) -> Setup:
     def setup(kit: Kit, _tmp: Path) -> None:
         commit_message(kit, message, {"vllm_omni/extra.py": "x = 1\n"})
@@ -188,12 +202,15 @@ ROWS = [
     Row("fold-same-subject-fix", same_subject_patch, ("refresh",), 2, "reword it to 'fixup! <commit>' with <commit> ="),
     Row("fold-prefix-subject", prefix_subject_patch, ("refresh",), 2, "matches 2 patches by subject"),
     Row("fold-names-nothing", fold_naming_nothing, ("refresh",), 2, "names no patch before it"),
+    Row("fold-names-no-patch-commit", fold_naming_pristine, ("refresh",), 2, "names no patch before it"),
     Row("fold-conflicts-when-moved", fold_conflicts_when_moved, ("refresh",), 2,
         "moving the folds under their patches conflicts in vllm_omni/layers/rope.py"),
     # 7. resolutions: no conflict marker is exported, whatever the file type
     Row("marker-in-yaml-new-patch", marker_in("vllm_omni/deploy.yaml", None), ("refresh",), 2,
         "leaves a conflict marker at vllm_omni/deploy.yaml:2"),
     Row("marker-in-fixup", marker_in(ATTN, "double-attn"), ("refresh",), 2, "conflict marker at vllm_omni/attn.py:2"),
+    Row("marker-in-binary-attributed-file", marker_in_binary_attributed, ("refresh",), 2,
+        "conflict marker at vllm_omni/table.cfg:2"),
     Row("marker-in-text-file", marker_in("docs/NOTES.txt", None), ("refresh",), 2, "docs/NOTES.txt:2"),
     # 5. round trip: what format-patch/am cannot carry is refused before writing, naming the line
     Row("body-line-dashes", message_patch("[NPU] Extra\n\nWhy.\n---\nMore." + trailers()), ("refresh",), 2,
