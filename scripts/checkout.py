@@ -910,8 +910,8 @@ def check_resolved(checkout: Path, commits: list[Commit]) -> None:
     """No commit adds a conflict marker line, in any file: `git diff --check` semantics, but also where
     .gitattributes calls a file binary (`--check` skips those, a patch would carry them all the same)."""
     for c in commits:
-        diff = git("diff", "--text", "--no-color", "--no-ext-diff", "--no-renames", "--src-prefix=a/",
-                   "--dst-prefix=b/", c.parent, c.sha, cwd=checkout)  # fmt: skip
+        diff = git_bytes("diff", "--text", "--no-color", "--no-ext-diff", "--no-renames", "--src-prefix=a/",
+                         "--dst-prefix=b/", c.parent, c.sha, cwd=checkout).decode("utf-8", "replace")  # fmt: skip
         marker = next((f"{f.path}:{n}" for f in diffparse.parse(diff) for n, text in f.added
                        if CONFLICT_MARKER.match(text.rstrip("\r"))), None)  # fmt: skip
         if marker:

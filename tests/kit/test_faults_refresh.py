@@ -134,6 +134,12 @@ def marker_in_binary_attributed(kit: Kit, _tmp: Path) -> None:
     kit.git("commit", "-q", "--fixup", sha_of(kit, "config"))
 
 
+def marker_in_binary_file(kit: Kit, _tmp: Path) -> None:
+    """Markers in a file git calls binary (a NUL byte, invalid UTF-8): still refused."""
+    (kit.checkout / "vllm_omni/blob.bin").write_bytes(b"\x00\xff\n<<<<<<< HEAD\n\x01\n=======\n\x02\n>>>>>>> x\n")
+    commit_patch(kit.checkout, {}, "[NPU] Blob", "blob")
+
+
 def fold_naming_pristine(kit: Kit, _tmp: Path) -> None:
     """`fixup! <sha>` of a commit that is no patch (the pristine one)."""
     (kit.checkout / ATTN).write_text("def attend(q):\n    return q * 3\n")
@@ -211,6 +217,7 @@ ROWS = [
     Row("marker-in-fixup", marker_in(ATTN, "double-attn"), ("refresh",), 2, "conflict marker at vllm_omni/attn.py:2"),
     Row("marker-in-binary-attributed-file", marker_in_binary_attributed, ("refresh",), 2,
         "conflict marker at vllm_omni/table.cfg:2"),
+    Row("marker-in-binary-file", marker_in_binary_file, ("refresh",), 2, "conflict marker at vllm_omni/blob.bin:2"),
     Row("marker-in-text-file", marker_in("docs/NOTES.txt", None), ("refresh",), 2, "docs/NOTES.txt:2"),
     # 5. round trip: what format-patch/am cannot carry is refused before writing, naming the line
     Row("body-line-dashes", message_patch("[NPU] Extra\n\nWhy.\n---\nMore." + trailers()), ("refresh",), 2,
