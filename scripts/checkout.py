@@ -625,7 +625,10 @@ def check_built_from(checkout: Path, state: State, pin: Pin, patches: list[Patch
     """Provenance: the checkout was built from this pin and these patch files (order, names, bytes)."""
     where = shown(checkout)
     if state.pin != pin.label or state.pin_digest != pin_digest(pin):
-        raise StaleCheckout(f"{where} was built from {state.pin}, the pin is now {pin.label}", fix)
+        built, now = state.pin, pin.label
+        if built == now:  # same release, other bytes: the digests tell them apart
+            built, now = f"{built} {state.pin_digest[:12]}", f"{now} {pin_digest(pin)[:12]}"
+        raise StaleCheckout(f"{where} was built from {built}, the pin is now {now}", fix)
     if state.series_digest != series_digest(patches):
         changed = sorted(set(state.patches.items()) ^ {(p.name, sha256_text(p.text)) for p in patches})
         differs = changed[0][0] if changed else "order"
@@ -993,8 +996,8 @@ def check_exportable(checkout: Path, state: State | None) -> None:
 
 
 PROVENANCE_FIX = (
-    "refresh would overwrite them: put patches/ back as apply saw it (git stash), refresh, git stash pop; "
-    "or nox -s apply -- --force to discard the checkout's work"
+    "refresh would export it over other inputs: put patches/ back as apply saw it (git stash), refresh, "
+    "git stash pop; or nox -s apply -- --force to discard the checkout's work"
 )
 
 

@@ -234,8 +234,8 @@ ROWS = [
         "message line 1 '' comes back as '[NPU] Extra'"),
     # 8. provenance
     Row("patches-edited-by-hand", hand_edited_patch, ("refresh",), 2,
-        "does not match patches/ (differs in 0003-double-attn.patch) -- refresh would overwrite them"),
-    Row("pin-changed", pin_moved, ("refresh",), 2, "the pin is now"),
+        "does not match patches/ (differs in 0003-double-attn.patch) -- refresh would export it over other inputs"),
+    Row("pin-changed", pin_moved, ("refresh",), 2, "the pin is now vllm-omni 0.1.0 (wheel) 000000000000"),
     # 6. a renamed patch file is refused at load, by refresh and apply alike
     Row("renamed-patch-refresh", renamed_patch, ("refresh",), 2,
         "carries Kit-Patch: twenty, so its name is 0002-twenty.patch -- rename it back: git mv"),
