@@ -863,7 +863,7 @@ def rebuild(checkout: Path, groups: list[Group], now: dict[str, Commit], drop: l
             if len(kept) != 1:
                 raise SeriesError(
                     f"{first.shown()} holds patches {' and '.join(slugs)} (a squash)",
-                    f"keep one identity: nox -s refresh -- {drops.split(' ', 2)[2]} "
+                    f"keep one identity: nox -s refresh -- {' '.join(f'--drop {s}' for s in slugs[1:])} "
                     f"(keeps {slugs[0]}, whose subject it has)",
                 )
             message = with_one_identity(message, kept[0])
