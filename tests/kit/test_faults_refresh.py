@@ -12,7 +12,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -408,7 +407,8 @@ def test_real_ctrl_c_leaves_no_rebase(kit3: Kit) -> None:
     before, head = snapshot(kit3.patches), kit3.git("rev-parse", "HEAD")
     proc = subprocess.Popen([sys.executable, "-m", "scripts", "refresh"], cwd=kit3.root, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "CI": ""})  # fmt: skip
-    time.sleep(0.5)  # python has started; the replay or the round trip is under way
+    assert proc.stdout is not None
+    proc.stdout.readline()  # "folded ...": the replay is done, the checks and the round trip are under way
     proc.send_signal(signal.SIGINT)
     _out, err = proc.communicate(timeout=60)
     assert "Traceback" not in err and paused(kit3) == []
