@@ -49,15 +49,34 @@ def parse_series(text: str) -> list[str]:
 
 
 def trailer(message: str, key: str) -> str | None:
-    """The value of the last `key:` trailer line in a commit message or patch header."""
-    value = None
-    prefix = f"{key}:"
+    """The value of the last `key:` trailer line in a patch header (before its `---` and diff)."""
+    head = []
     for line in message.splitlines():
         if line.startswith("diff --git") or line == "---":
             break
-        if line.startswith(prefix):
-            value = line[len(prefix) :].strip()
-    return value
+        head.append(line)
+    values = trailer_values("\n".join(head), key)
+    return values[-1] if values else None
+
+
+def trailer_values(message: str, key: str) -> list[str]:
+    """Every `key:` line's value in a commit message, in order (a squash of two patches has two Kit-Patch)."""
+    prefix = f"{key}:"
+    return [line[len(prefix) :].strip() for line in message.splitlines() if line.startswith(prefix)]
+
+
+def with_one_identity(message: str, slug: str) -> str:
+    """A squash's message keeping one patch's identity: every kit trailer line out, then one block at the end.
+
+    The block keeps the Upstream-Status of the kept slug's own paragraph (a squash joins
+    each patch's message, trailers included).
+    """
+    own = [
+        trailer(para, "Upstream-Status") for para in message.split("\n\n") if slug in trailer_values(para, "Kit-Patch")
+    ]
+    status = next((s for s in own if s), None) or (trailer_values(message, "Upstream-Status") or ["Pending"])[0]
+    body = re.sub(r"\n{3,}", "\n\n", strip_kit_trailers(message)).strip("\n")
+    return f"{body}\n\nUpstream-Status: {status}\nKit-Patch: {slug}\n"
 
 
 def subject(patch_text: str) -> str:
@@ -194,7 +213,23 @@ def load_series(patches_dir: Path) -> list[Patch]:
     for p in patches:
         if slugs.count(p.slug) > 1:
             raise SeriesError(f"two patches share Kit-Patch: {p.slug}", "give each patch its own slug")
+    check_names(patches)
     return patches
+
+
+def check_names(patches: list[Patch]) -> None:
+    """Each file is named NNNN-<slug>.patch by its place and slug, as refresh writes it.
+
+    A name changed by hand is refused rather than kept: refresh would otherwise rename it
+    back on a checkout that changed nothing (noise in patches/).
+    """
+    for i, p in enumerate(patches, 1):
+        wanted = patch_file_name(i, p.slug)
+        if p.name != wanted:
+            raise SeriesError(
+                f"patches/{p.name} is entry {i} of the series and carries Kit-Patch: {p.slug}, so its name is {wanted}",
+                f"rename it back: git mv patches/{p.name} patches/{wanted} (and its line in patches/series)",
+            )
 
 
 def series_header(text: str) -> str:

@@ -6,6 +6,7 @@ import argparse
 
 from scripts import checkout as co
 from scripts import paths
+from scripts import pin as pinmod
 from scripts.commands.common import checkout_lock
 from scripts.report import progress, table
 from scripts.series import load_series
@@ -19,7 +20,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     with checkout_lock():
         rows = co.refresh(paths.CHECKOUT, paths.PATCHES, load_series(paths.PATCHES), progress=progress,
-                          drop=tuple(args.drop))  # fmt: skip
+                          drop=tuple(args.drop), pin=pinmod.load_pin(paths.PIN_FILE))  # fmt: skip
     print(table(["patch", "outcome"], rows))
     changed = sum(1 for _, outcome in rows if outcome != "unchanged")
     progress(f"{changed} patch file(s) changed" if changed else "patches/ unchanged")

@@ -1,0 +1,473 @@
+"""The refresh side of the edit loop: every way a user can reshape the checkout's commits.
+
+Each row drives the real CLI on the small three-patch kit and asserts the contract:
+the exit code, one `kit: error:` line naming the thing and the fix, no traceback,
+patches/ byte-identical, the checkout's HEAD where the user left it, and no git
+operation left paused that the user did not start (DESIGN invariants 1, 2, 4, 6).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from conftest import AUTHOR, Kit, commit_patch, make_series, rope_with
+from test_faults import THREE_PATCHES, Row, inject, one_line_error, snapshot
+
+from scripts import checkout as co
+from scripts.gitcmd import git
+from scripts.series import with_one_identity
+
+Setup = Callable[[Kit, Path], object]
+
+
+@pytest.fixture
+def kit3(small_kit: Kit) -> Kit:
+    """test_faults' three-patch kit: fix-ten, twenty (both in rope.py), double-attn (attn.py)."""
+    make_series(small_kit, THREE_PATCHES)
+    return small_kit
+
+
+PAUSED = ("rebase-merge", "rebase-apply", "MERGE_HEAD", "CHERRY_PICK_HEAD")
+
+
+def sha_of(kit: Kit, slug: str) -> str:
+    """The checkout's commit carrying Kit-Patch: slug."""
+    return kit.git("log", "-1", "--format=%H", f"--grep=^Kit-Patch: {slug}$", "pristine..HEAD").strip()
+
+
+def commit_message(kit: Kit, message: str, edits: dict[str, str] | None = None, *flags: str) -> None:
+    """A commit whose message is exactly `message` (no cleanup), as a user's editor could leave it."""
+    for name, text in (edits or {}).items():
+        (kit.checkout / name).parent.mkdir(parents=True, exist_ok=True)
+        (kit.checkout / name).write_text(text, encoding="utf-8", newline="")
+    kit.git("add", "-A")
+    msg = kit.root / "msg.txt"
+    msg.write_bytes(message.encode())
+    kit.git("commit", "-q", "--cleanup=verbatim", "-F", str(msg), *flags)
+    msg.unlink()
+
+
+def fixup(slug: str, edits: dict[str, str], kind: str = "fixup") -> Setup:
+    """`git commit --fixup=<commit>` (or --squash / --fixup=amend:) aimed at slug's commit."""
+
+    def setup(kit: Kit, _tmp: Path) -> None:
+        for name, text in edits.items():
+            (kit.checkout / name).write_text(text)
+        target = sha_of(kit, slug)
+        option = {"fixup": f"--fixup={target}", "squash": f"--squash={target}", "amend": f"--fixup=amend:{target}"}
+        git("commit", "-qa", option[kind], *(["-m", "more"] if kind == "squash" else []), cwd=kit.checkout,
+            env={**AUTHOR, "GIT_EDITOR": "sed -i 's/^Why this change.$/Why, amended./'"})  # fmt: skip
+
+    return setup
+
+
+def rebase_todo(sed: str) -> Setup:
+    """`git rebase -i pristine` with the todo edited by sed, messages kept as git joins them."""
+
+    def setup(kit: Kit, _tmp: Path) -> None:
+        git("rebase", "-q", "-i", "pristine", cwd=kit.checkout,
+            env={**AUTHOR, "GIT_SEQUENCE_EDITOR": f"sed -i '{sed}'", "GIT_EDITOR": "true"})  # fmt: skip
+
+    return setup
+
+
+SQUASH_0003_INTO_0002 = rebase_todo("3s/^pick/squash/")
+ATTN = "vllm_omni/attn.py"
+ROPE = "vllm_omni/layers/rope.py"
+PRISTINE_ATTN = "def attend(q):\n    return q\n"
+
+
+def same_subject_patch(kit: Kit, _tmp: Path) -> None:
+    """A fourth patch with 0002's subject, and a fixup aimed at it by commit (it would apply anywhere)."""
+    commit_patch(kit.checkout, {"vllm_omni/extra.py": "x = 1\n"}, "[NPU] Twenty", "twenty-again")
+    (kit.checkout / "vllm_omni/extra2.py").write_text("x = 2\n")
+    kit.git("add", "-A")
+    kit.git("commit", "-q", f"--fixup={sha_of(kit, 'twenty-again')}")
+
+
+def prefix_subject_patch(kit: Kit, _tmp: Path) -> None:
+    """A fourth patch whose subject 0003's subject prefixes, and a fixup aimed at 0003 by commit."""
+    commit_patch(kit.checkout, {"vllm_omni/extra.py": "x = 1\n"}, "[NPU] Double attention twice", "double-twice")
+    fixup("double-attn", {ATTN: "def attend(q):\n    return q * 3\n"})(kit, _tmp)
+
+
+def fold_naming_nothing(kit: Kit, _tmp: Path) -> None:
+    (kit.checkout / ATTN).write_text("def attend(q):\n    return q * 3\n")
+    kit.git("commit", "-qam", "fixup! [NPU] Something else entirely")
+
+
+def empty_commit_new_slug(kit: Kit, _tmp: Path) -> None:
+    kit.git("commit", "-q", "--allow-empty", "-m", "[NPU] Nothing yet\n\nUpstream-Status: Pending\nKit-Patch: later")
+
+
+def empty_commit_two_slugs(kit: Kit, _tmp: Path) -> None:
+    kit.git("commit", "-q", "--allow-empty", "-m",
+            "[NPU] Nothing\n\nUpstream-Status: Pending\nKit-Patch: nothing-a\n\nUpstream-Status: Pending\n"
+            "Kit-Patch: nothing-b")  # fmt: skip
+
+
+def marker_in(name: str, slug: str | None) -> Setup:
+    """A resolution committed with its conflict markers left in, as a fixup of slug or as a new patch."""
+    text = "a: 1\n<<<<<<< HEAD\nb: 2\n=======\nb: 3\n>>>>>>> theirs\n"
+
+    def setup(kit: Kit, _tmp: Path) -> None:
+        if slug is None:
+            commit_patch(kit.checkout, {name: text}, "[NPU] Config", "config")
+        else:
+            (kit.checkout / name).write_text(text)
+            kit.git("add", "-A")
+            kit.git("commit", "-q", f"--fixup={sha_of(kit, slug)}")
+
+    return setup
+
+
+def marker_in_binary_attributed(kit: Kit, _tmp: Path) -> None:
+    """Markers in a file .gitattributes calls binary: still refused (any file type)."""
+    marker_in("vllm_omni/table.cfg", None)(kit, _tmp)
+    (kit.checkout / ".gitattributes").write_text("*.cfg binary\n")
+    kit.git("add", "-A")
+    kit.git("commit", "-q", "--fixup", sha_of(kit, "config"))
+
+
+def marker_in_binary_file(kit: Kit, _tmp: Path) -> None:
+    """Markers in a file git calls binary (a NUL byte, invalid UTF-8): still refused."""
+    (kit.checkout / "vllm_omni/blob.bin").write_bytes(b"\x00\xff\n<<<<<<< HEAD\n\x01\n=======\n\x02\n>>>>>>> x\n")
+    commit_patch(kit.checkout, {}, "[NPU] Blob", "blob")
+
+
+def fold_naming_pristine(kit: Kit, _tmp: Path) -> None:
+    """`fixup! <sha>` of a commit that is no patch (the pristine one)."""
+    (kit.checkout / ATTN).write_text("def attend(q):\n    return q * 3\n")
+    kit.git("commit", "-qam", f"fixup! {kit.git('rev-parse', 'pristine').strip()}")
+
+
+def message_patch(message: str) -> Setup:
+    def setup(kit: Kit, _tmp: Path) -> None:
+        commit_message(kit, message, {"vllm_omni/extra.py": "x = 1\n"})
+
+    return setup
+
+
+def trailers(slug: str = "extra") -> str:
+    return f"\n\nUpstream-Status: Pending\nKit-Patch: {slug}\n"
+
+
+def fold_conflicts_when_moved(kit: Kit, _tmp: Path) -> None:
+    """A fixup aimed at 0001 that edits 0002's line: it cannot move under 0001 without a conflict."""
+    (kit.checkout / ROPE).write_text(rope_with({10: "line 10 fixed", 20: "line 20 fixed again"}))
+    kit.git("commit", "-qa", f"--fixup={sha_of(kit, 'fix-ten')}")
+
+
+def hand_edited_patch(kit: Kit, _tmp: Path) -> None:
+    path = kit.patches / "0003-double-attn.patch"
+    path.write_text(path.read_text().replace("Why this change.", "Why this change, edited by hand."))
+    fixup("twenty", {ROPE: rope_with({10: "line 10 fixed", 20: "line 20 better"})})(kit, _tmp)
+
+
+def pin_moved(kit: Kit, _tmp: Path) -> None:
+    """The pin now names other bytes (another build of the same release)."""
+    pin = kit.patches / "upstream.toml"
+    text = pin.read_text()
+    pin.write_text(text.replace(text.split('sha256 = "')[1][:64], "0" * 64))
+
+
+def renamed_patch(kit: Kit, _tmp: Path) -> None:
+    (kit.patches / "0002-twenty.patch").rename(kit.patches / "0002-my-twenty.patch")
+    series = kit.patches / "series"
+    series.write_text(series.read_text().replace("0002-twenty.patch", "0002-my-twenty.patch"))
+
+
+ROWS = [
+    # 1. a squash of two patches is named, with the one --drop that finishes it
+    Row("squash-two-patches", SQUASH_0003_INTO_0002, ("refresh",), 2,
+        "holds patches twenty and double-attn (a squash) -- keep one identity: nox -s refresh -- --drop double-attn"),
+    Row("squash-drop-both", SQUASH_0003_INTO_0002, ("refresh", "--drop", "twenty", "--drop", "double-attn"), 2,
+        "holds patches twenty and double-attn"),
+    Row("squash-not-lacking", SQUASH_0003_INTO_0002, ("refresh",), 2, "(keeps twenty, whose subject it has)"),
+    # 2. a patch that became empty: one line, one --drop, no paused rebase
+    Row("fixup-reverts-last-patch", fixup("double-attn", {ATTN: PRISTINE_ATTN}), ("refresh",), 2,
+        "patch double-attn became empty: commit"),
+    Row("fixup-reverts-middle-patch", fixup("twenty", {ROPE: rope_with({10: "line 10 fixed"})}), ("refresh",), 2,
+        "patch twenty became empty"),
+    Row("empty-fixup-the-drop-it-names", fixup("twenty", {ROPE: rope_with({10: "line 10 fixed"})}), ("refresh",), 2,
+        "-- leave it out: nox -s refresh -- --drop twenty"),
+    Row("allow-empty-commit", empty_commit_new_slug, ("refresh",), 2, "patch later became empty"),
+    Row("allow-empty-two-slugs", empty_commit_two_slugs, ("refresh",), 2,
+        "became empty: commit"),
+    Row("allow-empty-two-slugs-fix", empty_commit_two_slugs, ("refresh",), 2,
+        "-- leave it out: nox -s refresh -- --drop nothing-a --drop nothing-b"),
+    Row("drop-a-patch-still-held-with-content", fixup("twenty", {ROPE: rope_with({10: "line 10 fixed", 20: "x"})}),
+        ("refresh", "--drop", "twenty"), 2, "--drop twenty: the checkout still holds that patch"),
+    # 4. aim: a fold lands where the user aimed it, by commit, or is refused
+    Row("fold-same-subject", same_subject_patch, ("refresh",), 2, "matches 2 patches by subject"),
+    Row("fold-same-subject-fix", same_subject_patch, ("refresh",), 2, "reword it to 'fixup! <commit>' with <commit> ="),
+    Row("fold-prefix-subject", prefix_subject_patch, ("refresh",), 2, "matches 2 patches by subject"),
+    Row("fold-names-nothing", fold_naming_nothing, ("refresh",), 2, "names no patch before it"),
+    Row("fold-names-no-patch-commit", fold_naming_pristine, ("refresh",), 2, "names no patch before it"),
+    Row("fold-conflicts-when-moved", fold_conflicts_when_moved, ("refresh",), 2,
+        "moving the folds under their patches conflicts in vllm_omni/layers/rope.py"),
+    # 7. resolutions: no conflict marker is exported, whatever the file type
+    Row("marker-in-yaml-new-patch", marker_in("vllm_omni/deploy.yaml", None), ("refresh",), 2,
+        "leaves a conflict marker at vllm_omni/deploy.yaml:2"),
+    Row("marker-in-fixup", marker_in(ATTN, "double-attn"), ("refresh",), 2, "conflict marker at vllm_omni/attn.py:2"),
+    Row("marker-in-binary-attributed-file", marker_in_binary_attributed, ("refresh",), 2,
+        "conflict marker at vllm_omni/table.cfg:2"),
+    Row("marker-in-binary-file", marker_in_binary_file, ("refresh",), 2, "conflict marker at vllm_omni/blob.bin:2"),
+    Row("marker-in-text-file", marker_in("docs/NOTES.txt", None), ("refresh",), 2, "docs/NOTES.txt:2"),
+    # 5. round trip: what format-patch/am cannot carry is refused before writing, naming the line
+    Row("body-line-dashes", message_patch("[NPU] Extra\n\nWhy.\n---\nMore." + trailers()), ("refresh",), 2,
+        "message line 4 '---' comes back as ''"),
+    Row("body-line-diff", message_patch("[NPU] Extra\n\nWhy.\ndiff --git a/x b/x\nMore." + trailers()),
+        ("refresh",), 2, "message line 4 'diff --git a/x b/x' comes back as ''"),
+    Row("trailing-space", message_patch("[NPU] Extra\n\nWhy.  \nMore." + trailers()), ("refresh",), 2,
+        "message line 3 'Why.  ' comes back as 'Why.'"),
+    Row("carriage-return", message_patch("[NPU] Extra\n\nWhy.\r\nMore." + trailers()), ("refresh",), 2,
+        "message line 3 'Why.\\r' comes back as"),
+    Row("leading-blank-line", message_patch("\n[NPU] Extra\n\nWhy." + trailers()), ("refresh",), 2,
+        "message line 1 '' comes back as '[NPU] Extra'"),
+    # 8. provenance
+    Row("patches-edited-by-hand", hand_edited_patch, ("refresh",), 2,
+        "does not match patches/ (differs in 0003-double-attn.patch) -- refresh would export it over other inputs"),
+    Row("pin-changed", pin_moved, ("refresh",), 2, "the pin is now vllm-omni 0.1.0 (wheel) 000000000000"),
+    # 6. a renamed patch file is refused at load, by refresh and apply alike
+    Row("renamed-patch-refresh", renamed_patch, ("refresh",), 2,
+        "carries Kit-Patch: twenty, so its name is 0002-twenty.patch -- rename it back: git mv"),
+    Row("renamed-patch-apply", renamed_patch, ("apply",), 2, "so its name is 0002-twenty.patch"),
+]  # fmt: skip
+
+
+def paused(kit: Kit) -> list[str]:
+    return [entry for entry in PAUSED if (kit.checkout / ".git" / entry).exists()]
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[r.id for r in ROWS])
+def test_refresh_fault_row(row: Row, kit3: Kit, tmp_path: Path) -> None:
+    row.setup(kit3, tmp_path)
+    before, head = snapshot(kit3.patches), kit3.git("rev-parse", "HEAD")
+    proc = kit3.run(*row.args, env=dict(row.env))
+    one_line_error(proc, row.code, row.needle)
+    assert snapshot(kit3.patches) == before  # nothing written
+    assert kit3.git("rev-parse", "HEAD") == head  # the checkout as the user left it
+    assert paused(kit3) == []  # no git operation the kit started is left paused
+    assert not (kit3.root / ".work/.vllm-omni.roundtrip").exists()
+    assert len(kit3.git("worktree", "list").splitlines()) == 1
+
+
+# ---- the fixes the rows name do finish the job -----------------------------------------
+
+
+def test_squash_then_the_named_drop_keeps_one_identity(kit3: Kit) -> None:
+    SQUASH_0003_INTO_0002(kit3, Path())
+    out = kit3.run("refresh", "--drop", "double-attn", check=True).stdout
+    assert "0003-double-attn.patch: dropped" in out
+    text = (kit3.patches / "0002-twenty.patch").read_text()
+    assert text.count("Kit-Patch:") == 1 and text.count("Upstream-Status:") == 1 and "Kit-Patch: twenty\n" in text
+    assert "return q * 2" in text and "line 20 fixed" in text  # both contents kept
+    assert sorted(p.name for p in kit3.patches.glob("*.patch")) == ["0001-fix-ten.patch", "0002-twenty.patch"]
+    assert "patches/ unchanged" in kit3.run("refresh", check=True).stdout
+
+
+def test_squash_keeping_the_other_identity(kit3: Kit) -> None:
+    SQUASH_0003_INTO_0002(kit3, Path())
+    kit3.run("refresh", "--drop", "twenty", check=True)
+    assert sorted(p.name for p in kit3.patches.glob("*.patch")) == ["0001-fix-ten.patch", "0002-double-attn.patch"]
+
+
+@pytest.mark.parametrize("slug", ["double-attn", "twenty"])
+def test_an_empty_patch_goes_with_the_named_drop(kit3: Kit, slug: str) -> None:
+    edits = {"double-attn": {ATTN: PRISTINE_ATTN}, "twenty": {ROPE: rope_with({10: "line 10 fixed"})}}[slug]
+    fixup(slug, edits)(kit3, Path())
+    out = kit3.run("refresh", "--drop", slug, check=True).stdout
+    assert "dropped" in out and not list(kit3.patches.glob(f"*-{slug}.patch"))
+    assert len(kit3.git("rev-list", "pristine..HEAD").split()) == 2  # the checkout lost the empty commit too
+    assert kit3.run("apply", check=True).returncode == 0
+    assert "patches/ unchanged" in kit3.run("refresh", check=True).stdout
+
+
+def test_an_empty_new_commit_goes_with_the_named_drop(kit3: Kit) -> None:
+    before = snapshot(kit3.patches)
+    empty_commit_new_slug(kit3, Path())
+    kit3.run("refresh", "--drop", "later", check=True)
+    assert snapshot(kit3.patches) == before
+
+
+def test_a_fold_named_by_commit_lands_there(kit3: Kit) -> None:
+    """The fix the refusal names: `fixup! <sha>` lands in the patch it names, not in the first same subject."""
+    same_subject_patch(kit3, Path())
+    target = sha_of(kit3, "twenty-again")
+    kit3.git("commit", "-q", "--amend", "-m", f"fixup! {target[:12]}")
+    kit3.run("refresh", check=True)
+    assert "extra2.py" in (kit3.patches / "0004-twenty-again.patch").read_text()
+    assert "extra2.py" not in (kit3.patches / "0002-twenty.patch").read_text()
+
+
+def test_git_autosquash_alone_would_fold_into_the_wrong_patch(kit3: Kit) -> None:
+    """Why the kit plans folds itself: git matches `fixup! <subject>` to the FIRST such subject, with exit 0."""
+    same_subject_patch(kit3, Path())
+    git("rebase", "-q", "-i", "--autosquash", "pristine", cwd=kit3.checkout,
+        env={**AUTHOR, "GIT_SEQUENCE_EDITOR": "true", "GIT_EDITOR": "true"})  # fmt: skip
+    assert "extra2.py" in kit3.git("show", "--format=", "--name-only", sha_of(kit3, "twenty"))  # the wrong patch
+
+
+@pytest.mark.parametrize("kind", ["fixup", "squash", "amend"])
+def test_each_fold_kind_lands_in_its_patch(kit3: Kit, kind: str) -> None:
+    fixup("fix-ten", {ROPE: rope_with({10: "line 10 fixed twice", 20: "line 20 fixed"})}, kind)(kit3, Path())
+    kit3.run("refresh", check=True)
+    first = (kit3.patches / "0001-fix-ten.patch").read_text()
+    assert "+line 10 fixed twice" in first and first.count("Kit-Patch: fix-ten") == 1
+    assert ("Why, amended." in first) == (kind == "amend") and ("\nmore\n" in first) == (kind == "squash")
+    assert "line 10 fixed twice" not in (kit3.patches / "0002-twenty.patch").read_text()
+    assert kit3.run("apply", check=True).returncode == 0
+    assert "patches/ unchanged" in kit3.run("refresh", check=True).stdout
+
+
+# ---- round trip: an invariant over messages, not a list of cases ----------------------
+
+MESSAGES = [
+    "[NPU] Extra\n\nWhy.\n---\nMore.",
+    "[NPU] Extra\n\nWhy.\ndiff --git a/x b/x\nMore.",
+    "[NPU] Extra\n\nFrom the paper:\nFrom here on.",
+    "[NPU] Extra\nsecond subject line\n\nWhy.",
+    "[NPU] Extra\n\nWhy.  \nMore.",
+    "[NPU] Extra\n\nWhy.\r\nMore.",
+    "\n\n[NPU] Extra\n\nWhy.",
+    "[PATCH] [NPU] Extra\n\nWhy.",
+    "[NPU] Extra\n\n    indented code\n\n\n\nthree blank lines above.",
+    "[NPU] Überall\n\nnon-ASCII: é ü 中文.",
+]
+
+
+@pytest.mark.parametrize("body", MESSAGES, ids=range(len(MESSAGES)))
+def test_a_message_survives_the_loop_or_refresh_refuses(kit3: Kit, body: str) -> None:
+    """Invariant 1: commit -> refresh -> apply -> commit gives the same message bytes, or refresh refuses
+    naming the commit and the line, and writes nothing."""
+    message = body + trailers()
+    commit_message(kit3, message, {"vllm_omni/extra.py": "x = 1\n"})
+    before = snapshot(kit3.patches)
+    proc = kit3.run("refresh")
+    if proc.returncode != 0:
+        one_line_error(proc, 2, "message line")
+        assert "commit " in proc.stderr and snapshot(kit3.patches) == before
+        return
+    kit3.run("apply", check=True)
+    got = kit3.git("cat-file", "commit", "HEAD").split("\n\n", 1)[1]
+    assert got == message
+
+
+# ---- endings: a signal while the kit's rebase is paused or its scratch tree exists ------
+
+PAUSE_THE_REBASE = """
+import scripts.gitcmd as g
+real = g.run
+def run(*args, cwd, env=None):
+    if args[:3] == ("rebase", "-q", "-i"):  # the kit's replay, paused after its first pick, then the signal
+        cp = env["GIT_SEQUENCE_EDITOR"]
+        env = {**env, "GIT_SEQUENCE_EDITOR": "f() { " + cp + ' "$1" && sed -i "1a break" "$1"; }; f'}
+        proc = real(*args, cwd=cwd, env=env)
+        assert os.path.isdir(os.path.join(cwd, ".git", "rebase-merge"))
+        os.kill(os.getpid(), signal.SIG%s)
+        return proc
+    return real(*args, cwd=cwd, env=env)
+g.run = run
+"""
+SIGNAL_IN_ROUND_TRIP = """
+import scripts.gitcmd as g
+real = g.am
+def am(repo, patch, *options):
+    os.kill(os.getpid(), signal.SIG%s)
+    return real(repo, patch, *options)
+g.am = am
+"""
+
+
+@pytest.mark.parametrize("sig", ["INT", "TERM", "HUP", "QUIT"])
+@pytest.mark.parametrize("where", ["paused-rebase", "round-trip"])
+def test_a_signal_undoes_the_kits_steps_and_says_so(kit3: Kit, sig: str, where: str) -> None:
+    fixup("fix-ten", {ROPE: rope_with({10: "line 10 fixed twice", 20: "line 20 fixed"})})(kit3, Path())
+    before, head = snapshot(kit3.patches), kit3.git("rev-parse", "HEAD")
+    code = (PAUSE_THE_REBASE if where == "paused-rebase" else SIGNAL_IN_ROUND_TRIP) % sig
+    proc = inject(kit3, code, "refresh")
+    one_line_error(proc, 130, f"refresh interrupted by SIG{sig}: the kit undid its own steps")
+    assert "run nox -s refresh again" in proc.stderr
+    assert snapshot(kit3.patches) == before and kit3.git("rev-parse", "HEAD") == head
+    assert paused(kit3) == [] and not (kit3.root / ".work/.vllm-omni.roundtrip").exists()
+    assert len(kit3.git("worktree", "list").splitlines()) == 1
+    assert "0001-fix-ten.patch: updated" in kit3.run("refresh", check=True).stdout  # and running again works
+
+
+def test_real_ctrl_c_leaves_no_rebase(kit3: Kit) -> None:
+    """A real SIGINT, wherever it lands: refresh finished, or it undid its steps; nothing is ever left paused."""
+    fixup("fix-ten", {ROPE: rope_with({10: "line 10 fixed twice", 20: "line 20 fixed"})})(kit3, Path())
+    before, head = snapshot(kit3.patches), kit3.git("rev-parse", "HEAD")
+    proc = subprocess.Popen([sys.executable, "-m", "scripts", "refresh"], cwd=kit3.root, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "CI": ""})  # fmt: skip
+    assert proc.stdout is not None
+    proc.stdout.readline()  # "folded ...": the replay is done, the checks and the round trip are under way
+    proc.send_signal(signal.SIGINT)
+    _out, err = proc.communicate(timeout=60)
+    assert "Traceback" not in err and paused(kit3) == []
+    if "undid its own steps" in err:
+        assert kit3.git("rev-parse", "HEAD") == head and snapshot(kit3.patches) == before
+    assert kit3.run("refresh").returncode == 0
+
+
+# ---- the pure parts, case by case ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("subject", "fold"),
+    [
+        ("fixup! [NPU] Twenty", ("fixup", "[NPU] Twenty")),
+        ("squash! fixup! [NPU] Twenty", ("squash", "[NPU] Twenty")),
+        ("amend! 1234abcd", ("amend", "1234abcd")),
+        ("[NPU] fixup! in the middle", None),
+    ],
+)
+def test_fold_of_reads_the_kind_and_the_name(subject: str, fold: tuple[str, str] | None) -> None:
+    assert co.fold_of(subject) == fold
+
+
+def commit(sha: str, message: str) -> co.Commit:
+    return co.Commit(sha, "t" + sha, "", ("a", "a@b", "0 +0000"), message)
+
+
+def test_plan_folds_follows_the_commit_named_not_the_first_subject() -> None:
+    a, b = commit("a" * 40, "[NPU] Same\n"), commit("b" * 40, "[NPU] Same\n")
+    by_commit = commit("c" * 40, f"fixup! {'b' * 12}\n")
+    chained = commit("d" * 40, f"fixup! {'c' * 12}\n")  # a fold of the fold goes where that fold went
+    groups = co.plan_folds([a, b, by_commit, chained])
+    assert [(g.patch.sha[0], [c.sha[0] for _, c in g.folds]) for g in groups] == [("a", []), ("b", ["c", "d"])]
+    with pytest.raises(co.FoldError, match="matches 2 patches by subject"):
+        co.plan_folds([a, b, commit("e" * 40, "fixup! [NPU] Same\n")])
+
+
+def test_with_one_identity_keeps_both_texts_and_one_trailer_block() -> None:
+    squash = (
+        "[NPU] A\n\nWhy A.\n\nUpstream-Status: Pending\nKit-Patch: a\n\n"
+        "[NPU] B\n\nWhy B.\n\nUpstream-Status: Submitted [https://x/1]\nKit-Patch: b\n"
+    )
+    assert with_one_identity(squash, "b") == (
+        "[NPU] A\n\nWhy A.\n\n[NPU] B\n\nWhy B.\n\nUpstream-Status: Submitted [https://x/1]\nKit-Patch: b\n"
+    )
+    assert with_one_identity(squash, "a").endswith("\n\nUpstream-Status: Pending\nKit-Patch: a\n")
+
+
+@pytest.mark.parametrize(
+    ("line", "marker"),
+    [("<<<<<<< HEAD", True), ("=======", True), (">>>>>>> theirs", True), ("||||||| base", True),
+     ("<<<<<<<", True), ("======== heading", False), ("<<<<<<<< eight", False), ("a <<<<<<< b", False)],
+)  # fmt: skip
+def test_conflict_marker_is_gits_marker_of_size_seven(line: str, marker: bool) -> None:
+    assert bool(co.CONFLICT_MARKER.match(line)) is marker
+
+
+def test_first_difference_names_the_line() -> None:
+    assert co.first_difference("a\nb\nc\n", "a\nb\nc\n") is None
+    assert co.first_difference("a\nb \n", "a\nb\n") == (2, "b ", "b")
+    assert co.first_difference("a\n---\nb\n", "a\n") == (2, "---", "")
