@@ -1100,6 +1100,9 @@ def round_trip(checkout: Path, commits: list[Commit], texts: list[str]) -> None:
 
 
 def drop_worktree(checkout: Path, scratch: Path) -> None:
+    """Remove the scratch worktree and its registration, also one a signal left locked mid-`worktree add`
+    (prune skips locked entries, and the next `worktree add` would refuse the path)."""
+    git_run("worktree", "remove", "--force", "--force", str(scratch), cwd=checkout)  # fails when not registered
     shutil.rmtree(scratch, ignore_errors=True)
     git("worktree", "prune", cwd=checkout)
 

@@ -309,7 +309,8 @@ class EditLoop(RuleBasedStateMachine):
         self.work: list[Change] = list(INITIAL)
         self.phase = "clean"  # or "conflict" (apply stopped at a patch), "interrupted" (an apply got Ctrl-C)
         self.synced = True  # HEAD is what the kit last applied or exported: no commit of the user's since
-        self.folds = 0  # fixup!/squash! commits not folded yet
+        # fixup!/squash! commits not folded yet, oldest first: (kind, target slug, aimed by a shared subject)
+        self.folds: list[tuple[str, str, bool]] = []
         self.top = INITIAL[-1].slug  # the patch the HEAD commit belongs to (what an amend changes)
         self.hand_edited: tuple[str, bytes] | None = None  # a patch file the user broke: (name, its bytes)
         self.made = 0
@@ -455,16 +456,41 @@ class EditLoop(RuleBasedStateMachine):
         self.synced, self.top = False, slug
 
     @precondition(lambda self: self.can_edit() and self.work)
-    @rule(index=st.integers(0, SLOTS - 1), how=st.sampled_from(["fixup", "squash"]))
+    @rule(index=st.integers(0, SLOTS - 1), how=st.sampled_from(["fixup", "squash", "fixup-by-commit"]))
     @logged
     def fold(self, index: int, how: str) -> None:
-        """An edit of one patch's file, committed with --fixup=/--squash= aimed at that patch's commit."""
+        """An edit of one patch's file, committed with --fixup=/--squash= aimed at that patch's commit, or as
+        `fixup! <commit>` (what the kit advises when a subject names two patches)."""
         index %= len(self.work)  # drawn numbers are taken modulo the count: every draw is a valid step
-        target = self.commit_of(index)
-        say(f"  git commit --{how}={target[:12]} (patch {self.work[index].slug!r})")
-        self.commit_user_edit(index, f"--{how}={target}")
-        self.folds += 1
-        self.top = self.work[index].slug
+        target, change = self.commit_of(index), self.work[index]
+        # git writes `fixup! <subject>`: the kit can tell the target only if no other patch's subject starts so
+        shared = how != "fixup-by-commit" and sum(c.subject.startswith(change.subject) for c in self.work) > 1
+        note_shared = ", a subject two patches share" if shared else ""
+        say(f"  git commit --{how}={target[:12]} (patch {change.slug!r}{note_shared})")
+        by_commit = ("-m", f"fixup! {target}")
+        self.commit_user_edit(index, *(by_commit if how == "fixup-by-commit" else (f"--{how}={target}",)))
+        self.folds.append((how.split("-")[0], change.slug, shared))
+        self.top = change.slug
+
+    @precondition(lambda self: self.can_edit() and any(shared for _, _, shared in self.folds))
+    @rule()
+    @logged
+    def reword_folds(self) -> None:
+        """What the kit says when a fold's subject names two patches: reword the fold to `<kind>! <commit>`."""
+        folds = iter(self.folds)
+        todo = []
+        for commit, message in self.commits():
+            todo.append(f"pick {commit}")
+            if message.startswith(("fixup! ", "squash! ")):
+                kind, slug, shared = next(folds)
+                find = f"$(git log -1 --format=%H --grep='^Kit-Patch: {slug}$' pristine..HEAD)"
+                todo += [f'exec git commit --amend -q -m "{kind}! {find}"'] if shared else []
+        say("  git rebase -i pristine: reword each fold whose subject two patches share to '<kind>! <commit>'")
+        path = self.tmp / "todo"
+        path.write_text("".join(f"{line}\n" for line in todo), encoding="utf-8")
+        self.user_git("rebase", "-q", "-i", "pristine", env={"GIT_SEQUENCE_EDITOR": f"cp {shlex.quote(str(path))}"})
+        self.folds = [(kind, slug, False) for kind, slug, _ in self.folds]
+        self.synced = False
 
     @precondition(lambda self: self.can_edit() and self.top in {c.slug for c in self.work})
     @rule()
@@ -475,7 +501,7 @@ class EditLoop(RuleBasedStateMachine):
         say(f"  git commit --amend (top commit belongs to {self.top!r})")
         self.commit_user_edit(index, "--amend", "--no-edit")
 
-    @precondition(lambda self: self.can_edit() and self.folds == 0 and len(self.work) >= 2)
+    @precondition(lambda self: self.can_edit() and not self.folds and len(self.work) >= 2)
     @rule(first=st.integers(0, SLOTS - 1), second=st.integers(0, SLOTS - 1))
     @logged
     def reorder(self, first: int, second: int) -> None:
@@ -488,7 +514,7 @@ class EditLoop(RuleBasedStateMachine):
         say(f"  git rebase -i: order now {[c.slug for c in self.work]}")
         self.rebase_todo([f"pick {c}" for c in commits])
 
-    @precondition(lambda self: self.can_edit() and self.folds == 0 and len(self.work) >= 2)
+    @precondition(lambda self: self.can_edit() and not self.folds and len(self.work) >= 2)
     @rule(index=st.integers(1, SLOTS - 1))
     @logged
     def squash(self, index: int) -> None:
@@ -501,7 +527,7 @@ class EditLoop(RuleBasedStateMachine):
         del self.work[index]
         self.rebase_todo([f"{'fixup' if i == index else 'pick'} {c}" for i, c in enumerate(commits)])
 
-    @precondition(lambda self: self.can_edit() and self.folds == 0 and self.work)
+    @precondition(lambda self: self.can_edit() and not self.folds and self.work)
     @rule(index=st.integers(0, SLOTS - 1))
     @logged
     def remove(self, index: int) -> None:
@@ -528,6 +554,8 @@ class EditLoop(RuleBasedStateMachine):
             return self.refused(outcome, before)
         if self.phase == "interrupted" and outcome.code != 0:
             return self.refused(outcome, before)  # the apply may have been stopped before it changed anything
+        if any(shared for _, _, shared in self.folds):  # invariant 2: refused, never folded by a guess
+            return self.refused(outcome, before, needle="" if self.missing() else "patches by subject")
         if self.missing() and not drops:
             return self.refused(outcome, before, needle=f"--drop {self.missing()[0]}")
         self.succeeded(outcome)
@@ -536,7 +564,7 @@ class EditLoop(RuleBasedStateMachine):
     def exported_now(self, before: Scene) -> None:
         self.patches_are(self.work, before)
         self.checkout_is(self.work)
-        self.exported, self.folds, self.synced, self.hand_edited, self.phase = list(self.work), 0, True, None, "clean"
+        self.exported, self.folds, self.synced, self.hand_edited, self.phase = list(self.work), [], True, None, "clean"
         self.top = self.work[-1].slug if self.work else ""
 
     @rule()
@@ -558,7 +586,7 @@ class EditLoop(RuleBasedStateMachine):
 
     def applied_now(self) -> None:
         self.checkout_is(self.exported)
-        self.work, self.folds, self.synced, self.phase = list(self.exported), 0, True, "clean"
+        self.work, self.folds, self.synced, self.phase = list(self.exported), [], True, "clean"
         self.top = self.work[-1].slug if self.work else ""
 
     @precondition(lambda self: self.phase == "clean" and self.synced and self.exported)
@@ -599,7 +627,7 @@ class EditLoop(RuleBasedStateMachine):
         self.succeeded(outcome)
         assert snapshot(self.kit.patches) == before.patches, "apply --continue changed patches/"
         self.checkout_is(self.exported)
-        self.work, self.folds, self.synced, self.phase = list(self.exported), 0, False, "clean"
+        self.work, self.folds, self.synced, self.phase = list(self.exported), [], False, "clean"
         self.top = self.work[-1].slug
 
     @precondition(lambda self: self.phase == "conflict")

@@ -9,6 +9,7 @@ operation left paused that the user did not start (DESIGN invariants 1, 2, 4, 6)
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -471,3 +472,16 @@ def test_first_difference_names_the_line() -> None:
     assert co.first_difference("a\nb\nc\n", "a\nb\nc\n") is None
     assert co.first_difference("a\nb \n", "a\nb\n") == (2, "b ", "b")
     assert co.first_difference("a\n---\nb\n", "a\n") == (2, "---", "")
+
+
+def test_a_scratch_worktree_a_signal_left_locked_does_not_block_the_next_refresh(kit3: Kit) -> None:
+    """Found by the edit-loop model: Ctrl-C inside refresh's `git worktree add` left the round trip's scratch
+    worktree registered and locked; every later refresh then failed on `is a missing but locked worktree`."""
+    fixup("double-attn", {ATTN: "def attend(q):\n    return q * 3\n"})(kit3, Path())
+    scratch = kit3.checkout.with_name(f".{kit3.checkout.name}.roundtrip")
+    kit3.git("worktree", "add", "-q", "--detach", str(scratch), "pristine")
+    kit3.git("worktree", "lock", str(scratch))
+    shutil.rmtree(scratch)
+    kit3.run("refresh", check=True)
+    assert "q * 3" in (kit3.patches / "0003-double-attn.patch").read_text()
+    assert str(scratch) not in kit3.git("worktree", "list")
