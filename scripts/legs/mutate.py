@@ -33,7 +33,7 @@ from scripts import paths, records
 from scripts.checks.lint import npu_only_lines
 from scripts.diffparse import parse
 from scripts.errors import KitError
-from scripts.legs import legenv
+from scripts.legs import legenv, probe
 from scripts.legs import suite as legs
 from scripts.report import progress, table
 
@@ -503,13 +503,14 @@ def record(outcomes: list[Outcome], stale: list[str], seconds: float, series_dig
 
 
 def start_worker(leg: str, tree: Path) -> Worker:
-    python = legenv.ensure_env(legenv.check_leg(leg))
-    mode = legs.npu_mode(leg, legenv.versions(python))
+    # The leg's own venv, probed the way a test run probes it (the probe cache included).
+    found = legenv.interpreter(legenv.check_leg(leg), legenv.LegOptions())
+    mode = legs.npu_mode(leg, probe.leg_versions(found.python, found.pycache, found.probe_cache)[0])
     out = WORK / f"records-{leg}"
     out.mkdir(parents=True, exist_ok=True)
     progress(f"leg {leg}: mode {mode}; starting its worker")
-    env = legs.leg_env(leg, mode, tree, paths.PRISTINE_TREE, out, legenv.pycache_dir(legenv.env_dir(leg)))
-    return Worker(leg, python, env, tree.parent)
+    env = legs.leg_env(leg, mode, tree, paths.PRISTINE_TREE, out, found.pycache)
+    return Worker(leg, found.python, env, tree.parent)
 
 
 def run_all(mutants: list[Mutant], equivalent: dict[str, str], stale: list[str], tree: Path,
