@@ -56,6 +56,7 @@ TESTS_FOR = {
         "test_npu_lingbot_replay.py",
     ],
     "vllm_omni/experimental/ar_diffusion/kv_cache/paged_attention.py": [
+        "test_npu_paged_contracts.py",  # small and fast: most mutants die here in seconds
         "test_npu_paged_attention.py",
         "test_paged_attention_regression.py",
         "test_stock_leg.py",
@@ -312,6 +313,8 @@ def mutants_of(path: str, source: str, added: set[int]) -> list[Mutant]:
     edits = [(node, edit) for node in ast.walk(tree) if getattr(node, "lineno", None) in added
              for edit in _edits(node, added)]  # fmt: skip
     edits += [(edit[0], edit) for edit in _name_edits(tree, added)]
+    # In file order, so that "(occurrence N)" counts the same edit of identical lines from the top.
+    edits.sort(key=lambda pair: (pair[0].lineno, pair[0].col_offset))
     for node, (target, new, operator, description) in edits:
         text = _replace(lines, target, new)
         try:
@@ -322,7 +325,8 @@ def mutants_of(path: str, source: str, added: set[int]) -> list[Mutant]:
             continue
         seen.add(program)
         source_line = lines[node.lineno - 1].strip()
-        same = sum(m.line == node.lineno and m.description.startswith(description) for m in out)
+        # The key names the line by its text: the same edit of another line with that text is another occurrence.
+        same = sum(m.source == source_line and m.description.startswith(description) for m in out)
         description = f"{description} (occurrence {same + 1})" if same else description
         out.append(Mutant(path, node.lineno, operator, description, source_line, text))
     return sorted(out, key=lambda m: (m.path, m.line, m.operator, m.description))

@@ -197,3 +197,12 @@ def test_new_operators_mutate_the_added_lines_only() -> None:
     assert {m.line for m in mutants} == {3}
     assert {m.operator for m in mutants} >= {"conditional", "name"}
     assert not [m for m in mutants if m.operator in ("arithmetic", "keyword", "return")]
+
+
+def test_identical_added_lines_give_distinct_keys() -> None:
+    # Keys name a line by its text (they survive line moves): the second copy's edits are occurrence 2.
+    source = "def f(a, b):\n    if a:\n        g(a, b)\n    else:\n        g(a, b)\n"
+    mutants = mutate.mutants_of("m.py", source, {3, 5})
+    assert len({m.key for m in mutants}) == len(mutants)
+    swaps = [(m.line, m.description) for m in mutants if m.operator == "swap"]
+    assert swaps == [(3, "swap arguments 0 and 1 of g"), (5, "swap arguments 0 and 1 of g (occurrence 2)")]
