@@ -342,6 +342,12 @@ def series_mutants(series_diff: str, tree: Path) -> list[Mutant]:
     return out
 
 
+def select(mutants: list[Mutant], texts: list[str], operators: list[str]) -> list[Mutant]:
+    """The mutants whose key contains any of ``texts`` and whose operator is one of ``operators`` (empty: all)."""
+    return [m for m in mutants if (not texts or any(t in m.key for t in texts))
+            and (not operators or m.operator in operators)]  # fmt: skip
+
+
 def legs_for(mutant: Mutant, npu_only: set[int]) -> list[str]:
     """The npu leg for a line only NPU runs; both legs for device guards and shared lines.
 

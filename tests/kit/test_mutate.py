@@ -206,3 +206,12 @@ def test_identical_added_lines_give_distinct_keys() -> None:
     assert len({m.key for m in mutants}) == len(mutants)
     swaps = [(m.line, m.description) for m in mutants if m.operator == "swap"]
     assert swaps == [(3, "swap arguments 0 and 1 of g"), (5, "swap arguments 0 and 1 of g (occurrence 2)")]
+
+
+def test_select_by_key_texts_and_operators() -> None:
+    mutants = mutate.mutants_of("m.py", KINDS_SOURCE, KINDS_ADDED)
+    assert mutate.select(mutants, [], []) == mutants
+    chosen = mutate.select(mutants, ["kv_lens -> q_ends", "drop scale="], [])
+    assert {m.description.split(" (")[0] for m in chosen} == {"kv_lens -> q_ends", "drop scale= from kernel"}
+    assert {m.operator for m in mutate.select(mutants, [], ["return", "keyword"])} == {"return", "keyword"}
+    assert mutate.select(mutants, ["drop scale="], ["return"]) == []  # both filters hold
