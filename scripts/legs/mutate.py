@@ -19,6 +19,7 @@ own small AST mutator.
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
 import shutil
 import subprocess
@@ -423,8 +424,9 @@ class Worker:
     def __init__(self, leg: str, python: Path, env: dict[str, str], cwd: Path) -> None:
         self.leg = leg
         script = cwd / SUITE / "_mutant_worker.py"
+        # Its own session: a Ctrl-C reaches the kit only, which then stops the worker (close()).
         self.proc = subprocess.Popen([str(python), str(script)], cwd=cwd, env=env, stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, text=True)  # fmt: skip
+                                     stdout=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
         self._reply()  # {"ready": true} once the imports are done
 
     def _reply(self) -> dict[str, object]:
@@ -445,9 +447,16 @@ class Worker:
         return ("passed", "") if reply["rc"] == 0 else ("failed", first_failure(str(reply["output"])))
 
     def close(self) -> None:
+        """An idle worker exits at the end of its input; one still running a test (interrupted) gets SIGTERM,
+        which kills that pytest run first (tests/regression/_mutant_worker.py)."""
         if self.proc.stdin:
-            self.proc.stdin.close()
-        self.proc.wait(timeout=60)
+            with contextlib.suppress(BrokenPipeError):
+                self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.proc.terminate()
+            self.proc.wait(timeout=60)
 
 
 def run_mutant(mutant: Mutant, tree: Path, workers: dict[str, Worker], npu_only: set[int], timeout: float) -> Outcome:
