@@ -99,6 +99,20 @@ def test_zero_size_stage_buffers_are_made_once(npu_device: torch.device) -> None
     assert other.history_staging(0)[0].dtype == torch.bfloat16, "one pair per dtype"
 
 
+def test_zero_size_stage_buffers_follow_the_head_shape_only(npu_device: torch.device) -> None:
+    # A pool with fewer slots but the same heads shares the pair; one with other heads gets its own shape.
+    base = npu_forward_context(npu_device)
+    fewer_slots, more_heads = npu_forward_context(npu_device), npu_forward_context(npu_device)
+    fewer_slots.kv_cache._k_pools = [base.kv_cache._k_pools[0][: 8 * BLOCK]]
+    pool = base.kv_cache._k_pools[0]
+    more_heads.kv_cache._k_pools = [pool.new_zeros(pool.shape[0], 2 * pool.shape[1], pool.shape[2])]
+    for ctx in (base, fewer_slots, more_heads):
+        ctx.prepare(npu_device, 0, 2 * BLOCK)
+    pair = base.history_staging(0)
+    assert all(a is b for a, b in zip(pair, fewer_slots.history_staging(0), strict=True))
+    assert more_heads.history_staging(0)[0].shape == (0, 2 * pool.shape[1], pool.shape[2])
+
+
 # -- history staging sequences --------------------------------------------------------------------
 
 
