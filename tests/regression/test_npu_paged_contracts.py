@@ -77,6 +77,20 @@ def test_reused_history_at_the_window_bounds(current_tokens: int, stage_first_bl
     assert_matches(out, reference(inputs), "bf16", npu_device)
 
 
+def test_reused_history_with_one_token_blocks(npu_device: torch.device) -> None:
+    # Block size 1: a one-token current chunk is block-aligned, the smallest chunk the checks must accept.
+    geometry = BY_NAME["block1_every_token_a_block"]
+    inputs = make_inputs(geometry, torch.bfloat16)
+    kv_len = geometry.seqs[0][1]
+    inputs["max_seq_len"] = kv_len  # the staged window: the visible tokens, one block each
+    buffers = [torch.zeros(kv_len, geometry.heads, geometry.head_dim, dtype=torch.bfloat16) for _ in "kv"]
+    stage = {"stage_key": buffers[0].to(npu_device), "stage_value": buffers[1].to(npu_device)}
+    device_inputs = on(npu_device, inputs)
+    paged(device_inputs, **stage)
+    out = paged(device_inputs, **stage, reuse_history=True, current_tokens=1, stage_first_block=kv_len - 1)
+    assert_matches(out, reference(inputs), "bf16", npu_device)
+
+
 def test_staging_is_batch_1_only(npu_device: torch.device) -> None:
     geometry = BY_NAME["two_sequences_different_lengths"]
     inputs = make_inputs(geometry, torch.bfloat16)
