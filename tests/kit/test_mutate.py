@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import ast
+import json
+import os
+import shutil
+import time
 from pathlib import Path
 
 import pytest
 
-from scripts.legs import mutate
+from scripts import paths
+from scripts.legs import legenv, mutate
 from scripts.legs.mutate import Mutant, MutateError, Outcome
 
 SOURCE = """\
@@ -215,3 +220,33 @@ def test_select_by_key_texts_and_operators() -> None:
     assert {m.description.split(" (")[0] for m in chosen} == {"kv_lens -> q_ends", "drop scale= from kernel"}
     assert {m.operator for m in mutate.select(mutants, [], ["return", "keyword"])} == {"return", "keyword"}
     assert mutate.select(mutants, ["drop scale="], ["return"]) == []  # both filters hold
+
+
+@pytest.mark.legs
+def test_closing_a_busy_worker_leaves_no_process(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    # An interrupted mutate closes its workers while one still runs a mutant's tests: the worker and its
+    # forked pytest run must both go, at once and quietly (the kit prints its one line).
+    python = legenv.ensure_env("stock")
+    suite = tmp_path / "tests" / "regression"
+    suite.mkdir(parents=True)
+    shutil.copy(paths.ROOT / "tests" / "regression" / "_mutant_worker.py", suite)
+    (tmp_path / "test_slow.py").write_text("import time\n\n\ndef test_slow():\n    time.sleep(300)\n")
+    worker = mutate.Worker("stock", python, {**os.environ, "KIT_NPU_MODE": "none"}, tmp_path)
+    assert worker.proc.stdin is not None
+    worker.proc.stdin.write(json.dumps({"args": [str(tmp_path / "test_slow.py"), "-q"], "timeout": 600}) + "\n")
+    worker.proc.stdin.flush()
+    children: list[int] = []
+    for _ in range(200):  # the fork appears within a few seconds
+        listed = Path(f"/proc/{worker.proc.pid}/task/{worker.proc.pid}/children").read_text().split()
+        children = [int(pid) for pid in listed]
+        if children:
+            break
+        time.sleep(0.05)
+    assert children, "the worker never started the pytest run"
+    started = time.monotonic()
+    worker.close()
+    assert time.monotonic() - started < 30
+    assert worker.proc.returncode is not None
+    for pid in children:
+        assert not Path(f"/proc/{pid}").exists(), f"pytest run {pid} outlived its worker"
+    assert "Traceback" not in capfd.readouterr().err
