@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
 import os
 import shutil
+import signal
 import time
 from pathlib import Path
 
@@ -244,7 +246,14 @@ def test_closing_a_busy_worker_leaves_no_process(tmp_path: Path, capfd: pytest.C
         time.sleep(0.05)
     assert children, "the worker never started the pytest run"
     started = time.monotonic()
-    worker.close()
+    try:
+        worker.close()
+    except BaseException:  # a failing close() must not leave this test's processes behind
+        for pid in [*children, worker.proc.pid]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        worker.proc.wait()
+        raise
     assert time.monotonic() - started < 30
     assert worker.proc.returncode is not None
     for pid in children:
