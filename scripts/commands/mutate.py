@@ -13,7 +13,10 @@ from scripts.report import progress, table
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--only", default="", help="run only mutants whose key contains this text (a quick look)")
+    p.add_argument("--only", action="append", default=[],
+                   help="run only mutants whose key contains this text (repeatable: any of them)")  # fmt: skip
+    p.add_argument("--operator", action="append", choices=mutate.OPERATORS, default=[],
+                   help="run only this operator's mutants (repeatable)")  # fmt: skip
     p.add_argument("--list", action="store_true", help="list the mutants and their keys, run nothing")
 
 
@@ -21,7 +24,7 @@ def run(args: argparse.Namespace) -> int:
     started = time.monotonic()
     state = current()
     series_diff = co.combined_diff(paths.CHECKOUT)
-    mutants = [m for m in mutate.series_mutants(series_diff, paths.CHECKOUT) if args.only in m.key]
+    mutants = mutate.select(mutate.series_mutants(series_diff, paths.CHECKOUT), args.only, args.operator)
     if args.list:
         print(table(["line", "operator", "key"], [(m.line, m.operator, m.key) for m in mutants]))
         return 0

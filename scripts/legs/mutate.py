@@ -4,7 +4,9 @@ Each mutant is one small edit of one added line of the patched tree (pristine..H
 checkout, files under ``vllm_omni/``): a comparison or boolean flipped, a constant, slice
 bound or index off by one, a statement removed, two call arguments swapped, a ``.to(...)`` /
 ``.float()`` / ``.long()`` dropped, ``.float()`` added to the fused kernel's inputs, a device
-guard inverted or narrowed. It is folded into a copy of the patched tree and the leg tests
+guard inverted or narrowed, a conditional expression reduced to one side, a name replaced by
+another of the same kind, an arithmetic operator changed, a keyword argument dropped, a
+returned value replaced. It is folded into a copy of the patched tree and the leg tests
 for its file run against it (``-x``): the npu leg for a line that only runs on NPU, both legs
 for device guards and shared lines. Outcome: killed (a test failed), survived, timeout, or
 equivalent (listed in tests/regression/equivalent_mutants.toml with a reason: not run).
@@ -17,6 +19,7 @@ own small AST mutator.
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
 import shutil
 import subprocess
@@ -31,7 +34,7 @@ from scripts import paths, records
 from scripts.checks.lint import npu_only_lines
 from scripts.diffparse import parse
 from scripts.errors import KitError
-from scripts.legs import legenv
+from scripts.legs import legenv, probe
 from scripts.legs import suite as legs
 from scripts.report import progress, table
 
@@ -54,11 +57,28 @@ TESTS_FOR = {
         "test_npu_lingbot_replay.py",
     ],
     "vllm_omni/experimental/ar_diffusion/kv_cache/paged_attention.py": [
+        "test_npu_paged_contracts.py",  # small and fast: most mutants die here in seconds
         "test_npu_paged_attention.py",
         "test_paged_attention_regression.py",
         "test_stock_leg.py",
     ],
 }
+# Every operator, in the summary's order (each gets its row, 0 mutants included: a silent operator shows).
+OPERATORS = ("compare", "guard", "boolean", "constant", "slice", "statement", "swap", "cast", "conditional", "name",
+             "arithmetic", "keyword", "return")  # fmt: skip
+ARITHMETIC: dict[type[ast.operator], tuple[type[ast.operator], ...]] = {
+    ast.FloorDiv: (ast.Div,),
+    ast.Div: (ast.FloorDiv, ast.Mult),
+    ast.Add: (ast.Sub,),
+    ast.Sub: (ast.Add,),
+    ast.Mult: (ast.Div,),
+}
+SYMBOL = {ast.FloorDiv: "//", ast.Div: "/", ast.Add: "+", ast.Sub: "-", ast.Mult: "*"}
+# Results of these are host lists, ints or tensors: what decides a name's kind when it is assigned.
+LIST_CALLS = {"tolist", "list", "accumulate"}
+INT_CALLS = {"int", "len", "numel"}
+TENSOR_CALLS = {"to", "index_select", "flatten", "view", "cat", "new_empty", "empty", "zeros", "tensor",
+                "reshape", "unflatten", "contiguous", "float", "long"}  # fmt: skip
 NEGATED = {
     ast.Eq: ast.NotEq,
     ast.NotEq: ast.Eq,
@@ -81,7 +101,8 @@ class MutateError(KitError):
 class Mutant:
     path: str  # file in the tree
     line: int  # first line of the mutated node in the patched file
-    operator: str  # compare, guard, boolean, constant, slice, statement, swap, cast
+    operator: str  # compare, guard, boolean, constant, slice, statement, swap, cast,
+    # conditional, name, arithmetic, keyword, return
     description: str  # what changed, e.g. "== -> !="
     source: str  # the original line, stripped: with path and description, a key that survives line moves
     text: str  # the whole mutated file
@@ -152,9 +173,128 @@ def _edits(node: ast.AST, added: set[int]) -> Iterator[tuple[ast.AST, str, str, 
         if name in KERNEL_CALLS:
             for i, arg in enumerate(args[:3]):
                 yield arg, f"({ast.unparse(arg)}).float()", "cast", f"add .float() to argument {i} of {name}"
+        for keyword in node.keywords:
+            if keyword.arg is not None:
+                rest = [k for k in node.keywords if k is not keyword]
+                text = ast.unparse(ast.Call(node.func, node.args, rest))
+                yield node, text, "keyword", f"drop {keyword.arg}= from {ast.unparse(node.func)}"
+    elif isinstance(node, ast.IfExp):
+        for side in (node.body, node.orelse):
+            yield node, f"({ast.unparse(side)})", "conditional", f"always {ast.unparse(side)}"
+    elif isinstance(node, ast.BinOp) and type(node.op) in ARITHMETIC:
+        for other in ARITHMETIC[type(node.op)]:
+            text = ast.unparse(ast.BinOp(node.left, other(), node.right))
+            yield node, f"({text})", "arithmetic", f"{SYMBOL[type(node.op)]} -> {SYMBOL[other]}"
+    elif isinstance(node, ast.Return) and node.value is not None:
+        if not (isinstance(node.value, ast.Constant) and node.value.value is None):
+            yield node.value, "None", "return", "return None"
+        if isinstance(node.value, ast.Tuple) and len(node.value.elts) > 1:
+            elts = node.value.elts
+            yield node.value, ast.unparse(ast.Tuple([elts[1], elts[0], *elts[2:]], ast.Load())), "return", \
+                "swap the first two returned values"  # fmt: skip
     if isinstance(node, ast.stmt) and set(range(node.lineno, (node.end_lineno or node.lineno) + 1)) <= added:
         if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)):  # not a docstring
             yield node, "pass", "statement", f"remove {type(node).__name__.lower()} statement"
+
+
+def _kind_of_annotation(annotation: ast.expr | None) -> str:
+    text = ast.unparse(annotation) if annotation is not None else ""
+    if "Tensor" in text and "tuple" not in text and "list" not in text:
+        return "tensor"
+    return {"int": "int", "list[int]": "list"}.get(text, "")
+
+
+def _kind_of_value(value: ast.expr, kinds: dict[str, str]) -> str:
+    """tensor, int or list when the expression's shape says so (a call's name, a literal, a known name)."""
+    if isinstance(value, ast.IfExp):
+        body = _kind_of_value(value.body, kinds)
+        return body if body == _kind_of_value(value.orelse, kinds) else ""
+    if isinstance(value, (ast.List, ast.ListComp)):
+        return "list"
+    if isinstance(value, ast.Constant) and type(value.value) is int:
+        return "int"
+    if isinstance(value, ast.Name):
+        return kinds.get(value.id, "")
+    if isinstance(value, ast.BinOp):
+        sides = {_kind_of_value(value.left, kinds), _kind_of_value(value.right, kinds)}
+        return "int" if sides == {"int"} else ""
+    if isinstance(value, ast.Subscript):
+        base = value.value
+        if isinstance(base, ast.Attribute) and base.attr == "shape" and not isinstance(value.slice, ast.Slice):
+            return "int"
+        return "tensor" if _kind_of_value(base, kinds) == "tensor" else ""
+    if isinstance(value, ast.Call):
+        name = value.func.attr if isinstance(value.func, ast.Attribute) else getattr(value.func, "id", "")
+        for calls, kind in ((LIST_CALLS, "list"), (INT_CALLS, "int"), (TENSOR_CALLS, "tensor")):
+            if name in calls:
+                return kind
+    return ""
+
+
+def name_kinds(function: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, str]:
+    """The function's own names with a known kind: parameters by annotation, locals by what they are assigned.
+
+    A name assigned values of two kinds, or of one it cannot tell, has none (it is never swapped).
+    """
+    bindings: list[tuple[str, ast.expr | None]] = []
+    for node in ast.walk(function):
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                values = node.value.elts if isinstance(node.value, ast.Tuple) else None
+                if isinstance(target, ast.Tuple) and values is not None and len(values) == len(target.elts):
+                    bindings += [(t.id, v) for t, v in zip(target.elts, values, strict=True) if isinstance(t, ast.Name)]
+                elif isinstance(target, ast.Name):
+                    bindings.append((target.id, node.value))
+        elif isinstance(node, ast.For) and isinstance(node.target, ast.Tuple) and isinstance(node.iter, ast.Call):
+            first = node.target.elts[0]
+            if getattr(node.iter.func, "id", "") == "enumerate" and isinstance(first, ast.Name):
+                bindings.append((first.id, ast.Constant(0)))  # the index of enumerate(...)
+    arguments = function.args
+    annotated = {a.arg: _kind_of_annotation(a.annotation)
+                 for a in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]}  # fmt: skip
+    kinds = {name: kind for name, kind in annotated.items() if kind}
+    for _ in range(2):  # a local assigned from another local: the second pass knows the first's kind
+        found: dict[str, set[str]] = {name: {kind} for name, kind in annotated.items()}
+        for name, value in bindings:
+            found.setdefault(name, set()).add(_kind_of_value(value, kinds) if value is not None else "")
+        kinds = {name: kind for name, (kind, *more) in ((n, sorted(k)) for n, k in found.items()) if kind and not more}
+    return kinds
+
+
+def _name_edits(tree: ast.Module, added: set[int]) -> Iterator[tuple[ast.AST, str, str, str]]:
+    """A name loaded on an added line, replaced by each other name of its kind that its statement uses.
+
+    A tensor whose ``.shape`` is read is replaced by every other tensor of the function instead (one
+    tensor's size read for another's). Only the function's own names (parameters, locals) take part.
+    """
+    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+
+    def statement_of(node: ast.AST) -> ast.AST:
+        while not isinstance(node, ast.stmt):
+            node = parents[node]
+        return node
+
+    for function in ast.walk(tree):
+        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        kinds = name_kinds(function)
+        tensors = sorted(name for name, kind in kinds.items() if kind == "tensor")
+        loads = [n for n in ast.walk(function) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+                 and n.id in kinds]  # fmt: skip
+        used: dict[ast.AST, set[str]] = {}
+        for load in loads:
+            used.setdefault(statement_of(load), set()).add(load.id)
+        for load in loads:
+            if load.lineno not in added:
+                continue
+            parent = parents[load]
+            if isinstance(parent, ast.Attribute) and parent.attr == "shape":
+                others = tensors
+            else:
+                others = sorted(n for n in used[statement_of(load)] if kinds[n] == kinds[load.id])
+            for other in others:
+                if other != load.id:
+                    yield load, other, "name", f"{load.id} -> {other}"
 
 
 def _replace(lines: list[str], node: ast.AST, new: str) -> str:
@@ -171,22 +311,25 @@ def mutants_of(path: str, source: str, added: set[int]) -> list[Mutant]:
     out: list[Mutant] = []
     tree = ast.parse(source)
     seen = {ast.dump(tree)}  # a mutant that parses to the same program is no mutant (e.g. swapping k, k)
-    for node in ast.walk(tree):
-        if getattr(node, "lineno", None) not in added:
+    edits = [(node, edit) for node in ast.walk(tree) if getattr(node, "lineno", None) in added
+             for edit in _edits(node, added)]  # fmt: skip
+    edits += [(edit[0], edit) for edit in _name_edits(tree, added)]
+    # In file order, so that "(occurrence N)" counts the same edit of identical lines from the top.
+    edits.sort(key=lambda pair: (pair[0].lineno, pair[0].col_offset))
+    for node, (target, new, operator, description) in edits:
+        text = _replace(lines, target, new)
+        try:
+            program = ast.dump(ast.parse(text))
+        except SyntaxError:
             continue
-        for target, new, operator, description in _edits(node, added):
-            text = _replace(lines, target, new)
-            try:
-                program = ast.dump(ast.parse(text))
-            except SyntaxError:
-                continue
-            if program in seen:
-                continue
-            seen.add(program)
-            source_line = lines[node.lineno - 1].strip()
-            same = sum(m.line == node.lineno and m.description.startswith(description) for m in out)
-            description = f"{description} (occurrence {same + 1})" if same else description
-            out.append(Mutant(path, node.lineno, operator, description, source_line, text))
+        if program in seen:
+            continue
+        seen.add(program)
+        source_line = lines[node.lineno - 1].strip()
+        # The key names the line by its text: the same edit of another line with that text is another occurrence.
+        same = sum(m.source == source_line and m.description.startswith(description) for m in out)
+        description = f"{description} (occurrence {same + 1})" if same else description
+        out.append(Mutant(path, node.lineno, operator, description, source_line, text))
     return sorted(out, key=lambda m: (m.path, m.line, m.operator, m.description))
 
 
@@ -198,6 +341,12 @@ def series_mutants(series_diff: str, tree: Path) -> list[Mutant]:
             source = (tree / diff.path).read_text(encoding="utf-8")
             out += mutants_of(diff.path, source, {n for n, _ in diff.added})
     return out
+
+
+def select(mutants: list[Mutant], texts: list[str], operators: list[str]) -> list[Mutant]:
+    """The mutants whose key contains any of ``texts`` and whose operator is one of ``operators`` (empty: all)."""
+    return [m for m in mutants if (not texts or any(t in m.key for t in texts))
+            and (not operators or m.operator in operators)]  # fmt: skip
 
 
 def legs_for(mutant: Mutant, npu_only: set[int]) -> list[str]:
@@ -275,8 +424,9 @@ class Worker:
     def __init__(self, leg: str, python: Path, env: dict[str, str], cwd: Path) -> None:
         self.leg = leg
         script = cwd / SUITE / "_mutant_worker.py"
+        # Its own session: a Ctrl-C reaches the kit only, which then stops the worker (close()).
         self.proc = subprocess.Popen([str(python), str(script)], cwd=cwd, env=env, stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, text=True)  # fmt: skip
+                                     stdout=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
         self._reply()  # {"ready": true} once the imports are done
 
     def _reply(self) -> dict[str, object]:
@@ -297,9 +447,16 @@ class Worker:
         return ("passed", "") if reply["rc"] == 0 else ("failed", first_failure(str(reply["output"])))
 
     def close(self) -> None:
+        """An idle worker exits at the end of its input; one still running a test (interrupted) gets SIGTERM,
+        which kills that pytest run first (tests/regression/_mutant_worker.py)."""
         if self.proc.stdin:
-            self.proc.stdin.close()
-        self.proc.wait(timeout=60)
+            with contextlib.suppress(BrokenPipeError):
+                self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.proc.terminate()
+            self.proc.wait(timeout=60)
 
 
 def run_mutant(mutant: Mutant, tree: Path, workers: dict[str, Worker], npu_only: set[int], timeout: float) -> Outcome:
@@ -329,8 +486,8 @@ def listed(mutant: Mutant, equivalent: dict[str, str]) -> Outcome:
 
 
 def summary_rows(outcomes: list[Outcome]) -> list[tuple[str, int, int, int, int, int]]:
-    """Per operator: mutants, killed, survived, equivalent, timeout; then the total."""
-    ops = sorted({o.operator for o in outcomes})
+    """Per operator (every one, in OPERATORS' order): mutants, killed, survived, equivalent, timeout; the total."""
+    ops = [*OPERATORS, *sorted({o.operator for o in outcomes} - set(OPERATORS))]
     rows = []
     for op in [*ops, "total"]:
         chosen = [o for o in outcomes if op in ("total", o.operator)]
@@ -365,13 +522,14 @@ def record(outcomes: list[Outcome], stale: list[str], seconds: float, series_dig
 
 
 def start_worker(leg: str, tree: Path) -> Worker:
-    python = legenv.ensure_env(legenv.check_leg(leg))
-    mode = legs.npu_mode(leg, legenv.versions(python))
+    # The leg's own venv, probed the way a test run probes it (the probe cache included).
+    found = legenv.interpreter(legenv.check_leg(leg), legenv.LegOptions())
+    mode = legs.npu_mode(leg, probe.leg_versions(found.python, found.pycache, found.probe_cache)[0])
     out = WORK / f"records-{leg}"
     out.mkdir(parents=True, exist_ok=True)
     progress(f"leg {leg}: mode {mode}; starting its worker")
-    env = legs.leg_env(leg, mode, tree, paths.PRISTINE_TREE, out, legenv.pycache_dir(legenv.env_dir(leg)))
-    return Worker(leg, python, env, tree.parent)
+    env = legs.leg_env(leg, mode, tree, paths.PRISTINE_TREE, out, found.pycache)
+    return Worker(leg, found.python, env, tree.parent)
 
 
 def run_all(mutants: list[Mutant], equivalent: dict[str, str], stale: list[str], tree: Path,

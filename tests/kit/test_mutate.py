@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import ast
+import contextlib
+import json
+import os
+import shutil
+import signal
+import time
 from pathlib import Path
 
 import pytest
 
-from scripts.legs import mutate
+from scripts import paths
+from scripts.legs import legenv, mutate
 from scripts.legs.mutate import Mutant, MutateError, Outcome
 
 SOURCE = """\
@@ -111,10 +118,144 @@ def test_an_unlisted_survivor_fails_the_run() -> None:
 
 def test_summary_counts_per_operator_and_total() -> None:
     rows = mutate.summary_rows([outcome("killed"), outcome("survived"), outcome("timeout", "slice")])
-    assert rows == [("compare", 2, 1, 1, 0, 0), ("slice", 1, 0, 0, 0, 1), ("total", 3, 1, 1, 0, 1)]
+    assert [row[0] for row in rows] == [*mutate.OPERATORS, "total"]  # a row per operator, even with 0 mutants
+    by_op = {row[0]: row[1:] for row in rows}
+    assert by_op["compare"] == (2, 1, 1, 0, 0) and by_op["slice"] == (1, 0, 0, 0, 1)
+    assert by_op["total"] == (3, 1, 1, 0, 1) and by_op["keyword"] == (0, 0, 0, 0, 0)
 
 
 def test_first_failure_names_the_test() -> None:
     output = "....F\nFAILED tests/regression/test_x.py::test_y[bf16] - AssertionError: no\n1 failed\n"
     assert mutate.first_failure(output) == "tests/regression/test_x.py::test_y[bf16]"
     assert mutate.first_failure("collection error\n") == "collection error"
+
+
+# -- the operators for conditional expressions, names, arithmetic, keywords and returned values --------
+
+KINDS_SOURCE = """\
+def attend(query: torch.Tensor, cache: torch.Tensor, lens: torch.Tensor, block: int):
+    kv_lens = lens.tolist()
+    q_ends = [query.shape[0]] if len(kv_lens) == 1 else kv_lens
+    n_blocks = (int(kv_lens[0]) + block - 1) // block
+    keys = cache.index_select(0, lens)
+    out = kernel(query, keys, query.shape[1], scale=2.0, actual_seq_qlen=q_ends, actual_seq_kvlen=kv_lens)
+    return out, n_blocks
+"""
+KINDS_ADDED = {2, 3, 4, 5, 6, 7}
+
+
+def kinds_mutants(operator: str, line: int) -> list[str]:
+    mutants = mutate.mutants_of("m.py", KINDS_SOURCE, KINDS_ADDED)
+    return [m.description for m in mutants if m.operator == operator and m.line == line]
+
+
+def test_name_kinds_come_from_annotations_and_assignments() -> None:
+    function = ast.parse(KINDS_SOURCE).body[0]
+    assert isinstance(function, ast.FunctionDef)
+    assert mutate.name_kinds(function) == {
+        "query": "tensor", "cache": "tensor", "lens": "tensor", "keys": "tensor",
+        "block": "int", "n_blocks": "int", "kv_lens": "list", "q_ends": "list",
+    }  # fmt: skip
+    # ``out`` is what an unknown call returns: no kind. A name bound to two kinds has none either.
+    twice = ast.parse("def f(a: int):\n    b = a.tolist()\n    b = int(a)\n    c = b\n").body[0]
+    assert isinstance(twice, ast.FunctionDef)
+    assert mutate.name_kinds(twice) == {"a": "int"}
+
+
+def test_conditional_expression_becomes_each_side() -> None:
+    assert kinds_mutants("conditional", 3) == ["always [query.shape[0]]", "always kv_lens"]
+
+
+def test_names_swap_within_their_kind_and_statement() -> None:
+    names = kinds_mutants("name", 6)
+    # Two host lists of one call swap; a tensor whose .shape is read is swapped with every tensor in scope.
+    assert {"kv_lens -> q_ends", "q_ends -> kv_lens"} <= set(names)
+    assert {"query -> cache", "query -> keys", "query -> lens"} <= {n.split(" (")[0] for n in names}
+    assert not any(n.startswith(("kv_lens -> query", "block", "n_blocks")) for n in names)  # other kinds
+    assert kinds_mutants("name", 4) == []  # one name of each kind there: nothing to mistake it for
+
+
+def test_arithmetic_operators_change() -> None:
+    assert sorted(kinds_mutants("arithmetic", 4)) == ["+ -> -", "- -> +", "// -> /"]
+    source = "def f(a: int, b: int):\n    return a / b * 2\n"
+    ops = {m.description for m in mutate.mutants_of("m.py", source, {2}) if m.operator == "arithmetic"}
+    assert ops == {"/ -> //", "/ -> *", "* -> /"}
+
+
+def test_keyword_arguments_are_dropped_one_at_a_time() -> None:
+    assert kinds_mutants("keyword", 6) == [
+        "drop actual_seq_kvlen= from kernel", "drop actual_seq_qlen= from kernel", "drop scale= from kernel",
+    ]  # fmt: skip
+    dropped = next(m for m in mutate.mutants_of("m.py", KINDS_SOURCE, KINDS_ADDED)
+                   if m.description == "drop scale= from kernel")  # fmt: skip
+    assert "kernel(query, keys, query.shape[1], actual_seq_qlen=q_ends, actual_seq_kvlen=kv_lens)" in dropped.text
+
+
+def test_returned_values_are_replaced() -> None:
+    assert kinds_mutants("return", 7) == ["return None", "swap the first two returned values"]
+    swapped = next(m for m in mutate.mutants_of("m.py", KINDS_SOURCE, KINDS_ADDED) if m.operator == "return"
+                   and m.description.startswith("swap"))  # fmt: skip
+    assert swapped.text.splitlines()[6] == "    return (n_blocks, out)"
+    assert not [m for m in mutate.mutants_of("m.py", "def f():\n    return None\n", {2}) if m.operator == "return"]
+
+
+def test_new_operators_mutate_the_added_lines_only() -> None:
+    mutants = mutate.mutants_of("m.py", KINDS_SOURCE, {3})
+    assert {m.line for m in mutants} == {3}
+    assert {m.operator for m in mutants} >= {"conditional", "name"}
+    assert not [m for m in mutants if m.operator in ("arithmetic", "keyword", "return")]
+
+
+def test_identical_added_lines_give_distinct_keys() -> None:
+    # Keys name a line by its text (they survive line moves): the second copy's edits are occurrence 2.
+    source = "def f(a, b):\n    if a:\n        g(a, b)\n    else:\n        g(a, b)\n"
+    mutants = mutate.mutants_of("m.py", source, {3, 5})
+    assert len({m.key for m in mutants}) == len(mutants)
+    swaps = [(m.line, m.description) for m in mutants if m.operator == "swap"]
+    assert swaps == [(3, "swap arguments 0 and 1 of g"), (5, "swap arguments 0 and 1 of g (occurrence 2)")]
+
+
+def test_select_by_key_texts_and_operators() -> None:
+    mutants = mutate.mutants_of("m.py", KINDS_SOURCE, KINDS_ADDED)
+    assert mutate.select(mutants, [], []) == mutants
+    chosen = mutate.select(mutants, ["kv_lens -> q_ends", "drop scale="], [])
+    assert {m.description.split(" (")[0] for m in chosen} == {"kv_lens -> q_ends", "drop scale= from kernel"}
+    assert {m.operator for m in mutate.select(mutants, [], ["return", "keyword"])} == {"return", "keyword"}
+    assert mutate.select(mutants, ["drop scale="], ["return"]) == []  # both filters hold
+
+
+@pytest.mark.legs
+def test_closing_a_busy_worker_leaves_no_process(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    # An interrupted mutate closes its workers while one still runs a mutant's tests: the worker and its
+    # forked pytest run must both go, at once and quietly (the kit prints its one line).
+    python = legenv.ensure_env("stock")
+    suite = tmp_path / "tests" / "regression"
+    suite.mkdir(parents=True)
+    shutil.copy(paths.ROOT / "tests" / "regression" / "_mutant_worker.py", suite)
+    (tmp_path / "test_slow.py").write_text("import time\n\n\ndef test_slow():\n    time.sleep(300)\n")
+    worker = mutate.Worker("stock", python, {**os.environ, "KIT_NPU_MODE": "none"}, tmp_path)
+    assert worker.proc.stdin is not None
+    worker.proc.stdin.write(json.dumps({"args": [str(tmp_path / "test_slow.py"), "-q"], "timeout": 600}) + "\n")
+    worker.proc.stdin.flush()
+    children: list[int] = []
+    for _ in range(200):  # the fork appears within a few seconds
+        listed = Path(f"/proc/{worker.proc.pid}/task/{worker.proc.pid}/children").read_text().split()
+        children = [int(pid) for pid in listed]
+        if children:
+            break
+        time.sleep(0.05)
+    assert children, "the worker never started the pytest run"
+    started = time.monotonic()
+    try:
+        worker.close()
+    except BaseException:  # a failing close() must not leave this test's processes behind
+        for pid in [*children, worker.proc.pid]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        worker.proc.wait()
+        raise
+    assert time.monotonic() - started < 30
+    assert worker.proc.returncode is not None
+    for pid in children:
+        assert not Path(f"/proc/{pid}").exists(), f"pytest run {pid} outlived its worker"
+    assert "Traceback" not in capfd.readouterr().err

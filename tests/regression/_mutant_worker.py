@@ -19,6 +19,16 @@ import tempfile
 import time
 from typing import Any
 
+_running: list[int] = []  # the forked pytest run in progress, killed with the server on SIGTERM
+
+
+def stop(signum: int, frame: object) -> None:
+    """SIGTERM from the kit (interrupted, or done with a run still going): no orphaned pytest child."""
+    for pid in _running:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    os._exit(128 + signum)
+
 
 def warm(mode: str) -> None:
     if mode == "simulated":
@@ -33,6 +43,7 @@ def run_job(args: list[str], timeout: float) -> dict[str, Any]:
     with tempfile.TemporaryFile() as log:
         pid = os.fork()
         if pid == 0:  # the child: pytest with stdout/stderr in the log, never back into the server's loop
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
             os.dup2(log.fileno(), 1)
             os.dup2(log.fileno(), 2)
             import pytest
@@ -41,6 +52,7 @@ def run_job(args: list[str], timeout: float) -> dict[str, Any]:
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(int(code))
+        _running.append(pid)
         deadline = time.monotonic() + timeout
         while True:
             done, status = os.waitpid(pid, os.WNOHANG)
@@ -53,16 +65,21 @@ def run_job(args: list[str], timeout: float) -> dict[str, Any]:
                 rc = None
                 break
             time.sleep(0.05)
+        _running.remove(pid)
         log.seek(0)
         return {"rc": rc, "output": log.read().decode(errors="replace")[-6000:]}
 
 
 def main() -> int:
+    signal.signal(signal.SIGTERM, stop)
     warm(os.environ.get("KIT_NPU_MODE", "none"))
     print(json.dumps({"ready": True}), flush=True)
     for line in sys.stdin:
         job = json.loads(line)
-        print(json.dumps(run_job(job["args"], float(job["timeout"]))), flush=True)
+        try:
+            print(json.dumps(run_job(job["args"], float(job["timeout"]))), flush=True)
+        except BrokenPipeError:  # the kit went away mid-run: nobody to answer
+            return 0
     return 0
 
 

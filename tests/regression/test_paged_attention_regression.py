@@ -55,6 +55,18 @@ def test_cpu_paged_attention_matches_dense_attention(index):
 
 
 @pytest.mark.parametrize("index", range(len(PAGED)), ids=PAGED)
+def test_strided_query_gives_the_same_output(index):
+    # Ulysses hands attention a view, not a copy: all_to_all_5D(...).unbind(2) of (.., 3, H, D) q/k/v.
+    inputs = _oracle.paged_inputs(index)
+    query = inputs["query"]
+    axis = query.dim() - 2
+    strided = torch.stack([query + 1, query, query - 1], dim=axis).unbind(axis)[1]
+    assert not strided.is_contiguous()
+    out = _oracle.paged_attention_call(dict(inputs, query=strided))
+    assert torch.equal(out, _oracle.paged_attention_call(inputs))
+
+
+@pytest.mark.parametrize("index", range(len(PAGED)), ids=PAGED)
 def test_empty_stage_buffers_read_as_no_staging(index):
     inputs = _oracle.paged_inputs(index)
     key_cache = inputs["key_cache"]
