@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from scripts.commands.common import checkout_lock
+from scripts.e2e import ab, install, lock, preflight
 from scripts.e2e import config as e2e_config
 from scripts.e2e import run as e2e_run
 
@@ -19,4 +20,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     config = e2e_config.parse_args(args.args)  # every option (flag or KIT_E2E_*) checked before anything waits
     with checkout_lock(shared=True):  # the server and upstream's client run the checkout's code: it stays put
-        return e2e_run.main(config)
+        # Setup errors are KitErrors and signals KeyboardInterrupts: the front door reports both in one line.
+        python = install.base_python(config.python) if config.mode == "ascend" else None
+        checks = preflight.run(config, python)
+        with lock.hold_cards(e2e_run.locked_cards(config), config.lock_dir, config.lock_wait_s):
+            return (ab.execute if config.ab else e2e_run.execute)(config, python, checks)

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from scripts import checkout, gitcmd, paths, records, revisions
-from scripts.e2e import bench, compare, determinism, evidence, install, plot, preflight
+from scripts.e2e import bench, compare, determinism, evidence, install, plot, preflight, run
 from scripts.e2e.config import E2EConfig, fill_cmd, standin_server_cmd
 from scripts.e2e.evidence import RunRecord
 from scripts.errors import KitError
@@ -180,7 +180,6 @@ def server_command(config: E2EConfig, variant: Variant, base_python: str | None)
 def run_trials(config: E2EConfig, folder: Path, variants: Mapping[str, Variant], base_python: str | None,
                env: Mapping[str, str]) -> list[Trial]:  # fmt: skip
     """ABBA x repeats; stops at the first failed trial, which stays in the list and decides the verdict."""
-    from scripts.e2e import run  # run.py imports this module: a late import keeps the graph acyclic
 
     commands = {name: server_command(config, v, base_python) for name, v in variants.items()}
     image = bench.first_frame(config, folder)

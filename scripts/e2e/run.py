@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from scripts import paths, records
-from scripts.e2e import ab, bench, compare, determinism, evidence, install, lock, metrics, preflight, server
+from scripts.e2e import bench, compare, determinism, evidence, install, metrics, preflight, server
 from scripts.e2e.config import E2EConfig, fill_cmd, standin_server_cmd
 from scripts.e2e.evidence import RunRecord
 from scripts.errors import KitError
@@ -303,14 +303,3 @@ def locked_cards(config: E2EConfig) -> tuple[int, ...]:
     """The cards whose machine-wide locks this run takes: only real ones (a stand-in or a server started
     elsewhere uses none here, so such runs never wait for each other or for a job on the cards)."""
     return config.cards if config.mode == "ascend" else ()
-
-
-def main(config: E2EConfig) -> int:
-    """config is parse_args' (every option checked). Setup errors are KitErrors and signals KeyboardInterrupts:
-    the front door reports both in one line."""
-    python = install.base_python(config.python) if config.mode == "ascend" else None
-    checks = preflight.run(config, python)
-    with lock.hold_cards(locked_cards(config), config.lock_dir, config.lock_wait_s):
-        if config.ab:
-            return ab.execute(config, python, checks)
-        return execute(config, python, checks)
