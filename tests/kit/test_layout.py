@@ -99,6 +99,40 @@ def test_the_layering_check_bites(name: str, source: str, expected: str) -> None
     assert len(problems) == 1 and problems[0].startswith(expected), problems
 
 
+def import_cycle(modules: dict[str, str]) -> list[str]:
+    """One cycle of the import graph (late imports inside functions included: they hide a cycle, they do not
+    remove it), as [a, b, ..., a]; [] when there is none. Same-stage imports are allowed, cycles are not."""
+    graph = {name: sorted(kit_imports(source) & modules.keys()) for name, source in modules.items()}
+    done: set[str] = set()
+
+    def visit(name: str, path: list[str]) -> list[str]:
+        if name in path:
+            return [*path[path.index(name) :], name]
+        if name in done:
+            return []
+        for imported in graph.get(name, []):
+            if imported != name and (cycle := visit(imported, [*path, name])):
+                return cycle
+        done.add(name)
+        return []
+
+    return next((cycle for name in sorted(graph) if (cycle := visit(name, []))), [])
+
+
+def test_no_import_cycle_even_inside_a_stage() -> None:
+    assert import_cycle(kit_modules()) == []
+
+
+def test_the_cycle_check_bites_on_a_late_import_inside_a_stage() -> None:
+    modules = {
+        "e2e.run": "from scripts.e2e import ab\n",
+        "e2e.ab": "def f():\n    from scripts.e2e import run\n",
+        "e2e.bench": "",
+    }
+    assert import_cycle(modules) == ["e2e.ab", "e2e.run", "e2e.ab"]
+    assert import_cycle({**modules, "e2e.ab": ""}) == []
+
+
 def test_forward_imports_pass() -> None:
     source = "from scripts import checkout, pin\nfrom scripts.checks import lint\n"
     assert backward_imports({"pr.prepare": source}) == []
