@@ -220,7 +220,7 @@ ROWS = [
     Row("marker-in-binary-attributed-file", marker_in_binary_attributed, ("refresh",), 2,
         "conflict marker at vllm_omni/table.cfg:2"),
     Row("marker-in-binary-file", marker_in_binary_file, ("refresh",), 2, "conflict marker at vllm_omni/blob.bin:2"),
-    Row("marker-in-text-file", marker_in("docs/NOTES.txt", None), ("refresh",), 2, "docs/NOTES.txt:2"),
+    Row("marker-in-text-file", marker_in("vllm_omni/NOTES.txt", None), ("refresh",), 2, "vllm_omni/NOTES.txt:2"),
     # 5. round trip: what format-patch/am cannot carry is refused before writing, naming the line
     Row("body-line-dashes", message_patch("[NPU] Extra\n\nWhy.\n---\nMore." + trailers()), ("refresh",), 2,
         "message line 4 '---' comes back as ''"),

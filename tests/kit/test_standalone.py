@@ -37,5 +37,5 @@ def test_every_citation_resolves_inside_the_repository(path: Path) -> None:
 
 
 def test_a_dangling_citation_is_caught() -> None:
-    text = "see " + OUTSIDE[0] + " and docs/e2e.md, but docs/results.md and `scripts/checks/lint.py` exist"
-    assert dangling(text, KIT_ROOT) == [OUTSIDE[0], "docs/e2e.md"]
+    text = "see " + OUTSIDE[0] + " and docs/e2e-runbook.md, but docs/results.md and `scripts/checks/lint.py` exist"
+    assert dangling(text, KIT_ROOT) == [OUTSIDE[0], "docs/e2e-runbook.md"]
