@@ -13,6 +13,7 @@ from typing import NoReturn
 if not __package__:  # `python path/to/scripts COMMAND` from any folder (`-m scripts` needs the kit's root as cwd)
     sys.path[0] = str(Path(__file__).resolve().parent.parent)
 
+from scripts import signals
 from scripts.errors import KitError
 from scripts.report import fail
 
@@ -67,18 +68,16 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-# Signals that end a run (a closed terminal, a cancelled CI job, Ctrl-\\): each is raised like Ctrl-C, named
-# (KeyboardInterrupt("SIGTERM")), so that every cleanup (finally, with) runs and the state can say what ended it.
-ENDING_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
-
-
 def on_ending_signal(signum: int, frame: object) -> None:
+    """A signal that ends a run (a closed terminal, a cancelled CI job, Ctrl-\\) is raised like Ctrl-C, named
+    (KeyboardInterrupt("SIGTERM")), so that every cleanup (finally, with) runs and the state can say what ended it."""
     raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
 def main(argv: list[str] | None = None) -> int:
-    for ending in ENDING_SIGNALS:
-        signal.signal(ending, on_ending_signal)
+    for ending in signals.ENDING:
+        if ending != signal.SIGINT:  # SIGINT is a KeyboardInterrupt already
+            signal.signal(ending, on_ending_signal)
     for stream in (sys.stdout, sys.stderr):
         if isinstance(stream, io.TextIOWrapper):  # an ASCII (C locale) terminal gets other text escaped, no crash
             stream.reconfigure(errors="backslashreplace")

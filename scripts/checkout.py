@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
-from scripts import diffparse
+from scripts import diffparse, signals
 from scripts import pin as pinmod
 from scripts.errors import KitError
 from scripts.gitcmd import (
@@ -66,7 +66,6 @@ FAILED_AT = re.compile(r"^error: patch failed: (.+):(\d+)$", re.M)
 FILE_ERROR = re.compile(r"^error: (?!patch failed: )([^:\n]+): (.+)$", re.M)  # "error: x.py: already exists in ..."
 CORRUPT = re.compile(r"corrupt patch at line (\d+)")
 Progress = Callable[[str], None]
-ENDING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)  # what __main__ turns into cleanup
 
 
 class CheckoutError(KitError):
@@ -1164,7 +1163,7 @@ def refresh(
                 rows = write_back(checkout, patches_dir, old, state, drop, progress, recorded)
             except BaseException:
                 if not recorded:
-                    with signals_held():  # a second Ctrl-C waits until the checkout is whole again
+                    with signals.held():  # a second Ctrl-C waits until the checkout is whole again
                         put_back(checkout, start)
                 raise
     except Ended as exc:
@@ -1286,26 +1285,12 @@ def swap_into(patches_dir: Path, writes: dict[str, str], removals: list[str], th
         for tmp, _ in staged:
             tmp.unlink(missing_ok=True)
         raise
-    with signals_held():
+    with signals.held():
         for tmp, target in sorted(staged, key=lambda st: st[1].name == "series"):  # the series last
             os.replace(tmp, target)
         for name in removals:
             (patches_dir / name).unlink(missing_ok=True)
         then()
-
-
-@contextlib.contextmanager
-def signals_held() -> Iterator[None]:
-    """Hold every ending signal (INT, TERM, HUP, QUIT) back for a few renames; deliver them afterwards."""
-    caught: list[int] = []
-    previous = {sig: signal.signal(sig, lambda n, _f: caught.append(n)) for sig in ENDING_SIGNALS}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-        for sig in caught:
-            signal.raise_signal(sig)
 
 
 @contextlib.contextmanager
@@ -1315,9 +1300,5 @@ def endings_raised() -> Iterator[None]:
     def ended(signum: int, _frame: object) -> None:
         raise Ended(signum)
 
-    previous = {sig: signal.signal(sig, ended) for sig in ENDING_SIGNALS}
-    try:
+    with signals.handled(ended):
         yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)

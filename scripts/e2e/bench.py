@@ -11,10 +11,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from scripts import paths
+from scripts import paths, signals
 from scripts.e2e.client import gray_png
 from scripts.e2e.config import BENCHMARK_REL, E2EConfig
-from scripts.e2e.server import signals_held
 from scripts.errors import KitError
 
 
@@ -99,7 +98,7 @@ def run(cmd: list[str], env: Mapping[str, str], log_path: Path, timeout_s: float
     timed_out = False
     with log_path.open("ab") as log:
         try:
-            with signals_held():  # a signal lands after proc is known, inside this try
+            with signals.held():  # a signal lands after proc is known, inside this try
                 proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                         env=dict(env), start_new_session=True)  # fmt: skip
             code = proc.wait(timeout=timeout_s)

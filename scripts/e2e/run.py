@@ -16,7 +16,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from scripts import paths, records
+from scripts import paths, records, signals
 from scripts.e2e import bench, compare, determinism, evidence, install, metrics, preflight, server
 from scripts.e2e.config import E2EConfig, fill_cmd, standin_server_cmd
 from scripts.e2e.evidence import RunRecord
@@ -77,7 +77,7 @@ def one_run(config: E2EConfig, index: int, folder: Path, server_cmd: list[str], 
         return external_run(config, record, folder, bench_cmd, bench_env)
     srv: server.Server | None = None
     try:
-        with server.signals_held():  # a signal lands after srv is known, inside this try: its finally stops it
+        with signals.held():  # a signal lands after srv is known, inside this try: its finally stops it
             srv = server.start(server_cmd, env, d / "server.log")
         record.server_pgid = srv.pgid
         record.server_up_s = server.wait_healthy(srv, config.health_url, config.health_timeout_s)

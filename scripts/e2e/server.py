@@ -9,10 +9,11 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from scripts import signals
 
 POLL_S = 0.25
 
@@ -109,30 +110,10 @@ def _wait_group_gone(pgid: int, timeout_s: float) -> bool:
     return True
 
 
-ENDING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
-
-
-@contextmanager
-def signals_held() -> Iterator[None]:
-    """Hold back the signals that end a run (INT, TERM, HUP, QUIT) for the block: a second Ctrl-C while the
-    server is being stopped must not leave it running. The first that arrived is raised again when the block
-    ends, to the handler there was. (Recorded by a handler, not masked: a mask would pass on to the children
-    started in the block, and a server deaf to SIGTERM is what this guards against.)"""
-    arrived: list[int] = []
-    before = {sig: signal.signal(sig, lambda signum, _frame: arrived.append(signum)) for sig in ENDING_SIGNALS}
-    try:
-        yield
-    finally:
-        for sig, handler in before.items():
-            signal.signal(sig, handler)
-        if arrived:
-            signal.raise_signal(arrived[0])
-
-
 def stop(server: Server, timeout_s: float) -> list[int]:
     """SIGTERM the whole group, SIGKILL what is left after ``timeout_s``; returns survivors (pids).
-    Bounded (timeout_s + 11 s at most) and not cut short by a signal (see signals_held)."""
-    with signals_held():
+    Bounded (timeout_s + 11 s at most) and not cut short by a signal (see scripts.signals.held)."""
+    with signals.held():
         return _stop(server, timeout_s)
 
 

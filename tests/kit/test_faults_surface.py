@@ -26,7 +26,7 @@ import pytest
 from conftest import Kit
 from test_faults import Row, interrupted_apply, kit3, new_upstream, one_line_error, snapshot  # noqa: F401 -- kit3
 
-from scripts.e2e import server
+from scripts import signals
 from scripts.gitcmd import git
 from scripts.pr import onto
 
@@ -283,7 +283,7 @@ def test_a_signal_in_a_held_block_is_raised_when_it_ends() -> None:
     before = signal.signal(signal.SIGTERM, named)
     try:
         with pytest.raises(KeyboardInterrupt, match="SIGTERM"):
-            with server.signals_held():
+            with signals.held():
                 os.kill(os.getpid(), signal.SIGTERM)
                 time.sleep(0.2)  # delivered, recorded, not raised: the block finishes its work
                 finished = True
@@ -295,7 +295,7 @@ def test_a_signal_in_a_held_block_is_raised_when_it_ends() -> None:
 def test_a_process_started_in_a_held_block_hears_every_signal() -> None:
     """Held by a handler, not by the mask: a child inherits a mask, and a server deaf to SIGTERM outlives stops."""
     probe = "import signal; print(sorted(signal.pthread_sigmask(signal.SIG_BLOCK, [])))"
-    with server.signals_held():
+    with signals.held():
         out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
