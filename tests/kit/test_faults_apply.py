@@ -514,6 +514,7 @@ def test_every_ending_signal_during_apply_is_recognised(small_kit: Kit, sig: sig
     assert not (small_kit.checkout / ".git/rebase-apply").exists()  # no paused am the user did not start
     assert state_of(small_kit)["status"] == "applying"
     one_line_error(small_kit.run("lint"), 2, "an apply was interrupted")
+    one_line_error(small_kit.run("refresh"), 2, "an apply was interrupted")
     assert snapshot(small_kit.patches) == before
     assert small_kit.run("apply").returncode == 0
 
