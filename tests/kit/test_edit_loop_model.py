@@ -574,9 +574,13 @@ class EditLoop(RuleBasedStateMachine):
         outcome = run_kit(self.kit, "apply")
         self.expect_apply(outcome, before)
 
-    def expect_apply(self, outcome: Outcome, before: Scene) -> None:
+    def holds_unexported_work(self) -> bool:
+        """The checkout holds work of the user's that patches/ does not: apply must refuse to discard it."""
         holds_more = self.work != self.exported or self.folds or self.hand_edited
-        if self.phase == "conflict" or (self.phase == "clean" and not self.synced and holds_more):
+        return self.phase == "clean" and not self.synced and bool(holds_more)
+
+    def expect_apply(self, outcome: Outcome, before: Scene) -> None:
+        if self.phase == "conflict" or self.holds_unexported_work():
             return self.refused(outcome, before)  # it would discard the user's work
         if self.phase == "clean" and not self.synced and outcome.code != 0:
             return self.refused(outcome, before)  # rewritten commits with the same content: either is fine
@@ -668,14 +672,19 @@ class EditLoop(RuleBasedStateMachine):
                 return self.expect_refresh(outcome, before, drops)
             return self.expect_apply(outcome, before)
         if command == "refresh":
-            if snapshot(self.kit.patches) != before.patches:  # it got as far as swapping the files in
-                self.patches_are(self.work, before)
+            now = snapshot(self.kit.patches)
+            if now != before.patches:  # it swapped the files in: that refresh is whole
+                changed = sorted(k for k in now.keys() | before.patches.keys() if now.get(k) != before.patches.get(k))
+                say(f"  patches/ was written before the signal ({', '.join(changed)}): nothing to redo")
+                return self.exported_now(before)
             self.checkout_is(self.work)  # its autosquash may have run; the content is the same
             self.synced = False
             say("  run refresh again, as the kit says")
             self.expect_refresh(run_kit(self.kit, "refresh", *drops), self.scene(), drops)
             return None
         assert snapshot(self.kit.patches) == before.patches, "an interrupted apply changed patches/"
+        if self.holds_unexported_work():  # refused or interrupted, it must not have touched the user's work
+            return self.unchanged(before)
         self.phase = "interrupted"
         self.refresh(drop=True)  # refuses (the checkout is not whole) or, stopped before any change, succeeds
         say("  run apply again, as the kit says")
