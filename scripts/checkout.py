@@ -314,6 +314,8 @@ def guard_local_edits(checkout: Path, state: State | None) -> None:
     """Refuse to discard or misreport work that exists only in the checkout."""
     if not (checkout / ".git").is_dir():
         return
+    if state is not None and state.status == "applying":
+        return  # an apply of the kit's own that did not finish: a half-made tree (paused am, dirty files) to rebuild
     where = shown(checkout)
     if state is not None and state.status == "conflict":
         raise LocalEdits(
@@ -424,7 +426,10 @@ def export_tree(checkout: Path, rev: str, dest: Path) -> None:
 def abort_paused(checkout: Path) -> None:
     """Abort whatever git operation is paused in the checkout (with the kit's identity, see gitcmd)."""
     op = in_progress(checkout)
-    if op in ("git am", "git rebase", "git merge", "git cherry-pick", "git revert"):
+    if op == "git am" and git_run("am", "--abort", cwd=checkout).returncode != 0:
+        # a `git am` killed part way (Ctrl-C reaches its whole process group) can leave a folder git no longer reads
+        shutil.rmtree(checkout / ".git" / "rebase-apply", ignore_errors=True)
+    elif op in ("git rebase", "git merge", "git cherry-pick", "git revert"):
         git(op.split()[1], "--abort", cwd=checkout)
     elif op == "git bisect":
         git("bisect", "reset", cwd=checkout)

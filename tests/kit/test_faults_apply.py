@@ -31,6 +31,7 @@ from test_faults import (
     THREE_PATCHES,
     fixup_commit,
     inject,
+    interrupted_apply,
     lock_held,
     new_upstream,
     one_line_error,
@@ -615,3 +616,24 @@ def test_blob_ids_of_wheel_entries_are_gits(data: bytes, tmp_path: Path) -> None
     path = tmp_path / "f"
     path.write_bytes(data)
     assert git_blob_id(data) == git("hash-object", "--no-filters", str(path), cwd=tmp_path).strip()
+
+
+@pytest.mark.parametrize("left", ["am-folder-git-reads", "am-folder-part-written", "dirty-file"])
+def test_apply_again_rebuilds_what_an_interrupted_apply_left(kit3: Kit, left: str) -> None:
+    """Found by the edit-loop model: Ctrl-C reaches git am's whole process group, and a kill part way can
+    leave .git/rebase-apply (read by git or not) or touched files. The state says "applying", so that is the
+    kit's own half-made tree: the next apply rebuilds it instead of refusing what the kit itself left."""
+    interrupted_apply(kit3, Path())
+    before = snapshot(kit3.patches)
+    if left == "am-folder-git-reads":
+        kit3.git("am", "-q", "-k", str(kit3.patches / "0003-double-attn.patch"))  # not the next one: it pauses
+    elif left == "am-folder-part-written":
+        (kit3.checkout / ".git" / "rebase-apply").mkdir()
+        (kit3.checkout / ".git" / "rebase-apply" / "next").write_text("1\n")
+    else:
+        (kit3.checkout / "vllm_omni" / "attn.py").write_text("half written\n")
+    proc = kit3.run("apply")
+    assert proc.returncode == 0 and "Traceback" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
+    assert not (kit3.checkout / ".git" / "rebase-apply").exists()
+    assert state_of(kit3)["status"] == "applied" and kit3.run("refresh").returncode == 0
+    assert snapshot(kit3.patches) == before
