@@ -475,6 +475,8 @@ def prepare_checkout(
     if same_pin and state is not None:
         keep_last_good(checkout, state, same_pin=True)
         new.pristine_commit = state.pristine_commit
+        if state.status == "applying":
+            drop_git_locks(checkout)
         write_state(checkout, new)
         reset_to(checkout, PRISTINE_TAG)
         progress(f"reusing pristine {pin.label} at {state.pristine_commit[:12]}")
@@ -494,6 +496,14 @@ def prepare_checkout(
         remove_kit_made(checkout)
     staging.rename(checkout)
     progress(f"pristine {pin.label} committed as {new.pristine_commit[:12]}, tagged {PRISTINE_TAG}")
+
+
+def drop_git_locks(checkout: Path) -> None:
+    """Lock files (index.lock, HEAD.lock, ref locks) of a git the kit ran and a signal killed: Ctrl-C reaches
+    the kit's whole process group. Called only on the kit's own unfinished apply, under its checkout lock."""
+    git_dir = checkout / ".git"
+    for lock in [*git_dir.glob("*.lock"), *(git_dir / "refs").rglob("*.lock")]:
+        lock.unlink(missing_ok=True)
 
 
 def borrow_objects(new: Path, old: Path) -> None:

@@ -618,7 +618,8 @@ def test_blob_ids_of_wheel_entries_are_gits(data: bytes, tmp_path: Path) -> None
     assert git_blob_id(data) == git("hash-object", "--no-filters", str(path), cwd=tmp_path).strip()
 
 
-@pytest.mark.parametrize("left", ["am-folder-git-reads", "am-folder-part-written", "dirty-file"])
+@pytest.mark.parametrize("left", ["am-folder-git-reads", "am-folder-part-written", "dirty-file", "index.lock",
+                                  "refs/heads/series.lock"])  # fmt: skip
 def test_apply_again_rebuilds_what_an_interrupted_apply_left(kit3: Kit, left: str) -> None:
     """Found by the edit-loop model: Ctrl-C reaches git am's whole process group, and a kill part way can
     leave .git/rebase-apply (read by git or not) or touched files. The state says "applying", so that is the
@@ -630,10 +631,12 @@ def test_apply_again_rebuilds_what_an_interrupted_apply_left(kit3: Kit, left: st
     elif left == "am-folder-part-written":
         (kit3.checkout / ".git" / "rebase-apply").mkdir()
         (kit3.checkout / ".git" / "rebase-apply" / "next").write_text("1\n")
-    else:
+    elif left == "dirty-file":
         (kit3.checkout / "vllm_omni" / "attn.py").write_text("half written\n")
+    else:  # the lock file of a git killed part way
+        (kit3.checkout / ".git" / left).write_text("")
     proc = kit3.run("apply")
     assert proc.returncode == 0 and "Traceback" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
-    assert not (kit3.checkout / ".git" / "rebase-apply").exists()
+    assert not (kit3.checkout / ".git" / "rebase-apply").exists() and not (kit3.checkout / ".git" / left).exists()
     assert state_of(kit3)["status"] == "applied" and kit3.run("refresh").returncode == 0
     assert snapshot(kit3.patches) == before
