@@ -2,10 +2,21 @@
 
 from __future__ import annotations
 
-import argparse
-import io
 import signal
 import sys
+
+if __name__ == "__main__":  # a signal while Python loads the kit: nothing has started (main() takes over below)
+
+    def _before_start(signum: int, _frame: object) -> None:
+        sys.stderr.write(f"kit: error: interrupted by {signal.Signals(signum).name} before any command started "
+                         "-- nothing was changed; run it again\n")  # fmt: skip
+        raise SystemExit(130)
+
+    for _ending in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
+        signal.signal(_ending, _before_start)
+
+import argparse  # noqa: E402 -- after the handlers above
+import io  # noqa: E402
 from pathlib import Path
 from types import ModuleType
 from typing import NoReturn
@@ -75,8 +86,9 @@ def on_ending_signal(signum: int, frame: object) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C is a KeyboardInterrupt from here on
     for ending in signals.ENDING:
-        if ending != signal.SIGINT:  # SIGINT is a KeyboardInterrupt already
+        if ending != signal.SIGINT:
             signal.signal(ending, on_ending_signal)
     for stream in (sys.stdout, sys.stderr):
         if isinstance(stream, io.TextIOWrapper):  # an ASCII (C locale) terminal gets other text escaped, no crash
