@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 # stage number -> modules (a name ending in "." is a whole subpackage); 0 is the plumbing.
 STAGES: dict[int, tuple[str, ...]] = {
-    0: ("errors", "paths", "report", "records", "gitcmd", "worklock", "diffparse", "kittools", "signals"),
+    0: ("errors", "workspace", "report", "records", "gitcmd", "worklock", "diffparse", "kittools", "signals"),
     1: ("pin", "registry"),
     2: ("series", "revisions"),
     3: ("checkout",),
