@@ -21,9 +21,12 @@ if sys.version_info < (3, 11):  # noqa: UP036 -- the one line a user on an old p
 import nox  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))  # the kit's scripts/, for the pins and the leg names
-from scripts.kittools import KIT_TOOLS, pinned  # noqa: E402
+from scripts import kittools  # noqa: E402
 from scripts.legs.legenv import LEGS  # noqa: E402
 from scripts.legs.suite import TEST_FLAGS  # noqa: E402
+from scripts.workspace import Workspace  # noqa: E402
+
+KIT_TOOLS = Workspace(Path(__file__).parent).kit_tools
 
 nox.needs_version = ">=2026.10.20"  # the version pinned in ci/kit-tools.txt
 nox.options.sessions = ["apply", "lint", "test"]
@@ -31,6 +34,10 @@ nox.options.reuse_venv = "yes"
 nox.options.error_on_missing_interpreters = True
 # Sessions that make their own venv use uv (fast, cached) where it is installed, else virtualenv.
 VENV_BACKEND = "uv|virtualenv"
+
+
+def pinned(name: str) -> str:
+    return kittools.pinned(name, KIT_TOOLS)
 
 
 def run_kit(session: nox.Session, *args: str, posargs: list[str] | None = None) -> None:

@@ -22,11 +22,12 @@ from types import ModuleType
 from typing import NoReturn
 
 if not __package__:  # `python path/to/scripts COMMAND` from any folder (`-m scripts` needs the kit's root as cwd)
-    sys.path[0] = str(Path(__file__).resolve().parent.parent)
+    sys.path[0] = str(Path(sys.path[0]).resolve().parent)  # path/to/scripts -> the kit, so `scripts` imports
 
 from scripts import signals
 from scripts.errors import KitError
 from scripts.report import fail
+from scripts.workspace import Workspace
 
 
 def command_modules() -> tuple[ModuleType, ...]:
@@ -85,14 +86,21 @@ def on_ending_signal(signum: int, frame: object) -> None:
     raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
-def main(argv: list[str] | None = None) -> int:
-    signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C is a KeyboardInterrupt from here on
+def install_run_handlers() -> None:
+    """The program's own settings, made by the shell below only (an in-process caller keeps its own): every
+    ending signal is a KeyboardInterrupt from here on, and an ASCII (C locale) terminal gets other text
+    escaped, no crash."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     for ending in signals.ENDING:
         if ending != signal.SIGINT:
             signal.signal(ending, on_ending_signal)
     for stream in (sys.stdout, sys.stderr):
-        if isinstance(stream, io.TextIOWrapper):  # an ASCII (C locale) terminal gets other text escaped, no crash
+        if isinstance(stream, io.TextIOWrapper):
             stream.reconfigure(errors="backslashreplace")
+
+
+def main(argv: list[str], workspace: Workspace) -> int:
+    """Parse, dispatch to the command on `workspace`, and turn its refusals into one line and an exit code."""
     try:
         p = parser()
         args, extra = p.parse_known_args(argv)
@@ -108,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
         field = "pytest_args" if hasattr(args, "pytest_args") else "args"
         setattr(args, field, [*extra, *getattr(args, field)])
     try:
-        return args.run(args)
+        return args.run(args, workspace)
     except KitError as exc:
         fail(str(exc))
         return exc.exit_code
@@ -123,4 +131,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    install_run_handlers()
+    sys.exit(main(sys.argv[1:], Workspace.of_kit()))

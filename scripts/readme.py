@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from pathlib import Path
 
-from scripts import paths
 from scripts.checks.lint import RULES, Rule
 from scripts.checks.scope import of_patch, total
 from scripts.series import Patch, load_series
@@ -62,9 +62,9 @@ def current_block(readme: str, name: str) -> str | None:
     return found[0] if found else None
 
 
-def expected_blocks() -> dict[str, str]:
+def expected_blocks(patches: Path) -> dict[str, str]:
     return {
-        "series": block("series", series_table(load_series(paths.PATCHES))),
+        "series": block("series", series_table(load_series(patches))),
         "rules": block("rules", rules_table(RULES)),
     }
 

@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from scripts import checkout as co
-from scripts import paths
 from scripts.diffparse import FileDiff, parse
 from scripts.errors import KitError
 from scripts.gitcmd import last_line
+from scripts.workspace import Workspace
 
 SPDX = (
     "# SPDX-License-Identifier: Apache-2.0",
@@ -412,10 +412,10 @@ def lint_series(ruff: str, config: Path, tree: Path, pristine: Path, series_diff
     return SeriesLint(files, ours, unformatted, own_checks(series_diff, tree), pre_existing)
 
 
-def lint_checkout(ruff: str) -> tuple[SeriesLint, str]:
+def lint_checkout(ws: Workspace, ruff: str) -> tuple[SeriesLint, str]:
     """(the series' findings, ruff's version) on the kit's checkout: `lint` and `pr` both run exactly this;
     ruff is resolve_ruff's answer."""
     version = ruff_version(ruff)
-    config = paths.CI_DIR / "ruff-upstream.toml"
-    found = lint_series(ruff, config, paths.CHECKOUT, paths.PRISTINE_TREE, co.combined_diff(paths.CHECKOUT))
+    config = ws.ci_dir / "ruff-upstream.toml"
+    found = lint_series(ruff, config, ws.checkout, ws.pristine_tree, co.combined_diff(ws.checkout))
     return found, version

@@ -7,11 +7,11 @@ import os
 import time
 
 from scripts import checkout as co
-from scripts import paths
 from scripts import pin as pinmod
 from scripts.commands.common import checkout_lock
 from scripts.report import outcomes_table, progress
 from scripts.series import load_series
+from scripts.workspace import Workspace
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -25,24 +25,24 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="patches that need line offsets are an error (default on in CI)")  # fmt: skip
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, ws: Workspace) -> int:
     started = time.monotonic()
-    patches = load_series(paths.PATCHES)
-    with checkout_lock():
+    patches = load_series(ws.patches)
+    with checkout_lock(ws):
         if args.abort:
-            progress(f"apply --abort: {co.abort_series(paths.CHECKOUT, progress)}")
+            progress(f"apply --abort: {co.abort_series(ws.checkout, progress)}")
             return 0
         if args.resume:
-            results = co.continue_series(paths.CHECKOUT, patches, threeway=args.threeway, progress=progress)
+            results = co.continue_series(ws.checkout, patches, threeway=args.threeway, progress=progress)
         else:
-            pin = pinmod.load_pin(paths.PIN_FILE).with_source(args.source)
+            pin = pinmod.load_pin(ws.pin_file).with_source(args.source)
             progress(f"applying {len(patches)} patches to {pin.label}")
-            results = co.apply_series(pin, patches, paths.CHECKOUT, paths.DOWNLOADS, threeway=args.threeway,
+            results = co.apply_series(pin, patches, ws.checkout, ws.downloads, threeway=args.threeway,
                                       force=args.force, progress=progress)  # fmt: skip
-        co.export_tree(paths.CHECKOUT, co.PRISTINE_TAG, paths.PRISTINE_TREE)
+        co.export_tree(ws.checkout, co.PRISTINE_TAG, ws.pristine_tree)
     print(outcomes_table([(r.name, r.outcome, r.detail) for r in results]))
     elapsed = time.monotonic() - started
-    progress(f"checkout at .work/{paths.CHECKOUT.name} ({co.head(paths.CHECKOUT)[:12]}) in {elapsed:.1f} s")
+    progress(f"checkout at .work/{ws.checkout.name} ({co.head(ws.checkout)[:12]}) in {elapsed:.1f} s")
     if any(r.outcome in ("resolved", "skipped") for r in results):
         progress("next: nox -s refresh writes the hand-resolved patch back to patches/ (lint and test wait for it)")
     stale = [r.name for r in results if r.outcome in ("offset", "3-way")]

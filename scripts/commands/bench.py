@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import subprocess
 
-from scripts import paths
 from scripts.commands.common import current
 from scripts.legs import suite as legs
+from scripts.workspace import Workspace
 
 PASSTHROUGH = True
 
@@ -16,9 +16,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("pytest_args", nargs=argparse.REMAINDER, help="passed on to pytest")
 
 
-def run(args: argparse.Namespace) -> int:
-    current()
-    python, _, _, env = legs.prepare("npu", paths.RECORDS / "bench")
-    env["KIT_BENCH_OUT"] = str(paths.RECORDS / "bench-npu-gather.json")
+def run(args: argparse.Namespace, ws: Workspace) -> int:
+    current(ws)
+    python, _, _, env = legs.prepare(ws, "npu", ws.records / "bench")
+    env["KIT_BENCH_OUT"] = str(ws.records / "bench-npu-gather.json")
     cmd = [str(python), "-m", "pytest", "tests/regression/bench_npu_gather.py", "-p", "no:cacheprovider", "-q", "-s"]
-    return subprocess.run([*cmd, *args.pytest_args], cwd=paths.ROOT, env=env).returncode
+    return subprocess.run([*cmd, *args.pytest_args], cwd=ws.root, env=env).returncode

@@ -5,18 +5,19 @@ from __future__ import annotations
 import contextlib
 
 from scripts import checkout as co
-from scripts import paths, worklock
 from scripts import pin as pinmod
+from scripts import worklock
 from scripts.report import progress
 from scripts.series import load_series
+from scripts.workspace import Workspace
 
 
-def checkout_lock(*, shared: bool = False) -> contextlib.AbstractContextManager[None]:
+def checkout_lock(ws: Workspace, *, shared: bool = False) -> contextlib.AbstractContextManager[None]:
     """The checkout's lock: apply/refresh/pr write (exclusive), lint/test read (shared)."""
-    return worklock.hold(paths.WORK / "locks" / f"{paths.CHECKOUT.name}.lock", f".work/{paths.CHECKOUT.name}",
+    return worklock.hold(ws.locks / f"{ws.checkout.name}.lock", f".work/{ws.checkout.name}",
                          shared=shared, say=progress)  # fmt: skip
 
 
-def current() -> co.State:
+def current(ws: Workspace) -> co.State:
     """The checkout's state, refusing one that does not match the pin and patches/."""
-    return co.verify_current(paths.CHECKOUT, pinmod.load_pin(paths.PIN_FILE), load_series(paths.PATCHES))
+    return co.verify_current(ws.checkout, pinmod.load_pin(ws.pin_file), load_series(ws.patches))

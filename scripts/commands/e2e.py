@@ -8,6 +8,7 @@ from scripts.commands.common import checkout_lock
 from scripts.e2e import ab, install, lock, preflight
 from scripts.e2e import config as e2e_config
 from scripts.e2e import run as e2e_run
+from scripts.workspace import Workspace
 
 PASSTHROUGH = True  # the e2e has its own parser (scripts/e2e/config.py)
 OWN_HELP = True  # so `e2e --help` shows that parser's help
@@ -17,11 +18,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
 
 
-def run(args: argparse.Namespace) -> int:
-    config = e2e_config.parse_args(args.args)  # every option (flag or KIT_E2E_*) checked before anything waits
-    with checkout_lock(shared=True):  # the server and upstream's client run the checkout's code: it stays put
+def run(args: argparse.Namespace, ws: Workspace) -> int:
+    config = e2e_config.parse_args(ws, args.args)  # every option (flag or KIT_E2E_*) checked before anything waits
+    with checkout_lock(ws, shared=True):  # the server and upstream's client run the checkout's code: it stays put
         # Setup errors are KitErrors and signals KeyboardInterrupts: the front door reports both in one line.
         python = install.base_python(config.python) if config.mode == "ascend" else None
-        checks = preflight.run(config, python)
+        checks = preflight.run(ws, config, python)
         with lock.hold_cards(e2e_run.locked_cards(config), config.lock_dir, config.lock_wait_s):
-            return (ab.execute if config.ab else e2e_run.execute)(config, python, checks)
+            return (ab.execute if config.ab else e2e_run.execute)(ws, config, python, checks)

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from scripts.legs import legenv
+from scripts.workspace import Workspace
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -15,8 +16,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--versions", action="store_true", help="print the env's versions")
 
 
-def run(args: argparse.Namespace) -> int:
-    found = legenv.interpreter(args.leg, legenv.LegOptions(python=args.python))
+def run(args: argparse.Namespace, ws: Workspace) -> int:
+    found = legenv.interpreter(ws, args.leg, legenv.LegOptions(python=args.python))
     if args.versions:
         print(json.dumps(legenv.versions(found.python), indent=2))
     return 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from scripts.legs import legpins
+from scripts.workspace import Workspace
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -16,5 +17,5 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.set_defaults(mode="write")
 
 
-def run(args: argparse.Namespace) -> int:
-    return legpins.pins_main(args.mode)
+def run(args: argparse.Namespace, ws: Workspace) -> int:
+    return legpins.pins_main(ws.ci_dir, args.mode)

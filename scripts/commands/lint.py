@@ -4,28 +4,29 @@ from __future__ import annotations
 
 import argparse
 
-from scripts import paths, records
+from scripts import records
 from scripts.checks import lint as lintmod
 from scripts.commands.common import checkout_lock, current
 from scripts.report import progress, table
+from scripts.workspace import Workspace
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ruff", default="ruff", help="the ruff executable (upstream pins v0.14.10)")
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, ws: Workspace) -> int:
     executable = lintmod.resolve_ruff(args.ruff)  # from the caller's folder, once, before anything runs
-    with checkout_lock(shared=True):
-        state = current()
+    with checkout_lock(ws, shared=True):
+        state = current(ws)
         progress(f"ruff with upstream's settings, and {lintmod.RULE_IDS}, on the lines the series adds")
-        result, ruff = lintmod.lint_checkout(executable)
+        result, ruff = lintmod.lint_checkout(ws, executable)
     for finding in result.findings:
         print(finding)
     for finding in result.pre_existing:
         print(f"{finding} [pre-existing upstream, not counted]")
     print(table(["check", "findings"], result.rows()))
-    records.write(paths.RECORDS, "lint", {"series_digest": state.series_digest, "files": result.files,
+    records.write(ws.records, "lint", {"series_digest": state.series_digest, "files": result.files,
                   "findings": [str(f) for f in result.findings], "pre_existing": len(result.pre_existing),
                   "ruff": ruff, "passed": not result.findings})  # fmt: skip
     count = len(result.findings)

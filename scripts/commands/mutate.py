@@ -6,10 +6,10 @@ import argparse
 import time
 
 from scripts import checkout as co
-from scripts import paths
 from scripts.commands.common import current
 from scripts.legs import mutate
 from scripts.report import progress, table
+from scripts.workspace import Workspace
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -20,23 +20,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--list", action="store_true", help="list the mutants and their keys, run nothing")
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, ws: Workspace) -> int:
     started = time.monotonic()
-    state = current()
-    series_diff = co.combined_diff(paths.CHECKOUT)
-    mutants = mutate.select(mutate.series_mutants(series_diff, paths.CHECKOUT), args.only, args.operator)
+    state = current(ws)
+    series_diff = co.combined_diff(ws.checkout)
+    mutants = mutate.select(mutate.series_mutants(series_diff, ws.checkout), args.only, args.operator)
     if args.list:
         print(table(["line", "operator", "key"], [(m.line, m.operator, m.key) for m in mutants]))
         return 0
-    equivalent = mutate.load_equivalent(mutate.EQUIVALENT)
-    keys = {m.key for m in mutate.series_mutants(series_diff, paths.CHECKOUT)}
+    equivalent = mutate.load_equivalent(ws.equivalent_mutants)
+    keys = {m.key for m in mutate.series_mutants(series_diff, ws.checkout)}
     stale = sorted(k for k in equivalent if k not in keys)
     for key in stale:
         progress(f"allowlist entry matches no mutant (stale; remove it): {key}")
-    tree = mutate.make_workspace(mutate.WORK / "workspace", paths.CHECKOUT, paths.ROOT)
-    workers = {leg: mutate.start_worker(leg, tree) for leg in ("stock", "npu")}
+    tree = mutate.make_workspace(ws.mutate_dir / "workspace", ws.checkout, ws.root)
+    workers = {leg: mutate.start_worker(ws, leg, tree) for leg in ("stock", "npu")}
     try:
-        return mutate.run_all(mutants, equivalent, stale, tree, workers, state.series_digest, started)
+        return mutate.run_all(ws.records, mutants, equivalent, stale, tree, workers, state.series_digest, started)
     finally:
         for worker in workers.values():
             worker.close()

@@ -7,30 +7,30 @@ import dataclasses
 import tempfile
 from pathlib import Path
 
-from scripts import paths
 from scripts import pin as pinmod
 from scripts.report import progress, table
+from scripts.workspace import Workspace
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--record-git", action="store_true", help="resolve git.tag at git.url and write git.commit")
 
 
-def run(args: argparse.Namespace) -> int:
-    p = pinmod.load_pin(paths.PIN_FILE)
+def run(args: argparse.Namespace, ws: Workspace) -> int:
+    p = pinmod.load_pin(ws.pin_file)
     if not args.record_git:
         print(table(["field", "value"], [(k, v) for k, v in vars(p).items()]))
         return 0
-    commit = pinmod.resolve_tag(p.git_url, p.git_tag, paths.ROOT)
+    commit = pinmod.resolve_tag(p.git_url, p.git_tag, ws.root)
     progress(f"{p.git_tag} at {p.git_url} is {commit}; comparing its tree with the pinned wheel")
     with tempfile.TemporaryDirectory() as tmp:
         pinmod.fetch_git(dataclasses.replace(p, git_commit=commit), Path(tmp) / "src")
-        diffs = pinmod.wheel_matches_tree(pinmod.fetch_wheel(p, paths.DOWNLOADS), Path(tmp) / "src")
+        diffs = pinmod.wheel_matches_tree(pinmod.fetch_wheel(p, ws.downloads), Path(tmp) / "src")
     if diffs:
         raise pinmod.PinError(
             f"{p.git_tag} differs from the pinned wheel in {len(diffs)} file(s), e.g. {diffs[0]}",
             "check that the tag names the release the wheel was built from; nothing was written",
         )
-    pinmod.record_git_commit(paths.PIN_FILE, commit)
+    pinmod.record_git_commit(ws.pin_file, commit)
     progress(f"same files as {p.wheel_filename}; commit written to patches/upstream.toml")
     return 0

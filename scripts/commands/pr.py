@@ -6,7 +6,7 @@ import argparse
 from datetime import datetime, timezone
 
 from scripts import checkout as co
-from scripts import paths, records, revisions
+from scripts import records, revisions
 from scripts.checks import lint as lintmod
 from scripts.checks import scope
 from scripts.commands.common import checkout_lock
@@ -15,9 +15,10 @@ from scripts.pin import load_pin
 from scripts.pr import body as prbody
 from scripts.pr import branch as prbranch
 from scripts.pr import cover as covermod
-from scripts.pr import onto, prepare
+from scripts.pr import prepare
 from scripts.report import progress, table
 from scripts.series import load_series
+from scripts.workspace import Workspace
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -34,39 +35,39 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--open", action="store_true", help="with --push-to: open the PR with gh (installed, logged in)")
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, ws: Workspace) -> int:
     prepare.check_flags(args)
-    identity = prbranch.user_identity(paths.ROOT)
+    identity = prbranch.user_identity(ws.root)
     ruff_path = lintmod.resolve_ruff(args.ruff)  # from the caller's folder, once
-    with checkout_lock():  # pr/vN is written into the checkout
-        return prepare_revision(args, identity, ruff_path)
+    with checkout_lock(ws):  # pr/vN is written into the checkout
+        return prepare_revision(ws, args, identity, ruff_path)
 
 
-def prepare_revision(args: argparse.Namespace, identity: str, ruff_path: str) -> int:
+def prepare_revision(ws: Workspace, args: argparse.Namespace, identity: str, ruff_path: str) -> int:
     """Compute first, record last: every check (provenance, output folder, gh, precheck, --onto) passes before
     the branch, .work/pr/vN or patches/revisions.toml is written, so a refused run leaves no revision behind."""
-    pin = load_pin(paths.PIN_FILE)
-    patches = load_series(paths.PATCHES)
+    pin = load_pin(ws.pin_file)
+    patches = load_series(ws.patches)
     if not patches:
         raise prepare.PrError(
             "the series is empty: nothing to send upstream", "add patches (commit in the checkout, nox -s refresh)"
         )
-    cover = covermod.load(paths.PATCHES)
-    cover_source = (paths.PATCHES / covermod.NAME).read_text(encoding="utf-8")
-    state = co.verify_current(paths.CHECKOUT, pin, patches)
+    cover = covermod.load(ws.patches)
+    cover_source = (ws.patches / covermod.NAME).read_text(encoding="utf-8")
+    state = co.verify_current(ws.checkout, pin, patches)
     digest = state.series_digest
-    revs = revisions.load(prepare.REVISIONS_FILE)
+    revs = revisions.load(ws.revisions_file)
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    kit_commit = revisions.head_commit_holding(paths.ROOT, digest)
+    kit_commit = revisions.head_commit_holding(ws.root, digest)
     rev, is_new = revisions.current(revs, digest, pin.label, kit_commit, now, cover.digest)
     prev = next((r for r in reversed(revs) if r.number < rev.number), None)
-    out = prepare.PR_DIR / rev.label
+    out = ws.pr_dir / rev.label
     branch = f"pr/{rev.label}"
     prepare.refuse_overwrite(out, args.force)
     prepare.refuse_open_without_gh(args, branch, cover.title, out / "pr-body.md")
 
     progress("precheck: ruff with upstream's settings + kit checks")
-    lint, ruff_version = lintmod.lint_checkout(ruff_path)
+    lint, ruff_version = lintmod.lint_checkout(ws, ruff_path)
     if lint.findings:
         for finding in lint.findings:
             print(finding)
@@ -78,42 +79,45 @@ def prepare_revision(args: argparse.Namespace, identity: str, ruff_path: str) ->
         f"revision {rev.label}: {'new (series or cover changed)' if is_new else 'unchanged since it was recorded'}"
     )
 
-    commits = git("rev-list", "--reverse", f"{co.PRISTINE_TAG}..HEAD", cwd=paths.CHECKOUT).split()
-    made = prbranch.rewrite(paths.CHECKOUT, co.PRISTINE_TAG, commits, identity)  # objects only: no branch yet
-    repo, kept, where = paths.CHECKOUT, patches, f"Branch {branch} in .work/{paths.CHECKOUT.name} (for review)"
+    commits = git("rev-list", "--reverse", f"{co.PRISTINE_TAG}..HEAD", cwd=ws.checkout).split()
+    made = prbranch.rewrite(ws.checkout, co.PRISTINE_TAG, commits, identity)  # objects only: no branch yet
+    repo, kept, where = ws.checkout, patches, f"Branch {branch} in .work/{ws.checkout.name} (for review)"
     review_tip = made[-1]
     onto_report = ""
     if args.onto:
-        kept, made, base, verdict_table = prepare.put_onto(args, patches, commits, identity, branch)
+        kept, made, base, verdict_table = prepare.put_onto(ws, args, patches, commits, identity, branch)
         onto_report = f"\nEach patch on {base}:\n{verdict_table}\n"
-        repo, where = onto.CLONE, f"Branch {branch} in .work/{onto.CLONE.name} on {base}: {len(made)} commit(s)"
-        progress(f"branch {branch} in .work/{onto.CLONE.name} on {base}: {len(made)} signed-off commit(s)")
+        repo, where = (
+            ws.upstream_clone,
+            f"Branch {branch} in .work/{ws.upstream_clone.name} on {base}: {len(made)} commit(s)",
+        )
+        progress(f"branch {branch} in .work/{ws.upstream_clone.name} on {base}: {len(made)} signed-off commit(s)")
     subjects = [prbranch.message_parts(repo, c)[0] for c in made]
     title = cover.title
 
     scopes = [scope.of_patch(p.name, p.text) for p in kept]
-    results = prbody.evidence({name: records.read(paths.RECORDS, name) for name, _, _ in prbody.PLAN}, digest)
+    results = prbody.evidence({name: records.read(ws.records, name) for name, _, _ in prbody.PLAN}, digest)
     progress(f"range-diff against {prev.label if prev else 'nothing (first revision)'}")
-    rdiff = prepare.previous_range_diff(prev, review_tip, identity)
+    rdiff = prepare.previous_range_diff(ws, prev, review_tip, identity)
 
     files = {p.name: prbranch.format_patch(repo, c) for p, c in zip(kept, made, strict=True)}
     files["pr-body.md"] = prbody.body(covermod.purpose_section(cover, subjects), results, scopes, pin.label, digest)
-    ruff = (ruff_version, prepare.upstream_ruff())
-    cover_diff = prepare.previous_cover(prev, cover_source)
+    ruff = (ruff_version, prepare.upstream_ruff(ws))
+    cover_diff = prepare.previous_cover(ws, prev, cover_source)
     files["cover.txt"] = prepare.cover_text(
         title, rev, pin.label, where, identity, kept, scopes, lint, ruff, rdiff, cover_diff, onto_report
     )
-    files["series/series"] = (paths.PATCHES / "series").read_text(encoding="utf-8")
+    files["series/series"] = (ws.patches / "series").read_text(encoding="utf-8")
     files["series/" + covermod.NAME] = cover_source
     files.update({f"series/{p.name}": p.text for p in patches})
 
     # Record: the output, the review branch, then the revision (last: it is what the next run compares with).
     prepare.write_output(out, files)
-    git("branch", "-f", branch, review_tip, cwd=paths.CHECKOUT)
-    progress(f"branch {branch} in .work/{paths.CHECKOUT.name}: {len(commits)} commit(s) signed off by {identity}, "
+    git("branch", "-f", branch, review_tip, cwd=ws.checkout)
+    progress(f"branch {branch} in .work/{ws.checkout.name}: {len(commits)} commit(s) signed off by {identity}, "
              "kit trailers stripped; it sits on the kit's pristine commit: for review, not for upstream")  # fmt: skip
     if is_new:
-        prepare.REVISIONS_FILE.write_text(revisions.render([*revs, rev]), encoding="utf-8")
+        ws.revisions_file.write_text(revisions.render([*revs, rev]), encoding="utf-8")
         progress(f"recorded {rev.label} in patches/revisions.toml (commit it with patches/)")
 
     print(table(scope.HEADERS, scope.rows(scopes)))
@@ -129,6 +133,6 @@ def prepare_revision(args: argparse.Namespace, identity: str, ruff_path: str) ->
         ("range-diff", rdiff.splitlines()[0]),
     ]
     print(table(["item", "value"], summary))
-    prepare.deliver(args, branch, title, out / "pr-body.md")
+    prepare.deliver(ws, args, branch, title, out / "pr-body.md")
     progress(f"ready: .work/pr/{rev.label}/pr-body.md and cover.txt")
     return 0

@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 
 from scripts import readme
+from scripts.workspace import Workspace
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     del p  # no options
 
 
-def run(args: argparse.Namespace) -> int:
-    print("\n\n".join(readme.expected_blocks().values()))
+def run(args: argparse.Namespace, ws: Workspace) -> int:
+    print("\n\n".join(readme.expected_blocks(ws.patches).values()))
     return 0

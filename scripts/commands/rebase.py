@@ -6,12 +6,12 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from scripts import paths
 from scripts import pin as pinmod
 from scripts.pr import rebase
 from scripts.pr.verdicts import DROPPED, SHOWN
 from scripts.report import outcomes_table, progress
 from scripts.series import load_series
+from scripts.workspace import Workspace
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -39,29 +39,29 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
-def run(args: argparse.Namespace) -> int:
-    pin = pinmod.load_pin(paths.PIN_FILE)
-    patches = load_series(paths.PATCHES)
-    target = rebase.target_of(pin, args, paths.DOWNLOADS)
+def run(args: argparse.Namespace, ws: Workspace) -> int:
+    pin = pinmod.load_pin(ws.pin_file)
+    patches = load_series(ws.patches)
+    target = rebase.target_of(ws, pin, args)
     progress(f"trying {len(patches)} patch(es) from {pin.label} on {target.label} (the checkout is not touched)")
-    paths.WORK.mkdir(parents=True, exist_ok=True)
+    ws.work.mkdir(parents=True, exist_ok=True)
     name = args.report_name or args.target or f"{Path(target.url).name}-{target.ref}"
-    with tempfile.TemporaryDirectory(dir=paths.WORK, prefix=".rebase-") as tmp:
-        repo, verdicts = rebase.try_series(pin, target, patches, Path(tmp))
+    with tempfile.TemporaryDirectory(dir=ws.work, prefix=".rebase-") as tmp:
+        repo, verdicts = rebase.try_series(pin, target, patches, Path(tmp), ws.downloads)
         print(outcomes_table([(v.name, v.shown, v.detail) for v in verdicts], "verdict"))
         dropped = [p for p, v in zip(patches, verdicts, strict=True) if v.outcome in DROPPED]
         kept = [p for p in patches if p not in dropped]
-        depends = rebase.dependent_tests(dropped, rebase.test_texts(kept))
+        depends = rebase.dependent_tests(dropped, rebase.test_texts(ws, kept))
         for patch_name, tests in depends.items():
             progress(f"{patch_name} is dropped; tests that exercise its files: {', '.join(tests)}")
         data = rebase.report(pin, target, verdicts, False, depends)
-        out = rebase.write_report(name, data, rebase.markdown(data, verdicts))
+        out = rebase.write_report(ws.rebase_dir, name, data, rebase.markdown(data, verdicts))
         counts = ", ".join(f"{n} {SHOWN.get(o, o)}" for o, n in data["counts"].items() if n)  # type: ignore[attr-defined]
         progress(f"{target.label}: {counts or 'empty series'}; report .work/rebase/{out.name} and {out.stem}.md")
         if args.move:
-            rebase.move(pin, target, patches, repo, verdicts)
+            rebase.move(ws, pin, target, patches, repo, verdicts)
             data = rebase.report(pin, target, verdicts, True, depends)
-            rebase.write_report(name, data, rebase.markdown(data, verdicts))
+            rebase.write_report(ws.rebase_dir, name, data, rebase.markdown(data, verdicts))
     fresh = rebase.new_conflicts(verdicts, args.baseline)
     if args.baseline is not None and fresh:
         progress(f"newly conflicting since {args.baseline.name}: {', '.join(fresh)}")

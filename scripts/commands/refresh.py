@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 
 from scripts import checkout as co
-from scripts import paths
 from scripts import pin as pinmod
 from scripts.commands.common import checkout_lock
 from scripts.report import progress, table
 from scripts.series import load_series
+from scripts.workspace import Workspace
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -17,10 +17,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="a patch the checkout no longer holds, on purpose")  # fmt: skip
 
 
-def run(args: argparse.Namespace) -> int:
-    with checkout_lock():
-        rows = co.refresh(paths.CHECKOUT, paths.PATCHES, load_series(paths.PATCHES), progress=progress,
-                          drop=tuple(args.drop), pin=pinmod.load_pin(paths.PIN_FILE))  # fmt: skip
+def run(args: argparse.Namespace, ws: Workspace) -> int:
+    with checkout_lock(ws):
+        rows = co.refresh(ws.checkout, ws.patches, load_series(ws.patches), progress=progress,
+                          drop=tuple(args.drop), pin=pinmod.load_pin(ws.pin_file))  # fmt: skip
     print(table(["patch", "outcome"], rows))
     changed = sum(1 for _, outcome in rows if outcome != "unchanged")
     progress(f"{changed} patch file(s) changed" if changed else "patches/ unchanged")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from scripts.legs import looptimings, timings
+from scripts.workspace import Workspace
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -14,7 +15,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--repeat", type=int, default=3, help="warm runs per --loop figure")
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, ws: Workspace) -> int:
     if args.loop:
-        return looptimings.loop_main(args.loop, args.repeat)
-    return timings.fresh_clones(args.empty_cache, args.ci)
+        return looptimings.loop_main(ws, args.loop, args.repeat)
+    return timings.fresh_clones(ws, args.empty_cache, args.ci)

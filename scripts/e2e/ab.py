@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from scripts import checkout, gitcmd, paths, records, revisions
+from scripts import checkout, gitcmd, records, revisions
 from scripts.e2e import bench, compare, determinism, evidence, install, plot, preflight, run
 from scripts.e2e.config import E2EConfig, fill_cmd, standin_server_cmd
 from scripts.e2e.evidence import RunRecord
@@ -33,6 +33,7 @@ from scripts.legs import legenv
 from scripts.pin import load_pin
 from scripts.report import progress
 from scripts.series import Patch, load_series, series_digest
+from scripts.workspace import Workspace
 
 RESAMPLES = 4000
 STAGE_NOTE = (
@@ -125,63 +126,65 @@ def variant_env(env: Mapping[str, str], variant: str) -> dict[str, str]:
 # ---- resolving and applying BASE --------------------------------------------------------------
 
 
-def base_series(base: str, scratch: Path) -> tuple[list[Patch], str]:
+def base_series(ws: Workspace, base: str, scratch: Path) -> tuple[list[Patch], str]:
     """(patches, where they came from) for a revision label, ``pristine`` or a git ref."""
     if base == "pristine":
         return [], "the pristine pin, no patches"
-    revs = {r.label: r for r in revisions.load(paths.PATCHES / "revisions.toml")}
+    revs = {r.label: r for r in revisions.load(ws.revisions_file)}
     if base in revs:
-        found = revisions.find_series(revs[base], paths.WORK / "pr" / base / "series", paths.ROOT, scratch)
+        found = revisions.find_series(revs[base], ws.pr_dir / base / "series", ws.root, scratch)
         if found is None:
             raise ABError(f"revision {base}'s series is neither in .work/pr nor in this repository's history",
                           "pass a git ref of the kit instead")  # fmt: skip
         return found
-    probe = gitcmd.run("rev-parse", "--verify", "-q", f"{base}^{{commit}}", cwd=paths.ROOT)
+    probe = gitcmd.run("rev-parse", "--verify", "-q", f"{base}^{{commit}}", cwd=ws.root)
     if probe.returncode != 0:
         raise ABError(f"--ab {base!r} is not a revision in patches/revisions.toml, a git ref, or pristine",
                       "pass e.g. --ab v1, --ab main~3 or --ab pristine")  # fmt: skip
     commit = probe.stdout.strip()
-    patches = revisions.patches_at(paths.ROOT, commit, scratch / "ref")
+    patches = revisions.patches_at(ws.root, commit, scratch / "ref")
     if patches is None:
         raise ABError(f"{base} ({commit[:12]}) has no valid patches/ series", "pass a kit commit that has one")
     return patches, f"kit commit {commit[:12]}"
 
 
-def prepare_variants(base: str) -> tuple[Variant, Variant]:
+def prepare_variants(ws: Workspace, base: str) -> tuple[Variant, Variant]:
     """A: BASE applied in .work/ab/base/vllm-omni; B: the current checkout (preflight checked it)."""
-    pin = load_pin(paths.PIN_FILE)
+    pin = load_pin(ws.pin_file)
     with tempfile.TemporaryDirectory() as tmp:
-        patches, source = base_series(base, Path(tmp))
-        where = paths.WORK / "ab" / "base" / "vllm-omni"
+        patches, source = base_series(ws, base, Path(tmp))
+        where = ws.ab_dir / "base" / "vllm-omni"
         where.parent.mkdir(parents=True, exist_ok=True)
-        checkout.apply_series(pin, patches, where, paths.DOWNLOADS, force=True, progress=progress)
+        checkout.apply_series(pin, patches, where, ws.downloads, force=True, progress=progress)
         a = Variant("A", base, series_digest(patches), len(patches), source, where)  # reads the files: inside
-    head = load_series(paths.PATCHES)
-    b = Variant("B", "HEAD (patches/)", series_digest(head), len(head), "this working tree", paths.CHECKOUT)
+    head = load_series(ws.patches)
+    b = Variant("B", "HEAD (patches/)", series_digest(head), len(head), "this working tree", ws.checkout)
     return a, b
 
 
 # ---- running ----------------------------------------------------------------------------------
 
 
-def server_command(config: E2EConfig, variant: Variant, base_python: str | None) -> tuple[list[str], str]:
+def server_command(
+    ws: Workspace, config: E2EConfig, variant: Variant, base_python: str | None
+) -> tuple[list[str], str]:
     """(server command, python for upstream's client) for one variant."""
     values = {"host": config.host, "port": str(config.port), "model": config.model_name,
               "deploy_config": str(config.deploy_config), "checkout": str(variant.checkout)}  # fmt: skip
     if config.standin:
-        values["python"] = str(legenv.ensure_env("stock"))
-        return fill_cmd(config.server_cmd or standin_server_cmd(), values), sys.executable
+        values["python"] = str(legenv.ensure_env(ws, "stock"))
+        return fill_cmd(config.server_cmd or standin_server_cmd(ws.standin_script), values), sys.executable
     assert base_python is not None  # preflight refused a run without one
-    venv = paths.WORK / "ab" / variant.name / "venv"
-    values["python"] = str(install.install(base_python, variant.checkout, venv))
+    venv = ws.ab_dir / variant.name / "venv"
+    values["python"] = str(install.install(ws, base_python, variant.checkout, venv))
     return fill_cmd(config.server_cmd or install.serve_command(venv), values), values["python"]
 
 
-def run_trials(config: E2EConfig, folder: Path, variants: Mapping[str, Variant], base_python: str | None,
+def run_trials(ws: Workspace, config: E2EConfig, folder: Path, variants: Mapping[str, Variant], base_python: str | None,
                env: Mapping[str, str]) -> list[Trial]:  # fmt: skip
     """ABBA x repeats; stops at the first failed trial, which stays in the list and decides the verdict."""
 
-    commands = {name: server_command(config, v, base_python) for name, v in variants.items()}
+    commands = {name: server_command(ws, config, v, base_python) for name, v in variants.items()}
     image = bench.first_frame(config, folder)
     client = bench.choose_client(config)
     trials: list[Trial] = []
@@ -191,7 +194,9 @@ def run_trials(config: E2EConfig, folder: Path, variants: Mapping[str, Variant],
         server_cmd, client_python = commands[name]
         cmd = bench.command(config, client, client_python, d / "benchmark.json", d / "video.mp4", image)
         server_env = variant_env(env, name)
-        record = run.one_run(config, index, folder, server_cmd, server_env, cmd, bench.client_env(client, server_env))
+        record = run.one_run(
+            config, index, folder, server_cmd, server_env, cmd, bench.client_env(client, server_env, ws.root)
+        )
         trial = Trial(record, name)
         if record.status == "ok":
             run.judge_performance(record, d / "benchmark.json", config)
@@ -288,12 +293,12 @@ def model_config_digest(model: str | None) -> str | None:
     return None
 
 
-def checklist(config: E2EConfig, variants: Mapping[str, Variant], summary: Mapping[str, Any],
+def checklist(ws: Workspace, config: E2EConfig, variants: Mapping[str, Variant], summary: Mapping[str, Any],
               hardware: str) -> list[tuple[str, str]]:  # fmt: skip
     """The reviewer's questions, item by item, answered from this invocation."""
     a, b = variants["A"], variants["B"]
-    kit = evidence.kit_identity()
-    pin = load_pin(paths.PIN_FILE)
+    kit = evidence.kit_identity(ws)
+    pin = load_pin(ws.pin_file)
     workload = (f"{config.chunks} chunks, {config.width}x{config.height} @ {config.fps} fps, seed {config.seed}, "
                 f"warm-up {config.warmup_sessions} session(s) + {config.warmup_chunks} chunks, "
                 f"{config.sessions} measured session(s) per trial")  # fmt: skip
@@ -328,8 +333,8 @@ def markdown(summary: Mapping[str, Any], items: Sequence[tuple[str, str]], stand
     return "\n".join(lines) + "\n"
 
 
-def execute(config: E2EConfig, base_python: str | None, checks: Sequence[preflight.Check]) -> int:
-    a, b = prepare_variants(str(config.ab))  # a bad BASE stops here, before any evidence folder
+def execute(ws: Workspace, config: E2EConfig, base_python: str | None, checks: Sequence[preflight.Check]) -> int:
+    a, b = prepare_variants(ws, str(config.ab))  # a bad BASE stops here, before any evidence folder
     folder = evidence.create(config.evidence_root)
     print(f"e2e: A/B ({config.mode}) {config.ab} vs HEAD, evidence in {folder}", flush=True)
     variants = {"A": a, "B": b}
@@ -337,18 +342,18 @@ def execute(config: E2EConfig, base_python: str | None, checks: Sequence[preflig
     hardware = "stand-in (no accelerator)" if config.standin else preflight.npu_smi_info()
     evidence.write_json(folder / "manifest.json", {
         "mode": f"ab-{config.mode}", "config": asdict(config), "variants": {k: asdict(v) for k, v in variants.items()},
-        "preflight": [asdict(c) for c in checks], "hardware": hardware, "kit": evidence.kit_identity(),
+        "preflight": [asdict(c) for c in checks], "hardware": hardware, "kit": evidence.kit_identity(ws),
         "determinism_env": determinism.recorded(env),
     })  # fmt: skip
     try:
-        trials = run_trials(config, folder, variants, base_python, env)
+        trials = run_trials(ws, config, folder, variants, base_python, env)
     except KeyboardInterrupt as stop:
         reason = evidence.interruption(stop, "the A/B trials")
         evidence.write_json(folder / "ab.json", {"verdict": "interrupted", "reason": reason, "evidence": str(folder)})
         raise
     complete = all(t.record.status == "ok" for t in trials)
     summary = summarize(config, trials, lossless(folder, trials) if complete else None)
-    items = checklist(config, variants, summary, "stand-in (no accelerator)" if config.standin else "npu-smi below")
+    items = checklist(ws, config, variants, summary, "stand-in (no accelerator)" if config.standin else "npu-smi below")
     # series_digest: the head's, as in the e2e record, so that a PR body can tell a stale A/B.
     document = {**summary, "mode": config.mode, "stand_in": config.standin, "checklist": dict(items),
                 "evidence": str(folder), "series_digest": b.series_digest}  # fmt: skip

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from scripts import paths, signals
+from scripts import signals
 from scripts.e2e.client import gray_png
 from scripts.e2e.config import BENCHMARK_REL, E2EConfig
 from scripts.errors import KitError
@@ -75,11 +75,11 @@ def command(config: E2EConfig, client: str, python: str, json_path: Path, video_
     return head + args
 
 
-def client_env(client: str, env: Mapping[str, str]) -> dict[str, str]:
+def client_env(client: str, env: Mapping[str, str], kit_root: Path) -> dict[str, str]:
     """The kit client imports ``scripts``: put the kit on its path (upstream's script finds its own)."""
     if client != "kit":
         return dict(env)
-    return {**env, "PYTHONPATH": os.pathsep.join(filter(None, [str(paths.ROOT), env.get("PYTHONPATH", "")]))}
+    return {**env, "PYTHONPATH": os.pathsep.join(filter(None, [str(kit_root), env.get("PYTHONPATH", "")]))}
 
 
 def last_error_line(log_path: Path) -> str:

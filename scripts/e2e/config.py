@@ -14,12 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
-from scripts import paths
 from scripts.errors import KitError
+from scripts.workspace import Workspace
 
 DEPLOY_CONFIG_REL = Path("benchmarks/lingbot_world/configs/npu_usp4_eager.yaml")
 BENCHMARK_REL = Path("benchmarks/lingbot_world/benchmark_lingbot_world_realtime.py")
-STANDIN_SCRIPT = paths.ROOT / "tests" / "standins" / "omni_realtime_server.py"
 WS_PATH = "/v1/realtime/video"
 STANDIN_MODEL_NAME = "lingbot-world"
 
@@ -274,7 +273,7 @@ OPTIONS: tuple[Option, ...] = (
     _seconds("bench-timeout-s", "3600"),
     _seconds("stop-timeout-s", "60"),
     _seconds("lock-wait-s", "0", zero=True),
-    Option("evidence-root", "text", str(paths.EVIDENCE)),
+    Option("evidence-root", "text", None, "default: .work/evidence"),
     Option("lock-dir", "text", None, "shared by all jobs of one runner"),
 )
 
@@ -314,7 +313,7 @@ def option_values(ns: argparse.Namespace, env: Mapping[str, str]) -> dict[str, o
     return values
 
 
-def parse_args(argv: Sequence[str], env: Mapping[str, str] = os.environ) -> E2EConfig:
+def parse_args(ws: Workspace, argv: Sequence[str], env: Mapping[str, str] = os.environ) -> E2EConfig:
     """Flags win over KIT_E2E_* variables, which win over the defaults; every value is checked here."""
     v = option_values(_parser().parse_args(list(argv)), env)
     if v["chunks"] <= v["warmup_chunks"]:  # type: ignore[operator]
@@ -324,7 +323,7 @@ def parse_args(argv: Sequence[str], env: Mapping[str, str] = os.environ) -> E2EC
         raise KitError("--ab and --server-url both given", "an A/B starts a fresh server per trial: drop --server-url")
     if v["server_url"] and v["standin"]:
         raise KitError("--server-url and --standin both given", "pass one: --standin starts the stand-in itself")
-    checkout = paths.CHECKOUT
+    checkout = ws.checkout
     host, port = parse_server_url(str(v["server_url"])) if v["server_url"] else (v["host"], v["port"])
     standin_band = STANDIN_BAND_MS if v["standin"] else ASCEND_BAND_MS
     derived = {
@@ -333,7 +332,7 @@ def parse_args(argv: Sequence[str], env: Mapping[str, str] = os.environ) -> E2EC
         "port": port,
         "band_ms": v["band"] or standin_band,
         "server_cmd": tuple(shlex.split(str(v["server_cmd"]))) if v["server_cmd"] else None,
-        "evidence_root": Path(str(v["evidence_root"])),
+        "evidence_root": Path(str(v["evidence_root"])) if v["evidence_root"] else ws.evidence,
         "lock_dir": Path(str(v["lock_dir"])) if v["lock_dir"] else Path(tempfile.gettempdir()) / "vllm-omni-kit-locks",
         "checkout": checkout,
     }
@@ -361,9 +360,9 @@ def checked_server_url(text: str) -> str:
     return text
 
 
-def standin_server_cmd() -> tuple[str, ...]:
+def standin_server_cmd(script: Path) -> tuple[str, ...]:
     """vllm-omni's handler from the checkout with the stand-in engine, run by the stock leg's python."""
-    return ("{python}", str(STANDIN_SCRIPT), "--host", "{host}", "--port", "{port}", "--checkout", "{checkout}",
+    return ("{python}", str(script), "--host", "{host}", "--port", "{port}", "--checkout", "{checkout}",
             "--model", "{model}")  # fmt: skip
 
 

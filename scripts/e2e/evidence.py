@@ -13,8 +13,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from scripts import paths
 from scripts.e2e import plot
+from scripts.workspace import Workspace
 
 STANDIN_NOTE = (
     "stand-in engine behind vllm-omni's own realtime video handler from the patched checkout "
@@ -99,13 +99,13 @@ def _git(args: Sequence[str], cwd: Path) -> str | None:
     return done.stdout.strip() if done.returncode == 0 else None
 
 
-def kit_identity() -> dict[str, Any]:
-    series = [paths.SERIES_FILE, *sorted(paths.PATCHES.glob("*.patch"))]
+def kit_identity(ws: Workspace) -> dict[str, Any]:
+    series = [ws.series_file, *sorted(ws.patches.glob("*.patch"))]
     return {
-        "kit_commit": _git(["rev-parse", "HEAD"], paths.ROOT),
-        "pin_sha256": sha256_files([paths.PIN_FILE]),
+        "kit_commit": _git(["rev-parse", "HEAD"], ws.root),
+        "pin_sha256": sha256_files([ws.pin_file]),
         "series_sha256": sha256_files(series),
-        "checkout_head": _git(["rev-parse", "HEAD"], paths.CHECKOUT) if paths.CHECKOUT.is_dir() else None,
+        "checkout_head": _git(["rev-parse", "HEAD"], ws.checkout) if ws.checkout.is_dir() else None,
     }
 
 

@@ -19,12 +19,10 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from scripts import paths
 from scripts.e2e import determinism
 from scripts.errors import KitError
 from scripts.pin import fetch_wheel, load_pin
-
-VENV = paths.WORK / "e2e-venv"
+from scripts.workspace import Workspace
 
 
 class InstallError(KitError):
@@ -45,9 +43,9 @@ def base_python(explicit: str | None, env: Mapping[str, str] = os.environ) -> st
     return None
 
 
-def pinned_wheel() -> Path:
+def pinned_wheel(ws: Workspace) -> Path:
     """The pin's release wheel (cached by apply), digest verified."""
-    return fetch_wheel(load_pin(paths.PIN_FILE), paths.DOWNLOADS)
+    return fetch_wheel(load_pin(ws.pin_file), ws.downloads)
 
 
 def _run(cmd: list[str], what: str) -> str:
@@ -58,17 +56,17 @@ def _run(cmd: list[str], what: str) -> str:
     return done.stdout.strip()
 
 
-def venv_python(venv: Path = VENV) -> Path:
+def venv_python(venv: Path) -> Path:
     return venv / "bin" / "python"
 
 
-def install(python: str, checkout: Path, venv: Path = VENV) -> Path:
+def install(ws: Workspace, python: str, checkout: Path, venv: Path) -> Path:
     """(Re)make the venv with the patched checkout; returns the venv's python."""
     if venv.exists():
         shutil.rmtree(venv)  # rebuilt each invocation: nothing from an older series survives
     _run([python, "-m", "venv", "--system-site-packages", str(venv)], "creating the e2e venv")
     vpy = str(venv_python(venv))
-    _run([vpy, "-m", "pip", "install", "--no-deps", "--no-index", str(pinned_wheel())], "installing the pinned wheel")
+    _run([vpy, "-m", "pip", "install", "--no-deps", "--no-index", str(pinned_wheel(ws))], "installing the pinned wheel")
     site = Path(
         _run([vpy, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], "locating site-packages")
     )
@@ -84,7 +82,7 @@ def install(python: str, checkout: Path, venv: Path = VENV) -> Path:
     return Path(vpy)
 
 
-def serve_command(venv: Path = VENV) -> tuple[str, ...]:
+def serve_command(venv: Path) -> tuple[str, ...]:
     """The serve command template for the patched install."""
     return (
         str(venv / "bin" / "vllm-omni"), "serve", "{model}", "--omni",

@@ -16,12 +16,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from scripts import checkout, paths
+from scripts import checkout
 from scripts.e2e import server
 from scripts.e2e.config import E2EConfig
 from scripts.errors import KitError
 from scripts.pin import load_pin
 from scripts.series import load_series
+from scripts.workspace import Workspace
 
 
 class PreflightError(KitError):
@@ -133,13 +134,13 @@ def check_port(host: str, port: int) -> Check:
     return Check("port", "ok", f"{host}:{port}")
 
 
-def check_checkout() -> Check:
-    """The checkout at scripts.paths.CHECKOUT is the pin plus exactly the series, clean (else a KitError)."""
-    state = checkout.verify_current(paths.CHECKOUT, load_pin(paths.PIN_FILE), load_series(paths.PATCHES))
+def check_checkout(ws: Workspace) -> Check:
+    """The workspace's checkout is the pin plus exactly the series, clean (else a KitError)."""
+    state = checkout.verify_current(ws.checkout, load_pin(ws.pin_file), load_series(ws.patches))
     return Check("checkout", "ok", f"{state.pin} + series {state.series_digest[:12]}")
 
 
-def run(config: E2EConfig, python: str | None, env: Mapping[str, str] = os.environ) -> list[Check]:
+def run(ws: Workspace, config: E2EConfig, python: str | None, env: Mapping[str, str] = os.environ) -> list[Check]:
     """All checks in order; the first failure raises."""
     if config.mode == "external":
         skipped = ("cards", "cann", "torch_npu", "model", "checkout", "deploy_config", "port")
@@ -148,13 +149,13 @@ def run(config: E2EConfig, python: str | None, env: Mapping[str, str] = os.envir
         # The stand-in serves upstream's handler from the checkout: that one check stays.
         skipped = ("cards", "cann", "torch_npu", "model", "deploy_config")
         checks = [Check(n, "skipped", "stand-in mode") for n in skipped]
-        return [*checks, check_checkout(), check_port(config.host, config.port)]
+        return [*checks, check_checkout(ws), check_port(config.host, config.port)]
     checks = [check_cards(config.cards, npu_smi_info(), env), check_cann(env)]
     if python is None:
         raise PreflightError("no base python found on PATH", "pass --python (the runner's python with torch_npu)")
     checks.append(check_torch_npu(python))
     checks.append(check_model(config.model))
-    checks.append(check_checkout())
+    checks.append(check_checkout(ws))
     checks.append(check_file("deploy_config", config.deploy_config, "run nox -s apply, or pass --deploy-config"))
     checks.append(check_port(config.host, config.port))
     return checks

@@ -16,7 +16,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from scripts import paths, records, signals
+from scripts import records, signals
 from scripts.e2e import bench, compare, determinism, evidence, install, metrics, preflight, server
 from scripts.e2e.config import E2EConfig, fill_cmd, standin_server_cmd
 from scripts.e2e.evidence import RunRecord
@@ -24,6 +24,7 @@ from scripts.errors import KitError
 from scripts.legs import legenv
 from scripts.series import load_series
 from scripts.series import series_digest as digest_of
+from scripts.workspace import Workspace
 
 PORT_RELEASE_S = 10.0
 CARD_RELEASE_S = 60.0
@@ -199,26 +200,26 @@ def table(runs: Sequence[RunRecord]) -> str:
     return "\n".join(rows)
 
 
-def prepare(config: E2EConfig, python: str | None) -> tuple[list[str], str, dict[str, Any]]:
+def prepare(ws: Workspace, config: E2EConfig, python: str | None) -> tuple[list[str], str, dict[str, Any]]:
     """(server command, python for upstream's client, versions): stand-in, external server or the patched install."""
     values = {"host": config.host, "port": str(config.port), "model": config.model_name, "python": sys.executable,
               "deploy_config": str(config.deploy_config), "checkout": str(config.checkout)}  # fmt: skip
     if not config.starts_server:
         return [], sys.executable, {"note": f"external server at {config.server_url}: versions not visible from here"}
     if config.standin:
-        template = config.server_cmd or standin_server_cmd()
+        template = config.server_cmd or standin_server_cmd(ws.standin_script)
         if any("{python}" in arg for arg in template):  # only then: the stock leg's closure (vllm, uvicorn, av)
-            values["python"] = str(legenv.ensure_env("stock"))
+            values["python"] = str(legenv.ensure_env(ws, "stock"))
         cmd = fill_cmd(template, values)
         return cmd, sys.executable, evidence.standin_versions(values["python"], config.checkout)
     assert python is not None  # preflight refused a run without one
-    venv_python = str(install.install(python, config.checkout))
+    venv_python = str(install.install(ws, python, config.checkout, ws.e2e_venv))
     values["python"] = venv_python
-    template = config.server_cmd or install.serve_command()
+    template = config.server_cmd or install.serve_command(ws.e2e_venv)
     return fill_cmd(template, values), venv_python, evidence.probe_versions(venv_python)
 
 
-def execute(config: E2EConfig, python: str | None, checks: Sequence[preflight.Check]) -> int:
+def execute(ws: Workspace, config: E2EConfig, python: str | None, checks: Sequence[preflight.Check]) -> int:
     folder = evidence.create(config.evidence_root)
     print(f"e2e: {config.mode} mode, evidence in {folder}", flush=True)
     note = {"standin": evidence.STANDIN_NOTE, "external": evidence.EXTERNAL_NOTE}.get(config.mode)
@@ -228,7 +229,7 @@ def execute(config: E2EConfig, python: str | None, checks: Sequence[preflight.Ch
     det: dict[str, Any] | None = None
     result = ("interrupted", "stopped before a verdict (signal or error)")
     try:
-        server_cmd, client_python, versions = prepare(config, python)
+        server_cmd, client_python, versions = prepare(ws, config, python)
         client = bench.choose_client(config)
         env = determinism.server_env(os.environ, config.cards, ascend=config.mode == "ascend")
         manifest = {
@@ -243,14 +244,14 @@ def execute(config: E2EConfig, python: str | None, checks: Sequence[preflight.Ch
             "versions": versions,
             "determinism_env": determinism.recorded(env),
             "card_map": _card_map(config),
-            "kit": evidence.kit_identity(),
+            "kit": evidence.kit_identity(ws),
         }
         evidence.write_json(folder / "manifest.json", manifest)
         image = bench.first_frame(config, folder)
         for index in range(1, config.runs + 1):
             d = folder / f"run-{index}"
             cmd = bench.command(config, client, client_python, d / "benchmark.json", d / "video.mp4", image)
-            record = one_run(config, index, folder, server_cmd, env, cmd, bench.client_env(client, env))
+            record = one_run(config, index, folder, server_cmd, env, cmd, bench.client_env(client, env, ws.root))
             runs.append(record)
             if record.status == "ok":
                 judge_performance(record, d / "benchmark.json", config)
@@ -278,7 +279,7 @@ def execute(config: E2EConfig, python: str | None, checks: Sequence[preflight.Ch
         records.write(
             config.evidence_root.parent / "records",
             "e2e",
-            {**summary, "series_digest": digest_of(load_series(paths.PATCHES))},
+            {**summary, "series_digest": digest_of(load_series(ws.patches))},
         )
         if (folder / "manifest.json").is_file():
             manifest_doc = json.loads((folder / "manifest.json").read_text())

@@ -38,7 +38,7 @@ from pathlib import Path
 from scripts.errors import KitError
 from scripts.kittools import pip_config_list
 from scripts.legs.probe import PROBE_CACHE, versions
-from scripts.paths import CI_DIR, ENVS, WORK
+from scripts.workspace import Workspace
 
 LEGS = ("stock", "npu")
 MODES = ("real", "simulated")
@@ -134,13 +134,13 @@ def require_mode(leg: str, mode: str, required: str | None, versions_seen: dict[
         raise ModeNotMet(f"leg {leg}: mode {mode}, but --require {required}: {reason}", fix)
 
 
-def env_dir(leg: str) -> Path:
-    return ENVS / check_leg(leg)
+def env_dir(ws: Workspace, leg: str) -> Path:
+    return ws.envs / check_leg(leg)
 
 
-def overlay_dir(leg: str, base: Path) -> Path:
+def overlay_dir(ws: Workspace, leg: str, base: Path) -> Path:
     """Where the overlay venv on an existing interpreter lives (one per leg and interpreter path)."""
-    return ENVS / f"{check_leg(leg)}-on-{hashlib.sha256(str(base).encode()).hexdigest()[:10]}"
+    return ws.envs / f"{check_leg(leg)}-on-{hashlib.sha256(str(base).encode()).hexdigest()[:10]}"
 
 
 def env_python(env: Path) -> Path:
@@ -157,8 +157,8 @@ def pycache_dir(env: Path) -> Path:
     return env.resolve() / "pycache"
 
 
-def pin_files(leg: str) -> list[Path]:
-    return [CI_DIR / name for name in _PIN_FILES[check_leg(leg)]]
+def pin_files(ws: Workspace, leg: str) -> list[Path]:
+    return [ws.ci_dir / name for name in _PIN_FILES[check_leg(leg)]]
 
 
 def pins_digest(leg: str, pin_texts: list[bytes], python_version: str, base: str = "") -> str:
@@ -183,10 +183,10 @@ def leg_problems(leg: str, versions_seen: dict[str, str]) -> list[str]:
     return problems
 
 
-def shown(path: Path) -> str:
+def shown(ws: Workspace, path: Path) -> str:
     """A path as users see it: relative to the checkout when inside it."""
     try:
-        return str(path.relative_to(WORK.parent))
+        return str(path.relative_to(ws.root))
     except ValueError:
         return str(path)
 
@@ -320,21 +320,21 @@ def read_pip_settings() -> dict[str, str]:
     return pip_settings(pip_config_list())
 
 
-def current_digest(leg: str, base: Path | None = None) -> str:
-    texts = [path.read_bytes() for path in pin_files(leg)]
+def current_digest(ws: Workspace, leg: str, base: Path | None = None) -> str:
+    texts = [path.read_bytes() for path in pin_files(ws, leg)]
     if base is None:
         return pins_digest(leg, texts, sys.version.split()[0])
     # The real path: a base python upgraded in place (python3 -> python3.12) gets a new overlay.
-    return pins_digest(leg, [tools_text().encode()], "base", os.path.realpath(base))
+    return pins_digest(leg, [tools_text(ws).encode()], "base", os.path.realpath(base))
 
 
-def is_ready(leg: str, base: Path | None = None) -> bool:
+def is_ready(ws: Workspace, leg: str, base: Path | None = None) -> bool:
     """True when the env exists, is complete and matches the current pins."""
-    env = env_dir(leg) if base is None else overlay_dir(leg, base)
+    env = env_dir(ws, leg) if base is None else overlay_dir(ws, leg, base)
     stamp = env / STAMP_NAME
     if not (stamp.is_file() and env_python(env).exists()):
         return False
-    return stamp_fields(stamp.read_text())[0] == current_digest(leg, base)
+    return stamp_fields(stamp.read_text())[0] == current_digest(ws, leg, base)
 
 
 def canonical(name: str) -> str:
@@ -351,9 +351,9 @@ def parse_pins(text: str) -> dict[str, str]:
     return pins
 
 
-def tools_text() -> str:
+def tools_text(ws: Workspace) -> str:
     """The pinned test tools, as a requirements file, taken from ci/leg-stock.txt."""
-    pins = parse_pins((CI_DIR / "leg-stock.txt").read_text(encoding="utf-8"))
+    pins = parse_pins((ws.ci_dir / "leg-stock.txt").read_text(encoding="utf-8"))
     missing = [name for name in TEST_TOOLS if name not in pins]
     if missing:
         raise KitError(f"ci/leg-stock.txt does not pin {', '.join(missing)}", "pin the test tools there")
@@ -452,10 +452,10 @@ def _build(leg: str, env: Path, digest: str, base: Path, pins: Path | None, tool
 
 
 @contextlib.contextmanager
-def _leg_lock(name: str) -> Iterator[None]:
+def _leg_lock(envs: Path, name: str) -> Iterator[None]:
     """One builder per leg env at a time: a second caller waits, then finds the env built."""
-    ENVS.mkdir(parents=True, exist_ok=True)
-    with open(ENVS / f"{name}.lock", "w") as handle:
+    envs.mkdir(parents=True, exist_ok=True)
+    with open(envs / f"{name}.lock", "w") as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -464,25 +464,25 @@ def _leg_lock(name: str) -> Iterator[None]:
         yield  # the lock goes with the file handle
 
 
-def _ensure(leg: str, env: Path, base: Path | None) -> str:
+def _ensure(ws: Workspace, leg: str, env: Path, base: Path | None) -> str:
     """Build or reuse one env; returns the tool that built it."""
     started = time.monotonic()
-    with _leg_lock(env.name):
-        if is_ready(leg, base):
-            print(f"[legenv {leg}] reusing {shown(env)} ({format_seconds(time.monotonic() - started)})", flush=True)
+    with _leg_lock(ws.envs, env.name):
+        if is_ready(ws, leg, base):
+            print(f"[legenv {leg}] reusing {shown(ws, env)} ({format_seconds(time.monotonic() - started)})", flush=True)
             return stamp_fields((env / STAMP_NAME).read_text())[1]
-        print(f"[legenv {leg}] pins changed or env missing: building {shown(env)}", flush=True)
+        print(f"[legenv {leg}] pins changed or env missing: building {shown(ws, env)}", flush=True)
         if env.exists():
             shutil.rmtree(env)
         try:
             if base is None:
-                pins = CI_DIR / f"leg-{leg}.txt"
-                tool = _build(leg, env, current_digest(leg), Path(sys.executable), pins, None)
+                pins = ws.ci_dir / f"leg-{leg}.txt"
+                tool = _build(leg, env, current_digest(ws, leg), Path(sys.executable), pins, None)
             else:
                 with tempfile.TemporaryDirectory(prefix="kit-tools-") as tmp:
                     tools = Path(tmp) / "test-tools.txt"
-                    tools.write_text(tools_text(), encoding="utf-8")
-                    tool = _build(leg, env, current_digest(leg, base), base, None, tools)
+                    tools.write_text(tools_text(ws), encoding="utf-8")
+                    tool = _build(leg, env, current_digest(ws, leg, base), base, None, tools)
         except BaseException:
             shutil.rmtree(env, ignore_errors=True)  # never leave a half-built env behind
             raise
@@ -490,23 +490,23 @@ def _ensure(leg: str, env: Path, base: Path | None) -> str:
     return tool
 
 
-def ensure_env(leg: str) -> Path:
+def ensure_env(ws: Workspace, leg: str) -> Path:
     """The leg's env python, building or rebuilding the venv when its pins changed."""
-    env = env_dir(leg)
-    _ensure(leg, env, None)
+    env = env_dir(ws, leg)
+    _ensure(ws, leg, env, None)
     return env_python(env)
 
 
-def interpreter(leg: str, options: LegOptions) -> Interpreter:
+def interpreter(ws: Workspace, leg: str, options: LegOptions) -> Interpreter:
     """The python a leg runs in: its own venv, or an overlay on the interpreter given with --python."""
     if options.python is None:
-        env = env_dir(leg)
-        tool = _ensure(leg, env, None)
-        return Interpreter(env_python(env.resolve()), f"venv {shown(env)} ({tool})", pycache_dir(env),
+        env = env_dir(ws, leg)
+        tool = _ensure(ws, leg, env, None)
+        return Interpreter(env_python(env.resolve()), f"venv {shown(ws, env)} ({tool})", pycache_dir(env),
                            env.resolve() / PROBE_CACHE)  # fmt: skip
     base = Path(shutil.which(str(options.python)) or options.python)
     if not (base.is_file() and os.access(base, os.X_OK)):
         raise KitError(f"--python {options.python}: no such interpreter", "give its path, e.g. /usr/bin/python3")
-    env = overlay_dir(leg, base)
-    tool = _ensure(leg, env, base)
-    return Interpreter(env_python(env.resolve()), f"{base} + test tools in {shown(env)} ({tool})", pycache_dir(env))
+    env = overlay_dir(ws, leg, base)
+    tool = _ensure(ws, leg, env, base)
+    return Interpreter(env_python(env.resolve()), f"{base} + test tools in {shown(ws, env)} ({tool})", pycache_dir(env))

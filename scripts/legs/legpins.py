@@ -26,7 +26,6 @@ from pathlib import Path
 
 from scripts.errors import KitError
 from scripts.legs.legenv import parse_pins, read_pip_settings, uv_executable, uv_index_args
-from scripts.paths import CI_DIR
 
 PIN_FILES = ("leg-stock.txt", "leg-npu.txt")
 
@@ -79,7 +78,7 @@ def generated_file(top: str, closure: list[str], as_of: str) -> str:
 
 
 def compile_command(
-    uv: str, requirements: Path, platform: str, index_args: list[str], no_deps: bool, as_of: str | None = None
+    ci: Path, uv: str, requirements: Path, platform: str, index_args: list[str], no_deps: bool, as_of: str | None = None
 ) -> list[str]:
     """`uv pip compile` for one platform; with no_deps it only checks that every pin has a wheel there.
 
@@ -91,7 +90,7 @@ def compile_command(
         cmd += ["--exclude-newer", as_of]
     if no_deps:
         return [*cmd, "--no-deps"]
-    overrides = CI_DIR / "leg-overrides.txt"
+    overrides = ci / "leg-overrides.txt"
     return [*cmd, "--override", str(overrides), *(a for n in NOT_EMITTED for a in ("--no-emit-package", n))]
 
 
@@ -107,24 +106,24 @@ def run_compile(cmd: list[str]) -> str:
     return done.stdout
 
 
-def regenerate(name: str, uv: str, index_args: list[str], as_of: str) -> str:
+def regenerate(ci: Path, name: str, uv: str, index_args: list[str], as_of: str) -> str:
     """The text of ci/<name> resolved as of a time: its top section unchanged, the closure per platform, merged."""
-    path = CI_DIR / name
+    path = ci / name
     top, _ = split_pin_file(path.read_text(encoding="utf-8"))
     # The top section may include another pin file (`-r leg-stock.txt`): point it at ci/ from a temporary copy.
     with tempfile.TemporaryDirectory(prefix="kit-pins-") as tmp:
         requirements = Path(tmp) / f"{name}.in"
-        requirements.write_text(re.sub(r"(?m)^-r (\S+)", lambda m: f"-r {CI_DIR / m[1]}", top), encoding="utf-8")
-        resolved = {m: parse_pins(run_compile(compile_command(uv, requirements, p, index_args, False, as_of)))
+        requirements.write_text(re.sub(r"(?m)^-r (\S+)", lambda m: f"-r {ci / m[1]}", top), encoding="utf-8")
+        resolved = {m: parse_pins(run_compile(compile_command(ci, uv, requirements, p, index_args, False, as_of)))
                     for m, p in PLATFORMS.items()}  # fmt: skip
-    included = [CI_DIR / line.split()[1] for line in top.splitlines() if line.startswith("-r ")]
+    included = [ci / line.split()[1] for line in top.splitlines() if line.startswith("-r ")]
     leave_out = set(parse_pins(top)) | {n for f in included for n in parse_pins(f.read_text(encoding="utf-8"))}
     return generated_file(top, merge_platforms(resolved, leave_out), as_of)
 
 
-def recorded_as_of(name: str) -> str:
+def recorded_as_of(ci: Path, name: str) -> str:
     """The resolution time ci/<name> records; a file without one must be regenerated first."""
-    as_of = resolved_as_of((CI_DIR / name).read_text(encoding="utf-8"))
+    as_of = resolved_as_of((ci / name).read_text(encoding="utf-8"))
     if as_of is None:
         raise KitError(f"ci/{name} records no resolution time ({AS_OF_PREFIX.strip('# ')}...)",
                        "run python -m scripts legpins to regenerate it")  # fmt: skip
@@ -138,12 +137,12 @@ def changed_pins(old: str, new: str) -> list[str]:
             for n in sorted(before.keys() | after.keys()) if before.get(n) != after.get(n)]  # fmt: skip
 
 
-def check_resolves(uv: str, pins: Path, platform: str, index_args: list[str]) -> None:
+def check_resolves(ci: Path, uv: str, pins: Path, platform: str, index_args: list[str]) -> None:
     """Every pin of a pin file has a wheel for this platform (a resolve without installing); KitError if not."""
-    run_compile(compile_command(uv, pins, platform, index_args, no_deps=True))
+    run_compile(compile_command(ci, uv, pins, platform, index_args, no_deps=True))
 
 
-def pins_main(mode: str) -> int:
+def pins_main(ci: Path, mode: str) -> int:
     """mode "write": resolve now and rewrite; "check": resolve as recorded, exit 1 when stale;
     "newer": resolve now and list what would change (exit 1 when anything would), writing nothing."""
     uv = uv_executable()
@@ -154,10 +153,10 @@ def pins_main(mode: str) -> int:
     differs = []
     for name in PIN_FILES:
         for platform in PLATFORMS.values():
-            check_resolves(uv[0], CI_DIR / name, platform, index_args)
-        old = (CI_DIR / name).read_text(encoding="utf-8")
-        as_of = recorded_as_of(name) if mode == "check" else now
-        new = regenerate(name, uv[0], index_args, as_of)
+            check_resolves(ci, uv[0], ci / name, platform, index_args)
+        old = (ci / name).read_text(encoding="utf-8")
+        as_of = recorded_as_of(ci, name) if mode == "check" else now
+        new = regenerate(ci, name, uv[0], index_args, as_of)
         same = new == old if mode == "check" else not changed_pins(old, new)
         what = {"check": f"a resolve as of {as_of}", "newer": "a resolve today", "write": "a resolve today"}[mode]
         print(f"[legpins] ci/{name}: {'same as' if same else 'differs from'} {what} for "
@@ -168,7 +167,7 @@ def pins_main(mode: str) -> int:
         if not same:
             differs.append(name)
             if mode == "write":
-                (CI_DIR / name).write_text(new, encoding="utf-8")
+                (ci / name).write_text(new, encoding="utf-8")
     if differs and mode == "check":
         print(f"[legpins] stale: {', '.join(differs)} (python -m scripts legpins rewrites them)", flush=True)
     if differs and mode == "newer":

@@ -19,8 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from scripts import paths
 from scripts.report import progress, table
+from scripts.workspace import Workspace
 
 
 def timed(cmd: list[str], cwd: Path) -> float:
@@ -35,7 +35,7 @@ LOOP_PARTS = ("scripts", "ci", "patches", "tests", "noxfile.py", "pytest.ini", "
 EDIT_0001 = "# (S, D/2) cos/sin: broadcast over batch and heads"
 
 
-def loop_kit(dest: Path, revision: str | None) -> Path:
+def loop_kit(ws: Workspace, dest: Path, revision: str | None) -> Path:
     """A copy of the kit (working tree, or `revision` from git) with this checkout's wheel.
 
     The working tree's copy links this checkout's leg envs (they must be ready: a rebuild through
@@ -44,22 +44,25 @@ def loop_kit(dest: Path, revision: str | None) -> Path:
     """
     dest.mkdir(parents=True)
     if revision:
-        tar = subprocess.run(["git", "archive", revision], cwd=paths.ROOT, capture_output=True, check=True).stdout
+        tar = subprocess.run(["git", "archive", revision], cwd=ws.root, capture_output=True, check=True).stdout
         subprocess.run(["tar", "-x"], input=tar, cwd=dest, check=True)
     else:
         for part in LOOP_PARTS:
-            src = paths.ROOT / part
+            src = ws.root / part
             if src.is_dir():
                 shutil.copytree(src, dest / part, ignore=shutil.ignore_patterns("__pycache__"))
             elif src.is_file():
                 shutil.copy2(src, dest / part)
     (dest / ".work" / "downloads").mkdir(parents=True)
-    for wheel in paths.DOWNLOADS.glob("vllm_omni-*.whl"):
+    for wheel in ws.downloads.glob("vllm_omni-*.whl"):
         shutil.copy2(wheel, dest / ".work" / "downloads" / wheel.name)
     if revision:
         return dest
-    (dest / ".work" / "envs").symlink_to(paths.ENVS.resolve(), target_is_directory=True)
-    probe = "from scripts.legs import legenv; print(all(legenv.is_ready(leg) for leg in legenv.LEGS))"
+    (dest / ".work" / "envs").symlink_to(ws.envs.resolve(), target_is_directory=True)
+    probe = (
+        "from scripts.legs import legenv; from scripts.workspace import Workspace; "
+        "print(all(legenv.is_ready(Workspace('.'), leg) for leg in legenv.LEGS))"
+    )
     ready = subprocess.run([sys.executable, "-c", probe], cwd=dest, capture_output=True, text=True)
     if ready.stdout.strip() != "True":
         raise SystemExit(f"kit: error: the leg envs are not ready for the copy ({ready.stderr.strip()[-200:]}) -- "
@@ -90,13 +93,13 @@ def edit_patch_0001(kit: Path, round_no: int) -> None:
 
 
 def loop_timings(
-    revision: str | None, repeat: int, changed: bool
+    ws: Workspace, revision: str | None, repeat: int, changed: bool
 ) -> list[tuple[str, list[tuple[float, float, float]]]]:
     """[(step, [(wall, cpu, load)...])] for one kit: a first full run, warm full runs, edit-then-test runs."""
     nox = [sys.executable, "-m", "nox", "--no-color"]
     label = revision or "this checkout"
     with tempfile.TemporaryDirectory(prefix="kit-loop-") as tmp:
-        kit = loop_kit(Path(tmp) / "kit", revision)
+        kit = loop_kit(ws, Path(tmp) / "kit", revision)
         what = "first run (fills what it caches" + ("" if revision is None else ", builds its envs") + ")"
         progress(f"[{label}] nox -s apply test: {what}")
         first = [timed_cpu([*nox, "-s", "apply", "test"], kit)]
@@ -121,18 +124,18 @@ def spread(runs: list[tuple[float, float, float]]) -> tuple[str, str, str, str]:
     return shown, f"{statistics.median(walls):.1f}", f"{statistics.median(cpus):.1f}", loads
 
 
-def knows_changed(revision: str) -> bool:
+def knows_changed(ws: Workspace, revision: str) -> bool:
     """Whether the kit at `revision` has `test --changed` (older ones time the full refresh test)."""
-    found = subprocess.run(["git", "grep", "-q", "-F", '"--changed"', revision, "--", "scripts"], cwd=paths.ROOT)
+    found = subprocess.run(["git", "grep", "-q", "-F", '"--changed"', revision, "--", "scripts"], cwd=ws.root)
     return found.returncode == 0
 
 
-def loop_main(baseline: str, repeat: int) -> int:
+def loop_main(ws: Workspace, baseline: str, repeat: int) -> int:
     """`python -m scripts timings --loop`: the edit-test loop before (baseline revision) and after."""
     cores = os.cpu_count()
     progress(f"{cores} cores; load average now {os.getloadavg()[0]:.1f} (the figures vary with it)")
-    after = loop_timings(None, repeat, changed=True)
-    before = loop_timings(baseline, repeat, changed=knows_changed(baseline))
+    after = loop_timings(ws, None, repeat, changed=True)
+    before = loop_timings(ws, baseline, repeat, changed=knows_changed(ws, baseline))
     rows = [(f"before ({baseline})", step, *spread(runs)) for step, runs in before]
     rows += [("after (this checkout)", step, *spread(runs)) for step, runs in after]
     print(table(["kit", "step", "wall s (each run)", "wall median", "CPU s median", "load avg at start"], rows))

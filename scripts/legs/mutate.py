@@ -30,20 +30,19 @@ from pathlib import Path
 
 import tomllib
 
-from scripts import paths, records
+from scripts import records
 from scripts.checks.lint import npu_only_lines
 from scripts.diffparse import parse
 from scripts.errors import KitError
 from scripts.legs import legenv, probe
 from scripts.legs import suite as legs
 from scripts.report import progress, table
+from scripts.workspace import Workspace
 
 DEVICE_TYPES = {"cuda", "npu", "cpu"}
 CASTS = {"to", "float", "long"}  # a dropped cast changes dtype or device
 KERNEL_CALLS = {"npu_fusion_attention"}  # whose tensor inputs get an added .float() (the kernel wants one dtype)
 SUITE = Path("tests/regression")
-EQUIVALENT = paths.ROOT / SUITE / "equivalent_mutants.toml"
-WORK = paths.WORK / "mutate"
 # Leg tests that exercise each patched file, the likeliest killers first; other files run the whole suite.
 TESTS_FOR = {
     "vllm_omni/diffusion/layers/rope.py": [
@@ -521,18 +520,18 @@ def record(outcomes: list[Outcome], stale: list[str], seconds: float, series_dig
 # -- the command -----------------------------------------------------------------------------------
 
 
-def start_worker(leg: str, tree: Path) -> Worker:
+def start_worker(ws: Workspace, leg: str, tree: Path) -> Worker:
     # The leg's own venv, probed the way a test run probes it (the probe cache included).
-    found = legenv.interpreter(legenv.check_leg(leg), legenv.LegOptions())
+    found = legenv.interpreter(ws, legenv.check_leg(leg), legenv.LegOptions())
     mode = legs.npu_mode(leg, probe.leg_versions(found.python, found.pycache, found.probe_cache)[0])
-    out = WORK / f"records-{leg}"
+    out = ws.mutate_dir / f"records-{leg}"
     out.mkdir(parents=True, exist_ok=True)
     progress(f"leg {leg}: mode {mode}; starting its worker")
-    env = legs.leg_env(leg, mode, tree, paths.PRISTINE_TREE, out, found.pycache)
+    env = legs.leg_env(leg, mode, tree, ws.pristine_tree, out, found.pycache)
     return Worker(leg, found.python, env, tree.parent)
 
 
-def run_all(mutants: list[Mutant], equivalent: dict[str, str], stale: list[str], tree: Path,
+def run_all(records_dir: Path, mutants: list[Mutant], equivalent: dict[str, str], stale: list[str], tree: Path,
              workers: dict[str, Worker], series_digest: str, started: float) -> int:  # fmt: skip
     npu_only = {path: npu_only_lines((tree / path).read_text(encoding="utf-8")) for path in {m.path for m in mutants}}
     timeouts: dict[str, float] = {}
@@ -556,7 +555,7 @@ def run_all(mutants: list[Mutant], equivalent: dict[str, str], stale: list[str],
         else:
             outcome = run_mutant(mutant, tree, workers, npu_only[mutant.path], timeouts[mutant.path])
         outcomes.append(outcome)
-        records.write(paths.RECORDS, "mutate", record(outcomes, stale, time.monotonic() - started, series_digest,
+        records.write(records_dir, "mutate", record(outcomes, stale, time.monotonic() - started, series_digest,
                                                       len(mutants)))  # fmt: skip
         progress(f"[{i}/{len(mutants)}] {outcome.status:10} {mutant.path}:{mutant.line} {mutant.description}"
                  + (f" ({outcome.killed_by})" if outcome.status == "killed" else ""))  # fmt: skip
@@ -566,6 +565,6 @@ def run_all(mutants: list[Mutant], equivalent: dict[str, str], stale: list[str],
         if o.status == "survived":
             print(f"survived: {o.key}")
     data = record(outcomes, stale, elapsed, series_digest, len(mutants))
-    records.write(paths.RECORDS, "mutate", data)
+    records.write(records_dir, "mutate", data)
     progress(f"mutation score {data['score']:.1%} ({len(outcomes)} mutants) in {elapsed / 60:.1f} min")
     return 0 if data["passed"] else 1

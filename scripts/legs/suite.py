@@ -20,7 +20,6 @@ import xml.etree.ElementTree as ET
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from scripts import paths
 from scripts.checks.lint import npu_only_lines
 from scripts.diffparse import parse
 from scripts.errors import KitError
@@ -28,6 +27,7 @@ from scripts.legs import legenv, probe
 from scripts.legs.legenv import LEGS
 from scripts.pin import sha256_file
 from scripts.report import progress, table
+from scripts.workspace import Workspace
 
 SUITE = "tests/regression"
 
@@ -155,11 +155,11 @@ def record(leg: str, mode: str, versions: dict[str, str], counts: Counts, covera
 
 
 def prepare(
-    leg: str, out: Path, options: legenv.LegOptions | None = None
+    ws: Workspace, leg: str, out: Path, options: legenv.LegOptions | None = None
 ) -> tuple[Path, str, dict[str, str], dict[str, str]]:
     """(python, mode, versions, process env) for one leg on the kit's checkout, after saying which mode it runs in."""
     options = options or legenv.LegOptions()
-    found = legenv.interpreter(legenv.check_leg(leg), options)
+    found = legenv.interpreter(ws, legenv.check_leg(leg), options)
     versions, cached = probe.leg_versions(found.python, found.pycache, found.probe_cache)
     mode = npu_mode(leg, versions)
     shown = ", ".join(f"{k} {v}" for k, v in versions.items() if k != "torch_npu_import")
@@ -171,7 +171,7 @@ def prepare(
                  "the NPU branches run on the simulated NPU (tests/regression/npu_standin), not on Ascend")  # fmt: skip
     out.mkdir(parents=True, exist_ok=True)
     versions = {**versions, "interpreter": found.origin}  # recorded with the versions, shown in the PR body
-    env = leg_env(leg, mode, paths.CHECKOUT, paths.PRISTINE_TREE, out, found.pycache)
+    env = leg_env(leg, mode, ws.checkout, ws.pristine_tree, out, found.pycache)
     return found.python, mode, versions, env
 
 

@@ -22,8 +22,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from scripts import paths
 from scripts.report import progress, table
+from scripts.workspace import Workspace
 
 MAIN_JOB = ("nox", "-s", "apply", "test")
 
@@ -73,14 +73,14 @@ def rows(timings: list[Timing]) -> list[tuple[str, str, str, str, str]]:
 # --- edges ----------------------------------------------------------------------
 
 
-def fresh_clone(dest: Path) -> Path:
-    subprocess.run(["git", "clone", "--quiet", "--no-hardlinks", str(paths.ROOT), str(dest)], check=True)
+def fresh_clone(kit_root: Path, dest: Path) -> Path:
+    subprocess.run(["git", "clone", "--quiet", "--no-hardlinks", str(kit_root), str(dest)], check=True)
     return dest
 
 
-def timed(case: Case, cmd: list[str], cwd: Path, env: dict[str, str], logs: Path) -> Timing:
+def timed(ws: Workspace, case: Case, cmd: list[str], cwd: Path, env: dict[str, str], logs: Path) -> Timing:
     log = logs / f"{case.name}.log"
-    progress(f"{case.what} (output: {log.relative_to(paths.ROOT)})")
+    progress(f"{case.what} (output: {log.relative_to(ws.root)})")
     started = time.monotonic()
     with open(log, "w", encoding="utf-8") as out:
         rc = subprocess.run(cmd, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT).returncode
@@ -89,12 +89,12 @@ def timed(case: Case, cmd: list[str], cwd: Path, env: dict[str, str], logs: Path
     return Timing(case, seconds, rc)
 
 
-def fresh_clones(empty_cache: bool, ci: bool) -> int:
+def fresh_clones(ws: Workspace, empty_cache: bool, ci: bool) -> int:
     """`nox -s apply test` on fresh clones of HEAD (and .ci/run with ci); 0 when every run passed."""
-    dirty = subprocess.run(["git", "status", "--porcelain"], cwd=paths.ROOT, capture_output=True, text=True).stdout
+    dirty = subprocess.run(["git", "status", "--porcelain"], cwd=ws.root, capture_output=True, text=True).stdout
     if dirty.strip():
         progress("warning: uncommitted changes are not in the clones; these figures are of HEAD")
-    logs = paths.RECORDS / "timings"
+    logs = ws.records / "timings"
     logs.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)
     main_job = [sys.executable, "-m", *MAIN_JOB]
@@ -102,11 +102,11 @@ def fresh_clones(empty_cache: bool, ci: bool) -> int:
     with tempfile.TemporaryDirectory(prefix="kit-timings-") as tmp:
         if empty_cache:
             empty = dict(env, UV_CACHE_DIR=str(Path(tmp) / "uv-cache"), PIP_NO_CACHE_DIR="1")
-            results.append(timed(COLD, main_job, fresh_clone(Path(tmp) / "cold"), empty, logs))
-        clone = fresh_clone(Path(tmp) / "fresh")
-        results.append(timed(FRESH, main_job, clone, env, logs))
-        results.append(timed(WARM, main_job, clone, env, logs))
+            results.append(timed(ws, COLD, main_job, fresh_clone(ws.root, Path(tmp) / "cold"), empty, logs))
+        clone = fresh_clone(ws.root, Path(tmp) / "fresh")
+        results.append(timed(ws, FRESH, main_job, clone, env, logs))
+        results.append(timed(ws, WARM, main_job, clone, env, logs))
         if ci:
-            results.append(timed(CI, ["bash", ".ci/run"], fresh_clone(Path(tmp) / "ci"), env, logs))
+            results.append(timed(ws, CI, ["bash", ".ci/run"], fresh_clone(ws.root, Path(tmp) / "ci"), env, logs))
     print(table(["run", "seconds", "vs warm", "target", "verdict"], rows(results)))
     return 0 if all(t.exit_code == 0 for t in results) else 1

@@ -17,7 +17,6 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from scripts import paths
 from scripts.errors import KitError
 from scripts.gitcmd import git
 from scripts.pr import branch as prbranch
@@ -25,7 +24,6 @@ from scripts.pr import rebase
 from scripts.pr.verdicts import Verdict, judge_series
 from scripts.series import Patch
 
-CLONE = paths.WORK / "upstream"
 MARKER = "kit-upstream-clone"  # in .git/: this folder is the kit's, it may reset it
 GITHUB = re.compile(r"^(?:https://github\.com/|git@github\.com:|ssh://git@github\.com/)([^/]+)/([^/]+?)(?:\.git)?/?$")
 

@@ -25,7 +25,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from scripts import kittools, paths, revisions
+from scripts import kittools, revisions
 from scripts.checks import lint as lintmod
 from scripts.checks import scope
 from scripts.errors import KitError
@@ -34,32 +34,30 @@ from scripts.pr import onto, rangediff, rebase
 from scripts.pr.verdicts import DROPPED
 from scripts.report import outcomes_table, progress, table
 from scripts.series import Patch
-
-PR_DIR = paths.WORK / "pr"
-REVISIONS_FILE = paths.PATCHES / "revisions.toml"
+from scripts.workspace import Workspace
 
 
 class PrError(KitError):
     """The PR cannot be prepared as asked."""
 
 
-def upstream_ruff() -> str:
+def upstream_ruff(ws: Workspace) -> str:
     """The ruff version upstream's pre-commit pins (mirrored in ci/kit-tools.txt)."""
-    return kittools.version("ruff")
+    return kittools.version("ruff", ws.kit_tools)
 
 
-def previous_range_diff(prev: revisions.Revision | None, new_tip: str, identity: str) -> str:
+def previous_range_diff(ws: Workspace, prev: revisions.Revision | None, new_tip: str, identity: str) -> str:
     if prev is None:
         return "First revision: no range-diff."
-    paths.WORK.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=paths.WORK, prefix=".pr-range-diff-") as tmp:
-        found = revisions.find_series(prev, PR_DIR / prev.label / "series", paths.ROOT, Path(tmp))
+    ws.work.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=ws.work, prefix=".pr-range-diff-") as tmp:
+        found = revisions.find_series(prev, ws.pr_dir / prev.label / "series", ws.root, Path(tmp))
         if found is None:
             return (f"Range-diff against {prev.label}: not available (its patches are neither in "
                     f".work/pr/{prev.label}/series nor in the kit's git history).")  # fmt: skip
         old, where = found
         try:
-            text = rangediff.range_diff(paths.CHECKOUT, new_tip, old, identity, Path(tmp))
+            text = rangediff.range_diff(ws.checkout, new_tip, old, identity, Path(tmp))
         except rangediff.RangeDiffUnavailableError as exc:
             return f"Range-diff against {prev.label}: not available ({exc.what})."
     return f"Range-diff against {prev.label} (from {where}):\n\n{text.rstrip()}"
@@ -123,22 +121,22 @@ def check_flags(args: argparse.Namespace) -> None:
         raise PrError("--open needs --push-to FORK (gh opens the PR from the pushed branch)", "add --push-to")
 
 
-def previous_cover(prev: revisions.Revision | None, text: str) -> str:
+def previous_cover(ws: Workspace, prev: revisions.Revision | None, text: str) -> str:
     if prev is None:
         return "Cover: first revision."
     if not prev.cover_digest:
         return f"Cover against {prev.label}: {prev.label} was prepared before the series had a cover."
-    return covermod.compare(revisions.find_cover(prev, PR_DIR / prev.label / "series", paths.ROOT), text, prev.label)
+    return covermod.compare(revisions.find_cover(prev, ws.pr_dir / prev.label / "series", ws.root), text, prev.label)
 
 
-def put_onto(args: argparse.Namespace, patches: list[Patch], commits: list[str], identity: str,
+def put_onto(ws: Workspace, args: argparse.Namespace, patches: list[Patch], commits: list[str], identity: str,
              branch: str) -> tuple[list[Patch], list[str], str, str]:  # fmt: skip
     """(patches kept, their upstream commits, base label, verdict table) of pr/vN made on REF in the kit's clone."""
     url, ref = rebase.git_url(args.onto[0]), args.onto[1]
-    clone = onto.kit_clone(onto.CLONE)
-    progress(f"fetching {url} {ref} into .work/{onto.CLONE.name}")
+    clone = onto.kit_clone(ws.upstream_clone)
+    progress(f"fetching {url} {ref} into .work/{ws.upstream_clone.name}")
     base = onto.fetch_ref(clone, url, ref)
-    verdicts, made = onto.build(clone, base, paths.CHECKOUT, patches, commits, identity, branch, args.threeway)
+    verdicts, made = onto.build(clone, base, ws.checkout, patches, commits, identity, branch, args.threeway)
     verdict_table = outcomes_table([(v.name, v.shown, v.detail) for v in verdicts], "verdict")
     print(verdict_table)
     kept = [p for p, v in zip(patches, verdicts, strict=True) if v.outcome not in DROPPED]
@@ -159,7 +157,7 @@ def refuse_open_without_gh(args: argparse.Namespace, branch: str, title: str, bo
     )
 
 
-def deliver(args: argparse.Namespace, branch: str, title: str, body_file: Path) -> None:
+def deliver(ws: Workspace, args: argparse.Namespace, branch: str, title: str, body_file: Path) -> None:
     """Push and print (or run) `gh pr create` when asked; otherwise say what stays local."""
     if not args.onto:
         progress(f"{branch} is for review only; make the branch upstream can merge with: "
@@ -168,11 +166,11 @@ def deliver(args: argparse.Namespace, branch: str, title: str, body_file: Path) 
     if not args.push_to:
         progress(f"nothing pushed; to open the PR: nox -s pr -- --onto {' '.join(args.onto)} --push-to YOUR_FORK_URL")
         return
-    onto.push(onto.CLONE, args.push_to, branch, args.force)
+    onto.push(ws.upstream_clone, args.push_to, branch, args.force)
     progress(f"pushed {branch} to {args.push_to}")
     cmd = onto.gh_command(rebase.git_url(args.onto[0]), args.push_to, branch, args.onto[1], title, body_file)
     print(shlex.join(cmd))
     if args.open:
-        proc = subprocess.run(cmd, cwd=paths.ROOT)
+        proc = subprocess.run(cmd, cwd=ws.root)
         if proc.returncode != 0:
             raise PrError(f"gh pr create exited {proc.returncode}", "see gh's message; the branch is pushed")

@@ -22,8 +22,8 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from scripts import checkout as co
-from scripts import paths, registry, worklock
 from scripts import pin as pinmod
+from scripts import registry, worklock
 from scripts.errors import KitError
 from scripts.gitcmd import GitFailed, fetch_commit, git
 from scripts.pin import Pin
@@ -31,9 +31,9 @@ from scripts.pr import equivalence
 from scripts.pr.verdicts import DROPPED, OUTCOMES, Verdict, judge_series
 from scripts.report import progress
 from scripts.series import Patch, series_header
+from scripts.workspace import Workspace
 
 VERSION = re.compile(r"^\d+(\.\d+)+([.+-]?[A-Za-z0-9.]+)?$")  # a release version; anything else is a git ref
-REBASE_DIR = paths.WORK / "rebase"
 
 
 class RebaseError(KitError):
@@ -102,7 +102,7 @@ def git_url(url: str) -> str:
     return url if "://" in url or url.startswith("git@") else str(Path(url).resolve())
 
 
-def target_of(pin: Pin, args: argparse.Namespace, downloads: Path) -> Target:
+def target_of(ws: Workspace, pin: Pin, args: argparse.Namespace) -> Target:
     release = args.target
     if release == "latest":
         release = registry.newest_release(pin.project)
@@ -110,7 +110,7 @@ def target_of(pin: Pin, args: argparse.Namespace, downloads: Path) -> Target:
     if args.git:
         url, ref = git_url(args.git[0]), args.git[1]
     elif release and VERSION.match(release):
-        wheel, digest = fetch_release(pin.project, release, downloads)
+        wheel, digest = fetch_release(pin.project, release, ws.downloads)
         moved = replace(pin, version=release, source="wheel", wheel_filename=wheel.name, wheel_sha256=digest,
                         git_tag=f"v{release}", git_commit="")  # fmt: skip
         return Target(moved, "release")
@@ -118,14 +118,14 @@ def target_of(pin: Pin, args: argparse.Namespace, downloads: Path) -> Target:
         url, ref = pin.git_url, release
     else:
         raise RebaseError("no target given", "name a release (nox -s rebase -- 0.28.0) or a git ref (-- --git URL REF)")
-    commit = resolve_ref(url, ref, paths.ROOT)
+    commit = resolve_ref(url, ref, ws.root)
     return Target(replace(pin, source="git", git_url=url, git_tag=ref, git_commit=commit), "git", url, ref, commit)
 
 
-def fetch_target(target: Target, dest: Path) -> None:
+def fetch_target(target: Target, dest: Path, downloads: Path) -> None:
     """A repository at dest holding the target tree on branch `series`, tagged pristine, with git history."""
     if target.kind != "git":
-        co.build_pristine(target.pin, dest, paths.DOWNLOADS, progress)
+        co.build_pristine(target.pin, dest, downloads, progress)
         return
     progress(f"fetching {target.url} {target.ref} (history included, for patch-ids)")
     try:
@@ -137,19 +137,21 @@ def fetch_target(target: Target, dest: Path) -> None:
     git("tag", co.PRISTINE_TAG, target.commit, cwd=dest)
 
 
-def current_series(pin: Pin, patches: list[Patch], dest: Path) -> list[str]:
+def current_series(pin: Pin, patches: list[Patch], dest: Path, downloads: Path) -> list[str]:
     """The current pin with the series applied (it applies there by definition); the patch commits, in order."""
-    co.build_pristine(pin, dest, paths.DOWNLOADS, progress)
+    co.build_pristine(pin, dest, downloads, progress)
     return co.commit_all(dest, patches, False, lambda patch, result: RebaseError(
         f"{patch.name} does not apply to the current pin ({result.detail})", "run nox -s apply and resolve it first"
     ))  # fmt: skip
 
 
-def try_series(pin: Pin, target: Target, patches: list[Patch], scratch: Path) -> tuple[Path, list[Verdict]]:
+def try_series(
+    pin: Pin, target: Target, patches: list[Patch], scratch: Path, downloads: Path
+) -> tuple[Path, list[Verdict]]:
     """The target in scratch with every patch judged and, where it applies, applied in order."""
-    commits = current_series(pin, patches, scratch / "current")
+    commits = current_series(pin, patches, scratch / "current", downloads)
     repo = scratch / "target"
-    fetch_target(target, repo)
+    fetch_target(target, repo, downloads)
     return repo, judge_series(repo, scratch / "current", patches, commits, with_history=target.kind == "git")
 
 
@@ -243,9 +245,9 @@ def pin_line(data: dict[str, object]) -> str:
     return f"The pin now names {how}; the series was refreshed on it."
 
 
-def write_report(name: str, data: dict[str, object], text: str) -> Path:
-    REBASE_DIR.mkdir(parents=True, exist_ok=True)
-    out = REBASE_DIR / f"{re.sub(r'[^A-Za-z0-9._-]+', '_', name)}.json"
+def write_report(reports: Path, name: str, data: dict[str, object], text: str) -> Path:
+    reports.mkdir(parents=True, exist_ok=True)
+    out = reports / f"{re.sub(r'[^A-Za-z0-9._-]+', '_', name)}.json"
     out.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
     out.with_suffix(".md").write_text(text, encoding="utf-8")
     return out
@@ -297,17 +299,17 @@ def series_note(target: Target, verdicts: list[Verdict], patches: list[Patch]) -
     return "".join(f"# dropped {slugs[v.name]}: {v.shown} in {where}\n" for v in verdicts if v.outcome in DROPPED)
 
 
-def move(pin: Pin, target: Target, patches: list[Patch], repo: Path, verdicts: list[Verdict]) -> None:
+def move(ws: Workspace, pin: Pin, target: Target, patches: list[Patch], repo: Path, verdicts: list[Verdict]) -> None:
     conflicts = [v.name for v in verdicts if v.outcome == "conflict"]
     if conflicts:
         raise RebaseError(
             f"not moving the pin: {', '.join(conflicts)} conflict(s) on {target.label}",
             "resolve them first (nox -s apply -- --3way on the new pin), or keep the pin",
         )
-    text = moved_pin_text(paths.PIN_FILE.read_text(encoding="utf-8"), target)
+    text = moved_pin_text(ws.pin_file.read_text(encoding="utf-8"), target)
     new_pin = pinmod.parse_pin(text)
     if target.kind == "release":
-        pinmod.verify_digest(paths.DOWNLOADS / new_pin.wheel_filename, new_pin.wheel_sha256)
+        pinmod.verify_digest(ws.downloads / new_pin.wheel_filename, new_pin.wheel_sha256)
         progress(f"{new_pin.wheel_filename}: sha256 {new_pin.wheel_sha256[:16]}... as the registry publishes it")
     for v in verdicts:
         if v.outcome in DROPPED:
@@ -326,22 +328,19 @@ def move(pin: Pin, target: Target, patches: list[Patch], repo: Path, verdicts: l
         ),
     )
     dropped = tuple(p.slug for p, v in zip(patches, verdicts, strict=True) if v.outcome in DROPPED)
-    co.refresh(repo, paths.PATCHES, patches, progress=progress, drop=dropped)
+    co.refresh(repo, ws.patches, patches, progress=progress, drop=dropped)
     note = series_note(target, verdicts, patches)
     if note:
-        series = paths.SERIES_FILE.read_text(encoding="utf-8")
+        series = ws.series_file.read_text(encoding="utf-8")
         header = series_header(series)
-        paths.SERIES_FILE.write_text(header + note + series[len(header) :], encoding="utf-8")
-    paths.PIN_FILE.write_text(text, encoding="utf-8")
+        ws.series_file.write_text(header + note + series[len(header) :], encoding="utf-8")
+    ws.pin_file.write_text(text, encoding="utf-8")
     progress(f"pin moved: {pin.label} -> {new_pin.label}; next: nox -s apply lint test")
 
 
-def test_texts(patches: list[Patch]) -> dict[str, str]:
+def test_texts(ws: Workspace, patches: list[Patch]) -> dict[str, str]:
     """The kit's regression suite, and the test files the series adds (their added lines), by name."""
-    found = {
-        str(f.relative_to(paths.ROOT)): f.read_text(encoding="utf-8")
-        for f in sorted((paths.ROOT / "tests" / "regression").glob("*.py"))
-    }
+    found = {str(f.relative_to(ws.root)): f.read_text(encoding="utf-8") for f in sorted(ws.regression.glob("*.py"))}
     for patch in patches:
         for hunk in equivalence.split_hunks(patch.text):
             if hunk.path.startswith("tests/"):

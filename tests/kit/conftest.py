@@ -1,23 +1,35 @@
 """Fixtures for the kit's own tests: small upstreams the tests build, and a
-copy of the kit laid out as a fresh clone, driven through `python -m scripts`."""
+copy of the kit laid out as a fresh clone, driven through its front door: in-process (`Kit.run`,
+`main(args, Workspace(copy))`) or as a process of its own (`Kit.spawn`, `python -m scripts`)."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
+import traceback
 import zipfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from scripts.__main__ import main
 from scripts.gitcmd import git
 from scripts.pin import Pin
+from scripts.workspace import Workspace
 
 KIT_ROOT = Path(__file__).resolve().parents[2]
+# A spawned program that runs the front door as its shell does (signal handlers included), on its own kit.
+FRONT_DOOR = (
+    "import scripts.__main__ as front\nfront.install_run_handlers()\n"
+    "sys.exit(front.main(sys.argv[1:], front.Workspace.of_kit()))"
+)
 AUTHOR = {
     "GIT_AUTHOR_NAME": "Test Author",
     "GIT_AUTHOR_EMAIL": "author@example.org",
@@ -63,6 +75,52 @@ def commit_patch(repo: Path, edits: dict[str, str], subject: str, slug: str, sta
 
 
 @dataclass
+class Captured:
+    stdout: str = ""
+    stderr: str = ""
+
+
+@contextlib.contextmanager
+def captured_fds() -> Iterator[Captured]:
+    """Capture fds 1 and 2 (and sys.stdout/sys.stderr on them) into temporary files; restored after, exactly."""
+    out = Captured()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    streams = sys.stdout, sys.stderr
+    with tempfile.TemporaryFile() as fd1, tempfile.TemporaryFile() as fd2:
+        os.dup2(fd1.fileno(), 1)
+        os.dup2(fd2.fileno(), 2)
+        sys.stdout = open(1, "w", encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
+        sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
+        try:
+            yield out
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            sys.stdout, sys.stderr = streams
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            os.close(saved[0])
+            os.close(saved[1])
+            for handle, field in ((fd1, "stdout"), (fd2, "stderr")):
+                handle.seek(0)
+                setattr(out, field, handle.read().decode("utf-8", errors="replace"))
+
+
+@contextlib.contextmanager
+def environ(overrides: dict[str, str]) -> Iterator[None]:
+    """os.environ with `overrides` for the block, then exactly as it was."""
+    before = dict(os.environ)
+    os.environ.update(overrides)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(before)
+
+
+@dataclass
 class Kit:
     """A copy of the kit (scripts/, ci/, patches/) in a temporary folder, like a fresh clone."""
 
@@ -79,10 +137,37 @@ class Kit:
     def run(
         self, *args: str, check: bool = False, env: dict[str, str] | None = None
     ) -> subprocess.CompletedProcess[str]:
+        """The command in this process, on this copy (`main(args, Workspace(root))`), as a subprocess would show it:
+        fds 1 and 2 captured (the children it starts included), `env` set for the call only, and an exception
+        that escapes main as its traceback and exit 1."""
+        with captured_fds() as out, environ({"CI": "", **(env or {})}):
+            try:
+                code = main(list(args), Workspace(self.root))
+            except SystemExit as stop:  # what sys.exit() in a command would have ended the process with
+                code = stop.code if isinstance(stop.code, int) else 0 if stop.code is None else 1
+                if not isinstance(stop.code, int | None):
+                    print(stop.code, file=sys.stderr)
+            except BaseException:  # noqa: BLE001 -- the interpreter's own last word: a traceback, exit 1
+                traceback.print_exc()
+                code = 1
+        proc = subprocess.CompletedProcess(["main", *args], code, out.stdout, out.stderr)
+        return self.checked(proc, args, check)
+
+    def spawn(
+        self, *args: str, check: bool = False, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        """`python -m scripts ARGS` as a process of its own: for real signals, the front door itself, a copy
+        whose scripts/ a test edited, and anything that needs a fresh interpreter."""
         full_env = {**os.environ, "CI": "", **(env or {})}
         proc = subprocess.run(
             [sys.executable, "-m", "scripts", *args], cwd=self.root, capture_output=True, text=True, env=full_env
         )
+        return self.checked(proc, args, check)
+
+    @staticmethod
+    def checked(
+        proc: subprocess.CompletedProcess[str], args: tuple[str, ...], check: bool
+    ) -> subprocess.CompletedProcess[str]:
         if check and proc.returncode != 0:
             raise AssertionError(f"kit {args} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
         return proc

@@ -11,30 +11,33 @@ import subprocess
 import sys
 from pathlib import Path
 
-from scripts import checkout, paths
+from scripts import checkout
 from scripts.errors import KitError
 from scripts.legs import legenv
 from scripts.pin import load_pin
 from scripts.series import load_series
+from scripts.workspace import Workspace
+
+KIT = Workspace(Path(__file__).resolve().parents[2])  # the developer's kit: its checkout and stock env
 
 
 def checkout_is_current() -> bool:
     try:
-        checkout.verify_current(paths.CHECKOUT, load_pin(paths.PIN_FILE), load_series(paths.PATCHES))
+        checkout.verify_current(KIT.checkout, load_pin(KIT.pin_file), load_series(KIT.patches))
     except KitError:
         return False
     return True
 
 
 def ensure_checkout() -> None:
-    """``paths.CHECKOUT`` exactly the pin + the series (CI runs the kit's tests before `apply`)."""
+    """``KIT.checkout`` exactly the pin + the series (CI runs the kit's tests before `apply`)."""
     if not checkout_is_current():
         apply = [sys.executable, "-m", "scripts", "apply"]
-        done = subprocess.run(apply, cwd=paths.ROOT, capture_output=True, text=True)
+        done = subprocess.run(apply, cwd=KIT.root, capture_output=True, text=True)
         assert done.returncode == 0 and checkout_is_current(), done.stdout + done.stderr
 
 
 def ensure_checkout_and_stock_env() -> Path:
-    """The stock leg's python, with ``paths.CHECKOUT`` exactly the pin + the series."""
+    """The stock leg's python, with ``KIT.checkout`` exactly the pin + the series."""
     ensure_checkout()
-    return legenv.ensure_env("stock")
+    return legenv.ensure_env(KIT, "stock")

@@ -6,11 +6,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from conftest import KIT_ROOT
 from test_workflows import actionlint, zizmor
 
-from scripts import paths
-
-DRIFT = paths.ROOT / ".github" / "workflows" / "drift-watch.yml"
+DRIFT = KIT_ROOT / ".github" / "workflows" / "drift-watch.yml"
 CACHE_PIN = "actions/cache/restore@5a3ec84eff668545956fd18022155c47e93e2684"
 
 

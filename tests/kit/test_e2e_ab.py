@@ -18,9 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_prereq import ensure_checkout, ensure_checkout_and_stock_env
+from e2e_prereq import KIT, ensure_checkout, ensure_checkout_and_stock_env
 
-from scripts import paths
 from scripts.e2e import ab
 
 pytest.importorskip("av", reason="frames are decoded with PyAV (ci/kit-tools.txt)")
@@ -69,7 +68,7 @@ def test_unknown_base_is_one_clear_line(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "scripts", "e2e", "--standin", "--ab", "no-such-revision", "--port", str(free_port()),
          "--evidence-root", str(tmp_path / "ev"), "--lock-dir", str(tmp_path / "locks")],
-        cwd=paths.ROOT, capture_output=True, text=True, timeout=120,
+        cwd=KIT.root, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert done.returncode == 2
     assert not (tmp_path / "ev").exists() or not list((tmp_path / "ev").iterdir())  # nothing half-made
@@ -94,7 +93,7 @@ def run_ab(tmp_path: Path, **knobs: str) -> tuple[subprocess.CompletedProcess[st
            "--stop-timeout-s", "5", "--evidence-root", str(root), "--lock-dir", str(tmp_path / "locks")]  # fmt: skip
     env = {k: v for k, v in os.environ.items() if not k.startswith(("STANDIN_", "KIT_E2E_"))}
     env.update({"STANDIN_CHUNK_INTERVAL_MS": "300", **{f"STANDIN_B_{k.upper()}": v for k, v in knobs.items()}})
-    done = subprocess.run(cmd, cwd=paths.ROOT, env=env, capture_output=True, text=True, timeout=900)
+    done = subprocess.run(cmd, cwd=KIT.root, env=env, capture_output=True, text=True, timeout=900)
     (folder,) = root.iterdir()
     document = json.loads((folder / "ab.json").read_text())
     assert (folder / "ab.md").read_text().startswith("## A/B Result")

@@ -7,10 +7,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import KIT_ROOT
 
 from scripts.e2e import config, lock, run
 from scripts.e2e.config import OPTIONS, Option, number_text
 from scripts.errors import KitError
+from scripts.workspace import Workspace
+
+WS = Workspace(KIT_ROOT)  # parsing only: nothing is read or written there
 
 # Options of kind "parsed" check themselves; each needs bad examples here (test_every_parsed_option_has_examples).
 PARSED_BAD = {
@@ -59,7 +63,7 @@ def test_a_bad_value_is_refused_naming_its_source_and_the_rule(option: Option, v
     # --opt=VALUE: how a value that starts with "-" (-1:2, -inf) is written on a command line
     argv, env = ([f"{option.flag}={value}"], {}) if source == "flag" else ([], {option.env: value})
     with pytest.raises(KitError) as caught:
-        config.parse_args(argv, env)
+        config.parse_args(WS, argv, env)
     named = option.flag if source == "flag" else option.env
     assert caught.value.what.startswith(f"{named} ") or caught.value.what.startswith(f"{named}: "), caught.value.what
     assert repr(value) in caught.value.what and caught.value.fix, caught.value
@@ -71,7 +75,7 @@ def test_the_default_and_the_allowed_bounds_pass(option: Option) -> None:
     for value in good_values(option):
         # chunks must stay above warmup-chunks
         extra = {"warmup-chunks": ["--chunks", "1000"], "chunks": ["--warmup-chunks", "0"]}.get(option.name, [])
-        assert config.parse_args([f"{option.flag}={value}", *extra], {}) is not None
+        assert config.parse_args(WS, [f"{option.flag}={value}", *extra], {}) is not None
 
 
 def test_every_option_of_a_checked_kind_is_refused_somewhere() -> None:
@@ -88,9 +92,9 @@ def test_every_option_is_a_field_of_the_config_and_back() -> None:
 
 
 def test_a_flag_wins_over_its_variable_and_an_empty_variable_is_unset() -> None:
-    assert config.parse_args(["--port", "9001"], {"KIT_E2E_PORT": "abc"}).port == 9001  # the flag is what counts
-    assert config.parse_args([], {"KIT_E2E_PORT": ""}).port == 8091
-    assert config.parse_args([], {"KIT_E2E_STANDIN": "yes"}).standin
+    assert config.parse_args(WS, ["--port", "9001"], {"KIT_E2E_PORT": "abc"}).port == 9001  # the flag is what counts
+    assert config.parse_args(WS, [], {"KIT_E2E_PORT": ""}).port == 8091
+    assert config.parse_args(WS, [], {"KIT_E2E_STANDIN": "yes"}).standin
 
 
 def test_rules_read_as_words() -> None:
@@ -106,9 +110,9 @@ def test_rules_read_as_words() -> None:
 
 
 def test_only_a_run_on_real_cards_takes_card_locks() -> None:
-    assert run.locked_cards(config.parse_args(["--cards", "2,3"], {})) == (2, 3)
-    assert run.locked_cards(config.parse_args(["--standin", "--cards", "2,3"], {})) == ()
-    assert run.locked_cards(config.parse_args(["--server-url", "ws://h:1"], {})) == ()
+    assert run.locked_cards(config.parse_args(WS, ["--cards", "2,3"], {})) == (2, 3)
+    assert run.locked_cards(config.parse_args(WS, ["--standin", "--cards", "2,3"], {})) == ()
+    assert run.locked_cards(config.parse_args(WS, ["--server-url", "ws://h:1"], {})) == ()
 
 
 def test_a_held_card_is_refused_in_one_line_and_no_cards_need_no_lock_folder(tmp_path: Path) -> None:

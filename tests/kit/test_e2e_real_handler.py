@@ -20,11 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from e2e_prereq import ensure_checkout_and_stock_env
+from e2e_prereq import KIT, ensure_checkout_and_stock_env
 
-from scripts import paths
 from scripts.e2e import server
-from scripts.e2e.config import STANDIN_SCRIPT
 
 av = pytest.importorskip("av", reason="frames are decoded with PyAV (ci/kit-tools.txt)")
 
@@ -61,7 +59,7 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Serv
     started: dict[str, Served] = {}
     for name, extra in SERVERS.items():
         port = free_port()
-        cmd = [str(python), str(STANDIN_SCRIPT), "--port", str(port), "--checkout", str(paths.CHECKOUT),
+        cmd = [str(python), str(KIT.standin_script), "--port", str(port), "--checkout", str(KIT.checkout),
                "--chunk-interval-ms", "30", *extra]  # fmt: skip
         with (logs / f"{name}.log").open("wb") as log:
             proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
@@ -82,7 +80,7 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Serv
 def bench(served: Served, tmp_path: Path, *extra: str, name: str = "b") -> subprocess.CompletedProcess[str]:
     out = ["--output-json", str(tmp_path / f"{name}.json"), "--save-video", str(tmp_path / f"{name}.mp4")]
     cmd = [sys.executable, "-m", "scripts.e2e.client", "--port", str(served.port), *CHUNKS, *out, *extra]
-    return subprocess.run(cmd, cwd=paths.ROOT, capture_output=True, text=True, timeout=120)
+    return subprocess.run(cmd, cwd=KIT.root, capture_output=True, text=True, timeout=120)
 
 
 def top_level_boxes(data: bytes) -> list[bytes]:
@@ -158,7 +156,7 @@ def test_e2e_against_an_already_running_server(servers: dict[str, Served], tmp_p
     cmd = [sys.executable, "-m", "scripts", "e2e", "--server-url", f"ws://127.0.0.1:{servers['b'].port}",
            "--chunks", "3", "--warmup-chunks", "1", "--width", "64", "--height", "48", "--runs", "2",
            "--band", "10:400", "--evidence-root", str(root), "--lock-dir", str(tmp_path / "locks")]  # fmt: skip
-    done = subprocess.run(cmd, cwd=paths.ROOT, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(cmd, cwd=KIT.root, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     (folder,) = root.iterdir()
     summary = json.loads((folder / "summary.json").read_text())

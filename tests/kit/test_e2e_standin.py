@@ -16,9 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_prereq import ensure_checkout_and_stock_env
+from e2e_prereq import KIT, ensure_checkout_and_stock_env
 
-from scripts import paths
 from scripts.e2e import evidence, server
 from scripts.legs import legenv
 
@@ -66,7 +65,7 @@ class Case:
                "--evidence-root", str(self.root), "--lock-dir", str(tmp_path / "locks"), *extra]  # fmt: skip
         case_env = {**os.environ, "STANDIN_FAULT": fault, "STANDIN_CHUNK_INTERVAL_MS": "60", **(env or {})}
         case_env.pop("KIT_E2E_STANDIN", None)
-        self.done = subprocess.run(cmd, cwd=paths.ROOT, env=case_env, capture_output=True, text=True, timeout=120)
+        self.done = subprocess.run(cmd, cwd=KIT.root, env=case_env, capture_output=True, text=True, timeout=120)
 
     @property
     def folder(self) -> Path:
@@ -116,8 +115,8 @@ def test_deterministic_success(tmp_path: Path) -> None:
     # The stand-in is upstream's handler from the checkout, and the evidence says so.
     manifest = json.loads((case.folder / "manifest.json").read_text())
     assert Path(manifest["server_cmd"][1]).name == "omni_realtime_server.py"
-    assert manifest["server_cmd"][0] == str(legenv.env_python(legenv.env_dir("stock")))
-    handler = paths.CHECKOUT / evidence.HANDLER_REL
+    assert manifest["server_cmd"][0] == str(legenv.env_python(legenv.env_dir(KIT, "stock")))
+    handler = KIT.checkout / evidence.HANDLER_REL
     assert manifest["versions"]["handler_sha256"] == evidence.sha256_files([handler])
     assert "vllm-omni's own realtime video handler" in (case.folder / "summary.md").read_text()
     assert "whole-session RTF" in (case.folder / "summary.md").read_text()
@@ -186,7 +185,7 @@ def test_port_already_taken_stops_at_preflight(tmp_path: Path) -> None:
 def test_cpu_host_without_standin_stops_at_preflight(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("KIT_E2E_")}
     done = subprocess.run([sys.executable, "-m", "scripts", "e2e", "--evidence-root", str(tmp_path / "ev")],
-                          cwd=paths.ROOT, env=env, capture_output=True, text=True, timeout=60)  # fmt: skip
+                          cwd=KIT.root, env=env, capture_output=True, text=True, timeout=60)  # fmt: skip
     assert done.returncode == 2
     assert done.stdout == ""
     assert done.stderr.splitlines() == [

@@ -5,10 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import KIT_ROOT
 
 from scripts.e2e import bench, client, compare, config, metrics, preflight, run
 from scripts.e2e.evidence import RunRecord
 from scripts.errors import KitError
+from scripts.workspace import Workspace
+
+WS = Workspace(KIT_ROOT)  # parsing only: nothing is read or written there
 
 NPU_SMI = """\
 +------------------------------------------------------------------------------------------------+
@@ -52,11 +56,11 @@ def test_cann_check_wants_a_sourced_toolkit() -> None:
 
 
 def test_parameters_flags_env_and_defaults() -> None:
-    cfg = config.parse_args(["/models/lw", "--runs", "3"], {"KIT_E2E_PORT": "9000", "KIT_E2E_BAND": "1:2"})
+    cfg = config.parse_args(WS, ["/models/lw", "--runs", "3"], {"KIT_E2E_PORT": "9000", "KIT_E2E_BAND": "1:2"})
     assert (cfg.model, cfg.runs, cfg.port, cfg.band_ms, cfg.chunks) == ("/models/lw", 3, 9000, (1.0, 2.0), 32)
     assert cfg.deploy_config.name == "npu_usp4_eager.yaml" and not cfg.standin
-    assert config.parse_args([], {}).band_ms == config.ASCEND_BAND_MS
-    assert config.parse_args(["--standin"], {}).band_ms == config.STANDIN_BAND_MS
+    assert config.parse_args(WS, [], {}).band_ms == config.ASCEND_BAND_MS
+    assert config.parse_args(WS, ["--standin"], {}).band_ms == config.STANDIN_BAND_MS
     with pytest.raises(KitError, match="band"):
         config.parse_band("3093:3034")
     with pytest.raises(KitError, match="card list"):
@@ -119,14 +123,14 @@ def test_client_refuses_gaps_stops_and_orphan_frames() -> None:
 
 
 def test_server_url_parsing() -> None:
-    cfg = config.parse_args(["--server-url", "ws://10.0.0.5:8091/v1/realtime/video"], {})
+    cfg = config.parse_args(WS, ["--server-url", "ws://10.0.0.5:8091/v1/realtime/video"], {})
     assert (cfg.host, cfg.port, cfg.mode, cfg.starts_server) == ("10.0.0.5", 8091, "external", False)
     assert config.parse_server_url("ws://h:1") == ("h", 1)
     for bad in ("http://h:1", "ws://h", "ws://h:1/other", "ws://h:x"):
         with pytest.raises(KitError, match="is not ws://HOST:PORT"):
             config.parse_server_url(bad)
     with pytest.raises(KitError, match="both given"):
-        config.parse_args(["--standin", "--server-url", "ws://h:1"], {})
+        config.parse_args(WS, ["--standin", "--server-url", "ws://h:1"], {})
 
 
 def test_frame_comparison_names_first_frame_and_counts() -> None:
@@ -138,7 +142,7 @@ def test_frame_comparison_names_first_frame_and_counts() -> None:
 
 
 def test_verdict_order_failure_then_determinism_then_band() -> None:
-    cfg = config.parse_args(["--band", "100:200"], {})
+    cfg = config.parse_args(WS, ["--band", "100:200"], {})
     ok = [RunRecord(i, "ok", steady_median_ms=150.0, in_band=True) for i in (1, 2)]
     same = {"md5_equal": True, "frames_equal": True}
     assert run.verdict(ok, same, cfg)[0] == "pass"
@@ -152,12 +156,12 @@ def test_verdict_order_failure_then_determinism_then_band() -> None:
 
 def test_both_clients_always_get_an_image(tmp_path: Path) -> None:
     """Upstream's client downloads a default image without ``--image``: the kit always passes one."""
-    cfg = config.parse_args(["--width", "16", "--height", "32"], {})
+    cfg = config.parse_args(WS, ["--width", "16", "--height", "32"], {})
     image = bench.first_frame(cfg, tmp_path)
     assert Path(image).read_bytes().startswith(b"\x89PNG") and Path(image).parent == tmp_path
     for name in ("upstream", "kit"):
         cmd = bench.command(cfg, name, "python3", tmp_path / "b.json", tmp_path / "v.mp4", image)
         assert cmd[cmd.index("--image") + 1] == image
         assert ("--ping-interval" in cmd) == (name == "kit")  # upstream's script pings on its own
-    given = config.parse_args(["--image", "/data/first.png"], {})
+    given = config.parse_args(WS, ["--image", "/data/first.png"], {})
     assert bench.first_frame(given, tmp_path) == "/data/first.png"

@@ -23,7 +23,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import AUTHOR, SMALL_UPSTREAM, Kit, build_wheel, commit_patch, make_series, pin_toml, rope_with
+from conftest import (
+    AUTHOR,
+    FRONT_DOOR,
+    SMALL_UPSTREAM,
+    Kit,
+    build_wheel,
+    commit_patch,
+    make_series,
+    pin_toml,
+    rope_with,
+)
 
 from scripts.gitcmd import git
 
@@ -50,7 +60,7 @@ def one_line_error(proc: subprocess.CompletedProcess[str], code: int, needle: st
 
 def inject(kit: Kit, code: str, *args: str) -> subprocess.CompletedProcess[str]:
     """Run the real kit CLI after `code` has replaced one filesystem call (the fault's only stand-in)."""
-    program = f"import errno, os, signal, sys\n{code}\nfrom scripts.__main__ import main\nsys.exit(main(sys.argv[1:]))"
+    program = f"import errno, os, signal, sys\n{code}\n" + FRONT_DOOR
     return subprocess.run([sys.executable, "-c", program, *args], cwd=kit.root, capture_output=True, text=True,
                           env={**os.environ, "CI": ""})  # fmt: skip
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import AUTHOR, SMALL_UPSTREAM, Kit, commit_patch, make_series, pin_toml
+from conftest import AUTHOR, FRONT_DOOR, SMALL_UPSTREAM, Kit, commit_patch, make_series, pin_toml
 from test_faults import (
     HELD,
     TERM_WHILE_SWAPPING,
@@ -65,8 +65,8 @@ def state_of(kit: Kit) -> dict[str, object]:
 
 def run_case(kit: Kit, case: Case, extra: Env) -> subprocess.CompletedProcess[str]:
     env = {**dict(case.env), **extra}
-    if not case.inject:
-        return kit.run(*case.args, env=env)
+    if not case.inject:  # a C locale takes effect at an interpreter's start only
+        return (kit.spawn if any(k in env for k in C_LOCALE) else kit.run)(*case.args, env=env)
     return subprocess.run(
         [sys.executable, "-c", injected(case.inject), *case.args],
         cwd=kit.root,
@@ -77,7 +77,7 @@ def run_case(kit: Kit, case: Case, extra: Env) -> subprocess.CompletedProcess[st
 
 
 def injected(code: str) -> str:
-    return f"import errno, os, signal, sys\n{code}\nfrom scripts.__main__ import main\nsys.exit(main(sys.argv[1:]))"
+    return f"import errno, os, signal, sys\n{code}\n" + FRONT_DOOR
 
 
 def check(proc: subprocess.CompletedProcess[str], code: int, needle: str) -> None:

@@ -307,7 +307,8 @@ def test_a_signal_while_the_commands_load_is_one_line(kit3: Kit, sig: signal.Sig
     program = (
         "import os, signal, sys\nimport scripts.__main__ as front\nloaded = front.command_modules\n"
         f"def loading():\n    os.kill(os.getpid(), {int(sig)})\n    return loaded()\n"
-        "front.command_modules = loading\nsys.exit(front.main(sys.argv[1:]))"
+        "front.command_modules = loading\nfront.install_run_handlers()\n"
+        "sys.exit(front.main(sys.argv[1:], front.Workspace.of_kit()))"
     )
     proc = subprocess.run([sys.executable, "-c", program, "refresh"], cwd=kit3.root, capture_output=True, text=True)
     one_line_error(proc, 130, f"interrupted by {sig.name} before any command started")

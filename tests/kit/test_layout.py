@@ -8,6 +8,7 @@ every module of scripts/ has a stage, and every import goes to the same or an ea
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 # stage number -> modules (a name ending in "." is a whole subpackage); 0 is the plumbing.
 STAGES: dict[int, tuple[str, ...]] = {
-    0: ("errors", "paths", "report", "records", "gitcmd", "worklock", "diffparse", "kittools", "signals"),
+    0: ("errors", "workspace", "report", "records", "gitcmd", "worklock", "diffparse", "kittools", "signals"),
     1: ("pin", "registry"),
     2: ("series", "revisions"),
     3: ("checkout",),
@@ -152,3 +153,69 @@ def test_the_regression_suite_and_standins_never_import_the_kit() -> None:
                                     "def f():\n    from scripts.legs import suite\n"])  # fmt: skip
 def test_the_suite_check_bites(source: str) -> None:
     assert kit_imports(source), source
+
+
+def located_at_import(name: str, source: str) -> list[str]:
+    """Where a module finds the kit by itself instead of being passed a Workspace: `__file__` anywhere (only
+    workspace.py may), and module-level code that makes a Workspace or a path under .work/ (a constant such
+    as `REBASE_DIR = <workspace>.work / "rebase"` fixes one kit at import time)."""
+    tree = ast.parse(source)
+    found = []
+    if name != "workspace":
+        found += [
+            f"{name}:{n.lineno}: __file__" for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id == "__file__"
+        ]
+
+    def module_level(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+        for stmt in body:
+            if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Import | ast.ImportFrom):
+                continue
+            if isinstance(stmt, ast.If | ast.Try | ast.With):  # their bodies run at import too
+                yield from module_level([*getattr(stmt, "body", []), *getattr(stmt, "orelse", [])])
+                continue
+            yield stmt
+
+    for stmt in module_level(tree.body):
+        for n in ast.walk(stmt):
+            makes = isinstance(n, ast.Name) and n.id == "Workspace" and name != "__main__"
+            work = isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.split("/")[0] == ".work"
+            if makes or work:
+                found.append(f"{name}:{stmt.lineno}: a workspace location at import time")
+                break
+    return found
+
+
+def test_no_module_finds_the_kit_by_itself() -> None:
+    assert [p for name, source in kit_modules().items() for p in located_at_import(name, source)] == []
+
+
+@pytest.mark.parametrize(
+    ("name", "source", "expected"),
+    [
+        ("pin", "from pathlib import Path\nROOT = Path(__file__).parent.parent\n", "pin:2: __file__"),
+        ("legs.suite", "def f():\n    return __file__\n", "legs.suite:2: __file__"),
+        (
+            "pr.rebase",
+            'from scripts.workspace import Workspace\nREBASE_DIR = Workspace.of_kit().work / "rebase"\n',
+            "pr.rebase:2: a workspace location",
+        ),
+        ("e2e.install", 'from pathlib import Path\nVENV = Path(".work/e2e-venv")\n', "e2e.install:2: a workspace"),
+        (
+            "e2e.config",
+            'import os\nif os.name:\n    EVIDENCE = Path(".work") / "evidence"\n',
+            "e2e.config:3: a workspace",
+        ),
+    ],
+)
+def test_the_kit_location_check_bites(name: str, source: str, expected: str) -> None:
+    problems = located_at_import(name, source)
+    assert len(problems) == 1 and problems[0].startswith(expected), problems
+
+
+def test_a_workspace_passed_in_passes_the_location_check() -> None:
+    source = (
+        "from scripts.workspace import Workspace\n"
+        'def reports(ws: Workspace) -> object:\n    return ws.work / "rebase"\n'
+        'NOTE = "written under .work/rebase"\n'
+    )
+    assert located_at_import("pr.rebase", source) == []

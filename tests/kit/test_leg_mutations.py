@@ -97,7 +97,10 @@ def shared_env_ready(kit: Kit, leg: str) -> None:
     A copy that disagreed would rebuild the env through the link, deleting this checkout's.
     """
     subprocess.run([sys.executable, "-m", "scripts", "legenv", leg], cwd=KIT_ROOT, check=True)
-    probe = f"from scripts.legs import legenv; print(legenv.is_ready({leg!r}))"
+    probe = (
+        "from scripts.legs import legenv; from scripts.workspace import Workspace; "
+        f"print(legenv.is_ready(Workspace('.'), {leg!r}))"
+    )
     done = subprocess.run([sys.executable, "-c", probe], cwd=kit.root, capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "True", f"the copy would rebuild the shared {leg} env: {done.stdout}{done.stderr}"
 

@@ -12,12 +12,13 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from conftest import KIT_ROOT
 
 from scripts.errors import KitError
 from scripts.legs import legenv, legpins
-from scripts.paths import CI_DIR
 
 DEFAULT_INDEX = "https://pypi.org/simple/"
+CI_DIR = KIT_ROOT / "ci"
 
 
 def index_args() -> list[str]:
@@ -41,7 +42,7 @@ def uv() -> str:
 @pytest.mark.parametrize("platform", sorted(legpins.PLATFORMS.values()))
 @pytest.mark.parametrize("name", legpins.PIN_FILES)
 def test_every_pin_has_a_wheel_on_both_architectures(uv: str, name: str, platform: str) -> None:
-    legpins.check_resolves(uv, CI_DIR / name, platform, index_args())
+    legpins.check_resolves(CI_DIR, uv, CI_DIR / name, platform, index_args())
 
 
 def test_the_resolve_check_bites_on_a_pin_without_an_aarch64_wheel(uv: str, tmp_path: Path) -> None:
@@ -49,9 +50,9 @@ def test_the_resolve_check_bites_on_a_pin_without_an_aarch64_wheel(uv: str, tmp_
     unmarked = text.replace("intel-openmp==2024.2.1 ; platform_machine == 'x86_64'", "intel-openmp==2024.2.1")
     assert unmarked != text
     (tmp_path / "leg-stock.txt").write_text(unmarked, encoding="utf-8")
-    legpins.check_resolves(uv, tmp_path / "leg-stock.txt", legpins.PLATFORMS["x86_64"], index_args())
+    legpins.check_resolves(CI_DIR, uv, tmp_path / "leg-stock.txt", legpins.PLATFORMS["x86_64"], index_args())
     with pytest.raises(KitError, match="aarch64.*intel-openmp"):
-        legpins.check_resolves(uv, tmp_path / "leg-stock.txt", legpins.PLATFORMS["aarch64"], index_args())
+        legpins.check_resolves(CI_DIR, uv, tmp_path / "leg-stock.txt", legpins.PLATFORMS["aarch64"], index_args())
 
 
 @pytest.mark.parametrize("name", legpins.PIN_FILES)
@@ -59,13 +60,13 @@ def test_each_pin_file_is_what_its_header_command_makes(uv: str, name: str) -> N
     # As of the time the file records: releases published since then cannot make this fail.
     text = (CI_DIR / name).read_text(encoding="utf-8")
     assert "python -m scripts legpins" in text.split("\n\n", 1)[0]  # the header records the command
-    as_of = legpins.recorded_as_of("leg-stock.txt")
-    assert legpins.regenerate(name, uv, index_args(), as_of) == text, f"ci/{name} is stale: python -m scripts legpins"
+    as_of = legpins.recorded_as_of(CI_DIR, "leg-stock.txt")
+    assert legpins.regenerate(CI_DIR, name, uv, index_args(), as_of) == text, (
+        f"ci/{name} is stale: python -m scripts legpins"
+    )
 
 
-def test_the_staleness_check_bites_on_an_edited_top_section(
-    uv: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
+def test_the_staleness_check_bites_on_an_edited_top_section(uv: str, tmp_path: Path) -> None:
     # Same recorded time, one more top-level requirement: the closure gains its dependencies, so the file is stale.
     text = (CI_DIR / "leg-stock.txt").read_text(encoding="utf-8")
     top, closure = legpins.split_pin_file(text)
@@ -74,30 +75,26 @@ def test_the_staleness_check_bites_on_an_edited_top_section(
     )
     for other in ("leg-overrides.txt", "leg-npu.txt"):
         (tmp_path / other).write_text((CI_DIR / other).read_text(encoding="utf-8"), encoding="utf-8")
-    monkeypatch.setattr(legpins, "CI_DIR", tmp_path)
-    as_of = legpins.recorded_as_of("leg-stock.txt")
-    assert legpins.regenerate("leg-stock.txt", uv, index_args(), as_of) != (tmp_path / "leg-stock.txt").read_text(
-        encoding="utf-8"
-    )
+    as_of = legpins.recorded_as_of(tmp_path, "leg-stock.txt")
+    assert legpins.regenerate(tmp_path, "leg-stock.txt", uv, index_args(), as_of) != (
+        tmp_path / "leg-stock.txt"
+    ).read_text(encoding="utf-8")
 
 
 def test_a_resolve_as_of_an_earlier_time_takes_earlier_releases(uv: str) -> None:
     # --exclude-newer really moves the answer: the recorded time is what makes the check reproducible.
     text = (CI_DIR / "leg-stock.txt").read_text(encoding="utf-8")
-    then = legpins.regenerate("leg-stock.txt", uv, index_args(), "2026-11-20T00:00:00Z")
+    then = legpins.regenerate(CI_DIR, "leg-stock.txt", uv, index_args(), "2026-11-20T00:00:00Z")
     assert legpins.changed_pins(text, then), "a resolve ten days earlier pinned the same closure"
 
 
-def test_the_resolution_time_is_read_from_under_the_marker_and_its_absence_is_refused(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
+def test_the_resolution_time_is_read_from_under_the_marker_and_its_absence_is_refused(tmp_path: Path) -> None:
     text = f"# head\ntorch==1\n\n{legpins.CLOSURE_MARKER}\n{legpins.AS_OF_PREFIX}2026-11-30T14:43:33Z\na==1\n"
     assert legpins.resolved_as_of(text) == "2026-11-30T14:43:33Z"
     assert legpins.resolved_as_of(f"# head\ntorch==1\n\n{legpins.CLOSURE_MARKER}\na==1\n") is None
     (tmp_path / "leg-x.txt").write_text(f"# head\ntorch==1\n\n{legpins.CLOSURE_MARKER}\na==1\n", encoding="utf-8")
-    monkeypatch.setattr(legpins, "CI_DIR", tmp_path)
     with pytest.raises(KitError, match="records no resolution time.*python -m scripts legpins"):
-        legpins.recorded_as_of("leg-x.txt")
+        legpins.recorded_as_of(tmp_path, "leg-x.txt")
 
 
 def test_newer_releases_are_listed_by_name_and_versions() -> None:

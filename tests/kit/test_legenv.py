@@ -8,9 +8,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import KIT_ROOT
 
 from scripts.errors import KitError
 from scripts.legs import legenv
+from scripts.workspace import Workspace
 
 PIP_CONFIG_LIST = """\
 :env:.find-links='/srv/mirror/wheels'
@@ -95,8 +97,8 @@ def test_uv_plan_syncs_the_exact_pins(tmp_path: Path) -> None:
 
 
 def test_overlay_tools_are_the_leg_pins_of_the_test_runner() -> None:
-    tools = legenv.tools_text()
-    pins = legenv.parse_pins((legenv.CI_DIR / "leg-stock.txt").read_text(encoding="utf-8"))
+    tools = legenv.tools_text(Workspace(KIT_ROOT))
+    pins = legenv.parse_pins((KIT_ROOT / "ci" / "leg-stock.txt").read_text(encoding="utf-8"))
     assert f"pytest=={pins['pytest']}\n" in tools and f"pytest-cov=={pins['pytest-cov']}\n" in tools
 
 

@@ -12,10 +12,11 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import KIT_ROOT
 
-from scripts import paths
 from scripts.legs import legenv, mutate
 from scripts.legs.mutate import Mutant, MutateError, Outcome
+from scripts.workspace import Workspace
 
 SOURCE = """\
 import itertools
@@ -228,10 +229,10 @@ def test_select_by_key_texts_and_operators() -> None:
 def test_closing_a_busy_worker_leaves_no_process(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
     # An interrupted mutate closes its workers while one still runs a mutant's tests: the worker and its
     # forked pytest run must both go, at once and quietly (the kit prints its one line).
-    python = legenv.ensure_env("stock")
+    python = legenv.ensure_env(Workspace(KIT_ROOT), "stock")
     suite = tmp_path / "tests" / "regression"
     suite.mkdir(parents=True)
-    shutil.copy(paths.ROOT / "tests" / "regression" / "_mutant_worker.py", suite)
+    shutil.copy(KIT_ROOT / "tests" / "regression" / "_mutant_worker.py", suite)
     (tmp_path / "test_slow.py").write_text("import time\n\n\ndef test_slow():\n    time.sleep(300)\n")
     worker = mutate.Worker("stock", python, {**os.environ, "KIT_NPU_MODE": "none"}, tmp_path)
     assert worker.proc.stdin is not None

@@ -5,11 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import SMALL_UPSTREAM, Kit, build_wheel, pin_toml
+from conftest import KIT_ROOT, SMALL_UPSTREAM, Kit, build_wheel, pin_toml
 
 from scripts import pin as pinmod
 from scripts.gitcmd import git
-from scripts.paths import PIN_FILE
+
+PIN_FILE = KIT_ROOT / "patches" / "upstream.toml"
 
 
 def test_shipped_pin_is_vllm_omni_0_30_0() -> None:

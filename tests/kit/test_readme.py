@@ -8,7 +8,7 @@ from conftest import KIT_ROOT
 from scripts.readme import current_block, expected_blocks, stale
 
 README = (KIT_ROOT / "README.md").read_text(encoding="utf-8")
-EXPECTED = expected_blocks()
+EXPECTED = expected_blocks(KIT_ROOT / "patches")
 
 
 def test_readme_tables_are_up_to_date() -> None:

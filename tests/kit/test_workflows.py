@@ -9,10 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import KIT_ROOT
 
-from scripts import paths
-
-WORKFLOW_DIR = paths.ROOT / ".github" / "workflows"
+WORKFLOW_DIR = KIT_ROOT / ".github" / "workflows"
 WORKFLOWS = sorted(WORKFLOW_DIR.glob("*.yml"))
 CHECKOUT_PIN = "actions/checkout@11bd71901bbe5b1630ceea73d27597364c9af683"
 
@@ -24,7 +23,7 @@ def tool(name: str) -> str | None:
 
 
 def run(cmd: list[str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=paths.ROOT)
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=KIT_ROOT)
 
 
 def zizmor(*files: Path) -> subprocess.CompletedProcess[str]:
@@ -45,7 +44,7 @@ def actionlint(*files: Path) -> subprocess.CompletedProcess[str]:
 
 def test_the_workflows_are_where_github_runs_them() -> None:
     assert [p.name for p in WORKFLOWS] == ["ascend-e2e.yml", "cpu.yml", "drift-watch.yml", "weekly.yml"]
-    assert not (paths.CI_DIR / "workflows").exists()  # a folder GitHub never executes
+    assert not ((KIT_ROOT / "ci") / "workflows").exists()  # a folder GitHub never executes
 
 
 def test_zizmor_clean() -> None:
