@@ -87,31 +87,6 @@ def check_leg(leg: str) -> str:
     return leg
 
 
-LEG_FLAGS = ("--python", "--require")  # each takes a value
-
-
-def leg_options(leg: str, argv: list[str]) -> tuple[LegOptions, list[str]]:
-    """Split the kit's `--python PATH` / `--require MODE` off a leg's arguments; the rest goes to pytest."""
-    found: dict[str, str] = {}
-    rest: list[str] = []
-    args = iter(argv)
-    for arg in args:
-        name, eq, value = arg.partition("=")
-        if name not in LEG_FLAGS:
-            rest.append(arg)
-            continue
-        value = value if eq else next(args, "")
-        if not value:
-            example = "/usr/bin/python3" if name == "--python" else "real"
-            raise KitError(f"{name} needs a value", f"e.g. {name} {example}")
-        found[name] = value
-    require = found.get("--require")
-    if require is not None and (require not in MODES or leg != "npu"):
-        raise KitError(f"--require {require} for leg {leg}", "only the npu leg takes --require, with real or simulated")
-    python = Path(found["--python"]) if "--python" in found else None
-    return LegOptions(python=python, require=require), rest
-
-
 def mode_shortfall(mode: str, required: str | None, versions_seen: dict[str, str]) -> str | None:
     """Why the leg's mode is not the required one (None when it is, or nothing was required)."""
     if required is None or mode == required:

@@ -123,9 +123,9 @@ def executed(cov_json_text: str, cwd: Path, checkout: Path, wanted: dict[str, se
     return hit, total
 
 
-def run_suite(python: Path, env: dict[str, str], cwd: Path, out: Path, measured: list[Path] | None,
-              targets: list[str], extra: list[str]) -> int:  # fmt: skip
-    """pytest on the targets (the suite, or modules of it); junit.xml and coverage.json land in out.
+def suite_command(python: Path, out: Path, measured: list[Path] | None, targets: list[str],
+                  extra: list[str]) -> list[str]:  # fmt: skip
+    """pytest on the targets (the suite, or modules of it), its junit.xml and coverage.json to land in out.
 
     ``measured``: the files coverage.py measures; None measures nothing (no coverage.json).
     """
@@ -135,8 +135,7 @@ def run_suite(python: Path, env: dict[str, str], cwd: Path, out: Path, measured:
     if measured is not None:
         cov_config = out / "coveragerc"
         cov_config.write_text(coverage_config(measured), encoding="utf-8")
-    command = pytest_command(python, junit, cov_json, cov_config, targets, extra)
-    return subprocess.run(command, cwd=cwd, env=env).returncode
+    return pytest_command(python, junit, cov_json, cov_config, targets, extra)
 
 
 def record(leg: str, mode: str, versions: dict[str, str], counts: Counts, coverage: tuple[int, int] | None,
@@ -198,37 +197,51 @@ class TestArgs:
     legs: tuple[str, ...]
     jobs: int | None
     changed: bool
+    options: legenv.LegOptions  # --python / --require
     pytest_args: list[str]
 
 
-# Every flag of the `test` command that is the kit's, not pytest's -> whether it takes a value.
-TEST_FLAGS: dict[str, bool] = {"--changed": False, "--jobs": True, **dict.fromkeys(legenv.LEG_FLAGS, True)}
+# Every flag of the `test` command that is the kit's, not pytest's -> whether it takes a value. The one
+# declaration: parse_test_args reads it, and the noxfile keeps these flags from the other sessions.
+TEST_FLAGS: dict[str, bool] = {"--changed": False, "--jobs": True, "--python": True, "--require": True}
+VALUE_EXAMPLES = {"--jobs": "1", "--python": "/usr/bin/python3", "--require": "real"}
 
 
 def parse_test_args(argv: list[str]) -> TestArgs:
-    """``[stock|npu]... [--jobs N] [--changed] [pytest args]``: the kit's flags may come anywhere.
+    """``[stock|npu]... [--jobs N] [--changed] [--python PATH] [--require MODE] [pytest args]``, in one pass.
 
-    Lifted out by hand, not by argparse, because everything else belongs to pytest (``-k expr``,
-    ``--durations=15``) and nox appends its posargs after the leg a session names.
+    The kit's flags may come anywhere; lifted out by hand, not by argparse, because everything else
+    belongs to pytest (``-k expr``, ``--durations=15``) and nox appends its posargs after the leg a
+    session names. Leg names count only before the first pytest argument.
     """
     legs: list[str] = []
-    jobs: int | None = None
-    changed = False
+    found: dict[str, str] = {}
     rest: list[str] = []
     items = iter(argv)
     for item in items:
+        name, eq, value = item.partition("=")
         if item in LEGS and not rest and item not in legs:
             legs.append(item)
-        elif item == "--changed":
-            changed = True
-        elif item == "--jobs" or item.startswith("--jobs="):
-            value = item.partition("=")[2] if "=" in item else next(items, "")
-            if not value.isdigit() or int(value) < 1:
-                raise KitError(f"--jobs {value!r} is not a positive whole number", "use e.g. --jobs 1 (sequential)")
-            jobs = int(value)
-        else:
+        elif name not in TEST_FLAGS:
             rest.append(item)
-    return TestArgs(tuple(legs) or LEGS, jobs, changed, rest)
+        elif not TEST_FLAGS[name]:
+            found[name] = ""
+        else:
+            value = value if eq else next(items, "")
+            if not value:
+                raise KitError(f"{name} needs a value", f"e.g. {name} {VALUE_EXAMPLES[name]}")
+            found[name] = value
+    chosen = tuple(legs) or LEGS
+    jobs = found.get("--jobs")
+    if jobs is not None and (not jobs.isdigit() or int(jobs) < 1):
+        raise KitError(f"--jobs {jobs!r} is not a positive whole number", "use e.g. --jobs 1 (sequential)")
+    require = found.get("--require")
+    for leg in chosen:
+        if require is not None and (require not in legenv.MODES or leg != "npu"):
+            raise KitError(f"--require {require} for leg {leg}", "only the npu leg takes --require: real or simulated")
+    python = Path(found["--python"]) if "--python" in found else None
+    options = legenv.LegOptions(python=python, require=require)
+    return TestArgs(chosen, None if jobs is None else int(jobs), "--changed" in found, options, rest)
 
 
 def plan_jobs(legs: int, jobs: int | None, cores: int) -> tuple[int, int]:

@@ -119,8 +119,7 @@ def test_every_test_flag_is_parsed_by_test_and_kept_from_other_nox_sessions(flag
 
     argv = [flag, "1" if flag == "--jobs" else "real" if flag == "--require" else "/usr/bin/python3"]
     argv = argv[: 1 + legs.TEST_FLAGS[flag]]
-    _, rest = legs.legenv.leg_options("npu", legs.parse_test_args(argv).pytest_args)
-    assert rest == []  # an unparsed flag would reach pytest
+    assert legs.parse_test_args(["npu", *argv]).pytest_args == []  # an unparsed flag would reach pytest
     assert noxfile.without_test_flags([*argv, "--drop", "0002"]) == ["--drop", "0002"]
 
 
@@ -296,6 +295,8 @@ def test_loop_timings_time_the_baseline_with_changed_only_where_it_has_it() -> N
     import subprocess
 
     from scripts.legs.looptimings import knows_changed
+    from scripts.workspace import Workspace
 
     first = subprocess.run(["git", "rev-list", "--max-parents=0", "HEAD"], capture_output=True, text=True, check=True)
-    assert knows_changed("HEAD") and not knows_changed(first.stdout.split()[0])
+    ws = Workspace(Path(__file__).resolve().parents[2])
+    assert knows_changed(ws, "HEAD") and not knows_changed(ws, first.stdout.split()[0])
