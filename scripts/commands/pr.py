@@ -6,11 +6,10 @@ import argparse
 from datetime import datetime, timezone
 
 from scripts import checkout as co
-from scripts import paths, records, revisions
+from scripts import gitcmd, paths, records, revisions
 from scripts.checks import lint as lintmod
 from scripts.checks import scope
 from scripts.commands.common import checkout_lock
-from scripts.gitcmd import git
 from scripts.pin import load_pin
 from scripts.pr import body as prbody
 from scripts.pr import branch as prbranch
@@ -78,7 +77,7 @@ def prepare_revision(args: argparse.Namespace, identity: str, ruff_path: str) ->
         f"revision {rev.label}: {'new (series or cover changed)' if is_new else 'unchanged since it was recorded'}"
     )
 
-    commits = git("rev-list", "--reverse", f"{co.PRISTINE_TAG}..HEAD", cwd=paths.CHECKOUT).split()
+    commits = gitcmd.rev_list(paths.CHECKOUT, f"{co.PRISTINE_TAG}..HEAD")
     made = prbranch.rewrite(paths.CHECKOUT, co.PRISTINE_TAG, commits, identity)  # objects only: no branch yet
     repo, kept, where = paths.CHECKOUT, patches, f"Branch {branch} in .work/{paths.CHECKOUT.name} (for review)"
     review_tip = made[-1]
@@ -96,7 +95,7 @@ def prepare_revision(args: argparse.Namespace, identity: str, ruff_path: str) ->
     progress(f"range-diff against {prev.label if prev else 'nothing (first revision)'}")
     rdiff = prepare.previous_range_diff(prev, review_tip, identity)
 
-    files = {p.name: prbranch.format_patch(repo, c) for p, c in zip(kept, made, strict=True)}
+    files = {p.name: gitcmd.format_patch(repo, c) for p, c in zip(kept, made, strict=True)}
     files["pr-body.md"] = prbody.body(covermod.purpose_section(cover, subjects), results, scopes, pin.label, digest)
     ruff = (ruff_version, prepare.upstream_ruff())
     cover_diff = prepare.previous_cover(prev, cover_source)
@@ -109,7 +108,7 @@ def prepare_revision(args: argparse.Namespace, identity: str, ruff_path: str) ->
 
     # Record: the output, the review branch, then the revision (last: it is what the next run compares with).
     prepare.write_output(out, files)
-    git("branch", "-f", branch, review_tip, cwd=paths.CHECKOUT)
+    gitcmd.set_branch(paths.CHECKOUT, branch, review_tip)
     progress(f"branch {branch} in .work/{paths.CHECKOUT.name}: {len(commits)} commit(s) signed off by {identity}, "
              "kit trailers stripped; it sits on the kit's pristine commit: for review, not for upstream")  # fmt: skip
     if is_new:

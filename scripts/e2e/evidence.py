@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from scripts import paths
+from scripts import gitcmd, paths
 from scripts.e2e import plot
 
 STANDIN_NOTE = (
@@ -91,21 +91,21 @@ def sha256_files(files: Sequence[Path]) -> str | None:
     return digest.hexdigest()
 
 
-def _git(args: Sequence[str], cwd: Path) -> str | None:
+def head_of(repo: Path) -> str | None:
+    """The commit checked out in repo, None where git or a commit is missing (evidence records what it finds)."""
     try:
-        done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=30, check=False)
-    except OSError:
+        return gitcmd.verify(repo, "HEAD")
+    except gitcmd.GitMissing:
         return None
-    return done.stdout.strip() if done.returncode == 0 else None
 
 
 def kit_identity() -> dict[str, Any]:
     series = [paths.SERIES_FILE, *sorted(paths.PATCHES.glob("*.patch"))]
     return {
-        "kit_commit": _git(["rev-parse", "HEAD"], paths.ROOT),
+        "kit_commit": head_of(paths.ROOT),
         "pin_sha256": sha256_files([paths.PIN_FILE]),
         "series_sha256": sha256_files(series),
-        "checkout_head": _git(["rev-parse", "HEAD"], paths.CHECKOUT) if paths.CHECKOUT.is_dir() else None,
+        "checkout_head": head_of(paths.CHECKOUT) if paths.CHECKOUT.is_dir() else None,
     }
 
 
