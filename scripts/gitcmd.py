@@ -7,7 +7,11 @@ Every call also ignores hooks (the checkout's own .git/hooks included) and the
 variables that point git at another repository (an exported GIT_DIR, e.g. from a
 hook of the kit's own repository): the kit's git calls act on the folder they
 name, and nothing else. Output is decoded as UTF-8 whatever the locale, keeping
-bytes that are not UTF-8 (surrogateescape): file content can be any bytes."""
+bytes that are not UTF-8 (surrogateescape): file content can be any bytes.
+
+This module is the kit's one git gateway: no other module builds a git command
+line (tests/kit/test_gitgateway.py), each calls the operation named here. The one
+exception to the isolation, as_user, is named too: the user's own identity and push."""
 
 from __future__ import annotations
 
@@ -149,10 +153,7 @@ def must(proc: subprocess.CompletedProcess[str]) -> str:
 
 def git(*args: str, cwd: Path, env: dict[str, str] | None = None, stdin: Stdin = None) -> str:
     """stdout of a git command that must succeed."""
-    proc = run(*args, cwd=cwd, env=env, stdin=stdin)
-    if proc.returncode != 0:
-        raise GitFailed(args, proc.stdout, proc.stderr)
-    return proc.stdout
+    return must(run(*args, cwd=cwd, env=env, stdin=stdin))
 
 
 def git_bytes(*args: str, cwd: Path, stdin: Stdin = None) -> bytes:
