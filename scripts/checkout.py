@@ -14,7 +14,6 @@ import itertools
 import json
 import os
 import re
-import shlex
 import shutil
 import signal
 import tarfile
@@ -24,7 +23,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
-from scripts import diffparse, signals
+from scripts import diffparse, gitcmd, signals
 from scripts import pin as pinmod
 from scripts.errors import KitError
 from scripts.gitcmd import (
@@ -33,16 +32,14 @@ from scripts.gitcmd import (
     apply_check,
     exists,
     format_patch,
-    git,
-    git_bytes,
     git_reason,
     head,
     is_ancestor,
     last_line,
     rev_list,
     rev_parse,
+    tree_blobs,
 )
-from scripts.gitcmd import run as git_run
 from scripts.pin import Pin
 from scripts.report import step
 from scripts.series import (
@@ -275,12 +272,11 @@ def am_in_progress(checkout: Path) -> bool:
 
 def branch(checkout: Path) -> str | None:
     """The checked-out branch, None on a detached HEAD."""
-    proc = git_run("symbolic-ref", "-q", "--short", "HEAD", cwd=checkout)
-    return proc.stdout.strip() if proc.returncode == 0 else None
+    return gitcmd.current_branch(checkout)
 
 
 def dirty_paths(checkout: Path) -> list[str]:
-    return [line[3:] for line in git("status", "--porcelain", cwd=checkout).splitlines()]
+    return [line[3:] for line in gitcmd.status_porcelain(checkout)]
 
 
 def is_kit_made(path: Path) -> bool:
@@ -346,7 +342,7 @@ def wheel_date(wheel: Path) -> str:
 def init_repo(dest: Path) -> None:
     """An empty repository marked as the kit's, ignoring what running code leaves behind."""
     dest.mkdir(parents=True)
-    git("init", "-q", "-b", BRANCH, cwd=dest)
+    gitcmd.init(dest, BRANCH)
     (dest / ".git" / KIT_MARK).write_text(
         "made by the vllm-omni NPU kit; nox -s apply may replace it\n", encoding="utf-8"
     )
@@ -360,27 +356,18 @@ def build_pristine(pin: Pin, dest: Path, downloads: Path, progress: Progress) ->
     if pin.source == "git":
         progress(f"fetching {pin.git_url} at {pin.git_commit[:12]}")
         commit = pinmod.fetch_git(pin, dest)
-        git("checkout", "-q", "-B", BRANCH, cwd=dest)
+        gitcmd.start_branch(dest, BRANCH)
     else:
         wheel = pinmod.fetch_wheel(pin, downloads)
         progress(f"{wheel.name}: sha256 verified, extracting")
         pinmod.extract_wheel(wheel, dest)
-        git("add", "-A", cwd=dest)
-        date = wheel_date(wheel)
         message = f"{pin.project} {pin.version}, pristine\n\nFrom {wheel.name}, sha256 {pin.wheel_sha256}.\n"
-        git("commit", "-q", "--no-verify", "-m", message, cwd=dest,
-            env={"GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date})  # fmt: skip
+        gitcmd.commit_everything(dest, message, wheel_date(wheel))
         commit = head(dest)
         refuse_short_tree(dest, tree_differs(pinmod.wheel_blobs(wheel), tree_blobs(dest, commit)), wheel.name)
     refuse_short_tree(dest, dirty_paths(dest), "its commit")
-    git("tag", "-f", PRISTINE_TAG, commit, cwd=dest)
+    gitcmd.tag(dest, PRISTINE_TAG, commit)
     return commit
-
-
-def tree_blobs(repo: Path, rev: str) -> dict[str, str]:
-    """Path -> blob id of every file in rev's tree."""
-    out = git("ls-tree", "-r", "-z", "--full-tree", rev, cwd=repo)
-    return {path: meta.split()[2] for meta, path in (entry.split("\t", 1) for entry in out.split("\0") if entry)}
 
 
 def tree_differs(wanted: dict[str, str], tree: dict[str, str]) -> list[str]:
@@ -409,7 +396,7 @@ def refuse_short_tree(repo: Path, differing: list[str], source: str) -> None:
 
 def export_tree(checkout: Path, rev: str, dest: Path) -> None:
     """A plain copy of the tree at rev (e.g. the pristine tree for side-by-side tests)."""
-    data = git_bytes("archive", "--format=tar", rev, cwd=checkout)
+    data = gitcmd.archive(checkout, rev)
     remove_kit_made(dest) if (dest / ".git").exists() else shutil.rmtree(dest, ignore_errors=True)
     try:
         dest.mkdir(parents=True)
@@ -426,19 +413,17 @@ def export_tree(checkout: Path, rev: str, dest: Path) -> None:
 def abort_paused(checkout: Path) -> None:
     """Abort whatever git operation is paused in the checkout (with the kit's identity, see gitcmd)."""
     op = in_progress(checkout)
-    if op == "git am" and git_run("am", "--abort", cwd=checkout).returncode != 0:
+    if op == "git am" and gitcmd.abort(checkout, "am").returncode != 0:
         # a `git am` killed part way (Ctrl-C reaches its whole process group) can leave a folder git no longer reads
         shutil.rmtree(checkout / ".git" / "rebase-apply", ignore_errors=True)
-    elif op in ("git rebase", "git merge", "git cherry-pick", "git revert"):
-        git(op.split()[1], "--abort", cwd=checkout)
-    elif op == "git bisect":
-        git("bisect", "reset", cwd=checkout)
+    elif op in ("git rebase", "git merge", "git cherry-pick", "git revert", "git bisect"):
+        gitcmd.must(gitcmd.abort(checkout, op.split()[1]))
 
 
 def reset_to(checkout: Path, rev: str) -> None:
     abort_paused(checkout)
-    git("checkout", "-q", "-f", "-B", BRANCH, rev, cwd=checkout)
-    git("clean", "-qfdx", cwd=checkout)
+    gitcmd.start_branch(checkout, BRANCH, rev, force=True)
+    gitcmd.clean(checkout)
 
 
 def last_good_dir(checkout: Path) -> Path:
@@ -455,7 +440,7 @@ def keep_last_good(checkout: Path, state: State | None, same_pin: bool) -> None:
     if not is_good(checkout, state):
         return
     if same_pin:
-        git("update-ref", LAST_GOOD_REF, "HEAD", cwd=checkout)
+        gitcmd.update_ref(checkout, LAST_GOOD_REF, "HEAD")
         shutil.copyfile(state_file(checkout), checkout / ".git" / STATE_BACKUP)
     else:
         remove_kit_made(last_good_dir(checkout))
@@ -513,7 +498,7 @@ def borrow_objects(new: Path, old: Path) -> None:
     one. Best effort: an old checkout git cannot read only means 3-way has less to work with.
     """
     if (old / ".git").is_dir() and not old.is_symlink():
-        git_run("fetch", "-q", "--no-tags", str(old.resolve()), f"+HEAD:{PREVIOUS_REF}", cwd=new)
+        gitcmd.fetch_head(new, old.resolve(), PREVIOUS_REF)
 
 
 def apply_one(checkout: Path, patch: Patch, threeway: bool) -> PatchResult:
@@ -659,13 +644,11 @@ def verify_complete(checkout: Path, state: State) -> None:
 
 def commit_slugs(checkout: Path) -> list[tuple[str, str | None]]:
     """(commit, Kit-Patch slug or None) for each commit after pristine, oldest first; fixup commits left out."""
-    out = git("log", "--reverse", "--format=%H%x00%B%x1e", f"{PRISTINE_TAG}..HEAD", cwd=checkout)
-    rows = []
-    for record in filter(None, (r.strip("\n") for r in out.split("\x1e"))):
-        commit, message = record.split("\x00", 1)
-        if not message.startswith(("fixup! ", "squash! ", "amend! ")):
-            rows.append((commit, trailer(message, "Kit-Patch")))
-    return rows
+    return [
+        (commit, trailer(message, "Kit-Patch"))
+        for commit, message in gitcmd.messages(checkout, f"{PRISTINE_TAG}..HEAD")
+        if not message.startswith(("fixup! ", "squash! ", "amend! "))
+    ]
 
 
 def continue_series(checkout: Path, patches: list[Patch], *, threeway: bool, progress: Progress) -> list[PatchResult]:
@@ -682,8 +665,8 @@ def continue_series(checkout: Path, patches: list[Patch], *, threeway: bool, pro
     if op not in (None, "git am"):
         raise LocalEdits(f"{shown(checkout)} is in the middle of a {op}", f"finish or abort it ({op} --abort) first")
     if op == "git am":
-        unmerged = git("diff", "--name-only", "--diff-filter=U", cwd=checkout).split()
-        staged = git_run("diff", "--cached", "--quiet", cwd=checkout).returncode != 0
+        unmerged = gitcmd.unmerged(checkout)
+        staged = gitcmd.has_staged(checkout)
         if unmerged or not staged:
             why = f"conflicts in {', '.join(unmerged[:3])}" if unmerged else "nothing staged"
             raise LocalEdits(
@@ -691,7 +674,7 @@ def continue_series(checkout: Path, patches: list[Patch], *, threeway: bool, pro
                 "apply it by hand (git am --show-current-patch=diff), git add the result, then run "
                 "nox -s apply -- --continue again (or nox -s apply -- --abort)",
             )
-        proc = git_run("am", "--continue", cwd=checkout)
+        proc = gitcmd.am_continue(checkout)
         if proc.returncode != 0:
             raise LocalEdits(
                 f"git am --continue failed: {last_line(proc.stdout, proc.stderr)}",
@@ -784,8 +767,7 @@ def check_built_from(checkout: Path, state: State, pin: Pin, patches: list[Patch
 
 def combined_diff(checkout: Path) -> str:
     """pristine..HEAD as one diff: line numbers are those of the final patched tree."""
-    return git("diff", "--no-renames", "--no-color", "--src-prefix=a/", "--dst-prefix=b/", PRISTINE_TAG, "HEAD",
-               cwd=checkout)  # fmt: skip
+    return gitcmd.diff(checkout, PRISTINE_TAG, "HEAD")
 
 
 # ---- refresh --------------------------------------------------------------------
@@ -878,7 +860,7 @@ def parse_commit(sha: str, raw: bytes) -> Commit:
 
 
 def read_commits(repo: Path, revs: str) -> list[Commit]:
-    return [parse_commit(sha, git_bytes("cat-file", "commit", sha, cwd=repo)) for sha in rev_list(repo, revs)]
+    return [parse_commit(sha, gitcmd.cat_commit(repo, sha)) for sha in rev_list(repo, revs)]
 
 
 def fold_of(subject: str) -> tuple[str, str] | None:
@@ -938,13 +920,11 @@ def reorder(checkout: Path, groups: list[Group], commits: list[Commit]) -> dict[
     todo = checkout / ".git" / "kit-refresh-todo"
     todo.write_text("".join(f"pick {c.sha}\n" for c in wanted), encoding="utf-8")
     try:  # the kit's own todo (not git's subject matching); empty results are kept and judged below
-        proc = git_run("rebase", "-q", "-i", "--keep-empty", "--empty=keep", "--no-autosquash", "--no-gpg-sign",
-                       "--committer-date-is-author-date", PRISTINE_TAG, cwd=checkout,
-                       env={"GIT_SEQUENCE_EDITOR": f"cp {shlex.quote(str(todo))}", "GIT_EDITOR": "true"})  # fmt: skip
+        proc = gitcmd.rebase_todo(checkout, PRISTINE_TAG, todo)
     finally:
         todo.unlink(missing_ok=True)
     if proc.returncode != 0:
-        unmerged = git("diff", "--name-only", "--diff-filter=U", cwd=checkout).split()
+        unmerged = gitcmd.unmerged(checkout)
         why = f"in {', '.join(unmerged[:3])}" if unmerged else f"({last_line(proc.stderr, proc.stdout)})"
         raise FoldError(
             f"moving the folds under their patches conflicts {why}",
@@ -969,14 +949,8 @@ def folded_message(group: Group, now: dict[str, Commit]) -> str:
 def commit_tree(repo: Path, tree: str, parent: str, author: tuple[str, str, str], message: str) -> Commit:
     """A new commit object (no ref moves); the author's date as committer date, so ids are stable."""
     name, email, date = author
-    message_file = repo / ".git" / "kit-refresh-message"
-    message_file.write_bytes(message.encode("utf-8", "surrogateescape"))
-    try:
-        sha = git("commit-tree", "--no-gpg-sign", tree, "-p", parent, "-F", str(message_file), cwd=repo,
-                  env={"GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": email, "GIT_AUTHOR_DATE": f"@{date}",
-                       "GIT_COMMITTER_DATE": f"@{date}"}).strip()  # fmt: skip
-    finally:
-        message_file.unlink(missing_ok=True)
+    sha = gitcmd.commit_object(repo, tree, parent, message, {"GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": email,
+                               "GIT_AUTHOR_DATE": f"@{date}", "GIT_COMMITTER_DATE": f"@{date}"})  # fmt: skip
     return Commit(sha, tree, parent, author, message)
 
 
@@ -1059,8 +1033,7 @@ def check_resolved(checkout: Path, commits: list[Commit]) -> None:
     """No commit adds a conflict marker line, in any file: `git diff --check` semantics, but also where
     .gitattributes calls a file binary (`--check` skips those, a patch would carry them all the same)."""
     for c in commits:
-        diff = git_bytes("diff", "--text", "--no-color", "--no-ext-diff", "--no-renames", "--src-prefix=a/",
-                         "--dst-prefix=b/", c.parent, c.sha, cwd=checkout).decode("utf-8", "replace")  # fmt: skip
+        diff = gitcmd.diff_as_text(checkout, c.parent, c.sha).decode("utf-8", "replace")
         marker = next((f"{f.path}:{n}" for f in diffparse.parse(diff) for n, text in f.added
                        if CONFLICT_MARKER.match(text.rstrip("\r"))), None)  # fmt: skip
         if marker:
@@ -1084,17 +1057,17 @@ def round_trip(checkout: Path, commits: list[Commit], texts: list[str]) -> None:
     scratch = checkout.with_name(f".{checkout.name}.roundtrip")
     patch_file = checkout / ".git" / "kit-roundtrip.patch"
     drop_worktree(checkout, scratch)
-    git("worktree", "add", "-q", "--detach", "-f", str(scratch), PRISTINE_TAG, cwd=checkout)
+    gitcmd.worktree_add(checkout, scratch, PRISTINE_TAG)
     try:
         for c, text in zip(commits, texts, strict=True):
             patch_file.write_bytes(text.encode("utf-8", "surrogateescape"))
             proc = am(scratch, patch_file)
             if proc.returncode != 0:  # the message am read (it keeps it while paused) may say why
-                parsed = scratch / git("rev-parse", "--git-path", "rebase-apply/final-commit", cwd=scratch).strip()
+                parsed = gitcmd.git_path(scratch, "rebase-apply/final-commit")
                 said = parsed.read_bytes().decode("utf-8", "surrogateescape") if parsed.is_file() else c.message
                 back = replace(c, message=said)
             else:
-                back = parse_commit("HEAD", git_bytes("cat-file", "commit", "HEAD", cwd=scratch))
+                back = parse_commit("HEAD", gitcmd.cat_commit(scratch, "HEAD"))
             diff = first_difference(c.message, back.message)
             if diff:
                 n, ours, theirs = diff
@@ -1105,7 +1078,7 @@ def round_trip(checkout: Path, commits: list[Commit], texts: list[str]) -> None:
                 why = next((line for line in proc.stderr.splitlines() if line.startswith("error:")), proc.stderr)
                 raise NotRoundTrip(f"{c.shown()} does not apply from its own patch ({last_line(why)})", REWORD)
             if back.tree != c.tree:
-                paths_ = git("diff", "--name-only", c.tree, back.tree, cwd=checkout).split()
+                paths_ = gitcmd.changed_between(checkout, c.tree, back.tree)
                 raise NotRoundTrip(f"{c.shown()}: {paths_[0] if paths_ else 'its tree'} differs after export",
                                    "report it with the commit; export it by hand meanwhile")  # fmt: skip
     finally:
@@ -1116,9 +1089,9 @@ def round_trip(checkout: Path, commits: list[Commit], texts: list[str]) -> None:
 def drop_worktree(checkout: Path, scratch: Path) -> None:
     """Remove the scratch worktree and its registration, also one a signal left locked mid-`worktree add`
     (prune skips locked entries, and the next `worktree add` would refuse the path)."""
-    git_run("worktree", "remove", "--force", "--force", str(scratch), cwd=checkout)  # fails when not registered
+    gitcmd.worktree_remove(checkout, scratch)  # fails when not registered
     shutil.rmtree(scratch, ignore_errors=True)
-    git("worktree", "prune", cwd=checkout)
+    gitcmd.worktree_prune(checkout)
 
 
 def check_exportable(checkout: Path, state: State | None) -> None:
@@ -1222,7 +1195,7 @@ def write_back(
         recorded.append(True)
 
     # the branch moves first: until the state is recorded, any failure or signal puts it back
-    git("update-ref", "-m", "kit refresh", f"refs/heads/{BRANCH}", new_head, head(checkout), cwd=checkout)
+    gitcmd.update_ref(checkout, f"refs/heads/{BRANCH}", new_head, head(checkout), message="kit refresh")
     swap_into(patches_dir, writes, removals, then=record)
     return rows
 
@@ -1258,7 +1231,7 @@ def put_back(checkout: Path, start: str) -> None:
     """
     abort_paused(checkout)
     if head(checkout) != start:
-        git("reset", "-q", "--hard", start, cwd=checkout)
+        gitcmd.reset_hard(checkout, start)
 
 
 def interrupted(signum: int, recorded: bool, start: str) -> RefreshInterrupted:

@@ -7,12 +7,17 @@ Every call also ignores hooks (the checkout's own .git/hooks included) and the
 variables that point git at another repository (an exported GIT_DIR, e.g. from a
 hook of the kit's own repository): the kit's git calls act on the folder they
 name, and nothing else. Output is decoded as UTF-8 whatever the locale, keeping
-bytes that are not UTF-8 (surrogateescape): file content can be any bytes."""
+bytes that are not UTF-8 (surrogateescape): file content can be any bytes.
+
+This module is the kit's one git gateway: no other module builds a git command
+line (tests/kit/test_gitgateway.py), each calls the operation named here. The one
+exception to the isolation, as_user, is named too: the user's own identity and push."""
 
 from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import subprocess
 from pathlib import Path
@@ -82,13 +87,8 @@ def kit_config_env() -> dict[str, str]:
 
 def git_env(extra: dict[str, str] | None = None, base: dict[str, str] | None = None) -> dict[str, str]:
     """base (the process environment) without what locates another repository or adds config, plus the kit's own."""
-    inherited = {
-        k: v
-        for k, v in (os.environ if base is None else base).items()
-        if k not in LOCATING and not CONFIG_ENTRY.match(k)
-    }
     return {
-        **inherited,
+        **not_locating(base),
         "GIT_CONFIG_NOSYSTEM": "1",
         "GIT_CONFIG_GLOBAL": os.devnull,
         "GIT_TERMINAL_PROMPT": "0",
@@ -98,19 +98,34 @@ def git_env(extra: dict[str, str] | None = None, base: dict[str, str] | None = N
     }
 
 
+def not_locating(base: dict[str, str] | None = None) -> dict[str, str]:
+    """base (the process environment) without the variables that point git at another repository or config."""
+    env = os.environ if base is None else base
+    return {k: v for k, v in env.items() if k not in LOCATING and not CONFIG_ENTRY.match(k)}
+
+
 class GitMissing(KitError):
     """git is not installed, or not on PATH."""
 
 
-def spawn(argv: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[bytes]:
-    """One git process; a missing git or working folder is named in one line, not a traceback."""
+Stdin = bytes | str | None
+
+
+def spawn(argv: list[str], cwd: Path, env: dict[str, str], stdin: Stdin = None) -> subprocess.CompletedProcess[bytes]:
+    """One git process; a missing git or working folder is named in one line, not a traceback.
+
+    stdin (text is sent as UTF-8, other bytes kept) is what git reads; without it git reads nothing.
+    """
     if shutil.which("git", path=env.get("PATH")) is None:
         raise GitMissing(
             "git was not found on PATH", "install git (apt-get install git, dnf install git or brew install git)"
         )
     if not cwd.is_dir():
         raise KitError(f"{cwd} is not a folder (git cannot run there)", "run nox -s apply to make it again")
-    return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, stdin=subprocess.DEVNULL)
+    if stdin is None:
+        return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, stdin=subprocess.DEVNULL)
+    data = stdin.encode("utf-8", "surrogateescape") if isinstance(stdin, str) else stdin
+    return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, input=data)
 
 
 def decoded(data: bytes) -> str:
@@ -118,25 +133,45 @@ def decoded(data: bytes) -> str:
     return data.decode("utf-8", errors="surrogateescape")
 
 
-def run(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def run(
+    *args: str, cwd: Path, env: dict[str, str] | None = None, stdin: Stdin = None
+) -> subprocess.CompletedProcess[str]:
     # Decoded here rather than in text mode: text mode would also turn CRLF into LF in diffs.
-    proc = spawn(["git", *args], cwd, git_env(env))
+    return as_text(spawn(["git", *args], cwd, git_env(env), stdin))
+
+
+def as_text(proc: subprocess.CompletedProcess[bytes]) -> subprocess.CompletedProcess[str]:
     return subprocess.CompletedProcess(proc.args, proc.returncode, decoded(proc.stdout), decoded(proc.stderr))
 
 
-def git(*args: str, cwd: Path, env: dict[str, str] | None = None) -> str:
-    """stdout of a git command that must succeed."""
-    proc = run(*args, cwd=cwd, env=env)
+def must(proc: subprocess.CompletedProcess[str]) -> str:
+    """stdout of a git run that had to succeed; GitFailed (naming the subcommand) when it did not."""
     if proc.returncode != 0:
-        raise GitFailed(args, proc.stdout, proc.stderr)
+        raise GitFailed(tuple(proc.args[1:]), proc.stdout, proc.stderr)
     return proc.stdout
 
 
-def git_bytes(*args: str, cwd: Path) -> bytes:
-    proc = spawn(["git", *args], cwd, git_env())
+def git(*args: str, cwd: Path, env: dict[str, str] | None = None, stdin: Stdin = None) -> str:
+    """stdout of a git command that must succeed."""
+    return must(run(*args, cwd=cwd, env=env, stdin=stdin))
+
+
+def git_bytes(*args: str, cwd: Path, stdin: Stdin = None) -> bytes:
+    proc = spawn(["git", *args], cwd, git_env(), stdin)
     if proc.returncode != 0:
         raise GitFailed(args, "", decoded(proc.stderr))
     return proc.stdout
+
+
+def as_user(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """git as the user's own: their global and system config and no KIT_IDENTITY.
+
+    The one exception to the kit's isolated git, for what must be the user's: the identity the PR
+    branch is signed off with (user.name/user.email) and the push to their fork (credentials and
+    remotes live in their config). The variables that point git at another repository are still
+    dropped: these calls act on the folder they name.
+    """
+    return as_text(spawn(["git", *args], cwd, not_locating()))
 
 
 # ---- named helpers: what each git call is for --------------------------------------
@@ -148,6 +183,9 @@ FORMAT_PATCH = (
 )  # fmt: skip
 
 
+# ---- revisions and refs ---------------------------------------------------------------
+
+
 def head(repo: Path) -> str:
     return rev_parse(repo, "HEAD")
 
@@ -156,13 +194,188 @@ def rev_parse(repo: Path, rev: str) -> str:
     return git("rev-parse", rev, cwd=repo).strip()
 
 
+def verify(repo: Path, rev: str) -> str | None:
+    """The object id rev names (e.g. "v1^{commit}"), None when it names none."""
+    proc = run("rev-parse", "-q", "--verify", rev, cwd=repo)
+    return proc.stdout.strip() if proc.returncode == 0 else None
+
+
 def exists(repo: Path, rev: str) -> bool:
-    return run("rev-parse", "-q", "--verify", rev, cwd=repo).returncode == 0
+    return verify(repo, rev) is not None
+
+
+def current_branch(repo: Path) -> str | None:
+    """The checked-out branch, None on a detached HEAD."""
+    proc = run("symbolic-ref", "-q", "--short", "HEAD", cwd=repo)
+    return proc.stdout.strip() if proc.returncode == 0 else None
+
+
+def toplevel(folder: Path) -> Path | None:
+    """The top of the work tree folder is in, None when it is in none."""
+    proc = run("rev-parse", "--show-toplevel", cwd=folder)
+    return Path(proc.stdout.strip()) if proc.returncode == 0 else None
+
+
+def git_path(repo: Path, name: str) -> Path:
+    """Where git keeps name (e.g. "rebase-apply/final-commit") for the work tree at repo."""
+    return repo / git("rev-parse", "--git-path", name, cwd=repo).strip()
 
 
 def rev_list(repo: Path, revs: str) -> list[str]:
     """Commit ids in revs (e.g. "pristine..HEAD"), oldest first."""
     return git("rev-list", "--reverse", revs, cwd=repo).split()
+
+
+def commits_touching(repo: Path, *paths: str) -> list[str]:
+    """Commit ids of HEAD's history that change paths, newest first."""
+    return git("log", "--format=%H", "--", *paths, cwd=repo).split()
+
+
+def commits_matching(repo: Path, pattern: str) -> list[str]:
+    """Commit ids of HEAD's history whose message has a line matching pattern, newest first."""
+    return git("log", "--format=%H", f"--grep={pattern}", cwd=repo).split()
+
+
+def is_ancestor(repo: Path, older: str, newer: str) -> bool:
+    return run("merge-base", "--is-ancestor", older, newer, cwd=repo).returncode == 0
+
+
+def tag(repo: Path, name: str, rev: str) -> None:
+    git("tag", "-f", name, rev, cwd=repo)
+
+
+def set_branch(repo: Path, branch: str, rev: str) -> None:
+    """Point branch at rev (made or moved; the checked-out branch is never moved this way)."""
+    git("branch", "-f", branch, rev, cwd=repo)
+
+
+def update_ref(repo: Path, ref: str, new: str, old: str | None = None, message: str | None = None) -> None:
+    """Point ref at new; with old, only if it still points there (a moved ref fails instead)."""
+    git("update-ref", *(["-m", message] if message else []), ref, new, *([old] if old else []), cwd=repo)
+
+
+# ---- commits, trees and diffs ----------------------------------------------------------
+
+
+def commit_format(repo: Path, commit: str, fmt: str) -> str:
+    """One commit's fields, in `git log --format` placeholders (e.g. "%aI" for its author date)."""
+    return git("log", "-1", f"--format={fmt}", commit, cwd=repo)
+
+
+def messages(repo: Path, revs: str) -> list[tuple[str, str]]:
+    """(commit id, message) of each commit in revs, oldest first."""
+    out = git("log", "--reverse", "--format=%H%x00%B%x1e", revs, cwd=repo)
+    rows = []
+    for record in filter(None, (r.strip("\n") for r in out.split("\x1e"))):
+        commit, message = record.split("\x00", 1)
+        rows.append((commit, message))
+    return rows
+
+
+def cat_commit(repo: Path, rev: str) -> bytes:
+    """The raw commit object rev names (headers and message, bytes as stored)."""
+    return git_bytes("cat-file", "commit", rev, cwd=repo)
+
+
+def tree_blobs(repo: Path, rev: str) -> dict[str, str]:
+    """Path -> blob id of every file in rev's tree."""
+    out = git("ls-tree", "-r", "-z", "--full-tree", rev, cwd=repo)
+    return {path: meta.split()[2] for meta, path in (entry.split("\t", 1) for entry in out.split("\0") if entry)}
+
+
+def names_in(repo: Path, tree: str) -> list[str] | None:
+    """The names in a tree (e.g. "HEAD:patches"), None when there is no such tree."""
+    proc = run("ls-tree", "--name-only", tree, cwd=repo)
+    return proc.stdout.split() if proc.returncode == 0 else None
+
+
+def blob(repo: Path, rev: str, path: str) -> bytes:
+    """The bytes of path at rev (GitFailed when rev has no such file)."""
+    return git_bytes("show", f"{rev}:{path}", cwd=repo)
+
+
+def show_file(repo: Path, rev: str, path: str) -> str | None:
+    """The text of path at rev, None when rev has no such file."""
+    proc = run("show", f"{rev}:{path}", cwd=repo)
+    return proc.stdout if proc.returncode == 0 else None
+
+
+def changed_in(repo: Path, rev: str) -> list[str]:
+    """The files commit rev changes (git's rename detection on: a renamed file is named by its new name)."""
+    return git("show", "--name-only", "--format=", rev, cwd=repo).split()
+
+
+def changed_between(repo: Path, old: str, new: str) -> list[str]:
+    return git("diff", "--name-only", old, new, cwd=repo).split()
+
+
+def unmerged(repo: Path) -> list[str]:
+    """Files left with a merge conflict in the index."""
+    return git("diff", "--name-only", "--diff-filter=U", cwd=repo).split()
+
+
+def has_staged(repo: Path) -> bool:
+    """Whether the index differs from HEAD."""
+    return run("diff", "--cached", "--quiet", cwd=repo).returncode != 0
+
+
+# Diffs as patch files read them, whatever the user's config: no colour, no renames, a/ and b/ prefixes.
+DIFF = ("diff", "--no-renames", "--no-color", "--src-prefix=a/", "--dst-prefix=b/")
+
+
+def diff(repo: Path, old: str, new: str) -> str:
+    """old..new as one diff (binary files as git marks them)."""
+    return git(*DIFF, old, new, cwd=repo)
+
+
+def diff_as_text(repo: Path, old: str, new: str) -> bytes:
+    """old..new as one diff, every file as text (also those .gitattributes calls binary), no external diff."""
+    return git_bytes(*DIFF, "--text", "--no-ext-diff", old, new, cwd=repo)
+
+
+def range_diff(repo: Path, old: str, new: str) -> str:
+    """`git range-diff` of two ranges ("base..tip"), matching commits as upstream reviewers would."""
+    return git("range-diff", "--no-color", "--creation-factor=95", old, new, cwd=repo)
+
+
+def commit_everything(repo: Path, message: str, date: str) -> None:
+    """Every file of the work tree committed (hooks skipped), authored and committed at date."""
+    git("add", "-A", cwd=repo)
+    git("commit", "-q", "--no-verify", "-m", message, cwd=repo,
+        env={"GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date})  # fmt: skip
+
+
+def recommit(repo: Path, commit: str) -> None:
+    """The index committed with commit's message and author; its author date as committer date (stable ids)."""
+    date = commit_format(repo, commit, "%aI").strip()
+    git("commit", "-q", "--no-verify", "-C", commit, cwd=repo, env={"GIT_COMMITTER_DATE": date})
+
+
+def commit_object(repo: Path, tree: str, parent: str, message: str, env: dict[str, str]) -> str:
+    """A new commit object (no ref moves), its message as given, byte for byte; env names who and when."""
+    return git("commit-tree", "--no-gpg-sign", tree, "-p", parent, cwd=repo, env=env, stdin=message).strip()
+
+
+def fixup_commit(repo: Path, target: str) -> None:
+    """Every tracked change committed as `fixup! <target's subject>`."""
+    git("commit", "-q", "-a", "--fixup", target, cwd=repo)
+
+
+def patch_ids(repo: Path, text: str) -> list[tuple[str, str]]:
+    """(`git patch-id --stable`, commit id) for each diff in text (a log with diffs, or one diff: id 0...)."""
+    out = git("patch-id", "--stable", cwd=repo, stdin=text)
+    return [(pid, commit) for pid, commit in (line.split() for line in out.splitlines())]
+
+
+def patch_id(repo: Path, diff_text: str) -> str:
+    """The stable patch-id of a diff, "" when it holds no change."""
+    found = patch_ids(repo, diff_text)
+    return found[0][0] if found else ""
+
+
+def history_diffs(repo: Path, files: list[str]) -> str:
+    """HEAD's whole history touching files, as `commit <id>` lines each followed by its diff (for patch_ids)."""
+    return git("log", "-p", "--no-color", "--no-renames", "--format=commit %H", "HEAD", "--", *files, cwd=repo)
 
 
 def format_patch(repo: Path, commit: str) -> str:
@@ -195,9 +408,22 @@ def file_at(patch: bytes, offset: int) -> str:
     return header.rsplit(" b/", 1)[-1]
 
 
+# ---- applying patches -----------------------------------------------------------------
+
+
 def apply_check(repo: Path, patch: Path, *options: str) -> subprocess.CompletedProcess[str]:
     """`git apply --check` (verbose): would the patch apply to the work tree, and how."""
     return run("apply", "--check", "-v", *options, str(patch), cwd=repo)
+
+
+def applies(repo: Path, text: str, *options: str) -> bool:
+    """Whether a diff given as text (e.g. one hunk) would apply to the work tree (-R: reverse-apply)."""
+    return run("apply", "--check", *options, "-", cwd=repo, stdin=text).returncode == 0
+
+
+def apply_to_index(repo: Path, text: str, threeway: bool) -> subprocess.CompletedProcess[str]:
+    """A diff given as text applied to the index and work tree (3-way: conflicts left in the files)."""
+    return run("apply", "--index", *(["--3way"] if threeway else []), "-", cwd=repo, stdin=text)
 
 
 def am(repo: Path, patch: Path, *options: str) -> subprocess.CompletedProcess[str]:
@@ -208,15 +434,128 @@ def am(repo: Path, patch: Path, *options: str) -> subprocess.CompletedProcess[st
     return run("am", "-q", "-k", "--keep-cr", "--committer-date-is-author-date", *options, str(patch), cwd=repo)
 
 
-def is_ancestor(repo: Path, older: str, newer: str) -> bool:
-    return run("merge-base", "--is-ancestor", older, newer, cwd=repo).returncode == 0
+def am_continue(repo: Path) -> subprocess.CompletedProcess[str]:
+    return run("am", "--continue", cwd=repo)
+
+
+def abort(repo: Path, operation: str) -> subprocess.CompletedProcess[str]:
+    """Undo the paused operation: "am", "rebase", "merge", "cherry-pick", "revert" (--abort) or "bisect" (reset)."""
+    return run(*(("bisect", "reset") if operation == "bisect" else (operation, "--abort")), cwd=repo)
+
+
+def rebase_todo(repo: Path, onto: str, todo: Path) -> subprocess.CompletedProcess[str]:
+    """Replay the commits of the todo file (its own list, not git's subject matching) onto onto.
+
+    Empty results are kept (the caller judges them), the committer date is the author date (stable ids).
+    """
+    return run("rebase", "-q", "-i", "--keep-empty", "--empty=keep", "--no-autosquash", "--no-gpg-sign",
+               "--committer-date-is-author-date", onto, cwd=repo,
+               env={"GIT_SEQUENCE_EDITOR": f"cp {shlex.quote(str(todo))}", "GIT_EDITOR": "true"})  # fmt: skip
+
+
+# ---- work trees ------------------------------------------------------------------------
+
+
+def init(repo: Path, branch: str | None = None) -> None:
+    """A repository at repo (an existing one is left as it is), its first branch named branch."""
+    git("init", "-q", *(["-b", branch] if branch else []), cwd=repo)
+
+
+def start_branch(repo: Path, branch: str, rev: str = "HEAD", force: bool = False) -> None:
+    """Check out branch, made or moved to rev (force: local changes are thrown away)."""
+    git("checkout", "-q", *(["-f"] if force else []), "-B", branch, rev, cwd=repo)
+
+
+def switch(repo: Path, branch: str, force: bool = False) -> None:
+    git("checkout", "-q", *(["-f"] if force else []), branch, cwd=repo)
+
+
+def detach(repo: Path, rev: str, force: bool = False) -> None:
+    """Check out rev on a detached HEAD (force: local changes are thrown away)."""
+    git("checkout", "-q", *(["-f"] if force else []), "--detach", rev, cwd=repo)
+
+
+def clean(repo: Path) -> None:
+    """Every untracked file removed, ignored ones too."""
+    git("clean", "-qfdx", cwd=repo)
+
+
+def reset_hard(repo: Path, rev: str = "HEAD") -> None:
+    git("reset", "-q", "--hard", rev, cwd=repo)
+
+
+def status_porcelain(repo: Path) -> list[str]:
+    """`git status --porcelain` lines: "XY path" for each changed or untracked file."""
+    return git("status", "--porcelain", cwd=repo).splitlines()
+
+
+def archive(repo: Path, rev: str) -> bytes:
+    """The tree at rev as a tar archive."""
+    return git_bytes("archive", "--format=tar", rev, cwd=repo)
+
+
+def grep_found(repo: Path, rev: str, text: str, *paths: str) -> bool:
+    """Whether text (a fixed string) is in any file under paths at rev."""
+    return run("grep", "-q", "-F", text, rev, "--", *paths, cwd=repo).returncode == 0
+
+
+def worktree_add(repo: Path, path: Path, rev: str) -> None:
+    """A second, detached work tree of repo at path (forced: a stale registration there is replaced)."""
+    git("worktree", "add", "-q", "--detach", "-f", str(path), rev, cwd=repo)
+
+
+def worktree_remove(repo: Path, path: Path) -> subprocess.CompletedProcess[str]:
+    """Remove the work tree at path, also a locked one (fails when path is not registered)."""
+    return run("worktree", "remove", "--force", "--force", str(path), cwd=repo)
+
+
+def worktree_prune(repo: Path) -> None:
+    git("worktree", "prune", cwd=repo)
+
+
+def clone(source: Path, dest: Path, copy_objects: bool = False) -> None:
+    """A clone of the repository at source into dest (copy_objects: no hard links into source's objects)."""
+    git("clone", "-q", *(["--no-hardlinks"] if copy_objects else []), str(source), str(dest), cwd=dest.parent)
+
+
+# ---- remotes ---------------------------------------------------------------------------
+
+
+def ls_remote(url: str, *patterns: str, cwd: Path) -> dict[str, str]:
+    """{ref name: commit id} of the refs url advertises that match patterns (peeled tags as "<tag>^{}")."""
+    out = git("ls-remote", url, *patterns, cwd=cwd)
+    return {name: commit for commit, name in (line.split("\t", 1) for line in out.splitlines() if "\t" in line)}
+
+
+class ServedOther(GitFailed):
+    """The server sent another commit than the one asked for."""
+
+    def __init__(self, url: str, got: str, wanted: str) -> None:
+        super().__init__(("fetch", url), "", f"{url} served {got}, not {wanted}")
+        self.got = got
 
 
 def fetch_commit(dest: Path, url: str, commit: str, *options: str) -> None:
-    """A new repository at dest holding one commit fetched from url (FETCH_HEAD); GitFailed if it cannot."""
+    """A repository at dest (made if missing) holding one commit fetched from url (FETCH_HEAD); GitFailed if it
+    cannot, ServedOther when url sends another commit."""
     dest.mkdir(parents=True, exist_ok=True)
-    git("init", "-q", cwd=dest)
+    init(dest)
     git("fetch", "-q", *options, url, commit, cwd=dest)
     got = rev_parse(dest, "FETCH_HEAD")
     if got != commit:
-        raise GitFailed(("fetch", url), "", f"{url} served {got}, not {commit}")
+        raise ServedOther(url, got, commit)
+
+
+def fetch_head(repo: Path, source: Path, ref: str) -> subprocess.CompletedProcess[str]:
+    """source's HEAD (and its history) fetched into repo as ref, forced, without tags."""
+    return run("fetch", "-q", "--no-tags", str(source), f"+HEAD:{ref}", cwd=repo)
+
+
+def user_config(repo: Path, key: str) -> str:
+    """The user's own setting of key (e.g. user.email) as seen from repo; "" when unset."""
+    return as_user("config", "--get", key, cwd=repo).stdout.strip()
+
+
+def push(repo: Path, remote: str, refspec: str) -> subprocess.CompletedProcess[str]:
+    """`git push --porcelain` to the user's remote, with the user's own config (credentials live there)."""
+    return as_user("push", "--porcelain", remote, refspec, cwd=repo)

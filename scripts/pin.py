@@ -21,9 +21,9 @@ from pathlib import Path
 
 import tomllib
 
-from scripts import worklock
+from scripts import gitcmd, worklock
 from scripts.errors import KitError
-from scripts.gitcmd import GitFailed, fetch_commit, git
+from scripts.gitcmd import GitFailed
 from scripts.kittools import pip_argv
 from scripts.report import progress
 
@@ -247,19 +247,18 @@ def fetch_git(pin: Pin, dest: Path) -> str:
             "record it where the URL is reachable: python -m scripts pin --record-git",
         )
     try:
-        fetch_commit(dest, pin.git_url, pin.git_commit, "--depth=1")
+        gitcmd.fetch_commit(dest, pin.git_url, pin.git_commit, "--depth=1")
     except GitFailed as exc:
         raise PinError(f"could not fetch {pin.git_commit[:12]} from {pin.git_url} ({exc.what})",
                        "check the network and the git URL/commit in patches/upstream.toml, "
                        "or use the default wheel source") from exc  # fmt: skip
-    git("checkout", "-q", "--detach", pin.git_commit, cwd=dest)
+    gitcmd.detach(dest, pin.git_commit)
     return pin.git_commit
 
 
 def resolve_tag(url: str, tag: str, cwd: Path) -> str:
     """The commit a tag names at a git URL (peeled, for annotated tags)."""
-    out = git("ls-remote", url, f"refs/tags/{tag}", f"refs/tags/{tag}^{{}}", cwd=cwd)
-    refs = dict(reversed(line.split("\t", 1)) for line in out.splitlines() if "\t" in line)
+    refs = gitcmd.ls_remote(url, f"refs/tags/{tag}", f"refs/tags/{tag}^{{}}", cwd=cwd)
     commit = refs.get(f"refs/tags/{tag}^{{}}") or refs.get(f"refs/tags/{tag}")
     if not commit:
         raise PinError(f"{url} has no tag {tag}", "check git.tag in patches/upstream.toml")

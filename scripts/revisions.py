@@ -18,9 +18,8 @@ from pathlib import Path
 
 import tomllib
 
+from scripts import gitcmd
 from scripts.errors import KitError
-from scripts.gitcmd import git, git_bytes
-from scripts.gitcmd import run as git_run
 from scripts.series import Patch, SeriesError, load_series, series_digest, sha256_text
 
 HEADER = (
@@ -83,19 +82,19 @@ def current(revs: Sequence[Revision], digest: str, pin: str, kit_commit: str, no
 
 
 def is_own_repo(root: Path) -> bool:
-    proc = git_run("rev-parse", "--show-toplevel", cwd=root)
-    return proc.returncode == 0 and Path(proc.stdout.strip()).resolve() == root.resolve()
+    top = gitcmd.toplevel(root)
+    return top is not None and top.resolve() == root.resolve()
 
 
 def patches_at(root: Path, commit: str, dest: Path) -> list[Patch] | None:
     """The series as patches/ held it at a kit commit, written under dest; None if it was not a valid series."""
-    listing = git_run("ls-tree", "--name-only", f"{commit}:patches", cwd=root)
-    if listing.returncode != 0:
+    listing = gitcmd.names_in(root, f"{commit}:patches")
+    if listing is None:
         return None
     dest.mkdir(parents=True)
-    for name in listing.stdout.split():
+    for name in listing:
         if name == "series" or name.endswith(".patch"):
-            (dest / name).write_bytes(git_bytes("show", f"{commit}:patches/{name}", cwd=root))
+            (dest / name).write_bytes(gitcmd.blob(root, commit, f"patches/{name}"))
     try:
         return load_series(dest)
     except SeriesError:
@@ -104,9 +103,9 @@ def patches_at(root: Path, commit: str, dest: Path) -> list[Patch] | None:
 
 def head_commit_holding(root: Path, digest: str) -> str:
     """HEAD of the kit repo if its committed patches/ are this series, else ""."""
-    if not is_own_repo(root) or git_run("rev-parse", "--verify", "-q", "HEAD", cwd=root).returncode != 0:
+    commit = gitcmd.verify(root, "HEAD") if is_own_repo(root) else None
+    if commit is None:
         return ""
-    commit = git("rev-parse", "HEAD", cwd=root).strip()
     with tempfile.TemporaryDirectory() as tmp:
         found = patches_at(root, commit, Path(tmp) / "p")
         return commit if found is not None and series_digest(found) == digest else ""
@@ -120,7 +119,7 @@ def find_series(rev: Revision, snapshot: Path, root: Path, scratch: Path) -> tup
             return found, f"snapshot .work/pr/{rev.label}/series"
     if not is_own_repo(root):
         return None
-    history = git("log", "--format=%H", "--", "patches", cwd=root).split()
+    history = gitcmd.commits_touching(root, "patches")
     for i, commit in enumerate(dict.fromkeys([c for c in [rev.kit_commit, *history] if c])):
         found = patches_at(root, commit, scratch / f"c{i}")
         if found is not None and series_digest(found) == rev.series_digest:
@@ -137,8 +136,8 @@ def find_cover(rev: Revision, snapshot: Path, root: Path) -> str | None:
         return snap.read_text(encoding="utf-8")
     if not is_own_repo(root):
         return None
-    for commit in git("log", "--format=%H", "--", "patches/cover.md", cwd=root).split():
-        proc = git_run("show", f"{commit}:patches/cover.md", cwd=root)
-        if proc.returncode == 0 and sha256_text(proc.stdout) == rev.cover_digest:
-            return proc.stdout
+    for commit in gitcmd.commits_touching(root, "patches/cover.md"):
+        text = gitcmd.show_file(root, commit, "patches/cover.md")
+        if text is not None and sha256_text(text) == rev.cover_digest:
+            return text
     return None

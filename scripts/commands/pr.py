@@ -6,11 +6,10 @@ import argparse
 from datetime import datetime, timezone
 
 from scripts import checkout as co
-from scripts import records, revisions
+from scripts import gitcmd, records, revisions
 from scripts.checks import lint as lintmod
 from scripts.checks import scope
 from scripts.commands.common import checkout_lock
-from scripts.gitcmd import git
 from scripts.pin import load_pin
 from scripts.pr import body as prbody
 from scripts.pr import branch as prbranch
@@ -79,7 +78,7 @@ def prepare_revision(ws: Workspace, args: argparse.Namespace, identity: str, ruf
         f"revision {rev.label}: {'new (series or cover changed)' if is_new else 'unchanged since it was recorded'}"
     )
 
-    commits = git("rev-list", "--reverse", f"{co.PRISTINE_TAG}..HEAD", cwd=ws.checkout).split()
+    commits = gitcmd.rev_list(ws.checkout, f"{co.PRISTINE_TAG}..HEAD")
     made = prbranch.rewrite(ws.checkout, co.PRISTINE_TAG, commits, identity)  # objects only: no branch yet
     repo, kept, where = ws.checkout, patches, f"Branch {branch} in .work/{ws.checkout.name} (for review)"
     review_tip = made[-1]
@@ -100,7 +99,7 @@ def prepare_revision(ws: Workspace, args: argparse.Namespace, identity: str, ruf
     progress(f"range-diff against {prev.label if prev else 'nothing (first revision)'}")
     rdiff = prepare.previous_range_diff(ws, prev, review_tip, identity)
 
-    files = {p.name: prbranch.format_patch(repo, c) for p, c in zip(kept, made, strict=True)}
+    files = {p.name: gitcmd.format_patch(repo, c) for p, c in zip(kept, made, strict=True)}
     files["pr-body.md"] = prbody.body(covermod.purpose_section(cover, subjects), results, scopes, pin.label, digest)
     ruff = (ruff_version, prepare.upstream_ruff(ws))
     cover_diff = prepare.previous_cover(ws, prev, cover_source)
@@ -113,7 +112,7 @@ def prepare_revision(ws: Workspace, args: argparse.Namespace, identity: str, ruf
 
     # Record: the output, the review branch, then the revision (last: it is what the next run compares with).
     prepare.write_output(out, files)
-    git("branch", "-f", branch, review_tip, cwd=ws.checkout)
+    gitcmd.set_branch(ws.checkout, branch, review_tip)
     progress(f"branch {branch} in .work/{ws.checkout.name}: {len(commits)} commit(s) signed off by {identity}, "
              "kit trailers stripped; it sits on the kit's pristine commit: for review, not for upstream")  # fmt: skip
     if is_new:

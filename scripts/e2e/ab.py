@@ -137,11 +137,10 @@ def base_series(ws: Workspace, base: str, scratch: Path) -> tuple[list[Patch], s
             raise ABError(f"revision {base}'s series is neither in .work/pr nor in this repository's history",
                           "pass a git ref of the kit instead")  # fmt: skip
         return found
-    probe = gitcmd.run("rev-parse", "--verify", "-q", f"{base}^{{commit}}", cwd=ws.root)
-    if probe.returncode != 0:
+    commit = gitcmd.verify(ws.root, f"{base}^{{commit}}")
+    if commit is None:
         raise ABError(f"--ab {base!r} is not a revision in patches/revisions.toml, a git ref, or pristine",
                       "pass e.g. --ab v1, --ab main~3 or --ab pristine")  # fmt: skip
-    commit = probe.stdout.strip()
     patches = revisions.patches_at(ws.root, commit, scratch / "ref")
     if patches is None:
         raise ABError(f"{base} ({commit[:12]}) has no valid patches/ series", "pass a kit commit that has one")

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from scripts import gitcmd
 from scripts.e2e import plot
 from scripts.workspace import Workspace
 
@@ -91,21 +92,21 @@ def sha256_files(files: Sequence[Path]) -> str | None:
     return digest.hexdigest()
 
 
-def _git(args: Sequence[str], cwd: Path) -> str | None:
+def head_of(repo: Path) -> str | None:
+    """The commit checked out in repo, None where git or a commit is missing (evidence records what it finds)."""
     try:
-        done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=30, check=False)
-    except OSError:
+        return gitcmd.verify(repo, "HEAD")
+    except gitcmd.GitMissing:
         return None
-    return done.stdout.strip() if done.returncode == 0 else None
 
 
 def kit_identity(ws: Workspace) -> dict[str, Any]:
     series = [ws.series_file, *sorted(ws.patches.glob("*.patch"))]
     return {
-        "kit_commit": _git(["rev-parse", "HEAD"], ws.root),
+        "kit_commit": head_of(ws.root),
         "pin_sha256": sha256_files([ws.pin_file]),
         "series_sha256": sha256_files(series),
-        "checkout_head": _git(["rev-parse", "HEAD"], ws.checkout) if ws.checkout.is_dir() else None,
+        "checkout_head": head_of(ws.checkout) if ws.checkout.is_dir() else None,
     }
 
 

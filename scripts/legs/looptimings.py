@@ -19,6 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from scripts import gitcmd
 from scripts.report import progress, table
 from scripts.workspace import Workspace
 
@@ -44,8 +45,7 @@ def loop_kit(ws: Workspace, dest: Path, revision: str | None) -> Path:
     """
     dest.mkdir(parents=True)
     if revision:
-        tar = subprocess.run(["git", "archive", revision], cwd=ws.root, capture_output=True, check=True).stdout
-        subprocess.run(["tar", "-x"], input=tar, cwd=dest, check=True)
+        subprocess.run(["tar", "-x"], input=gitcmd.archive(ws.root, revision), cwd=dest, check=True)
     else:
         for part in LOOP_PARTS:
             src = ws.root / part
@@ -86,10 +86,8 @@ def edit_patch_0001(kit: Path, round_no: int) -> None:
     text = rope.read_text(encoding="utf-8")
     line = next(x for x in text.splitlines() if "cos/sin: broadcast over batch and heads" in x)
     rope.write_text(text.replace(line, line.split("#")[0] + f"{EDIT_0001} (edit {round_no})"), encoding="utf-8")
-    git = ["git", "-c", "user.name=kit timings", "-c", "user.email=timings@example.invalid"]
-    target = subprocess.run([*git, "log", "--format=%H", "--grep=^Kit-Patch: rope-2d-cos-sin$"], cwd=checkout,
-                            capture_output=True, text=True, check=True).stdout.split()[0]  # fmt: skip
-    subprocess.run([*git, "commit", "-q", "-a", "--fixup", target], cwd=checkout, check=True)
+    target = gitcmd.commits_matching(checkout, "^Kit-Patch: rope-2d-cos-sin$")[0]
+    gitcmd.fixup_commit(checkout, target)  # committed as the kit (its own checkout), like the fixups it folds
 
 
 def loop_timings(
@@ -126,8 +124,7 @@ def spread(runs: list[tuple[float, float, float]]) -> tuple[str, str, str, str]:
 
 def knows_changed(ws: Workspace, revision: str) -> bool:
     """Whether the kit at `revision` has `test --changed` (older ones time the full refresh test)."""
-    found = subprocess.run(["git", "grep", "-q", "-F", '"--changed"', revision, "--", "scripts"], cwd=ws.root)
-    return found.returncode == 0
+    return gitcmd.grep_found(ws.root, revision, '"--changed"', "scripts")
 
 
 def loop_main(ws: Workspace, baseline: str, repeat: int) -> int:

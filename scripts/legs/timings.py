@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from scripts import gitcmd
 from scripts.report import progress, table
 from scripts.workspace import Workspace
 
@@ -73,8 +74,8 @@ def rows(timings: list[Timing]) -> list[tuple[str, str, str, str, str]]:
 # --- edges ----------------------------------------------------------------------
 
 
-def fresh_clone(kit_root: Path, dest: Path) -> Path:
-    subprocess.run(["git", "clone", "--quiet", "--no-hardlinks", str(kit_root), str(dest)], check=True)
+def fresh_clone(root: Path, dest: Path) -> Path:
+    gitcmd.clone(root, dest, copy_objects=True)
     return dest
 
 
@@ -91,8 +92,7 @@ def timed(ws: Workspace, case: Case, cmd: list[str], cwd: Path, env: dict[str, s
 
 def fresh_clones(ws: Workspace, empty_cache: bool, ci: bool) -> int:
     """`nox -s apply test` on fresh clones of HEAD (and .ci/run with ci); 0 when every run passed."""
-    dirty = subprocess.run(["git", "status", "--porcelain"], cwd=ws.root, capture_output=True, text=True).stdout
-    if dirty.strip():
+    if gitcmd.status_porcelain(ws.root):
         progress("warning: uncommitted changes are not in the clones; these figures are of HEAD")
     logs = ws.records / "timings"
     logs.mkdir(parents=True, exist_ok=True)
@@ -102,11 +102,11 @@ def fresh_clones(ws: Workspace, empty_cache: bool, ci: bool) -> int:
     with tempfile.TemporaryDirectory(prefix="kit-timings-") as tmp:
         if empty_cache:
             empty = dict(env, UV_CACHE_DIR=str(Path(tmp) / "uv-cache"), PIP_NO_CACHE_DIR="1")
-            results.append(timed(ws, COLD, main_job, fresh_clone(ws.root, Path(tmp) / "cold"), empty, logs))
+            results.append(timed(COLD, main_job, fresh_clone(ws.root, Path(tmp) / "cold"), empty, logs))
         clone = fresh_clone(ws.root, Path(tmp) / "fresh")
-        results.append(timed(ws, FRESH, main_job, clone, env, logs))
-        results.append(timed(ws, WARM, main_job, clone, env, logs))
+        results.append(timed(FRESH, main_job, clone, env, logs))
+        results.append(timed(WARM, main_job, clone, env, logs))
         if ci:
-            results.append(timed(ws, CI, ["bash", ".ci/run"], fresh_clone(ws.root, Path(tmp) / "ci"), env, logs))
+            results.append(timed(CI, ["bash", ".ci/run"], fresh_clone(ws.root, Path(tmp) / "ci"), env, logs))
     print(table(["run", "seconds", "vs warm", "target", "verdict"], rows(results)))
     return 0 if all(t.exit_code == 0 for t in results) else 1

@@ -4,11 +4,10 @@ trailers, a DCO sign-off from the user's own git identity."""
 from __future__ import annotations
 
 import re
-import subprocess
 from pathlib import Path
 
+from scripts import gitcmd
 from scripts.errors import KitError
-from scripts.gitcmd import FORMAT_PATCH, git
 from scripts.series import strip_kit_trailers
 
 TRAILER_LINE = re.compile(r"^[A-Za-z0-9-]+: \S")
@@ -20,11 +19,7 @@ class NoIdentityError(KitError):
 
 def user_identity(repo: Path) -> str:
     """`Name <email>` from the user's own git config (not the kit's isolated git), as seen from repo."""
-    values = []
-    for key in ("user.name", "user.email"):
-        proc = subprocess.run(["git", "config", "--get", key], cwd=repo, capture_output=True, text=True)
-        values.append(proc.stdout.strip())
-    name, email = values
+    name, email = (gitcmd.user_config(repo, key) for key in ("user.name", "user.email"))
     if not name or not email:
         raise NoIdentityError(
             "no git identity to sign off with (git config user.name/user.email is not set)",
@@ -52,15 +47,12 @@ def rewrite(repo: Path, base: str, commits: list[str], identity: str) -> list[st
     """commits recreated on base with upstream messages (same trees, same authors): objects only, no ref moves.
     Deterministic: the committer date is the author date, so preparing again gives the same ids."""
     name, email = identity[: identity.rindex(" <")], identity[identity.rindex(" <") + 2 : -1]
-    parent, made = git("rev-parse", base, cwd=repo).strip(), []
+    parent, made = gitcmd.rev_parse(repo, base), []
     for commit in commits:
-        an, ae, ad, tree, message = git("log", "-1", "--format=%an%x00%ae%x00%aI%x00%T%x00%B", commit, cwd=repo).split(
-            "\x00", 4
-        )
+        an, ae, ad, tree, message = gitcmd.commit_format(repo, commit, "%an%x00%ae%x00%aI%x00%T%x00%B").split("\x00", 4)
         env = {"GIT_AUTHOR_NAME": an, "GIT_AUTHOR_EMAIL": ae, "GIT_AUTHOR_DATE": ad,
                "GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": email, "GIT_COMMITTER_DATE": ad}  # fmt: skip
-        parent = git("commit-tree", tree, "-p", parent, "-m", upstream_message(message, identity), cwd=repo,
-                     env=env).strip()  # fmt: skip
+        parent = gitcmd.commit_object(repo, tree, parent, upstream_message(message, identity), env)
         made.append(parent)
     return made
 
@@ -68,19 +60,14 @@ def rewrite(repo: Path, base: str, commits: list[str], identity: str) -> list[st
 def build_branch(repo: Path, base: str, commits: list[str], identity: str, branch: str) -> list[str]:
     """rewrite(), then point branch at the last commit (at base when there is none)."""
     made = rewrite(repo, base, commits, identity)
-    git("branch", "-f", branch, made[-1] if made else base, cwd=repo)
+    gitcmd.set_branch(repo, branch, made[-1] if made else base)
     return made
-
-
-def format_patch(repo: Path, commit: str) -> str:
-    """One commit as a patch file, with the kit's fixed options (byte-stable; apply with `git am -k`)."""
-    return git(*FORMAT_PATCH, "-1", commit, cwd=repo)
 
 
 def message_parts(repo: Path, commit: str) -> tuple[str, str]:
     """(subject, body without trailers) of a commit."""
-    subject = git("log", "-1", "--format=%s", commit, cwd=repo).strip()
-    body = git("log", "-1", "--format=%b", commit, cwd=repo)
+    subject = gitcmd.commit_format(repo, commit, "%s").strip()
+    body = gitcmd.commit_format(repo, commit, "%b")
     paragraphs = body.strip().split("\n\n")
     if paragraphs and paragraphs[-1] and all(TRAILER_LINE.match(x) for x in paragraphs[-1].splitlines()):
         paragraphs = paragraphs[:-1]

@@ -17,8 +17,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from scripts import gitcmd
 from scripts.errors import KitError
-from scripts.gitcmd import git
 from scripts.pr import branch as prbranch
 from scripts.pr import rebase
 from scripts.pr.verdicts import Verdict, judge_series
@@ -41,7 +41,7 @@ def kit_clone(clone: Path) -> Path:
         )
     if not clone.exists():
         clone.mkdir(parents=True)
-        git("init", "-q", cwd=clone)
+        gitcmd.init(clone)
         (clone / ".git" / MARKER).write_text("made by the kit for nox -s pr -- --onto\n", encoding="utf-8")
     return clone
 
@@ -50,16 +50,16 @@ def fetch_ref(clone: Path, url: str, ref: str) -> str:
     """Fetch REF from url into the clone, check it out detached and clean; the commit, verified."""
     commit = rebase.resolve_ref(url, ref, clone)
     try:
-        git("fetch", "-q", "--no-tags", url, commit, cwd=clone)
+        gitcmd.fetch_commit(clone, url, commit, "--no-tags")
+    except gitcmd.ServedOther as exc:
+        what = f"{url} served {exc.got} for {ref}, not {commit}"
+        raise OntoError(what, "try again: the ref moved while fetching") from None
     except KitError as exc:
         raise OntoError(
             f"cannot fetch {ref} ({commit[:12]}) from {url} ({exc.what})", "check the URL and network"
         ) from exc
-    got = git("rev-parse", "FETCH_HEAD", cwd=clone).strip()
-    if got != commit:
-        raise OntoError(f"{url} served {got} for {ref}, not {commit}", "try again: the ref moved while fetching")
-    git("checkout", "-q", "-f", "--detach", commit, cwd=clone)
-    git("clean", "-qfdx", cwd=clone)
+    gitcmd.detach(clone, commit, force=True)
+    gitcmd.clean(clone)
     return commit
 
 
@@ -88,12 +88,12 @@ def build(
     found = judge_series(clone, checkout, patches, commits, with_history=True)
     why = refusal(found, threeway)
     if why:
-        git("checkout", "-q", "-f", "--detach", base, cwd=clone)
+        gitcmd.detach(clone, base, force=True)
         fix = "pass --3way to accept the merge" if "only with a merge" in why else "rebase the series first"
         raise OntoError(f"not making {branch}: {why}", f"{fix} (nox -s rebase -- --git URL REF shows every patch)")
-    applied = git("rev-list", "--reverse", f"{base}..HEAD", cwd=clone).split()
+    applied = gitcmd.rev_list(clone, f"{base}..HEAD")
     made = prbranch.build_branch(clone, base, applied, identity, branch)
-    git("checkout", "-q", "-f", branch, cwd=clone)  # the clone shows what would be pushed
+    gitcmd.switch(clone, branch, force=True)  # the clone shows what would be pushed
     return found, made
 
 
@@ -112,7 +112,7 @@ def push(clone: Path, remote: str, branch: str, force: bool) -> None:
     """Push branch to the user's fork, with the user's own git config (credentials live there)."""
     target = remote if "://" in remote or remote.startswith("git@") else str(Path(remote).resolve())
     refspec = f"{'+' if force else ''}{branch}:refs/heads/{branch}"
-    proc = subprocess.run(["git", "push", "--porcelain", target, refspec], cwd=clone, capture_output=True, text=True)
+    proc = gitcmd.push(clone, target, refspec)
     if proc.returncode != 0:
         raise OntoError(
             f"git push to {remote} failed: {push_reason(proc.stdout, proc.stderr)}",

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from scripts import checkout as co
+from scripts import gitcmd
 from scripts.errors import KitError
-from scripts.gitcmd import git
 from scripts.pr.branch import build_branch
 from scripts.series import Patch
 
@@ -18,8 +18,8 @@ class RangeDiffUnavailableError(KitError):
 def range_diff(checkout: Path, new_tip: str, old: list[Patch], identity: str, scratch: Path) -> str:
     """`git range-diff` of the old revision's upstream commits against new_tip, both on the pristine."""
     clone = scratch / "clone"
-    git("clone", "-q", str(checkout), str(clone), cwd=scratch)
-    git("checkout", "-q", "-B", "old", co.PRISTINE_TAG, cwd=clone)
+    gitcmd.clone(checkout, clone)
+    gitcmd.start_branch(clone, "old", co.PRISTINE_TAG)
     commits = co.commit_all(clone, old, True, lambda patch, result: RangeDiffUnavailableError(
         f"the previous revision's {patch.name} does not apply to the current pristine ({result.detail})",
         "the range-diff is left out; compare the two output folders by hand",
@@ -27,11 +27,4 @@ def range_diff(checkout: Path, new_tip: str, old: list[Patch], identity: str, sc
     old_tip = (
         build_branch(clone, co.PRISTINE_TAG, commits, identity, "old-upstream")[-1] if commits else co.PRISTINE_TAG
     )
-    return git(
-        "range-diff",
-        "--no-color",
-        "--creation-factor=95",
-        f"{co.PRISTINE_TAG}..{old_tip}",
-        f"{co.PRISTINE_TAG}..{new_tip}",
-        cwd=clone,
-    )
+    return gitcmd.range_diff(clone, f"{co.PRISTINE_TAG}..{old_tip}", f"{co.PRISTINE_TAG}..{new_tip}")

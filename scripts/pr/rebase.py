@@ -22,10 +22,10 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from scripts import checkout as co
+from scripts import gitcmd, registry, worklock
 from scripts import pin as pinmod
-from scripts import registry, worklock
 from scripts.errors import KitError
-from scripts.gitcmd import GitFailed, fetch_commit, git
+from scripts.gitcmd import GitFailed
 from scripts.pin import Pin
 from scripts.pr import equivalence
 from scripts.pr.verdicts import DROPPED, OUTCOMES, Verdict, judge_series
@@ -87,10 +87,9 @@ def resolve_ref(url: str, ref: str, cwd: Path) -> str:
     if pinmod.COMMIT.match(ref):
         return ref
     try:
-        out = git("ls-remote", url, ref, f"refs/heads/{ref}", f"refs/tags/{ref}", f"refs/tags/{ref}^{{}}", cwd=cwd)
+        refs = gitcmd.ls_remote(url, ref, f"refs/heads/{ref}", f"refs/tags/{ref}", f"refs/tags/{ref}^{{}}", cwd=cwd)
     except GitFailed as exc:
         raise RebaseError(f"cannot list refs of {url} ({exc.what})", "check the URL and the network") from exc
-    refs = dict(reversed(line.split("\t", 1)) for line in out.splitlines() if "\t" in line)
     for name in (f"refs/tags/{ref}^{{}}", f"refs/tags/{ref}", f"refs/heads/{ref}", ref):
         if name in refs:
             return refs[name]
@@ -129,12 +128,12 @@ def fetch_target(target: Target, dest: Path, downloads: Path) -> None:
         return
     progress(f"fetching {target.url} {target.ref} (history included, for patch-ids)")
     try:
-        fetch_commit(dest, target.url, target.commit, "--no-tags")
+        gitcmd.fetch_commit(dest, target.url, target.commit, "--no-tags")
     except GitFailed as exc:
         what = f"cannot fetch {target.ref} ({target.commit[:12]}) from {target.url} ({exc.what})"
         raise RebaseError(what, "check the URL, the ref and the network") from exc
-    git("checkout", "-q", "-b", co.BRANCH, target.commit, cwd=dest)
-    git("tag", co.PRISTINE_TAG, target.commit, cwd=dest)
+    gitcmd.start_branch(dest, co.BRANCH, target.commit)
+    gitcmd.tag(dest, co.PRISTINE_TAG, target.commit)
 
 
 def current_series(pin: Pin, patches: list[Patch], dest: Path, downloads: Path) -> list[str]:
@@ -314,7 +313,7 @@ def move(ws: Workspace, pin: Pin, target: Target, patches: list[Patch], repo: Pa
     for v in verdicts:
         if v.outcome in DROPPED:
             progress(f"{v.name}: dropped from the series ({v.shown})")
-    pristine = git("rev-parse", co.PRISTINE_TAG, cwd=repo).strip()
+    pristine = gitcmd.rev_parse(repo, co.PRISTINE_TAG)
     co.write_state(
         repo,
         co.State(

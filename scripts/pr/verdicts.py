@@ -16,13 +16,11 @@ Used by rebase (on a release or git ref) and by pr --onto (on upstream's branch)
 
 from __future__ import annotations
 
-import subprocess
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from scripts import checkout as co
-from scripts.gitcmd import KIT_IDENTITY, git, git_env
-from scripts.gitcmd import run as git_run
+from scripts import gitcmd
 from scripts.pr import equivalence
 from scripts.report import progress, step
 from scripts.series import Patch
@@ -51,71 +49,39 @@ class Verdict:
         return SHOWN.get(self.outcome, self.outcome)
 
 
-def patch_id(diff_text: str, cwd: Path) -> str:
-    proc = subprocess.run(
-        ["git", "patch-id", "--stable"], input=diff_text, cwd=cwd, env=git_env(), capture_output=True, text=True
-    )
-    return proc.stdout.split()[0] if proc.stdout.strip() else ""
-
-
 def history_patch_ids(repo: Path, files: list[str]) -> dict[str, str]:
     """{patch-id: commit} of the target's commits touching files (its whole history)."""
-    log = git("log", "-p", "--no-color", "--no-renames", "--format=commit %H", "HEAD", "--", *files, cwd=repo)
-    proc = subprocess.run(
-        ["git", "patch-id", "--stable"], input=log, cwd=repo, env=git_env(), capture_output=True, text=True
-    )
-    return {pid: commit for pid, commit in (line.split() for line in proc.stdout.splitlines())}
-
-
-def checks(repo: Path, text: str, *flags: str) -> bool:
-    proc = subprocess.run(
-        ["git", "apply", "--check", *flags, "-"], input=text, cwd=repo, env=git_env(), capture_output=True, text=True
-    )
-    return proc.returncode == 0
-
-
-def show(repo: Path, rev: str, path: str) -> str | None:
-    proc = git_run("show", f"{rev}:{path}", cwd=repo)
-    return proc.stdout if proc.returncode == 0 else None
+    return dict(gitcmd.patch_ids(repo, gitcmd.history_diffs(repo, files)))
 
 
 def hunk_upstream(repo: Path, hunk: equivalence.Hunk, post_image: str | None) -> bool:
     """One hunk is in the target: it reverse-applies alone, or its added lines (its data) are there."""
-    if checks(repo, hunk.text, "-R"):
+    if gitcmd.applies(repo, hunk.text, "-R"):
         return True
-    return equivalence.file_equivalent(hunk.path, hunk.added, post_image, show(repo, "HEAD", hunk.path))
+    return equivalence.file_equivalent(hunk.path, hunk.added, post_image, gitcmd.show_file(repo, "HEAD", hunk.path))
 
 
 def apply_rest(repo: Path, hunks: list[equivalence.Hunk], commit: str) -> str:
     """Apply some hunks of a patch (3-way where needed) and commit them as the patch's own commit; the outcome."""
     text = "".join(h.text for h in hunks)
-    threeway = not checks(repo, text)
-    proc = subprocess.run(
-        ["git", "apply", "--index", *(["--3way"] if threeway else []), "-"],
-        input=text,
-        cwd=repo,
-        env=git_env(),
-        capture_output=True,
-        text=True,
-    )
-    if proc.returncode != 0 or git_run("diff", "--name-only", "--diff-filter=U", cwd=repo).stdout.strip():
-        git("reset", "-q", "--hard", "HEAD", cwd=repo)
+    threeway = not gitcmd.applies(repo, text)
+    proc = gitcmd.apply_to_index(repo, text, threeway)
+    if proc.returncode != 0 or gitcmd.unmerged(repo):
+        gitcmd.reset_hard(repo)
         return "conflict"
-    env = {**KIT_IDENTITY, "GIT_COMMITTER_DATE": git("log", "-1", "--format=%aI", commit, cwd=repo).strip()}
-    git("commit", "-q", "--no-verify", "-C", commit, cwd=repo, env=env)
+    gitcmd.recommit(repo, commit)
     return "3-way" if threeway else "clean"
 
 
 def try_apply(repo: Path, patch: Patch) -> Verdict:
     """Apply the whole patch as well as it goes; a conflict leaves repo as it was."""
-    path = str(patch.path)
-    exact = git_run("apply", "--check", path, cwd=repo).returncode == 0
-    if not exact and git_run("apply", "--check", f"-C{FUZZ_CONTEXT}", path, cwd=repo).returncode == 0:
-        git("am", "-q", "-k", "--committer-date-is-author-date", f"-C{FUZZ_CONTEXT}", path, cwd=repo, env=KIT_IDENTITY)
+    exact = gitcmd.apply_check(repo, patch.path).returncode == 0
+    if not exact and gitcmd.apply_check(repo, patch.path, f"-C{FUZZ_CONTEXT}").returncode == 0:
+        gitcmd.must(gitcmd.am(repo, patch.path, f"-C{FUZZ_CONTEXT}"))
         return Verdict(patch.name, "fuzz", f"applies only with {FUZZ_CONTEXT} line(s) of context matching")
     result = co.apply_one(repo, patch, threeway=True)
     if result.outcome == "conflict":
-        git("am", "--abort", cwd=repo, env=KIT_IDENTITY)
+        gitcmd.must(gitcmd.abort(repo, "am"))
     detail = result.detail
     if result.outcome == "3-way":
         renamed = renames(repo, patch)
@@ -126,20 +92,20 @@ def try_apply(repo: Path, patch: Patch) -> Verdict:
 def renames(repo: Path, patch: Patch) -> str:
     """Files of the patch that the target has under another name (git's rename detection found them)."""
     wanted = {h.path for h in equivalence.split_hunks(patch.text)}
-    changed = git("show", "--name-only", "--format=", "HEAD", cwd=repo).split()
+    changed = gitcmd.changed_in(repo, "HEAD")
     moved = sorted(set(changed) - wanted)
-    gone = sorted(p for p in wanted if show(repo, "HEAD", p) is None)
+    gone = sorted(p for p in wanted if gitcmd.show_file(repo, "HEAD", p) is None)
     return f"{', '.join(gone)} renamed upstream to {', '.join(moved)}" if gone and moved else ""
 
 
 def judge(repo: Path, patch: Patch, commit: str, history: dict[str, str] | None) -> Verdict:
     """The verdict for one patch on the target at repo's HEAD; applying it (or its rest) moves HEAD."""
-    if checks(repo, patch.text, "-R"):
+    if gitcmd.applies(repo, patch.text, "-R"):
         return Verdict(patch.name, "upstream-verbatim", "the target holds the change: the patch reverse-applies")
-    forward = checks(repo, patch.text)
+    forward = gitcmd.applies(repo, patch.text)
     note = ""
     if history is not None:
-        found = history.get(patch_id(patch.text, repo))
+        found = history.get(gitcmd.patch_id(repo, patch.text))
         if found and not forward:
             return Verdict(patch.name, "upstream-verbatim", f"patch-id of upstream commit {found[:12]}")
         if found:
@@ -148,7 +114,7 @@ def judge(repo: Path, patch: Patch, commit: str, history: dict[str, str] | None)
         verdict = try_apply(repo, patch)
         return replace(verdict, detail="; ".join(x for x in (verdict.detail, note) if x))
     hunks = equivalence.split_hunks(patch.text)
-    marks = [hunk_upstream(repo, h, show(repo, commit, h.path)) for h in hunks]
+    marks = [hunk_upstream(repo, h, gitcmd.show_file(repo, commit, h.path)) for h in hunks]
     rows = [(h.label, "upstream" if m else "not upstream") for h, m in zip(hunks, marks, strict=True)]
     if hunks and all(marks):
         return Verdict(
@@ -176,7 +142,7 @@ def judge_series(
     repo: Path, current: Path, patches: list[Patch], commits: list[str], with_history: bool
 ) -> list[Verdict]:
     """Judge each patch on repo's HEAD in order; current holds the series' commits (their blobs are the 3-way base)."""
-    git("fetch", "-q", "--no-tags", str(current), f"+HEAD:{CURRENT_REF}", cwd=repo)
+    gitcmd.must(gitcmd.fetch_head(repo, current, CURRENT_REF))
     files = sorted({h.path for p in patches for h in equivalence.split_hunks(p.text)})
     history = history_patch_ids(repo, files) if with_history else None
     verdicts = []

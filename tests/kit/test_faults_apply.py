@@ -524,14 +524,14 @@ def test_every_ending_signal_during_apply_is_recognised(small_kit: Kit, sig: sig
 SIGNAL_DURING_AM = (
     "import scripts.gitcmd as g, time\n"
     "real = g.spawn\n"
-    "def spawn(argv, cwd, env):\n"
+    "def spawn(argv, cwd, env, stdin=None):\n"
     "    if argv[1:2] == ['am'] and argv[-1].endswith('0001-fix-ten.patch'):\n"
     "        bad = cwd / '.git' / 'bad.patch'\n"
     "        bad.write_text(open(argv[-1]).read().replace('-line 10', '-line 10 elsewhere'))\n"
     "        real([*argv[:-1], str(bad)], cwd, env)\n"
     "        os.kill(os.getpid(), signal.SIG{name})\n"
     "        time.sleep(5)\n"
-    "    return real(argv, cwd, env)\n"
+    "    return real(argv, cwd, env, stdin)\n"
     "g.spawn = spawn"
 )
 

@@ -366,15 +366,15 @@ def test_a_message_survives_the_loop_or_refresh_refuses(kit3: Kit, body: str) ->
 PAUSE_THE_REBASE = """
 import scripts.gitcmd as g
 real = g.run
-def run(*args, cwd, env=None):
+def run(*args, cwd, env=None, stdin=None):
     if args[:3] == ("rebase", "-q", "-i"):  # the kit's replay, paused after its first pick, then the signal
         cp = env["GIT_SEQUENCE_EDITOR"]
         env = {**env, "GIT_SEQUENCE_EDITOR": "f() { " + cp + ' "$1" && sed -i "1a break" "$1"; }; f'}
-        proc = real(*args, cwd=cwd, env=env)
+        proc = real(*args, cwd=cwd, env=env, stdin=stdin)
         assert os.path.isdir(os.path.join(cwd, ".git", "rebase-merge"))
         os.kill(os.getpid(), signal.SIG%s)
         return proc
-    return real(*args, cwd=cwd, env=env)
+    return real(*args, cwd=cwd, env=env, stdin=stdin)
 g.run = run
 """
 SIGNAL_IN_ROUND_TRIP = """

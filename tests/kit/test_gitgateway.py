@@ -1,0 +1,158 @@
+"""One git gateway: scripts/gitcmd.py is the only module of scripts/ that builds a git command line.
+
+Everything else calls its named operations (gitcmd.patch_id, gitcmd.push, ...), so every git call the
+kit makes ignores the user's config, hooks and repository-locating variables in one place (and the one
+exception, the user's own identity and push, is a named function there too). Checked on the source: a
+list or tuple that starts with "git", or a call of the raw gateway (run, git, git_bytes, spawn,
+as_user) outside gitcmd.py, is a finding.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from scripts import gitcmd
+from scripts.pin import git_blob_id
+
+ROOT = Path(__file__).resolve().parents[2]
+GATEWAY = "gitcmd.py"  # the one module of scripts/ allowed to build git argv
+RAW = {"run", "git", "git_bytes", "spawn", "as_user"}  # gitcmd's functions that take git argv
+
+
+def raw_names(tree: ast.AST) -> set[str]:
+    """Local names bound to gitcmd's raw functions (`from scripts.gitcmd import run as git_run` -> git_run)."""
+    return {
+        alias.asname or alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module == "scripts.gitcmd"
+        for alias in node.names
+        if alias.name in RAW
+    }
+
+
+def argv_findings(source: str, name: str) -> list[str]:
+    """`file:line: what` for each git command line a source file builds itself."""
+    tree = ast.parse(source)
+    raw = raw_names(tree)
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.List, ast.Tuple)) and node.elts:
+            first = node.elts[0]
+            if isinstance(first, ast.Constant) and first.value == "git":
+                found.append((node.lineno, "a command line starting with 'git'"))
+        elif isinstance(node, ast.Call):
+            func = node.func
+            if isinstance(func, ast.Name) and func.id in raw:
+                found.append((node.lineno, f"{func.id}(...) of scripts.gitcmd"))
+            elif (
+                isinstance(func, ast.Attribute)
+                and func.attr in RAW
+                and isinstance(func.value, ast.Name)
+                and func.value.id == "gitcmd"
+            ):
+                found.append((node.lineno, f"gitcmd.{func.attr}(...)"))
+    return [f"{name}:{line}: {what}" for line, what in sorted(found)]
+
+
+def git_argv_outside_gateway(scripts: Path) -> list[str]:
+    return [
+        finding
+        for path in sorted(scripts.rglob("*.py"))
+        if path.relative_to(scripts).as_posix() != GATEWAY
+        for finding in argv_findings(path.read_text(encoding="utf-8"), path.relative_to(scripts).as_posix())
+    ]
+
+
+def test_only_gitcmd_builds_git_command_lines() -> None:
+    assert git_argv_outside_gateway(ROOT / "scripts") == []
+
+
+PLANTED = """
+import subprocess
+from scripts import gitcmd
+from scripts.gitcmd import run as git_run, head
+
+def status(repo):
+    subprocess.run(["git", "status", "--porcelain"], cwd=repo)
+    base = ("git", "-c", "user.name=x")
+    git_run("log", cwd=repo)
+    gitcmd.git("rev-parse", "HEAD", cwd=repo)
+    return head(repo), gitcmd.head(repo)  # named operations: fine
+"""
+
+
+def test_the_gateway_check_finds_a_planted_module(tmp_path: Path) -> None:
+    scripts = tmp_path / "scripts"
+    (scripts / "stage").mkdir(parents=True)
+    (scripts / GATEWAY).write_text('def run(*args):\n    return ["git", *args]\n', encoding="utf-8")
+    (scripts / "stage" / "planted.py").write_text(PLANTED, encoding="utf-8")
+    found = git_argv_outside_gateway(scripts)
+    assert [f.split(": ", 1)[0] for f in found] == [f"stage/planted.py:{n}" for n in (7, 8, 9, 10)], found
+    assert not any(f.startswith(GATEWAY) for f in found)
+
+
+# ---- stdin through the gateway, on a real repository -----------------------------------------
+
+AUTHOR = {"GIT_AUTHOR_NAME": "A U Thor", "GIT_AUTHOR_EMAIL": "author@example.org"}
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    gitcmd.init(repo, "main")
+    (repo / "a.txt").write_text("one\ntwo\n", encoding="utf-8")
+    gitcmd.commit_everything(repo, "first\n", "2024-01-01T00:00:00Z")
+    (repo / "a.txt").write_text("one\ntwo, changed\nthree\n", encoding="utf-8")
+    gitcmd.commit_everything(repo, "second\n", "2024-01-02T00:00:00Z")
+    return repo
+
+
+def test_patch_id_reads_the_diff_from_stdin(repo: Path) -> None:
+    diff = gitcmd.diff(repo, "HEAD~1", "HEAD")
+    pid = gitcmd.patch_id(repo, diff)
+    # the same diff through git itself, piped by hand
+    piped = subprocess.run(
+        ["git", "patch-id", "--stable"], input=diff, cwd=repo, env=gitcmd.git_env(), capture_output=True, text=True
+    )
+    assert len(pid) == 40 and pid == piped.stdout.split()[0]
+    # and the history's ids name the commit that made it
+    assert dict(gitcmd.patch_ids(repo, gitcmd.history_diffs(repo, ["a.txt"])))[pid] == gitcmd.head(repo)
+    assert gitcmd.patch_id(repo, "") == ""
+
+
+def test_stdin_bytes_and_text(repo: Path) -> None:
+    data = b"not utf-8: \xff\xfe\n"
+    assert gitcmd.git_bytes("hash-object", "--stdin", cwd=repo, stdin=data).decode().strip() == git_blob_id(data)
+    assert gitcmd.git("hash-object", "--stdin", cwd=repo, stdin="text\n").strip() == git_blob_id(b"text\n")
+    hunk = gitcmd.diff(repo, "HEAD~1", "HEAD")
+    assert gitcmd.applies(repo, hunk, "-R") and not gitcmd.applies(repo, hunk)
+
+
+def test_commit_object_keeps_the_message_byte_for_byte(repo: Path) -> None:
+    message = "subject\n\nbody without a final newline"
+    sha = gitcmd.commit_object(repo, gitcmd.rev_parse(repo, "HEAD^{tree}"), gitcmd.head(repo), message, AUTHOR)
+    assert gitcmd.cat_commit(repo, sha).split(b"\n\n", 1)[1] == message.encode()
+
+
+def test_user_git_is_the_users_own_but_not_another_repository(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".gitconfig").write_text("[user]\n\tname = Real Person\n\temail = real@example.org\n", encoding="utf-8")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    gitcmd.init(elsewhere)
+    subprocess.run(["git", "config", "user.name", "Wrong Repo"], cwd=elsewhere, check=True)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("GIT_CONFIG_GLOBAL", raising=False)
+    monkeypatch.setenv("GIT_DIR", str(elsewhere / ".git"))  # e.g. exported by a hook: never followed
+    assert gitcmd.user_config(repo, "user.name") == "Real Person"
+    assert gitcmd.user_config(repo, "user.email") == "real@example.org"
+    # the kit's own git sees neither the user's config nor their identity
+    assert gitcmd.run("config", "--get", "user.name", cwd=repo).stdout == ""
