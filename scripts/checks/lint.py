@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from scripts import checkout as co
-from scripts import paths
+from scripts import kittools, paths
 from scripts.diffparse import FileDiff, parse
 from scripts.errors import KitError
 from scripts.gitcmd import last_line
@@ -345,7 +345,8 @@ def ruff_check(ruff: str, config: Path, tree: Path, files: list[str]) -> list[Fi
     proc = run_ruff(ruff, ["check", "--config", str(config), "--output-format", "json", "--no-cache", *files], tree)
     if proc.returncode not in (0, 1):
         raise RuffError(f"ruff check failed on .work/{tree.name}: {last_line(proc.stderr, proc.stdout)}",
-                        "read ruff's message above; --ruff must be ruff itself (upstream pins v0.14.10)")  # fmt: skip
+                        "read ruff's message above; --ruff must be ruff itself "
+                        f"(upstream pins v{kittools.version('ruff')})")  # fmt: skip
     return [
         Finding(
             str(Path(r["filename"]).relative_to(tree)),

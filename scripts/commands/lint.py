@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import argparse
 
-from scripts import paths, records
+from scripts import kittools, paths, records
 from scripts.checks import lint as lintmod
 from scripts.commands.common import checkout_lock, current
 from scripts.report import progress, table
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--ruff", default="ruff", help="the ruff executable (upstream pins v0.14.10)")
+    p.add_argument("--ruff", default="ruff", help=f"the ruff executable (upstream pins v{kittools.version('ruff')})")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -6,7 +6,7 @@ import argparse
 from datetime import datetime, timezone
 
 from scripts import checkout as co
-from scripts import paths, records, revisions
+from scripts import kittools, paths, records, revisions
 from scripts.checks import lint as lintmod
 from scripts.checks import scope
 from scripts.commands.common import checkout_lock
@@ -21,7 +21,11 @@ from scripts.series import load_series
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--ruff", default="ruff", help="the ruff executable for the precheck (upstream pins v0.14.10)")
+    p.add_argument(
+        "--ruff",
+        default="ruff",
+        help=f"the ruff executable for the precheck (upstream pins v{kittools.version('ruff')})",
+    )
     p.add_argument("--force", action="store_true", help="replace .work/pr/vN when preparing the same revision again")
     p.add_argument(
         "--onto",
@@ -98,7 +102,7 @@ def prepare_revision(args: argparse.Namespace, identity: str, ruff_path: str) ->
 
     files = {p.name: prbranch.format_patch(repo, c) for p, c in zip(kept, made, strict=True)}
     files["pr-body.md"] = prbody.body(covermod.purpose_section(cover, subjects), results, scopes, pin.label, digest)
-    ruff = (ruff_version, prepare.upstream_ruff())
+    ruff = (ruff_version, kittools.version("ruff"))  # the one upstream's pre-commit pins, mirrored in ci/kit-tools.txt
     cover_diff = prepare.previous_cover(prev, cover_source)
     files["cover.txt"] = prepare.cover_text(
         title, rev, pin.label, where, identity, kept, scopes, lint, ruff, rdiff, cover_diff, onto_report

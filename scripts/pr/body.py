@@ -12,8 +12,10 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from scripts import kittools
 from scripts.checks.lint import RULES
 from scripts.checks.scope import HEADERS, Scope, rfc_warning, rows, total
+from scripts.report import markdown_table
 
 Record = Mapping[str, Any]
 PREFIX = re.compile(r"^(\[[^\]]+\])\s*")
@@ -21,8 +23,8 @@ DEFAULT_PREFIX = "[Hardware][Ascend]"
 NOT_RUN = "not run"
 # (record name, what it is, how it is run): the Test Plan, in order.
 PLAN = (
-    ("lint", "lint", "`nox -s lint`: ruff v0.14.10 with upstream's settings on the touched files, plus the kit's "
-                     f"checks: {'; '.join(rule.requires for rule in RULES)}"),
+    ("lint", "lint", f"`nox -s lint`: ruff v{kittools.version('ruff')} with upstream's settings on the touched "
+                     f"files, plus the kit's checks: {'; '.join(rule.requires for rule in RULES)}"),
     ("test-stock", "CPU regression, leg `stock`", "`nox -s test` leg `stock`: stock torch, no torch_npu installed"),
     ("test-npu", "CPU regression, leg `npu`", "`nox -s test` leg `npu`: the pinned torch_npu (real with CANN, else a "
                  "simulated NPU on CPU, said so below)"),
@@ -82,10 +84,8 @@ def evidence(records: Mapping[str, Record | None], digest: str) -> list[tuple[st
 
 
 def scope_markdown(scopes: Sequence[Scope]) -> str:
-    lines = ["| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
-    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows(scopes)]
     warning = rfc_warning(total(scopes))
-    return "\n".join(lines + ([f"\n**Warning:** {warning}"] if warning else []))
+    return markdown_table(HEADERS, rows(scopes)) + (f"\n\n**Warning:** {warning}" if warning else "")
 
 
 def body(purpose: str, results: Sequence[tuple[str, str, str]], scopes: Sequence[Scope],

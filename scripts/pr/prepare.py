@@ -25,7 +25,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from scripts import kittools, paths, revisions
+from scripts import paths, revisions
 from scripts.checks import lint as lintmod
 from scripts.checks import scope
 from scripts.errors import KitError
@@ -41,11 +41,6 @@ REVISIONS_FILE = paths.PATCHES / "revisions.toml"
 
 class PrError(KitError):
     """The PR cannot be prepared as asked."""
-
-
-def upstream_ruff() -> str:
-    """The ruff version upstream's pre-commit pins (mirrored in ci/kit-tools.txt)."""
-    return kittools.version("ruff")
 
 
 def previous_range_diff(prev: revisions.Revision | None, new_tip: str, identity: str) -> str:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from scripts import checkout as co
+from scripts import diffparse
 from scripts.gitcmd import KIT_IDENTITY, git, git_env
 from scripts.gitcmd import run as git_run
 from scripts.pr import equivalence
@@ -79,14 +80,14 @@ def show(repo: Path, rev: str, path: str) -> str | None:
     return proc.stdout if proc.returncode == 0 else None
 
 
-def hunk_upstream(repo: Path, hunk: equivalence.Hunk, post_image: str | None) -> bool:
+def hunk_upstream(repo: Path, hunk: diffparse.Hunk, post_image: str | None) -> bool:
     """One hunk is in the target: it reverse-applies alone, or its added lines (its data) are there."""
     if checks(repo, hunk.text, "-R"):
         return True
     return equivalence.file_equivalent(hunk.path, hunk.added, post_image, show(repo, "HEAD", hunk.path))
 
 
-def apply_rest(repo: Path, hunks: list[equivalence.Hunk], commit: str) -> str:
+def apply_rest(repo: Path, hunks: list[diffparse.Hunk], commit: str) -> str:
     """Apply some hunks of a patch (3-way where needed) and commit them as the patch's own commit; the outcome."""
     text = "".join(h.text for h in hunks)
     threeway = not checks(repo, text)
@@ -125,7 +126,7 @@ def try_apply(repo: Path, patch: Patch) -> Verdict:
 
 def renames(repo: Path, patch: Patch) -> str:
     """Files of the patch that the target has under another name (git's rename detection found them)."""
-    wanted = {h.path for h in equivalence.split_hunks(patch.text)}
+    wanted = {h.path for h in diffparse.hunks(patch.text)}
     changed = git("show", "--name-only", "--format=", "HEAD", cwd=repo).split()
     moved = sorted(set(changed) - wanted)
     gone = sorted(p for p in wanted if show(repo, "HEAD", p) is None)
@@ -147,7 +148,7 @@ def judge(repo: Path, patch: Patch, commit: str, history: dict[str, str] | None)
     if forward:  # it applies as is: lines that happen to be elsewhere in the file are no evidence against that
         verdict = try_apply(repo, patch)
         return replace(verdict, detail="; ".join(x for x in (verdict.detail, note) if x))
-    hunks = equivalence.split_hunks(patch.text)
+    hunks = diffparse.hunks(patch.text)
     marks = [hunk_upstream(repo, h, show(repo, commit, h.path)) for h in hunks]
     rows = [(h.label, "upstream" if m else "not upstream") for h, m in zip(hunks, marks, strict=True)]
     if hunks and all(marks):
@@ -177,7 +178,7 @@ def judge_series(
 ) -> list[Verdict]:
     """Judge each patch on repo's HEAD in order; current holds the series' commits (their blobs are the 3-way base)."""
     git("fetch", "-q", "--no-tags", str(current), f"+HEAD:{CURRENT_REF}", cwd=repo)
-    files = sorted({h.path for p in patches for h in equivalence.split_hunks(p.text)})
+    files = sorted({h.path for p in patches for h in diffparse.hunks(p.text)})
     history = history_patch_ids(repo, files) if with_history else None
     verdicts = []
     for i, (patch, commit) in enumerate(zip(patches, commits, strict=True), 1):

@@ -595,6 +595,16 @@ def test_failed_hunk_names_the_file_and_gits_reason() -> None:
     assert failed_hunk("Checking patch a.py...\n", "") is None
 
 
+def test_failed_hunk_counts_the_hunks_of_the_file_git_names() -> None:
+    patch = (
+        "diff --git a/old.py b/new.py\nrename from old.py\nrename to new.py\n--- a/old.py\n+++ b/new.py\n"
+        "@@ -1 +1 @@\n--- a\n+b\n@@ -7 +7 @@\n-c\n+d\n"
+    )
+    # git names a renamed file by its old name; `--- a` is a removed line, not a file header
+    assert failed_hunk("error: patch failed: old.py:7\n", patch) == ("old.py", "hunk #2 (@@ -7)")
+    assert failed_hunk("error: patch failed: old.py:4\n", patch) == ("old.py", "hunk at line 4")
+
+
 @pytest.mark.parametrize(
     ("path", "generated"),
     [

@@ -7,8 +7,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import Kit, make_series
+from conftest import KIT_ROOT, Kit, make_series
 
+from scripts import kittools
 from scripts.checks.lint import RULES, check_file, npu_only_lines
 from scripts.diffparse import FileDiff, parse
 from scripts.pr.body import PLAN
@@ -99,6 +100,26 @@ def test_every_rule_has_a_bad_patch_that_it_bites() -> None:
 def test_pr_body_test_plan_names_every_rule_from_the_registry() -> None:
     (lint_plan,) = [how for name, _, how in PLAN if name == "lint"]
     assert all(rule.requires in lint_plan for rule in RULES)
+
+
+def test_the_ruff_version_is_typed_only_in_ci_kit_tools() -> None:
+    ruff = kittools.version("ruff")
+    (lint_plan,) = [how for name, _, how in PLAN if name == "lint"]
+    assert f"ruff v{ruff} " in lint_plan
+    typed = [p.relative_to(KIT_ROOT) for p in (KIT_ROOT / "scripts").rglob("*.py") if ruff in p.read_text("utf-8")]
+    assert typed == [], f"ruff {ruff} typed in {typed}: read it with kittools.version('ruff')"
+
+
+def test_tool_pins_are_found_by_their_normalized_name(tmp_path: Path) -> None:
+    tools = tmp_path / "tools.txt"
+    tools.write_text("# tools\nPyYAML==6.0.3\npytest-benchmark==5.3.1\npytest==9.2.0\n", encoding="utf-8")
+    assert kittools.pinned("pyyaml", tools) == "PyYAML==6.0.3"
+    assert kittools.version("Pytest_Benchmark", tools) == "5.3.1"
+    assert kittools.version("pytest", tools) == "9.2.0"  # not pytest-benchmark's line, which starts the same
+    with pytest.raises(RuntimeError, match="pytest-cov is not pinned"):
+        kittools.pinned("pytest-cov", tools)
+    assert kittools.normalize("Foo.Bar__baz-Qux") == "foo-bar-baz-qux"
+    assert kittools.dist_name("vllm-omni") == kittools.dist_name("VLLM.Omni") == "vllm_omni"
 
 
 # ---- KIT002: every form of importing torch_npu, and NPU-only decided by the device guard, not by names ----
