@@ -164,3 +164,19 @@ def live_pids(wanted: Callable[[list[bytes]], bool]) -> list[int]:
         if state != "Z" and wanted(args):
             found.append(int(entry.name))
     return found
+
+
+# ---- the three-patch kit of the fault tests ----
+
+THREE_PATCHES = [
+    ({"vllm_omni/layers/rope.py": rope_with({10: "line 10 fixed"})}, "[Bugfix] Fix line ten", "fix-ten"),
+    ({"vllm_omni/layers/rope.py": rope_with({10: "line 10 fixed", 20: "line 20 fixed"})}, "[NPU] Twenty", "twenty"),
+    ({"vllm_omni/attn.py": "def attend(q):\n    return q * 2\n"}, "[NPU] Double attention", "double-attn"),
+]
+
+
+@pytest.fixture
+def kit3(small_kit: Kit) -> Kit:
+    """A kit with three patches: fix-ten, twenty (both in rope.py), double-attn (attn.py)."""
+    make_series(small_kit, THREE_PATCHES)
+    return small_kit

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 from conftest import Kit, free_port, live_pids
-from test_faults import Row, interrupted_apply, kit3, new_upstream, one_line_error, snapshot  # noqa: F401 -- kit3
+from test_faults import Row, interrupted_apply, new_upstream, one_line_error, snapshot
 
 from scripts import signals
 from scripts.gitcmd import git

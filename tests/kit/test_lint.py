@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import tomllib
 from conftest import KIT_ROOT, Kit, make_series
 
 from scripts import kittools
@@ -126,35 +127,12 @@ def test_tool_pins_are_found_by_their_normalized_name(tmp_path: Path) -> None:
 
 GUARD = 'def f(q):\n    if q.device.type == "npu":\n'
 OFF_NPU = 'def f(q):\n    if q.device.type != "npu":\n'
-# (form, source of a new file, flagged): the import is always on an added line.
+# (form, source of a new file, flagged): the import is always on an added line; the rows are data
+# (torch_npu_forms.toml), with GUARD and OFF_NPU written {guard} and {off_npu}.
 TORCH_NPU_FORMS = [
-    ("plain", "import torch_npu\n", True),
-    ("dotted", "import torch_npu.contrib\n", True),
-    ("second-of-two", "import os, torch_npu\n", True),
-    ("aliased-second", "import torch, torch_npu as tnpu\n", True),
-    ("from", "from torch_npu import npu_fusion_attention\n", True),
-    ("from-submodule", "from torch_npu.contrib import x\n", True),
-    ("from-multiline", "from torch_npu import (\n    a,\n    b,\n)\n", True),
-    ("importlib", 'import importlib\n\nm = importlib.import_module("torch_npu")\n', True),
-    ("import-module-bare", 'from importlib import import_module\n\nm = import_module("torch_npu.contrib")\n', True),
-    ("dunder-import", 'm = __import__("torch_npu")\n', True),
-    ("function-named-npu", "def npu_attend(q):\n    import torch_npu\n", True),
-    ("platform-name-compare", 'def f(name):\n    if name == "npu":\n        import torch_npu\n', True),
-    ("else-of-eq-guard", GUARD + "        pass\n    else:\n        import torch_npu\n", True),
-    ("helper-used-off-npu", "def _npu_impl(q):\n    import torch_npu\n\n\ndef f(q):\n    return _npu_impl(q)\n", True),
-    ("other-module", "import torch_npu_ext\nimport torch\n", False),
-    ("relative-import", "from .torch_npu import x\n", False),
-    ("under-device-guard", GUARD + "        import torch_npu\n", False),
-    ("under-type-guard", 'def f(d):\n    if torch.device(d).type == "npu":\n        import os, torch_npu\n', False),
-    ("reversed-compare", 'def f(q):\n    if "npu" == q.device.type:\n        import torch_npu\n', False),
-    ("conjunct-guard", 'def f(q, on):\n    if on and q.device.type == "npu":\n        import torch_npu\n', False),
-    ("else-of-ne-guard", OFF_NPU + "        pass\n    else:\n        import torch_npu\n", False),
-    ("after-early-return", OFF_NPU + "        return q\n    import torch_npu\n", False),
-    ("after-branch-that-falls-through", OFF_NPU + "        q = q + 1\n    import torch_npu\n", True),
-    ("importlib-under-guard", GUARD + '        m = importlib.import_module("torch_npu")\n', False),
-    ("helper-used-only-on-npu",
-     "def _impl(q):\n    import torch_npu\n\n\n" + GUARD + "        return _impl(q)\n", False),
-]  # fmt: skip
+    (form, row["source"].replace("{guard}", GUARD).replace("{off_npu}", OFF_NPU), row["flagged"])
+    for form, row in tomllib.loads((Path(__file__).parent / "torch_npu_forms.toml").read_text("utf-8")).items()
+]
 
 
 def new_file_diff(path: str, source: str) -> FileDiff:
