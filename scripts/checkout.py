@@ -144,8 +144,8 @@ def failed_hunk(check_output: str, patch_text: str) -> tuple[str, str] | None:
         other = FILE_ERROR.search(check_output)
         return (other[1], f"({other[2]})") if other else None
     path, line = m[1], int(m[2])
-    hunks = hunk_starts(patch_text).get(path, [])
-    number = next((i for i, start in enumerate(hunks, 1) if start == line), None)
+    starts = [h.old_start for f in diffparse.parse(patch_text) if f.apply_name == path for h in f.hunks]
+    number = next((i for i, start in enumerate(starts, 1) if start == line), None)
     return path, f"hunk #{number} (@@ -{line})" if number else f"hunk at line {line}"
 
 
@@ -157,20 +157,6 @@ def conflict_detail(check_output: str, am_stderr: str, am_stdout: str, patch_tex
         return f"git: {reason}"
     merged = FAILED_AT.search(check_output) and not reason.startswith("error: patch failed")
     return f"{where[0]} {where[1]}" + (f"; git: {reason}" if merged else "")
-
-
-def hunk_starts(patch_text: str) -> dict[str, list[int]]:
-    """Old-file start line of each hunk, per file, in a unified diff."""
-    starts: dict[str, list[int]] = {}
-    current = None
-    for line in patch_text.splitlines():
-        if line.startswith("--- "):
-            current = None if line == "--- /dev/null" else line[len("--- a/") :]
-        elif line.startswith("+++ ") and current is None:
-            current = line[len("+++ b/") :]
-        elif line.startswith("@@ ") and current is not None:
-            starts.setdefault(current, []).append(int(line.split()[1].lstrip("-").split(",")[0]))
-    return starts
 
 
 # ---- the checkout on disk -------------------------------------------------------
@@ -728,24 +714,38 @@ def abort_series(checkout: Path, progress: Progress) -> str:
     return "no earlier complete checkout: left at pristine (run nox -s apply)"
 
 
-def verify_current(checkout: Path, pin: Pin, patches: list[Patch]) -> State:
-    """The checkout's state if it is exactly pin + patches/, else a StaleCheckout/LocalEdits error."""
+# status -> (what, fix) of the refusal, `{where}` the checkout, `{patch}` the patch it stopped at.
+Refusals = dict[str, tuple[str, str]]
+UNUSABLE: Refusals = {  # a run of the checkout (lint, test, e2e) needs the whole series applied
+    "applying": ("{where}: an apply was interrupted or failed before it finished",
+                 "run: nox -s apply (it starts again from pristine)"),
+    "aborted": ("{where} was left at pristine by apply --abort", "run: nox -s apply"),
+    "conflict": ("{where} stopped at patch {patch}",
+                 "resolve it and run nox -s apply -- --continue, or nox -s apply -- --abort"),
+}  # fmt: skip
+FINISH = "finish with nox -s apply -- --continue (or -- --abort); refresh writes nothing until then"
+NOT_EXPORTABLE: Refusals = {  # refresh would export a checkout without every patch
+    "applying": ("{where}: an apply was interrupted, the checkout does not hold the whole series",
+                 "run nox -s apply first (patches/ is untouched)"),
+    "conflict": ("{where} stopped at {patch}: it does not hold the whole series", FINISH),
+    "aborted": ("{where} was aborted: it does not hold the whole series", FINISH),
+}  # fmt: skip
+
+
+def finished(checkout: Path, state: State | None, error: type[CheckoutError], refusals: Refusals) -> State:
+    """The state of a checkout whose apply finished; else `error` with the refusal for its status."""
     where = shown(checkout)
-    state = read_state(checkout) if (checkout / ".git").is_dir() else None
     if state is None:
         raise StaleCheckout(f"no checkout at {where}", "run: nox -s apply")
-    if state.status == "applying":
-        raise StaleCheckout(
-            f"{where}: an apply was interrupted or failed before it finished",
-            "run: nox -s apply (it starts again from pristine)",
-        )
-    if state.status == "aborted":
-        raise StaleCheckout(f"{where} was left at pristine by apply --abort", "run: nox -s apply")
-    if state.status == "conflict":
-        raise StaleCheckout(
-            f"{where} stopped at patch {state.failed_patch}",
-            "resolve it and run nox -s apply -- --continue, or nox -s apply -- --abort",
-        )
+    if state.status in refusals:
+        what, fix = refusals[state.status]
+        raise error(what.format(where=where, patch=state.failed_patch), fix)
+    return state
+
+
+def verify_current(checkout: Path, pin: Pin, patches: list[Patch]) -> State:
+    """The checkout's state if it is exactly pin + patches/, else a StaleCheckout/LocalEdits error."""
+    state = finished(checkout, read_state(checkout) if (checkout / ".git").is_dir() else None, StaleCheckout, UNUSABLE)
     check_built_from(checkout, state, pin, patches, "run: nox -s apply")
     guard_local_edits(checkout, state)
     return state
@@ -1096,20 +1096,8 @@ def drop_worktree(checkout: Path, scratch: Path) -> None:
 
 def check_exportable(checkout: Path, state: State | None) -> None:
     """Refuse a checkout refresh must not read; nothing has changed yet when this raises."""
+    finished(checkout, state, IncompleteCheckout, NOT_EXPORTABLE)
     where = shown(checkout)
-    if state is None:
-        raise StaleCheckout(f"no checkout at {where}", "run: nox -s apply")
-    if state.status == "applying":
-        raise IncompleteCheckout(
-            f"{where}: an apply was interrupted, the checkout does not hold the whole series",
-            "run nox -s apply first (patches/ is untouched)",
-        )
-    if state.status in ("conflict", "aborted"):
-        stopped = f"stopped at {state.failed_patch}" if state.status == "conflict" else "was aborted"
-        raise IncompleteCheckout(
-            f"{where} {stopped}: it does not hold the whole series",
-            "finish with nox -s apply -- --continue (or -- --abort); refresh writes nothing until then",
-        )
     refuse_paused_or_elsewhere(checkout)
     if not is_ancestor(checkout, PRISTINE_TAG, "HEAD"):
         raise LocalEdits(f"{where}: HEAD does not descend from the {PRISTINE_TAG} tag", "run nox -s apply -- --force")

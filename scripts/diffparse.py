@@ -1,12 +1,30 @@
-"""Read unified diffs (format-patch files): touched files, added lines, +/- counts."""
+"""Read unified diffs (format-patch files): the one diff model of the kit.
+
+Per file: its names, the added lines, the removed count, and its hunks; each hunk with its
+header's old start, its added/removed lines and its text as a patch of its own.
+"""
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 # `@@ -old[,count] +new[,count] @@`; a missing count means 1.
-HUNK = re.compile(r"^@@ -\d+(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+
+
+@dataclass(frozen=True)
+class Hunk:
+    path: str  # the new name
+    number: int  # 1-based, within its file
+    old_start: int
+    added: tuple[str, ...]
+    removed: tuple[str, ...]
+    text: str  # a patch holding this hunk alone (its file's headers + the hunk)
+
+    @property
+    def label(self) -> str:
+        return f"{self.path} hunk #{self.number} (@@ -{self.old_start})"
 
 
 @dataclass(frozen=True)
@@ -15,6 +33,48 @@ class FileDiff:
     new_file: bool
     added: tuple[tuple[int, str], ...]  # (line number in the new file, text)
     removed: int
+    hunks: tuple[Hunk, ...] = ()
+    old_path: str = ""  # the name before (`--- a/...`); "" for a new file, the new name when no `---` line
+
+    @property
+    def apply_name(self) -> str:
+        """The name git apply reports this file's failures under (the old one, a new file's new one)."""
+        return self.old_path or self.path
+
+
+@dataclass
+class _File:
+    """One file while it is read; frozen into a FileDiff when the next one starts."""
+
+    path: str
+    old_path: str
+    new_file: bool = False
+    header: list[str] = field(default_factory=list)
+    added: list[tuple[int, str]] = field(default_factory=list)
+    removed: int = 0
+    hunks: list[Hunk] = field(default_factory=list)
+    body: list[str] = field(default_factory=list)  # the hunk being read: its header and lines
+    old_start: int = 0  # of the hunk being read
+
+    def close_hunk(self) -> None:
+        if not self.body:
+            return
+        lines = self.body[1:]
+        self.hunks.append(
+            Hunk(
+                self.path,
+                len(self.hunks) + 1,
+                self.old_start,
+                tuple(x[1:] for x in lines if x.startswith("+")),
+                tuple(x[1:] for x in lines if x.startswith("-")),
+                "".join(f"{x}\n" for x in [*self.header, *self.body]),
+            )
+        )
+        self.body = []
+
+    def frozen(self) -> FileDiff:
+        self.close_hunk()
+        return FileDiff(self.path, self.new_file, tuple(self.added), self.removed, tuple(self.hunks), self.old_path)
 
 
 def parse(patch_text: str) -> list[FileDiff]:
@@ -24,40 +84,55 @@ def parse(patch_text: str) -> list[FileDiff]:
     line `++ x` reads `+++ x` and a removed `-- x` reads `--- x`, like file headers.
     """
     files: list[FileDiff] = []
-    path, new_file, added, removed = "", False, [], 0
+    current: _File | None = None
     line_no = old_left = new_left = 0
-
-    def close() -> None:
-        if path:
-            files.append(FileDiff(path, new_file, tuple(added), removed))
-
     for line in patch_text.splitlines():
         tag = line[:1]
-        if (old_left > 0 or new_left > 0) and tag in ("+", "-", " ", "", "\\"):
+        if current and current.body and (old_left > 0 or new_left > 0) and tag in ("+", "-", " ", "", "\\"):
+            current.body.append(line)
             if tag == "+":
-                added.append((line_no, line[1:]))
+                current.added.append((line_no, line[1:]))
                 line_no, new_left = line_no + 1, new_left - 1
             elif tag == "-":
-                removed, old_left = removed + 1, old_left - 1
+                current.removed, old_left = current.removed + 1, old_left - 1
             elif tag != "\\":  # context (a blank line is context whose space was stripped); `\ No newline`
                 line_no, old_left, new_left = line_no + 1, old_left - 1, new_left - 1
             continue
         old_left = new_left = 0  # a hunk shorter than its header says ends at the first line no hunk has
+        if current and current.body and tag == "\\":  # `\ No newline at end of file` after a hunk's last line
+            current.body.append(line)
+            continue
         if line.startswith("diff --git "):
-            close()
-            path, new_file, added, removed = line.split(" b/", 1)[1], False, [], 0
-        elif not path:
+            if current:
+                files.append(current.frozen())
+            path = line.split(" b/", 1)[1]
+            current = _File(path, path, header=[line])
+        elif current is None:
             continue
         elif line == "-- ":  # a mail signature follows the last hunk
-            close()
-            path = ""
-        elif line.startswith("new file mode"):
-            new_file = True
+            files.append(current.frozen())
+            current = None
         elif hunk := HUNK.match(line):
-            old_left = int(hunk[1] or 1)
-            line_no, new_left = int(hunk[2]), int(hunk[3] or 1)
-    close()
+            current.close_hunk()
+            current.body, current.old_start = [line], int(hunk[1])
+            old_left = int(hunk[2] or 1)
+            line_no, new_left = int(hunk[3]), int(hunk[4] or 1)
+        elif current.body:
+            continue  # a line after a hunk ended that no hunk has: not part of the patch
+        else:
+            current.header.append(line)
+            if line.startswith("new file mode"):
+                current.new_file = True
+            elif line.startswith("--- "):
+                current.old_path = "" if line == "--- /dev/null" else line[len("--- a/") :]
+    if current:
+        files.append(current.frozen())
     return files
+
+
+def hunks(patch_text: str) -> list[Hunk]:
+    """Every hunk of a patch, each as a patch of its own, in order."""
+    return [h for f in parse(patch_text) for h in f.hunks]
 
 
 def touched(patch_texts: list[str]) -> list[str]:

@@ -10,13 +10,25 @@ from pathlib import Path
 
 from scripts.errors import KitError
 
+PIN_LINE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+)")
+
+
+def normalize(name: str) -> str:
+    """A package name as PEP 503 compares them (and the simple index spells it): runs of -_. are one -, lower case."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def dist_name(name: str) -> str:
+    """A package name as wheel file names spell it (PEP 427): the normalized name with _ for -."""
+    return normalize(name).replace("-", "_")
+
 
 def pinned(name: str, tools: Path) -> str:
-    """The `name==version` line for one tool in `tools` (ci/kit-tools.txt; a clear error when it is not pinned)."""
-    match = re.search(rf"(?m)^{re.escape(name)}==\S+", tools.read_text(encoding="utf-8"))
-    if not match:
-        raise RuntimeError(f"{name} is not pinned in ci/{tools.name}: add `{name}==<version>` there")
-    return match[0]
+    """The `name==version` line for one tool, its name compared normalized (a clear error when it is not pinned)."""
+    for line in tools.read_text(encoding="utf-8").splitlines():
+        if (match := PIN_LINE.match(line)) and normalize(match[1]) == normalize(name):
+            return match[0]
+    raise RuntimeError(f"{name} is not pinned in ci/{tools.name}: add `{name}==<version>` there")
 
 
 def version(name: str, tools: Path) -> str:

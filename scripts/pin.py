@@ -16,6 +16,7 @@ import subprocess
 import tempfile
 import time
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -24,7 +25,7 @@ import tomllib
 from scripts import gitcmd, worklock
 from scripts.errors import KitError
 from scripts.gitcmd import GitFailed
-from scripts.kittools import pip_argv
+from scripts.kittools import dist_name, pip_argv
 from scripts.report import progress
 
 SOURCES = ("wheel", "git")
@@ -67,11 +68,6 @@ class Pin:
 WHEEL_NAME = re.compile(r"^(?P<dist>[A-Za-z0-9_.]+)-(?P<version>[^-]+)-[^-]+-[^-]+-[^-]+\.whl$")
 
 
-def dist_name(project: str) -> str:
-    """A project name as wheel file names spell it (PEP 427: runs of -_. become _)."""
-    return re.sub(r"[-_.]+", "_", project).lower()
-
-
 def check_fields(data: dict[str, object]) -> None:
     """Every field a string, of the right shape: a typo must not build or label the wrong release."""
     tables = {"": data, "wheel.": data.get("wheel"), "git.": data.get("git")}
@@ -106,7 +102,7 @@ def parse_pin(text: str) -> Pin:
     if not re.fullmatch(r"[0-9a-f]{64}", pin.wheel_sha256):
         raise PinError("patches/upstream.toml: wheel.sha256 is not a sha256 hex digest", "write the 64-hex digest")
     name = WHEEL_NAME.match(pin.wheel_filename)
-    if not name or name["dist"].lower() != dist_name(pin.project):
+    if not name or dist_name(name["dist"]) != dist_name(pin.project):
         raise PinError(
             f"patches/upstream.toml: wheel.filename {pin.wheel_filename!r} is not a wheel of {pin.project}",
             f"write the release wheel's file name, e.g. {dist_name(pin.project)}-{pin.version}-py3-none-any.whl",
@@ -159,25 +155,37 @@ def pip_download(project: str, version: str, dest: Path) -> None:
 
 
 def fetch_wheel(pin: Pin, downloads: Path) -> Path:
-    """The pinned wheel, from the cache or the registry, digest verified before every use.
+    """The pinned wheel, from the cache or the registry, digest verified before every use."""
+    return fetch_verified(pin.project, pin.version, downloads, pin.wheel_filename, lambda _name: pin.wheel_sha256)[0]
 
-    A cached file that fails its digest (truncated, replaced) is named, set aside as
-    *.bad-<time> (never deleted: it may be evidence) and fetched again.
+
+def fetch_verified(
+    project: str, version: str, downloads: Path, filename: str | None, sha256_of: Callable[[str], str]
+) -> tuple[Path, str]:
+    """(a release wheel, its sha256), from the cache or the registry, the digest checked before every use.
+
+    The one wheel fetch of the kit. filename: the wheel's name, or None for the release's one
+    wheel, whatever its name; sha256_of(name) is the digest it must have (the pin's, or the
+    registry's). A cached file that fails its digest (truncated, replaced) is named, set aside
+    as *.bad-<time> (never deleted: it may be evidence) and fetched again.
     """
     downloads.mkdir(parents=True, exist_ok=True)
-    cached = downloads / pin.wheel_filename
     with worklock.hold(downloads / ".lock", ".work/downloads", say=progress):
-        aside = set_aside_if_bad(cached, pin.wheel_sha256)
-        if aside is None and cached.is_file():
-            return cached
-        try:
-            download_verified(pin, downloads, cached)
-        except PinError as exc:
+        found = [downloads / filename] if filename else sorted(downloads.glob(f"{dist_name(project)}-{version}-*.whl"))
+        cached = next((p for p in found if p.is_file()), None)
+        aside = None
+        if cached is not None:
+            digest = sha256_of(cached.name)
+            aside = set_aside_if_bad(cached, digest)
             if aside is None:
+                return cached, digest
+        try:
+            return download_verified(project, version, downloads, filename, sha256_of)
+        except PinError as exc:
+            if aside is None or cached is None:
                 raise
             raise PinError(f"the cached {cached.name} failed its sha256 (set aside as .work/downloads/{aside.name}), "
                            f"and fetching it again failed: {exc.what}", exc.fix) from None  # fmt: skip
-    return cached
 
 
 def set_aside_if_bad(cached: Path, sha256: str) -> Path | None:
@@ -190,15 +198,23 @@ def set_aside_if_bad(cached: Path, sha256: str) -> Path | None:
     return aside
 
 
-def download_verified(pin: Pin, downloads: Path, dest: Path) -> None:
+def download_verified(
+    project: str, version: str, downloads: Path, filename: str | None, sha256_of: Callable[[str], str]
+) -> tuple[Path, str]:
+    """Download the wheel into downloads/ (through a temporary folder: no partial file is ever cached)."""
     with tempfile.TemporaryDirectory(dir=downloads, prefix=".download-") as tmp:
-        pip_download(pin.project, pin.version, Path(tmp))
-        got = Path(tmp) / pin.wheel_filename
-        if not got.is_file():
+        pip_download(project, version, Path(tmp))
+        wheels = sorted(Path(tmp).glob("*.whl"))
+        if filename is not None and not (Path(tmp) / filename).is_file():
             names = ", ".join(p.name for p in Path(tmp).iterdir())
-            raise PinError(f"the registry served {names}, not {pin.wheel_filename}", "fix wheel.filename in the pin")
-        verify_digest(got, pin.wheel_sha256)
-        os.replace(got, dest)
+            raise PinError(f"the registry served {names}, not {filename}", "fix wheel.filename in the pin")
+        if filename is None and len(wheels) != 1:
+            raise PinError(f"the registry served {len(wheels)} wheels for {project}=={version}", "name one release")
+        got = Path(tmp) / (filename or wheels[0].name)
+        digest = sha256_of(got.name)
+        verify_digest(got, digest)
+        os.replace(got, downloads / got.name)
+        return downloads / got.name, digest
 
 
 def package_entries(zf: zipfile.ZipFile) -> list[zipfile.ZipInfo]:

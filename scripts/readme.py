@@ -11,6 +11,7 @@ from pathlib import Path
 
 from scripts.checks.lint import RULES, Rule
 from scripts.checks.scope import of_patch, total
+from scripts.report import markdown_table
 from scripts.series import Patch, load_series
 
 
@@ -20,16 +21,6 @@ def begin_marker(name: str) -> str:
 
 def end_marker(name: str) -> str:
     return f"<!-- end table {name} -->"
-
-
-def cell(text: str) -> str:
-    return text.replace("|", "\\|")
-
-
-def markdown(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    return ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)] + [
-        "| " + " | ".join(cell(c) for c in row) + " |" for row in rows
-    ]
 
 
 def series_table(patches: Sequence[Patch]) -> str:
@@ -44,12 +35,12 @@ def series_table(patches: Sequence[Patch]) -> str:
         f"In all: {len(whole.files)} files, +{whole.added}/-{whole.removed}; tests and config are "
         f"{whole.test_config_lines} of the {whole.changed} changed lines."
     )
-    return "\n".join([*markdown(("patch", "what", "lines", "upstream?"), rows), "", summary])
+    return "\n".join([markdown_table(("patch", "what", "lines", "upstream?"), rows), "", summary])
 
 
 def rules_table(rules: Sequence[Rule]) -> str:
     rows = [(f"`{r.id}`", r.name, r.requires, r.fix) for r in rules]
-    return "\n".join(markdown(("rule", "name", "requirement", "fix"), rows))
+    return markdown_table(("rule", "name", "requirement", "fix"), rows)
 
 
 def block(name: str, body: str) -> str:

@@ -19,7 +19,7 @@ import urllib.request
 from pathlib import Path
 
 from scripts.errors import KitError
-from scripts.kittools import pip_config_list
+from scripts.kittools import dist_name, normalize, pip_config_list
 
 PYPI_SIMPLE = "https://pypi.org/simple"
 JSON_TYPE = "application/vnd.pypi.simple.v1+json"
@@ -28,11 +28,6 @@ INDEX_KEY = re.compile(r"^(?:[\w:]+)?\.(index-url|extra-index-url)='(.*)'$")
 
 class RegistryError(KitError):
     """The registry's index cannot be read, or does not list the file."""
-
-
-def normalize(project: str) -> str:
-    """The project's name as the simple index spells it (PEP 503)."""
-    return re.sub(r"[-_.]+", "-", project).lower()
 
 
 def indexes_from_config(pip_config_list: str) -> list[str]:
@@ -117,7 +112,7 @@ def published_sha256(project: str, filename: str, indexes: list[str] | None = No
 def newest_release(project: str, indexes: list[str] | None = None) -> str:
     """The highest final release (no rc/dev) with a wheel on the index."""
     files, tried = project_page(project, indexes)
-    prefix = re.sub(r"[-_.]+", "_", project).lower() + "-"
+    prefix = dist_name(project) + "-"
     found = [m[1] for name in files if (m := re.match(rf"^{re.escape(prefix)}(\d+(?:\.\d+)*)-.*\.whl$", name))]
     if not found:
         raise RegistryError(

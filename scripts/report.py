@@ -1,4 +1,4 @@
-"""Plain-text output shared by every session: progress lines and summary tables."""
+"""Output shared by every session: progress lines, summary tables, and the kit's one Markdown table."""
 
 from __future__ import annotations
 
@@ -18,6 +18,18 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
+
+
+def markdown_table(headers: Sequence[object], rows: Sequence[Sequence[object]]) -> str:
+    """A GitHub Markdown table (every one the kit writes: reports, summaries, the PR body, the README's).
+
+    A `|` inside a cell is escaped, so that it stays one cell.
+    """
+
+    def line(cells: Sequence[object]) -> str:
+        return "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"
+
+    return "\n".join([line(headers), "|" + "---|" * len(headers), *(line(row) for row in rows)])
 
 
 def step(i: int, total: int, name: str, outcome: str, detail: str = "") -> str:

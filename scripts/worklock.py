@@ -56,32 +56,65 @@ def holder_line(text: str) -> str:
     return text.strip().splitlines()[0] if text.strip() else "another kit process"
 
 
+def me_line() -> str:
+    """What a kit process writes into a lock it holds: pid and command."""
+    return f"pid {os.getpid()} ({' '.join(['kit', *sys.argv[1:2]]) if sys.argv[1:] else 'kit'})"
+
+
 @contextlib.contextmanager
-def hold(lock_file: Path, what: str, *, shared: bool = False, say: Callable[[str], None]) -> Iterator[None]:
-    """Hold lock_file (exclusive, or shared with other readers) for the duration of the block."""
+def locked(
+    lock_file: Path,
+    *,
+    stamp: str,
+    wait_s: float | None,
+    busy: Callable[[str], Exception] | None = None,
+    shared: bool = False,
+    on_wait: Callable[[str], None] | None = None,
+    poll_s: float = POLL_S,
+) -> Iterator[None]:
+    """The kit's one flock: hold lock_file (exclusive, or shared with other readers) for the block.
+
+    wait_s: 0 tries once, None waits for good; past it `busy(text)` is raised (by default Busy
+    naming the file), text being what the holder wrote into the file. on_wait(text) is told
+    once, when the lock is first found taken. Once held, the file says `stamp`, for whoever
+    waits next.
+    """
     lock_file.parent.mkdir(parents=True, exist_ok=True)
     mode = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
-    me = f"pid {os.getpid()} ({' '.join(['kit', *sys.argv[1:2]]) if sys.argv[1:] else 'kit'})"
     with open(lock_file, "a+", encoding="utf-8") as handle:
-        deadline, told = time.monotonic() + timeout_s(), False
+        deadline, told = None if wait_s is None else time.monotonic() + wait_s, False
         while True:
             try:
                 fcntl.flock(handle, mode | fcntl.LOCK_NB)
                 break
             except BlockingIOError:
                 handle.seek(0)
-                whom = holder_line(handle.read())
-                if time.monotonic() >= deadline:
-                    raise Busy(
-                        f"{what} is in use by {whom}",
-                        "wait for it to finish and run again (or raise KIT_LOCK_TIMEOUT)",
-                    ) from None
-                if not told:
-                    say(f"waiting for {what}: in use by {whom}")
+                text = handle.read()
+                if deadline is not None and time.monotonic() >= deadline:
+                    if busy:
+                        raise busy(text) from None
+                    raise Busy(f"{lock_file.name} is in use by {holder_line(text)}", "wait for it to finish") from None
+                if on_wait and not told:
+                    on_wait(text)
                     told = True
-                time.sleep(POLL_S)
+                time.sleep(poll_s)
         handle.seek(0)
         handle.truncate()
-        handle.write(f"{me}\n")
+        handle.write(f"{stamp}\n")
         handle.flush()
-        yield
+        yield  # the lock goes with the file handle
+
+
+def hold(
+    lock_file: Path, what: str, *, shared: bool = False, say: Callable[[str], None]
+) -> contextlib.AbstractContextManager[None]:
+    """Hold one of the kit's work locks, waiting up to KIT_LOCK_TIMEOUT and saying once for whom."""
+
+    def busy(text: str) -> Busy:
+        return Busy(
+            f"{what} is in use by {holder_line(text)}",
+            "wait for it to finish and run again (or raise KIT_LOCK_TIMEOUT)",
+        )
+
+    return locked(lock_file, stamp=me_line(), wait_s=timeout_s(), busy=busy, shared=shared,
+                  on_wait=lambda text: say(f"waiting for {what}: in use by {holder_line(text)}"))  # fmt: skip

@@ -345,7 +345,8 @@ def ruff_check(ruff: str, config: Path, tree: Path, files: list[str]) -> list[Fi
     proc = run_ruff(ruff, ["check", "--config", str(config), "--output-format", "json", "--no-cache", *files], tree)
     if proc.returncode not in (0, 1):
         raise RuffError(f"ruff check failed on .work/{tree.name}: {last_line(proc.stderr, proc.stdout)}",
-                        "read ruff's message above; --ruff must be ruff itself (upstream pins v0.14.10)")  # fmt: skip
+                        "read ruff's message above; --ruff must be ruff itself "
+                        "(the version upstream pins is in ci/kit-tools.txt)")  # fmt: skip
     return [
         Finding(
             str(Path(r["filename"]).relative_to(tree)),

@@ -6,7 +6,7 @@ import argparse
 from datetime import datetime, timezone
 
 from scripts import checkout as co
-from scripts import gitcmd, records, revisions
+from scripts import gitcmd, kittools, records, revisions
 from scripts.checks import lint as lintmod
 from scripts.checks import scope
 from scripts.commands.common import checkout_lock
@@ -21,7 +21,11 @@ from scripts.workspace import Workspace
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--ruff", default="ruff", help="the ruff executable for the precheck (upstream pins v0.14.10)")
+    p.add_argument(
+        "--ruff",
+        default="ruff",
+        help="the ruff executable for the precheck (the version upstream pins: ci/kit-tools.txt)",
+    )
     p.add_argument("--force", action="store_true", help="replace .work/pr/vN when preparing the same revision again")
     p.add_argument(
         "--onto",
@@ -100,8 +104,10 @@ def prepare_revision(ws: Workspace, args: argparse.Namespace, identity: str, ruf
     rdiff = prepare.previous_range_diff(ws, prev, review_tip, identity)
 
     files = {p.name: gitcmd.format_patch(repo, c) for p, c in zip(kept, made, strict=True)}
-    files["pr-body.md"] = prbody.body(covermod.purpose_section(cover, subjects), results, scopes, pin.label, digest)
-    ruff = (ruff_version, prepare.upstream_ruff(ws))
+    ruff = (ruff_version, kittools.version("ruff", ws.kit_tools))  # (the precheck's, upstream's pin)
+    files["pr-body.md"] = prbody.body(
+        covermod.purpose_section(cover, subjects), results, scopes, pin.label, digest, ruff[1]
+    )
     cover_diff = prepare.previous_cover(ws, prev, cover_source)
     files["cover.txt"] = prepare.cover_text(
         title, rev, pin.label, where, identity, kept, scopes, lint, ruff, rdiff, cover_diff, onto_report

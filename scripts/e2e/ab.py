@@ -31,7 +31,7 @@ from scripts.e2e.evidence import RunRecord
 from scripts.errors import KitError
 from scripts.legs import legenv
 from scripts.pin import load_pin
-from scripts.report import progress
+from scripts.report import markdown_table, progress
 from scripts.series import Patch, load_series, series_digest
 from scripts.workspace import Workspace
 
@@ -319,13 +319,11 @@ def markdown(summary: Mapping[str, Any], items: Sequence[tuple[str, str]], stand
     if standin:
         lines += [f"> NOTE: {evidence.STANDIN_NOTE}. These numbers say nothing about Ascend.", ""]
     lines += [f"- **{k}**: {v}" for k, v in items]
-    lines += ["", "| trial | variant | status | steady median (ms) | p99 (ms) | TTFC (ms) | video md5 |",
-              "|---|---|---|---|---|---|---|"]  # fmt: skip
     num = lambda v: "-" if v is None else f"{v:.1f}"  # noqa: E731
-    for t in summary["trials"]:
-        cells = [t["trial"], t["variant"], t["status"], num(t["steady_median_ms"]), num(t["steady_p99_ms"]),
-                 num(t["ttfc_ms"]), t["md5"] or "-"]  # fmt: skip
-        lines.append("| " + " | ".join(map(str, cells)) + " |")
+    rows = [[t["trial"], t["variant"], t["status"], num(t["steady_median_ms"]), num(t["steady_p99_ms"]),
+             num(t["ttfc_ms"]), t["md5"] or "-"] for t in summary["trials"]]  # fmt: skip
+    headers = ["trial", "variant", "status", "steady median (ms)", "p99 (ms)", "TTFC (ms)", "video md5"]
+    lines += ["", markdown_table(headers, rows)]
     if "spread_pct" in summary:
         spread = ", ".join(f"{k} {v:.2f} %" for k, v in summary["spread_pct"].items())
         lines += ["", f"Trial spread (max-min of the trial medians over their median): {spread}."]

@@ -15,6 +15,8 @@ from typing import Any
 
 from scripts import gitcmd
 from scripts.e2e import plot
+from scripts.report import markdown_table
+from scripts.series import SeriesError, load_series, series_digest
 from scripts.workspace import Workspace
 
 STANDIN_NOTE = (
@@ -100,12 +102,19 @@ def head_of(repo: Path) -> str | None:
         return None
 
 
+def kit_series_digest(patches_dir: Path) -> str | None:
+    """The series' digest as every record, revision and PR body has it; None while the series does not load."""
+    try:
+        return series_digest(load_series(patches_dir))
+    except SeriesError:
+        return None
+
+
 def kit_identity(ws: Workspace) -> dict[str, Any]:
-    series = [ws.series_file, *sorted(ws.patches.glob("*.patch"))]
     return {
         "kit_commit": head_of(ws.root),
         "pin_sha256": sha256_files([ws.pin_file]),
-        "series_sha256": sha256_files(series),
+        "series_digest": kit_series_digest(ws.patches),
         "checkout_head": head_of(ws.checkout) if ws.checkout.is_dir() else None,
     }
 
@@ -167,7 +176,7 @@ def _num(value: float | None, digits: int) -> str:
 def summary_markdown(summary: Mapping[str, Any], manifest: Mapping[str, Any]) -> str:
     """The PR's Test Result section, from summary.json and the manifest; draws the runs' chunk-interval plot."""
     lo, hi = summary["band_ms"]
-    cfg = manifest["config"]
+    cfg, kit = manifest["config"], manifest["kit"]  # kit: series_sha256 in manifests written before series_digest
     lines = [
         "## Test Result",
         "",
@@ -188,18 +197,18 @@ def summary_markdown(summary: Mapping[str, Any], manifest: Mapping[str, Any]) ->
         f"{cfg['chunks']} chunks, {cfg['warmup_sessions']} warm-up + {cfg['sessions']} measured session(s), "
         f"{cfg['runs']} independent server runs, client `{manifest['client']}`",
         "- Versions: " + ", ".join(f"{k} {v}" for k, v in sorted(versions.items()) if k != "cann"),
-        f"- Kit {manifest['kit'].get('kit_commit')}, series sha256 {manifest['kit'].get('series_sha256')}",
+        f"- Kit {kit.get('kit_commit')}, series digest {kit.get('series_digest', kit.get('series_sha256'))}",
         "",
-        f"| run | server up (s) | steady median (ms) | p99 (ms) | steady mean (ms) | steady RTF | whole-session RTF "
-        f"| median in band {lo:g}-{hi:g} ms | video md5 |",
-        "|---|---|---|---|---|---|---|---|---|",
     ]
+    headers = ["run", "server up (s)", "steady median (ms)", "p99 (ms)", "steady mean (ms)", "steady RTF",
+               "whole-session RTF", f"median in band {lo:g}-{hi:g} ms", "video md5"]  # fmt: skip
+    rows = []
     for run in summary["runs"]:
         band = "-" if run["in_band"] is None else ("in" if run["in_band"] else "OUT")
         cells = [str(run["index"]), _num(run["server_up_s"], 1), _num(run["steady_median_ms"], 1)]
         cells += [_num(run["steady_p99_ms"], 1), _num(run["steady_mean_ms"], 1), _num(run["steady_rtf"], 3)]
-        cells += [_num(run["session_rtf"], 3), band, run["md5"] or run["status"]]
-        lines.append("| " + " | ".join(cells) + " |")
+        rows.append([*cells, _num(run["session_rtf"], 3), band, run["md5"] or run["status"]])
+    lines.append(markdown_table(headers, rows))
     lines += [
         "",
         "Steady RTF: steady chunk intervals over the steady chunks' video seconds. Whole-session RTF: a session's "

@@ -20,7 +20,6 @@ pinned test tools, so that interpreter's own environment is never changed.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import os
@@ -31,12 +30,12 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from scripts import worklock
 from scripts.errors import KitError
-from scripts.kittools import pip_config_list
+from scripts.kittools import normalize, pip_config_list
 from scripts.legs.probe import PROBE_CACHE, versions
 from scripts.workspace import Workspace
 
@@ -312,17 +311,13 @@ def is_ready(ws: Workspace, leg: str, base: Path | None = None) -> bool:
     return stamp_fields(stamp.read_text())[0] == current_digest(ws, leg, base)
 
 
-def canonical(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
 def parse_pins(text: str) -> dict[str, str]:
-    """{canonical name: version} of the `name==version` lines (markers ignored, includes not followed)."""
+    """{normalized name (PEP 503): version} of the `name==version` lines (markers ignored, includes not followed)."""
     pins = {}
     for line in text.splitlines():
         match = re.match(r"^([A-Za-z0-9][\w.-]*)==([^\s,;]+)", line)
         if match:
-            pins[canonical(match[1])] = match[2]
+            pins[normalize(match[1])] = match[2]
     return pins
 
 
@@ -426,17 +421,13 @@ def _build(leg: str, env: Path, digest: str, base: Path, pins: Path | None, tool
     return tool
 
 
-@contextlib.contextmanager
-def _leg_lock(envs: Path, name: str) -> Iterator[None]:
+def _leg_lock(envs: Path, name: str) -> contextlib.AbstractContextManager[None]:
     """One builder per leg env at a time: a second caller waits, then finds the env built."""
-    envs.mkdir(parents=True, exist_ok=True)
-    with open(envs / f"{name}.lock", "w") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            print(f"[legenv {name}] another process is building this env: waiting for it", flush=True)
-            fcntl.flock(handle, fcntl.LOCK_EX)
-        yield  # the lock goes with the file handle
+
+    def waiting(_holder: str) -> None:
+        print(f"[legenv {name}] another process is building this env: waiting for it", flush=True)
+
+    return worklock.locked(envs / f"{name}.lock", stamp=worklock.me_line(), wait_s=None, on_wait=waiting)
 
 
 def _ensure(ws: Workspace, leg: str, env: Path, base: Path | None) -> str:

@@ -14,15 +14,16 @@ from typing import Any
 
 from scripts.checks.lint import RULES
 from scripts.checks.scope import HEADERS, Scope, rfc_warning, rows, total
+from scripts.report import markdown_table
 
 Record = Mapping[str, Any]
 PREFIX = re.compile(r"^(\[[^\]]+\])\s*")
 DEFAULT_PREFIX = "[Hardware][Ascend]"
 NOT_RUN = "not run"
-# (record name, what it is, how it is run): the Test Plan, in order.
+# (record name, what it is, how it is run): the Test Plan, in order; {ruff} is the pinned version (plan_lines).
 PLAN = (
-    ("lint", "lint", "`nox -s lint`: ruff v0.14.10 with upstream's settings on the touched files, plus the kit's "
-                     f"checks: {'; '.join(rule.requires for rule in RULES)}"),
+    ("lint", "lint", "`nox -s lint`: ruff v{ruff} with upstream's settings on the touched "
+                     f"files, plus the kit's checks: {'; '.join(rule.requires for rule in RULES)}"),
     ("test-stock", "CPU regression, leg `stock`", "`nox -s test` leg `stock`: stock torch, no torch_npu installed"),
     ("test-npu", "CPU regression, leg `npu`", "`nox -s test` leg `npu`: the pinned torch_npu (real with CANN, else a "
                  "simulated NPU on CPU, said so below)"),
@@ -82,15 +83,18 @@ def evidence(records: Mapping[str, Record | None], digest: str) -> list[tuple[st
 
 
 def scope_markdown(scopes: Sequence[Scope]) -> str:
-    lines = ["| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
-    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows(scopes)]
     warning = rfc_warning(total(scopes))
-    return "\n".join(lines + ([f"\n**Warning:** {warning}"] if warning else []))
+    return markdown_table(HEADERS, rows(scopes)) + (f"\n\n**Warning:** {warning}" if warning else "")
+
+
+def plan_lines(ruff: str) -> list[str]:
+    """The Test Plan, with the ruff version ci/kit-tools.txt pins (read by the caller: it knows the workspace)."""
+    return [how.replace("{ruff}", ruff) for _, _, how in PLAN]
 
 
 def body(purpose: str, results: Sequence[tuple[str, str, str]], scopes: Sequence[Scope],
-         pin_label: str, digest: str) -> str:  # fmt: skip
-    plan = "\n".join(f"- {how}" for _, _, how in PLAN)
+         pin_label: str, digest: str, ruff: str) -> str:  # fmt: skip
+    plan = "\n".join(f"- {how}" for how in plan_lines(ruff))
     result = "\n".join(f"- **{label}**: {text}" for _, label, text in results)
     return f"""## Purpose
 

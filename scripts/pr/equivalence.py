@@ -3,7 +3,7 @@
 Post-image equivalence: every line a patch adds is already in the target file,
 ignoring whitespace and comments; YAML and TOML files are compared as parsed
 data (the same settings with other comments or layout are the same change).
-A patch is also cut into its hunks here, so each hunk can be judged alone.
+A patch is cut into its hunks by scripts.diffparse, so each hunk can be judged alone.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from __future__ import annotations
 import io
 import re
 import tokenize
-from dataclasses import dataclass
 
 import tomllib
 
@@ -24,57 +23,6 @@ TRIVIAL = re.compile(r"^(?:[()\[\]{},:;]*|else:|try:|finally:|pass|return|break|
 
 class EquivalenceError(KitError):
     """A file cannot be compared as asked."""
-
-
-@dataclass(frozen=True)
-class Hunk:
-    path: str  # the new name
-    number: int  # 1-based, within its file
-    old_start: int
-    added: tuple[str, ...]
-    removed: tuple[str, ...]
-    text: str  # a patch holding this hunk alone (its file's headers + the hunk)
-
-    @property
-    def label(self) -> str:
-        return f"{self.path} hunk #{self.number} (@@ -{self.old_start})"
-
-
-def split_hunks(patch_text: str) -> list[Hunk]:
-    """Every hunk of a git diff, each as a patch of its own."""
-    hunks: list[Hunk] = []
-    header: list[str] = []
-    path, body, numbers = "", [], {}
-
-    def close() -> None:
-        if body:
-            number = numbers[path] = numbers.get(path, 0) + 1
-            start = int(body[0].split()[1].lstrip("-").split(",")[0])
-            lines = body[1:]
-            hunks.append(Hunk(path, number, start, tuple(x[1:] for x in lines if x.startswith("+")),
-                              tuple(x[1:] for x in lines if x.startswith("-")),
-                              "".join(f"{x}\n" for x in [*header, *body])))  # fmt: skip
-
-    in_diff = False
-    for line in patch_text.splitlines():
-        if line.startswith("diff --git "):
-            close()
-            body, header, in_diff = [], [line], True
-            path = line.split(" b/", 1)[1]
-        elif not in_diff:
-            continue
-        elif line == "-- ":  # the mail signature after the last hunk
-            close()
-            body, in_diff = [], False
-        elif line.startswith("@@ "):
-            close()
-            body = [line]
-        elif body:
-            body.append(line)
-        else:
-            header.append(line)
-    close()
-    return hunks
 
 
 def python_code(text: str) -> str:

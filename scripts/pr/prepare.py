@@ -25,7 +25,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from scripts import kittools, revisions
+from scripts import revisions
 from scripts.checks import lint as lintmod
 from scripts.checks import scope
 from scripts.errors import KitError
@@ -39,11 +39,6 @@ from scripts.workspace import Workspace
 
 class PrError(KitError):
     """The PR cannot be prepared as asked."""
-
-
-def upstream_ruff(ws: Workspace) -> str:
-    """The ruff version upstream's pre-commit pins (mirrored in ci/kit-tools.txt)."""
-    return kittools.version("ruff", ws.kit_tools)
 
 
 def previous_range_diff(ws: Workspace, prev: revisions.Revision | None, new_tip: str, identity: str) -> str:

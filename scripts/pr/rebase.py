@@ -15,21 +15,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
-import tempfile
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from scripts import checkout as co
-from scripts import gitcmd, registry, worklock
+from scripts import diffparse, gitcmd, registry
 from scripts import pin as pinmod
 from scripts.errors import KitError
 from scripts.gitcmd import GitFailed
 from scripts.pin import Pin
-from scripts.pr import equivalence
 from scripts.pr.verdicts import DROPPED, OUTCOMES, Verdict, judge_series
-from scripts.report import progress
+from scripts.report import markdown_table, progress
 from scripts.series import Patch, series_header
 from scripts.workspace import Workspace
 
@@ -60,28 +57,6 @@ class Target:
 # ---- the target ------------------------------------------------------------------
 
 
-def fetch_release(project: str, version: str, downloads: Path) -> tuple[Path, str]:
-    """(the release wheel, the sha256 the registry publishes for it): a cached copy only if it has that digest."""
-    downloads.mkdir(parents=True, exist_ok=True)
-    with worklock.hold(downloads / ".lock", ".work/downloads", say=progress):
-        cached = sorted(downloads.glob(f"{pinmod.dist_name(project)}-{version}-*.whl"))
-        if cached:
-            published = registry.published_sha256(project, cached[0].name)
-            if pinmod.set_aside_if_bad(cached[0], published) is None:
-                return cached[0], published
-        with tempfile.TemporaryDirectory(dir=downloads, prefix=".download-") as tmp:
-            pinmod.pip_download(project, version, Path(tmp))
-            wheels = sorted(Path(tmp).glob("*.whl"))
-            if len(wheels) != 1:
-                raise RebaseError(
-                    f"the registry served {len(wheels)} wheels for {project}=={version}", "name one release"
-                )
-            published = registry.published_sha256(project, wheels[0].name)
-            pinmod.verify_digest(wheels[0], published)
-            os.replace(wheels[0], downloads / wheels[0].name)
-            return downloads / wheels[0].name, published
-
-
 def resolve_ref(url: str, ref: str, cwd: Path) -> str:
     """The commit REF names at URL: a sha as given, else the branch or tag (peeled) the server advertises."""
     if pinmod.COMMIT.match(ref):
@@ -109,7 +84,9 @@ def target_of(ws: Workspace, pin: Pin, args: argparse.Namespace) -> Target:
     if args.git:
         url, ref = git_url(args.git[0]), args.git[1]
     elif release and VERSION.match(release):
-        wheel, digest = fetch_release(pin.project, release, ws.downloads)
+        wheel, digest = pinmod.fetch_verified(
+            pin.project, release, ws.downloads, None, lambda name: registry.published_sha256(pin.project, name)
+        )
         moved = replace(pin, version=release, source="wheel", wheel_filename=wheel.name, wheel_sha256=digest,
                         git_tag=f"v{release}", git_commit="")  # fmt: skip
         return Target(moved, "release")
@@ -163,7 +140,7 @@ def dependent_tests(dropped: list[Patch], test_files: dict[str, str]) -> dict[st
     out = {}
     for patch in dropped:
         needles = set()
-        for path in {h.path for h in equivalence.split_hunks(patch.text)}:
+        for path in {h.path for h in diffparse.hunks(patch.text)}:
             needles |= {path, Path(path).name}
             if path.endswith(".py"):
                 needles.add(path[: -len(".py")].replace("/", "."))
@@ -209,9 +186,8 @@ def report(
 
 def markdown(data: dict[str, object], verdicts: list[Verdict]) -> str:
     """The report as a maintainer pastes it into the PR that moves the pin."""
-    rows = "\n".join(
-        f"| {i} | `{v.name}` | {v.shown} | {v.detail.replace('|', '/')} |" for i, v in enumerate(verdicts, 1)
-    )
+    rows = markdown_table(["#", "patch", "verdict", "evidence"],
+                          [(i, f"`{v.name}`", v.shown, v.detail) for i, v in enumerate(verdicts, 1)])  # fmt: skip
     hunks = "\n".join(
         f"- `{v.name}` {label}: {mark}" for v in verdicts if v.outcome == "upstream-partial" for label, mark in v.hunks
     )
@@ -220,8 +196,6 @@ def markdown(data: dict[str, object], verdicts: list[Verdict]) -> str:
     deps = "\n".join(f"- `{name}`: {', '.join(f'`{t}`' for t in tests)}" for name, tests in depends.items())
     return f"""## Rebase of the series: {data["from"]} -> {data["to"]}
 
-| # | patch | verdict | evidence |
-|---|---|---|---|
 {rows}
 
 {f"Per hunk:{chr(10)}{hunks}{chr(10)}" if hunks else ""}
@@ -341,7 +315,7 @@ def test_texts(ws: Workspace, patches: list[Patch]) -> dict[str, str]:
     """The kit's regression suite, and the test files the series adds (their added lines), by name."""
     found = {str(f.relative_to(ws.root)): f.read_text(encoding="utf-8") for f in sorted(ws.regression.glob("*.py"))}
     for patch in patches:
-        for hunk in equivalence.split_hunks(patch.text):
+        for hunk in diffparse.hunks(patch.text):
             if hunk.path.startswith("tests/"):
                 found[f"{hunk.path} (from {patch.name})"] = "\n".join(hunk.added)
     return found

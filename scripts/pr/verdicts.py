@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from scripts import checkout as co
-from scripts import gitcmd
+from scripts import diffparse, gitcmd
 from scripts.pr import equivalence
 from scripts.report import progress, step
 from scripts.series import Patch
@@ -54,14 +54,14 @@ def history_patch_ids(repo: Path, files: list[str]) -> dict[str, str]:
     return dict(gitcmd.patch_ids(repo, gitcmd.history_diffs(repo, files)))
 
 
-def hunk_upstream(repo: Path, hunk: equivalence.Hunk, post_image: str | None) -> bool:
+def hunk_upstream(repo: Path, hunk: diffparse.Hunk, post_image: str | None) -> bool:
     """One hunk is in the target: it reverse-applies alone, or its added lines (its data) are there."""
     if gitcmd.applies(repo, hunk.text, "-R"):
         return True
     return equivalence.file_equivalent(hunk.path, hunk.added, post_image, gitcmd.show_file(repo, "HEAD", hunk.path))
 
 
-def apply_rest(repo: Path, hunks: list[equivalence.Hunk], commit: str) -> str:
+def apply_rest(repo: Path, hunks: list[diffparse.Hunk], commit: str) -> str:
     """Apply some hunks of a patch (3-way where needed) and commit them as the patch's own commit; the outcome."""
     text = "".join(h.text for h in hunks)
     threeway = not gitcmd.applies(repo, text)
@@ -91,7 +91,7 @@ def try_apply(repo: Path, patch: Patch) -> Verdict:
 
 def renames(repo: Path, patch: Patch) -> str:
     """Files of the patch that the target has under another name (git's rename detection found them)."""
-    wanted = {h.path for h in equivalence.split_hunks(patch.text)}
+    wanted = {h.path for h in diffparse.hunks(patch.text)}
     changed = gitcmd.changed_in(repo, "HEAD")
     moved = sorted(set(changed) - wanted)
     gone = sorted(p for p in wanted if gitcmd.show_file(repo, "HEAD", p) is None)
@@ -113,7 +113,7 @@ def judge(repo: Path, patch: Patch, commit: str, history: dict[str, str] | None)
     if forward:  # it applies as is: lines that happen to be elsewhere in the file are no evidence against that
         verdict = try_apply(repo, patch)
         return replace(verdict, detail="; ".join(x for x in (verdict.detail, note) if x))
-    hunks = equivalence.split_hunks(patch.text)
+    hunks = diffparse.hunks(patch.text)
     marks = [hunk_upstream(repo, h, gitcmd.show_file(repo, commit, h.path)) for h in hunks]
     rows = [(h.label, "upstream" if m else "not upstream") for h, m in zip(hunks, marks, strict=True)]
     if hunks and all(marks):
@@ -143,7 +143,7 @@ def judge_series(
 ) -> list[Verdict]:
     """Judge each patch on repo's HEAD in order; current holds the series' commits (their blobs are the 3-way base)."""
     gitcmd.must(gitcmd.fetch_head(repo, current, CURRENT_REF))
-    files = sorted({h.path for p in patches for h in equivalence.split_hunks(p.text)})
+    files = sorted({h.path for p in patches for h in diffparse.hunks(p.text)})
     history = history_patch_ids(repo, files) if with_history else None
     verdicts = []
     for i, (patch, commit) in enumerate(zip(patches, commits, strict=True), 1):

@@ -8,12 +8,13 @@ import contextlib
 import hashlib
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
 import traceback
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -222,3 +223,44 @@ def make_series(kit: Kit, patches: list[tuple[dict[str, str], str, str]]) -> Non
 
 def rope_with(changed: dict[int, str]) -> str:
     return "".join(f"{changed.get(i, f'line {i}')}\n" for i in range(1, 41))
+
+
+# ---- processes and ports of the e2e cases (stand-in servers, clients, e2e runs) ----
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def live_pids(wanted: Callable[[list[bytes]], bool]) -> list[int]:
+    """Pids of live (not zombie) processes other than this one whose argv `wanted` accepts."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            args = (entry / "cmdline").read_bytes().split(b"\0")
+            state = (entry / "stat").read_text().rsplit(")", 1)[-1].split()[0]
+        except OSError:
+            continue
+        if state != "Z" and wanted(args):
+            found.append(int(entry.name))
+    return found
+
+
+# ---- the three-patch kit of the fault tests ----
+
+THREE_PATCHES = [
+    ({"vllm_omni/layers/rope.py": rope_with({10: "line 10 fixed"})}, "[Bugfix] Fix line ten", "fix-ten"),
+    ({"vllm_omni/layers/rope.py": rope_with({10: "line 10 fixed", 20: "line 20 fixed"})}, "[NPU] Twenty", "twenty"),
+    ({"vllm_omni/attn.py": "def attend(q):\n    return q * 2\n"}, "[NPU] Double attention", "double-attn"),
+]
+
+
+@pytest.fixture
+def kit3(small_kit: Kit) -> Kit:
+    """A kit with three patches: fix-ten, twenty (both in rope.py), double-attn (attn.py)."""
+    make_series(small_kit, THREE_PATCHES)
+    return small_kit

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from conftest import KIT_ROOT
 
-from scripts.diffparse import parse
+from scripts.diffparse import hunks, parse
 from scripts.gitcmd import git
 
 # Removes two lines `-- x`/`-- y` and adds two lines `++ x`/`++ y`: in the diff they read
@@ -43,6 +43,49 @@ def test_a_hunk_shorter_than_its_header_does_not_swallow_the_next_file() -> None
         ("a.py", ((2, "y"),), 0),
         ("b.py", ((1, "new"),), 1),
     ]
+
+
+def test_hunks_carry_their_file_headers_start_and_lines() -> None:
+    first, second = hunks(HEADER_LOOKALIKES)
+    headers = "diff --git a/notes.txt b/notes.txt\n--- a/notes.txt\n+++ b/notes.txt\n"
+    assert (first.path, first.number, first.old_start) == ("notes.txt", 1, 1)
+    assert first.removed == ("-- x", "-- y") and first.added == ("++ x", "++ y")  # not taken for file headers
+    assert first.text == headers + "".join(f"{x}\n" for x in HEADER_LOOKALIKES.splitlines()[3:10])
+    assert (second.number, second.old_start, second.added, second.label) == (
+        2,
+        9,
+        ("ten",),
+        "notes.txt hunk #2 (@@ -9)",
+    )
+    assert second.text == headers + "@@ -9 +9,2 @@\n nine\n+ten\n"
+
+
+def test_a_missing_newline_marker_stays_with_its_hunk_and_names_are_read() -> None:
+    renamed = (
+        "diff --git a/old.py b/new.py\nsimilarity index 90%\nrename from old.py\nrename to new.py\n"
+        "--- a/old.py\n+++ b/new.py\n@@ -3 +3 @@\n-x\n\\ No newline at end of file\n+y\n"
+        "\\ No newline at end of file\n"
+    )
+    created = "diff --git a/n.py b/n.py\nnew file mode 100644\n--- /dev/null\n+++ b/n.py\n@@ -0,0 +1 @@\n+z\n"
+    moved, new = parse(renamed + created + "-- \n2.47.0\n")
+    assert (moved.path, moved.old_path, moved.apply_name, moved.new_file) == ("new.py", "old.py", "old.py", False)
+    assert (new.path, new.old_path, new.apply_name, new.new_file) == ("n.py", "", "n.py", True)
+    (hunk,) = moved.hunks
+    assert hunk.text == renamed and (hunk.removed, hunk.added) == (("x",), ("y",))
+    assert new.hunks[0].text == created
+
+
+def test_each_hunk_of_a_real_diff_applies_alone(tmp_path: Path) -> None:
+    git("init", "-q", cwd=tmp_path)
+    (tmp_path / "a.txt").write_text("".join(f"{n}\n" for n in range(30)), encoding="utf-8")
+    git("add", "-A", cwd=tmp_path)
+    (tmp_path / "a.txt").write_text("".join(f"{n}\n" for n in range(30) if n not in (2, 25)), encoding="utf-8")
+    parts = hunks(git("diff", cwd=tmp_path))
+    git("checkout", "--", "a.txt", cwd=tmp_path)
+    assert [h.old_start for h in parts] == [1, 23]
+    for h in parts:
+        (tmp_path / "one.patch").write_text(h.text, encoding="utf-8")
+        git("apply", "--check", "one.patch", cwd=tmp_path)
 
 
 def numstat(patch: Path, cwd: Path) -> list[tuple[int, int, str]]:

@@ -11,13 +11,13 @@ from __future__ import annotations
 import json
 import os
 import random
-import socket
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import free_port
 from e2e_prereq import KIT, ensure_checkout, ensure_checkout_and_stock_env
 
 from scripts.e2e import ab
@@ -76,12 +76,6 @@ def test_unknown_base_is_one_clear_line(tmp_path: Path) -> None:
         "kit: error: --ab 'no-such-revision' is not a revision in patches/revisions.toml, a git ref, or pristine "
         "-- pass e.g. --ab v1, --ab main~3 or --ab pristine"
     ]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def run_ab(tmp_path: Path, **knobs: str) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -20,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from conftest import free_port
 from e2e_prereq import KIT, ensure_checkout_and_stock_env
 
 from scripts.e2e import server
@@ -43,12 +43,6 @@ class Served:
     port: int
     proc: subprocess.Popen[bytes]
     log: Path
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture(scope="module")

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import free_port, live_pids
 from e2e_prereq import KIT, ensure_checkout_and_stock_env
 
 from scripts.e2e import evidence, server
@@ -33,26 +34,9 @@ def _checkout_and_stock_env() -> None:
     ensure_checkout_and_stock_env()
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def processes_mentioning(port: int) -> list[int]:
     """Pids whose command line names ``port`` (stand-in and client both take --port)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            args = (entry / "cmdline").read_bytes().split(b"\0")
-            state = (entry / "stat").read_text().rsplit(")", 1)[-1].split()[0]
-        except OSError:
-            continue
-        if state != "Z" and str(port).encode() in args and b"--port" in args:
-            found.append(int(entry.name))
-    return found
+    return live_pids(lambda args: str(port).encode() in args and b"--port" in args)
 
 
 class Case:

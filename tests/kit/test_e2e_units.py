@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import shutil
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
 from conftest import KIT_ROOT
 
-from scripts.e2e import bench, client, compare, config, metrics, preflight, run
+from scripts.e2e import bench, client, compare, config, evidence, metrics, preflight, run
 from scripts.e2e.evidence import RunRecord
 from scripts.errors import KitError
+from scripts.pr import body
+from scripts.series import load_series, series_digest
 from scripts.workspace import Workspace
 
 WS = Workspace(KIT_ROOT)  # parsing only: nothing is read or written there
@@ -165,3 +169,25 @@ def test_both_clients_always_get_an_image(tmp_path: Path) -> None:
         assert ("--ping-interval" in cmd) == (name == "kit")  # upstream's script pings on its own
     given = config.parse_args(WS, ["--image", "/data/first.png"], {})
     assert bench.first_frame(given, tmp_path) == "/data/first.png"
+
+
+# ---- the manifest names the series by the one digest the records carry ----------------------
+
+
+def test_the_manifest_names_the_series_by_the_records_digest(tmp_path: Path) -> None:
+    digest = series_digest(load_series(WS.patches))
+    kit = evidence.kit_identity(WS)
+    assert kit["series_digest"] == digest and "series_sha256" not in kit
+    assert body.freshness({"series_digest": kit["series_digest"]}, digest) is None  # a PR body can quote it
+    shutil.copytree(WS.patches, tmp_path / "patches")
+    (tmp_path / "patches" / "series").write_text("0001-missing.patch\n", encoding="utf-8")
+    assert evidence.kit_series_digest(tmp_path / "patches") is None  # a series that does not load: no digest
+
+
+def test_the_summary_reads_the_series_digest_and_an_old_manifests_field(tmp_path: Path) -> None:
+    config_doc = asdict(config.parse_args(WS, ["--standin"], {}))
+    summary = evidence.summary_document(verdict="pass", reason="r", mode="standin", band_ms=(1.0, 2.0), runs=[],
+                                        determinism=None, folder=tmp_path)  # fmt: skip
+    for kit, shown in (({"series_digest": "d" * 64}, "d" * 64), ({"series_sha256": "e" * 64}, "e" * 64)):
+        manifest = {"config": config_doc, "kit": kit, "mode": "standin", "client": "kit"}
+        assert f"series digest {shown}" in evidence.summary_markdown(summary, manifest)

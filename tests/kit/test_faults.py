@@ -30,18 +30,11 @@ from conftest import (
     Kit,
     build_wheel,
     commit_patch,
-    make_series,
     pin_toml,
     rope_with,
 )
 
 from scripts.gitcmd import git
-
-THREE_PATCHES = [
-    ({"vllm_omni/layers/rope.py": rope_with({10: "line 10 fixed"})}, "[Bugfix] Fix line ten", "fix-ten"),
-    ({"vllm_omni/layers/rope.py": rope_with({10: "line 10 fixed", 20: "line 20 fixed"})}, "[NPU] Twenty", "twenty"),
-    ({"vllm_omni/attn.py": "def attend(q):\n    return q * 2\n"}, "[NPU] Double attention", "double-attn"),
-]
 
 
 def snapshot(folder: Path) -> dict[str, bytes]:
@@ -323,12 +316,6 @@ ROWS = [
     ),
     Row("pin-file-missing", lambda kit, _t: (kit.patches / "upstream.toml").unlink(), ("apply",), 2, "upstream.toml"),
 ]
-
-
-@pytest.fixture
-def kit3(small_kit: Kit) -> Kit:
-    make_series(small_kit, THREE_PATCHES)
-    return small_kit
 
 
 @pytest.mark.parametrize("row", ROWS, ids=[r.id for r in ROWS])

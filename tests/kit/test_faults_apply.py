@@ -28,7 +28,6 @@ from conftest import AUTHOR, FRONT_DOOR, SMALL_UPSTREAM, Kit, commit_patch, make
 from test_faults import (
     HELD,
     TERM_WHILE_SWAPPING,
-    THREE_PATCHES,
     fixup_commit,
     inject,
     interrupted_apply,
@@ -265,40 +264,33 @@ VARIABLES = {
     "GIT_CONFIG_PARAMETERS": lambda _r: "'core.hookspath'='/nonexistent' 'core.bare'='true'",
 }
 
+
+def upgraded(kit: Kit, tmp_path: Path) -> None:
+    """The pin moved to a new upstream release (nothing else changed)."""
+    new_upstream(kit, tmp_path, {})
+
+
 CASES = [
-    # measured in the issue
-    Case(
-        "disk-full-while-extracting",
-        lambda k, t: new_upstream(k, t, {}),
-        ("apply",),
-        2,
-        "cannot write .work/.vllm-omni.new/",
-        inject=DISK_FULL_EXTRACTING,
-    ),  # fmt: skip
-    Case(
-        "short-write-while-extracting",
-        lambda k, t: new_upstream(k, t, {}),
-        ("apply",),
-        2,
-        "differs from vllm_omni-0.2.0-py3-none-any.whl",
-        inject=SHORT_WRITE,
-    ),  # fmt: skip
-    Case(
-        "disk-full-writing-state",
-        nothing,
-        ("apply",),
-        2,
-        "cannot write .work/vllm-omni/.git/kit-state.json (No space left on device)",
-        inject=DISK_FULL_WRITING_STATE,
-    ),
-    Case(
-        "disk-full-exporting-pristine",
-        nothing,
-        ("apply",),
-        2,
-        "cannot write .work/pristine (No space left on device)",
-        inject=DISK_FULL_EXPORTING,
-    ),
+    # measured in the issue: a disk that fills, or a write cut short, in the middle of an apply
+    *[
+        Case(case_id, setup, ("apply",), 2, needle, inject=failure)
+        for case_id, setup, needle, failure in (
+            ("disk-full-while-extracting", upgraded, "cannot write .work/.vllm-omni.new/", DISK_FULL_EXTRACTING),
+            ("short-write-while-extracting", upgraded, "differs from vllm_omni-0.2.0-py3-none-any.whl", SHORT_WRITE),
+            (
+                "disk-full-writing-state",
+                nothing,
+                "cannot write .work/vllm-omni/.git/kit-state.json (No space left on device)",
+                DISK_FULL_WRITING_STATE,
+            ),
+            (
+                "disk-full-exporting-pristine",
+                nothing,
+                "cannot write .work/pristine (No space left on device)",
+                DISK_FULL_EXPORTING,
+            ),
+        )
+    ],  # fmt: skip
     Case("git-fails-after-apply-started-then-lint", index_locked, ("apply",), 2, "index.lock"),
     Case("bom-in-series", bom_series, ("apply",), 2, "patches/series starts with a UTF-8 byte order mark"),
     Case("bom-in-patch", bom_patch, ("apply",), 2, "patches/0001-fix-ten.patch starts with a UTF-8 byte order mark"),
@@ -397,12 +389,6 @@ CASES = [
         tuple(C_LOCALE.items()),
     ),  # fmt: skip
 ]
-
-
-@pytest.fixture
-def kit3(small_kit: Kit) -> Kit:
-    make_series(small_kit, THREE_PATCHES)
-    return small_kit
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
@@ -593,6 +579,16 @@ def test_failed_hunk_names_the_file_and_gits_reason() -> None:
     out = "Checking patch vllm_omni/x.py...\nerror: vllm_omni/x.py: already exists in working directory\n"
     assert failed_hunk(out, "") == ("vllm_omni/x.py", "(already exists in working directory)")
     assert failed_hunk("Checking patch a.py...\n", "") is None
+
+
+def test_failed_hunk_counts_the_hunks_of_the_file_git_names() -> None:
+    patch = (
+        "diff --git a/old.py b/new.py\nrename from old.py\nrename to new.py\n--- a/old.py\n+++ b/new.py\n"
+        "@@ -1 +1 @@\n--- a\n+b\n@@ -7 +7 @@\n-c\n+d\n"
+    )
+    # git names a renamed file by its old name; `--- a` is a removed line, not a file header
+    assert failed_hunk("error: patch failed: old.py:7\n", patch) == ("old.py", "hunk #2 (@@ -7)")
+    assert failed_hunk("error: patch failed: old.py:4\n", patch) == ("old.py", "hunk at line 4")
 
 
 @pytest.mark.parametrize(

@@ -17,21 +17,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import AUTHOR, Kit, commit_patch, make_series, rope_with
-from test_faults import THREE_PATCHES, Row, inject, one_line_error, snapshot
+from conftest import AUTHOR, Kit, commit_patch, rope_with
+from test_faults import Row, inject, one_line_error, snapshot
 
 from scripts import checkout as co
 from scripts.gitcmd import git
 from scripts.series import with_one_identity
 
 Setup = Callable[[Kit, Path], object]
-
-
-@pytest.fixture
-def kit3(small_kit: Kit) -> Kit:
-    """test_faults' three-patch kit: fix-ten, twenty (both in rope.py), double-attn (attn.py)."""
-    make_series(small_kit, THREE_PATCHES)
-    return small_kit
 
 
 PAUSED = ("rebase-merge", "rebase-apply", "MERGE_HEAD", "CHERRY_PICK_HEAD")

@@ -14,7 +14,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,8 +22,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import Kit
-from test_faults import Row, interrupted_apply, kit3, new_upstream, one_line_error, snapshot  # noqa: F401 -- kit3
+from conftest import Kit, free_port, live_pids
+from test_faults import Row, interrupted_apply, new_upstream, one_line_error, snapshot
 
 from scripts import signals
 from scripts.gitcmd import git
@@ -207,18 +206,7 @@ def sleeper_cmd(marker: str, ignore_term: bool = False) -> str:
 
 
 def processes_with(marker: str) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            args = (entry / "cmdline").read_bytes().split(b"\0")
-            state = (entry / "stat").read_text().rsplit(")", 1)[-1].split()[0]
-        except OSError:
-            continue
-        if state != "Z" and marker.encode() in args:
-            found.append(int(entry.name))
-    return found
+    return live_pids(lambda args: marker.encode() in args)
 
 
 def start_e2e(kit: Kit, tmp_path: Path, marker: str, ignore_term: bool = False) -> subprocess.Popen[str]:
@@ -233,12 +221,6 @@ def start_e2e(kit: Kit, tmp_path: Path, marker: str, ignore_term: bool = False) 
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
         time.sleep(0.1)
     return proc
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def summary_of(tmp_path: Path) -> dict[str, object]:

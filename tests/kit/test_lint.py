@@ -7,10 +7,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import Kit, make_series
+import tomllib
+from conftest import KIT_ROOT, Kit, make_series
 
+from scripts import kittools
 from scripts.checks.lint import RULES, check_file, npu_only_lines
 from scripts.diffparse import FileDiff, parse
+from scripts.pr import body
 from scripts.pr.body import PLAN
 
 RUFF = shutil.which("ruff", path=str(Path(sys.executable).parent)) or "ruff"
@@ -101,39 +104,35 @@ def test_pr_body_test_plan_names_every_rule_from_the_registry() -> None:
     assert all(rule.requires in lint_plan for rule in RULES)
 
 
+def test_the_ruff_version_is_typed_only_in_ci_kit_tools() -> None:
+    ruff = kittools.version("ruff", KIT_ROOT / "ci" / "kit-tools.txt")
+    assert f"ruff v{ruff} " in body.plan_lines(ruff)[0]
+    typed = [p.relative_to(KIT_ROOT) for p in (KIT_ROOT / "scripts").rglob("*.py") if ruff in p.read_text("utf-8")]
+    assert typed == [], f"ruff {ruff} typed in {typed}: read it with kittools.version('ruff', ws.kit_tools)"
+
+
+def test_tool_pins_are_found_by_their_normalized_name(tmp_path: Path) -> None:
+    tools = tmp_path / "tools.txt"
+    tools.write_text("# tools\nPyYAML==6.0.3\npytest-benchmark==5.3.1\npytest==9.2.0\n", encoding="utf-8")
+    assert kittools.pinned("pyyaml", tools) == "PyYAML==6.0.3"
+    assert kittools.version("Pytest_Benchmark", tools) == "5.3.1"
+    assert kittools.version("pytest", tools) == "9.2.0"  # not pytest-benchmark's line, which starts the same
+    with pytest.raises(RuntimeError, match="pytest-cov is not pinned"):
+        kittools.pinned("pytest-cov", tools)
+    assert kittools.normalize("Foo.Bar__baz-Qux") == "foo-bar-baz-qux"
+    assert kittools.dist_name("vllm-omni") == kittools.dist_name("VLLM.Omni") == "vllm_omni"
+
+
 # ---- KIT002: every form of importing torch_npu, and NPU-only decided by the device guard, not by names ----
 
 GUARD = 'def f(q):\n    if q.device.type == "npu":\n'
 OFF_NPU = 'def f(q):\n    if q.device.type != "npu":\n'
-# (form, source of a new file, flagged): the import is always on an added line.
+# (form, source of a new file, flagged): the import is always on an added line; the rows are data
+# (torch_npu_forms.toml), with GUARD and OFF_NPU written {guard} and {off_npu}.
 TORCH_NPU_FORMS = [
-    ("plain", "import torch_npu\n", True),
-    ("dotted", "import torch_npu.contrib\n", True),
-    ("second-of-two", "import os, torch_npu\n", True),
-    ("aliased-second", "import torch, torch_npu as tnpu\n", True),
-    ("from", "from torch_npu import npu_fusion_attention\n", True),
-    ("from-submodule", "from torch_npu.contrib import x\n", True),
-    ("from-multiline", "from torch_npu import (\n    a,\n    b,\n)\n", True),
-    ("importlib", 'import importlib\n\nm = importlib.import_module("torch_npu")\n', True),
-    ("import-module-bare", 'from importlib import import_module\n\nm = import_module("torch_npu.contrib")\n', True),
-    ("dunder-import", 'm = __import__("torch_npu")\n', True),
-    ("function-named-npu", "def npu_attend(q):\n    import torch_npu\n", True),
-    ("platform-name-compare", 'def f(name):\n    if name == "npu":\n        import torch_npu\n', True),
-    ("else-of-eq-guard", GUARD + "        pass\n    else:\n        import torch_npu\n", True),
-    ("helper-used-off-npu", "def _npu_impl(q):\n    import torch_npu\n\n\ndef f(q):\n    return _npu_impl(q)\n", True),
-    ("other-module", "import torch_npu_ext\nimport torch\n", False),
-    ("relative-import", "from .torch_npu import x\n", False),
-    ("under-device-guard", GUARD + "        import torch_npu\n", False),
-    ("under-type-guard", 'def f(d):\n    if torch.device(d).type == "npu":\n        import os, torch_npu\n', False),
-    ("reversed-compare", 'def f(q):\n    if "npu" == q.device.type:\n        import torch_npu\n', False),
-    ("conjunct-guard", 'def f(q, on):\n    if on and q.device.type == "npu":\n        import torch_npu\n', False),
-    ("else-of-ne-guard", OFF_NPU + "        pass\n    else:\n        import torch_npu\n", False),
-    ("after-early-return", OFF_NPU + "        return q\n    import torch_npu\n", False),
-    ("after-branch-that-falls-through", OFF_NPU + "        q = q + 1\n    import torch_npu\n", True),
-    ("importlib-under-guard", GUARD + '        m = importlib.import_module("torch_npu")\n', False),
-    ("helper-used-only-on-npu",
-     "def _impl(q):\n    import torch_npu\n\n\n" + GUARD + "        return _impl(q)\n", False),
-]  # fmt: skip
+    (form, row["source"].replace("{guard}", GUARD).replace("{off_npu}", OFF_NPU), row["flagged"])
+    for form, row in tomllib.loads((Path(__file__).parent / "torch_npu_forms.toml").read_text("utf-8")).items()
+]
 
 
 def new_file_diff(path: str, source: str) -> FileDiff:

@@ -50,6 +50,34 @@ def test_unknown_version_fails_in_one_line(tmp_path: Path) -> None:
     assert [p.name for p in tmp_path.iterdir()] == [".lock"]  # no partial download left behind
 
 
+def test_one_fetch_serves_a_release_of_unknown_file_name_and_its_cache(tmp_path: Path, monkeypatch) -> None:
+    (tmp_path / "built").mkdir()
+    wheel, digest = build_wheel(tmp_path / "built", SMALL_UPSTREAM)
+    served = [wheel]
+
+    def download(project: str, version: str, dest: Path) -> None:
+        for w in served:
+            (dest / w.name).write_bytes(wheel.read_bytes())
+
+    monkeypatch.setattr(pinmod, "pip_download", download)
+    downloads, asked = tmp_path / "downloads", []
+
+    def registry_digest(name: str) -> str:
+        asked.append(name)
+        return digest
+
+    got = pinmod.fetch_verified("vllm-omni", "0.1.0", downloads, None, registry_digest)
+    assert got == (downloads / wheel.name, digest) and asked == [wheel.name]
+    served.clear()  # from now on the registry serves nothing: the cache must do
+    assert pinmod.fetch_verified("vllm-omni", "0.1.0", downloads, None, registry_digest) == got
+    served.append(wheel)
+    with pytest.raises(pinmod.PinError, match="cached .* failed its sha256 .* fetching it again failed: .*sha256"):
+        pinmod.fetch_verified("vllm-omni", "0.1.0", downloads, None, lambda _name: "0" * 64)
+    served.append(wheel.with_name("vllm_omni-0.1.0-py3-none-manylinux.whl"))
+    with pytest.raises(pinmod.PinError, match="served 2 wheels for vllm-omni==0.1.0"):
+        pinmod.fetch_verified("vllm-omni", "0.1.0", downloads, None, registry_digest)
+
+
 def test_malformed_pin_names_the_file() -> None:
     with pytest.raises(pinmod.PinError, match=r"upstream.toml: \[wheel\] is missing"):
         pinmod.parse_pin('project = "vllm-omni"\n')

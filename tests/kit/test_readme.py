@@ -6,6 +6,7 @@ import pytest
 from conftest import KIT_ROOT
 
 from scripts.readme import current_block, expected_blocks, stale
+from scripts.report import markdown_table
 
 README = (KIT_ROOT / "README.md").read_text(encoding="utf-8")
 EXPECTED = expected_blocks(KIT_ROOT / "patches")
@@ -36,3 +37,16 @@ def test_an_edited_table_is_caught(name: str, old: str, new: str) -> None:
 
 def test_a_table_without_its_markers_is_caught() -> None:
     assert stale(README.replace("<!-- end table rules -->", ""), EXPECTED) == ["rules"]
+
+
+def test_the_one_markdown_table_keeps_a_bar_inside_its_cell() -> None:
+    assert markdown_table(["#", "what"], [(1, "a|b"), (2, "")]) == "| # | what |\n|---|---|\n| 1 | a\\|b |\n| 2 |  |"
+
+
+def test_every_markdown_table_of_the_kit_goes_through_report_markdown_table() -> None:
+    own = [
+        str(p.relative_to(KIT_ROOT))
+        for p in sorted((KIT_ROOT / "scripts").rglob("*.py"))
+        if p.name != "report.py" and "---|" in p.read_text(encoding="utf-8")
+    ]
+    assert own == [], f"{own} write a Markdown table of their own: use scripts.report.markdown_table"

@@ -16,8 +16,8 @@ from pathlib import Path
 from conftest import AUTHOR, KIT_ROOT
 
 from scripts import pin as pinmod
+from scripts.diffparse import hunks
 from scripts.gitcmd import git, git_env
-from scripts.pr.equivalence import split_hunks
 
 PATCHES = KIT_ROOT / "patches"
 ROPE = "vllm_omni/diffusion/layers/rope.py"
@@ -134,7 +134,7 @@ def make_next_upstreams(repo: Path) -> None:
         "        sin: torch.Tensor,  # (S, D/2) or (B, S, 1, D/2)\n    ) -> torch.Tensor:\n        if cos.dim",
     )
     commit_all(repo, "Document the cos/sin layouts")  # ... and a later edit of its context stops reverse-apply
-    third = split_hunks(patch("0003").read_text(encoding="utf-8"))[2]
+    third = hunks(patch("0003").read_text(encoding="utf-8"))[2]
     apply_text(repo, third.text, "Build the block table once per step")  # half of 0003: one of its hunks
     edit(repo, LINGBOT, REPLAY_OLD, REPLAY_UPSTREAM)
     commit_all(repo, "LingBot replay: paged entry on NPU")  # 0005 in other words

@@ -1,0 +1,59 @@
+"""The kit's one flock (worklock.locked): a try, a timeout, waiting for good, shared readers."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from scripts import worklock
+
+
+class Taken(Exception):
+    pass
+
+
+def test_a_non_blocking_try_on_a_held_lock_fails_at_once_naming_the_holder(tmp_path: Path) -> None:
+    lock_file, told = tmp_path / "locks" / "x.lock", []
+    with worklock.locked(lock_file, stamp="pid 1 (first)", wait_s=None):
+        started = time.monotonic()
+        with pytest.raises(Taken, match=r"^pid 1 \(first\)$"):
+            with worklock.locked(
+                lock_file, stamp="second", wait_s=0, busy=lambda t: Taken(t.strip()), on_wait=told.append
+            ):
+                pass
+        assert time.monotonic() - started < 1 and told == []  # a try tells no one it waits
+        with pytest.raises(worklock.Busy, match="x.lock is in use by pid 1"):  # the default refusal
+            with worklock.locked(lock_file, stamp="third", wait_s=0.3, poll_s=0.05, on_wait=told.append):
+                pass
+        assert told == ["pid 1 (first)\n"]  # told once, however long it waited
+    with worklock.locked(lock_file, stamp="free", wait_s=0):  # released with its block
+        assert lock_file.read_text(encoding="utf-8") == "free\n"
+
+
+def test_shared_holders_share_and_a_writer_waits_for_them(tmp_path: Path) -> None:
+    lock_file = tmp_path / "x.lock"
+    with worklock.locked(lock_file, stamp="r1", wait_s=0, shared=True):
+        with worklock.locked(lock_file, stamp="r2", wait_s=0, shared=True):
+            with pytest.raises(worklock.Busy):
+                with worklock.locked(lock_file, stamp="w", wait_s=0):
+                    pass
+
+
+def test_waiting_for_good_takes_the_lock_when_its_holder_lets_go(tmp_path: Path) -> None:
+    lock_file, held, told = tmp_path / "x.lock", threading.Event(), []
+
+    def holder() -> None:
+        with worklock.locked(lock_file, stamp="holder", wait_s=0):
+            held.set()
+            time.sleep(0.4)
+
+    thread = threading.Thread(target=holder)
+    thread.start()
+    held.wait()
+    with worklock.locked(lock_file, stamp="waiter", wait_s=None, poll_s=0.05, on_wait=told.append):
+        assert lock_file.read_text(encoding="utf-8") == "waiter\n"
+    thread.join()
+    assert told == ["holder\n"]
