@@ -140,8 +140,9 @@ class Kit:
     ) -> subprocess.CompletedProcess[str]:
         """The command in this process, on this copy (`main(args, Workspace(root))`), as a subprocess would show it:
         fds 1 and 2 captured (the children it starts included), `env` set for the call only, and an exception
-        that escapes main as its traceback and exit 1."""
-        with captured_fds() as out, environ({"CI": "", **(env or {})}):
+        that escapes main as its traceback and exit 1. It runs from the copy's root, as the user would (a relative
+        --ruff, say, is the user's folder's)."""
+        with captured_fds() as out, environ({"CI": "", **(env or {})}), contextlib.chdir(self.root):
             try:
                 code = main(list(args), Workspace(self.root))
             except SystemExit as stop:  # what sys.exit() in a command would have ended the process with
