@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import fnmatch
+import functools
 import io
 import itertools
 import json
@@ -236,22 +237,6 @@ def in_progress(checkout: Path) -> str | None:
     return next((op for entry, op in IN_PROGRESS.items() if (checkout / ".git" / entry).exists()), None)
 
 
-def refuse_paused_or_elsewhere(checkout: Path, or_else: str = "") -> None:
-    """Refuse a checkout with a paused git operation (am, rebase, ...) or not on the kit's branch."""
-    where = shown(checkout)
-    op = in_progress(checkout)
-    if op:
-        raise LocalEdits(
-            f"{where} is in the middle of a {op}", f"finish it ({op} --continue) or abort it ({op} --abort) first"
-        )
-    current = branch(checkout)
-    if current != BRANCH:
-        raise LocalEdits(
-            f"{where} is on {f'branch {current}' if current else 'a detached HEAD'}, not on {BRANCH}",
-            f"switch back (cd {where} && git checkout {BRANCH}){f', {or_else}' if or_else else ''}",
-        )
-
-
 def am_in_progress(checkout: Path) -> bool:
     return in_progress(checkout) == "git am"
 
@@ -290,32 +275,6 @@ def remove_kit_made(path: Path) -> None:
     refuse_foreign(path)
     if path.exists():
         shutil.rmtree(path)
-
-
-def guard_local_edits(checkout: Path, state: State | None) -> None:
-    """Refuse to discard or misreport work that exists only in the checkout."""
-    if not (checkout / ".git").is_dir():
-        return
-    if state is not None and state.status == "applying":
-        return  # an apply of the kit's own that did not finish: a half-made tree (paused am, dirty files) to rebuild
-    where = shown(checkout)
-    if state is not None and state.status == "conflict":
-        raise LocalEdits(
-            f"{where} stopped at patch {state.failed_patch}",
-            "resolve it, then nox -s apply -- --continue; or nox -s apply -- --abort to go back",
-        )
-    refuse_paused_or_elsewhere(checkout, "or rerun apply with --force to discard it")
-    dirty = dirty_paths(checkout)
-    if dirty:
-        raise LocalEdits(
-            f"{where} has uncommitted edits ({', '.join(dirty[:3])})",
-            "commit them and run nox -s refresh to keep them, or rerun apply with --force to discard them",
-        )
-    if state is not None and state.status == "applied" and head(checkout) != state.head:
-        raise LocalEdits(
-            f"{where} has commits that are not exported to patches/",
-            "run nox -s refresh to keep them, or rerun apply with --force to discard them",
-        )
 
 
 def wheel_date(wheel: Path) -> str:
@@ -568,7 +527,7 @@ def apply_series(
             raise
         state = None  # --force: rebuilt from scratch below
     if not force:
-        guard_local_edits(checkout, state)
+        guard("replace", Inspection(checkout, state))
     if state is not None and state.status != "applying" and not is_good(checkout, state) and force:
         progress(f"--force: discarding {shown(checkout)}'s work that is not in patches/")
     new = State(
@@ -714,55 +673,174 @@ def abort_series(checkout: Path, progress: Progress) -> str:
     return "no earlier complete checkout: left at pristine (run nox -s apply)"
 
 
-# status -> (what, fix) of the refusal, `{where}` the checkout, `{patch}` the patch it stopped at.
-Refusals = dict[str, tuple[str, str]]
-UNUSABLE: Refusals = {  # a run of the checkout (lint, test, e2e) needs the whole series applied
-    "applying": ("{where}: an apply was interrupted or failed before it finished",
-                 "run: nox -s apply (it starts again from pristine)"),
-    "aborted": ("{where} was left at pristine by apply --abort", "run: nox -s apply"),
-    "conflict": ("{where} stopped at patch {patch}",
-                 "resolve it and run nox -s apply -- --continue, or nox -s apply -- --abort"),
-}  # fmt: skip
+# ---- what a checkout is: one inspection, one table of refusals per purpose ----------------------
+
+
+Facts = dict[str, str]
+
+
+@dataclass
+class Inspection:
+    """One checkout as the guards read it: each fact is read once, when a guard first asks for it (a paused
+    or half-made checkout is refused before git is asked anything about its tree)."""
+
+    checkout: Path
+    state: State | None
+    built_from: tuple[Pin, list[Patch]] | None = None  # the inputs it must have been built from, if any
+
+    @functools.cached_property
+    def where(self) -> str:
+        return shown(self.checkout)
+
+    def condition(self, name: str) -> Facts | None:
+        """The facts of condition `name` when it holds (for the messages), None when it does not."""
+        return getattr(self, "_" + name.replace("-", "_"))()
+
+    def _no_repository(self) -> Facts | None:
+        return None if (self.checkout / ".git").is_dir() else {}
+
+    def _absent(self) -> Facts | None:
+        return {} if self.state is None else None
+
+    def _status(self, status: str) -> Facts | None:
+        held = self.state is not None and self.state.status == status
+        return {"patch": str(self.state.failed_patch)} if held and self.state is not None else None
+
+    def _applying(self) -> Facts | None:
+        return self._status("applying")
+
+    def _conflict(self) -> Facts | None:
+        return self._status("conflict")
+
+    def _aborted(self) -> Facts | None:
+        return self._status("aborted")
+
+    def _paused(self) -> Facts | None:
+        op = in_progress(self.checkout)
+        return {"op": op} if op else None
+
+    def _elsewhere(self) -> Facts | None:
+        current = branch(self.checkout)
+        return None if current == BRANCH else {"on": f"branch {current}" if current else "a detached HEAD"}
+
+    def _not_descended(self) -> Facts | None:
+        return None if is_ancestor(self.checkout, PRISTINE_TAG, "HEAD") else {}
+
+    def _dirty(self) -> Facts | None:
+        dirty = dirty_paths(self.checkout)
+        return {"dirty": ", ".join(dirty[:3])} if dirty else None
+
+    def _unexported(self) -> Facts | None:
+        state = self.state
+        return {} if state is not None and state.status == "applied" and head(self.checkout) != state.head else None
+
+    def _other_pin(self) -> Facts | None:
+        if self.built_from is None or self.state is None:
+            return None
+        state, pin = self.state, self.built_from[0]
+        if state.pin == pin.label and state.pin_digest == pin_digest(pin):
+            return None
+        built, now = state.pin, pin.label
+        if built == now:  # same release, other bytes: the digests tell them apart
+            built, now = f"{built} {state.pin_digest[:12]}", f"{now} {pin_digest(pin)[:12]}"
+        return {"built": built, "now": now}
+
+    def _other_patches(self) -> Facts | None:
+        if self.built_from is None or self.state is None:
+            return None
+        state, patches = self.state, self.built_from[1]
+        if state.series_digest == series_digest(patches):
+            return None
+        changed = sorted(set(state.patches.items()) ^ {(p.name, sha256_text(p.text)) for p in patches})
+        return {"differs": changed[0][0] if changed else "order"}
+
+
+# (condition, error, what, fix): a purpose's guard refuses with the first row whose condition holds; an error
+# of None accepts the checkout there. `{where}` is the checkout; the other fields are the condition's facts.
+Row = tuple[str, type[CheckoutError] | None, str, str]
+SWITCH_BACK = "switch back (cd {where} && git checkout " + BRANCH + ")"
+DISCARD = "or rerun apply with --force to discard them"
+LOCAL_WORK: tuple[Row, ...] = (  # work that exists only in the checkout, or a git operation the user started
+    ("paused", LocalEdits, "{where} is in the middle of a {op}",
+     "finish it ({op} --continue) or abort it ({op} --abort) first"),
+    ("elsewhere", LocalEdits, "{where} is on {on}, not on " + BRANCH,
+     SWITCH_BACK + ", or rerun apply with --force to discard it"),
+    ("dirty", LocalEdits, "{where} has uncommitted edits ({dirty})",
+     "commit them and run nox -s refresh to keep them, " + DISCARD),
+    ("unexported", LocalEdits, "{where} has commits that are not exported to patches/",
+     "run nox -s refresh to keep them, " + DISCARD),
+)  # fmt: skip
+NO_CHECKOUT: Row = ("absent", StaleCheckout, "no checkout at {where}", "run: nox -s apply")
+PROVENANCE_FIX = (
+    "refresh would export it over other inputs: put patches/ back as apply saw it (git stash), refresh, "
+    "git stash pop; or nox -s apply -- --force to discard the checkout's work"
+)
+
+
+def provenance(fix: str) -> tuple[Row, ...]:
+    """The checkout was built from this pin and these patch files (order, names, bytes)."""
+    return (
+        ("other-pin", StaleCheckout, "{where} was built from {built}, the pin is now {now}", fix),
+        ("other-patches", StaleCheckout, "{where} does not match patches/ (differs in {differs})", fix),
+    )
+
+
 FINISH = "finish with nox -s apply -- --continue (or -- --abort); refresh writes nothing until then"
-NOT_EXPORTABLE: Refusals = {  # refresh would export a checkout without every patch
-    "applying": ("{where}: an apply was interrupted, the checkout does not hold the whole series",
-                 "run nox -s apply first (patches/ is untouched)"),
-    "conflict": ("{where} stopped at {patch}: it does not hold the whole series", FINISH),
-    "aborted": ("{where} was aborted: it does not hold the whole series", FINISH),
+GUARDS: dict[str, tuple[Row, ...]] = {
+    # apply (without --force) replaces the checkout: never over work that exists only there
+    "replace": (
+        ("no-repository", None, "", ""),
+        ("applying", None, "", ""),  # the kit's own unfinished apply: a half-made tree (paused am, dirty files)
+        ("conflict", LocalEdits, "{where} stopped at patch {patch}",
+         "resolve it, then nox -s apply -- --continue; or nox -s apply -- --abort to go back"),
+        *LOCAL_WORK,
+    ),
+    # lint, test, pr, e2e run on the checkout: exactly the pin + patches/, as apply made it
+    "use": (
+        NO_CHECKOUT,
+        ("applying", StaleCheckout, "{where}: an apply was interrupted or failed before it finished",
+         "run: nox -s apply (it starts again from pristine)"),
+        ("aborted", StaleCheckout, "{where} was left at pristine by apply --abort", "run: nox -s apply"),
+        ("conflict", StaleCheckout, "{where} stopped at patch {patch}",
+         "resolve it and run nox -s apply -- --continue, or nox -s apply -- --abort"),
+        *provenance("run: nox -s apply"),
+        *LOCAL_WORK,
+    ),
+    # refresh exports the checkout's commits: the whole series, committed, from the inputs apply saw
+    "export": (
+        NO_CHECKOUT,
+        ("applying", IncompleteCheckout, "{where}: an apply was interrupted, the checkout does not hold the whole "
+         "series", "run nox -s apply first (patches/ is untouched)"),
+        ("conflict", IncompleteCheckout, "{where} stopped at {patch}: it does not hold the whole series", FINISH),
+        ("aborted", IncompleteCheckout, "{where} was aborted: it does not hold the whole series", FINISH),
+        LOCAL_WORK[0],
+        ("elsewhere", LocalEdits, "{where} is on {on}, not on " + BRANCH, SWITCH_BACK),
+        ("not-descended", LocalEdits, "{where}: HEAD does not descend from the " + PRISTINE_TAG + " tag",
+         "run nox -s apply -- --force"),
+        ("dirty", LocalEdits, "{where} has uncommitted edits", "commit them (git commit or git commit --fixup) first"),
+        *provenance(PROVENANCE_FIX),
+    ),
 }  # fmt: skip
 
 
-def finished(checkout: Path, state: State | None, error: type[CheckoutError], refusals: Refusals) -> State:
-    """The state of a checkout whose apply finished; else `error` with the refusal for its status."""
-    where = shown(checkout)
-    if state is None:
-        raise StaleCheckout(f"no checkout at {where}", "run: nox -s apply")
-    if state.status in refusals:
-        what, fix = refusals[state.status]
-        raise error(what.format(where=where, patch=state.failed_patch), fix)
-    return state
+def guard(purpose: str, seen: Inspection) -> None:
+    """Refuse the checkout for `purpose` (a key of GUARDS) with the first row whose condition holds."""
+    for condition, error, what, fix in GUARDS[purpose]:
+        facts = seen.condition(condition)
+        if facts is None:
+            continue
+        if error is None:
+            return
+        fields_ = {"where": seen.where, **facts}
+        raise error(what.format(**fields_), fix.format(**fields_))
 
 
 def verify_current(checkout: Path, pin: Pin, patches: list[Patch]) -> State:
     """The checkout's state if it is exactly pin + patches/, else a StaleCheckout/LocalEdits error."""
-    state = finished(checkout, read_state(checkout) if (checkout / ".git").is_dir() else None, StaleCheckout, UNUSABLE)
-    check_built_from(checkout, state, pin, patches, "run: nox -s apply")
-    guard_local_edits(checkout, state)
+    state = read_state(checkout) if (checkout / ".git").is_dir() else None
+    guard("use", Inspection(checkout, state, (pin, patches)))
+    assert state is not None  # "use" refuses a missing state
     return state
-
-
-def check_built_from(checkout: Path, state: State, pin: Pin, patches: list[Patch], fix: str) -> None:
-    """Provenance: the checkout was built from this pin and these patch files (order, names, bytes)."""
-    where = shown(checkout)
-    if state.pin != pin.label or state.pin_digest != pin_digest(pin):
-        built, now = state.pin, pin.label
-        if built == now:  # same release, other bytes: the digests tell them apart
-            built, now = f"{built} {state.pin_digest[:12]}", f"{now} {pin_digest(pin)[:12]}"
-        raise StaleCheckout(f"{where} was built from {built}, the pin is now {now}", fix)
-    if state.series_digest != series_digest(patches):
-        changed = sorted(set(state.patches.items()) ^ {(p.name, sha256_text(p.text)) for p in patches})
-        differs = changed[0][0] if changed else "order"
-        raise StaleCheckout(f"{where} does not match patches/ (differs in {differs})", fix)
 
 
 def combined_diff(checkout: Path) -> str:
@@ -1094,23 +1172,6 @@ def drop_worktree(checkout: Path, scratch: Path) -> None:
     gitcmd.worktree_prune(checkout)
 
 
-def check_exportable(checkout: Path, state: State | None) -> None:
-    """Refuse a checkout refresh must not read; nothing has changed yet when this raises."""
-    finished(checkout, state, IncompleteCheckout, NOT_EXPORTABLE)
-    where = shown(checkout)
-    refuse_paused_or_elsewhere(checkout)
-    if not is_ancestor(checkout, PRISTINE_TAG, "HEAD"):
-        raise LocalEdits(f"{where}: HEAD does not descend from the {PRISTINE_TAG} tag", "run nox -s apply -- --force")
-    if dirty_paths(checkout):
-        raise LocalEdits(f"{where} has uncommitted edits", "commit them (git commit or git commit --fixup) first")
-
-
-PROVENANCE_FIX = (
-    "refresh would export it over other inputs: put patches/ back as apply saw it (git stash), refresh, "
-    "git stash pop; or nox -s apply -- --force to discard the checkout's work"
-)
-
-
 def refresh(
     checkout: Path,
     patches_dir: Path,
@@ -1128,10 +1189,8 @@ def refresh(
     checkout must have been built from it and from these patches/ (provenance).
     """
     state = read_state(checkout) if (checkout / ".git").is_dir() else None
-    check_exportable(checkout, state)
-    assert state is not None  # check_exportable refuses a missing state
-    if pin is not None:
-        check_built_from(checkout, state, pin, old, PROVENANCE_FIX)
+    guard("export", Inspection(checkout, state, None if pin is None else (pin, old)))  # nothing changed yet
+    assert state is not None  # "export" refuses a missing state
     start, recorded = head(checkout), []
     try:
         with endings_raised():
