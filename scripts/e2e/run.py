@@ -199,6 +199,20 @@ def table(runs: Sequence[RunRecord]) -> str:
     return "\n".join(rows)
 
 
+def standin_in_stock_env(config: E2EConfig) -> bool:
+    """A stand-in whose command names ``{python}``: it runs in the stock leg's closure (vllm, uvicorn, av)."""
+    return config.standin and any("{python}" in arg for arg in config.server_cmd or standin_server_cmd())
+
+
+def server_env(config: E2EConfig, environ: Mapping[str, str]) -> dict[str, str]:
+    """The server's environment; a stand-in in the stock leg's env reads and writes that leg's .pyc, as the
+    leg does (without them each start compiles torch and vllm again where PYTHONDONTWRITEBYTECODE is set)."""
+    env = determinism.server_env(environ, config.cards, ascend=config.mode == "ascend")
+    if standin_in_stock_env(config):
+        env = legenv.bytecode_env(env, legenv.pycache_dir(legenv.env_dir("stock")))
+    return env
+
+
 def prepare(config: E2EConfig, python: str | None) -> tuple[list[str], str, dict[str, Any]]:
     """(server command, python for upstream's client, versions): stand-in, external server or the patched install."""
     values = {"host": config.host, "port": str(config.port), "model": config.model_name, "python": sys.executable,
@@ -206,10 +220,9 @@ def prepare(config: E2EConfig, python: str | None) -> tuple[list[str], str, dict
     if not config.starts_server:
         return [], sys.executable, {"note": f"external server at {config.server_url}: versions not visible from here"}
     if config.standin:
-        template = config.server_cmd or standin_server_cmd()
-        if any("{python}" in arg for arg in template):  # only then: the stock leg's closure (vllm, uvicorn, av)
+        if standin_in_stock_env(config):
             values["python"] = str(legenv.ensure_env("stock"))
-        cmd = fill_cmd(template, values)
+        cmd = fill_cmd(config.server_cmd or standin_server_cmd(), values)
         return cmd, sys.executable, evidence.standin_versions(values["python"], config.checkout)
     assert python is not None  # preflight refused a run without one
     venv_python = str(install.install(python, config.checkout))
@@ -230,7 +243,7 @@ def execute(config: E2EConfig, python: str | None, checks: Sequence[preflight.Ch
     try:
         server_cmd, client_python, versions = prepare(config, python)
         client = bench.choose_client(config)
-        env = determinism.server_env(os.environ, config.cards, ascend=config.mode == "ascend")
+        env = server_env(config, os.environ)
         manifest = {
             "mode": config.mode,
             "ascend": config.mode == "ascend",

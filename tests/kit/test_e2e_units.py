@@ -9,6 +9,7 @@ import pytest
 from scripts.e2e import bench, client, compare, config, metrics, preflight, run
 from scripts.e2e.evidence import RunRecord
 from scripts.errors import KitError
+from scripts.legs import legenv, suite
 
 NPU_SMI = """\
 +------------------------------------------------------------------------------------------------+
@@ -161,3 +162,22 @@ def test_both_clients_always_get_an_image(tmp_path: Path) -> None:
         assert ("--ping-interval" in cmd) == (name == "kit")  # upstream's script pings on its own
     given = config.parse_args(["--image", "/data/first.png"], {})
     assert bench.first_frame(given, tmp_path) == "/data/first.png"
+
+
+def test_a_standin_in_the_stock_env_gets_that_legs_bytecode_and_other_servers_do_not() -> None:
+    environ = {"PATH": "/bin", "PYTHONDONTWRITEBYTECODE": "1"}
+    env = run.server_env(config.parse_args(["--standin"], {}), environ)
+    assert env["PYTHONPYCACHEPREFIX"] == str(legenv.pycache_dir(legenv.env_dir("stock")))
+    assert "PYTHONDONTWRITEBYTECODE" not in env and env["PATH"] == "/bin"
+    for argv in (["--standin", "--server-cmd", "python3 my_server.py --port {port}"],
+                 ["--server-url", "ws://127.0.0.1:9000"]):  # fmt: skip
+        env = run.server_env(config.parse_args(argv, {}), environ)
+        assert "PYTHONPYCACHEPREFIX" not in env and env["PYTHONDONTWRITEBYTECODE"] == "1", argv
+    assert environ == {"PATH": "/bin", "PYTHONDONTWRITEBYTECODE": "1"}  # the caller's mapping is left as it was
+
+
+def test_a_leg_reads_and_writes_its_own_bytecode(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    env = suite.leg_env("stock", "simulated", tmp_path / "co", tmp_path / "pr", tmp_path / "out", tmp_path / "pyc")
+    assert env["PYTHONPYCACHEPREFIX"] == str(tmp_path / "pyc") and "PYTHONDONTWRITEBYTECODE" not in env
+    assert env["KIT_LEG"] == "stock" and env["TORCH_DEVICE_BACKEND_AUTOLOAD"] == "0"
