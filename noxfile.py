@@ -3,7 +3,7 @@
 nox -s apply test        pristine pin + patches/ -> .work/vllm-omni, then both CPU test legs (in parallel)
 nox -s lint              ruff (upstream's settings) + the kit's own checks on the series
 nox -s refresh           checkout commits -> patches/ (byte-stable)
-nox -s kit               the kit's own tests
+nox -s kit               the kit's own tests, default tier (in parallel); "kit(tier='heavy')": legs, e2e, network
 nox -s e2e -- ...        realtime benchmark on 4 Ascend cards (self-hosted runners)
 nox -s pr / rebase       upstream PR preparation / try the series on another pin
 nox -s bench / timings   NPU gather and memory figures / apply test on fresh clones, warm, and .ci/run
@@ -22,6 +22,7 @@ import nox  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))  # the kit's scripts/, for the pins and the leg names
 from scripts import kittools  # noqa: E402
+from scripts.kittools import KIT_TIERS, kit_tests_command  # noqa: E402
 from scripts.legs.legenv import LEGS  # noqa: E402
 from scripts.legs.suite import TEST_FLAGS  # noqa: E402
 from scripts.workspace import Workspace  # noqa: E402
@@ -100,9 +101,24 @@ for _leg in LEGS:
 
 @nox.session(venv_backend=VENV_BACKEND)
 def kit(session: nox.Session) -> None:
-    """The kit's own tests (tests/kit)."""
+    """The kit's own tests (tests/kit), default tier: not legs, e2e or network; in parallel (pytest-xdist)."""
     session.install("-r", str(KIT_TOOLS))
-    session.run("pytest", "tests/kit", "--junitxml=.work/records/kit/junit.xml", *session.posargs)
+    session.run(*kit_tests_command("default", session.posargs))
+
+
+def kit_tier(tier: str) -> None:
+    """`nox -s "kit(tier='heavy')"`: the tests marked legs, e2e or network (pytest.ini), one at a time."""
+
+    @nox.session(name=f"kit(tier='{tier}')", venv_backend=VENV_BACKEND, default=False)
+    def one(session: nox.Session) -> None:
+        """The kit's own tests of one tier (flags after -- go to pytest)."""
+        session.install("-r", str(KIT_TOOLS))
+        session.run(*kit_tests_command(tier, session.posargs))
+
+
+for _tier in KIT_TIERS:
+    if _tier != "default":
+        kit_tier(_tier)
 
 
 @nox.session(venv_backend=VENV_BACKEND, default=False)

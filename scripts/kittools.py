@@ -6,6 +6,7 @@ import importlib.util
 import re
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from scripts.errors import KitError
@@ -55,3 +56,18 @@ def pip_config_list() -> str:
         return ""
     done = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True)
     return done.stdout if done.returncode == 0 else ""
+
+
+# The tiers of the kit's own tests (pytest.ini declares the markers). The default tier runs in parallel;
+# the heavy one runs one test at a time: its tests share the real .work checkout and the leg envs.
+HEAVY_MARKERS = ("legs", "e2e", "network")
+KIT_TIERS: dict[str, tuple[str, ...]] = {
+    "default": ("-m", " and ".join(f"not {m}" for m in HEAVY_MARKERS), "-n", "auto"),
+    "heavy": ("-m", " or ".join(HEAVY_MARKERS)),
+}
+
+
+def kit_tests_command(tier: str, posargs: Sequence[str]) -> list[str]:
+    """pytest's arguments for one tier; each tier keeps its own junit record (.ci/run counts them all)."""
+    record = "kit" if tier == "default" else f"kit-{tier}"
+    return ["pytest", "tests/kit", *KIT_TIERS[tier], f"--junitxml=.work/records/{record}/junit.xml", *posargs]

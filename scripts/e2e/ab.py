@@ -335,7 +335,7 @@ def execute(ws: Workspace, config: E2EConfig, base_python: str | None, checks: S
     folder = evidence.create(config.evidence_root)
     print(f"e2e: A/B ({config.mode}) {config.ab} vs HEAD, evidence in {folder}", flush=True)
     variants = {"A": a, "B": b}
-    env = determinism.server_env(os.environ, config.cards, ascend=config.mode == "ascend")
+    env = run.server_env(ws, config, os.environ)
     hardware = "stand-in (no accelerator)" if config.standin else preflight.npu_smi_info()
     evidence.write_json(folder / "manifest.json", {
         "mode": f"ab-{config.mode}", "config": asdict(config), "variants": {k: asdict(v) for k, v in variants.items()},

@@ -200,6 +200,21 @@ def table(runs: Sequence[RunRecord]) -> str:
     return "\n".join(rows)
 
 
+def standin_in_stock_env(ws: Workspace, config: E2EConfig) -> bool:
+    """A stand-in whose command names ``{python}``: it runs in the stock leg's closure (vllm, uvicorn, av)."""
+    template = config.server_cmd or standin_server_cmd(ws.standin_script)
+    return config.standin and any("{python}" in arg for arg in template)
+
+
+def server_env(ws: Workspace, config: E2EConfig, environ: Mapping[str, str]) -> dict[str, str]:
+    """The server's environment; a stand-in in the stock leg's env reads and writes that leg's .pyc, as the
+    leg does (without them each start compiles torch and vllm again where PYTHONDONTWRITEBYTECODE is set)."""
+    env = determinism.server_env(environ, config.cards, ascend=config.mode == "ascend")
+    if standin_in_stock_env(ws, config):
+        env = legenv.bytecode_env(env, legenv.pycache_dir(legenv.env_dir(ws, "stock")))
+    return env
+
+
 def prepare(ws: Workspace, config: E2EConfig, python: str | None) -> tuple[list[str], str, dict[str, Any]]:
     """(server command, python for upstream's client, versions): stand-in, external server or the patched install."""
     values = {"host": config.host, "port": str(config.port), "model": config.model_name, "python": sys.executable,
@@ -207,10 +222,9 @@ def prepare(ws: Workspace, config: E2EConfig, python: str | None) -> tuple[list[
     if not config.starts_server:
         return [], sys.executable, {"note": f"external server at {config.server_url}: versions not visible from here"}
     if config.standin:
-        template = config.server_cmd or standin_server_cmd(ws.standin_script)
-        if any("{python}" in arg for arg in template):  # only then: the stock leg's closure (vllm, uvicorn, av)
+        if standin_in_stock_env(ws, config):
             values["python"] = str(legenv.ensure_env(ws, "stock"))
-        cmd = fill_cmd(template, values)
+        cmd = fill_cmd(config.server_cmd or standin_server_cmd(ws.standin_script), values)
         return cmd, sys.executable, evidence.standin_versions(values["python"], config.checkout)
     assert python is not None  # preflight refused a run without one
     venv_python = str(install.install(ws, python, config.checkout, ws.e2e_venv))
@@ -231,7 +245,7 @@ def execute(ws: Workspace, config: E2EConfig, python: str | None, checks: Sequen
     try:
         server_cmd, client_python, versions = prepare(ws, config, python)
         client = bench.choose_client(config)
-        env = determinism.server_env(os.environ, config.cards, ascend=config.mode == "ascend")
+        env = server_env(ws, config, os.environ)
         manifest = {
             "mode": config.mode,
             "ascend": config.mode == "ascend",

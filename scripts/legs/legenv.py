@@ -30,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -129,6 +130,14 @@ def pycache_dir(env: Path) -> Path:
     .work/envs share these files too.
     """
     return env.resolve() / "pycache"
+
+
+def bytecode_env(environ: Mapping[str, str], pycache: Path) -> dict[str, str]:
+    """``environ`` for a python of a leg env: .pyc in its ``pycache`` (pycache_dir), written even where the
+    caller sets PYTHONDONTWRITEBYTECODE (CI images do): torch and vllm compile once per env, not per start."""
+    out = {**environ, "PYTHONPYCACHEPREFIX": str(pycache)}
+    out.pop("PYTHONDONTWRITEBYTECODE", None)
+    return out
 
 
 def pin_files(ws: Workspace, leg: str) -> list[Path]:

@@ -56,18 +56,16 @@ def npu_mode(leg: str, versions: dict[str, str]) -> str:
 
 
 def leg_env(leg: str, mode: str, checkout: Path, pristine: Path, out: Path, pycache: Path) -> dict[str, str]:
-    env = {
-        **os.environ,
+    leg_vars = {
         "KIT_LEG_REPORT_DIR": str(out),
         "COVERAGE_FILE": str(out / ".coverage"),  # two legs at once must not share coverage data
         "KIT_LEG": leg,
         "KIT_NPU_MODE": mode,
         "KIT_CHECKOUT": str(checkout),
         "KIT_PRISTINE": str(pristine),
-        # .pyc of what the leg imports, compiled on its first run and kept with its env; never in the checkout.
-        "PYTHONPYCACHEPREFIX": str(pycache),
     }
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    # .pyc of what the leg imports, compiled on its first run and kept with its env; never in the checkout.
+    env = legenv.bytecode_env({**os.environ, **leg_vars}, pycache)
     if mode == "simulated":
         # torch_npu is installed but cannot load without CANN; stop torch from auto-loading it.
         env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"

@@ -7,7 +7,7 @@ Always: `nox -s apply test` in a fresh clone with uv's package cache as it is ("
 cache": the leg environments are built, their files linked from the cache), then again
 in the same clone ("warm": everything reused). --empty-cache adds a fresh clone with an
 empty package cache (UV_CACHE_DIR set to a new folder: several GB are downloaded).
---ci adds `.ci/run` on another fresh clone (the kit's tests, then apply, lint, test).
+--ci adds `.ci/run` on another fresh clone (the kit's tests by tier, then apply, lint, test).
 Each run's output goes to .work/records/timings/<case>.log; a table of seconds and
 ratios against the targets ends the run.
 """

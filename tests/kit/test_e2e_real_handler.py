@@ -23,6 +23,9 @@ from conftest import free_port
 from e2e_prereq import KIT, ensure_checkout_and_stock_env
 
 from scripts.e2e import server
+from scripts.legs import legenv
+
+pytestmark = pytest.mark.e2e  # vllm-omni's handler in the stock leg's env, on the real .work checkout
 
 av = pytest.importorskip("av", reason="frames are decoded with PyAV (ci/kit-tools.txt)")
 
@@ -50,6 +53,7 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Serv
     python = ensure_checkout_and_stock_env()
     logs = tmp_path_factory.mktemp("servers")
     env = {k: v for k, v in os.environ.items() if not k.startswith("STANDIN_")}
+    env = legenv.bytecode_env(env, legenv.pycache_dir(legenv.env_dir(KIT, "stock")))  # as the e2e starts them
     started: dict[str, Served] = {}
     for name, extra in SERVERS.items():
         port = free_port()

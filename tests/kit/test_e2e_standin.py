@@ -22,6 +22,9 @@ from e2e_prereq import KIT, ensure_checkout_and_stock_env
 from scripts.e2e import evidence, server
 from scripts.legs import legenv
 
+# Each case starts stand-in servers in the stock leg's env, on the real .work checkout.
+pytestmark = pytest.mark.e2e
+
 pytest.importorskip("av", reason="the stand-in needs PyAV (ci/kit-tools.txt)")
 pytest.importorskip("websockets", reason="the stand-in needs websockets (ci/kit-tools.txt)")
 

@@ -12,6 +12,7 @@ from conftest import KIT_ROOT
 from scripts.e2e import bench, client, compare, config, evidence, metrics, preflight, run
 from scripts.e2e.evidence import RunRecord
 from scripts.errors import KitError
+from scripts.legs import legenv, suite
 from scripts.pr import body
 from scripts.series import load_series, series_digest
 from scripts.workspace import Workspace
@@ -191,3 +192,22 @@ def test_the_summary_reads_the_series_digest_and_an_old_manifests_field(tmp_path
     for kit, shown in (({"series_digest": "d" * 64}, "d" * 64), ({"series_sha256": "e" * 64}, "e" * 64)):
         manifest = {"config": config_doc, "kit": kit, "mode": "standin", "client": "kit"}
         assert f"series digest {shown}" in evidence.summary_markdown(summary, manifest)
+
+
+def test_a_standin_in_the_stock_env_gets_that_legs_bytecode_and_other_servers_do_not() -> None:
+    environ = {"PATH": "/bin", "PYTHONDONTWRITEBYTECODE": "1"}
+    env = run.server_env(WS, config.parse_args(WS, ["--standin"], {}), environ)
+    assert env["PYTHONPYCACHEPREFIX"] == str(legenv.pycache_dir(legenv.env_dir(WS, "stock")))
+    assert "PYTHONDONTWRITEBYTECODE" not in env and env["PATH"] == "/bin"
+    for argv in (["--standin", "--server-cmd", "python3 my_server.py --port {port}"],
+                 ["--server-url", "ws://127.0.0.1:9000"]):  # fmt: skip
+        env = run.server_env(WS, config.parse_args(WS, argv, {}), environ)
+        assert "PYTHONPYCACHEPREFIX" not in env and env["PYTHONDONTWRITEBYTECODE"] == "1", argv
+    assert environ == {"PATH": "/bin", "PYTHONDONTWRITEBYTECODE": "1"}  # the caller's mapping is left as it was
+
+
+def test_a_leg_reads_and_writes_its_own_bytecode(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    env = suite.leg_env("stock", "simulated", tmp_path / "co", tmp_path / "pr", tmp_path / "out", tmp_path / "pyc")
+    assert env["PYTHONPYCACHEPREFIX"] == str(tmp_path / "pyc") and "PYTHONDONTWRITEBYTECODE" not in env
+    assert env["KIT_LEG"] == "stock" and env["TORCH_DEVICE_BACKEND_AUTOLOAD"] == "0"

@@ -39,12 +39,14 @@ def uv() -> str:
     return found[0]
 
 
+@pytest.mark.network  # uv resolves against the package registry
 @pytest.mark.parametrize("platform", sorted(legpins.PLATFORMS.values()))
 @pytest.mark.parametrize("name", legpins.PIN_FILES)
 def test_every_pin_has_a_wheel_on_both_architectures(uv: str, name: str, platform: str) -> None:
     legpins.check_resolves(CI_DIR, uv, CI_DIR / name, platform, index_args())
 
 
+@pytest.mark.network  # uv resolves against the package registry
 def test_the_resolve_check_bites_on_a_pin_without_an_aarch64_wheel(uv: str, tmp_path: Path) -> None:
     text = (CI_DIR / "leg-stock.txt").read_text(encoding="utf-8")
     unmarked = text.replace("intel-openmp==2024.2.1 ; platform_machine == 'x86_64'", "intel-openmp==2024.2.1")
@@ -55,6 +57,7 @@ def test_the_resolve_check_bites_on_a_pin_without_an_aarch64_wheel(uv: str, tmp_
         legpins.check_resolves(CI_DIR, uv, tmp_path / "leg-stock.txt", legpins.PLATFORMS["aarch64"], index_args())
 
 
+@pytest.mark.network  # uv resolves against the package registry
 @pytest.mark.parametrize("name", legpins.PIN_FILES)
 def test_each_pin_file_is_what_its_header_command_makes(uv: str, name: str) -> None:
     # As of the time the file records: releases published since then cannot make this fail.
@@ -66,6 +69,7 @@ def test_each_pin_file_is_what_its_header_command_makes(uv: str, name: str) -> N
     )
 
 
+@pytest.mark.network  # uv resolves against the package registry
 def test_the_staleness_check_bites_on_an_edited_top_section(uv: str, tmp_path: Path) -> None:
     # Same recorded time, one more top-level requirement: the closure gains its dependencies, so the file is stale.
     text = (CI_DIR / "leg-stock.txt").read_text(encoding="utf-8")
@@ -81,6 +85,7 @@ def test_the_staleness_check_bites_on_an_edited_top_section(uv: str, tmp_path: P
     ).read_text(encoding="utf-8")
 
 
+@pytest.mark.network  # uv resolves against the package registry
 def test_a_resolve_as_of_an_earlier_time_takes_earlier_releases(uv: str) -> None:
     # --exclude-newer really moves the answer: the recorded time is what makes the check reproducible.
     text = (CI_DIR / "leg-stock.txt").read_text(encoding="utf-8")

@@ -176,6 +176,7 @@ def real_schema() -> str:
     return npu_schema.wheel_schema(npu_schema.download_wheel(npu_schema.pinned_version()))
 
 
+@pytest.mark.network  # the pinned torch-npu wheel, downloaded once into .work/downloads
 def test_real_wheel_schema_extends_the_documented_prototype(real_schema: str) -> None:
     params = parse_schema(real_schema)
     assert real_schema.startswith(DOCUMENTED_PREFIX)
@@ -183,6 +184,7 @@ def test_real_wheel_schema_extends_the_documented_prototype(real_schema: str) ->
     assert [p.name for p in params[20:]] == ["sink", "dropout_mask", "seed", "offset"]
 
 
+@pytest.mark.network  # the pinned torch-npu wheel, downloaded once into .work/downloads
 def test_real_wheel_schema_check_bites_on_alterations(real_schema: str) -> None:
     real = parse_schema(real_schema)
     renamed = parse_schema(real_schema.replace("int[]? actual_seq_qlen", "int[]? actual_seq_len"))

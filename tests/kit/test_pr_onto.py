@@ -16,6 +16,8 @@ from upstreams import ROPE, commit_all, edit, real_wheel, release_repo
 from scripts.gitcmd import git
 from scripts.pr import cover as covermod
 
+pytestmark = pytest.mark.network  # the real pinned wheel: from .work/downloads when cached, else the registry
+
 RUFF = shutil.which("ruff", path=str(Path(sys.executable).parent)) or "ruff"
 ME = "Ada Lovelace <ada@example.org>"
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
 from conftest import KIT_ROOT, copy_kit
 
 
+@pytest.mark.network  # the real 0.30.0 wheel: cached in .work/downloads or from the registry
 def test_real_wheel_apply_is_reproducible_and_refresh_is_byte_stable(tmp_path: Path) -> None:
     kit = copy_kit(tmp_path / "kit", with_patches=True)
     for wheel in (KIT_ROOT / ".work" / "downloads").glob("vllm_omni-0.30.0-*.whl"):

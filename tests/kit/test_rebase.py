@@ -8,6 +8,7 @@ import json
 import re
 import zipfile
 
+import pytest
 from conftest import KIT_ROOT, SMALL_UPSTREAM, Kit, copy_kit, make_series, rope_with
 
 from scripts import pin as pinmod
@@ -164,6 +165,7 @@ def test_latest_is_the_newest_release_on_the_index(small_kit: Kit, tmp_path) -> 
     assert json.loads((small_kit.root / ".work/rebase/latest.json").read_text())["target"]["version"] == "0.10.0"
 
 
+@pytest.mark.network
 def test_real_release_0_28_0_from_the_registry(tmp_path) -> None:
     """The shipped series and pin, tried on vllm-omni 0.28.0 (a real wheel from the package registry)."""
     kit = copy_kit(tmp_path / "kit", with_patches=True)

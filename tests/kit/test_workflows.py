@@ -181,3 +181,53 @@ def test_mutation_testing_runs_weekly_not_on_every_push() -> None:
     weekly, cpu = _text("weekly.yml"), _text("cpu.yml")
     assert "run: nox -s apply mutate" in weekly and "path: .work/records/mutate.json" in weekly
     assert "mutate" not in cpu
+
+
+def jobs_of(text: str) -> dict[str, str]:
+    """Each job's text by its id (the lines from `  <id>:` to the next job)."""
+    parts = re.split(r"(?m)^  (\w[\w-]*):\n(?=    name:)", text.split("\njobs:\n", 1)[1])
+    return dict(zip(parts[1::2], parts[2::2], strict=True))
+
+
+def kit_tier_problems(text: str) -> list[str]:
+    """What keeps cpu.yml from running the default tier quickly and the heavy tier with the leg cache."""
+    jobs = jobs_of(text)
+    default = [j for j in jobs.values() if re.search(r"(?m)^        run: nox -s kit$", j)]
+    heavy = [j for j in jobs.values() if "run: nox -s \"kit(tier='heavy')\"" in j]
+    problems = []
+    if len(default) != 1:
+        problems.append("no one job runs the default tier (nox -s kit)")
+    elif int(re.findall(r"timeout-minutes: (\d+)", default[0])[0]) > 15 or "actions/cache" in default[0]:
+        problems.append("the default tier's job is not quick (timeout over 15 min, or it restores leg envs)")
+    if len(heavy) != 1:
+        problems.append("no one job runs the heavy tier (nox -s \"kit(tier='heavy')\")")
+    elif "path: ~/.cache/uv" not in heavy[0] or "hashFiles('ci/leg-*.txt')" not in heavy[0]:
+        problems.append("the heavy tier's job builds leg envs without uv's cache")
+    return problems
+
+
+def test_cpu_workflow_runs_the_default_tier_quickly_and_the_heavy_tier_with_the_leg_cache() -> None:
+    assert kit_tier_problems(_text("cpu.yml")) == []
+
+
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        (("    timeout-minutes: 10\n", "    timeout-minutes: 30\n"), "default tier's job is not quick"),
+        (("run: nox -s \"kit(tier='heavy')\"", "run: nox -s kit"), "no one job runs the default tier"),
+        (("      - name: Kit tests marked", "      - name: Kit tests again\n        run: nox -s kit\n"
+          "      - name: Kit tests marked"), "no one job runs the default tier"),
+    ],
+    ids=["slow-default", "heavy-missing", "default-twice"],
+)  # fmt: skip
+def test_cpu_tier_check_bites(change: tuple[str, str], problem: str) -> None:
+    broken = _text("cpu.yml").replace(*change, 1)
+    assert broken != _text("cpu.yml")
+    assert any(problem in p for p in kit_tier_problems(broken)), kit_tier_problems(broken)
+
+
+def test_cpu_tier_check_bites_on_the_heavy_tier_without_the_uv_cache() -> None:
+    text = _text("cpu.yml")
+    heavy = jobs_of(text)["kit-heavy"]
+    cache = heavy[heavy.index("      - name: uv's package cache") : heavy.index("      - name: Kit tests marked")]
+    assert "the heavy tier's job builds leg envs without uv's cache" in kit_tier_problems(text.replace(cache, ""))

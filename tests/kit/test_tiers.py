@@ -1,0 +1,133 @@
+"""The tiers of the kit's own tests: pytest.ini's markers are the heavy tier's, and every test that
+builds or uses a leg env, starts servers on the real checkout or fetches a real wheel carries one."""
+
+from __future__ import annotations
+
+import ast
+import configparser
+from pathlib import Path
+
+import pytest
+from conftest import KIT_ROOT
+
+from scripts.kittools import HEAVY_MARKERS, KIT_TIERS, kit_tests_command
+
+# Helpers whose use makes a test heavy, and the marker that says so.
+HEAVY_CALLS = {
+    "ensure_checkout": "e2e",  # applies the series in the real .work
+    "ensure_checkout_and_stock_env": "e2e",
+    "ensure_env": "legs",
+    "leg_kit": "legs",
+    "shared_env_ready": "legs",
+    "real_wheel": "network",  # the real release wheel: from the cache or the registry
+    "urlopen": "network",
+}
+
+
+def declared_markers(ini_text: str) -> set[str]:
+    parser = configparser.ConfigParser(interpolation=None)
+    parser.read_string(ini_text)
+    lines = parser["pytest"].get("markers", "").strip().splitlines()
+    return {line.split(":", 1)[0].strip() for line in lines if line.strip()}
+
+
+def selects(expression: str, marks: set[str]) -> bool:
+    """pytest's -m expression on a test with these marks (the tiers' expressions are plain Python)."""
+    return bool(eval(expression, {}, {m: m in marks for m in HEAVY_MARKERS}))  # noqa: S307 -- our own constant
+
+
+def tier_problems(ini_text: str) -> list[str]:
+    problems = []
+    if declared_markers(ini_text) != set(HEAVY_MARKERS):
+        problems.append(f"pytest.ini declares {sorted(declared_markers(ini_text))}, the tiers know {HEAVY_MARKERS}")
+    default, heavy = KIT_TIERS["default"][1], KIT_TIERS["heavy"][1]
+    for marks in [set(), *({m} for m in HEAVY_MARKERS)]:
+        if selects(default, marks) == selects(heavy, marks):
+            problems.append(f"a test marked {sorted(marks)} is in both tiers or in neither")
+    return problems
+
+
+def test_the_tiers_split_the_tests_by_pytest_ini_markers() -> None:
+    assert tier_problems((KIT_ROOT / "pytest.ini").read_text(encoding="utf-8")) == []
+    assert kit_tests_command("default", ["-x"])[-2:] == ["--junitxml=.work/records/kit/junit.xml", "-x"]
+    assert "--junitxml=.work/records/kit-heavy/junit.xml" in kit_tests_command("heavy", [])
+    assert "-n" in KIT_TIERS["default"] and "-n" not in KIT_TIERS["heavy"]  # heavy tests share .work
+
+
+def test_the_tier_check_bites_on_a_marker_no_tier_knows() -> None:
+    ini = (KIT_ROOT / "pytest.ini").read_text(encoding="utf-8") + "    slow: takes long\n"
+    assert tier_problems(ini) == [
+        f"pytest.ini declares ['e2e', 'legs', 'network', 'slow'], the tiers know {HEAVY_MARKERS}"
+    ]
+
+
+def _calls(node: ast.AST) -> set[str]:
+    return {
+        n.func.id if isinstance(n.func, ast.Name) else n.func.attr
+        for n in ast.walk(node)
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name | ast.Attribute)
+    }
+
+
+def _marks(decorators: list[ast.expr]) -> set[str]:
+    return {
+        d.attr
+        for dec in decorators
+        for d in ast.walk(dec)
+        if isinstance(d, ast.Attribute) and isinstance(d.value, ast.Attribute) and d.value.attr == "mark"
+    }
+
+
+def unmarked_heavy_tests(source: str) -> list[str]:
+    """Tests of one module that reach a heavy helper (through the module's functions, classes and
+    fixtures, autouse ones included) without a heavy marker on them or on the module."""
+    tree = ast.parse(source)
+    defs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef | ast.ClassDef)}
+    module_marks = {m for n in tree.body if isinstance(n, ast.Assign) for t in n.targets
+                    if isinstance(t, ast.Name) and t.id == "pytestmark" for m in _marks([n.value])}  # fmt: skip
+    fixtures = {name for name, n in defs.items() if isinstance(n, ast.FunctionDef) and "fixture" in ast.dump(n)}
+    autouse = [name for name in fixtures if "autouse" in ast.dump(defs[name])]
+
+    def reach(names: list[str]) -> set[str]:
+        seen: set[str] = set()
+        found: set[str] = set()
+        while names:
+            name = names.pop()
+            if name in seen or name not in defs:
+                continue
+            seen.add(name)
+            calls = _calls(defs[name])
+            found |= calls
+            params = [a.arg for a in defs[name].args.args] if isinstance(defs[name], ast.FunctionDef) else []
+            names += [c for c in calls if c in defs] + [p for p in params if p in fixtures]
+        return found
+
+    problems = []
+    for name, node in defs.items():
+        if name.startswith("test_") and isinstance(node, ast.FunctionDef):
+            heavy = sorted(set(HEAVY_CALLS) & reach([name, *autouse]))
+            if heavy and not (set(HEAVY_MARKERS) & (module_marks | _marks(node.decorator_list))):
+                problems.append(f"{name}: {', '.join(heavy)} without a {'/'.join(HEAVY_MARKERS)} marker")
+    return problems
+
+
+@pytest.mark.parametrize("path", sorted((KIT_ROOT / "tests" / "kit").glob("test_*.py")), ids=lambda p: p.stem)
+def test_every_heavy_test_is_marked(path: Path) -> None:
+    assert unmarked_heavy_tests(path.read_text(encoding="utf-8")) == []
+
+
+def test_the_marker_check_bites_through_fixtures_and_helpers() -> None:
+    source = (
+        "import pytest\n"
+        "def helper():\n    return legenv.ensure_env('stock')\n"
+        "@pytest.fixture\ndef wheel(tmp_path):\n    return real_wheel(tmp_path)\n"
+        "def test_a():\n    helper()\n"
+        "def test_b(wheel):\n    pass\n"
+        "@pytest.mark.legs\ndef test_c():\n    helper()\n"
+        "def test_d():\n    pass\n"
+    )
+    assert unmarked_heavy_tests(source) == [
+        "test_a: ensure_env without a legs/e2e/network marker",
+        "test_b: real_wheel without a legs/e2e/network marker",
+    ]
+    assert unmarked_heavy_tests("import pytest\npytestmark = pytest.mark.network\n" + source.split("\n", 1)[1]) == []
