@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import e2e_prereq
 import pytest
 
 from scripts.__main__ import main
@@ -265,3 +266,36 @@ def kit3(small_kit: Kit) -> Kit:
     """A kit with three patches: fix-ten, twenty (both in rope.py), double-attn (attn.py)."""
     make_series(small_kit, THREE_PATCHES)
     return small_kit
+
+
+@pytest.fixture(scope="session")
+def e2e_kit(tmp_path_factory: pytest.TempPathFactory) -> Workspace:
+    """A copy of the kit for the e2e tests (tests/kit/e2e_prereq.py): the developer's .work is never written."""
+    return e2e_prereq.e2e_copy(tmp_path_factory.mktemp("e2e-kit"))
+
+
+SHARED_UNDER_WORK = ("envs", "records/kit", "records/kit-heavy")  # the leg envs (a cache) and these tests' reports
+
+
+def work_snapshot(work: Path) -> dict[str, tuple[int, int]]:
+    """Every file under the developer's .work but the shared parts, with its size and mtime."""
+    if not work.is_dir():
+        return {}
+    found = {}
+    for folder, dirs, files in os.walk(work):
+        rel = Path(folder).relative_to(work).as_posix()
+        dirs[:] = [d for d in dirs if f"{rel}/{d}".removeprefix("./") not in SHARED_UNDER_WORK]
+        for name in files:
+            stat = (Path(folder) / name).lstat()
+            found[f"{rel}/{name}"] = (stat.st_size, stat.st_mtime_ns)
+    return found
+
+
+@pytest.fixture(scope="session", autouse=True)
+def developers_work_untouched() -> Iterator[None]:
+    """No test writes into the developer's .work: every command runs on a copy of the kit (fails the session if one
+    did, naming the files)."""
+    before = work_snapshot(KIT_ROOT / ".work")
+    yield
+    changed = sorted({name for name, _ in set(before.items()) ^ set(work_snapshot(KIT_ROOT / ".work").items())})
+    assert not changed, f"a test wrote into the developer's .work: {', '.join(changed[:5])}"

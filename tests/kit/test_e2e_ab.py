@@ -21,11 +21,12 @@ from typing import Any
 
 import pytest
 from conftest import free_port
-from e2e_prereq import KIT, ensure_checkout, ensure_checkout_and_stock_env
+from e2e_prereq import PARSING, ensure_checkout, ensure_checkout_and_stock_env
 
 from scripts.e2e import ab
 from scripts.e2e.config import parse_args
 from scripts.e2e.evidence import RunRecord
+from scripts.workspace import Workspace
 
 pytest.importorskip("av", reason="frames are decoded with PyAV (ci/kit-tools.txt)")
 
@@ -89,7 +90,7 @@ FRAME_30 = {**LOSSLESS, "lossless": False, "frames_equal": False, "md5_equal": F
 
 
 def test_summary_of_a_five_percent_slower_b_with_the_same_bytes() -> None:
-    config = parse_args(KIT, ["--standin", "--ab", "pristine"], {})
+    config = parse_args(PARSING, ["--standin", "--ab", "pristine"], {})
     doc = ab.summarize(config, trials(noisy_trials(300.0, seed=1), noisy_trials(315.0, seed=2)), LOSSLESS)
     assert doc["verdict"] == "slower", doc["reason"]
     assert doc["ci_pct"][0] > 0 and 2.0 < doc["delta_pct"] < 8.0
@@ -101,7 +102,7 @@ def test_summary_of_a_five_percent_slower_b_with_the_same_bytes() -> None:
 
 
 def test_summary_of_one_frame_difference_at_unchanged_speed() -> None:
-    config = parse_args(KIT, ["--standin", "--ab", "pristine"], {})
+    config = parse_args(PARSING, ["--standin", "--ab", "pristine"], {})
     doc = ab.summarize(config, trials(noisy_trials(300.0, seed=1), noisy_trials(300.0, seed=4)), FRAME_30)
     assert doc["verdict"] == "no significant change", doc["reason"]  # 0 % on known data (the host is not)
     assert "NOT lossless: decoded frames differ from frame 30 (16 frames)" in doc["reason"]
@@ -112,7 +113,7 @@ def test_summary_of_one_frame_difference_at_unchanged_speed() -> None:
 
 
 def test_summary_of_a_crashed_b_trial_reports_no_delta() -> None:
-    config = parse_args(KIT, ["--standin", "--ab", "pristine"], {})
+    config = parse_args(PARSING, ["--standin", "--ab", "pristine"], {})
     doc = ab.summarize(config, trials(noisy_trials(300.0, seed=1), noisy_trials(300.0, seed=2), "server_died"), None)
     assert doc["verdict"] == "trial_failed"
     assert [(t["variant"], t["status"]) for t in doc["trials"]] == [("A", "ok"), ("B", "server_died")]
@@ -120,13 +121,13 @@ def test_summary_of_a_crashed_b_trial_reports_no_delta() -> None:
     assert "delta_ms" not in doc and "lossless" not in doc
 
 
-@pytest.mark.e2e  # applies the series in the real .work checkout
-def test_unknown_base_is_one_clear_line(tmp_path: Path) -> None:
-    ensure_checkout()
+@pytest.mark.e2e  # applies the series in a copy of the kit
+def test_unknown_base_is_one_clear_line(e2e_kit: Workspace, tmp_path: Path) -> None:
+    ensure_checkout(e2e_kit)
     done = subprocess.run(
         [sys.executable, "-m", "scripts", "e2e", "--standin", "--ab", "no-such-revision", "--port", str(free_port()),
          "--evidence-root", str(tmp_path / "ev"), "--lock-dir", str(tmp_path / "locks")],
-        cwd=KIT.root, capture_output=True, text=True, timeout=120,
+        cwd=e2e_kit.root, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert done.returncode == 2
     assert not (tmp_path / "ev").exists() or not list((tmp_path / "ev").iterdir())  # nothing half-made
@@ -136,8 +137,8 @@ def test_unknown_base_is_one_clear_line(tmp_path: Path) -> None:
     ]
 
 
-def run_ab(tmp_path: Path, **knobs: str) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
-    ensure_checkout_and_stock_env()
+def run_ab(kit: Workspace, tmp_path: Path, **knobs: str) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    ensure_checkout_and_stock_env(kit)
     root = tmp_path / "evidence"
     cmd = [sys.executable, "-m", "scripts", "e2e", "--standin", "--ab", "pristine", "--ab-repeats", "1",
            "--port", str(free_port()), "--chunks", "16", "--warmup-chunks", "2", "--warmup-sessions", "0",
@@ -145,7 +146,7 @@ def run_ab(tmp_path: Path, **knobs: str) -> tuple[subprocess.CompletedProcess[st
            "--stop-timeout-s", "5", "--evidence-root", str(root), "--lock-dir", str(tmp_path / "locks")]  # fmt: skip
     env = {k: v for k, v in os.environ.items() if not k.startswith(("STANDIN_", "KIT_E2E_"))}
     env.update({"STANDIN_CHUNK_INTERVAL_MS": "300", **{f"STANDIN_B_{k.upper()}": v for k, v in knobs.items()}})
-    done = subprocess.run(cmd, cwd=KIT.root, env=env, capture_output=True, text=True, timeout=900)
+    done = subprocess.run(cmd, cwd=kit.root, env=env, capture_output=True, text=True, timeout=900)
     (folder,) = root.iterdir()
     document = json.loads((folder / "ab.json").read_text())
     assert (folder / "ab.md").read_text().startswith("## A/B Result")
@@ -154,9 +155,9 @@ def run_ab(tmp_path: Path, **knobs: str) -> tuple[subprocess.CompletedProcess[st
 
 
 @pytest.mark.e2e
-def test_standin_abba_detects_a_slower_b_and_its_changed_frame(tmp_path: Path) -> None:
+def test_standin_abba_detects_a_slower_b_and_its_changed_frame(e2e_kit: Workspace, tmp_path: Path) -> None:
     """One ABBA run, B 5 % slower and one frame changed: the order, the speed and the lossless verdicts."""
-    done, doc = run_ab(tmp_path, latency_scale="1.05", alter_frame="30")
+    done, doc = run_ab(e2e_kit, tmp_path, latency_scale="1.05", alter_frame="30")
     assert done.returncode == 0, done.stdout + done.stderr
     assert [t["variant"] for t in doc["trials"]] == list("ABBA")
     assert doc["verdict"] == "slower", doc["reason"]
@@ -172,8 +173,8 @@ def test_standin_abba_detects_a_slower_b_and_its_changed_frame(tmp_path: Path) -
 
 
 @pytest.mark.e2e
-def test_standin_crashed_b_trial_is_reported_not_averaged_away(tmp_path: Path) -> None:
-    done, doc = run_ab(tmp_path, fault="die-mid-session", fault_after_chunks="3")
+def test_standin_crashed_b_trial_is_reported_not_averaged_away(e2e_kit: Workspace, tmp_path: Path) -> None:
+    done, doc = run_ab(e2e_kit, tmp_path, fault="die-mid-session", fault_after_chunks="3")
     assert done.returncode == 1
     assert doc["verdict"] == "trial_failed"
     assert [(t["variant"], t["status"]) for t in doc["trials"]] == [("A", "ok"), ("B", "server_died")]

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_prereq import KIT
+from e2e_prereq import PARSING
 
 from scripts.e2e import evidence, metrics, plot
 from scripts.e2e.ab import abba, steady_intervals
@@ -169,7 +169,7 @@ summary, manifest = (json.loads((folder / name).read_text()) for name in ("summa
 
 def e2e_folder(folder: Path, records: list[RunRecord]) -> None:
     """An e2e evidence folder of two planned stand-in runs: manifest, summary.json, each record's JSON."""
-    config = parse_args(KIT, ["--standin", "--chunks", str(CHUNKS), "--warmup-chunks", str(WARMUP), "--runs", "2"])
+    config = parse_args(PARSING, ["--standin", "--chunks", str(CHUNKS), "--warmup-chunks", str(WARMUP), "--runs", "2"])
     folder.mkdir()
     manifest = {"mode": "standin", "config": asdict(config), "client": "kit", "versions": {}, "kit": {}}
     evidence.write_json(folder / "manifest.json", manifest)
@@ -181,7 +181,7 @@ def e2e_folder(folder: Path, records: list[RunRecord]) -> None:
 
 def write_summary(folder: Path, *python_flags: str) -> subprocess.CompletedProcess[str]:
     cmd = [sys.executable, *python_flags, "-c", WRITE_SUMMARY, str(folder)]
-    return subprocess.run(cmd, cwd=KIT.root, capture_output=True, text=True, timeout=300)
+    return subprocess.run(cmd, cwd=PARSING.root, capture_output=True, text=True, timeout=300)
 
 
 def evidence_files(folder: Path) -> dict[str, bytes]:

@@ -20,12 +20,13 @@ from pathlib import Path
 
 import pytest
 from conftest import free_port
-from e2e_prereq import KIT, ensure_checkout_and_stock_env
+from e2e_prereq import ensure_checkout_and_stock_env
 
 from scripts.e2e import server
 from scripts.legs import legenv
+from scripts.workspace import Workspace
 
-pytestmark = pytest.mark.e2e  # vllm-omni's handler in the stock leg's env, on the real .work checkout
+pytestmark = pytest.mark.e2e  # vllm-omni's handler in the stock leg's env, on a copy of the kit
 
 av = pytest.importorskip("av", reason="frames are decoded with PyAV (ci/kit-tools.txt)")
 
@@ -46,22 +47,23 @@ class Served:
     port: int
     proc: subprocess.Popen[bytes]
     log: Path
+    kit: Workspace  # the copy of the kit whose checkout it serves (clients run there too)
 
 
 @pytest.fixture(scope="module")
-def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Served]]:
-    python = ensure_checkout_and_stock_env()
+def servers(e2e_kit: Workspace, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Served]]:
+    python = ensure_checkout_and_stock_env(e2e_kit)
     logs = tmp_path_factory.mktemp("servers")
     env = {k: v for k, v in os.environ.items() if not k.startswith("STANDIN_")}
-    env = legenv.bytecode_env(env, legenv.pycache_dir(legenv.env_dir(KIT, "stock")))  # as the e2e starts them
+    env = legenv.bytecode_env(env, legenv.pycache_dir(legenv.env_dir(e2e_kit, "stock")))  # as the e2e starts them
     started: dict[str, Served] = {}
     for name, extra in SERVERS.items():
         port = free_port()
-        cmd = [str(python), str(KIT.standin_script), "--port", str(port), "--checkout", str(KIT.checkout),
+        cmd = [str(python), str(e2e_kit.standin_script), "--port", str(port), "--checkout", str(e2e_kit.checkout),
                "--chunk-interval-ms", "30", *extra]  # fmt: skip
         with (logs / f"{name}.log").open("wb") as log:
             proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-        started[name] = Served(port, proc, logs / f"{name}.log")
+        started[name] = Served(port, proc, logs / f"{name}.log", e2e_kit)
     try:
         for name, s in started.items():
             handle = server.Server(s.proc, s.log)
@@ -78,7 +80,7 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Serv
 def bench(served: Served, tmp_path: Path, *extra: str, name: str = "b") -> subprocess.CompletedProcess[str]:
     out = ["--output-json", str(tmp_path / f"{name}.json"), "--save-video", str(tmp_path / f"{name}.mp4")]
     cmd = [sys.executable, "-m", "scripts.e2e.client", "--port", str(served.port), *CHUNKS, *out, *extra]
-    return subprocess.run(cmd, cwd=KIT.root, capture_output=True, text=True, timeout=120)
+    return subprocess.run(cmd, cwd=served.kit.root, capture_output=True, text=True, timeout=120)
 
 
 def top_level_boxes(data: bytes) -> list[bytes]:
@@ -154,7 +156,7 @@ def test_e2e_against_an_already_running_server(servers: dict[str, Served], tmp_p
     cmd = [sys.executable, "-m", "scripts", "e2e", "--server-url", f"ws://127.0.0.1:{servers['b'].port}",
            "--chunks", "3", "--warmup-chunks", "1", "--width", "64", "--height", "48", "--runs", "2",
            "--band", "10:400", "--evidence-root", str(root), "--lock-dir", str(tmp_path / "locks")]  # fmt: skip
-    done = subprocess.run(cmd, cwd=KIT.root, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(cmd, cwd=servers["b"].kit.root, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     (folder,) = root.iterdir()
     summary = json.loads((folder / "summary.json").read_text())

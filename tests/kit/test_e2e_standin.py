@@ -17,12 +17,13 @@ from typing import Any
 
 import pytest
 from conftest import free_port, live_pids
-from e2e_prereq import KIT, ensure_checkout_and_stock_env
+from e2e_prereq import ensure_checkout_and_stock_env
 
 from scripts.e2e import evidence, server
 from scripts.legs import legenv
+from scripts.workspace import Workspace
 
-# Each case starts stand-in servers in the stock leg's env, on the real .work checkout.
+# Each case starts stand-in servers in the stock leg's env, on a copy of the kit (tests/kit/e2e_prereq.py).
 pytestmark = pytest.mark.e2e
 
 pytest.importorskip("av", reason="the stand-in needs PyAV (ci/kit-tools.txt)")
@@ -32,9 +33,9 @@ RUN_FILES = {"server.log", "benchmark.log", "benchmark.json", "video.mp4", "fram
 
 
 @pytest.fixture(scope="module", autouse=True)
-def _checkout_and_stock_env() -> None:
-    """The stand-in serves the checkout's handler from the stock leg's env."""
-    ensure_checkout_and_stock_env()
+def _checkout_and_stock_env(e2e_kit: Workspace) -> None:
+    """The stand-in serves the copy's checkout's handler from the stock leg's env."""
+    ensure_checkout_and_stock_env(e2e_kit)
 
 
 def processes_mentioning(port: int) -> list[int]:
@@ -43,7 +44,9 @@ def processes_mentioning(port: int) -> list[int]:
 
 
 class Case:
-    def __init__(self, tmp_path: Path, fault: str = "none", *extra: str, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, kit: Workspace, tmp_path: Path, fault: str = "none", *extra: str, env: dict[str, str] | None = None
+    ) -> None:
         self.port = free_port()
         self.root = tmp_path / "evidence"
         cmd = [sys.executable, "-m", "scripts", "e2e", "--standin", "--port", str(self.port),
@@ -52,7 +55,7 @@ class Case:
                "--evidence-root", str(self.root), "--lock-dir", str(tmp_path / "locks"), *extra]  # fmt: skip
         case_env = {**os.environ, "STANDIN_FAULT": fault, "STANDIN_CHUNK_INTERVAL_MS": "60", **(env or {})}
         case_env.pop("KIT_E2E_STANDIN", None)
-        self.done = subprocess.run(cmd, cwd=KIT.root, env=case_env, capture_output=True, text=True, timeout=120)
+        self.done = subprocess.run(cmd, cwd=kit.root, env=case_env, capture_output=True, text=True, timeout=120)
 
     @property
     def folder(self) -> Path:
@@ -89,8 +92,8 @@ class Case:
         return summary
 
 
-def test_deterministic_success(tmp_path: Path) -> None:
-    case = Case(tmp_path)
+def test_deterministic_success(e2e_kit: Workspace, tmp_path: Path) -> None:
+    case = Case(e2e_kit, tmp_path)
     summary = case.assert_verdict("pass", 0, runs=2)
     for run in summary["runs"]:
         assert RUN_FILES <= set(run["files"])
@@ -102,15 +105,15 @@ def test_deterministic_success(tmp_path: Path) -> None:
     # The stand-in is upstream's handler from the checkout, and the evidence says so.
     manifest = json.loads((case.folder / "manifest.json").read_text())
     assert Path(manifest["server_cmd"][1]).name == "omni_realtime_server.py"
-    assert manifest["server_cmd"][0] == str(legenv.env_python(legenv.env_dir(KIT, "stock")))
-    handler = KIT.checkout / evidence.HANDLER_REL
+    assert manifest["server_cmd"][0] == str(legenv.env_python(legenv.env_dir(e2e_kit, "stock")))
+    handler = e2e_kit.checkout / evidence.HANDLER_REL
     assert manifest["versions"]["handler_sha256"] == evidence.sha256_files([handler])
     assert "vllm-omni's own realtime video handler" in (case.folder / "summary.md").read_text()
     assert "whole-session RTF" in (case.folder / "summary.md").read_text()
 
 
-def test_nondeterministic_bytes_name_the_first_frame(tmp_path: Path) -> None:
-    case = Case(tmp_path, "nondeterministic", env={"STANDIN_NONDET_FROM_FRAME": "21"})
+def test_nondeterministic_bytes_name_the_first_frame(e2e_kit: Workspace, tmp_path: Path) -> None:
+    case = Case(e2e_kit, tmp_path, "nondeterministic", env={"STANDIN_NONDET_FROM_FRAME": "21"})
     summary = case.assert_verdict("nondeterministic", 1, runs=2)
     det = summary["determinism"]
     assert not det["md5_equal"] and not det["frames_equal"]
@@ -121,45 +124,45 @@ def test_nondeterministic_bytes_name_the_first_frame(tmp_path: Path) -> None:
     assert len(lines) == 45
 
 
-def test_server_never_healthy(tmp_path: Path) -> None:
-    case = Case(tmp_path, "never-healthy", "--health-timeout-s", "2")
+def test_server_never_healthy(e2e_kit: Workspace, tmp_path: Path) -> None:
+    case = Case(e2e_kit, tmp_path, "never-healthy", "--health-timeout-s", "2")
     summary = case.assert_verdict("server_unhealthy", 1, runs=1)
     assert "not healthy after 2 s" in summary["reason"]
     assert "server log tail" in summary["runs"][0]["error"]
 
 
-def test_server_dies_mid_session(tmp_path: Path) -> None:
-    case = Case(tmp_path, "die-mid-session")
+def test_server_dies_mid_session(e2e_kit: Workspace, tmp_path: Path) -> None:
+    case = Case(e2e_kit, tmp_path, "die-mid-session")
     summary = case.assert_verdict("server_died", 1, runs=1)
     assert "exited with code 3" in summary["reason"]
 
 
-def test_server_sends_error(tmp_path: Path) -> None:
-    case = Case(tmp_path, "error")
+def test_server_sends_error(e2e_kit: Workspace, tmp_path: Path) -> None:
+    case = Case(e2e_kit, tmp_path, "error")
     summary = case.assert_verdict("server_error", 1, runs=1)
     assert "injected error" in summary["reason"]
     assert (case.folder / "run-1" / "benchmark.log").is_file()
 
 
-def test_handlers_stall_timeout_is_a_server_error(tmp_path: Path) -> None:
+def test_handlers_stall_timeout_is_a_server_error(e2e_kit: Workspace, tmp_path: Path) -> None:
     env = {"STANDIN_STALL_TIMEOUT_S": "2", "STANDIN_FIRST_CHUNK_DELAY_MS": "4000"}
-    case = Case(tmp_path, "none", "--runs", "1", "--ping-interval-s", "0", env=env)
+    case = Case(e2e_kit, tmp_path, "none", "--runs", "1", "--ping-interval-s", "0", env=env)
     summary = case.assert_verdict("server_error", 1, runs=1)
     assert "Stall timeout: no generation progress" in summary["reason"]
 
 
-def test_benchmark_times_out(tmp_path: Path) -> None:
-    case = Case(tmp_path, "stall", "--bench-timeout-s", "3")
+def test_benchmark_times_out(e2e_kit: Workspace, tmp_path: Path) -> None:
+    case = Case(e2e_kit, tmp_path, "stall", "--bench-timeout-s", "3")
     summary = case.assert_verdict("benchmark_timeout", 1, runs=1)
     assert "after 3 s" in summary["reason"]
 
 
-def test_port_already_taken_stops_at_preflight(tmp_path: Path) -> None:
+def test_port_already_taken_stops_at_preflight(e2e_kit: Workspace, tmp_path: Path) -> None:
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        case = Case(tmp_path, "none", "--port", str(port))
+        case = Case(e2e_kit, tmp_path, "none", "--port", str(port))
     assert case.done.returncode == 2
     assert case.done.stderr.strip().count("\n") == 0
     assert f"port {port} on 127.0.0.1 is already in use" in case.done.stderr
@@ -169,10 +172,10 @@ def test_port_already_taken_stops_at_preflight(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(any(Path(p, "npu-smi").exists() for p in os.environ.get("PATH", "").split(os.pathsep)),
                     reason="an Ascend host: the no-card preflight line cannot be shown here")  # fmt: skip
-def test_cpu_host_without_standin_stops_at_preflight(tmp_path: Path) -> None:
+def test_cpu_host_without_standin_stops_at_preflight(e2e_kit: Workspace, tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("KIT_E2E_")}
     done = subprocess.run([sys.executable, "-m", "scripts", "e2e", "--evidence-root", str(tmp_path / "ev")],
-                          cwd=KIT.root, env=env, capture_output=True, text=True, timeout=60)  # fmt: skip
+                          cwd=e2e_kit.root, env=env, capture_output=True, text=True, timeout=60)  # fmt: skip
     assert done.returncode == 2
     assert done.stdout == ""
     assert done.stderr.splitlines() == [
