@@ -274,7 +274,9 @@ def e2e_kit(tmp_path_factory: pytest.TempPathFactory) -> Workspace:
     return e2e_prereq.e2e_copy(tmp_path_factory.mktemp("e2e-kit"))
 
 
-SHARED_UNDER_WORK = ("envs", "records/kit", "records/kit-heavy")  # the leg envs (a cache) and these tests' reports
+# Caches shared with the developer's commands (the leg envs, keyed by their pins; downloads, each verified by its
+# sha256) and these tests' own reports.
+SHARED_UNDER_WORK = ("envs", "downloads", "records/kit", "records/kit-heavy")
 
 
 def work_snapshot(work: Path) -> dict[str, tuple[int, int]]:
