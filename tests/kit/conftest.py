@@ -122,19 +122,10 @@ def environ(overrides: dict[str, str]) -> Iterator[None]:
         os.environ.update(before)
 
 
-@dataclass
-class Kit:
-    """A copy of the kit (scripts/, ci/, patches/) in a temporary folder, like a fresh clone."""
-
-    root: Path
-
-    @property
-    def patches(self) -> Path:
-        return self.root / "patches"
-
-    @property
-    def checkout(self) -> Path:
-        return self.root / ".work" / "vllm-omni"
+@dataclass(frozen=True)
+class Kit(Workspace):
+    """A copy of the kit (scripts/, ci/, patches/) in a temporary folder, like a fresh clone: a Workspace
+    (patches, checkout, ... where the commands find them) with the means to drive it."""
 
     def run(
         self, *args: str, check: bool = False, env: dict[str, str] | None = None
@@ -145,7 +136,7 @@ class Kit:
         --ruff, say, is the user's folder's)."""
         with captured_fds() as out, environ({"CI": "", **(env or {})}), contextlib.chdir(self.root):
             try:
-                code = main(list(args), Workspace(self.root))
+                code = main(list(args), self)
             except SystemExit as stop:  # what sys.exit() in a command would have ended the process with
                 code = stop.code if isinstance(stop.code, int) else 0 if stop.code is None else 1
                 if not isinstance(stop.code, int | None):

@@ -6,6 +6,7 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -144,21 +145,6 @@ def test_ascend_job_runs_the_real_npu_leg_before_the_e2e() -> None:
     assert ascend_job_problems(_text("ascend-e2e.yml")) == []
 
 
-@pytest.mark.parametrize(
-    ("change", "problem"),
-    [
-        ((" --require real", ""), "no step runs the npu leg"),
-        (("source /usr/local/Ascend/ascend-toolkit/set_env.sh\n          \"$RUNNER_TEMP/kit-tools/bin/nox\" -s \"test",
-          "\"$RUNNER_TEMP/kit-tools/bin/nox\" -s \"test"), "without CANN sourced"),
-    ],
-    ids=["simulated-would-pass", "cann-not-sourced"],
-)  # fmt: skip
-def test_ascend_job_check_bites(change: tuple[str, str], problem: str) -> None:
-    broken = _text("ascend-e2e.yml").replace(*change, 1)
-    assert broken != _text("ascend-e2e.yml")
-    assert any(problem in p for p in ascend_job_problems(broken))
-
-
 def test_ascend_job_check_bites_on_the_leg_after_the_e2e() -> None:
     text = _text("ascend-e2e.yml")
     leg_step = text[text.index("      - name: npu leg in mode real") : text.index("      - name: e2e (source CANN")]
@@ -211,19 +197,26 @@ def test_cpu_workflow_runs_the_default_tier_quickly_and_the_heavy_tier_with_the_
 
 
 @pytest.mark.parametrize(
-    ("change", "problem"),
+    ("workflow", "check", "change", "problem"),
     [
-        (("    timeout-minutes: 10\n", "    timeout-minutes: 30\n"), "default tier's job is not quick"),
-        (("run: nox -s \"kit(tier='heavy')\"", "run: nox -s kit"), "no one job runs the default tier"),
-        (("      - name: Kit tests marked", "      - name: Kit tests again\n        run: nox -s kit\n"
-          "      - name: Kit tests marked"), "no one job runs the default tier"),
+        ("ascend-e2e.yml", ascend_job_problems, (" --require real", ""), "no step runs the npu leg"),
+        ("ascend-e2e.yml", ascend_job_problems,
+         ("source /usr/local/Ascend/ascend-toolkit/set_env.sh\n          \"$RUNNER_TEMP/kit-tools/bin/nox\" -s \"test",
+          "\"$RUNNER_TEMP/kit-tools/bin/nox\" -s \"test"), "without CANN sourced"),
+        ("cpu.yml", kit_tier_problems, ("    timeout-minutes: 10\n", "    timeout-minutes: 30\n"),
+         "default tier's job is not quick"),
+        ("cpu.yml", kit_tier_problems, ("run: nox -s \"kit(tier='heavy')\"", "run: nox -s kit"),
+         "no one job runs the default tier"),
+        ("cpu.yml", kit_tier_problems, ("      - name: Kit tests marked", "      - name: Kit tests again\n"
+         "        run: nox -s kit\n      - name: Kit tests marked"), "no one job runs the default tier"),
     ],
-    ids=["slow-default", "heavy-missing", "default-twice"],
+    ids=["simulated-would-pass", "cann-not-sourced", "slow-default", "heavy-missing", "default-twice"],
 )  # fmt: skip
-def test_cpu_tier_check_bites(change: tuple[str, str], problem: str) -> None:
-    broken = _text("cpu.yml").replace(*change, 1)
-    assert broken != _text("cpu.yml")
-    assert any(problem in p for p in kit_tier_problems(broken)), kit_tier_problems(broken)
+def test_workflow_checks_bite(workflow: str, check: Callable[[str], list[str]], change: tuple[str, str],
+                              problem: str) -> None:  # fmt: skip
+    broken = _text(workflow).replace(*change, 1)
+    assert broken != _text(workflow)
+    assert any(problem in p for p in check(broken)), check(broken)
 
 
 def test_cpu_tier_check_bites_on_the_heavy_tier_without_the_uv_cache() -> None:
