@@ -59,7 +59,7 @@ def pip_config_list() -> str:
 
 
 # The tiers of the kit's own tests (pytest.ini declares the markers). The default tier runs in parallel;
-# the heavy one runs one test at a time: its tests share the real .work checkout and the leg envs.
+# the heavy one runs one test at a time: leg runs and stand-in servers each want the cores to themselves.
 HEAVY_MARKERS = ("legs", "e2e", "network")
 KIT_TIERS: dict[str, tuple[str, ...]] = {
     "default": ("-m", " and ".join(f"not {m}" for m in HEAVY_MARKERS), "-n", "auto"),

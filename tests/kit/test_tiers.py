@@ -14,7 +14,7 @@ from scripts.kittools import HEAVY_MARKERS, KIT_TIERS, kit_tests_command
 
 # Helpers whose use makes a test heavy, and the marker that says so.
 HEAVY_CALLS = {
-    "ensure_checkout": "e2e",  # applies the series in the real .work
+    "ensure_checkout": "e2e",  # applies the series in a copy of the kit
     "ensure_checkout_and_stock_env": "e2e",
     "ensure_env": "legs",
     "leg_kit": "legs",
