@@ -107,7 +107,7 @@ def kit(session: nox.Session) -> None:
 
 
 def kit_tier(tier: str) -> None:
-    """`nox -s "kit(tier='heavy')"`: the tests marked legs, e2e or network (pytest.ini), one at a time."""
+    """`nox -s "kit(tier='heavy')"`: the tests marked legs, e2e or network (pytest.ini), in parallel by module."""
 
     @nox.session(name=f"kit(tier='{tier}')", venv_backend=VENV_BACKEND, default=False)
     def one(session: nox.Session) -> None:

@@ -58,12 +58,13 @@ def pip_config_list() -> str:
     return done.stdout if done.returncode == 0 else ""
 
 
-# The tiers of the kit's own tests (pytest.ini declares the markers). The default tier runs in parallel;
-# the heavy one runs one test at a time: leg runs and stand-in servers each want the cores to themselves.
+# The tiers of the kit's own tests (pytest.ini declares the markers). Both run in parallel (pytest-xdist);
+# the heavy one keeps each module on one worker (its servers and leg copies are module fixtures): on 2 cores
+# 7.2 min instead of about 11 (docs/results.md).
 HEAVY_MARKERS = ("legs", "e2e", "network")
 KIT_TIERS: dict[str, tuple[str, ...]] = {
     "default": ("-m", " and ".join(f"not {m}" for m in HEAVY_MARKERS), "-n", "auto"),
-    "heavy": ("-m", " or ".join(HEAVY_MARKERS)),
+    "heavy": ("-m", " or ".join(HEAVY_MARKERS), "-n", "auto", "--dist", "loadfile"),
 }
 
 
