@@ -371,25 +371,17 @@ def reset_to(checkout: Path, rev: str) -> None:
     gitcmd.clean(checkout)
 
 
-def last_good_dir(checkout: Path) -> Path:
-    return checkout.with_name(f".{checkout.name}.last-good")
-
-
 def is_good(checkout: Path, state: State | None) -> bool:
     """A checkout that equals its patches/ (applied and exported): worth going back to."""
     return state is not None and state.status == "applied" and bool(state.head) and head(checkout) == state.head
 
 
-def keep_last_good(checkout: Path, state: State | None, same_pin: bool) -> None:
-    """Remember the checkout as it is before apply changes it, so that `apply --abort` can go back."""
-    if not is_good(checkout, state):
-        return
-    if same_pin:
-        gitcmd.update_ref(checkout, LAST_GOOD_REF, "HEAD")
-        shutil.copyfile(state_file(checkout), checkout / ".git" / STATE_BACKUP)
-    else:
-        remove_kit_made(last_good_dir(checkout))
-        checkout.rename(last_good_dir(checkout))
+def keep_last_good(repo: Path, old: Path, state: State | None, rev: str) -> None:
+    """The one way back for `apply --abort`: in repo (the checkout apply works on), LAST_GOOD_REF at rev, the head
+    of the checkout `old` as it was before this apply, and its state beside it; only when that was complete."""
+    if is_good(old, state):
+        gitcmd.update_ref(repo, LAST_GOOD_REF, rev)
+        shutil.copyfile(state_file(old), repo / ".git" / STATE_BACKUP)
 
 
 def prepare_checkout(
@@ -403,7 +395,7 @@ def prepare_checkout(
     refuse_foreign(checkout)
     same_pin = state is not None and state.pin_digest == pin_digest(pin) and state.pin == pin.label
     if same_pin and state is not None:
-        keep_last_good(checkout, state, same_pin=True)
+        keep_last_good(checkout, checkout, state, "HEAD")
         new.pristine_commit = state.pristine_commit
         if state.status == "applying":
             drop_git_locks(checkout)
@@ -415,14 +407,13 @@ def prepare_checkout(
     remove_kit_made(staging)
     try:
         new.pristine_commit = build_pristine(pin, staging, downloads, progress)
-        borrow_objects(staging, checkout)
+        if borrow_objects(staging, checkout):
+            keep_last_good(staging, checkout, state, PREVIOUS_REF)
         write_state(staging, new)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     if checkout.exists():
-        if (checkout / ".git").is_dir() and state is not None:
-            keep_last_good(checkout, state, same_pin=False)
         remove_kit_made(checkout)
     staging.rename(checkout)
     progress(f"pristine {pin.label} committed as {new.pristine_commit[:12]}, tagged {PRISTINE_TAG}")
@@ -436,14 +427,16 @@ def drop_git_locks(checkout: Path) -> None:
         lock.unlink(missing_ok=True)
 
 
-def borrow_objects(new: Path, old: Path) -> None:
-    """The old checkout's history (its pristine and patches) fetched into the new one, under PREVIOUS_REF.
+def borrow_objects(new: Path, old: Path) -> bool:
+    """The old checkout's history (its pristine and patches) fetched into the new one, under PREVIOUS_REF;
+    whether it came (then `apply --abort` can go back to it, in the new repository).
 
     Patches were made against the old pin: `git am -3` needs those blobs to merge them onto the new
     one. Best effort: an old checkout git cannot read only means 3-way has less to work with.
     """
-    if (old / ".git").is_dir() and not old.is_symlink():
-        gitcmd.fetch_head(new, old.resolve(), PREVIOUS_REF)
+    if not (old / ".git").is_dir() or old.is_symlink():
+        return False
+    return gitcmd.fetch_head(new, old.resolve(), PREVIOUS_REF).returncode == 0
 
 
 def apply_one(checkout: Path, patch: Patch, threeway: bool) -> PatchResult:
@@ -572,7 +565,8 @@ def finish(checkout: Path, state: State, *, exported: bool) -> None:
     state.status, state.failed_patch = "applied", None
     state.head = head(checkout) if exported else ""
     write_state(checkout, state)
-    remove_kit_made(last_good_dir(checkout))
+    gitcmd.delete_ref(checkout, LAST_GOOD_REF)  # after the state: an interrupted finish still knows the way back
+    (checkout / ".git" / STATE_BACKUP).unlink(missing_ok=True)
 
 
 def verify_complete(checkout: Path, state: State) -> None:
@@ -657,15 +651,14 @@ def abort_series(checkout: Path, progress: Progress) -> str:
     state = read_state(checkout) if (checkout / ".git").is_dir() else None
     if state is None or state.status not in ("conflict", "applying"):
         raise CheckoutError(f"nothing to abort: {shown(checkout)} is not stopped in an apply", "run: nox -s apply")
-    previous = last_good_dir(checkout)
-    if previous.is_dir() and is_kit_made(previous):
-        remove_kit_made(checkout)
-        previous.rename(checkout)
-        return "restored the checkout of the previous pin"
     backup = checkout / ".git" / STATE_BACKUP
     if exists(checkout, LAST_GOOD_REF) and backup.is_file():
+        before = parse_state(backup.read_text(encoding="utf-8"))
         reset_to(checkout, LAST_GOOD_REF)
+        gitcmd.tag(checkout, PRISTINE_TAG, before.pristine_commit)  # apply across a pin change moved it
         os.replace(backup, state_file(checkout))
+        if before.pin_digest != state.pin_digest:
+            return f"restored the checkout of the previous pin ({before.pin}, at {head(checkout)[:12]})"
         return f"back at {head(checkout)[:12]}, as before the apply"
     reset_to(checkout, PRISTINE_TAG)
     state.status, state.failed_patch, state.head, state.applied = "aborted", None, "", []

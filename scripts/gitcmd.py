@@ -249,6 +249,11 @@ def set_branch(repo: Path, branch: str, rev: str) -> None:
     git("branch", "-f", branch, rev, cwd=repo)
 
 
+def delete_ref(repo: Path, ref: str) -> None:
+    """Remove ref where it exists (no error where it does not)."""
+    run("update-ref", "-d", ref, cwd=repo)
+
+
 def update_ref(repo: Path, ref: str, new: str, old: str | None = None, message: str | None = None) -> None:
     """Point ref at new; with old, only if it still points there (a moved ref fails instead)."""
     git("update-ref", *(["-m", message] if message else []), ref, new, *([old] if old else []), cwd=repo)

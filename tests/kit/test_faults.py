@@ -424,10 +424,20 @@ def test_git_am_continue_by_hand_then_apply_continue(kit3: Kit, tmp_path: Path) 
 def test_abort_goes_back_to_the_previous_pin(kit3: Kit, tmp_path: Path) -> None:
     head = kit3.git("rev-parse", "HEAD")
     stop_at_twenty(kit3, tmp_path)
+    assert [p.name for p in kit3.checkout.parent.iterdir() if p.name.startswith(".vllm-omni")] == []  # no copy aside
     proc = kit3.run("apply", "--abort", check=True)
     assert "restored the checkout of the previous pin" in proc.stdout
     assert kit3.git("rev-parse", "HEAD") == head
     assert "0.1.0, pristine" in kit3.git("log", "-1", "--format=%s", "pristine")
+    assert kit3.git("status", "--porcelain") == ""  # the previous pin's files, nothing of the new one's left
+
+
+def test_a_finished_apply_leaves_no_way_back_that_a_later_abort_could_take(kit3: Kit) -> None:
+    # The last-good head is kept for the apply that may be aborted; once an apply finished it is gone, so an
+    # abort after a later apply that started from unexported work never goes back to an older head.
+    kit3.run("apply", check=True)  # from a complete checkout: it keeps the way back while it runs
+    assert kit3.git("for-each-ref", "refs/kit/last-good") == ""
+    assert not (kit3.checkout / ".git" / "kit-state.last-good.json").exists()
 
 
 def test_abort_on_the_same_pin_goes_back_to_the_last_good_head(kit3: Kit) -> None:
