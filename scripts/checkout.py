@@ -380,8 +380,15 @@ def keep_last_good(repo: Path, old: Path, state: State | None, rev: str) -> None
     """The one way back for `apply --abort`: in repo (the checkout apply works on), LAST_GOOD_REF at rev, the head
     of the checkout `old` as it was before this apply, and its state beside it; only when that was complete."""
     if is_good(old, state):
+        drop_ref_lock(repo, LAST_GOOD_REF)
         gitcmd.update_ref(repo, LAST_GOOD_REF, rev)
         shutil.copyfile(state_file(old), repo / ".git" / STATE_BACKUP)
+
+
+def drop_ref_lock(repo: Path, ref: str) -> None:
+    """The lock file of one of the kit's own refs that a signal left (Ctrl-C reaches the git the kit runs):
+    no one else writes refs/kit/, and the kit holds the checkout's lock, so it is stale."""
+    (repo / ".git" / f"{ref}.lock").unlink(missing_ok=True)
 
 
 def prepare_checkout(
@@ -565,8 +572,11 @@ def finish(checkout: Path, state: State, *, exported: bool) -> None:
     state.status, state.failed_patch = "applied", None
     state.head = head(checkout) if exported else ""
     write_state(checkout, state)
-    gitcmd.delete_ref(checkout, LAST_GOOD_REF)  # after the state: an interrupted finish still knows the way back
+    # After the state (an interrupted finish still knows the way back); the backup first: abort takes the way
+    # back only with both, and a signal can stop the git that deletes the ref, never the unlink.
     (checkout / ".git" / STATE_BACKUP).unlink(missing_ok=True)
+    drop_ref_lock(checkout, LAST_GOOD_REF)
+    gitcmd.delete_ref(checkout, LAST_GOOD_REF)
 
 
 def verify_complete(checkout: Path, state: State) -> None:

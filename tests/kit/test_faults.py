@@ -440,6 +440,15 @@ def test_a_finished_apply_leaves_no_way_back_that_a_later_abort_could_take(kit3:
     assert not (kit3.checkout / ".git" / "kit-state.last-good.json").exists()
 
 
+def test_a_lock_a_signal_left_on_the_way_back_does_not_stop_the_next_apply(kit3: Kit) -> None:
+    # Ctrl-C reaches the git that moves or deletes refs/kit/last-good (found by the edit-loop model): its lock file
+    # stays. The ref is the kit's own and the kit holds the checkout's lock, so the next apply goes on.
+    (kit3.checkout / ".git" / "refs" / "kit").mkdir(parents=True, exist_ok=True)
+    (kit3.checkout / ".git" / "refs" / "kit" / "last-good.lock").write_text("", encoding="utf-8")
+    assert kit3.run("apply", check=True).returncode == 0
+    assert kit3.git("for-each-ref", "refs/kit/") == "" and not list((kit3.checkout / ".git" / "refs" / "kit").iterdir())
+
+
 def test_abort_on_the_same_pin_goes_back_to_the_last_good_head(kit3: Kit) -> None:
     head = kit3.git("rev-parse", "HEAD")
     patch = kit3.patches / "0002-twenty.patch"
