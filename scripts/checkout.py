@@ -237,10 +237,6 @@ def in_progress(checkout: Path) -> str | None:
     return next((op for entry, op in IN_PROGRESS.items() if (checkout / ".git" / entry).exists()), None)
 
 
-def am_in_progress(checkout: Path) -> bool:
-    return in_progress(checkout) == "git am"
-
-
 def branch(checkout: Path) -> str | None:
     """The checked-out branch, None on a detached HEAD."""
     return gitcmd.current_branch(checkout)
