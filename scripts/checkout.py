@@ -25,7 +25,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from scripts import diffparse, gitcmd, signals
-from scripts import pin as pinmod
 from scripts.errors import KitError
 from scripts.gitcmd import (
     GitFailed,
@@ -41,7 +40,7 @@ from scripts.gitcmd import (
     rev_parse,
     tree_blobs,
 )
-from scripts.pin import Pin
+from scripts.pin import Pin, extract_wheel, fetch_git, fetch_wheel, wheel_blobs
 from scripts.report import step
 from scripts.series import (
     SLUG,
@@ -112,7 +111,7 @@ class State:
     pristine_commit: str
     series_digest: str
     patches: dict[str, str]
-    head: str  # the commit at which the checkout equals patches/ ("" while it holds unexported work)
+    head: str | None  # the commit at which the checkout equals patches/; None while it holds unexported work
     status: str  # applying | conflict | applied | aborted
     failed_patch: str | None = None
     offsets: dict[str, list[str]] = field(default_factory=dict)
@@ -193,7 +192,8 @@ def parse_state(text: str) -> State:
     if not isinstance(data, dict) or set(data) - names:
         raise ValueError(f"unexpected keys {sorted(set(data) - names) if isinstance(data, dict) else data!r}")
     state = State(**data)
-    if state.status not in STATUSES or not isinstance(state.patches, dict) or not isinstance(state.head, str):
+    state.head = state.head or None  # an older kit wrote "" for "holds unexported work"
+    if state.status not in STATUSES or not isinstance(state.patches, dict) or not isinstance(state.head, str | None):
         raise ValueError(f"status {state.status!r}")
     return state
 
@@ -296,16 +296,16 @@ def build_pristine(pin: Pin, dest: Path, downloads: Path, progress: Progress) ->
     init_repo(dest)
     if pin.source == "git":
         progress(f"fetching {pin.git_url} at {pin.git_commit[:12]}")
-        commit = pinmod.fetch_git(pin, dest)
+        commit = fetch_git(pin, dest)
         gitcmd.start_branch(dest, BRANCH)
     else:
-        wheel = pinmod.fetch_wheel(pin, downloads)
+        wheel = fetch_wheel(pin, downloads)
         progress(f"{wheel.name}: sha256 verified, extracting")
-        pinmod.extract_wheel(wheel, dest)
+        extract_wheel(wheel, dest)
         message = f"{pin.project} {pin.version}, pristine\n\nFrom {wheel.name}, sha256 {pin.wheel_sha256}.\n"
         gitcmd.commit_everything(dest, message, wheel_date(wheel))
         commit = head(dest)
-        refuse_short_tree(dest, tree_differs(pinmod.wheel_blobs(wheel), tree_blobs(dest, commit)), wheel.name)
+        refuse_short_tree(dest, tree_differs(wheel_blobs(wheel), tree_blobs(dest, commit)), wheel.name)
     refuse_short_tree(dest, dirty_paths(dest), "its commit")
     gitcmd.tag(dest, PRISTINE_TAG, commit)
     return commit
@@ -369,7 +369,7 @@ def reset_to(checkout: Path, rev: str) -> None:
 
 def is_good(checkout: Path, state: State | None) -> bool:
     """A checkout that equals its patches/ (applied and exported): worth going back to."""
-    return state is not None and state.status == "applied" and bool(state.head) and head(checkout) == state.head
+    return state is not None and state.status == "applied" and state.head is not None and head(checkout) == state.head
 
 
 def keep_last_good(repo: Path, old: Path, state: State | None, rev: str) -> None:
@@ -532,7 +532,7 @@ def apply_series(
         pristine_commit="",  # prepare_checkout fills it in
         series_digest=series_digest(patches),
         patches={p.name: sha256_text(p.text) for p in patches},
-        head="",
+        head=None,
         status="applying",
     )
     try:
@@ -566,7 +566,7 @@ def no_paused_am_left(checkout: Path) -> Iterator[None]:
 def finish(checkout: Path, state: State, *, exported: bool) -> None:
     """Record a checkout that holds the whole series; the previous one is no longer needed to go back to."""
     state.status, state.failed_patch = "applied", None
-    state.head = head(checkout) if exported else ""
+    state.head = head(checkout) if exported else None
     write_state(checkout, state)
     # After the state (an interrupted finish still knows the way back); the backup first: abort takes the way
     # back only with both, and a signal can stop the git that deletes the ref, never the unlink.
@@ -667,7 +667,7 @@ def abort_series(checkout: Path, progress: Progress) -> str:
             return f"restored the checkout of the previous pin ({before.pin}, at {head(checkout)[:12]})"
         return f"back at {head(checkout)[:12]}, as before the apply"
     reset_to(checkout, PRISTINE_TAG)
-    state.status, state.failed_patch, state.head, state.applied = "aborted", None, "", []
+    state.status, state.failed_patch, state.head, state.applied = "aborted", None, None, []
     write_state(checkout, state)
     return "no earlier complete checkout: left at pristine (run nox -s apply)"
 

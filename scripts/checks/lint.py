@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from scripts import checkout as co
+from scripts.checkout import combined_diff
 from scripts.diffparse import FileDiff, parse
 from scripts.errors import KitError
 from scripts.gitcmd import last_line
@@ -418,5 +418,5 @@ def lint_checkout(ws: Workspace, ruff: str) -> tuple[SeriesLint, str]:
     ruff is resolve_ruff's answer."""
     version = ruff_version(ruff)
     config = ws.ci_dir / "ruff-upstream.toml"
-    found = lint_series(ruff, config, ws.checkout, ws.pristine_tree, co.combined_diff(ws.checkout))
+    found = lint_series(ruff, config, ws.checkout, ws.pristine_tree, combined_diff(ws.checkout))
     return found, version

@@ -6,9 +6,9 @@ import argparse
 import os
 import time
 
-from scripts import checkout as co
-from scripts import pin as pinmod
+from scripts.checkout import PRISTINE_TAG, NeedsRefresh, abort_series, apply_series, continue_series, export_tree, head
 from scripts.commands.common import checkout_lock
+from scripts.pin import load_pin
 from scripts.report import outcomes_table, progress
 from scripts.series import load_series
 from scripts.workspace import Workspace
@@ -30,25 +30,25 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
     patches = load_series(ws.patches)
     with checkout_lock(ws):
         if args.abort:
-            progress(f"apply --abort: {co.abort_series(ws.checkout, progress)}")
+            progress(f"apply --abort: {abort_series(ws.checkout, progress)}")
             return 0
         if args.resume:
-            results = co.continue_series(ws.checkout, patches, threeway=args.threeway, progress=progress)
+            results = continue_series(ws.checkout, patches, threeway=args.threeway, progress=progress)
         else:
-            pin = pinmod.load_pin(ws.pin_file).with_source(args.source)
+            pin = load_pin(ws.pin_file).with_source(args.source)
             progress(f"applying {len(patches)} patches to {pin.label}")
-            results = co.apply_series(pin, patches, ws.checkout, ws.downloads, threeway=args.threeway,
+            results = apply_series(pin, patches, ws.checkout, ws.downloads, threeway=args.threeway,
                                       force=args.force, progress=progress)  # fmt: skip
-        co.export_tree(ws.checkout, co.PRISTINE_TAG, ws.pristine_tree)
+        export_tree(ws.checkout, PRISTINE_TAG, ws.pristine_tree)
     print(outcomes_table([(r.name, r.outcome, r.detail) for r in results]))
     elapsed = time.monotonic() - started
-    progress(f"checkout at .work/{ws.checkout.name} ({co.head(ws.checkout)[:12]}) in {elapsed:.1f} s")
+    progress(f"checkout at .work/{ws.checkout.name} ({head(ws.checkout)[:12]}) in {elapsed:.1f} s")
     if any(r.outcome in ("resolved", "skipped") for r in results):
         progress("next: nox -s refresh writes the hand-resolved patch back to patches/ (lint and test wait for it)")
     stale = [r.name for r in results if r.outcome in ("offset", "3-way")]
     if stale:
         message = f"{', '.join(stale)} applied only with offsets/3-way: needs refresh"
         if args.strict:
-            raise co.NeedsRefresh(message, "run nox -s refresh and commit patches/")
+            raise NeedsRefresh(message, "run nox -s refresh and commit patches/")
         progress(f"warning: {message} (nox -s refresh)")
     return 0

@@ -6,7 +6,7 @@ import argparse
 import subprocess
 
 from scripts.commands.common import current
-from scripts.legs import suite as legs
+from scripts.legs import suite
 from scripts.workspace import Workspace
 
 PASSTHROUGH = True
@@ -18,7 +18,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, ws: Workspace) -> int:
     current(ws)
-    python, _, _, env = legs.prepare(ws, "npu", ws.records / "bench")
+    python, _, _, env = suite.prepare(ws, "npu", ws.records / "bench")
     env["KIT_BENCH_OUT"] = str(ws.records / "bench-npu-gather.json")
     cmd = [str(python), "-m", "pytest", "tests/regression/bench_npu_gather.py", "-p", "no:cacheprovider", "-q", "-s"]
     return subprocess.run([*cmd, *args.pytest_args], cwd=ws.root, env=env).returncode

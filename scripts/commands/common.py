@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import contextlib
 
-from scripts import checkout as co
-from scripts import pin as pinmod
 from scripts import worklock
+from scripts.checkout import State, verify_current
+from scripts.pin import load_pin
 from scripts.report import progress
 from scripts.series import load_series
 from scripts.workspace import Workspace
@@ -18,6 +18,6 @@ def checkout_lock(ws: Workspace, *, shared: bool = False) -> contextlib.Abstract
                          shared=shared, say=progress)  # fmt: skip
 
 
-def current(ws: Workspace) -> co.State:
+def current(ws: Workspace) -> State:
     """The checkout's state, refusing one that does not match the pin and patches/."""
-    return co.verify_current(ws.checkout, pinmod.load_pin(ws.pin_file), load_series(ws.patches))
+    return verify_current(ws.checkout, load_pin(ws.pin_file), load_series(ws.patches))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from scripts import records
-from scripts.checks import lint as lintmod
+from scripts.checks.lint import RULE_IDS, lint_checkout, resolve_ruff
 from scripts.commands.common import checkout_lock, current
 from scripts.report import progress, table
 from scripts.workspace import Workspace
@@ -16,11 +16,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, ws: Workspace) -> int:
-    executable = lintmod.resolve_ruff(args.ruff)  # from the caller's folder, once, before anything runs
+    executable = resolve_ruff(args.ruff)  # from the caller's folder, once, before anything runs
     with checkout_lock(ws, shared=True):
         state = current(ws)
-        progress(f"ruff with upstream's settings, and {lintmod.RULE_IDS}, on the lines the series adds")
-        result, ruff = lintmod.lint_checkout(ws, executable)
+        progress(f"ruff with upstream's settings, and {RULE_IDS}, on the lines the series adds")
+        result, ruff = lint_checkout(ws, executable)
     for finding in result.findings:
         print(finding)
     for finding in result.pre_existing:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from scripts import checkout as co
+from scripts.checkout import combined_diff
 from scripts.commands.common import current
 from scripts.legs import mutate
 from scripts.report import progress, table
@@ -23,7 +23,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, ws: Workspace) -> int:
     started = time.monotonic()
     state = current(ws)
-    series_diff = co.combined_diff(ws.checkout)
+    series_diff = combined_diff(ws.checkout)
     mutants = mutate.select(mutate.series_mutants(series_diff, ws.checkout), args.only, args.operator)
     if args.list:
         print(table(["line", "operator", "key"], [(m.line, m.operator, m.key) for m in mutants]))

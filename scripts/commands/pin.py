@@ -7,7 +7,7 @@ import dataclasses
 import tempfile
 from pathlib import Path
 
-from scripts import pin as pinmod
+from scripts.pin import PinError, fetch_git, fetch_wheel, load_pin, record_git_commit, resolve_tag, wheel_matches_tree
 from scripts.report import progress, table
 from scripts.workspace import Workspace
 
@@ -17,20 +17,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, ws: Workspace) -> int:
-    p = pinmod.load_pin(ws.pin_file)
+    p = load_pin(ws.pin_file)
     if not args.record_git:
         print(table(["field", "value"], [(k, v) for k, v in vars(p).items()]))
         return 0
-    commit = pinmod.resolve_tag(p.git_url, p.git_tag, ws.root)
+    commit = resolve_tag(p.git_url, p.git_tag, ws.root)
     progress(f"{p.git_tag} at {p.git_url} is {commit}; comparing its tree with the pinned wheel")
     with tempfile.TemporaryDirectory() as tmp:
-        pinmod.fetch_git(dataclasses.replace(p, git_commit=commit), Path(tmp) / "src")
-        diffs = pinmod.wheel_matches_tree(pinmod.fetch_wheel(p, ws.downloads), Path(tmp) / "src")
+        fetch_git(dataclasses.replace(p, git_commit=commit), Path(tmp) / "src")
+        diffs = wheel_matches_tree(fetch_wheel(p, ws.downloads), Path(tmp) / "src")
     if diffs:
-        raise pinmod.PinError(
+        raise PinError(
             f"{p.git_tag} differs from the pinned wheel in {len(diffs)} file(s), e.g. {diffs[0]}",
             "check that the tag names the release the wheel was built from; nothing was written",
         )
-    pinmod.record_git_commit(ws.pin_file, commit)
+    record_git_commit(ws.pin_file, commit)
     progress(f"same files as {p.wheel_filename}; commit written to patches/upstream.toml")
     return 0

@@ -5,16 +5,16 @@ from __future__ import annotations
 import argparse
 from datetime import datetime, timezone
 
-from scripts import checkout as co
 from scripts import gitcmd, kittools, records, revisions
-from scripts.checks import lint as lintmod
+from scripts.checkout import PRISTINE_TAG, verify_current
 from scripts.checks import scope
+from scripts.checks.lint import lint_checkout, resolve_ruff
 from scripts.commands.common import checkout_lock
 from scripts.pin import load_pin
-from scripts.pr import body as prbody
-from scripts.pr import branch as prbranch
-from scripts.pr import cover as covermod
 from scripts.pr import prepare
+from scripts.pr.body import PLAN, body, evidence
+from scripts.pr.branch import message_parts, rewrite, user_identity
+from scripts.pr.cover import NAME, load, purpose_section
 from scripts.report import progress, table
 from scripts.series import load_series
 from scripts.workspace import Workspace
@@ -40,8 +40,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, ws: Workspace) -> int:
     prepare.check_flags(args)
-    identity = prbranch.user_identity(ws.root)
-    ruff_path = lintmod.resolve_ruff(args.ruff)  # from the caller's folder, once
+    identity = user_identity(ws.root)
+    ruff_path = resolve_ruff(args.ruff)  # from the caller's folder, once
     with checkout_lock(ws):  # pr/vN is written into the checkout
         return prepare_revision(ws, args, identity, ruff_path)
 
@@ -55,9 +55,9 @@ def prepare_revision(ws: Workspace, args: argparse.Namespace, identity: str, ruf
         raise prepare.PrError(
             "the series is empty: nothing to send upstream", "add patches (commit in the checkout, nox -s refresh)"
         )
-    cover = covermod.load(ws.patches)
-    cover_source = (ws.patches / covermod.NAME).read_text(encoding="utf-8")
-    state = co.verify_current(ws.checkout, pin, patches)
+    cover = load(ws.patches)
+    cover_source = (ws.patches / NAME).read_text(encoding="utf-8")
+    state = verify_current(ws.checkout, pin, patches)
     digest = state.series_digest
     revs = revisions.load(ws.revisions_file)
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
@@ -70,7 +70,7 @@ def prepare_revision(ws: Workspace, args: argparse.Namespace, identity: str, ruf
     prepare.refuse_open_without_gh(args, branch, cover.title, out / "pr-body.md")
 
     progress("precheck: ruff with upstream's settings + kit checks")
-    lint, ruff_version = lintmod.lint_checkout(ws, ruff_path)
+    lint, ruff_version = lint_checkout(ws, ruff_path)
     if lint.findings:
         for finding in lint.findings:
             print(finding)
@@ -82,8 +82,8 @@ def prepare_revision(ws: Workspace, args: argparse.Namespace, identity: str, ruf
         f"revision {rev.label}: {'new (series or cover changed)' if is_new else 'unchanged since it was recorded'}"
     )
 
-    commits = gitcmd.rev_list(ws.checkout, f"{co.PRISTINE_TAG}..HEAD")
-    made = prbranch.rewrite(ws.checkout, co.PRISTINE_TAG, commits, identity)  # objects only: no branch yet
+    commits = gitcmd.rev_list(ws.checkout, f"{PRISTINE_TAG}..HEAD")
+    made = rewrite(ws.checkout, PRISTINE_TAG, commits, identity)  # objects only: no branch yet
     repo, kept, where = ws.checkout, patches, f"Branch {branch} in .work/{ws.checkout.name} (for review)"
     review_tip = made[-1]
     onto_report = ""
@@ -95,25 +95,23 @@ def prepare_revision(ws: Workspace, args: argparse.Namespace, identity: str, ruf
             f"Branch {branch} in .work/{ws.upstream_clone.name} on {base}: {len(made)} commit(s)",
         )
         progress(f"branch {branch} in .work/{ws.upstream_clone.name} on {base}: {len(made)} signed-off commit(s)")
-    subjects = [prbranch.message_parts(repo, c)[0] for c in made]
+    subjects = [message_parts(repo, c)[0] for c in made]
     title = cover.title
 
     scopes = [scope.of_patch(p.name, p.text) for p in kept]
-    results = prbody.evidence({name: records.read(ws.records, name) for name, _, _ in prbody.PLAN}, digest)
+    results = evidence({name: records.read(ws.records, name) for name, _, _ in PLAN}, digest)
     progress(f"range-diff against {prev.label if prev else 'nothing (first revision)'}")
     rdiff = prepare.previous_range_diff(ws, prev, review_tip, identity)
 
     files = {p.name: gitcmd.format_patch(repo, c) for p, c in zip(kept, made, strict=True)}
     ruff = (ruff_version, kittools.version("ruff", ws.kit_tools))  # (the precheck's, upstream's pin)
-    files["pr-body.md"] = prbody.body(
-        covermod.purpose_section(cover, subjects), results, scopes, pin.label, digest, ruff[1]
-    )
+    files["pr-body.md"] = body(purpose_section(cover, subjects), results, scopes, pin.label, digest, ruff[1])
     cover_diff = prepare.previous_cover(ws, prev, cover_source)
     files["cover.txt"] = prepare.cover_text(
         title, rev, pin.label, where, identity, kept, scopes, lint, ruff, rdiff, cover_diff, onto_report
     )
     files["series/series"] = (ws.patches / "series").read_text(encoding="utf-8")
-    files["series/" + covermod.NAME] = cover_source
+    files["series/" + NAME] = cover_source
     files.update({f"series/{p.name}": p.text for p in patches})
 
     # Record: the output, the review branch, then the revision (last: it is what the next run compares with).

@@ -6,9 +6,9 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from scripts import pin as pinmod
-from scripts.pr import rebase
-from scripts.pr.verdicts import DROPPED, SHOWN
+from scripts.pin import load_pin
+from scripts.rebase import trial
+from scripts.rebase.verdicts import DROPPED, SHOWN
 from scripts.report import outcomes_table, progress
 from scripts.series import load_series
 from scripts.workspace import Workspace
@@ -40,29 +40,29 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, ws: Workspace) -> int:
-    pin = pinmod.load_pin(ws.pin_file)
+    pin = load_pin(ws.pin_file)
     patches = load_series(ws.patches)
-    target = rebase.target_of(ws, pin, args)
+    target = trial.target_of(ws, pin, args)
     progress(f"trying {len(patches)} patch(es) from {pin.label} on {target.label} (the checkout is not touched)")
     ws.work.mkdir(parents=True, exist_ok=True)
     name = args.report_name or args.target or f"{Path(target.url).name}-{target.ref}"
     with tempfile.TemporaryDirectory(dir=ws.work, prefix=".rebase-") as tmp:
-        repo, verdicts = rebase.try_series(pin, target, patches, Path(tmp), ws.downloads)
+        repo, verdicts = trial.try_series(pin, target, patches, Path(tmp), ws.downloads)
         print(outcomes_table([(v.name, v.shown, v.detail) for v in verdicts], "verdict"))
         dropped = [p for p, v in zip(patches, verdicts, strict=True) if v.outcome in DROPPED]
         kept = [p for p in patches if p not in dropped]
-        depends = rebase.dependent_tests(dropped, rebase.test_texts(ws, kept))
+        depends = trial.dependent_tests(dropped, trial.test_texts(ws, kept))
         for patch_name, tests in depends.items():
             progress(f"{patch_name} is dropped; tests that exercise its files: {', '.join(tests)}")
-        data = rebase.report(pin, target, verdicts, False, depends)
-        out = rebase.write_report(ws.rebase_dir, name, data, rebase.markdown(data, verdicts))
+        data = trial.report(pin, target, verdicts, False, depends)
+        out = trial.write_report(ws.rebase_dir, name, data, trial.markdown(data, verdicts))
         counts = ", ".join(f"{n} {SHOWN.get(o, o)}" for o, n in data["counts"].items() if n)  # type: ignore[attr-defined]
         progress(f"{target.label}: {counts or 'empty series'}; report .work/rebase/{out.name} and {out.stem}.md")
         if args.move:
-            rebase.move(ws, pin, target, patches, repo, verdicts)
-            data = rebase.report(pin, target, verdicts, True, depends)
-            rebase.write_report(ws.rebase_dir, name, data, rebase.markdown(data, verdicts))
-    fresh = rebase.new_conflicts(verdicts, args.baseline)
+            trial.move(ws, pin, target, patches, repo, verdicts)
+            data = trial.report(pin, target, verdicts, True, depends)
+            trial.write_report(ws.rebase_dir, name, data, trial.markdown(data, verdicts))
+    fresh = trial.new_conflicts(verdicts, args.baseline)
     if args.baseline is not None and fresh:
         progress(f"newly conflicting since {args.baseline.name}: {', '.join(fresh)}")
     return 1 if fresh else 0

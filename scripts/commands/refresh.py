@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from scripts import checkout as co
-from scripts import pin as pinmod
+from scripts.checkout import refresh
 from scripts.commands.common import checkout_lock
+from scripts.pin import load_pin
 from scripts.report import progress, table
 from scripts.series import load_series
 from scripts.workspace import Workspace
@@ -19,8 +19,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, ws: Workspace) -> int:
     with checkout_lock(ws):
-        rows = co.refresh(ws.checkout, ws.patches, load_series(ws.patches), progress=progress,
-                          drop=tuple(args.drop), pin=pinmod.load_pin(ws.pin_file))  # fmt: skip
+        rows = refresh(ws.checkout, ws.patches, load_series(ws.patches), progress=progress,
+                          drop=tuple(args.drop), pin=load_pin(ws.pin_file))  # fmt: skip
     print(table(["patch", "outcome"], rows))
     changed = sum(1 for _, outcome in rows if outcome != "unchanged")
     progress(f"{changed} patch file(s) changed" if changed else "patches/ unchanged")

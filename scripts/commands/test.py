@@ -14,18 +14,17 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from scripts import checkout as co
 from scripts import records
+from scripts.checkout import State, combined_diff
 from scripts.commands.common import checkout_lock, current
 from scripts.diffparse import touched
-from scripts.legs import legenv, upstream_tests
-from scripts.legs import suite as legs
+from scripts.legs import legenv, suite, upstream_tests
 from scripts.report import progress, table
 from scripts.series import load_series
 from scripts.workspace import Workspace
 
 USAGE = "python -m scripts test [stock|npu]... [--jobs N] [--changed] [--python PATH] [--require MODE] [pytest args]"
-PASSTHROUGH = True  # pytest's own arguments go on after the kit's (legs.parse_test_args, the one parser)
+PASSTHROUGH = True  # pytest's own arguments go on after the kit's (suite.parse_test_args, the one parser)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -39,16 +38,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, ws: Workspace) -> int:
     """Both legs (or the ones named): each leg's pytest started directly, at once when the cores allow."""
-    opts = legs.parse_test_args(args.args)
+    opts = suite.parse_test_args(args.args)
     with checkout_lock(ws, shared=True):
         state = current(ws)
-        at_once, threads = legs.plan_jobs(len(opts.legs), opts.jobs, os.cpu_count() or 1)
+        at_once, threads = suite.plan_jobs(len(opts.legs), opts.jobs, os.cpu_count() or 1)
         planned = {leg: plan_leg(ws, state, leg, opts) for leg in opts.legs}
         runs = {leg: run for leg, run in planned.items() if run is not None}  # None: nothing changed since green
         if at_once > 1 and len(runs) > 1:
             progress(f"legs {', '.join(runs)} in parallel, {threads} thread(s) each (-- --jobs 1: one after the other)")
-            done = legs.run_parallel({leg: r.command for leg, r in runs.items()},
-                                     {leg: r.env | legs.thread_env(threads) for leg, r in runs.items()},
+            done = suite.run_parallel({leg: r.command for leg, r in runs.items()},
+                                     {leg: r.env | suite.thread_env(threads) for leg, r in runs.items()},
                                      {leg: r.out / "output.log" for leg, r in runs.items()},
                                      ws.root, live=sys.stdout.isatty())  # fmt: skip
         else:
@@ -57,12 +56,12 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
         for leg, r in runs.items():  # every leg's record, even when another leg's pytest left no report
             try:
                 codes[leg] = finish_leg(ws, state, r, done[leg][0])
-            except legs.SuiteDidNotRun as exc:
+            except suite.SuiteDidNotRun as exc:
                 codes[leg] = exc.exit_code
                 unreported.append(exc)
         if len(done) > 1:
             rows = [(leg, "passed" if codes[leg] == 0 else f"FAILED (pytest exit {rc})", f"{seconds:.1f}",
-                     legs.oracle_use(runs[leg].out)["source"]) for leg, (rc, seconds) in done.items()]  # fmt: skip
+                     suite.oracle_use(runs[leg].out)["source"]) for leg, (rc, seconds) in done.items()]  # fmt: skip
             print(table(["leg", "result", "seconds", "pristine oracle"], rows))
         if unreported:
             raise unreported[0]
@@ -85,37 +84,37 @@ class LegRun:
     series_diff: str
     context: dict[str, str]
     patch_files: dict[str, list[str]]
-    opts: legs.TestArgs
+    opts: suite.TestArgs
 
 
-def plan_leg(ws: Workspace, state: co.State, leg: str, opts: legs.TestArgs) -> LegRun | None:
+def plan_leg(ws: Workspace, state: State, leg: str, opts: suite.TestArgs) -> LegRun | None:
     """The leg's interpreter (built or reused), mode and pytest command; None when --changed finds nothing to run."""
     out = ws.records / f"test-{leg}"
-    python, mode, versions, env = legs.prepare(ws, leg, out, opts.options)
+    python, mode, versions, env = suite.prepare(ws, leg, out, opts.options)
     env |= {  # the suite's pristine oracle cache (tests/regression/oracle_cache.py), and where it reports
         "KIT_ORACLE_CACHE": str(ws.cache / f"oracle-{leg}"),
-        "KIT_ORACLE_REPORT": str(out / legs.ORACLE_REPORT),
+        "KIT_ORACLE_REPORT": str(out / suite.ORACLE_REPORT),
         "KIT_ENV_STAMP_NAME": legenv.STAMP_NAME,
         "KIT_PRISTINE_COMMIT": state.pristine_commit,
     }
-    for stale in (out / "npu-syncs.json", out / legs.ORACLE_REPORT):
+    for stale in (out / "npu-syncs.json", out / suite.ORACLE_REPORT):
         stale.unlink(missing_ok=True)
     patch_files = {p.name: touched([p.text]) for p in load_series(ws.patches)}
     context = {"pin": state.pin_digest, "env": legenv.current_digest(ws, leg), "mode": mode,
-               "kit": legs.tree_digest(ws.root, ("scripts", "tests", "pytest.ini"))}  # fmt: skip
-    targets = [legs.SUITE]
+               "kit": suite.tree_digest(ws.root, ("scripts", "tests", "pytest.ini"))}  # fmt: skip
+    targets = [suite.SUITE]
     if opts.changed:
-        green_file = out / legs.GREEN
+        green_file = out / suite.GREEN
         green = json.loads(green_file.read_text(encoding="utf-8")) if green_file.is_file() else None
-        targets = legs.changed_targets(leg, green, context, state.patches, patch_files, ws.root)
+        targets = suite.changed_targets(leg, green, context, state.patches, patch_files, ws.root)
         if not targets:
             return None  # nothing changed since the last green run: its record stands
-    full = targets == [legs.SUITE]
-    series_diff = co.combined_diff(ws.checkout)
+    full = targets == [suite.SUITE]
+    series_diff = combined_diff(ws.checkout)
     # A --changed subset measures no coverage: what it runs comes from the last full run's map, and
     # coverage.py's tracer would nearly double the edit-test loop (docs/results.md).
     measured = [ws.checkout / f for f in touched([series_diff]) if f.endswith(".py")] if full else None
-    command = legs.suite_command(python, out, measured, targets, opts.pytest_args)
+    command = suite.suite_command(python, out, measured, targets, opts.pytest_args)
     return LegRun(leg, out, python, mode, versions, env, command, targets, full, series_diff, context, patch_files,
                   opts)  # fmt: skip
 
@@ -126,21 +125,21 @@ def run_one(ws: Workspace, run: LegRun) -> tuple[int, float]:
     return subprocess.run(run.command, cwd=ws.root, env=run.env).returncode, time.monotonic() - started
 
 
-def finish_leg(ws: Workspace, state: co.State, run: LegRun, rc: int) -> int:
+def finish_leg(ws: Workspace, state: State, run: LegRun, rc: int) -> int:
     """The leg's record (counts, coverage of the NPU branches, oracle use, upstream's tests), its green map, its row."""
     leg, out, opts = run.leg, run.out, run.opts
     junit, cov_json, syncs = out / "junit.xml", out / "coverage.json", out / "npu-syncs.json"
     if not junit.is_file():
-        raise legs.SuiteDidNotRun(f"leg {leg}: pytest exited {rc} without a report", "see pytest's output above")
-    counts = legs.counts_from_junit(junit.read_text(encoding="utf-8"))
+        raise suite.SuiteDidNotRun(f"leg {leg}: pytest exited {rc} without a report", "see pytest's output above")
+    counts = suite.counts_from_junit(junit.read_text(encoding="utf-8"))
     coverage, by_file = None, None
     if run.full:
         cov_text = cov_json.read_text(encoding="utf-8") if cov_json.is_file() else '{"files": {}}'
-        wanted = legs.npu_branch_lines(run.series_diff, ws.checkout)
-        coverage = legs.executed(cov_text, ws.root, ws.checkout, wanted)
-        by_file = legs.modules_by_file(cov_text, ws.root, ws.checkout)
-    data = legs.record(leg, run.mode, run.versions, counts, coverage, state.series_digest)
-    oracle = legs.oracle_use(out)
+        wanted = suite.npu_branch_lines(run.series_diff, ws.checkout)
+        coverage = suite.executed(cov_text, ws.root, ws.checkout, wanted)
+        by_file = suite.modules_by_file(cov_text, ws.root, ws.checkout)
+    data = suite.record(leg, run.mode, run.versions, counts, coverage, state.series_digest)
+    oracle = suite.oracle_use(out)
     data |= {"pristine_oracle": oracle, "full_suite": run.full and not opts.pytest_args, "targets": run.targets,
              "required_mode": opts.options.require or "any"}  # fmt: skip
     if syncs.is_file():  # written by the npu tests: host syncs per NPU attention call
@@ -154,7 +153,7 @@ def finish_leg(ws: Workspace, state: co.State, run: LegRun, rc: int) -> int:
     # A --changed run never stands in for the full one in reports (the PR body reads test-<leg>).
     records.write(ws.records, f"test-{leg}" if run.full else f"test-{leg}-changed", data)
     if counts.ok and rc == 0 and not opts.pytest_args:  # green, and not narrowed by pytest arguments
-        legs.write_green(out / legs.GREEN, run.context, state.patches, run.patch_files, by_file)
+        suite.write_green(out / suite.GREEN, run.context, state.patches, run.patch_files, by_file)
     progress(f"leg {leg}: pristine oracle {oracle['source']} ({oracle['reason']})")
     print(table(["leg", "mode", "torch", "torch_npu", "passed", "failed", "errors", "skipped", "NPU-branch lines run"],
                 [(leg, run.mode, run.versions.get("torch"), run.versions.get("torch_npu"), counts.passed,

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from scripts import checkout, gitcmd, records, revisions
-from scripts.e2e import bench, compare, determinism, evidence, install, plot, preflight, run
+from scripts.e2e import benchclient, compare, determinism, evidence, install, plot, preflight, run
 from scripts.e2e.config import E2EConfig, fill_cmd, standin_server_cmd
 from scripts.e2e.evidence import RunRecord
 from scripts.errors import KitError
@@ -184,17 +184,17 @@ def run_trials(ws: Workspace, config: E2EConfig, folder: Path, variants: Mapping
     """ABBA x repeats; stops at the first failed trial, which stays in the list and decides the verdict."""
 
     commands = {name: server_command(ws, config, v, base_python) for name, v in variants.items()}
-    image = bench.first_frame(config, folder)
-    client = bench.choose_client(config)
+    image = benchclient.first_frame(config, folder)
+    client = benchclient.choose_client(config)
     trials: list[Trial] = []
     order = abba(config.ab_repeats)
     for index, name in enumerate(order, start=1):
         d = folder / f"run-{index}"
         server_cmd, client_python = commands[name]
-        cmd = bench.command(config, client, client_python, d / "benchmark.json", d / "video.mp4", image)
+        cmd = benchclient.command(config, client, client_python, d / "benchmark.json", d / "video.mp4", image)
         server_env = variant_env(env, name)
         record = run.one_run(
-            config, index, folder, server_cmd, server_env, cmd, bench.client_env(client, server_env, ws.root)
+            config, index, folder, server_cmd, server_env, cmd, benchclient.client_env(client, server_env, ws.root)
         )
         trial = Trial(record, name)
         if record.status == "ok":

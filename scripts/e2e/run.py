@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from scripts import records, signals
-from scripts.e2e import bench, compare, determinism, evidence, install, metrics, preflight, server
+from scripts.e2e import benchclient, compare, determinism, evidence, install, metrics, preflight, server
 from scripts.e2e.config import E2EConfig, fill_cmd, standin_server_cmd
 from scripts.e2e.evidence import RunRecord
 from scripts.errors import KitError
@@ -58,7 +58,7 @@ def cleanup_problems(config: E2EConfig, survivors: Sequence[int]) -> list[str]:
     return problems
 
 
-def _bench_failure(outcome: bench.BenchOutcome, srv: server.Server | None, timeout_s: float) -> tuple[str, str]:
+def _bench_failure(outcome: benchclient.BenchOutcome, srv: server.Server | None, timeout_s: float) -> tuple[str, str]:
     if outcome.timed_out:
         return "benchmark_timeout", f"benchmark still running after {timeout_s:g} s: killed"
     code = None if srv is None else srv.proc.poll()
@@ -82,7 +82,7 @@ def one_run(config: E2EConfig, index: int, folder: Path, server_cmd: list[str], 
             srv = server.start(server_cmd, env, d / "server.log")
         record.server_pgid = srv.pgid
         record.server_up_s = server.wait_healthy(srv, config.health_url, config.health_timeout_s)
-        outcome = bench.run(bench_cmd, bench_env, d / "benchmark.log", config.bench_timeout_s)
+        outcome = benchclient.run(bench_cmd, bench_env, d / "benchmark.log", config.bench_timeout_s)
         if outcome.returncode == 0:
             record.status = "ok"
         else:
@@ -111,7 +111,7 @@ def external_run(config: E2EConfig, record: RunRecord, folder: Path, bench_cmd: 
     except server.ServerUnhealthyError as slow:
         record.status, record.error = "server_unhealthy", str(slow)
     else:
-        outcome = bench.run(bench_cmd, bench_env, d / "benchmark.log", config.bench_timeout_s)
+        outcome = benchclient.run(bench_cmd, bench_env, d / "benchmark.log", config.bench_timeout_s)
         if outcome.returncode == 0:
             record.status = "ok"
         else:
@@ -244,7 +244,7 @@ def execute(ws: Workspace, config: E2EConfig, python: str | None, checks: Sequen
     result = ("interrupted", "stopped before a verdict (signal or error)")
     try:
         server_cmd, client_python, versions = prepare(ws, config, python)
-        client = bench.choose_client(config)
+        client = benchclient.choose_client(config)
         env = server_env(ws, config, os.environ)
         manifest = {
             "mode": config.mode,
@@ -261,11 +261,11 @@ def execute(ws: Workspace, config: E2EConfig, python: str | None, checks: Sequen
             "kit": evidence.kit_identity(ws),
         }
         evidence.write_json(folder / "manifest.json", manifest)
-        image = bench.first_frame(config, folder)
+        image = benchclient.first_frame(config, folder)
         for index in range(1, config.runs + 1):
             d = folder / f"run-{index}"
-            cmd = bench.command(config, client, client_python, d / "benchmark.json", d / "video.mp4", image)
-            record = one_run(config, index, folder, server_cmd, env, cmd, bench.client_env(client, env, ws.root))
+            cmd = benchclient.command(config, client, client_python, d / "benchmark.json", d / "video.mp4", image)
+            record = one_run(config, index, folder, server_cmd, env, cmd, benchclient.client_env(client, env, ws.root))
             runs.append(record)
             if record.status == "ok":
                 judge_performance(record, d / "benchmark.json", config)

@@ -34,8 +34,7 @@ from scripts import records
 from scripts.checks.lint import npu_only_lines
 from scripts.diffparse import parse
 from scripts.errors import KitError
-from scripts.legs import legenv, probe
-from scripts.legs import suite as legs
+from scripts.legs import legenv, probe, suite
 from scripts.report import progress, table
 from scripts.workspace import Workspace
 
@@ -523,11 +522,11 @@ def record(outcomes: list[Outcome], stale: list[str], seconds: float, series_dig
 def start_worker(ws: Workspace, leg: str, tree: Path) -> Worker:
     # The leg's own venv, probed the way a test run probes it (the probe cache included).
     found = legenv.interpreter(ws, legenv.check_leg(leg), legenv.LegOptions())
-    mode = legs.npu_mode(leg, probe.leg_versions(found.python, found.pycache, found.probe_cache)[0])
+    mode = suite.npu_mode(leg, probe.leg_versions(found.python, found.pycache, found.probe_cache)[0])
     out = ws.mutate_dir / f"records-{leg}"
     out.mkdir(parents=True, exist_ok=True)
     progress(f"leg {leg}: mode {mode}; starting its worker")
-    env = legs.leg_env(leg, mode, tree, ws.pristine_tree, out, found.pycache)
+    env = suite.leg_env(leg, mode, tree, ws.pristine_tree, out, found.pycache)
     return Worker(leg, found.python, env, tree.parent)
 
 

@@ -19,9 +19,9 @@ from pathlib import Path
 
 from scripts import gitcmd
 from scripts.errors import KitError
-from scripts.pr import branch as prbranch
-from scripts.pr import rebase
-from scripts.pr.verdicts import Verdict, judge_series
+from scripts.rebase import trial
+from scripts.pr.branch import build_branch
+from scripts.rebase.verdicts import Verdict, judge_series
 from scripts.series import Patch
 
 MARKER = "kit-upstream-clone"  # in .git/: this folder is the kit's, it may reset it
@@ -48,7 +48,7 @@ def kit_clone(clone: Path) -> Path:
 
 def fetch_ref(clone: Path, url: str, ref: str) -> str:
     """Fetch REF from url into the clone, check it out detached and clean; the commit, verified."""
-    commit = rebase.resolve_ref(url, ref, clone)
+    commit = trial.resolve_ref(url, ref, clone)
     try:
         gitcmd.fetch_commit(clone, url, commit, "--no-tags")
     except gitcmd.ServedOther as exc:
@@ -92,7 +92,7 @@ def build(
         fix = "pass --3way to accept the merge" if "only with a merge" in why else "rebase the series first"
         raise OntoError(f"not making {branch}: {why}", f"{fix} (nox -s rebase -- --git URL REF shows every patch)")
     applied = gitcmd.rev_list(clone, f"{base}..HEAD")
-    made = prbranch.build_branch(clone, base, applied, identity, branch)
+    made = build_branch(clone, base, applied, identity, branch)
     gitcmd.switch(clone, branch, force=True)  # the clone shows what would be pushed
     return found, made
 

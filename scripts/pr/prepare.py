@@ -26,12 +26,13 @@ import tempfile
 from pathlib import Path
 
 from scripts import revisions
-from scripts.checks import lint as lintmod
 from scripts.checks import scope
+from scripts.checks.lint import SeriesLint
 from scripts.errors import KitError
-from scripts.pr import cover as covermod
-from scripts.pr import onto, rangediff, rebase
-from scripts.pr.verdicts import DROPPED
+from scripts.pr import onto, rangediff
+from scripts.rebase import trial
+from scripts.pr.cover import compare
+from scripts.rebase.verdicts import DROPPED
 from scripts.report import outcomes_table, progress, table
 from scripts.series import Patch
 from scripts.workspace import Workspace
@@ -59,7 +60,7 @@ def previous_range_diff(ws: Workspace, prev: revisions.Revision | None, new_tip:
 
 
 def cover_text(title: str, rev: revisions.Revision, pin: str, where: str, identity: str, patches: list[Patch],
-               scopes: list[scope.Scope], lint: lintmod.SeriesLint, ruff: tuple[str, str],
+               scopes: list[scope.Scope], lint: SeriesLint, ruff: tuple[str, str],
                rdiff: str, cover_diff: str, onto_report: str = "") -> str:  # fmt: skip
     warning = scope.rfc_warning(scope.total(scopes))
     ruff_note = "" if ruff[0] == ruff[1] else f"  (not upstream's pinned {ruff[1]}: results may differ)"
@@ -121,13 +122,13 @@ def previous_cover(ws: Workspace, prev: revisions.Revision | None, text: str) ->
         return "Cover: first revision."
     if not prev.cover_digest:
         return f"Cover against {prev.label}: {prev.label} was prepared before the series had a cover."
-    return covermod.compare(revisions.find_cover(prev, ws.pr_dir / prev.label / "series", ws.root), text, prev.label)
+    return compare(revisions.find_cover(prev, ws.pr_dir / prev.label / "series", ws.root), text, prev.label)
 
 
 def put_onto(ws: Workspace, args: argparse.Namespace, patches: list[Patch], commits: list[str], identity: str,
              branch: str) -> tuple[list[Patch], list[str], str, str]:  # fmt: skip
     """(patches kept, their upstream commits, base label, verdict table) of pr/vN made on REF in the kit's clone."""
-    url, ref = rebase.git_url(args.onto[0]), args.onto[1]
+    url, ref = trial.git_url(args.onto[0]), args.onto[1]
     clone = onto.kit_clone(ws.upstream_clone)
     progress(f"fetching {url} {ref} into .work/{ws.upstream_clone.name}")
     base = onto.fetch_ref(clone, url, ref)
@@ -145,7 +146,7 @@ def refuse_open_without_gh(args: argparse.Namespace, branch: str, title: str, bo
     """--open with no usable gh is refused before anything is made or pushed, naming the command to run later."""
     if not args.open or not (why := onto.gh_ready()):
         return
-    cmd = onto.gh_command(rebase.git_url(args.onto[0]), args.push_to, branch, args.onto[1], title, body_file)
+    cmd = onto.gh_command(trial.git_url(args.onto[0]), args.push_to, branch, args.onto[1], title, body_file)
     raise PrError(
         f"cannot open the PR: {why}; nothing was made or pushed",
         f"install gh and run gh auth login, or drop --open and, after the push, run: {shlex.join(cmd)}",
@@ -163,7 +164,7 @@ def deliver(ws: Workspace, args: argparse.Namespace, branch: str, title: str, bo
         return
     onto.push(ws.upstream_clone, args.push_to, branch, args.force)
     progress(f"pushed {branch} to {args.push_to}")
-    cmd = onto.gh_command(rebase.git_url(args.onto[0]), args.push_to, branch, args.onto[1], title, body_file)
+    cmd = onto.gh_command(trial.git_url(args.onto[0]), args.push_to, branch, args.onto[1], title, body_file)
     print(shlex.join(cmd))
     if args.open:
         proc = subprocess.run(cmd, cwd=ws.root)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from scripts import checkout as co
 from scripts import gitcmd
+from scripts.checkout import PRISTINE_TAG, commit_all
 from scripts.errors import KitError
 from scripts.pr.branch import build_branch
 from scripts.series import Patch
@@ -19,12 +19,10 @@ def range_diff(checkout: Path, new_tip: str, old: list[Patch], identity: str, sc
     """`git range-diff` of the old revision's upstream commits against new_tip, both on the pristine."""
     clone = scratch / "clone"
     gitcmd.clone(checkout, clone)
-    gitcmd.start_branch(clone, "old", co.PRISTINE_TAG)
-    commits = co.commit_all(clone, old, True, lambda patch, result: RangeDiffUnavailableError(
+    gitcmd.start_branch(clone, "old", PRISTINE_TAG)
+    commits = commit_all(clone, old, True, lambda patch, result: RangeDiffUnavailableError(
         f"the previous revision's {patch.name} does not apply to the current pristine ({result.detail})",
         "the range-diff is left out; compare the two output folders by hand",
     ))  # fmt: skip
-    old_tip = (
-        build_branch(clone, co.PRISTINE_TAG, commits, identity, "old-upstream")[-1] if commits else co.PRISTINE_TAG
-    )
-    return gitcmd.range_diff(clone, f"{co.PRISTINE_TAG}..{old_tip}", f"{co.PRISTINE_TAG}..{new_tip}")
+    old_tip = build_branch(clone, PRISTINE_TAG, commits, identity, "old-upstream")[-1] if commits else PRISTINE_TAG
+    return gitcmd.range_diff(clone, f"{PRISTINE_TAG}..{old_tip}", f"{PRISTINE_TAG}..{new_tip}")

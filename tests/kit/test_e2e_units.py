@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from conftest import KIT_ROOT
 
-from scripts.e2e import bench, client, compare, config, evidence, metrics, preflight, run
+from scripts.e2e import benchclient, client, compare, config, evidence, metrics, preflight, run
 from scripts.e2e.evidence import RunRecord
 from scripts.errors import KitError
 from scripts.legs import legenv, suite
@@ -162,14 +162,14 @@ def test_verdict_order_failure_then_determinism_then_band() -> None:
 def test_both_clients_always_get_an_image(tmp_path: Path) -> None:
     """Upstream's client downloads a default image without ``--image``: the kit always passes one."""
     cfg = config.parse_args(WS, ["--width", "16", "--height", "32"], {})
-    image = bench.first_frame(cfg, tmp_path)
+    image = benchclient.first_frame(cfg, tmp_path)
     assert Path(image).read_bytes().startswith(b"\x89PNG") and Path(image).parent == tmp_path
     for name in ("upstream", "kit"):
-        cmd = bench.command(cfg, name, "python3", tmp_path / "b.json", tmp_path / "v.mp4", image)
+        cmd = benchclient.command(cfg, name, "python3", tmp_path / "b.json", tmp_path / "v.mp4", image)
         assert cmd[cmd.index("--image") + 1] == image
         assert ("--ping-interval" in cmd) == (name == "kit")  # upstream's script pings on its own
     given = config.parse_args(WS, ["--image", "/data/first.png"], {})
-    assert bench.first_frame(given, tmp_path) == "/data/first.png"
+    assert benchclient.first_frame(given, tmp_path) == "/data/first.png"
 
 
 # ---- the manifest names the series by the one digest the records carry ----------------------

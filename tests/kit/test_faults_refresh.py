@@ -20,7 +20,7 @@ import pytest
 from conftest import AUTHOR, Kit, commit_patch, rope_with
 from test_faults import Row, inject, one_line_error, snapshot
 
-from scripts import checkout as co
+from scripts.checkout import CONFLICT_MARKER, Commit, FoldError, first_difference, fold_of, plan_folds
 from scripts.gitcmd import git
 from scripts.series import with_one_identity
 
@@ -424,21 +424,21 @@ def test_real_ctrl_c_leaves_no_rebase(kit3: Kit) -> None:
     ],
 )
 def test_fold_of_reads_the_kind_and_the_name(subject: str, fold: tuple[str, str] | None) -> None:
-    assert co.fold_of(subject) == fold
+    assert fold_of(subject) == fold
 
 
-def commit(sha: str, message: str) -> co.Commit:
-    return co.Commit(sha, "t" + sha, "", ("a", "a@b", "0 +0000"), message)
+def commit(sha: str, message: str) -> Commit:
+    return Commit(sha, "t" + sha, "", ("a", "a@b", "0 +0000"), message)
 
 
 def test_plan_folds_follows_the_commit_named_not_the_first_subject() -> None:
     a, b = commit("a" * 40, "[NPU] Same\n"), commit("b" * 40, "[NPU] Same\n")
     by_commit = commit("c" * 40, f"fixup! {'b' * 12}\n")
     chained = commit("d" * 40, f"fixup! {'c' * 12}\n")  # a fold of the fold goes where that fold went
-    groups = co.plan_folds([a, b, by_commit, chained])
+    groups = plan_folds([a, b, by_commit, chained])
     assert [(g.patch.sha[0], [c.sha[0] for _, c in g.folds]) for g in groups] == [("a", []), ("b", ["c", "d"])]
-    with pytest.raises(co.FoldError, match="matches 2 patches by subject"):
-        co.plan_folds([a, b, commit("e" * 40, "fixup! [NPU] Same\n")])
+    with pytest.raises(FoldError, match="matches 2 patches by subject"):
+        plan_folds([a, b, commit("e" * 40, "fixup! [NPU] Same\n")])
 
 
 def test_with_one_identity_keeps_both_texts_and_one_trailer_block() -> None:
@@ -458,13 +458,13 @@ def test_with_one_identity_keeps_both_texts_and_one_trailer_block() -> None:
      ("<<<<<<<", True), ("======== heading", False), ("<<<<<<<< eight", False), ("a <<<<<<< b", False)],
 )  # fmt: skip
 def test_conflict_marker_is_gits_marker_of_size_seven(line: str, marker: bool) -> None:
-    assert bool(co.CONFLICT_MARKER.match(line)) is marker
+    assert bool(CONFLICT_MARKER.match(line)) is marker
 
 
 def test_first_difference_names_the_line() -> None:
-    assert co.first_difference("a\nb\nc\n", "a\nb\nc\n") is None
-    assert co.first_difference("a\nb \n", "a\nb\n") == (2, "b ", "b")
-    assert co.first_difference("a\n---\nb\n", "a\n") == (2, "---", "")
+    assert first_difference("a\nb\nc\n", "a\nb\nc\n") is None
+    assert first_difference("a\nb \n", "a\nb\n") == (2, "b ", "b")
+    assert first_difference("a\n---\nb\n", "a\n") == (2, "---", "")
 
 
 def test_a_scratch_worktree_a_signal_left_locked_does_not_block_the_next_refresh(kit3: Kit) -> None:

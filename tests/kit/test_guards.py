@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from scripts import checkout as co
+from scripts.checkout import GUARDS, IncompleteCheckout, Inspection, LocalEdits, StaleCheckout, guard
 
 
-class Given(co.Inspection):
+class Given(Inspection):
     """An inspection whose conditions are given (no git): the table's logic alone."""
 
     def __init__(self, holds: dict[str, dict[str, str]]) -> None:
@@ -26,49 +26,49 @@ FACTS = {"patch": "0002-x.patch", "op": "git rebase", "on": "branch mine", "dirt
          "now": "0.30.0", "differs": "0003-y.patch"}  # fmt: skip
 
 
-@pytest.mark.parametrize("purpose", sorted(co.GUARDS))
+@pytest.mark.parametrize("purpose", sorted(GUARDS))
 def test_every_row_names_a_condition_the_inspection_reads_and_formats(purpose: str) -> None:
-    for condition, error, what, fix in co.GUARDS[purpose]:
-        assert callable(getattr(co.Inspection, "_" + condition.replace("-", "_"), None)), condition
+    for condition, error, what, fix in GUARDS[purpose]:
+        assert callable(getattr(Inspection, "_" + condition.replace("-", "_"), None)), condition
         if error is not None:  # every field a message names is a fact the kit has
             what.format(where="w", **FACTS), fix.format(where="w", **FACTS)
 
 
 def test_a_row_with_an_unknown_condition_fails_the_guard(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(co.GUARDS, "use", (("misspelt", co.StaleCheckout, "x", "y"),))
+    monkeypatch.setitem(GUARDS, "use", (("misspelt", StaleCheckout, "x", "y"),))
     with pytest.raises(AttributeError):
-        co.guard("use", co.Inspection(Path("/nowhere/x"), None))
+        guard("use", Inspection(Path("/nowhere/x"), None))
 
 
 @pytest.mark.parametrize(
     ("purpose", "holds", "error", "message"),
     [
         # built from other inputs and dirty: a run of it says the inputs first, refresh the edits first
-        ("use", {"other-pin": FACTS, "dirty": FACTS}, co.StaleCheckout, "was built from 0.28.0, the pin is now 0.30.0"),
-        ("export", {"other-pin": FACTS, "dirty": FACTS}, co.LocalEdits, "has uncommitted edits"),
+        ("use", {"other-pin": FACTS, "dirty": FACTS}, StaleCheckout, "was built from 0.28.0, the pin is now 0.30.0"),
+        ("export", {"other-pin": FACTS, "dirty": FACTS}, LocalEdits, "has uncommitted edits"),
         # the kit's own unfinished apply: apply rebuilds it, every other purpose refuses it
         ("replace", {"applying": FACTS, "dirty": FACTS}, None, ""),
-        ("use", {"applying": FACTS, "dirty": FACTS}, co.StaleCheckout, "an apply was interrupted"),
-        ("export", {"applying": FACTS}, co.IncompleteCheckout, "does not hold the whole series"),
+        ("use", {"applying": FACTS, "dirty": FACTS}, StaleCheckout, "an apply was interrupted"),
+        ("export", {"applying": FACTS}, IncompleteCheckout, "does not hold the whole series"),
         # commits not exported: what refresh is for, what apply must not discard
         ("export", {"unexported": FACTS}, None, ""),
-        ("replace", {"unexported": FACTS}, co.LocalEdits, "not exported to patches/"),
-        ("replace", {"elsewhere": FACTS}, co.LocalEdits, "is on branch mine, not on series"),
+        ("replace", {"unexported": FACTS}, LocalEdits, "not exported to patches/"),
+        ("replace", {"elsewhere": FACTS}, LocalEdits, "is on branch mine, not on series"),
         ("replace", {"no-repository": {}, "dirty": FACTS}, None, ""),
-        ("use", {"absent": {}}, co.StaleCheckout, "no checkout at"),
+        ("use", {"absent": {}}, StaleCheckout, "no checkout at"),
     ],
 )
 def test_the_first_row_that_holds_decides(purpose: str, holds: dict, error: type | None, message: str) -> None:
     if error is None:
-        co.guard(purpose, Given(holds))
+        guard(purpose, Given(holds))
         return
     with pytest.raises(error, match=message) as raised:
-        co.guard(purpose, Given(holds))
+        guard(purpose, Given(holds))
     assert "{" not in str(raised.value)  # every field filled in
 
 
 def test_a_paused_checkout_is_refused_before_git_is_asked_about_its_tree() -> None:
     seen = Given({"paused": FACTS, "dirty": FACTS})
-    with pytest.raises(co.LocalEdits, match="in the middle of a git rebase"):
-        co.guard("export", seen)
+    with pytest.raises(LocalEdits, match="in the middle of a git rebase"):
+        guard("export", seen)
     assert "dirty" not in seen.asked and seen.asked[-1] == "paused"

@@ -24,9 +24,10 @@ STAGES: dict[int, tuple[str, ...]] = {
     4: ("checks.",),
     5: ("legs.",),
     6: ("e2e.",),
-    7: ("pr.",),
-    8: ("readme",),
-    9: ("commands.", "__main__"),
+    7: ("rebase.",),
+    8: ("pr.",),
+    9: ("readme",),
+    10: ("commands.", "__main__"),
 }
 
 
@@ -91,7 +92,7 @@ def test_no_module_imports_a_later_stage() -> None:
         ("checkout", "from scripts.legs import suite\n", "checkout (stage 3) -> legs.suite (stage 5)"),
         ("series", "from scripts import checkout as co\n", "series (stage 2) -> checkout (stage 3)"),
         ("legs.suite", "from scripts.commands.common import current\n", "legs.suite (stage 5) -> commands.common"),
-        ("pin", "import scripts.pr.branch\n", "pin (stage 1) -> pr.branch (stage 7)"),
+        ("pin", "import scripts.pr.branch\n", "pin (stage 1) -> pr.branch (stage 8)"),
         ("newthing", "", "newthing: no stage"),
     ],
 )
@@ -128,7 +129,7 @@ def test_the_cycle_check_bites_on_a_late_import_inside_a_stage() -> None:
     modules = {
         "e2e.run": "from scripts.e2e import ab\n",
         "e2e.ab": "def f():\n    from scripts.e2e import run\n",
-        "e2e.bench": "",
+        "e2e.benchclient": "",
     }
     assert import_cycle(modules) == ["e2e.ab", "e2e.run", "e2e.ab"]
     assert import_cycle({**modules, "e2e.ab": ""}) == []
@@ -195,9 +196,9 @@ def test_no_module_finds_the_kit_by_itself() -> None:
         ("pin", "from pathlib import Path\nROOT = Path(__file__).parent.parent\n", "pin:2: __file__"),
         ("legs.suite", "def f():\n    return __file__\n", "legs.suite:2: __file__"),
         (
-            "pr.rebase",
+            "rebase.trial",
             'from scripts.workspace import Workspace\nREBASE_DIR = Workspace.of_kit().work / "rebase"\n',
-            "pr.rebase:2: a workspace location",
+            "rebase.trial:2: a workspace location",
         ),
         ("e2e.install", 'from pathlib import Path\nVENV = Path(".work/e2e-venv")\n', "e2e.install:2: a workspace"),
         (
@@ -218,4 +219,4 @@ def test_a_workspace_passed_in_passes_the_location_check() -> None:
         'def reports(ws: Workspace) -> object:\n    return ws.work / "rebase"\n'
         'NOTE = "written under .work/rebase"\n'
     )
-    assert located_at_import("pr.rebase", source) == []
+    assert located_at_import("rebase.trial", source) == []

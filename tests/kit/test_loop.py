@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from scripts.errors import KitError
-from scripts.legs import suite as legs
+from scripts.legs import suite
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "regression"))
 import oracle_cache  # noqa: E402  (the suite's own module: the leg never imports the kit)
@@ -107,26 +107,26 @@ def test_storing_again_repairs_a_damaged_cache(cache: tuple[Path, Path, Path], t
     ],
 )
 def test_parse_test_args(argv: list[str], expected: tuple) -> None:
-    got = legs.parse_test_args(argv)
+    got = suite.parse_test_args(argv)
     assert (got.legs, got.jobs, got.changed, got.pytest_args) == expected
 
 
-@pytest.mark.parametrize("flag", sorted(legs.TEST_FLAGS))
+@pytest.mark.parametrize("flag", sorted(suite.TEST_FLAGS))
 def test_every_test_flag_is_parsed_by_test_and_kept_from_other_nox_sessions(flag: str) -> None:
     # `nox -s refresh test -- --changed`: nox hands one posargs list to both sessions, so the noxfile strips
-    # test's flags (legs.TEST_FLAGS) from the others. A flag the table lists must be one `test` parses.
+    # test's flags (suite.TEST_FLAGS) from the others. A flag the table lists must be one `test` parses.
     import noxfile
 
     argv = [flag, "1" if flag == "--jobs" else "real" if flag == "--require" else "/usr/bin/python3"]
-    argv = argv[: 1 + legs.TEST_FLAGS[flag]]
-    assert legs.parse_test_args(["npu", *argv]).pytest_args == []  # an unparsed flag would reach pytest
+    argv = argv[: 1 + suite.TEST_FLAGS[flag]]
+    assert suite.parse_test_args(["npu", *argv]).pytest_args == []  # an unparsed flag would reach pytest
     assert noxfile.without_test_flags([*argv, "--drop", "0002"]) == ["--drop", "0002"]
 
 
 @pytest.mark.parametrize("bad", [["--jobs", "0"], ["--jobs"], ["--jobs=two"]])
 def test_bad_jobs_is_one_clear_error(bad: list[str]) -> None:
     with pytest.raises(KitError, match="--jobs"):
-        legs.parse_test_args(bad)
+        suite.parse_test_args(bad)
 
 
 @pytest.mark.parametrize(
@@ -134,11 +134,11 @@ def test_bad_jobs_is_one_clear_error(bad: list[str]) -> None:
     [(2, None, 2, (2, 1)), (2, None, 8, (2, 4)), (2, None, 1, (1, 1)), (2, 1, 8, (1, 8)), (1, None, 4, (1, 4))],
 )
 def test_plan_jobs(legs_n: int, jobs: int | None, cores: int, expected: tuple[int, int]) -> None:
-    assert legs.plan_jobs(legs_n, jobs, cores) == expected
+    assert suite.plan_jobs(legs_n, jobs, cores) == expected
 
 
 def test_status_line_shows_each_running_leg() -> None:
-    line = legs.status_line({"stock": (10.0, b"....  [ 41%]\n...  [ 63%]"), "npu": (12.0, b"collecting")}, 40.0)
+    line = suite.status_line({"stock": (10.0, b"....  [ 41%]\n...  [ 63%]"), "npu": (12.0, b"collecting")}, 40.0)
     assert line == "running: stock 30s 63% | npu 28s starting"
 
 
@@ -147,7 +147,7 @@ def test_run_parallel_prints_one_block_per_leg(tmp_path: Path, capsys: pytest.Ca
     cmds = {"slow": [sys.executable, "-c", code, "1.5", "0"], "fast": [sys.executable, "-c", code, "0", "3"]}
     envs = {leg: {"LEG": leg, "PATH": "/usr/bin:/bin"} for leg in cmds}
     logs = {leg: tmp_path / leg / "output.log" for leg in cmds}
-    done = legs.run_parallel(cmds, envs, logs, tmp_path, live=False)
+    done = suite.run_parallel(cmds, envs, logs, tmp_path, live=False)
     assert {leg: rc for leg, (rc, _) in done.items()} == {"slow": 0, "fast": 3}
     out = capsys.readouterr().out
     # The fast leg's block comes first and whole, although both ran at once.
@@ -165,11 +165,11 @@ COVERAGE = {"vllm_omni/rope.py": ["tests/regression/test_rope.py", "tests/regres
             "tests/test_rope.py": ["tests/regression/test_upstream.py"]}  # fmt: skip
 MODULES = ["tests/regression/test_replay.py", "tests/regression/test_rope.py", "tests/regression/test_stock.py",
            "tests/regression/test_upstream.py"]  # fmt: skip
-GREEN = legs.green_record(CONTEXT, PATCHES, FILES, COVERAGE)
+GREEN = suite.green_record(CONTEXT, PATCHES, FILES, COVERAGE)
 
 
 def test_changed_patch_selects_the_modules_that_executed_its_files() -> None:
-    selection = legs.select_changed(GREEN, CONTEXT, {**PATCHES, "0001-rope.patch": "d1-edited"}, FILES, MODULES)
+    selection = suite.select_changed(GREEN, CONTEXT, {**PATCHES, "0001-rope.patch": "d1-edited"}, FILES, MODULES)
     assert selection.targets == ["tests/regression/test_replay.py", "tests/regression/test_rope.py"]
     assert selection.skipped == ["tests/regression/test_stock.py", "tests/regression/test_upstream.py"]
     assert selection.rows == [("0001-rope.patch", "vllm_omni/rope.py", "test_replay.py, test_rope.py")]
@@ -178,7 +178,7 @@ def test_changed_patch_selects_the_modules_that_executed_its_files() -> None:
 def test_a_file_the_patch_no_longer_touches_still_counts() -> None:
     # 0002 moved from tests/test_rope.py to vllm_omni/rope.py: tests of both files run.
     moved = {**FILES, "0002-test.patch": ["vllm_omni/rope.py"]}
-    selection = legs.select_changed(GREEN, CONTEXT, {**PATCHES, "0002-test.patch": "d2-moved"}, moved, MODULES)
+    selection = suite.select_changed(GREEN, CONTEXT, {**PATCHES, "0002-test.patch": "d2-moved"}, moved, MODULES)
     assert selection.targets == ["tests/regression/test_replay.py", "tests/regression/test_rope.py",
                                  "tests/regression/test_upstream.py"]  # fmt: skip
 
@@ -197,12 +197,12 @@ def test_full_suite_when_the_record_cannot_answer(
     green: dict | None, context: dict, patches: dict, reason: str
 ) -> None:
     files = {**FILES, "0007-new.patch": ["vllm_omni/new.py"]}
-    selection = legs.select_changed(green, context, patches, files, MODULES)
+    selection = suite.select_changed(green, context, patches, files, MODULES)
     assert selection.targets is None and reason in selection.reason, selection.reason
 
 
 def test_nothing_changed_runs_nothing_and_says_so() -> None:
-    selection = legs.select_changed(GREEN, CONTEXT, PATCHES, FILES, MODULES)
+    selection = suite.select_changed(GREEN, CONTEXT, PATCHES, FILES, MODULES)
     assert selection.targets == [] and selection.skipped == MODULES and "no patch changed" in selection.reason
 
 
@@ -214,7 +214,7 @@ def test_modules_by_file_reads_coverage_contexts(tmp_path: Path) -> None:
         ".work/vllm-omni/vllm_omni/attn.py": {"contexts": {"1": [""]}},
         "elsewhere/other.py": {"contexts": {"1": ["tests/regression/test_rope.py::test_a|run"]}},
     }}  # fmt: skip
-    assert legs.modules_by_file(json.dumps(report), tmp_path, checkout) == {
+    assert suite.modules_by_file(json.dumps(report), tmp_path, checkout) == {
         "vllm_omni/rope.py": ["tests/regression/test_replay.py", "tests/regression/test_rope.py"],
         "vllm_omni/attn.py": [],
     }

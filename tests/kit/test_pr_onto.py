@@ -14,7 +14,7 @@ from conftest import Kit, copy_kit
 from upstreams import ROPE, commit_all, edit, real_wheel, release_repo
 
 from scripts.gitcmd import git
-from scripts.pr import cover as covermod
+from scripts.pr.cover import load
 
 pytestmark = pytest.mark.network  # the real pinned wheel: from .work/downloads when cached, else the registry
 
@@ -83,7 +83,7 @@ def test_onto_main_pushes_a_signed_branch_on_upstream_history(kit: Kit, upstream
     for m in messages:
         assert m.endswith(f"Signed-off-by: {ME}") and "Kit-Patch" not in m and "Upstream-Status" not in m
     assert "RELEASING.md" in git("ls-tree", "-r", "--name-only", branch, cwd=fork)  # upstream's own tree
-    cover = covermod.load(kit.patches)
+    cover = load(kit.patches)
     out = kit.root / ".work/pr" / name.split("/")[1]
     body = (out / "pr-body.md").read_text()
     assert body.startswith(f"## Purpose\n\n{cover.purpose.splitlines()[0]}")

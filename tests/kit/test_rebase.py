@@ -11,7 +11,7 @@ import zipfile
 import pytest
 from conftest import KIT_ROOT, SMALL_UPSTREAM, Kit, copy_kit, make_series, rope_with
 
-from scripts import pin as pinmod
+from scripts.pin import load_pin, parse_pin
 from scripts.series import parse_series
 
 TWO_PATCHES = [
@@ -105,7 +105,7 @@ def test_move_pin_then_series_is_byte_stable(small_kit: Kit, tmp_path) -> None:
     digest = offer(tmp_path, {**SMALL_UPSTREAM, "vllm_omni/layers/rope.py": "extra\n" + rope_with({})})
     proc = small_kit.run("rebase", "0.2.0", "--move", env=index_env(tmp_path))
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    pin = pinmod.parse_pin((small_kit.patches / "upstream.toml").read_text())
+    pin = parse_pin((small_kit.patches / "upstream.toml").read_text())
     assert (pin.version, pin.wheel_sha256, pin.git_tag, pin.git_commit) == ("0.2.0", digest, "v0.2.0", "")
     assert "@@ -8,7 +8,7 @@ line 6" in (small_kit.patches / "0001-fix-ten.patch").read_text()  # refreshed context
     applied = small_kit.run("apply", env={"CI": "true"})  # strict: no offsets left
@@ -127,7 +127,7 @@ def test_cached_target_wheel_is_checked_and_pin_takes_the_registry_digest(small_
     assert "Traceback" not in proc.stderr
     assert cached.read_bytes() == good  # fetched again
     assert [p.read_bytes() for p in cached.parent.glob("*.bad-*")] == [good[: len(good) // 2]]  # kept, named
-    assert pinmod.parse_pin((small_kit.patches / "upstream.toml").read_text()).wheel_sha256 == digest
+    assert parse_pin((small_kit.patches / "upstream.toml").read_text()).wheel_sha256 == digest
 
 
 def test_index_without_a_digest_is_refused_and_nothing_moves(small_kit: Kit, tmp_path) -> None:
@@ -169,7 +169,7 @@ def test_latest_is_the_newest_release_on_the_index(small_kit: Kit, tmp_path) -> 
 def test_real_release_0_28_0_from_the_registry(tmp_path) -> None:
     """The shipped series and pin, tried on vllm-omni 0.28.0 (a real wheel from the package registry)."""
     kit = copy_kit(tmp_path / "kit", with_patches=True)
-    cached = KIT_ROOT / ".work/downloads" / pinmod.load_pin(kit.patches / "upstream.toml").wheel_filename
+    cached = KIT_ROOT / ".work/downloads" / load_pin(kit.patches / "upstream.toml").wheel_filename
     if cached.is_file():
         kit.seed_wheel(cached)
     proc = kit.run("rebase", "0.28.0")

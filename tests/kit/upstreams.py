@@ -15,9 +15,9 @@ from pathlib import Path
 
 from conftest import AUTHOR, KIT_ROOT
 
-from scripts import pin as pinmod
 from scripts.diffparse import hunks
 from scripts.gitcmd import git, git_env
+from scripts.pin import extract_wheel, fetch_wheel, load_pin
 
 PATCHES = KIT_ROOT / "patches"
 ROPE = "vllm_omni/diffusion/layers/rope.py"
@@ -79,12 +79,12 @@ def patch(name_part: str) -> Path:
 
 def real_wheel(cache: Path) -> Path:
     """The pinned release wheel (digest verified), from the kit's cache when it has it, else the registry."""
-    pin = pinmod.load_pin(PATCHES / "upstream.toml")
+    pin = load_pin(PATCHES / "upstream.toml")
     cached = KIT_ROOT / ".work" / "downloads" / pin.wheel_filename
     cache.mkdir(parents=True, exist_ok=True)
     if cached.is_file() and not (cache / cached.name).exists():
         shutil.copy2(cached, cache / cached.name)
-    return pinmod.fetch_wheel(pin, cache)
+    return fetch_wheel(pin, cache)
 
 
 def commit_all(repo: Path, message: str) -> str:
@@ -113,7 +113,7 @@ def release_repo(dest: Path, wheel: Path) -> Path:
     """Upstream at the pinned release: the wheel's tree as one commit on main, tagged v0.30.0."""
     dest.mkdir(parents=True)
     git("init", "-q", "-b", "main", cwd=dest)
-    pinmod.extract_wheel(wheel, dest)
+    extract_wheel(wheel, dest)
     commit_all(dest, "vllm-omni 0.30.0")
     git("tag", "v0.30.0", cwd=dest)
     return dest

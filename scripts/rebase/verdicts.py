@@ -19,9 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from scripts import checkout as co
 from scripts import diffparse, gitcmd
-from scripts.pr import equivalence
+from scripts.checkout import apply_one
+from scripts.rebase import equivalence
 from scripts.report import progress, step
 from scripts.series import Patch
 
@@ -79,7 +79,7 @@ def try_apply(repo: Path, patch: Patch) -> Verdict:
     if not exact and gitcmd.apply_check(repo, patch.path, f"-C{FUZZ_CONTEXT}").returncode == 0:
         gitcmd.must(gitcmd.am(repo, patch.path, f"-C{FUZZ_CONTEXT}"))
         return Verdict(patch.name, "fuzz", f"applies only with {FUZZ_CONTEXT} line(s) of context matching")
-    result = co.apply_one(repo, patch, threeway=True)
+    result = apply_one(repo, patch, threeway=True)
     if result.outcome == "conflict":
         gitcmd.must(gitcmd.abort(repo, "am"))
     detail = result.detail

@@ -5,7 +5,7 @@ ref (branch, tag or sha) at a URL, a `file://` URL or a local path, verified by
 the commit id it resolves to. Its tree is built in a scratch folder (the
 checkout is not touched), with the current series' objects fetched beside it
 so that 3-way merges have their base. Each patch, in order, gets a verdict
-(scripts/pr/verdicts.py: the evidence, strongest first).
+(scripts/rebase/verdicts.py: the evidence, strongest first).
 A table, a JSON and a Markdown report in .work/rebase/. With --move, when nothing
 conflicts, the pin moves to the target, the patches found upstream are dropped
 (the series comment says where upstream has them) and the rest is refreshed.
@@ -19,13 +19,22 @@ import re
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from scripts import checkout as co
 from scripts import diffparse, gitcmd, registry
-from scripts import pin as pinmod
+from scripts.checkout import (
+    BRANCH,
+    PRISTINE_TAG,
+    State,
+    build_pristine,
+    commit_all,
+    head,
+    pin_digest,
+    refresh,
+    write_state,
+)
 from scripts.errors import KitError
 from scripts.gitcmd import GitFailed
-from scripts.pin import Pin
-from scripts.pr.verdicts import DROPPED, OUTCOMES, Verdict, judge_series
+from scripts.pin import COMMIT, Pin, fetch_verified, parse_pin, verify_digest
+from scripts.rebase.verdicts import DROPPED, OUTCOMES, Verdict, judge_series
 from scripts.report import markdown_table, progress
 from scripts.series import Patch, series_header
 from scripts.workspace import Workspace
@@ -59,7 +68,7 @@ class Target:
 
 def resolve_ref(url: str, ref: str, cwd: Path) -> str:
     """The commit REF names at URL: a sha as given, else the branch or tag (peeled) the server advertises."""
-    if pinmod.COMMIT.match(ref):
+    if COMMIT.match(ref):
         return ref
     try:
         refs = gitcmd.ls_remote(url, ref, f"refs/heads/{ref}", f"refs/tags/{ref}", f"refs/tags/{ref}^{{}}", cwd=cwd)
@@ -84,7 +93,7 @@ def target_of(ws: Workspace, pin: Pin, args: argparse.Namespace) -> Target:
     if args.git:
         url, ref = git_url(args.git[0]), args.git[1]
     elif release and VERSION.match(release):
-        wheel, digest = pinmod.fetch_verified(
+        wheel, digest = fetch_verified(
             pin.project, release, ws.downloads, None, lambda name: registry.published_sha256(pin.project, name)
         )
         moved = replace(pin, version=release, source="wheel", wheel_filename=wheel.name, wheel_sha256=digest,
@@ -101,7 +110,7 @@ def target_of(ws: Workspace, pin: Pin, args: argparse.Namespace) -> Target:
 def fetch_target(target: Target, dest: Path, downloads: Path) -> None:
     """A repository at dest holding the target tree on branch `series`, tagged pristine, with git history."""
     if target.kind != "git":
-        co.build_pristine(target.pin, dest, downloads, progress)
+        build_pristine(target.pin, dest, downloads, progress)
         return
     progress(f"fetching {target.url} {target.ref} (history included, for patch-ids)")
     try:
@@ -109,14 +118,14 @@ def fetch_target(target: Target, dest: Path, downloads: Path) -> None:
     except GitFailed as exc:
         what = f"cannot fetch {target.ref} ({target.commit[:12]}) from {target.url} ({exc.what})"
         raise RebaseError(what, "check the URL, the ref and the network") from exc
-    gitcmd.start_branch(dest, co.BRANCH, target.commit)
-    gitcmd.tag(dest, co.PRISTINE_TAG, target.commit)
+    gitcmd.start_branch(dest, BRANCH, target.commit)
+    gitcmd.tag(dest, PRISTINE_TAG, target.commit)
 
 
 def current_series(pin: Pin, patches: list[Patch], dest: Path, downloads: Path) -> list[str]:
     """The current pin with the series applied (it applies there by definition); the patch commits, in order."""
-    co.build_pristine(pin, dest, downloads, progress)
-    return co.commit_all(dest, patches, False, lambda patch, result: RebaseError(
+    build_pristine(pin, dest, downloads, progress)
+    return commit_all(dest, patches, False, lambda patch, result: RebaseError(
         f"{patch.name} does not apply to the current pin ({result.detail})", "run nox -s apply and resolve it first"
     ))  # fmt: skip
 
@@ -280,28 +289,28 @@ def move(ws: Workspace, pin: Pin, target: Target, patches: list[Patch], repo: Pa
             "resolve them first (nox -s apply -- --3way on the new pin), or keep the pin",
         )
     text = moved_pin_text(ws.pin_file.read_text(encoding="utf-8"), target)
-    new_pin = pinmod.parse_pin(text)
+    new_pin = parse_pin(text)
     if target.kind == "release":
-        pinmod.verify_digest(ws.downloads / new_pin.wheel_filename, new_pin.wheel_sha256)
+        verify_digest(ws.downloads / new_pin.wheel_filename, new_pin.wheel_sha256)
         progress(f"{new_pin.wheel_filename}: sha256 {new_pin.wheel_sha256[:16]}... as the registry publishes it")
     for v in verdicts:
         if v.outcome in DROPPED:
             progress(f"{v.name}: dropped from the series ({v.shown})")
-    pristine = gitcmd.rev_parse(repo, co.PRISTINE_TAG)
-    co.write_state(
+    pristine = gitcmd.rev_parse(repo, PRISTINE_TAG)
+    write_state(
         repo,
-        co.State(
+        State(
             pin=new_pin.label,
-            pin_digest=co.pin_digest(new_pin),
+            pin_digest=pin_digest(new_pin),
             pristine_commit=pristine,
             series_digest="",
             patches={},
-            head=co.head(repo),
+            head=head(repo),
             status="applied",
         ),
     )
     dropped = tuple(p.slug for p, v in zip(patches, verdicts, strict=True) if v.outcome in DROPPED)
-    co.refresh(repo, ws.patches, patches, progress=progress, drop=dropped)
+    refresh(repo, ws.patches, patches, progress=progress, drop=dropped)
     note = series_note(target, verdicts, patches)
     if note:
         series = ws.series_file.read_text(encoding="utf-8")
