@@ -138,7 +138,7 @@ def bench(session: nox.Session) -> None:
 @nox.session(venv_backend="none", default=False)
 def timings(session: nox.Session) -> None:
     """apply test on fresh clones (-- --empty-cache: empty package cache) and warm, .ci/run (-- --ci); ratios."""
-    run_kit(session, "timings")
+    session.run(sys.executable, "-m", "benchmarks.timings", *session.posargs, external=True)  # not a kit command
 
 
 @nox.session(venv_backend="none", default=False)

@@ -49,10 +49,9 @@ def command_modules() -> tuple[ModuleType, ...]:
         rebase,
         refresh,
         test,
-        timings,
     )
 
-    return (pin, apply, refresh, lint, test, bench, legenv, legpins, mutate, timings, e2e, pr, rebase, readme)
+    return (pin, apply, refresh, lint, test, bench, legenv, legpins, mutate, e2e, pr, rebase, readme)
 
 
 def name_of(module: ModuleType) -> str:

@@ -19,8 +19,8 @@ from pathlib import Path
 
 from scripts import gitcmd
 from scripts.errors import KitError
-from scripts.rebase import trial
 from scripts.pr.branch import build_branch
+from scripts.rebase import trial
 from scripts.rebase.verdicts import Verdict, judge_series
 from scripts.series import Patch
 

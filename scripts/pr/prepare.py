@@ -30,8 +30,8 @@ from scripts.checks import scope
 from scripts.checks.lint import SeriesLint
 from scripts.errors import KitError
 from scripts.pr import onto, rangediff
-from scripts.rebase import trial
 from scripts.pr.cover import compare
+from scripts.rebase import trial
 from scripts.rebase.verdicts import DROPPED
 from scripts.report import outcomes_table, progress, table
 from scripts.series import Patch

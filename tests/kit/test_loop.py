@@ -263,7 +263,7 @@ def test_changed_runs_the_edited_patchs_modules_without_coverage(tmp_path: Path)
     # The loop of a carrier: a green full run, a one-line edit of patch 0001, refresh, then --changed.
     from test_leg_mutations import leg_kit, shared_env_ready
 
-    from scripts.legs.looptimings import edit_patch_0001
+    from benchmarks.looptimings import edit_patch_0001
 
     kit = leg_kit(tmp_path / "kit")
     shared_env_ready(kit, "stock")
@@ -294,7 +294,7 @@ def test_changed_runs_the_edited_patchs_modules_without_coverage(tmp_path: Path)
 def test_loop_timings_time_the_baseline_with_changed_only_where_it_has_it() -> None:
     import subprocess
 
-    from scripts.legs.looptimings import knows_changed
+    from benchmarks.looptimings import knows_changed
     from scripts.workspace import Workspace
 
     first = subprocess.run(["git", "rev-list", "--max-parents=0", "HEAD"], capture_output=True, text=True, check=True)

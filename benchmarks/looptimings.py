@@ -128,7 +128,7 @@ def knows_changed(ws: Workspace, revision: str) -> bool:
 
 
 def loop_main(ws: Workspace, baseline: str, repeat: int) -> int:
-    """`python -m scripts timings --loop`: the edit-test loop before (baseline revision) and after."""
+    """`python -m benchmarks.timings --loop`: the edit-test loop before (baseline revision) and after."""
     cores = os.cpu_count()
     progress(f"{cores} cores; load average now {os.getloadavg()[0]:.1f} (the figures vary with it)")
     after = loop_timings(ws, None, repeat, changed=True)

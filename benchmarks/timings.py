@@ -1,7 +1,9 @@
 """Timings of the main job on fresh clones of this checkout's HEAD (never asserted in tests).
 
     nox -s timings [-- --empty-cache] [--ci]
-    nox -s timings -- --loop BASELINE [--repeat N]   (the edit-test loop: scripts/legs/looptimings.py)
+    nox -s timings -- --loop BASELINE [--repeat N]   (the edit-test loop: benchmarks/looptimings.py)
+
+A benchmark of the kit's own development, not a command of the kit: `python -m benchmarks.timings`.
 
 Always: `nox -s apply test` in a fresh clone with uv's package cache as it is ("warm
 cache": the leg environments are built, their files linked from the cache), then again
@@ -14,6 +16,7 @@ ratios against the targets ends the run.
 
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
 import sys
@@ -22,8 +25,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from benchmarks import looptimings
 from scripts import gitcmd
-from scripts.report import progress, table
+from scripts.errors import KitError
+from scripts.report import fail, progress, table
 from scripts.workspace import Workspace
 
 MAIN_JOB = ("nox", "-s", "apply", "test")
@@ -110,3 +115,27 @@ def fresh_clones(ws: Workspace, empty_cache: bool, ci: bool) -> int:
             results.append(timed(CI, ["bash", ".ci/run"], fresh_clone(ws.root, Path(tmp) / "ci"), env, logs))
     print(table(["run", "seconds", "vs warm", "target", "verdict"], rows(results)))
     return 0 if all(t.exit_code == 0 for t in results) else 1
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.timings", description=__doc__.splitlines()[0])
+    p.add_argument("--empty-cache", action="store_true", help="also a fresh clone with an empty package cache")
+    p.add_argument("--ci", action="store_true", help="also .ci/run on a fresh clone (about 10 minutes)")
+    p.add_argument("--loop", metavar="BASELINE", help="time the edit-test loop here and at git revision BASELINE")
+    p.add_argument("--repeat", type=int, default=3, help="warm runs per --loop figure")
+    return p
+
+
+def main(argv: list[str], ws: Workspace) -> int:
+    args = parser().parse_args(argv)
+    try:
+        if args.loop:
+            return looptimings.loop_main(ws, args.loop, args.repeat)
+        return fresh_clones(ws, args.empty_cache, args.ci)
+    except KitError as exc:
+        fail(str(exc))
+        return exc.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:], Workspace.of_kit()))
