@@ -20,21 +20,12 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from scripts import diffparse, gitcmd, registry
-from scripts.checkout import (
-    BRANCH,
-    PRISTINE_TAG,
-    State,
-    build_pristine,
-    commit_all,
-    head,
-    pin_digest,
-    refresh,
-    write_state,
-)
+from scripts.checkout import BRANCH, PRISTINE_TAG, State, build_pristine, commit_all, head, pin_digest, write_state
 from scripts.errors import KitError
 from scripts.gitcmd import GitFailed
 from scripts.pin import COMMIT, Pin, fetch_verified, parse_pin, verify_digest
 from scripts.rebase.verdicts import DROPPED, OUTCOMES, Verdict, judge_series
+from scripts.refresh import refresh
 from scripts.report import markdown_table, progress
 from scripts.series import Patch, series_header
 from scripts.workspace import Workspace

@@ -720,7 +720,7 @@ def test_the_weekly_workflow_runs_the_long_profile() -> None:
 
 
 BITES = [
-    pytest.param("scripts/checkout.py", "(patches_dir / name).unlink(missing_ok=True)", "pass",
+    pytest.param("scripts/refresh.py", "(patches_dir / name).unlink(missing_ok=True)", "pass",
                  ["remove:index=1", "refresh:drop=True"], "patches/ holds", id="refresh-keeps-a-dropped-file"),
     pytest.param("scripts/gitcmd.py", '"--zero-commit", ', "", ["new_commit:subject=x", "refresh:drop=False"],
                  "rewritten although nothing changed", id="refresh-rewrites-untouched-patches"),

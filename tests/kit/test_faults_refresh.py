@@ -20,8 +20,8 @@ import pytest
 from conftest import AUTHOR, Kit, commit_patch, rope_with
 from test_faults import Row, inject, one_line_error, snapshot
 
-from scripts.checkout import CONFLICT_MARKER, Commit, FoldError, first_difference, fold_of, plan_folds
 from scripts.gitcmd import git
+from scripts.refresh import CONFLICT_MARKER, Commit, FoldError, first_difference, fold_of, plan_folds
 from scripts.series import with_one_identity
 
 Setup = Callable[[Kit, Path], object]

@@ -20,7 +20,7 @@ STAGES: dict[int, tuple[str, ...]] = {
     0: ("errors", "workspace", "report", "records", "gitcmd", "worklock", "diffparse", "kittools", "signals"),
     1: ("pin", "registry"),
     2: ("series", "revisions"),
-    3: ("checkout",),
+    3: ("checkout", "refresh"),
     4: ("checks.",),
     5: ("legs.",),
     6: ("e2e.",),

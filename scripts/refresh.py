@@ -1,0 +1,545 @@
+"""refresh: the checkout's commits back to patches/ and series, byte-stably (quilt refresh, without noise).
+
+Plan the folds (each aimed at one patch by commit), replay the commits in that order if it is
+new, rebuild each patch's commit with plumbing (fold, drop, one identity), check the result
+(identities, conflict markers, round trip), then move the branch, swap the files into patches/
+and record the state. Any failure or signal before the state is recorded puts the checkout back
+as it was.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import re
+import shutil
+import signal
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from scripts import diffparse, gitcmd, signals
+from scripts.checkout import (
+    BRANCH,
+    PRISTINE_TAG,
+    CheckoutError,
+    IncompleteCheckout,
+    Inspection,
+    LocalEdits,
+    Progress,
+    State,
+    abort_paused,
+    finish,
+    guard,
+    read_state,
+    shown,
+)
+from scripts.gitcmd import (
+    am,
+    format_patch,
+    head,
+    last_line,
+    rev_list,
+    rev_parse,
+)
+from scripts.pin import Pin
+from scripts.series import (
+    SLUG,
+    Patch,
+    SeriesError,
+    describe,
+    patch_file_name,
+    render_series,
+    series_digest,
+    sha256_text,
+    trailer,
+    trailer_values,
+    with_one_identity,
+)
+
+FOLDS = {"fixup! ": "fixup", "squash! ": "squash", "amend! ": "amend"}
+SHA_NAME = re.compile(r"^[0-9a-f]{7,40}$")  # `fixup! <sha>`: 7+ hex digits, so a word like "add" is a subject
+REWORD = f"reword it (git rebase -i {PRISTINE_TAG}, reword): git format-patch/am cannot carry it; nothing was written"
+
+
+class PatchesNotWritable(CheckoutError):
+    """patches/ cannot be written; nothing in it was changed."""
+
+
+class FoldError(CheckoutError):
+    """A fold commit does not name exactly one patch, or cannot be moved under it."""
+
+
+class NotRoundTrip(CheckoutError):
+    """A commit would not come back unchanged from its exported patch."""
+
+
+class RefreshInterrupted(CheckoutError):
+    """A signal ended refresh; what was undone or kept is said."""
+
+    exit_code = 130
+
+
+class Ended(BaseException):
+    """INT/TERM/HUP/QUIT during refresh, raised so that every cleanup runs."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+@dataclass(frozen=True)
+class Commit:
+    """A commit as git stores it; the message byte-exact (surrogate-escaped where not UTF-8)."""
+
+    sha: str
+    tree: str
+    parent: str
+    author: tuple[str, str, str]  # name, e-mail, date ("<seconds> <zone>")
+    message: str
+
+    @property
+    def subject(self) -> str:
+        """What git's `%s` (and so `git commit --fixup`) shows: the first paragraph on one line."""
+        return " ".join(line.rstrip() for line in self.message.lstrip("\n").split("\n\n", 1)[0].splitlines())
+
+    @property
+    def body(self) -> str:
+        """The message after its subject paragraph: what a squash!/amend! commit brings."""
+        parts = self.message.lstrip("\n").split("\n\n", 1)
+        return parts[1].strip("\n") + "\n" if len(parts) > 1 and parts[1].strip() else ""
+
+    @property
+    def slugs(self) -> list[str]:
+        return trailer_values(self.message, "Kit-Patch")
+
+    def shown(self) -> str:
+        return f"commit {self.sha[:12]} ({self.subject[:60]!r})"
+
+
+@dataclass
+class Group:
+    """A patch's commit and the folds aimed at it, in order."""
+
+    patch: Commit
+    folds: list[tuple[str, Commit]] = field(default_factory=list)  # (fixup | squash | amend, commit)
+
+    @property
+    def commits(self) -> list[Commit]:
+        return [self.patch, *(c for _, c in self.folds)]
+
+
+def parse_commit(sha: str, raw: bytes) -> Commit:
+    """A Commit from `git cat-file commit` output."""
+    header, _, message = raw.partition(b"\n\n")
+    fields: dict[str, str] = {}
+    for line in header.decode("utf-8", "surrogateescape").splitlines():
+        key, _, value = line.partition(" ")
+        fields.setdefault(key, value)
+    name_email, _, date = fields["author"].rpartition("> ")
+    name, _, email = name_email.partition(" <")
+    return Commit(sha, fields["tree"], fields.get("parent", ""), (name, email, date),
+                  message.decode("utf-8", "surrogateescape"))  # fmt: skip
+
+
+def read_commits(repo: Path, revs: str) -> list[Commit]:
+    return [parse_commit(sha, gitcmd.cat_commit(repo, sha)) for sha in rev_list(repo, revs)]
+
+
+def fold_of(subject: str) -> tuple[str, str] | None:
+    """(kind, the name it gives its target) of a fold's subject; `fixup! fixup! X` names X, as in git."""
+    kind = next((k for prefix, k in FOLDS.items() if subject.startswith(prefix)), None)
+    if kind is None:
+        return None
+    name = subject
+    while name.startswith(tuple(FOLDS)):
+        name = name.split(" ", 1)[1]
+    return kind, name
+
+
+def plan_folds(commits: list[Commit]) -> list[Group]:
+    """Each commit is a patch or a fold aimed at exactly one earlier patch (FoldError otherwise)."""
+    groups: list[Group] = []
+    owner: dict[str, Group] = {}  # every commit seen so far -> its group (a fold may name a fold)
+    for c in commits:
+        fold = fold_of(c.subject)
+        if fold is None:
+            group = Group(c)
+            groups.append(group)
+        else:
+            group = aimed_at(c, *fold, groups, owner)
+            group.folds.append((fold[0], c))
+        owner[c.sha] = group
+    return groups
+
+
+def aimed_at(fold: Commit, kind: str, name: str, groups: list[Group], owner: dict[str, Group]) -> Group:
+    """The group a fold names: by commit id, or by a subject only one patch matches.
+
+    git's --autosquash takes the first exact subject, then the first subject the name
+    prefixes: with two such patches it folds into one of them silently; the kit refuses.
+    """
+    by_commit = {id(g): g for sha, g in owner.items() if SHA_NAME.match(name) and sha.startswith(name)}
+    if len(by_commit) == 1:
+        return next(iter(by_commit.values()))
+    matches = [g for g in groups if g.patch.subject == name or g.patch.subject.startswith(name)]
+    if len(matches) == 1:
+        return matches[0]
+    fix = f"name its patch by commit: git rebase -i {PRISTINE_TAG}, reword it to '{kind}! <commit>'"
+    if not matches:
+        raise FoldError(f"fold {fold.shown()} names no patch before it", f"{fix}, or drop it")
+    choices = " or ".join(f"{g.patch.sha[:12]} ({', '.join(g.patch.slugs) or 'no slug'})" for g in matches)
+    raise FoldError(
+        f"fold {fold.shown()} matches {len(matches)} patches by subject: it could land in the wrong one",
+        f"{fix} with <commit> = {choices}",
+    )
+
+
+def reorder(checkout: Path, groups: list[Group], commits: list[Commit]) -> dict[str, Commit]:
+    """Each fold right after its patch: old commit id -> the commit in that order (replayed only if new)."""
+    wanted = [c for g in groups for c in g.commits]
+    if [c.sha for c in wanted] == [c.sha for c in commits]:
+        return {c.sha: c for c in commits}
+    todo = checkout / ".git" / "kit-refresh-todo"
+    todo.write_text("".join(f"pick {c.sha}\n" for c in wanted), encoding="utf-8")
+    try:  # the kit's own todo (not git's subject matching); empty results are kept and judged below
+        proc = gitcmd.rebase_todo(checkout, PRISTINE_TAG, todo)
+    finally:
+        todo.unlink(missing_ok=True)
+    if proc.returncode != 0:
+        unmerged = gitcmd.unmerged(checkout)
+        why = f"in {', '.join(unmerged[:3])}" if unmerged else f"({last_line(proc.stderr, proc.stdout)})"
+        raise FoldError(
+            f"moving the folds under their patches conflicts {why}",
+            f"fold by hand: git rebase -i {PRISTINE_TAG} (each fixup under its patch; resolve), then nox -s refresh",
+        )
+    replayed = read_commits(checkout, f"{PRISTINE_TAG}..HEAD")
+    return {old.sha: new for old, new in zip(wanted, replayed, strict=True)}
+
+
+def folded_message(group: Group, now: dict[str, Commit]) -> str:
+    """The patch's message after its folds: fixup keeps it, squash appends, amend replaces (as git does)."""
+    message = now[group.patch.sha].message
+    for kind, c in group.folds:
+        body = now[c.sha].body
+        if kind == "amend" and body:
+            message = body
+        elif kind == "squash" and body:
+            message = message.rstrip("\n") + "\n\n" + body
+    return message
+
+
+def commit_tree(repo: Path, tree: str, parent: str, author: tuple[str, str, str], message: str) -> Commit:
+    """A new commit object (no ref moves); the author's date as committer date, so ids are stable."""
+    name, email, date = author
+    sha = gitcmd.commit_object(repo, tree, parent, message, {"GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": email,
+                               "GIT_AUTHOR_DATE": f"@{date}", "GIT_COMMITTER_DATE": f"@{date}"})  # fmt: skip
+    return Commit(sha, tree, parent, author, message)
+
+
+def rebuild(checkout: Path, groups: list[Group], now: dict[str, Commit], drop: list[str]) -> list[Commit]:
+    """One commit per patch: folds folded, a dropped empty patch left out, a squash kept under one slug.
+
+    Trees never change, so nothing can conflict; an unchanged commit keeps its id.
+    """
+    parent = rev_parse(checkout, PRISTINE_TAG)
+    parent_tree = rev_parse(checkout, f"{PRISTINE_TAG}^{{tree}}")
+    out: list[Commit] = []
+    for group in groups:
+        first, last = now[group.patch.sha], now[group.commits[-1].sha]
+        message = folded_message(group, now)
+        slugs = trailer_values(message, "Kit-Patch")
+        bad = [s for s in slugs if not SLUG.match(s)]
+        if not slugs or bad:
+            raise SeriesError(
+                f"{first.shown()} has no valid Kit-Patch: trailer{f' ({bad[0]!r})' if bad else ''}",
+                "add one: git commit --amend --trailer 'Kit-Patch: <slug>' (and 'Upstream-Status: Pending')",
+            )
+        drops = " ".join(f"--drop {s}" for s in slugs)
+        if last.tree == parent_tree:
+            if all(s in drop for s in slugs):
+                continue  # the user said so: the empty patch goes
+            raise SeriesError(f"patch {' and '.join(slugs)} became empty: {first.shown()} changes nothing",
+                              f"leave it out: nox -s refresh -- {drops}")  # fmt: skip
+        kept = [s for s in slugs if s not in drop]
+        if len(slugs) > 1:
+            if len(kept) != 1:
+                raise SeriesError(
+                    f"{first.shown()} holds patches {' and '.join(slugs)} (a squash)",
+                    f"keep one identity: nox -s refresh -- {' '.join(f'--drop {s}' for s in slugs[1:])} "
+                    f"(keeps {slugs[0]}, whose subject it has)",
+                )
+            message = with_one_identity(message, kept[0])
+        if group.folds or message != first.message or first.parent != parent:
+            first = commit_tree(checkout, last.tree, parent, first.author, message)
+        out.append(first)
+        parent, parent_tree = first.sha, first.tree
+    return out
+
+
+def check_accounting(checkout: Path, commits: list[Commit], old: list[Patch], drop: list[str]) -> None:
+    """Every patch of the series is held once, or dropped by name; a --drop names something real."""
+    by_slug: dict[str, str] = {}
+    for c in commits:
+        slug = c.slugs[-1]
+        if slug in by_slug:
+            raise SeriesError(
+                f"commits {by_slug[slug][:12]} and {c.sha[:12]} both carry Kit-Patch: {slug}",
+                "give the newer one its own slug (git commit --amend --trailer 'Kit-Patch: <new-slug>')",
+            )
+        by_slug[slug] = c.sha
+    series_slugs = {p.slug for p in old}
+    held = {s for c in read_commits(checkout, f"{PRISTINE_TAG}..HEAD") for s in c.slugs}
+    unknown = [s for s in drop if s not in series_slugs and s not in held]
+    if unknown:
+        raise SeriesError(f"--drop {unknown[0]}: no patch of the series has that slug",
+                          f"name one of: {', '.join(p.slug for p in old)}")  # fmt: skip
+    kept = [s for s in drop if s in by_slug]
+    if kept:
+        raise SeriesError(f"--drop {kept[0]}: the checkout still holds that patch",
+                          f"remove its commit first (git rebase -i {PRISTINE_TAG}), or do not drop it")  # fmt: skip
+    missing = [p for p in old if p.slug not in by_slug and p.slug not in drop]
+    if missing:
+        raise IncompleteCheckout(
+            f"{shown(checkout)} lacks {', '.join(p.name for p in missing)}: refresh would delete "
+            f"{'it' if len(missing) == 1 else 'them'} from patches/",
+            f"run nox -s apply to get every patch back, or say so: nox -s refresh -- "
+            f"{' '.join(f'--drop {p.slug}' for p in missing)}",
+        )
+
+
+# git's conflict markers (marker size 7): `<<<<<<< x`, `||||||| x` (diff3), `=======`, `>>>>>>> x`
+CONFLICT_MARKER = re.compile(r"^(?:<{7}|\|{7}|>{7})(?: |$)|^={7}$")
+
+
+def check_resolved(checkout: Path, commits: list[Commit]) -> None:
+    """No commit adds a conflict marker line, in any file: `git diff --check` semantics, but also where
+    .gitattributes calls a file binary (`--check` skips those, a patch would carry them all the same)."""
+    for c in commits:
+        diff = gitcmd.diff_as_text(checkout, c.parent, c.sha).decode("utf-8", "replace")
+        marker = next((f"{f.path}:{n}" for f in diffparse.parse(diff) for n, text in f.added
+                       if CONFLICT_MARKER.match(text.rstrip("\r"))), None)  # fmt: skip
+        if marker:
+            raise LocalEdits(
+                f"{c.shown()} leaves a conflict marker at {marker}",
+                "finish the resolution (remove the <<<<<<< ======= >>>>>>> lines, git commit --fixup), then refresh",
+            )
+
+
+def first_difference(ours: str, theirs: str) -> tuple[int, str | None, str | None] | None:
+    """(line number, our line, their line) of the first line that differs, None when equal."""
+    for n, (a, b) in enumerate(itertools.zip_longest(ours.split("\n"), theirs.split("\n")), 1):
+        if a != b:
+            return n, a, b
+    return None
+
+
+def round_trip(checkout: Path, commits: list[Commit], texts: list[str]) -> None:
+    """Apply the exported texts from pristine as apply does, in a scratch worktree; each commit must come
+    back with the same message (byte for byte) and tree, or NotRoundTrip names the commit and the line."""
+    scratch = checkout.with_name(f".{checkout.name}.roundtrip")
+    patch_file = checkout / ".git" / "kit-roundtrip.patch"
+    drop_worktree(checkout, scratch)
+    gitcmd.worktree_add(checkout, scratch, PRISTINE_TAG)
+    try:
+        for c, text in zip(commits, texts, strict=True):
+            patch_file.write_bytes(text.encode("utf-8", "surrogateescape"))
+            proc = am(scratch, patch_file)
+            if proc.returncode != 0:  # the message am read (it keeps it while paused) may say why
+                parsed = gitcmd.git_path(scratch, "rebase-apply/final-commit")
+                said = parsed.read_bytes().decode("utf-8", "surrogateescape") if parsed.is_file() else c.message
+                back = replace(c, message=said)
+            else:
+                back = parse_commit("HEAD", gitcmd.cat_commit(scratch, "HEAD"))
+            diff = first_difference(c.message, back.message)
+            if diff:
+                n, ours, theirs = diff
+                came = "is lost" if theirs is None else f"comes back as {theirs[:60]!r}"
+                said = "(an added line)" if ours is None else repr(ours[:60])
+                raise NotRoundTrip(f"{c.shown()}: message line {n} {said} {came} after export", REWORD)
+            if proc.returncode != 0:
+                why = next((line for line in proc.stderr.splitlines() if line.startswith("error:")), proc.stderr)
+                raise NotRoundTrip(f"{c.shown()} does not apply from its own patch ({last_line(why)})", REWORD)
+            if back.tree != c.tree:
+                paths_ = gitcmd.changed_between(checkout, c.tree, back.tree)
+                raise NotRoundTrip(f"{c.shown()}: {paths_[0] if paths_ else 'its tree'} differs after export",
+                                   "report it with the commit; export it by hand meanwhile")  # fmt: skip
+    finally:
+        patch_file.unlink(missing_ok=True)
+        drop_worktree(checkout, scratch)
+
+
+def drop_worktree(checkout: Path, scratch: Path) -> None:
+    """Remove the scratch worktree and its registration, also one a signal left locked mid-`worktree add`
+    (prune skips locked entries, and the next `worktree add` would refuse the path)."""
+    gitcmd.worktree_remove(checkout, scratch)  # fails when not registered
+    shutil.rmtree(scratch, ignore_errors=True)
+    gitcmd.worktree_prune(checkout)
+
+
+def refresh(
+    checkout: Path,
+    patches_dir: Path,
+    old: list[Patch],
+    *,
+    progress: Progress,
+    drop: tuple[str, ...] = (),
+    pin: Pin | None = None,
+) -> list[tuple[str, str]]:
+    """Write the checkout's commits back to patches/ byte-stably; returns (name, outcome) rows.
+
+    Writes nothing unless the checkout holds every patch of the series (or the user named
+    the ones to drop) and each commit survives export; then all new files are written aside
+    and swapped in at once, and the branch moves to the folded commits. With pin, the
+    checkout must have been built from it and from these patches/ (provenance).
+    """
+    state = read_state(checkout) if (checkout / ".git").is_dir() else None
+    guard("export", Inspection(checkout, state, None if pin is None else (pin, old)))  # nothing changed yet
+    assert state is not None  # "export" refuses a missing state
+    start, recorded = head(checkout), []
+    try:
+        with endings_raised():
+            try:
+                rows = write_back(checkout, patches_dir, old, state, drop, progress, recorded)
+            except BaseException:
+                if not recorded:
+                    with signals.held():  # a second Ctrl-C waits until the checkout is whole again
+                        put_back(checkout, start)
+                raise
+    except Ended as exc:
+        raise interrupted(exc.signum, bool(recorded), start) from None
+    for name, outcome in rows:
+        progress(f"{name}: {outcome}")
+    return rows
+
+
+def write_back(
+    checkout: Path,
+    patches_dir: Path,
+    old: list[Patch],
+    state: State,
+    drop: tuple[str, ...],
+    progress: Progress,
+    recorded: list[bool],
+) -> list[tuple[str, str]]:
+    """refresh's steps on a checkout it may read; appends to recorded once the new state is on disk."""
+    commits = read_commits(checkout, f"{PRISTINE_TAG}..HEAD")
+    groups = plan_folds(commits)
+    final = rebuild(checkout, groups, reorder(checkout, groups, commits), list(drop))
+    check_accounting(checkout, final, old, list(drop))
+    check_resolved(checkout, final)
+    texts = [format_patch(checkout, c.sha) for c in final]
+    if len(commits) > len(groups):
+        progress("folded fixup!/squash!/amend! commits into the patches they name")
+    new_head = final[-1].sha if final else rev_parse(checkout, PRISTINE_TAG)
+    if new_head != state.head:  # the state's head came from these very files: no need to re-check it
+        round_trip(checkout, final, texts)
+    pairs = zip(final, texts, strict=True)
+    exported = [(patch_file_name(i, c.slugs[-1]), t) for i, (c, t) in enumerate(pairs, 1)]
+    new = [replace(describe(c.shown(), t, patches_dir / name), name=name)
+           for c, (name, t) in zip(final, exported, strict=True)]  # fmt: skip
+    rows, writes, removals = plan_writes(patches_dir, old, exported, drop)
+
+    def record() -> None:
+        state.series_digest = series_digest(new)
+        state.patches = {name: sha256_text(t) for name, t in exported}
+        finish(checkout, state, exported=True)
+        recorded.append(True)
+
+    # the branch moves first: until the state is recorded, any failure or signal puts it back
+    gitcmd.update_ref(checkout, f"refs/heads/{BRANCH}", new_head, head(checkout), message="kit refresh")
+    swap_into(patches_dir, writes, removals, then=record)
+    return rows
+
+
+def plan_writes(
+    patches_dir: Path, old: list[Patch], exported: list[tuple[str, str]], drop: tuple[str, ...]
+) -> tuple[list[tuple[str, str]], dict[str, str], list[str]]:
+    """(rows to show, files to write, files to remove) for the exported (name, text) pairs."""
+    old_texts = {p.name: p.text for p in old}
+    rows, writes = [], {}
+    for name, text in exported:
+        outcome = "unchanged" if old_texts.get(name) == text else ("updated" if name in old_texts else "new")
+        if outcome != "unchanged":
+            writes[name] = text
+        rows.append((name, outcome))
+    kept = {name for name, _ in exported}
+    removals = [p.name for p in old if p.name not in kept]
+    rows += [(name, "dropped" if any(p.name == name and p.slug in drop for p in old) else "renamed away")
+             for name in removals]  # fmt: skip
+    series_file = patches_dir / "series"
+    old_series = series_file.read_text(encoding="utf-8") if series_file.is_file() else ""
+    new_entries = [(name, str(trailer(text, "Kit-Patch"))) for name, text in exported]
+    series_text = render_series(old_series, {p.name: p.slug for p in old}, new_entries)
+    if series_text != old_series:
+        writes["series"] = series_text
+    return rows, writes, removals
+
+
+def put_back(checkout: Path, start: str) -> None:
+    """Undo what refresh did to the checkout: its paused rebase aborted, HEAD back at start.
+
+    refresh begins only on a clean checkout with nothing paused, so all of it is the kit's.
+    """
+    abort_paused(checkout)
+    if head(checkout) != start:
+        gitcmd.reset_hard(checkout, start)
+
+
+def interrupted(signum: int, recorded: bool, start: str) -> RefreshInterrupted:
+    name = signal.Signals(signum).name
+    if recorded:
+        return RefreshInterrupted(f"refresh interrupted by {name} after patches/ was written and recorded",
+                                  "nothing to redo: patches/ matches the checkout")  # fmt: skip
+    return RefreshInterrupted(
+        f"refresh interrupted by {name}: the kit undid its own steps (HEAD back at {start[:12]}, no rebase left "
+        "paused) and patches/ is unchanged",
+        "run nox -s refresh again",
+    )
+
+
+def swap_into(patches_dir: Path, writes: dict[str, str], removals: list[str], then: Callable[[], None]) -> None:
+    """Write every new file aside, then rename them all into place and run then, with signals held back.
+
+    A full disk or a read-only folder fails in the first phase, which changes nothing; the
+    second phase only renames and records, and INT/TERM/HUP/QUIT wait until it is done.
+    """
+    staged: list[tuple[Path, Path]] = []
+    try:
+        for name, text in writes.items():
+            tmp = patches_dir / f".{name}.kit-tmp"
+            staged.append((tmp, patches_dir / name))
+            with open(tmp, "w", encoding="utf-8", newline="") as f:
+                f.write(text)
+                f.flush()
+                os.fsync(f.fileno())
+    except OSError as exc:
+        for tmp, _ in staged:
+            tmp.unlink(missing_ok=True)
+        failed = staged[-1][1].name if staged else "?"
+        raise PatchesNotWritable(
+            f"cannot write patches/{failed} ({exc.strerror or exc})",
+            "free disk space or make patches/ writable, then run nox -s refresh again (patches/ is unchanged)",
+        ) from None
+    except BaseException:
+        for tmp, _ in staged:
+            tmp.unlink(missing_ok=True)
+        raise
+    with signals.held():
+        for tmp, target in sorted(staged, key=lambda st: st[1].name == "series"):  # the series last
+            os.replace(tmp, target)
+        for name in removals:
+            (patches_dir / name).unlink(missing_ok=True)
+        then()
+
+
+@contextlib.contextmanager
+def endings_raised() -> Iterator[None]:
+    """INT/TERM/HUP/QUIT raise Ended inside the block, so refresh can undo its steps and say so."""
+
+    def ended(signum: int, _frame: object) -> None:
+        raise Ended(signum)
+
+    with signals.handled(ended):
+        yield
