@@ -10,9 +10,10 @@ package that exists, or differs, on only some platforms carries a platform marke
     python -m scripts legpins --newer    say what a resolve today would change (the weekly drift report)
 
 A closure records the moment it was resolved (`# resolved as of <UTC time>` under the
-marker) and `--check` resolves again with `uv --exclude-newer` at that moment: a release
-published since then changes nothing, so the check fails only when the top section, the
-overrides or the platforms change. All first check that every pin has a wheel on every platform.
+marker) and `--check` resolves again with `uv --exclude-newer` at that moment, the file's own
+pins as uv's preferences: a release published since then (or one a mirror gained later, dated
+before) changes nothing, so the check fails only when the top section, the overrides or the
+platforms change. All first check that every pin has a wheel on every platform.
 """
 
 from __future__ import annotations
@@ -106,16 +107,34 @@ def run_compile(cmd: list[str]) -> str:
     return done.stdout
 
 
-def regenerate(ci: Path, name: str, uv: str, index_args: list[str], as_of: str) -> str:
-    """The text of ci/<name> resolved as of a time: its top section unchanged, the closure per platform, merged."""
+def regenerate(ci: Path, name: str, uv: str, index_args: list[str], as_of: str, *, keep: bool = False) -> str:
+    """The text of ci/<name> resolved as of a time: its top section unchanged, the closure per platform, merged.
+
+    keep: the file's own pins are uv's preferences (its `-o` file), so a pin moves only when the top section
+    or the overrides force it. `--check` needs that: a registry can gain releases dated before the recorded
+    time (a mirror filling in), which `--exclude-newer` cannot tell from ones that were there.
+    """
     path = ci / name
-    top, _ = split_pin_file(path.read_text(encoding="utf-8"))
+    text = path.read_text(encoding="utf-8")
+    top, _ = split_pin_file(text)
+
     # The top section may include another pin file (`-r leg-stock.txt`): point it at ci/ from a temporary copy.
+    def in_ci(pins: str) -> str:
+        return re.sub(r"(?m)^-r (\S+)", lambda m: f"-r {ci / m[1]}", pins)
+
     with tempfile.TemporaryDirectory(prefix="kit-pins-") as tmp:
         requirements = Path(tmp) / f"{name}.in"
-        requirements.write_text(re.sub(r"(?m)^-r (\S+)", lambda m: f"-r {ci / m[1]}", top), encoding="utf-8")
-        resolved = {m: parse_pins(run_compile(compile_command(ci, uv, requirements, p, index_args, False, as_of)))
-                    for m, p in PLATFORMS.items()}  # fmt: skip
+        requirements.write_text(in_ci(top), encoding="utf-8")
+        resolved = {}
+        for machine, platform in PLATFORMS.items():
+            cmd = compile_command(ci, uv, requirements, platform, index_args, False, as_of)
+            if not keep:
+                resolved[machine] = parse_pins(run_compile(cmd))
+                continue
+            preferred = Path(tmp) / f"{name}.{machine}.out"
+            preferred.write_text(in_ci(text), encoding="utf-8")
+            run_compile([*cmd, "-o", str(preferred)])
+            resolved[machine] = parse_pins(preferred.read_text(encoding="utf-8"))
     included = [ci / line.split()[1] for line in top.splitlines() if line.startswith("-r ")]
     leave_out = set(parse_pins(top)) | {n for f in included for n in parse_pins(f.read_text(encoding="utf-8"))}
     return generated_file(top, merge_platforms(resolved, leave_out), as_of)
@@ -156,7 +175,7 @@ def pins_main(ci: Path, mode: str) -> int:
             check_resolves(ci, uv[0], ci / name, platform, index_args)
         old = (ci / name).read_text(encoding="utf-8")
         as_of = recorded_as_of(ci, name) if mode == "check" else now
-        new = regenerate(ci, name, uv[0], index_args, as_of)
+        new = regenerate(ci, name, uv[0], index_args, as_of, keep=mode == "check")
         same = new == old if mode == "check" else not changed_pins(old, new)
         what = {"check": f"a resolve as of {as_of}", "newer": "a resolve today", "write": "a resolve today"}[mode]
         print(f"[legpins] ci/{name}: {'same as' if same else 'differs from'} {what} for "

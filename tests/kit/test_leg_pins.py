@@ -64,7 +64,7 @@ def test_each_pin_file_is_what_its_header_command_makes(uv: str, name: str) -> N
     text = (CI_DIR / name).read_text(encoding="utf-8")
     assert "python -m scripts legpins" in text.split("\n\n", 1)[0]  # the header records the command
     as_of = legpins.recorded_as_of(CI_DIR, "leg-stock.txt")
-    assert legpins.regenerate(CI_DIR, name, uv, index_args(), as_of) == text, (
+    assert legpins.regenerate(CI_DIR, name, uv, index_args(), as_of, keep=True) == text, (
         f"ci/{name} is stale: python -m scripts legpins"
     )
 
@@ -80,7 +80,7 @@ def test_the_staleness_check_bites_on_an_edited_top_section(uv: str, tmp_path: P
     for other in ("leg-overrides.txt", "leg-npu.txt"):
         (tmp_path / other).write_text((CI_DIR / other).read_text(encoding="utf-8"), encoding="utf-8")
     as_of = legpins.recorded_as_of(tmp_path, "leg-stock.txt")
-    assert legpins.regenerate(tmp_path, "leg-stock.txt", uv, index_args(), as_of) != (
+    assert legpins.regenerate(tmp_path, "leg-stock.txt", uv, index_args(), as_of, keep=True) != (
         tmp_path / "leg-stock.txt"
     ).read_text(encoding="utf-8")
 
