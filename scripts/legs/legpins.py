@@ -95,7 +95,7 @@ def compile_command(
     return [*cmd, "--override", str(overrides), *(a for n in NOT_EMITTED for a in ("--no-emit-package", n))]
 
 
-def run_compile(cmd: list[str]) -> str:
+def run_compile(cmd: list[str]) -> None:
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
         lines = [line for line in done.stderr.strip().splitlines() if line.strip()] or ["no output"]
@@ -104,7 +104,6 @@ def run_compile(cmd: list[str]) -> str:
             f"uv pip compile for {platform}: {' / '.join(lines[-3:])}",
             "fix the pins in ci/ (a platform marker where a wheel exists only on some platforms)",
         )
-    return done.stdout
 
 
 def regenerate(ci: Path, name: str, uv: str, index_args: list[str], as_of: str, *, keep: bool = False) -> str:
@@ -127,14 +126,10 @@ def regenerate(ci: Path, name: str, uv: str, index_args: list[str], as_of: str, 
         requirements.write_text(in_ci(top), encoding="utf-8")
         resolved = {}
         for machine, platform in PLATFORMS.items():
-            cmd = compile_command(ci, uv, requirements, platform, index_args, False, as_of)
-            if not keep:
-                resolved[machine] = parse_pins(run_compile(cmd))
-                continue
-            preferred = Path(tmp) / f"{name}.{machine}.out"
-            preferred.write_text(in_ci(text), encoding="utf-8")
-            run_compile([*cmd, "-o", str(preferred)])
-            resolved[machine] = parse_pins(preferred.read_text(encoding="utf-8"))
+            out = Path(tmp) / f"{name}.{machine}.out"  # uv reads the pins in it as preferences, then rewrites it
+            out.write_text(in_ci(text) if keep else "", encoding="utf-8")
+            run_compile([*compile_command(ci, uv, requirements, platform, index_args, False, as_of), "-o", str(out)])
+            resolved[machine] = parse_pins(out.read_text(encoding="utf-8"))
     included = [ci / line.split()[1] for line in top.splitlines() if line.startswith("-r ")]
     leave_out = set(parse_pins(top)) | {n for f in included for n in parse_pins(f.read_text(encoding="utf-8"))}
     return generated_file(top, merge_platforms(resolved, leave_out), as_of)
@@ -174,7 +169,8 @@ def pins_main(ci: Path, mode: str) -> int:
         for platform in PLATFORMS.values():
             check_resolves(ci, uv[0], ci / name, platform, index_args)
         old = (ci / name).read_text(encoding="utf-8")
-        as_of = recorded_as_of(ci, name) if mode == "check" else now
+        # leg-npu.txt adds one pin to leg-stock.txt and records no closure of its own: both as of the base's time
+        as_of = recorded_as_of(ci, PIN_FILES[0]) if mode == "check" else now
         new = regenerate(ci, name, uv[0], index_args, as_of, keep=mode == "check")
         same = new == old if mode == "check" else not changed_pins(old, new)
         what = {"check": f"a resolve as of {as_of}", "newer": "a resolve today", "write": "a resolve today"}[mode]

@@ -128,3 +128,10 @@ def test_closure_section_is_found_after_its_marker() -> None:
         legpins.generated_file(top, ["a==1"], "2026-11-30T14:43:33Z")
         == f"# head\ntorch==1\n\n{legpins.CLOSURE_MARKER}\n{legpins.AS_OF_PREFIX}2026-11-30T14:43:33Z\na==1\n"
     )
+
+
+@pytest.mark.network  # uv resolves against the package registry
+def test_the_weekly_check_command_passes_on_both_files(uv: str, capsys: pytest.CaptureFixture[str]) -> None:
+    # `legpins --check` as the weekly job runs it: leg-npu.txt (no closure of its own) as of leg-stock.txt's time
+    assert legpins.pins_main(CI_DIR, "check") == 0
+    assert capsys.readouterr().out.count(": same as a resolve as of ") == len(legpins.PIN_FILES)
