@@ -41,6 +41,13 @@ def pinned(name: str) -> str:
     return kittools.pinned(name, KIT_TOOLS)
 
 
+def install(session: nox.Session, *args: str) -> None:
+    """Install into the session's venv with .pyc written: uv writes none by default, and where
+    PYTHONDONTWRITEBYTECODE is set (CI images) every interpreter of the session (pytest-xdist workers,
+    e2e clients, plot subprocesses) would compile pytest, numpy and matplotlib again (docs/results.md)."""
+    session.install(*args, env={"UV_COMPILE_BYTECODE": "1"})
+
+
 def run_kit(session: nox.Session, *args: str, posargs: list[str] | None = None) -> None:
     """Run one kit command with the interpreter running nox (the kit itself needs only the stdlib)."""
     posargs = session.posargs if posargs is None else posargs
@@ -73,7 +80,7 @@ def refresh(session: nox.Session) -> None:
 @nox.session(venv_backend=VENV_BACKEND)
 def lint(session: nox.Session) -> None:
     """ruff at upstream's pinned version and settings, plus KIT001-KIT006 on the added lines."""
-    session.install(pinned("ruff"))
+    install(session, pinned("ruff"))
     run_kit(session, "lint", "--ruff", str(Path(session.bin) / "ruff"))
 
 
@@ -102,7 +109,7 @@ for _leg in LEGS:
 @nox.session(venv_backend=VENV_BACKEND)
 def kit(session: nox.Session) -> None:
     """The kit's own tests (tests/kit), default tier: not legs, e2e or network; in parallel (pytest-xdist)."""
-    session.install("-r", str(KIT_TOOLS))
+    install(session, "-r", str(KIT_TOOLS))
     session.run(*kit_tests_command("default", session.posargs))
 
 
@@ -112,7 +119,7 @@ def kit_tier(tier: str) -> None:
     @nox.session(name=f"kit(tier='{tier}')", venv_backend=VENV_BACKEND, default=False)
     def one(session: nox.Session) -> None:
         """The kit's own tests of one tier (flags after -- go to pytest)."""
-        session.install("-r", str(KIT_TOOLS))
+        install(session, "-r", str(KIT_TOOLS))
         session.run(*kit_tests_command(tier, session.posargs))
 
 
@@ -125,7 +132,7 @@ for _tier in KIT_TIERS:
 def e2e(session: nox.Session) -> None:
     """LingBot-World realtime benchmark on 4 Ascend cards, two independent runs (-- --standin: the test stand-in)."""
     # the kit's client, frame hashes and the evidence's plot; the server is elsewhere
-    session.install(pinned("websockets"), pinned("av"), pinned("matplotlib"))
+    install(session, pinned("websockets"), pinned("av"), pinned("matplotlib"))
     session.run("python", "-m", "scripts", "e2e", *session.posargs)
 
 
@@ -150,12 +157,12 @@ def mutate(session: nox.Session) -> None:
 @nox.session(venv_backend=VENV_BACKEND, default=False)
 def pr(session: nox.Session) -> None:
     """Prepare the upstream PR: signed-off branch, format-patch files, PR body from records, precheck, range-diff."""
-    session.install(pinned("ruff"), pinned("pyyaml"))  # pyyaml: --onto judges YAML patches as data, like rebase
+    install(session, pinned("ruff"), pinned("pyyaml"))  # pyyaml: --onto judges YAML patches as data, like rebase
     session.run("python", "-m", "scripts", "pr", "--ruff", str(Path(session.bin) / "ruff"), *session.posargs)
 
 
 @nox.session(venv_backend=VENV_BACKEND, default=False)
 def rebase(session: nox.Session) -> None:
     """Try the series on another release or git ref (-- 0.28.0 | latest | --git URL REF [--move])."""
-    session.install(pinned("pyyaml"))  # YAML files are compared as parsed data
+    install(session, pinned("pyyaml"))  # YAML files are compared as parsed data
     session.run("python", "-m", "scripts", "rebase", *session.posargs)

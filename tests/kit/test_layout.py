@@ -220,3 +220,35 @@ def test_a_workspace_passed_in_passes_the_location_check() -> None:
         'NOTE = "written under .work/rebase"\n'
     )
     assert located_at_import("rebase.trial", source) == []
+
+
+# --- the noxfile's venvs get bytecode ------------------------------------------------------------------------
+
+
+def raw_installs(source: str) -> list[int]:
+    """Lines of the noxfile that call ``session.install`` outside its ``install`` helper."""
+    tree = ast.parse(source)
+    helper = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "install"), None)
+    inside = {id(n) for n in ast.walk(helper)} if helper else set()
+    return [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+            and n.func.attr == "install" and id(n) not in inside]  # fmt: skip
+
+
+def test_every_nox_install_writes_bytecode() -> None:
+    # uv writes no .pyc; under PYTHONDONTWRITEBYTECODE every xdist worker would compile pytest and numpy again.
+    import noxfile
+
+    assert raw_installs((ROOT / "noxfile.py").read_text(encoding="utf-8")) == []
+    calls: list[tuple[tuple[str, ...], dict[str, object]]] = []
+
+    class Session:  # records what nox's Session.install is given (nox itself is not run here)
+        def install(self, *args: str, **kwargs: object) -> None:
+            calls.append((args, kwargs))
+
+    noxfile.install(Session(), "-r", "x.txt")  # type: ignore[arg-type]
+    assert calls == [(("-r", "x.txt"), {"env": {"UV_COMPILE_BYTECODE": "1"}})]
+
+
+def test_the_bytecode_check_bites_on_a_raw_install() -> None:
+    source = "def install(s, *a):\n    s.install(*a, env={})\n\n\ndef kit(s):\n    s.install('x')\n"
+    assert raw_installs(source) == [6]
