@@ -527,7 +527,8 @@ def apply_series(
     except GitFailed as exc:  # the state says "applying": every command refuses the checkout until a full apply
         raise CheckoutError(exc.what, "fix what git names, then run nox -s apply again") from None
     verify_complete(checkout, new)  # "applied" is written last, only over a tree that holds what apply made
-    finish(checkout, new, exported=True)
+    finish(checkout, new, exported_head=head(checkout))
+    forget_last_good(checkout)
     return results
 
 
@@ -548,14 +549,23 @@ def no_paused_am_left(checkout: Path) -> Iterator[None]:
         raise
 
 
-def finish(checkout: Path, state: State, *, exported: bool) -> None:
-    """Record a checkout that holds the whole series; the previous one is no longer needed to go back to."""
+def finish(checkout: Path, state: State, *, exported_head: str | None) -> None:
+    """Record a checkout that holds the whole series; the previous one is no longer needed to go back to.
+
+    exported_head: the commit patches/ was made from (None: the checkout holds work not in patches/ yet).
+    The caller passes it in: refresh records with the signals held, and a Ctrl-C to the process group
+    would kill a git started here after patches/ was swapped in, leaving patches/ new and the state old.
+    """
     state.status, state.failed_patch = "applied", None
-    state.head = head(checkout) if exported else None
+    state.head = exported_head
     write_state(checkout, state)
-    # After the state (an interrupted finish still knows the way back); the backup first: abort takes the way
-    # back only with both, and a signal can stop the git that deletes the ref, never the unlink.
+    # After the state (an interrupted finish still knows the way back): abort takes the way back only with
+    # the backup and the ref both, so the unlink alone ends it; forget_last_good deletes the ref, with git.
     (checkout / ".git" / STATE_BACKUP).unlink(missing_ok=True)
+
+
+def forget_last_good(checkout: Path) -> None:
+    """Delete the way back that finish ended (a git call: never inside a stretch that holds the signals)."""
     drop_ref_lock(checkout, LAST_GOOD_REF)
     gitcmd.delete_ref(checkout, LAST_GOOD_REF)
 
@@ -633,7 +643,8 @@ def continue_series(checkout: Path, patches: list[Patch], *, threeway: bool, pro
         rest = apply_patches(checkout, patches[failed + 1 :], state, threeway, progress, done=failed + 1)
     results = [result, *rest]
     verify_complete(checkout, state)
-    finish(checkout, state, exported=False)  # the hand-made commit is not in patches/ yet
+    finish(checkout, state, exported_head=None)  # the hand-made commit is not in patches/ yet
+    forget_last_good(checkout)
     return results
 
 

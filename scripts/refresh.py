@@ -31,6 +31,7 @@ from scripts.checkout import (
     State,
     abort_paused,
     finish,
+    forget_last_good,
     guard,
     read_state,
     shown,
@@ -444,12 +445,13 @@ def write_back(
     def record() -> None:
         state.series_digest = series_digest(new)
         state.patches = {name: sha256_text(t) for name, t in exported}
-        finish(checkout, state, exported=True)
+        finish(checkout, state, exported_head=new_head)  # no git runs here: the signals are held
         recorded.append(True)
 
     # the branch moves first: until the state is recorded, any failure or signal puts it back
     gitcmd.update_ref(checkout, f"refs/heads/{BRANCH}", new_head, head(checkout), message="kit refresh")
     swap_into(patches_dir, writes, removals, then=record)
+    forget_last_good(checkout)
     return rows
 
 

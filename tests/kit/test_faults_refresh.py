@@ -8,12 +8,13 @@ operation left paused that the user did not start (DESIGN invariants 1, 2, 4, 6)
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -478,3 +479,38 @@ def test_a_scratch_worktree_a_signal_left_locked_does_not_block_the_next_refresh
     kit3.run("refresh", check=True)
     assert "q * 3" in (kit3.patches / "0003-double-attn.patch").read_text()
     assert str(scratch) not in kit3.git("worktree", "list")
+
+
+def test_no_process_starts_while_refresh_holds_the_signals(kit3: Kit, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C goes to the whole process group: a git started while refresh swaps patches/ in and records the
+    state would die of it, leaving patches/ new and the state old (the edit-loop model found it). So nothing
+    in that stretch starts a process; the rows where apply holds the signals are held to the same rule."""
+    import scripts.gitcmd
+    import scripts.signals
+
+    holding: list[int] = [0]
+    started: list[list[str]] = []
+    real_held, real_spawn = scripts.signals.held, scripts.gitcmd.spawn
+
+    @contextlib.contextmanager
+    def held() -> Iterator[None]:
+        holding[0] += 1
+        try:
+            with real_held():
+                yield
+        finally:
+            holding[0] -= 1
+
+    def spawn(argv: list[str], *args: object, **kwargs: object) -> subprocess.CompletedProcess[bytes]:
+        if holding[0]:
+            started.append(argv)
+        return real_spawn(argv, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(scripts.signals, "held", held)
+    monkeypatch.setattr(scripts.gitcmd, "spawn", spawn)
+    fixup("fix-ten", {ROPE: rope_with({10: "line 10 fixed twice", 20: "line 20 fixed"})})(kit3, Path())
+    assert "0001-fix-ten.patch: updated" in kit3.run("refresh", check=True).stdout
+    assert holding == [0] and started == []
+    with held():  # the check bites: a git run inside the held stretch is seen
+        scripts.gitcmd.git("rev-parse", "HEAD", cwd=kit3.checkout)
+    assert len(started) == 1 and started[0][-2:] == ["rev-parse", "HEAD"]
