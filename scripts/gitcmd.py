@@ -22,6 +22,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from scripts import signals
 from scripts.errors import KitError
 
 # A fixed identity for commits the kit makes (with fixed dates, re-applying gives the same ids).
@@ -122,10 +123,14 @@ def spawn(argv: list[str], cwd: Path, env: dict[str, str], stdin: Stdin = None) 
         )
     if not cwd.is_dir():
         raise KitError(f"{cwd} is not a folder (git cannot run there)", "run nox -s apply to make it again")
+    # While the kit holds the ending signals (signals.held), its git runs in a process group of its own: a
+    # terminal's Ctrl-C reaches the whole foreground group, and would cut the git the kit is waiting out.
+    group = 0 if signals.holding() else None
     if stdin is None:
-        return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, stdin=subprocess.DEVNULL)
+        return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, stdin=subprocess.DEVNULL,
+                              process_group=group)  # fmt: skip
     data = stdin.encode("utf-8", "surrogateescape") if isinstance(stdin, str) else stdin
-    return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, input=data)
+    return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, input=data, process_group=group)
 
 
 def decoded(data: bytes) -> str:

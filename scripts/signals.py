@@ -26,15 +26,25 @@ def handled(handler: Handler, signals: tuple[signal.Signals, ...] = ENDING) -> I
             signal.signal(sig, old)
 
 
+_holding: list[bool] = []  # one entry per held() block open now
+
+
+def holding() -> bool:
+    """Whether a held() block is open: a git started now must not be cut by a Ctrl-C either (gitcmd.spawn)."""
+    return bool(_holding)
+
+
 @contextmanager
 def held() -> Iterator[None]:
     """Hold the ending signals back for the block; the first that arrived is raised again after it, to the
     handler there was. (Recorded by a handler, not masked: a mask would pass on to the children started in
     the block, and a server deaf to SIGTERM is what holding guards against.)"""
     arrived: list[int] = []
+    _holding.append(True)
     try:
         with handled(lambda signum, _frame: arrived.append(signum)):
             yield
     finally:
+        _holding.pop()
         if arrived:
             signal.raise_signal(arrived[0])

@@ -157,3 +157,38 @@ def test_user_git_is_the_users_own_but_not_another_repository(
     assert gitcmd.user_config(repo, "user.email") == "real@example.org"
     # the kit's own git sees neither the user's config nor their identity
     assert gitcmd.run("config", "--get", "user.name", cwd=repo).stdout == ""
+
+
+# A process of its own (its own group, as a terminal's foreground job is): a Ctrl-C to the whole group lands
+# while the kit waits on a child, inside signals.held() or not. It prints the child's exit and output.
+CTRL_C_DURING_A_CHILD = """
+import os, signal, sys, threading
+from pathlib import Path
+from scripts import gitcmd, signals
+
+threading.Timer(0.5, lambda: os.killpg(0, signal.SIGINT)).start()
+argv = ["sh", "-c", "sleep 1.5; echo whole"]
+try:
+    if sys.argv[1] == "held":
+        with signals.held():
+            done = gitcmd.spawn(argv, Path("."), dict(os.environ))
+            print(done.returncode, done.stdout.decode().strip(), flush=True)
+    else:
+        done = gitcmd.spawn(argv, Path("."), dict(os.environ))
+        print(done.returncode, done.stdout.decode().strip(), flush=True)
+except KeyboardInterrupt:
+    print("interrupted")
+"""
+
+
+@pytest.mark.parametrize(("where", "expected"), [("held", "0 whole"), ("free", "interrupted")])
+def test_a_ctrl_c_never_cuts_a_git_the_kit_waits_out(where: str, expected: str) -> None:
+    """While the signals are held (refresh undoing its steps, or swapping patches/ in) the kit's git is not in
+    the terminal's process group: it finishes, and the signal is raised after the block. Elsewhere a Ctrl-C
+    still stops the command at once (the check bites both ways)."""
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", CTRL_C_DURING_A_CHILD, where], cwd=ROOT, capture_output=True,
+                          text=True, timeout=30, start_new_session=True)  # fmt: skip
+    wanted = [expected, "interrupted"] if where == "held" else [expected]  # held: the signal comes after the block
+    assert done.stdout.strip().splitlines() == wanted, done.stdout + done.stderr
