@@ -126,11 +126,9 @@ def spawn(argv: list[str], cwd: Path, env: dict[str, str], stdin: Stdin = None) 
     # While the kit holds the ending signals (signals.held), its git runs in a process group of its own: a
     # terminal's Ctrl-C reaches the whole foreground group, and would cut the git the kit is waiting out.
     group = 0 if signals.holding() else None
-    if stdin is None:
-        return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, stdin=subprocess.DEVNULL,
-                              process_group=group)  # fmt: skip
     data = stdin.encode("utf-8", "surrogateescape") if isinstance(stdin, str) else stdin
-    return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, input=data, process_group=group)
+    return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, input=data,
+                          stdin=subprocess.DEVNULL if data is None else None, process_group=group)  # fmt: skip
 
 
 def decoded(data: bytes) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -162,19 +163,14 @@ def test_user_git_is_the_users_own_but_not_another_repository(
 # A process of its own (its own group, as a terminal's foreground job is): a Ctrl-C to the whole group lands
 # while the kit waits on a child, inside signals.held() or not. It prints the child's exit and output.
 CTRL_C_DURING_A_CHILD = """
-import os, signal, sys, threading
+import contextlib, os, signal, sys, threading
 from pathlib import Path
 from scripts import gitcmd, signals
 
 threading.Timer(0.5, lambda: os.killpg(0, signal.SIGINT)).start()
-argv = ["sh", "-c", "sleep 1.5; echo whole"]
 try:
-    if sys.argv[1] == "held":
-        with signals.held():
-            done = gitcmd.spawn(argv, Path("."), dict(os.environ))
-            print(done.returncode, done.stdout.decode().strip(), flush=True)
-    else:
-        done = gitcmd.spawn(argv, Path("."), dict(os.environ))
+    with signals.held() if sys.argv[1] == "held" else contextlib.nullcontext():
+        done = gitcmd.spawn(["sh", "-c", "sleep 1.5; echo whole"], Path("."), dict(os.environ))
         print(done.returncode, done.stdout.decode().strip(), flush=True)
 except KeyboardInterrupt:
     print("interrupted")
@@ -186,8 +182,6 @@ def test_a_ctrl_c_never_cuts_a_git_the_kit_waits_out(where: str, expected: str) 
     """While the signals are held (refresh undoing its steps, or swapping patches/ in) the kit's git is not in
     the terminal's process group: it finishes, and the signal is raised after the block. Elsewhere a Ctrl-C
     still stops the command at once (the check bites both ways)."""
-    import sys
-
     done = subprocess.run([sys.executable, "-c", CTRL_C_DURING_A_CHILD, where], cwd=ROOT, capture_output=True,
                           text=True, timeout=30, start_new_session=True)  # fmt: skip
     wanted = [expected, "interrupted"] if where == "held" else [expected]  # held: the signal comes after the block
