@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -217,10 +218,22 @@ def start_e2e(kit: Kit, tmp_path: Path, marker: str, ignore_term: bool = False) 
     proc = subprocess.Popen(cmd, cwd=kit.root, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env={**os.environ, "CI": ""})  # fmt: skip
     deadline = time.monotonic() + 60
-    while not processes_with(marker):
+    # Ready once it exists and, for ignore_term, has set SIGTERM aside: its python starts before that line runs,
+    # and a SIGTERM in between ends it at once (the stop then takes no time to land a second signal in).
+    while not (pids := processes_with(marker)) or (ignore_term and not all(map(ignores_sigterm, pids))):
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
         time.sleep(0.1)
     return proc
+
+
+def ignores_sigterm(pid: int) -> bool:
+    """Whether process `pid` ignores SIGTERM now (the SigIgn mask of /proc/PID/status; bit n-1 is signal n)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    mask = int(re.search(r"^SigIgn:\s*([0-9a-f]+)$", status, re.M)[1], 16)
+    return bool(mask >> (signal.SIGTERM - 1) & 1)
 
 
 def summary_of(tmp_path: Path) -> dict[str, object]:
