@@ -132,3 +132,18 @@ def test_the_marker_check_bites_through_fixtures_and_helpers() -> None:
         "test_b: real_wheel without a legs/e2e/network marker",
     ]
     assert unmarked_heavy_tests("import pytest\npytestmark = pytest.mark.network\n" + source.split("\n", 1)[1]) == []
+
+
+def test_the_longest_files_are_drawn_first_and_each_exists() -> None:
+    from conftest import LONGEST_FIRST, longest_first
+
+    assert all((KIT_ROOT / "tests" / "kit" / name).is_file() for name in LONGEST_FIRST)
+
+    class Item:  # what longest_first reads of a pytest.Item: its file
+        def __init__(self, name: str) -> None:
+            self.path = Path(name)
+
+    items = [Item(n) for n in ("test_a.py", LONGEST_FIRST[1], "test_b.py", LONGEST_FIRST[0], LONGEST_FIRST[1])]
+    longest_first(items)  # type: ignore[arg-type]
+    assert [i.path.name for i in items] == [LONGEST_FIRST[0], LONGEST_FIRST[1], LONGEST_FIRST[1], "test_a.py",
+                                            "test_b.py"]  # fmt: skip
