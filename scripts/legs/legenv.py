@@ -119,7 +119,10 @@ def overlay_dir(ws: Workspace, leg: str, base: Path) -> Path:
 
 
 def env_python(env: Path) -> Path:
-    return env / "bin" / "python"
+    """The env's interpreter by the env's real path: its .pyc go by source path (pycache_dir), so a copy of
+    the kit that links .work/envs and ran python through the link would compile all of site-packages again
+    (5.3k modules, 26 s on 2 cores at an e2e stand-in's first start in each copy)."""
+    return env.resolve() / "bin" / "python"
 
 
 def pycache_dir(env: Path) -> Path:
@@ -477,11 +480,11 @@ def interpreter(ws: Workspace, leg: str, options: LegOptions) -> Interpreter:
     if options.python is None:
         env = env_dir(ws, leg)
         tool = _ensure(ws, leg, env, None)
-        return Interpreter(env_python(env.resolve()), f"venv {shown(ws, env)} ({tool})", pycache_dir(env),
+        return Interpreter(env_python(env), f"venv {shown(ws, env)} ({tool})", pycache_dir(env),
                            env.resolve() / PROBE_CACHE)  # fmt: skip
     base = Path(shutil.which(str(options.python)) or options.python)
     if not (base.is_file() and os.access(base, os.X_OK)):
         raise KitError(f"--python {options.python}: no such interpreter", "give its path, e.g. /usr/bin/python3")
     env = overlay_dir(ws, leg, base)
     tool = _ensure(ws, leg, env, base)
-    return Interpreter(env_python(env.resolve()), f"{base} + test tools in {shown(ws, env)} ({tool})", pycache_dir(env))
+    return Interpreter(env_python(env), f"{base} + test tools in {shown(ws, env)} ({tool})", pycache_dir(env))

@@ -106,6 +106,7 @@ def test_deterministic_success(e2e_kit: Workspace, tmp_path: Path) -> None:
     manifest = json.loads((case.folder / "manifest.json").read_text())
     assert Path(manifest["server_cmd"][1]).name == "omni_realtime_server.py"
     assert manifest["server_cmd"][0] == str(legenv.env_python(legenv.env_dir(e2e_kit, "stock")))
+    assert not Path(manifest["server_cmd"][0]).is_relative_to(e2e_kit.root)  # by the env's real path, not the link
     handler = e2e_kit.checkout / evidence.HANDLER_REL
     assert manifest["versions"]["handler_sha256"] == evidence.sha256_files([handler])
     assert "vllm-omni's own realtime video handler" in (case.folder / "summary.md").read_text()

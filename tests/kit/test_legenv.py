@@ -139,3 +139,16 @@ def test_a_build_that_fails_both_ways_is_one_error_and_leaves_nothing(tmp_path: 
     with pytest.raises(KitError, match="pip: install the pins failed with exit"):
         legenv.run_plans("t", env, plans, dict(os.environ))
     assert not env.exists()
+
+
+def test_an_env_reached_through_a_linked_envs_folder_runs_by_its_real_path(tmp_path: Path) -> None:
+    # Copies of the kit link .work/envs; .pyc go by source path, so a python run through the link would
+    # compile site-packages again per copy. Every way to the env's python and .pyc gives the real path.
+    real = tmp_path / "shared-envs"
+    (real / "stock" / "bin").mkdir(parents=True)
+    copy = Workspace(tmp_path / "copy")
+    copy.work.mkdir(parents=True)
+    copy.envs.symlink_to(real, target_is_directory=True)
+    env = legenv.env_dir(copy, "stock")
+    assert legenv.env_python(env) == real.resolve() / "stock" / "bin" / "python"
+    assert legenv.pycache_dir(env).is_relative_to(real.resolve())
