@@ -15,11 +15,14 @@ exception to the isolation, as_user, is named too: the user's own identity and p
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 from scripts import signals
@@ -75,8 +78,10 @@ LOCATING = (
     "GIT_NO_REPLACE_OBJECTS", "GIT_QUARANTINE_PATH", "GIT_CONFIG", "GIT_CONFIG_PARAMETERS", "GIT_CONFIG_COUNT",
 )  # fmt: skip
 CONFIG_ENTRY = re.compile(r"^GIT_CONFIG_(KEY|VALUE)_\d+$")
-# Config every kit call carries (as GIT_CONFIG_COUNT/KEY/VALUE): no hook runs, wherever it is installed.
-KIT_CONFIG = (("core.hooksPath", os.devnull),)
+# Config every kit call carries (as GIT_CONFIG_COUNT/KEY/VALUE): no hook runs, wherever it is installed;
+# no automatic maintenance after a commit, am or rebase (`gc --auto` goes on in the background, detached,
+# and holds .git locks such as HEAD.lock into the kit's next git: seen after an interrupted refresh).
+KIT_CONFIG = (("core.hooksPath", os.devnull), ("maintenance.auto", "false"), ("gc.auto", "0"))
 
 
 def kit_config_env() -> dict[str, str]:
@@ -127,8 +132,82 @@ def spawn(argv: list[str], cwd: Path, env: dict[str, str], stdin: Stdin = None) 
     # terminal's Ctrl-C reaches the whole foreground group, and would cut the git the kit is waiting out.
     group = 0 if signals.holding() else None
     data = stdin.encode("utf-8", "surrogateescape") if isinstance(stdin, str) else stdin
-    return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, input=data,
-                          stdin=subprocess.DEVNULL if data is None else None, process_group=group)  # fmt: skip
+    arrived: list[int] = []
+    proc: subprocess.Popen[bytes] | None = None
+    started = time.time()
+    try:
+        # A signal handled while Popen starts git would leave git running unwatched: it is taken after.
+        with (
+            signals.handled(lambda signum, _frame: arrived.append(signum))
+            if signals.can_handle()
+            else contextlib.nullcontext()
+        ):
+            proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    stdin=subprocess.DEVNULL if data is None else subprocess.PIPE,
+                                    process_group=group)  # fmt: skip
+        if arrived:
+            signal.raise_signal(arrived[0])  # to the handler there was: held() records it, the front door raises
+        stdout, stderr = proc.communicate(data)
+    except BaseException:
+        if proc is not None:  # also when the signal came as the handlers were put back
+            ended(proc)
+            clear_locks_of_a_killed_git(proc, cwd, started)
+        raise
+    clear_locks_of_a_killed_git(proc, cwd, started)
+    return subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr)
+
+
+def clear_locks_of_a_killed_git(proc: subprocess.Popen[bytes], cwd: Path, started: float) -> None:
+    """A git ended by a signal can leave its .lock files (measured: SIGINT at a random moment of `git status`
+    left index.lock 47 times in 600), and the next git then refuses the repository. The kit's gits run one at
+    a time, so a lock made since this one started is its own: removed. (A git the user ran in the same
+    checkout at the same moment is the one case this would misjudge; the kit's work lock keeps its own out.)"""
+    if proc.returncode is None or proc.returncode >= 0:
+        return
+    for folder in git_dirs(cwd):
+        for lock in lock_files(folder):
+            with contextlib.suppress(OSError):
+                if lock.stat().st_mtime >= started - LOCK_CLOCK_SLACK_S:
+                    lock.unlink()
+
+
+LOCK_CLOCK_SLACK_S = 0.05  # file times come from a coarse kernel clock, a few ms behind time.time()
+
+
+def git_dirs(cwd: Path) -> list[Path]:
+    """The git folders a git run in cwd writes to: .git, or a worktree's own folder and the common one."""
+    dot_git = cwd / ".git"
+    if dot_git.is_dir():
+        return [dot_git]
+    try:
+        own = Path(dot_git.read_text(encoding="utf-8").removeprefix("gitdir:").strip())
+        common = own / (own / "commondir").read_text(encoding="utf-8").strip()
+    except OSError:
+        return []
+    return [own, common.resolve()]
+
+
+def lock_files(folder: Path) -> list[Path]:
+    """*.lock in a git folder, its refs and its worktrees' folders (not under objects/: only its top)."""
+    found = list(folder.glob("*.lock")) + list(folder.glob("objects/*.lock")) + list(folder.glob("worktrees/*/*.lock"))
+    return found + list((folder / "refs").rglob("*.lock"))
+
+
+def ended(proc: subprocess.Popen[bytes]) -> None:
+    """Stop a git the kit will not wait out (the run ends) and wait until it has gone: SIGTERM, which git
+    answers by removing its .lock files, where the SIGKILL of subprocess.run's clean-up would leave them
+    (seen: HEAD.lock and index.lock after a Ctrl-C, and the next command refused). A second Ctrl-C waits too."""
+    while True:
+        try:
+            if proc.poll() is None:
+                proc.terminate()
+            proc.wait()
+            break
+        except KeyboardInterrupt:
+            continue
+    for pipe in (proc.stdin, proc.stdout, proc.stderr):
+        if pipe is not None:
+            pipe.close()
 
 
 def decoded(data: bytes) -> str:

@@ -7,6 +7,7 @@ steps that must not be cut in half (renames into patches/, stopping a server) ho
 from __future__ import annotations
 
 import signal
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
@@ -22,8 +23,29 @@ def handled(handler: Handler, signals: tuple[signal.Signals, ...] = ENDING) -> I
     try:
         yield
     finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
+        put_back(list(previous.items()))
+
+
+def put_back(pending: list[tuple[int, signal.Handlers | Handler | int | None]]) -> None:
+    """Restore every handler, even when one restored already raises (a signal that came meanwhile): a handler
+    left behind would swallow that signal from then on. The first such exception is raised after."""
+    first: BaseException | None = None
+    while pending:
+        try:
+            while pending:
+                sig, old = pending[0]
+                if old is not None:  # None: a handler not set from Python, which cannot be set back from it
+                    signal.signal(sig, old)
+                pending.pop(0)
+        except BaseException as exc:  # noqa: BLE001 -- kept, raised once all are back
+            first = first or exc
+    if first is not None:
+        raise first
+
+
+def can_handle() -> bool:
+    """Whether this thread may set handlers (Python runs them in the main thread only)."""
+    return threading.current_thread() is threading.main_thread()
 
 
 _holding: list[bool] = []  # one entry per held() block open now

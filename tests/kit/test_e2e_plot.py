@@ -3,7 +3,8 @@
 The plotted data is computed by pure functions, tested on known values; the PNG
 is drawn from synthetic benchmark JSONs in the clients' format and decoded back.
 The fault table writes summary.md the way ``nox -s e2e`` does (from summary.json
-and manifest.json, in a separate python process) and checks that a bad or missing
+and manifest.json; in this process, and in a python without site-packages for the
+row without matplotlib) and checks that a bad or missing
 run, a blocked PNG path or a python without matplotlib each give one line naming
 it, no traceback, and every evidence file left as it was.
 """
@@ -13,12 +14,14 @@ from __future__ import annotations
 import statistics
 import subprocess
 import sys
+import traceback
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import captured_fds
 from e2e_prereq import PARSING
 
 from scripts.e2e import evidence, metrics, plot
@@ -161,9 +164,11 @@ WRITE_SUMMARY = """
 import json, sys
 from pathlib import Path
 from scripts.e2e import evidence
-folder = Path(sys.argv[1])
-summary, manifest = (json.loads((folder / name).read_text()) for name in ("summary.json", "manifest.json"))
-(folder / "summary.md").write_text(evidence.summary_markdown(summary, manifest))
+def write(folder):
+    summary, manifest = (json.loads((folder / name).read_text()) for name in ("summary.json", "manifest.json"))
+    (folder / "summary.md").write_text(evidence.summary_markdown(summary, manifest))
+if __name__ == "__main__":
+    write(Path(sys.argv[1]))
 """
 
 
@@ -180,8 +185,21 @@ def e2e_folder(folder: Path, records: list[RunRecord]) -> None:
 
 
 def write_summary(folder: Path, *python_flags: str) -> subprocess.CompletedProcess[str]:
-    cmd = [sys.executable, *python_flags, "-c", WRITE_SUMMARY, str(folder)]
-    return subprocess.run(cmd, cwd=PARSING.root, capture_output=True, text=True, timeout=300)
+    """summary.md written as `nox -s e2e` writes it: in this process (matplotlib imported once a worker, not
+    3 s a row), or, for a row that needs another interpreter (flags such as -S), in a python of its own."""
+    if python_flags:
+        cmd = [sys.executable, *python_flags, "-c", WRITE_SUMMARY, str(folder)]
+        return subprocess.run(cmd, cwd=PARSING.root, capture_output=True, text=True, timeout=300)
+    here: dict[str, Any] = {"__name__": "write_summary"}
+    exec(WRITE_SUMMARY, here)  # the same lines, as a module of this process
+    with captured_fds() as out:
+        try:
+            here["write"](folder)
+            code = 0
+        except Exception:  # noqa: BLE001 -- what the separate python would have printed and exited 1 with
+            traceback.print_exc()
+            code = 1
+    return subprocess.CompletedProcess(["write-summary"], code, out.stdout, out.stderr)
 
 
 def evidence_files(folder: Path) -> dict[str, bytes]:

@@ -1,13 +1,13 @@
 """A model-based test of the edit loop: random sequences of what a user does, checked after every step.
 
-A hypothesis `RuleBasedStateMachine` drives the real CLI (`python -m scripts ...`) and real git on a
-small synthetic kit. Its rules are the user's actions (a new commit with both trailers, an edit
-folded with `--fixup`/`--squash` aimed at a patch by commit, an amend of the top commit, a reorder,
-a squash and a drop with `git rebase -i`, refresh with or without `--drop`, apply, a patch file made
-not to apply and then resolved with `apply --continue` or undone with `apply --abort`, Ctrl-C at a
-drawn moment of apply or refresh). The model is only a list of patches (slug, subject, file
-contents) for patches/ and one for the checkout; each patch owns its own upstream file, so no
-reorder or drop conflicts and every outcome is predictable.
+A hypothesis `RuleBasedStateMachine` drives the real CLI (its `main`, in this process; `python -m
+scripts ...`, a process of its own, for a Ctrl-C) and real git on a small synthetic kit. Its rules are
+the user's actions (a new commit with both trailers, an edit folded with `--fixup`/`--squash` aimed at a
+patch by commit, an amend of the top commit, a reorder, a squash and a drop with `git rebase -i`,
+refresh with or without `--drop`, apply, a patch file made not to apply and then resolved with `apply
+--continue` or undone with `apply --abort`, Ctrl-C at a drawn moment of apply or refresh). The model is
+only a list of patches (slug, subject, file contents) for patches/ and one for the checkout; each patch
+owns its own upstream file, so no reorder or drop conflicts and every outcome is predictable.
 
 After every step (the edit loop's invariants: round trip, aim, endings): no traceback; a non-zero exit is
 2 (130 when interrupted) with exactly one `kit: error: <what> -- <fix>` line on stderr; a refusal
@@ -160,12 +160,20 @@ def interpreter_startup() -> float:
 STARTUP = interpreter_startup()
 
 
-def run_kit(kit: Kit, *args: str, interrupt_after: float | None = None) -> Outcome:
-    """The real CLI in its own process group (as a shell runs it), optionally Ctrl-C'd after a delay.
+def run_kit(kit: Kit, *args: str, interrupt_after: float | None = None, spawned: bool = False) -> Outcome:
+    """The real CLI: in this process (`main`, as `Kit.run` drives it: 0.1 s a call instead of 0.6 s), or,
+    to be Ctrl-C'd after a delay or to run the copy's own scripts/ (`spawned`: a test broke them on
+    purpose), as a process of its own in its own process group (as a shell runs it).
 
     Ctrl-C goes to the whole group, git children included, like a terminal's. When the kit has
-    exited, nothing of its group may remain.
+    returned, nothing it started may remain.
     """
+    if interrupt_after is None and not spawned:
+        before = set(members(lambda fields: int(fields[1]) == os.getpid()))
+        done = kit.run(*args)
+        left = sorted(set(members(lambda fields: int(fields[1]) == os.getpid())) - before)
+        assert not left, f"kit {args}: its children still run after it returned: {left}"
+        return judged(args, Outcome(done.returncode, done.stdout, done.stderr), interrupt_after)
     proc = subprocess.Popen([sys.executable, "-m", "scripts", *args], cwd=kit.root, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "CI": ""},
                             start_new_session=True)  # fmt: skip
@@ -181,7 +189,12 @@ def run_kit(kit: Kit, *args: str, interrupt_after: float | None = None) -> Outco
         if left:
             os.killpg(proc.pid, signal.SIGKILL)
     assert not left, f"kit {args}: still running after it exited: {left}"
-    outcome = Outcome(proc.returncode, stdout, stderr)
+    return judged(args, Outcome(proc.returncode, stdout, stderr), interrupt_after)
+
+
+def judged(args: tuple[str, ...], outcome: Outcome, interrupt_after: float | None) -> Outcome:
+    """The endings every run must keep: no traceback, exit 0 or 2 (or interrupted), one `what -- fix` line."""
+    stdout, stderr = outcome.stdout, outcome.stderr
     say(f"  kit {' '.join(args)}{f' (Ctrl-C after {interrupt_after} s)' if interrupt_after else ''}"
          f" -> exit {outcome.code}: {outcome.last}")  # fmt: skip
     if currently_in_test_context():  # the statistics: which outcomes the run reached
@@ -226,18 +239,24 @@ def logged(step: Callable[..., None]) -> Callable[..., None]:
     return run
 
 
-def group_members(pgid: int) -> list[str]:
-    """The command lines of the live processes in a process group (from /proc: Linux)."""
-    members = []
+def members(belongs: Callable[[list[str]], bool]) -> list[str]:
+    """The live processes (pid, state, command line) whose /proc stat fields after the name (state, ppid,
+    pgrp, ...) pass `belongs` (Linux)."""
+    found = []
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             fields = stat.read_text().rsplit(")", 1)[1].split()
             cmdline = (stat.parent / "cmdline").read_bytes()
         except OSError:
             continue  # it ended while we looked
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            members.append(f"{stat.parent.name} {fields[0]} " + cmdline.replace(b"\0", b" ").decode(errors="replace"))
-    return members
+        if fields[0] != "Z" and belongs(fields):
+            found.append(f"{stat.parent.name} {fields[0]} " + cmdline.replace(b"\0", b" ").decode(errors="replace"))
+    return found
+
+
+def group_members(pgid: int) -> list[str]:
+    """The live processes of a process group."""
+    return members(lambda fields: int(fields[2]) == pgid)
 
 
 @dataclass(frozen=True)
@@ -314,12 +333,16 @@ class EditLoop(RuleBasedStateMachine):
         self.top = INITIAL[-1].slug  # the patch the HEAD commit belongs to (what an amend changes)
         self.hand_edited: tuple[str, bytes] | None = None  # a patch file the user broke: (name, its bytes)
         self.made = 0
+        self.own_code = False  # True when a test broke the copy's scripts/: then the kit runs as a process
         HISTORY.clear()
 
     def teardown(self) -> None:
         shutil.rmtree(self.tmp, ignore_errors=True)
 
     # ---- helpers ------------------------------------------------------------------
+
+    def run_kit(self, *args: str, interrupt_after: float | None = None) -> Outcome:
+        return run_kit(self.kit, *args, interrupt_after=interrupt_after, spawned=self.own_code)
 
     @property
     def checkout(self) -> Path:
@@ -546,7 +569,7 @@ class EditLoop(RuleBasedStateMachine):
         """refresh, with --drop for each patch the checkout left out when `drop`."""
         drops = [f"--drop={slug}" for slug in self.missing()] if drop else []
         before = self.scene()
-        outcome = run_kit(self.kit, "refresh", *drops)
+        outcome = self.run_kit("refresh", *drops)
         self.expect_refresh(outcome, before, drops)
 
     def expect_refresh(self, outcome: Outcome, before: Scene, drops: list[str]) -> None:
@@ -571,7 +594,7 @@ class EditLoop(RuleBasedStateMachine):
     @logged
     def apply(self) -> None:
         before = self.scene()
-        outcome = run_kit(self.kit, "apply")
+        outcome = self.run_kit("apply")
         self.expect_apply(outcome, before)
 
     def holds_unexported_work(self) -> bool:
@@ -609,7 +632,7 @@ class EditLoop(RuleBasedStateMachine):
         self.hand_edited = (name, original)
         say(f"  edit patches/{name} by hand: a context line no longer matches")
         before = self.scene()
-        outcome = run_kit(self.kit, "apply")
+        outcome = self.run_kit("apply")
         assert outcome.code == 2, f"apply of a broken {name}: exit {outcome.code}\n{outcome.stdout}{outcome.stderr}"
         assert name in outcome.last, f"the conflict should name {name}: {outcome.last}"
         assert snapshot(self.kit.patches) == before.patches, "apply changed patches/"
@@ -627,7 +650,7 @@ class EditLoop(RuleBasedStateMachine):
         write_files(self.checkout, change)
         self.user_git("add", "-A")
         before = self.scene()
-        outcome = run_kit(self.kit, "apply", "--continue")
+        outcome = self.run_kit("apply", "--continue")
         self.succeeded(outcome)
         assert snapshot(self.kit.patches) == before.patches, "apply --continue changed patches/"
         self.checkout_is(self.exported)
@@ -640,7 +663,7 @@ class EditLoop(RuleBasedStateMachine):
     def continue_unresolved(self) -> None:
         """apply --continue before anything is resolved: refused, nothing changed."""
         before = self.scene()
-        self.refused(run_kit(self.kit, "apply", "--continue"), before)
+        self.refused(self.run_kit("apply", "--continue"), before)
 
     @precondition(lambda self: self.phase == "conflict")
     @rule()
@@ -649,7 +672,7 @@ class EditLoop(RuleBasedStateMachine):
         """apply --abort goes back to the checkout before that apply; the user restores the patch file."""
         assert self.hand_edited is not None
         before = self.scene()
-        outcome = run_kit(self.kit, "apply", "--abort")
+        outcome = self.run_kit("apply", "--abort")
         self.succeeded(outcome)
         assert snapshot(self.kit.patches) == before.patches, "apply --abort changed patches/"
         name, original = self.hand_edited
@@ -666,7 +689,7 @@ class EditLoop(RuleBasedStateMachine):
         (hypothesis replays steps to shrink a failure, and the moment a signal lands is not reproducible)."""
         drops = [f"--drop={slug}" for slug in self.missing()] if command == "refresh" else []
         before = self.scene()
-        outcome = run_kit(self.kit, command, *drops, interrupt_after=round(STARTUP + at * DURATION[command], 2))
+        outcome = self.run_kit(command, *drops, interrupt_after=round(STARTUP + at * DURATION[command], 2))
         if outcome.code not in INTERRUPTED:  # it ended (or refused) before the signal: the usual expectations hold
             if command == "refresh":
                 return self.expect_refresh(outcome, before, drops)
@@ -680,7 +703,7 @@ class EditLoop(RuleBasedStateMachine):
             self.checkout_is(self.work)  # its autosquash may have run; the content is the same
             self.synced = False
             say("  run refresh again, as the kit says")
-            self.expect_refresh(run_kit(self.kit, "refresh", *drops), self.scene(), drops)
+            self.expect_refresh(self.run_kit("refresh", *drops), self.scene(), drops)
             return None
         assert snapshot(self.kit.patches) == before.patches, "an interrupted apply changed patches/"
         if self.holds_unexported_work():  # refused or interrupted, it must not have touched the user's work
@@ -688,7 +711,7 @@ class EditLoop(RuleBasedStateMachine):
         self.phase = "interrupted"
         self.refresh(drop=True)  # refuses (the checkout is not whole) or, stopped before any change, succeeds
         say("  run apply again, as the kit says")
-        self.expect_apply(run_kit(self.kit, "apply"), self.scene())
+        self.expect_apply(self.run_kit("apply"), self.scene())
         return None
 
     # ---- after every step -----------------------------------------------------------
@@ -738,6 +761,7 @@ def test_the_machine_bites(path: str, old: str, new: str, steps: list[str], need
         source = machine.kit.root / path
         assert old in source.read_text(encoding="utf-8")
         source.write_text(source.read_text(encoding="utf-8").replace(old, new), encoding="utf-8")
+        machine.own_code = True
         with pytest.raises(AssertionError, match=needle):
             for step in steps:
                 name, _, arg = step.partition(":")

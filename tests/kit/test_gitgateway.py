@@ -10,6 +10,9 @@ as_user) outside gitcmd.py, is a finding.
 from __future__ import annotations
 
 import ast
+import contextlib
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -186,3 +189,76 @@ def test_a_ctrl_c_never_cuts_a_git_the_kit_waits_out(where: str, expected: str) 
                           text=True, timeout=30, start_new_session=True)  # fmt: skip
     wanted = [expected, "interrupted"] if where == "held" else [expected]  # held: the signal comes after the block
     assert done.stdout.strip().splitlines() == wanted, done.stdout + done.stderr
+
+
+# The front door's handlers, then SIGTERM to the kit alone (as `kill PID` or a CI's cancel sends it), once the
+# child is ready: while the kit waits on it ("running"), or as Popen hands it over ("starting"). The child
+# stands for a git: it cleans up on SIGTERM (git removes its .lock files then) and would otherwise run on.
+SIGTERM_TO_THE_KIT_ALONE = """
+import os, signal, subprocess, sys, threading, time
+from pathlib import Path
+import scripts.__main__ as front
+from scripts import gitcmd
+
+front.install_run_handlers()
+ready = Path("ready")
+def when_ready():
+    while not ready.exists():
+        time.sleep(0.01)
+    os.kill(os.getpid(), signal.SIGTERM)
+if sys.argv[1] == "running":
+    threading.Thread(target=when_ready, daemon=True).start()
+else:
+    class Starting(subprocess.Popen):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            when_ready()
+    subprocess.Popen = Starting
+child = 'trap "echo cleaned > cleaned; exit 143" TERM; echo > ready; while :; do sleep 0.05; done'
+try:
+    gitcmd.spawn(["sh", "-c", child], Path("."), dict(os.environ))
+except KeyboardInterrupt as stop:
+    print("interrupted", stop, flush=True)
+"""
+
+
+@pytest.mark.parametrize("when", ["running", "starting"])
+def test_a_signal_to_the_kit_alone_ends_its_git_cleanly_and_waits_for_it(when: str, tmp_path: Path) -> None:
+    """Whatever the moment, the kit never goes on (undoing its steps, exiting) while a git it started still
+    runs, and never SIGKILLs one: subprocess.run did, and a killed git leaves HEAD.lock or index.lock behind
+    (the next command then refuses); a signal as Popen returned left the git running unwatched."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    argv = [sys.executable, "-c", SIGTERM_TO_THE_KIT_ALONE, when]
+    proc = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)  # fmt: skip
+    try:
+        out, err = proc.communicate(timeout=30)
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # a child the kit left running (the failure tested here)
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert out.strip() == "interrupted SIGTERM", out + err
+    assert (tmp_path / "cleaned").is_file(), "the child was not ended by SIGTERM before the kit went on"
+
+
+@pytest.mark.parametrize("where", ["checkout", "worktree"])
+def test_a_git_ended_by_a_signal_leaves_none_of_its_locks_and_no_older_one_is_touched(
+    where: str, repo: Path, tmp_path: Path
+) -> None:
+    """git itself leaves its .lock files when a signal lands at the wrong moment (SIGINT at a random moment
+    of `git status`: index.lock left 47 times in 600), and the kit's next git then refuses the repository.
+    The stand-in git makes its locks, then is killed by SIGINT as a Ctrl-C kills it."""
+    cwd = repo
+    if where == "worktree":
+        cwd = tmp_path / "scratch"
+        gitcmd.worktree_add(repo, cwd, "HEAD")
+    own = gitcmd.git_dirs(cwd)[0]
+    older = repo / ".git" / "packed-refs.lock"  # the user's, from before: not the kit's to remove
+    older.write_text("")
+    os.utime(older, (1, 1))
+    made = [own / "index.lock", repo / ".git" / "HEAD.lock", repo / ".git" / "refs" / "heads" / "main.lock"]
+    script = "; ".join(f"touch '{p}'" for p in made) + "; kill -INT $$"
+    done = gitcmd.spawn(["sh", "-c", script], cwd, dict(os.environ))
+    assert done.returncode == -signal.SIGINT
+    assert [p for p in made if p.exists()] == [] and older.exists()
+    assert gitcmd.spawn(["sh", "-c", f"touch '{made[0]}'"], cwd, dict(os.environ)).returncode == 0
+    assert made[0].exists()  # a git that ended by itself keeps what it left: only a killed one is cleaned after
