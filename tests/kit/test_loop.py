@@ -82,6 +82,22 @@ def test_any_change_or_damage_makes_the_cache_stale(cache: tuple[Path, Path, Pat
     assert reason is not None and expected in reason, reason
 
 
+def test_each_thread_budget_keeps_its_own_entry_and_never_evicts_another(tmp_path: Path) -> None:
+    """A leg run alone and one beside the other leg have other thread budgets: both stay trusted."""
+    oracle = tmp_path / "_oracle.py"
+    oracle.write_text("CASES = [1]\n", encoding="utf-8")
+    keys = [oracle_cache.oracle_key("a" * 40, "stamp-1", threads) for threads in (1, 2)]
+    for key in keys:
+        results = tmp_path / f"computed-{key['threads']}.pt"
+        results.write_bytes(f"results with {key['threads']} threads".encode())
+        oracle_cache.store_oracle(oracle_cache.oracle_entry(tmp_path / "cache", key), key, results, [str(oracle)])
+    for key in keys:
+        entry = oracle_cache.oracle_entry(tmp_path / "cache", key)
+        assert oracle_cache.oracle_stale_reason(entry, key) is None
+        assert (entry / oracle_cache.ORACLE_RESULTS).read_bytes() == f"results with {key['threads']} threads".encode()
+    assert len({oracle_cache.oracle_entry(tmp_path / "cache", key) for key in keys}) == 2
+
+
 def test_storing_again_repairs_a_damaged_cache(cache: tuple[Path, Path, Path], tmp_path: Path) -> None:
     cache_dir, oracle, pristine = cache
     (cache_dir / oracle_cache.ORACLE_RESULTS).write_bytes(b"torn")
@@ -230,7 +246,7 @@ def test_stock_leg_uses_refuses_and_rebuilds_the_oracle_cache(tmp_path: Path) ->
     kit = leg_kit(tmp_path / "kit")
     shared_env_ready(kit, "stock")
     kit.run("apply", check=True)
-    cache = kit.root / ".work" / "cache" / "oracle-stock"
+    root = kit.root / ".work" / "cache" / "oracle-stock"
 
     def run() -> dict[str, str]:
         proc = kit.run("test", "stock", "-k", "test_pristine_results_come_from_the_pristine_tree")
@@ -239,7 +255,10 @@ def test_stock_leg_uses_refuses_and_rebuilds_the_oracle_cache(tmp_path: Path) ->
         assert f"pristine oracle {used['source']} ({used['reason']})" in proc.stdout  # the report says it
         return used
 
-    assert run()["reason"] == "no cached results yet"
+    first = run()
+    assert first["reason"] == "no cached results yet"
+    cache = oracle_cache.oracle_entry(root, first)  # this thread budget's entry
+    assert [p.name for p in root.iterdir()] == [cache.name]
     assert run()["source"] == "cache"
     results = cache / oracle_cache.ORACLE_RESULTS
     results.write_bytes(results.read_bytes()[:1000])  # a torn write

@@ -145,7 +145,7 @@ def _oracle_cache_key() -> tuple[Path | None, dict[str, str], str]:
         return None, key, "no cache: KIT_ORACLE_CACHE / KIT_PRISTINE_COMMIT not set (not run by the leg runner)"
     if not stamp:
         return None, key, f"no cache: this interpreter is not a kit leg env (no {stamp_name or 'KIT_ENV_STAMP_NAME'})"
-    return Path(cache), key, ""
+    return oracle_cache.oracle_entry(Path(cache), key), key, ""
 
 
 def _report_oracle(source: str, reason: str, key: dict[str, str]) -> None:
@@ -167,7 +167,9 @@ def pristine_results(tmp_path_factory: pytest.TempPathFactory) -> dict:
     cache, key, no_cache = _oracle_cache_key()
     stale = oracle_cache.oracle_stale_reason(cache, key) if cache else no_cache
     if cache and stale is None:
-        _report_oracle("cache", f"{cache.name}: pristine commit, env stamp, threads and oracle inputs unchanged", key)
+        _report_oracle(
+            "cache", f"{cache.parent.name}: pristine commit, env stamp, threads and oracle inputs unchanged", key
+        )
         return torch.load(cache / oracle_cache.ORACLE_RESULTS, weights_only=True)
     work = tmp_path_factory.mktemp("pristine_oracle")
     out, inputs = work / "pristine.pt", work / "inputs.json"

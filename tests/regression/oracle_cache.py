@@ -30,6 +30,13 @@ def oracle_key(pristine_commit: str, env_stamp: str, threads: int) -> dict[str, 
     return {"pristine_commit": pristine_commit, "env_stamp": env_stamp, "threads": str(threads)}
 
 
+def oracle_entry(cache: Path, key: dict[str, str]) -> Path:
+    """The folder of one thread budget's results in the leg's cache: a leg run alone (all the cores) and one
+    beside the other leg (half) each keep their own, and neither evicts the other (with one entry, `test stock`
+    then `test` computed the oracle again every time: 40-50 s of a leg's run)."""
+    return cache / f"threads-{key['threads']}"
+
+
 def oracle_inputs_digest(inputs: dict[str, str]) -> str:
     """One digest over the oracle's code and inputs: every file it loaded outside the env, by content."""
     return hashlib.sha256(json.dumps(sorted(inputs.items())).encode()).hexdigest()
