@@ -64,7 +64,9 @@ def pip_config_list() -> str:
 HEAVY_MARKERS = ("legs", "e2e", "network")
 KIT_TIERS: dict[str, tuple[str, ...]] = {
     "default": ("-m", " and ".join(f"not {m}" for m in HEAVY_MARKERS), "-n", "auto"),
-    "heavy": ("-m", " or ".join(HEAVY_MARKERS), "-n", "auto", "--dist", "loadfile"),
+    # --no-loadscope-reorder: else xdist hands files out by their number of tests, not in collection order,
+    # and the long files the kit's conftest puts first (LONGEST_FIRST) could still be drawn last.
+    "heavy": ("-m", " or ".join(HEAVY_MARKERS), "-n", "auto", "--dist", "loadfile", "--no-loadscope-reorder"),
 }
 
 
