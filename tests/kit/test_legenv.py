@@ -113,6 +113,7 @@ def _has(python: Path, module: str) -> bool:
     return subprocess.run([str(python), "-c", f"import {module}"], capture_output=True).returncode == 0
 
 
+@pytest.mark.network  # pip installs the pin from the package registry, with this machine's settings
 def test_uv_failure_falls_back_to_pip_and_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # Real tools on a one-package pin file: uv is pointed at an index that does not exist, so it fails;
     # pip, with this machine's own settings, then builds the same env.
@@ -131,6 +132,7 @@ def test_uv_failure_falls_back_to_pip_and_says_so(tmp_path: Path, capsys: pytest
     assert f"uv {uv[1]}: sync the pins failed with exit" in capsys.readouterr().out
 
 
+@pytest.mark.network  # pip asks the package registry for a version that does not exist
 def test_a_build_that_fails_both_ways_is_one_error_and_leaves_nothing(tmp_path: Path) -> None:
     pins = tmp_path / "pins.txt"
     pins.write_text("iniconfig==0.0.0.kit.does.not.exist\n")
