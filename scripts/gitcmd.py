@@ -151,9 +151,10 @@ def spawn(argv: list[str], cwd: Path, env: dict[str, str], stdin: Stdin = None) 
     except BaseException:
         if proc is not None:  # also when the signal came as the handlers were put back
             ended(proc)
-            clear_locks_of_a_killed_git(proc, cwd, started)
         raise
-    clear_locks_of_a_killed_git(proc, cwd, started)
+    finally:
+        if proc is not None:
+            clear_locks_of_a_killed_git(proc, cwd, started)
     return subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr)
 
 

@@ -303,10 +303,9 @@ def kit3_template(small_kit_template: Kit, tmp_path_factory: pytest.TempPathFact
 
 
 @pytest.fixture
-def kit3(kit3_template: Kit, small_kit: Kit) -> Kit:
+def kit3(kit3_template: Kit, tmp_path: Path) -> Kit:
     """A kit with three patches: fix-ten, twenty (both in rope.py), double-attn (attn.py)."""
-    shutil.rmtree(small_kit.root)  # the same folder as small_kit, for a test that takes both
-    return clone(kit3_template, small_kit.root)
+    return clone(kit3_template, tmp_path / "kit")
 
 
 @pytest.fixture(scope="session")

@@ -169,9 +169,9 @@ def run_kit(kit: Kit, *args: str, interrupt_after: float | None = None, spawned:
     returned, nothing it started may remain.
     """
     if interrupt_after is None and not spawned:
-        before = set(members(lambda fields: int(fields[1]) == os.getpid()))
+        before = set(children())
         done = kit.run(*args)
-        left = sorted(set(members(lambda fields: int(fields[1]) == os.getpid())) - before)
+        left = sorted(set(children()) - before)
         assert not left, f"kit {args}: its children still run after it returned: {left}"
         return judged(args, Outcome(done.returncode, done.stdout, done.stderr), interrupt_after)
     proc = subprocess.Popen([sys.executable, "-m", "scripts", *args], cwd=kit.root, text=True,
@@ -252,6 +252,11 @@ def members(belongs: Callable[[list[str]], bool]) -> list[str]:
         if fields[0] != "Z" and belongs(fields):
             found.append(f"{stat.parent.name} {fields[0]} " + cmdline.replace(b"\0", b" ").decode(errors="replace"))
     return found
+
+
+def children() -> list[str]:
+    """The live processes this one started."""
+    return members(lambda fields: int(fields[1]) == os.getpid())
 
 
 def group_members(pgid: int) -> list[str]:
