@@ -81,6 +81,7 @@ class LegRun:
     command: list[str]
     targets: list[str]
     full: bool
+    why_not_measured: str  # "" where coverage is measured, else why not (named in the leg's row)
     series_diff: str
     context: dict[str, str]
     patch_files: dict[str, list[str]]
@@ -111,12 +112,14 @@ def plan_leg(ws: Workspace, state: State, leg: str, opts: suite.TestArgs) -> Leg
             return None  # nothing changed since the last green run: its record stands
     full = targets == [suite.SUITE]
     series_diff = combined_diff(ws.checkout)
-    # A --changed subset measures no coverage: what it runs comes from the last full run's map, and
-    # coverage.py's tracer would nearly double the edit-test loop (docs/results.md).
-    measured = [ws.checkout / f for f in touched([series_diff]) if f.endswith(".py")] if full else None
+    # Only the whole suite measures coverage: a --changed subset runs what the last full run's map selects, a
+    # run narrowed by pytest arguments is no full record either (full_suite false, no green map), and
+    # coverage.py's tracer costs such a run half again its time (docs/results.md).
+    why_not_measured = "--changed" if not full else "pytest arguments" if opts.pytest_args else ""
+    measured = None if why_not_measured else [ws.checkout / f for f in touched([series_diff]) if f.endswith(".py")]
     command = suite.suite_command(python, out, measured, targets, opts.pytest_args)
-    return LegRun(leg, out, python, mode, versions, env, command, targets, full, series_diff, context, patch_files,
-                  opts)  # fmt: skip
+    return LegRun(leg, out, python, mode, versions, env, command, targets, full, why_not_measured, series_diff,
+                  context, patch_files, opts)  # fmt: skip
 
 
 def run_one(ws: Workspace, run: LegRun) -> tuple[int, float]:
@@ -133,7 +136,7 @@ def finish_leg(ws: Workspace, state: State, run: LegRun, rc: int) -> int:
         raise suite.SuiteDidNotRun(f"leg {leg}: pytest exited {rc} without a report", "see pytest's output above")
     counts = suite.counts_from_junit(junit.read_text(encoding="utf-8"))
     coverage, by_file = None, None
-    if run.full:
+    if not run.why_not_measured:
         cov_text = cov_json.read_text(encoding="utf-8") if cov_json.is_file() else '{"files": {}}'
         wanted = suite.npu_branch_lines(run.series_diff, ws.checkout)
         coverage = suite.executed(cov_text, ws.root, ws.checkout, wanted)
@@ -155,8 +158,9 @@ def finish_leg(ws: Workspace, state: State, run: LegRun, rc: int) -> int:
     if counts.ok and rc == 0 and not opts.pytest_args:  # green, and not narrowed by pytest arguments
         suite.write_green(out / suite.GREEN, run.context, state.patches, run.patch_files, by_file)
     progress(f"leg {leg}: pristine oracle {oracle['source']} ({oracle['reason']})")
+    lines_run = f"not measured ({run.why_not_measured})" if coverage is None else f"{coverage[0]}/{coverage[1]}"
     print(table(["leg", "mode", "torch", "torch_npu", "passed", "failed", "errors", "skipped", "NPU-branch lines run"],
                 [(leg, run.mode, run.versions.get("torch"), run.versions.get("torch_npu"), counts.passed,
                   counts.failed, counts.errors, counts.skipped,
-                  "not measured (--changed)" if coverage is None else f"{coverage[0]}/{coverage[1]}")]))  # fmt: skip
+                  lines_run)]))  # fmt: skip
     return 0 if data["passed_all"] and rc == 0 else 1

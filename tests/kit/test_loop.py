@@ -253,10 +253,15 @@ def test_stock_leg_uses_refuses_and_rebuilds_the_oracle_cache(tmp_path: Path) ->
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
         used = json.loads((kit.root / ".work" / "records" / "test-stock.json").read_text())["pristine_oracle"]
         assert f"pristine oracle {used['source']} ({used['reason']})" in proc.stdout  # the report says it
+        assert "not measured (pytest arguments)" in proc.stdout
         return used
 
     first = run()
     assert first["reason"] == "no cached results yet"
+    # narrowed by pytest arguments: no full record, so no coverage measured (and the row says why)
+    narrowed = json.loads((kit.root / ".work" / "records" / "test-stock.json").read_text())
+    assert narrowed["full_suite"] is False and narrowed["npu_branch_lines_executed"] is None
+    assert not (kit.root / ".work" / "records" / "test-stock" / "coverage.json").exists()
     cache = oracle_cache.oracle_entry(root, first)  # this thread budget's entry
     assert [p.name for p in root.iterdir()] == [cache.name]
     assert run()["source"] == "cache"
