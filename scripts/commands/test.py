@@ -161,6 +161,5 @@ def finish_leg(ws: Workspace, state: State, run: LegRun, rc: int) -> int:
     lines_run = f"not measured ({run.why_not_measured})" if coverage is None else f"{coverage[0]}/{coverage[1]}"
     print(table(["leg", "mode", "torch", "torch_npu", "passed", "failed", "errors", "skipped", "NPU-branch lines run"],
                 [(leg, run.mode, run.versions.get("torch"), run.versions.get("torch_npu"), counts.passed,
-                  counts.failed, counts.errors, counts.skipped,
-                  lines_run)]))  # fmt: skip
+                  counts.failed, counts.errors, counts.skipped, lines_run)]))  # fmt: skip
     return 0 if data["passed_all"] and rc == 0 else 1
