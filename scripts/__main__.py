@@ -13,7 +13,8 @@ if __name__ == "__main__":  # a signal while Python loads the kit: nothing has s
         raise SystemExit(130)
 
     for _ending in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
-        signal.signal(_ending, _before_start)
+        if signal.getsignal(_ending) is not signal.SIG_IGN:  # signals.takeable, before the kit can be imported
+            signal.signal(_ending, _before_start)
 
 import argparse  # noqa: E402 -- after the handlers above
 import io  # noqa: E402
@@ -89,10 +90,8 @@ def install_run_handlers() -> None:
     """The program's own settings, made by the shell below only (an in-process caller keeps its own): every
     ending signal is a KeyboardInterrupt from here on, and an ASCII (C locale) terminal gets other text
     escaped, no crash."""
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    for ending in signals.ENDING:
-        if ending != signal.SIGINT:
-            signal.signal(ending, on_ending_signal)
+    for ending in signals.takeable():  # one ignored as the kit started (nohup) stays ignored
+        signal.signal(ending, signal.default_int_handler if ending == signal.SIGINT else on_ending_signal)
     for stream in (sys.stdout, sys.stderr):
         if isinstance(stream, io.TextIOWrapper):
             stream.reconfigure(errors="backslashreplace")

@@ -19,7 +19,7 @@ Handler = Callable[[int, FrameType | None], object]
 @contextmanager
 def handled(handler: Handler, signals: tuple[signal.Signals, ...] = ENDING) -> Iterator[None]:
     """`handler` for the ending signals inside the block; the previous handlers again after it."""
-    previous = {sig: signal.signal(sig, handler) for sig in signals}
+    previous = {sig: signal.signal(sig, handler) for sig in takeable(signals)}
     try:
         yield
     finally:
@@ -41,6 +41,12 @@ def put_back(pending: list[tuple[int, signal.Handlers | Handler | int | None]]) 
             first = first or exc
     if first is not None:
         raise first
+
+
+def takeable(signals: tuple[signal.Signals, ...] = ENDING) -> list[signal.Signals]:
+    """The signals not ignored: one the kit was started ignoring (SIGHUP under nohup, SIGINT and SIGQUIT in a
+    script's background job) stays ignored, by the kit and by the gits it starts, which inherit the setting."""
+    return [sig for sig in signals if signal.getsignal(sig) is not signal.SIG_IGN]
 
 
 def can_handle() -> bool:

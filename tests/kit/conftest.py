@@ -8,6 +8,7 @@ import contextlib
 import hashlib
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -21,12 +22,19 @@ from pathlib import Path
 import e2e_prereq
 import pytest
 
+from scripts import signals
 from scripts.__main__ import main
 from scripts.gitcmd import git
 from scripts.pin import Pin
 from scripts.workspace import Workspace
 
 KIT_ROOT = Path(__file__).resolve().parents[2]
+# The fault tests send ending signals to the kit as a terminal or a CI runner does. A pytest started as a
+# script's background job ignores SIGINT and SIGQUIT and would pass that on: the kit, rightly, keeps an
+# ignored signal ignored (signals.takeable). Every test process and its children start from the defaults.
+for _ending in signals.ENDING:
+    if signal.getsignal(_ending) is signal.SIG_IGN:
+        signal.signal(_ending, signal.default_int_handler if _ending == signal.SIGINT else signal.SIG_DFL)
 # A spawned program that runs the front door as its shell does (signal handlers included), on its own kit.
 FRONT_DOOR = (
     "import scripts.__main__ as front\nfront.install_run_handlers()\n"

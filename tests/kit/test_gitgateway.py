@@ -191,6 +191,35 @@ def test_a_ctrl_c_never_cuts_a_git_the_kit_waits_out(where: str, expected: str) 
     assert done.stdout.strip().splitlines() == wanted, done.stdout + done.stderr
 
 
+# The front door's handlers in a kit started with SIGHUP ignored (as `nohup` starts it), then a SIGHUP to the
+# kit and one to the git it waits on: both run on. Started with SIGHUP at its default, the kit stops.
+HANGUP_UNDER_NOHUP = """
+import os, signal, sys
+from pathlib import Path
+import scripts.__main__ as front
+from scripts import gitcmd
+front.install_run_handlers()
+try:
+    done = gitcmd.spawn(["sh", "-c", "kill -HUP $$; echo git ran on"], Path("."), dict(os.environ))
+    print(done.returncode, done.stdout.decode().strip(), flush=True)
+    os.kill(os.getpid(), signal.SIGHUP)
+    print("kit ran on", flush=True)
+except KeyboardInterrupt as stop:
+    print("interrupted by", stop, flush=True)
+"""
+
+
+@pytest.mark.parametrize(
+    ("start", "expected"),
+    [(signal.SIG_IGN, ["0 git ran on", "kit ran on"]), (signal.SIG_DFL, ["-1 ", "interrupted by SIGHUP"])],
+    ids=["nohup", "default"],
+)
+def test_a_signal_ignored_as_the_kit_started_stays_ignored_by_it_and_its_git(start: int, expected: list[str]) -> None:
+    done = subprocess.run([sys.executable, "-c", HANGUP_UNDER_NOHUP], cwd=ROOT, capture_output=True, text=True,
+                          timeout=30, preexec_fn=lambda: signal.signal(signal.SIGHUP, start))  # fmt: skip
+    assert done.stdout.splitlines() == expected, done.stdout + done.stderr
+
+
 # The front door's handlers, then SIGTERM to the kit alone (as `kill PID` or a CI's cancel sends it), once the
 # child is ready: while the kit waits on it ("running"), or as Popen hands it over ("starting"). The child
 # stands for a git: it cleans up on SIGTERM (git removes its .lock files then) and would otherwise run on.
