@@ -143,7 +143,7 @@ def finish_leg(ws: Workspace, state: State, run: LegRun, rc: int) -> int:
         by_file = suite.modules_by_file(cov_text, ws.root, ws.checkout)
     data = suite.record(leg, run.mode, run.versions, counts, coverage, state.series_digest)
     oracle = suite.oracle_use(out)
-    data |= {"pristine_oracle": oracle, "full_suite": run.full and not opts.pytest_args, "targets": run.targets,
+    data |= {"pristine_oracle": oracle, "full_suite": not run.why_not_measured, "targets": run.targets,
              "required_mode": opts.options.require or "any"}  # fmt: skip
     if syncs.is_file():  # written by the npu tests: host syncs per NPU attention call
         data["host_syncs"] = json.loads(syncs.read_text(encoding="utf-8"))
