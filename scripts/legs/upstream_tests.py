@@ -88,24 +88,27 @@ def compare(files: list[str], pristine: dict[str, str], patched: dict[str, str])
     return Comparison(files, regressions, both, sum(s == "passed" for s in patched.values()))
 
 
-def run(python: Path, env: dict[str, str], kit_root: Path, tree: Path, files: list[str], junit: Path) -> None:
-    """pytest on files inside tree, with only tree on the import path; the JUnit report lands in junit."""
-    junit.unlink(missing_ok=True)
-    run_env = {**env, "PYTHONPATH": str(tree)}
-    cmd = [
-        str(python),
-        str(kit_root / BOOTSTRAP),
-        "-m",
-        "pytest",
-        "-q",
-        "-p",
-        "no:cacheprovider",
-        "-m",
-        "cpu",
-        f"--junitxml={junit}",
-        *files,
-    ]
-    subprocess.run(cmd, cwd=tree, env=run_env, capture_output=True, text=True)
+def run_both(trees: dict[str, Path], python: Path, env: dict[str, str], kit_root: Path, files: list[str],
+             out: Path) -> dict[str, Path]:  # fmt: skip
+    """pytest on files inside each tree, with only that tree on the import path, the trees side by side (the leg
+    waits for the slower run, not for both); the JUnit report of each lands in out (name -> path)."""
+    junits = {name: out / f"upstream-{name}.xml" for name in trees}
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        for name, tree in trees.items():
+            junits[name].unlink(missing_ok=True)
+            cmd = [str(python), str(kit_root / BOOTSTRAP), "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "cpu",
+                   f"--junitxml={junits[name]}", *files]  # fmt: skip
+            procs.append(subprocess.Popen(cmd, cwd=tree, env={**env, "PYTHONPATH": str(tree)},
+                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))  # fmt: skip
+        for proc in procs:
+            proc.wait()
+    finally:
+        for proc in procs:
+            if proc.poll() is None:  # interrupted: stop what was started
+                proc.terminate()
+                proc.wait()
+    return junits
 
 
 def in_leg(
@@ -119,12 +122,10 @@ def in_leg(
         progress("upstream's tests: none of them imports a module the series touches")
         return Comparison([])
     progress(f"upstream's tests: {len(files)} CPU test file(s) for the touched modules, on pristine and on patched")
-    results = {}
-    for name, tree in (("pristine", pristine), ("patched", checkout)):
-        junit = out / f"upstream-{name}.xml"
-        run(python, env, kit_root, tree, files, junit)
-        # No report at all (pytest itself broke) counts as one failed test, never as a pass.
-        results[name] = outcomes(junit.read_text(encoding="utf-8")) if junit.is_file() else {NO_REPORT: "failed"}
+    junits = run_both({"pristine": pristine, "patched": checkout}, python, env, kit_root, files, out)
+    # No report at all (pytest itself broke) counts as one failed test, never as a pass.
+    results = {name: outcomes(junit.read_text(encoding="utf-8")) if junit.is_file() else {NO_REPORT: "failed"}
+               for name, junit in junits.items()}  # fmt: skip
     found = compare(files, results["pristine"], results["patched"])
     rows = [(t, "FAILS ON PATCHED ONLY") for t in found.regressions] + [(t, "fails on both") for t in found.both_fail]
     if rows:

@@ -1,12 +1,14 @@
 """The fast edit-test loop: the pristine oracle cache, legs in parallel, and --changed selection.
 
-The cache's rules run on real files here (hashing, a manifest, damaged copies); one leg run in a
-copy of the kit (marked ``legs``) shows the suite using, refusing and rebuilding it.
+The cache's rules run on real files here (hashing, a manifest, damaged copies); a carrier's loop in a
+copy of the kit (marked ``legs``: a full run, an edit, --changed, a torn cache) shows the suite
+selecting the changed modules and using, refusing and rebuilding the cache.
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -240,35 +242,60 @@ def test_modules_by_file_reads_coverage_contexts(tmp_path: Path) -> None:
 
 
 @pytest.mark.legs
-def test_stock_leg_uses_refuses_and_rebuilds_the_oracle_cache(tmp_path: Path) -> None:
+def test_a_carriers_loop_runs_changed_modules_and_keeps_and_rebuilds_the_oracle_cache(tmp_path: Path) -> None:
+    # The loop of a carrier in one copy of the kit (each leg run starts vllm: seconds of CPU apiece): a green
+    # full run (computes the pristine oracle), a one-line edit of patch 0001, refresh, --changed (the oracle from
+    # the cache), --changed again (nothing to run), then a run narrowed by pytest arguments on a torn cache.
     from test_leg_mutations import leg_kit, shared_env_ready
+
+    from benchmarks.looptimings import edit_patch_0001
 
     kit = leg_kit(tmp_path / "kit")
     shared_env_ready(kit, "stock")
     kit.run("apply", check=True)
+    records = kit.root / ".work" / "records"
     root = kit.root / ".work" / "cache" / "oracle-stock"
 
-    def run() -> dict[str, str]:
-        proc = kit.run("test", "stock", "-k", "test_pristine_results_come_from_the_pristine_tree")
+    def oracle_used(proc: subprocess.CompletedProcess[str], record: str) -> dict[str, str]:
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
-        used = json.loads((kit.root / ".work" / "records" / "test-stock.json").read_text())["pristine_oracle"]
+        used = json.loads((records / f"{record}.json").read_text())["pristine_oracle"]
         assert f"pristine oracle {used['source']} ({used['reason']})" in proc.stdout  # the report says it
-        assert "not measured (pytest arguments)" in proc.stdout
-        return used
+        return dict(used)
 
-    first = run()
-    assert first["reason"] == "no cached results yet"
-    # narrowed by pytest arguments: no full record, so no coverage measured (and the row says why)
-    narrowed = json.loads((kit.root / ".work" / "records" / "test-stock.json").read_text())
-    assert narrowed["full_suite"] is False and narrowed["npu_branch_lines_executed"] is None
-    assert not (kit.root / ".work" / "records" / "test-stock" / "coverage.json").exists()
-    cache = oracle_cache.oracle_entry(root, first)  # this thread budget's entry
+    first = kit.run("test", "stock", "--changed")
+    assert "no green run of this leg recorded yet" in first.stdout and "running the full suite" in first.stdout
+    assert json.loads((records / "test-stock.json").read_text())["npu_branch_lines_total"] > 0  # measured
+    used = oracle_used(first, "test-stock")
+    assert used["source"] == "computed" and used["reason"] == "no cached results yet"
+    cache = oracle_cache.oracle_entry(root, used)  # this thread budget's entry
     assert [p.name for p in root.iterdir()] == [cache.name]
-    assert run()["source"] == "cache"
+
+    edit_patch_0001(kit.root, 0)
+    kit.run("refresh", check=True)
+    changed = kit.run("test", "stock", "--changed")
+    assert oracle_used(changed, "test-stock-changed")["source"] == "cache"
+    data = json.loads((records / "test-stock-changed.json").read_text())
+    assert "tests/regression/test_rope_regression.py" in data["targets"]
+    assert "tests/regression/test_stock_leg.py" not in data["targets"]  # it never executes rope.py
+    not_run = next(line for line in changed.stdout.splitlines() if "not run, as they executed none" in line)
+    assert "test_stock_leg.py" in not_run
+    assert data["npu_branch_lines_executed"] is None and "not measured (--changed)" in changed.stdout
+    assert not (records / "test-stock" / "coverage.json").exists()
+    assert json.loads((records / "test-stock.json").read_text())["full_suite"]  # the full record stands
+
+    again = kit.run("test", "stock", "--changed")
+    assert again.returncode == 0 and "no patch changed since the last green run" in again.stdout
+
     results = cache / oracle_cache.ORACLE_RESULTS
     results.write_bytes(results.read_bytes()[:1000])  # a torn write
-    used = run()
+    narrowed = kit.run("test", "stock", "-k", "test_pristine_results_come_from_the_pristine_tree")
+    used = oracle_used(narrowed, "test-stock")
     assert used["source"] == "computed" and "corrupt" in used["reason"], used
+    # narrowed by pytest arguments: no full record, so no coverage measured (and the row says why)
+    assert "not measured (pytest arguments)" in narrowed.stdout
+    record = json.loads((records / "test-stock.json").read_text())
+    assert record["full_suite"] is False and record["npu_branch_lines_executed"] is None
+    assert not (records / "test-stock" / "coverage.json").exists()
     key = {k: used[k] for k in ("pristine_commit", "env_stamp", "threads")}
     assert oracle_cache.oracle_stale_reason(cache, key) is None
     # The leg recomputes on whatever reason the cache gives and reports it (the torn write above). Which
@@ -286,42 +313,7 @@ def test_stock_leg_uses_refuses_and_rebuilds_the_oracle_cache(tmp_path: Path) ->
     assert str(oracle_cache.oracle_stale_reason(cache, key)).startswith("pristine_commit changed")
 
 
-@pytest.mark.legs
-def test_changed_runs_the_edited_patchs_modules_without_coverage(tmp_path: Path) -> None:
-    # The loop of a carrier: a green full run, a one-line edit of patch 0001, refresh, then --changed.
-    from test_leg_mutations import leg_kit, shared_env_ready
-
-    from benchmarks.looptimings import edit_patch_0001
-
-    kit = leg_kit(tmp_path / "kit")
-    shared_env_ready(kit, "stock")
-    kit.run("apply", check=True)
-    records = kit.root / ".work" / "records"
-    first = kit.run("test", "stock", "--changed")
-    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-2000:]
-    assert "no green run of this leg recorded yet" in first.stdout and "running the full suite" in first.stdout
-    assert json.loads((records / "test-stock.json").read_text())["npu_branch_lines_total"] > 0  # measured
-
-    edit_patch_0001(kit.root, 0)
-    kit.run("refresh", check=True)
-    changed = kit.run("test", "stock", "--changed")
-    assert changed.returncode == 0, changed.stdout[-3000:] + changed.stderr[-2000:]
-    data = json.loads((records / "test-stock-changed.json").read_text())
-    assert "tests/regression/test_rope_regression.py" in data["targets"]
-    assert "tests/regression/test_stock_leg.py" not in data["targets"]  # it never executes rope.py
-    not_run = next(line for line in changed.stdout.splitlines() if "not run, as they executed none" in line)
-    assert "test_stock_leg.py" in not_run
-    assert data["npu_branch_lines_executed"] is None and "not measured (--changed)" in changed.stdout
-    assert not (records / "test-stock" / "coverage.json").exists()
-    assert json.loads((records / "test-stock.json").read_text())["full_suite"]  # the full record stands
-
-    again = kit.run("test", "stock", "--changed")
-    assert again.returncode == 0 and "no patch changed since the last green run" in again.stdout
-
-
 def test_loop_timings_time_the_baseline_with_changed_only_where_it_has_it() -> None:
-    import subprocess
-
     from benchmarks.looptimings import knows_changed
     from scripts.workspace import Workspace
 
