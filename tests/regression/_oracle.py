@@ -13,6 +13,7 @@ subprocess. Inputs come from seeded generators on CPU, so both sides see identic
 
 from __future__ import annotations
 
+import gc
 import json
 import sys
 from pathlib import Path
@@ -418,7 +419,10 @@ def loaded_outside_env() -> list[str]:
 
 
 if __name__ == "__main__":
-    # python _oracle.py OUT.pt [INPUTS.json]: the results, and the files they were computed from.
+    # python _oracle.py OUT.pt [INPUTS.json]: the results, and the files they were computed from. A fresh
+    # interpreter that exits when done: without the collector, which walks the ~700k objects vllm's imports
+    # leave again and again while they load (a sixth of this process's CPU; docs/results.md).
+    gc.disable()
     torch.save(compute_all(), sys.argv[1])
     if len(sys.argv) > 2:
         Path(sys.argv[2]).write_text(json.dumps(loaded_outside_env(), indent=1) + "\n", encoding="utf-8")
