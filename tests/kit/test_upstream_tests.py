@@ -4,9 +4,12 @@ patched; a test that passes on pristine and fails on patched is a regression, na
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
+import pytest
 from conftest import AUTHOR, KIT_ROOT
 
 from scripts.checkout import export_tree
@@ -97,3 +100,30 @@ def test_selection_by_module_name() -> None:
         "tests/a/test_rope.py"
     ]
     assert upstream_tests.select(files, ["benchmarks/x.yaml"]) == []
+
+
+def test_an_interrupt_while_both_trees_run_leaves_no_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C while pristine's and patched's runs are under way: both are stopped, and the interrupt goes on."""
+    for tree in ("pristine", "patched"):
+        (tmp_path / tree / "tests").mkdir(parents=True)
+        slow = "import time\n\n\ndef test_slow():\n    time.sleep(60)\n"
+        (tmp_path / tree / "tests" / "test_slow.py").write_text(slow)
+    started: list[subprocess.Popen[bytes]] = []
+
+    class Interrupted(subprocess.Popen[bytes]):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            started.append(self)
+
+        def wait(self, timeout: float | None = None) -> int:
+            if len(started) == 2 and not getattr(Interrupted, "fired", False):
+                Interrupted.fired = True  # type: ignore[attr-defined]
+                raise KeyboardInterrupt
+            return super().wait(timeout)
+
+    monkeypatch.setattr(upstream_tests.subprocess, "Popen", Interrupted)
+    trees = {name: tmp_path / name for name in ("pristine", "patched")}
+    env = {**os.environ, "KIT_NPU_MODE": "none"}
+    with pytest.raises(KeyboardInterrupt):
+        upstream_tests.run_both(trees, Path(sys.executable), env, KIT_ROOT, ["tests/test_slow.py"], tmp_path)
+    assert len(started) == 2 and all(proc.returncode is not None for proc in started)
