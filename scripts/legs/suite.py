@@ -9,6 +9,7 @@ The mode is decided by what imports, printed, and recorded; never assumed.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -17,6 +18,7 @@ import subprocess
 import sys
 import time
 import xml.etree.ElementTree as ET
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -279,13 +281,13 @@ def run_parallel(commands: dict[str, list[str]], envs: dict[str, dict[str, str]]
     Returns (exit code, seconds) per leg.
     """
     procs: dict[str, tuple[subprocess.Popen[bytes], float]] = {}
-    for leg, cmd in commands.items():
-        logs[leg].parent.mkdir(parents=True, exist_ok=True)
-        with logs[leg].open("wb") as log:
-            procs[leg] = (subprocess.Popen(cmd, cwd=cwd, env=envs[leg], stdout=log, stderr=subprocess.STDOUT),
-                          time.monotonic())  # fmt: skip
     done: dict[str, tuple[int, float]] = {}
-    try:
+    with stopped_if_left() as owned:
+        for leg, cmd in commands.items():
+            logs[leg].parent.mkdir(parents=True, exist_ok=True)
+            with logs[leg].open("wb") as log:
+                owned.append(subprocess.Popen(cmd, cwd=cwd, env=envs[leg], stdout=log, stderr=subprocess.STDOUT))
+            procs[leg] = (owned[-1], time.monotonic())
         while len(done) < len(procs):
             time.sleep(0.5)
             now = time.monotonic()
@@ -303,12 +305,21 @@ def run_parallel(commands: dict[str, list[str]], envs: dict[str, dict[str, str]]
             if live and running:
                 sys.stdout.write("\r\x1b[2K" + status_line(running, now)[:200])
                 sys.stdout.flush()
+    return done
+
+
+@contextlib.contextmanager
+def stopped_if_left() -> Iterator[list[subprocess.Popen[bytes]]]:
+    """A list for the processes started inside the block; those still running when it is left (an interrupt,
+    an error) are stopped: none outlives the kit command that started it."""
+    owned: list[subprocess.Popen[bytes]] = []
+    try:
+        yield owned
     finally:
-        for proc, _ in procs.values():
-            if proc.poll() is None:  # interrupted: stop the legs we started
+        for proc in owned:
+            if proc.poll() is None:
                 proc.terminate()
                 proc.wait()
-    return done
 
 
 # --- --changed: only the tests that cover the patches changed since the last green run ---------

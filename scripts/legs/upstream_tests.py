@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from scripts.diffparse import touched
+from scripts.legs.suite import stopped_if_left
 from scripts.report import progress, table
 
 BOOTSTRAP = Path("tests") / "regression" / "_npu_leg.py"  # runs a command in a process prepared like the leg's
@@ -93,21 +94,15 @@ def run_both(trees: dict[str, Path], python: Path, env: dict[str, str], kit_root
     """pytest on files inside each tree, with only that tree on the import path, the trees side by side (the leg
     waits for the slower run, not for both); the JUnit report of each lands in out (name -> path)."""
     junits = {name: out / f"upstream-{name}.xml" for name in trees}
-    procs: list[subprocess.Popen[bytes]] = []
-    try:
+    with stopped_if_left() as owned:
         for name, tree in trees.items():
             junits[name].unlink(missing_ok=True)
             cmd = [str(python), str(kit_root / BOOTSTRAP), "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "cpu",
                    f"--junitxml={junits[name]}", *files]  # fmt: skip
-            procs.append(subprocess.Popen(cmd, cwd=tree, env={**env, "PYTHONPATH": str(tree)},
+            owned.append(subprocess.Popen(cmd, cwd=tree, env={**env, "PYTHONPATH": str(tree)},
                                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))  # fmt: skip
-        for proc in procs:
+        for proc in owned:
             proc.wait()
-    finally:
-        for proc in procs:
-            if proc.poll() is None:  # interrupted: stop what was started
-                proc.terminate()
-                proc.wait()
     return junits
 
 

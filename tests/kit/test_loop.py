@@ -263,9 +263,9 @@ def test_a_carriers_loop_runs_changed_modules_and_keeps_and_rebuilds_the_oracle_
         return dict(used)
 
     first = kit.run("test", "stock", "--changed")
+    used = oracle_used(first, "test-stock")
     assert "no green run of this leg recorded yet" in first.stdout and "running the full suite" in first.stdout
     assert json.loads((records / "test-stock.json").read_text())["npu_branch_lines_total"] > 0  # measured
-    used = oracle_used(first, "test-stock")
     assert used["source"] == "computed" and used["reason"] == "no cached results yet"
     cache = oracle_cache.oracle_entry(root, used)  # this thread budget's entry
     assert [p.name for p in root.iterdir()] == [cache.name]
