@@ -244,9 +244,10 @@ def test_modules_by_file_reads_coverage_contexts(tmp_path: Path) -> None:
 @pytest.mark.legs
 def test_a_carriers_loop_runs_changed_modules_and_keeps_and_rebuilds_the_oracle_cache(tmp_path: Path) -> None:
     # The loop of a carrier in one copy of the kit (each leg run starts vllm: seconds of CPU apiece): a green
-    # full run (computes the pristine oracle), a one-line edit of patch 0001, refresh, --changed (the oracle from
-    # the cache), --changed again (nothing to run), then a run narrowed by pytest arguments on a torn cache.
-    from test_leg_mutations import leg_kit, shared_env_ready
+    # full run (computes the pristine oracle; test_leg_mutations' stock control), a one-line edit of patch
+    # 0001, refresh, --changed (the oracle from the cache), --changed again (nothing to run), then a run
+    # narrowed by pytest arguments on a torn cache.
+    from test_leg_mutations import assert_control_passed, leg_kit, shared_env_ready
 
     from benchmarks.looptimings import edit_patch_0001
 
@@ -267,6 +268,7 @@ def test_a_carriers_loop_runs_changed_modules_and_keeps_and_rebuilds_the_oracle_
     assert "no green run of this leg recorded yet" in first.stdout and "running the full suite" in first.stdout
     assert json.loads((records / "test-stock.json").read_text())["npu_branch_lines_total"] > 0  # measured
     assert used["source"] == "computed" and used["reason"] == "no cached results yet"
+    assert_control_passed(kit, "stock")  # test_leg_mutations' stock control: the full suite on the shipped series
     cache = oracle_cache.oracle_entry(root, used)  # this thread budget's entry
     assert [p.name for p in root.iterdir()] == [cache.name]
 
