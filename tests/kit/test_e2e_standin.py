@@ -153,7 +153,9 @@ def test_handlers_stall_timeout_is_a_server_error(e2e_kit: Workspace, tmp_path: 
 
 
 def test_benchmark_times_out(e2e_kit: Workspace, tmp_path: Path) -> None:
-    case = Case(e2e_kit, tmp_path, "stall", "--bench-timeout-s", "3")
+    # A stalled engine keeps the handler's session open, so the server outlives SIGTERM: the stop escalates to
+    # SIGKILL after the stop timeout (1 s here, not the cases' 5 s: the escalation is the same, 4 s sooner).
+    case = Case(e2e_kit, tmp_path, "stall", "--bench-timeout-s", "3", "--stop-timeout-s", "1")
     summary = case.assert_verdict("benchmark_timeout", 1, runs=1)
     assert "after 3 s" in summary["reason"]
 
