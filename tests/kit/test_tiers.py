@@ -54,6 +54,7 @@ def test_the_tiers_split_the_tests_by_pytest_ini_markers() -> None:
     assert "--junitxml=.work/records/kit-heavy/junit.xml" in kit_tests_command("heavy", [])
     assert "-n" in KIT_TIERS["default"] and "-n" in KIT_TIERS["heavy"]  # each test makes what it writes
     assert "loadfile" in KIT_TIERS["heavy"]  # a module's servers / copies are set up once, on one worker
+    assert "worksteal" in KIT_TIERS["default"]  # no worker idles while the other still holds queued tests
 
 
 def test_the_tier_check_bites_on_a_marker_no_tier_knows() -> None:
