@@ -136,24 +136,24 @@ def test_the_marker_check_bites_through_fixtures_and_helpers() -> None:
     assert unmarked_heavy_tests("import pytest\npytestmark = pytest.mark.network\n" + source.split("\n", 1)[1]) == []
 
 
-def test_the_longest_files_are_drawn_first_and_each_exists() -> None:
-    from conftest import LONGEST_FIRST, longest_first
+def test_the_files_of_the_draw_order_are_drawn_first_and_each_exists() -> None:
+    from conftest import DRAW_ORDER, in_draw_order
 
-    assert all((KIT_ROOT / "tests" / "kit" / name).is_file() for name in LONGEST_FIRST)
+    assert all((KIT_ROOT / "tests" / "kit" / name).is_file() for name in DRAW_ORDER)
 
-    class Item:  # what longest_first reads of a pytest.Item: its file
+    class Item:  # what in_draw_order reads of a pytest.Item: its file
         def __init__(self, name: str) -> None:
             self.path = Path(name)
 
-    items = [Item(n) for n in ("test_a.py", LONGEST_FIRST[1], "test_b.py", LONGEST_FIRST[0], LONGEST_FIRST[1])]
-    longest_first(items)  # type: ignore[arg-type]
-    assert [i.path.name for i in items] == [LONGEST_FIRST[0], LONGEST_FIRST[1], LONGEST_FIRST[1], "test_a.py",
+    items = [Item(n) for n in ("test_a.py", DRAW_ORDER[1], "test_b.py", DRAW_ORDER[0], DRAW_ORDER[1])]
+    in_draw_order(items)  # type: ignore[arg-type]
+    assert [i.path.name for i in items] == [DRAW_ORDER[0], DRAW_ORDER[1], DRAW_ORDER[1], "test_a.py",
                                             "test_b.py"]  # fmt: skip
 
 
 def test_the_heavy_tier_hands_files_out_in_collection_order(tmp_path: Path) -> None:
     """pytest-xdist's loadfile reorders files by their number of tests unless told not to: a one-test file
-    put first by the conftest (as LONGEST_FIRST puts test_rebase_git) must still be drawn first."""
+    put first by the conftest (as DRAW_ORDER puts test_rebase_git) must still be drawn first."""
     import subprocess
     import sys
 
