@@ -7,12 +7,14 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import random
 import shutil
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import time
 import traceback
 import zipfile
 from collections.abc import Callable, Iterator
@@ -275,10 +277,35 @@ def rope_with(changed: dict[int, str]) -> str:
 # ---- processes and ports of the e2e cases (stand-in servers, clients, e2e runs) ----
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+def ephemeral_ports(range_file: Path = Path("/proc/sys/net/ipv4/ip_local_port_range")) -> range:
+    """The ports the kernel hands out to bind(0) and to outgoing connections (Linux's default if unreadable)."""
+    try:
+        low, high = (int(n) for n in range_file.read_text().split())
+    except (OSError, ValueError):
+        low, high = 32768, 60999
+    return range(low, high + 1)
+
+
+def free_port(ephemeral: range | None = None) -> int:
+    """A free loopback port below the ephemeral range. A stand-in binds its port seconds after the case picks it
+    (it imports vllm first); a port from bind(0) was handed out again in that time (a gloo store of a leg run
+    beside it took one) and the case read a server that never bound it as a dead one."""
+    ephemeral = ephemeral or ephemeral_ports()
+    low = max(1024, ephemeral.start - 20000)
+    if ephemeral.start - low < 1000:  # a range that starts low: nothing below it to choose from
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            return int(sock.getsockname()[1])
+    rng = random.Random(os.getpid() ^ time.monotonic_ns())
+    for _ in range(200):
+        port = rng.randrange(low, ephemeral.start)
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free loopback port in {low}-{ephemeral.start - 1}")
 
 
 def live_pids(wanted: Callable[[list[bytes]], bool]) -> list[int]:

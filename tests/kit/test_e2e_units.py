@@ -7,7 +7,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 import pytest
-from conftest import KIT_ROOT
+from conftest import KIT_ROOT, ephemeral_ports, free_port
 
 from scripts.e2e import benchclient, client, compare, config, evidence, metrics, preflight, run
 from scripts.e2e.evidence import RunRecord
@@ -211,3 +211,15 @@ def test_a_leg_reads_and_writes_its_own_bytecode(tmp_path: Path, monkeypatch: py
     env = suite.leg_env("stock", "simulated", tmp_path / "co", tmp_path / "pr", tmp_path / "out", tmp_path / "pyc")
     assert env["PYTHONPYCACHEPREFIX"] == str(tmp_path / "pyc") and "PYTHONDONTWRITEBYTECODE" not in env
     assert env["KIT_LEG"] == "stock" and env["TORCH_DEVICE_BACKEND_AUTOLOAD"] == "0"
+
+
+def test_a_cases_port_is_free_and_below_the_ephemeral_range(tmp_path: Path) -> None:
+    """bind(0) and outgoing connections draw from the ephemeral range: a case's port from below it cannot be
+    handed to another process in the seconds before the case's server binds it."""
+    ranges = tmp_path / "ip_local_port_range"
+    ranges.write_text("32768\t60999\n")
+    assert ephemeral_ports(ranges) == range(32768, 61000)
+    assert ephemeral_ports(tmp_path / "absent") == range(32768, 61000)
+    ports = {free_port(ephemeral_ports(ranges)) for _ in range(20)}
+    assert all(12768 <= port < 32768 for port in ports) and len(ports) > 1
+    assert 0 < free_port(range(1024, 65536)) < 65536  # nothing below a range that starts low: any free port
