@@ -16,7 +16,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from scripts import records, signals
+from scripts import records, report, signals
 from scripts.e2e import benchclient, compare, determinism, evidence, install, metrics, preflight, server
 from scripts.e2e.config import E2EConfig, fill_cmd, standin_server_cmd
 from scripts.e2e.evidence import RunRecord
@@ -186,18 +186,18 @@ def progress(config: E2EConfig, record: RunRecord) -> str:
 
 
 def table(runs: Sequence[RunRecord]) -> str:
+    """The closing table of the runs, one row each; "-" where a run has no such figure."""
+
+    def fmt(value: float | None, digits: int) -> str:
+        return "-" if value is None else f"{value:.{digits}f}"
+
+    headers = ["run", "status", "up s", "median ms", "p99 ms", "mean ms", "steady RTF", "session RTF", "md5"]
     rows = [
-        f"{'run':>3}  {'status':<18} {'up s':>7} {'median ms':>10} {'p99 ms':>9} {'mean ms':>9} "
-        f"{'steady RTF':>10} {'session RTF':>11}  md5"
-    ]
-    for r in runs:
-        fmt = lambda v, d: "-" if v is None else f"{v:.{d}f}"  # noqa: E731
-        rows.append(
-            f"{r.index:>3}  {r.status:<18} {fmt(r.server_up_s, 1):>7} {fmt(r.steady_median_ms, 1):>10} "
-            f"{fmt(r.steady_p99_ms, 1):>9} {fmt(r.steady_mean_ms, 1):>9} {fmt(r.steady_rtf, 3):>10} "
-            f"{fmt(r.session_rtf, 3):>11}  {r.md5 or '-'}"
-        )
-    return "\n".join(rows)
+        (r.index, r.status, fmt(r.server_up_s, 1), fmt(r.steady_median_ms, 1), fmt(r.steady_p99_ms, 1),
+         fmt(r.steady_mean_ms, 1), fmt(r.steady_rtf, 3), fmt(r.session_rtf, 3), r.md5 or "-")
+        for r in runs
+    ]  # fmt: skip
+    return report.table(headers, rows)
 
 
 def standin_in_stock_env(ws: Workspace, config: E2EConfig) -> bool:

@@ -223,3 +223,14 @@ def test_a_cases_port_is_free_and_below_the_ephemeral_range(tmp_path: Path) -> N
     ports = {free_port(ephemeral_ports(ranges)) for _ in range(20)}
     assert all(12768 <= port < 32768 for port in ports) and len(ports) > 1
     assert 0 < free_port(range(1024, 65536)) < 65536  # nothing below a range that starts low: any free port
+
+
+def test_the_runs_closing_table_is_the_kits_table_with_a_dash_for_a_missing_figure() -> None:
+    runs = [RunRecord(1, "ok", server_up_s=41.26, steady_median_ms=3016.2, steady_rtf=4.0216, md5="ab12"),
+            RunRecord(2, "server_died")]  # fmt: skip
+    header, rule, first, second = run.table(runs).splitlines()
+    assert header.split() == ["run", "status", "up", "s", "median", "ms", "p99", "ms", "mean", "ms", "steady", "RTF",
+                              "session", "RTF", "md5"]  # fmt: skip
+    assert set(rule.replace(" ", "")) == {"-"}
+    assert first.split() == ["1", "ok", "41.3", "3016.2", "-", "-", "4.022", "-", "ab12"]
+    assert second.split() == ["2", "server_died", *["-"] * 7]
