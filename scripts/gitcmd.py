@@ -615,6 +615,13 @@ def ls_remote(url: str, *patterns: str, cwd: Path) -> dict[str, str]:
     return {name: commit for commit, name in (line.split("\t", 1) for line in out.splitlines() if "\t" in line)}
 
 
+def remote_commit(url: str, ref: str, *, branches: bool, cwd: Path) -> str | None:
+    """The commit tag REF (peeled, for annotated tags) or, with branches, branch REF names at url; None if neither."""
+    names = [f"refs/tags/{ref}^{{}}", f"refs/tags/{ref}", *([f"refs/heads/{ref}", ref] if branches else [])]
+    refs = ls_remote(url, *names, cwd=cwd)
+    return next((refs[name] for name in names if name in refs), None)
+
+
 class ServedOther(GitFailed):
     """The server sent another commit than the one asked for."""
 

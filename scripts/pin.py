@@ -274,8 +274,7 @@ def fetch_git(pin: Pin, dest: Path) -> str:
 
 def resolve_tag(url: str, tag: str, cwd: Path) -> str:
     """The commit a tag names at a git URL (peeled, for annotated tags)."""
-    refs = gitcmd.ls_remote(url, f"refs/tags/{tag}", f"refs/tags/{tag}^{{}}", cwd=cwd)
-    commit = refs.get(f"refs/tags/{tag}^{{}}") or refs.get(f"refs/tags/{tag}")
+    commit = gitcmd.remote_commit(url, tag, branches=False, cwd=cwd)
     if not commit:
         raise PinError(f"{url} has no tag {tag}", "check git.tag in patches/upstream.toml")
     return commit

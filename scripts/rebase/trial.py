@@ -62,12 +62,11 @@ def resolve_ref(url: str, ref: str, cwd: Path) -> str:
     if COMMIT.match(ref):
         return ref
     try:
-        refs = gitcmd.ls_remote(url, ref, f"refs/heads/{ref}", f"refs/tags/{ref}", f"refs/tags/{ref}^{{}}", cwd=cwd)
+        commit = gitcmd.remote_commit(url, ref, branches=True, cwd=cwd)
     except GitFailed as exc:
         raise RebaseError(f"cannot list refs of {url} ({exc.what})", "check the URL and the network") from exc
-    for name in (f"refs/tags/{ref}^{{}}", f"refs/tags/{ref}", f"refs/heads/{ref}", ref):
-        if name in refs:
-            return refs[name]
+    if commit:
+        return commit
     raise RebaseError(f"{url} has no branch or tag {ref}", "name a branch, a tag or a full 40-hex commit id")
 
 

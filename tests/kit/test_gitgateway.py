@@ -138,6 +138,21 @@ def test_stdin_bytes_and_text(repo: Path) -> None:
     assert gitcmd.applies(repo, hunk, "-R") and not gitcmd.applies(repo, hunk)
 
 
+def test_a_remote_ref_is_the_peeled_tag_first_and_a_branch_only_where_asked(repo: Path) -> None:
+    first, second = gitcmd.rev_parse(repo, "HEAD~1"), gitcmd.head(repo)
+    user = ["git", "-c", "user.name=U", "-c", "user.email=u@example.org"]
+    for argv in (["tag", "-a", "v1", "-m", "v1"], ["tag", "light", first], ["branch", "topic", first],
+                 ["tag", "same", first], ["branch", "same", second]):  # fmt: skip
+        subprocess.run([*user, *argv], cwd=repo, env=gitcmd.git_env(), check=True)
+    url = str(repo)
+    at = lambda ref, branches: gitcmd.remote_commit(url, ref, branches=branches, cwd=repo)  # noqa: E731
+    assert at("v1", False) == at("v1", True) == second  # the commit, not the annotated tag's own object
+    assert gitcmd.rev_parse(repo, "refs/tags/v1") != second
+    assert at("light", False) == first and at("topic", True) == first and at("topic", False) is None
+    assert at("same", True) == at("same", False) == first  # a tag wins over a branch of the same name
+    assert at("absent", True) is None
+
+
 def test_commit_object_keeps_the_message_byte_for_byte(repo: Path) -> None:
     message = "subject\n\nbody without a final newline"
     sha = gitcmd.commit_object(repo, gitcmd.rev_parse(repo, "HEAD^{tree}"), gitcmd.head(repo), message, AUTHOR)
