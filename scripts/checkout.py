@@ -23,6 +23,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from scripts import diffparse, gitcmd
+from scripts.digests import sha256_text
 from scripts.errors import KitError
 from scripts.gitcmd import (
     GitFailed,
@@ -41,7 +42,6 @@ from scripts.report import step
 from scripts.series import (
     Patch,
     series_digest,
-    sha256_text,
     trailer,
 )
 

@@ -23,6 +23,7 @@ from pathlib import Path
 import tomllib
 
 from scripts import gitcmd, worklock
+from scripts.digests import sha256_file
 from scripts.errors import KitError
 from scripts.gitcmd import GitFailed
 from scripts.kittools import dist_name, pip_argv
@@ -121,11 +122,6 @@ def parse_pin(text: str) -> Pin:
 
 def load_pin(path: Path) -> Pin:
     return parse_pin(path.read_text(encoding="utf-8"))
-
-
-def sha256_file(path: Path) -> str:
-    with path.open("rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def verify_digest(path: Path, expected: str) -> None:

@@ -36,6 +36,7 @@ from scripts.checkout import (
     read_state,
     shown,
 )
+from scripts.digests import sha256_text
 from scripts.gitcmd import (
     am,
     format_patch,
@@ -53,7 +54,6 @@ from scripts.series import (
     patch_file_name,
     render_series,
     series_digest,
-    sha256_text,
     trailer,
     trailer_values,
     with_one_identity,

@@ -19,8 +19,9 @@ from pathlib import Path
 import tomllib
 
 from scripts import gitcmd
+from scripts.digests import sha256_text
 from scripts.errors import KitError
-from scripts.series import Patch, SeriesError, load_series, series_digest, sha256_text
+from scripts.series import Patch, SeriesError, load_series, series_digest
 
 HEADER = (
     "# Revisions of the series prepared for upstream by `nox -s pr` (v1, v2, ...).\n"

@@ -273,10 +273,6 @@ def render_series(old_text: str, old_slugs: dict[str, str], new: list[tuple[str,
     return "\n".join(out) + "\n" if out else ""
 
 
-def sha256_text(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
 def series_digest(patches: list[Patch]) -> str:
     """One digest over order, names and bytes: any change to the series changes it."""
     h = hashlib.sha256()

@@ -12,7 +12,6 @@ confidence interval, and whether A and B produced the same bytes and frames.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import random
@@ -25,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from scripts import checkout, gitcmd, records, revisions
+from scripts.digests import sha256_file
 from scripts.e2e import benchclient, compare, determinism, evidence, install, plot, preflight, run
 from scripts.e2e.config import E2EConfig, fill_cmd, standin_server_cmd
 from scripts.e2e.evidence import RunRecord
@@ -288,7 +288,7 @@ def model_config_digest(model: str | None) -> str | None:
     for name in ("model_index.json", "config.json"):
         path = Path(model or "") / name
         if model and path.is_file():
-            return f"{name} sha256 {hashlib.sha256(path.read_bytes()).hexdigest()}"
+            return f"{name} sha256 {sha256_file(path)}"
     return None
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import platform
@@ -14,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from scripts import gitcmd
+from scripts.digests import sha256_file
 from scripts.e2e import plot
 from scripts.report import markdown_table
 from scripts.series import SeriesError, load_series, series_digest
@@ -84,14 +84,9 @@ def run_dir(folder: Path, index: int) -> Path:
     return path
 
 
-def sha256_files(files: Sequence[Path]) -> str | None:
-    existing = [f for f in files if f.is_file()]
-    if not existing:
-        return None
-    digest = hashlib.sha256()
-    for f in existing:
-        digest.update(f.name.encode() + b"\0" + f.read_bytes())
-    return digest.hexdigest()
+def digest_if_there(path: Path) -> str | None:
+    """The file's sha256 (as `sha256sum` prints it), None where it is missing (evidence records what it finds)."""
+    return sha256_file(path) if path.is_file() else None
 
 
 def head_of(repo: Path) -> str | None:
@@ -113,7 +108,7 @@ def kit_series_digest(patches_dir: Path) -> str | None:
 def kit_identity(ws: Workspace) -> dict[str, Any]:
     return {
         "kit_commit": head_of(ws.root),
-        "pin_sha256": sha256_files([ws.pin_file]),
+        "pin_sha256": digest_if_there(ws.pin_file),
         "series_digest": kit_series_digest(ws.patches),
         "checkout_head": head_of(ws.checkout) if ws.checkout.is_dir() else None,
     }
@@ -144,7 +139,7 @@ def standin_versions(python: str, checkout: Path) -> dict[str, Any]:
         **found,
         "kit_client_python": platform.python_version(),
         "handler": f"{HANDLER_REL}::OmniStreamingVideoOutputHandler (patched checkout)",
-        "handler_sha256": sha256_files([handler]),
+        "handler_sha256": digest_if_there(handler),
     }
 
 

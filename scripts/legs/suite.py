@@ -24,10 +24,10 @@ from pathlib import Path
 
 from scripts.checks.lint import npu_only_lines
 from scripts.diffparse import parse
+from scripts.digests import sha256_file
 from scripts.errors import KitError
 from scripts.legs import legenv, probe
 from scripts.legs.legenv import LEGS
-from scripts.pin import sha256_file
 from scripts.report import progress, table
 from scripts.workspace import Workspace
 

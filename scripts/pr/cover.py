@@ -20,12 +20,12 @@ is compared between revisions next to the range-diff of the patches.
 from __future__ import annotations
 
 import difflib
-import hashlib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from scripts.digests import sha256_text
 from scripts.errors import KitError
 
 NAME = "cover.md"
@@ -60,8 +60,7 @@ def parse(text: str) -> Cover:
             f"patches/{NAME} has no purpose paragraph after the title",
             "write what fails, what the series changes and how it was validated",
         )
-    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
-    return Cover(title, purpose.strip(), notes.strip(), digest)
+    return Cover(title, purpose.strip(), notes.strip(), sha256_text(text))
 
 
 def load(patches_dir: Path) -> Cover:

@@ -7,6 +7,7 @@ process of the case is left (by process group and by the case's unique port).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import socket
@@ -108,7 +109,7 @@ def test_deterministic_success(e2e_kit: Workspace, tmp_path: Path) -> None:
     assert manifest["server_cmd"][0] == str(legenv.env_python(legenv.env_dir(e2e_kit, "stock")))
     assert not Path(manifest["server_cmd"][0]).is_relative_to(e2e_kit.root)  # by the env's real path, not the link
     handler = e2e_kit.checkout / evidence.HANDLER_REL
-    assert manifest["versions"]["handler_sha256"] == evidence.sha256_files([handler])
+    assert manifest["versions"]["handler_sha256"] == hashlib.sha256(handler.read_bytes()).hexdigest()  # as sha256sum
     assert "vllm-omni's own realtime video handler" in (case.folder / "summary.md").read_text()
     assert "whole-session RTF" in (case.folder / "summary.md").read_text()
 

@@ -1,13 +1,14 @@
 """The layout shows the pipeline: no module of scripts/ imports from a later stage, and the
 regression suite (which runs next to upstream's own `scripts/` folder) never imports the kit.
 
-README.md, "Layout", explains the stages; STAGES below is the same list, checked both ways:
+docs/internals.md, "Layout", explains the stages; STAGES below is the same list, checked both ways:
 every module of scripts/ has a stage, and every import goes to the same or an earlier one.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,7 +18,18 @@ ROOT = Path(__file__).resolve().parents[2]
 
 # stage number -> modules (a name ending in "." is a whole subpackage); 0 is the plumbing.
 STAGES: dict[int, tuple[str, ...]] = {
-    0: ("errors", "workspace", "report", "records", "gitcmd", "worklock", "diffparse", "kittools", "signals"),
+    0: (
+        "errors",
+        "workspace",
+        "digests",
+        "report",
+        "records",
+        "gitcmd",
+        "worklock",
+        "diffparse",
+        "kittools",
+        "signals",
+    ),
     1: ("pin", "registry"),
     2: ("series", "revisions"),
     3: ("checkout", "refresh"),
@@ -63,7 +75,7 @@ def backward_imports(modules: dict[str, str]) -> list[str]:
     for name, source in sorted(modules.items()):
         own = stage_of(name)
         if own is None:
-            problems.append(f"{name}: no stage (add it to STAGES and to README's Layout)")
+            problems.append(f"{name}: no stage (add it to STAGES and to docs/internals.md's Layout)")
             continue
         for imported in sorted(kit_imports(source)):
             theirs = stage_of(imported)
@@ -84,6 +96,27 @@ def kit_modules() -> dict[str, str]:
 
 def test_no_module_imports_a_later_stage() -> None:
     assert backward_imports(kit_modules()) == []
+
+
+def layout_names(doc: str) -> set[str]:
+    """The names in the first column of the docs' Layout block (an entry at indent 0 or 2, before its text)."""
+    block = doc.split("## Layout", 1)[1].split("```")[1]
+    entries = [re.split(r"\s{2,}", line.strip(), maxsplit=1)[0] for line in block.splitlines() if line[:3].strip()]
+    return {name.removesuffix(".py").rstrip("/") for entry in entries for name in entry.split(", ")}
+
+
+def unlisted(names: set[str]) -> list[str]:
+    return [n for stage in STAGES.values() for n in stage if n.rstrip(".") not in names]
+
+
+def test_the_layout_in_the_docs_names_every_stage_module() -> None:
+    assert unlisted(layout_names((ROOT / "docs/internals.md").read_text(encoding="utf-8"))) == []
+
+
+def test_the_layout_check_bites() -> None:
+    doc = (ROOT / "docs/internals.md").read_text(encoding="utf-8")
+    assert unlisted(layout_names(doc.replace("errors, digests, report", "errors, report"))) == ["digests"]
+    assert unlisted(layout_names(doc.replace("  legs/  ", "  leg/   "))) == ["legs."]
 
 
 @pytest.mark.parametrize(
