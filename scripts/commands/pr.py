@@ -13,7 +13,7 @@ from scripts.commands.common import checkout_lock
 from scripts.pin import load_pin
 from scripts.pr import prepare
 from scripts.pr.body import PLAN, body, evidence
-from scripts.pr.branch import message_parts, rewrite, user_identity
+from scripts.pr.branch import Signer, message_parts, rewrite, user_identity
 from scripts.pr.cover import NAME, load, purpose_section
 from scripts.report import progress, table
 from scripts.series import load_series
@@ -63,6 +63,7 @@ def prepare_revision(ws: Workspace, args: argparse.Namespace, identity: str, ruf
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
     kit_commit = revisions.head_commit_holding(ws.root, digest)
     rev, is_new = revisions.current(revs, digest, pin.label, kit_commit, now, cover.digest)
+    signer = Signer(identity, rev.prepared)  # the revision's date: the same revision gives the same commit ids
     prev = next((r for r in reversed(revs) if r.number < rev.number), None)
     out = ws.pr_dir / rev.label
     branch = f"pr/{rev.label}"
@@ -83,12 +84,12 @@ def prepare_revision(ws: Workspace, args: argparse.Namespace, identity: str, ruf
     )
 
     commits = gitcmd.rev_list(ws.checkout, f"{PRISTINE_TAG}..HEAD")
-    made = rewrite(ws.checkout, PRISTINE_TAG, commits, identity)  # objects only: no branch yet
+    made = rewrite(ws.checkout, PRISTINE_TAG, commits, signer)  # objects only: no branch yet
     repo, kept, where = ws.checkout, patches, f"Branch {branch} in .work/{ws.checkout.name} (for review)"
     review_tip = made[-1]
     onto_report = ""
     if args.onto:
-        kept, made, base, verdict_table = prepare.put_onto(ws, args, patches, commits, identity, branch)
+        kept, made, base, verdict_table = prepare.put_onto(ws, args, patches, commits, signer, branch)
         onto_report = f"\nEach patch on {base}:\n{verdict_table}\n"
         repo, where = (
             ws.upstream_clone,

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from scripts import gitcmd
 from scripts.errors import KitError
-from scripts.pr.branch import build_branch
+from scripts.pr.branch import Signer, build_branch
 from scripts.rebase import trial
 from scripts.rebase.verdicts import Verdict, judge_series
 from scripts.series import Patch
@@ -80,7 +80,7 @@ def build(
     checkout: Path,
     patches: list[Patch],
     commits: list[str],
-    identity: str,
+    signer: Signer,
     branch: str,
     threeway: bool,
 ) -> tuple[list[Verdict], list[str]]:
@@ -92,7 +92,7 @@ def build(
         fix = "pass --3way to accept the merge" if "only with a merge" in why else "rebase the series first"
         raise OntoError(f"not making {branch}: {why}", f"{fix} (nox -s rebase -- --git URL REF shows every patch)")
     applied = gitcmd.rev_list(clone, f"{base}..HEAD")
-    made = build_branch(clone, base, applied, identity, branch)
+    made = build_branch(clone, base, applied, signer, branch)
     gitcmd.switch(clone, branch, force=True)  # the clone shows what would be pushed
     return found, made
 

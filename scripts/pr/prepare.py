@@ -30,6 +30,7 @@ from scripts.checks import scope
 from scripts.checks.lint import SeriesLint
 from scripts.errors import KitError
 from scripts.pr import onto, rangediff
+from scripts.pr.branch import Signer
 from scripts.pr.cover import compare
 from scripts.rebase import trial
 from scripts.rebase.verdicts import DROPPED
@@ -53,7 +54,7 @@ def previous_range_diff(ws: Workspace, prev: revisions.Revision | None, new_tip:
                     f".work/pr/{prev.label}/series nor in the kit's git history).")  # fmt: skip
         old, where = found
         try:
-            text = rangediff.range_diff(ws.checkout, new_tip, old, identity, Path(tmp))
+            text = rangediff.range_diff(ws.checkout, new_tip, old, Signer(identity, prev.prepared), Path(tmp))
         except rangediff.RangeDiffUnavailableError as exc:
             return f"Range-diff against {prev.label}: not available ({exc.what})."
     return f"Range-diff against {prev.label} (from {where}):\n\n{text.rstrip()}"
@@ -69,7 +70,7 @@ def cover_text(title: str, rev: revisions.Revision, pin: str, where: str, identi
     return f"""{title}
 
 Revision {rev.label} of the series against {pin} (series digest {rev.series_digest[:12]}).
-{where}, each commit Signed-off-by: {identity}.
+{where}, each commit signed off by {identity} and authored by it (patches by others: by them, with their own sign-off).
 Apply elsewhere with: git am -k {rev.label}/*.patch   (-k keeps upstream's [Prefix] subjects)
 
 {listing}
@@ -125,14 +126,14 @@ def previous_cover(ws: Workspace, prev: revisions.Revision | None, text: str) ->
     return compare(revisions.find_cover(prev, ws.pr_dir / prev.label / "series", ws.root), text, prev.label)
 
 
-def put_onto(ws: Workspace, args: argparse.Namespace, patches: list[Patch], commits: list[str], identity: str,
+def put_onto(ws: Workspace, args: argparse.Namespace, patches: list[Patch], commits: list[str], signer: Signer,
              branch: str) -> tuple[list[Patch], list[str], str, str]:  # fmt: skip
     """(patches kept, their upstream commits, base label, verdict table) of pr/vN made on REF in the kit's clone."""
     url, ref = trial.git_url(args.onto[0]), args.onto[1]
     clone = onto.kit_clone(ws.upstream_clone)
     progress(f"fetching {url} {ref} into .work/{ws.upstream_clone.name}")
     base = onto.fetch_ref(clone, url, ref)
-    verdicts, made = onto.build(clone, base, ws.checkout, patches, commits, identity, branch, args.threeway)
+    verdicts, made = onto.build(clone, base, ws.checkout, patches, commits, signer, branch, args.threeway)
     verdict_table = outcomes_table([(v.name, v.shown, v.detail) for v in verdicts], "verdict")
     print(verdict_table)
     kept = [p for p, v in zip(patches, verdicts, strict=True) if v.outcome not in DROPPED]

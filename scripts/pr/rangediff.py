@@ -7,7 +7,7 @@ from pathlib import Path
 from scripts import gitcmd
 from scripts.checkout import PRISTINE_TAG, commit_all
 from scripts.errors import KitError
-from scripts.pr.branch import build_branch
+from scripts.pr.branch import Signer, build_branch
 from scripts.series import Patch
 
 
@@ -15,7 +15,7 @@ class RangeDiffUnavailableError(KitError):
     """The previous revision cannot be rebuilt here."""
 
 
-def range_diff(checkout: Path, new_tip: str, old: list[Patch], identity: str, scratch: Path) -> str:
+def range_diff(checkout: Path, new_tip: str, old: list[Patch], signer: Signer, scratch: Path) -> str:
     """`git range-diff` of the old revision's upstream commits against new_tip, both on the pristine."""
     clone = scratch / "clone"
     gitcmd.clone(checkout, clone)
@@ -24,5 +24,5 @@ def range_diff(checkout: Path, new_tip: str, old: list[Patch], identity: str, sc
         f"the previous revision's {patch.name} does not apply to the current pristine ({result.detail})",
         "the range-diff is left out; compare the two output folders by hand",
     ))  # fmt: skip
-    old_tip = build_branch(clone, PRISTINE_TAG, commits, identity, "old-upstream")[-1] if commits else PRISTINE_TAG
+    old_tip = build_branch(clone, PRISTINE_TAG, commits, signer, "old-upstream")[-1] if commits else PRISTINE_TAG
     return gitcmd.range_diff(clone, f"{PRISTINE_TAG}..{old_tip}", f"{PRISTINE_TAG}..{new_tip}")

@@ -26,7 +26,7 @@ import pytest
 
 from scripts import signals
 from scripts.__main__ import main
-from scripts.gitcmd import git
+from scripts.gitcmd import KIT_IDENTITY, git
 from scripts.pin import Pin
 from scripts.workspace import Workspace
 
@@ -50,6 +50,8 @@ AUTHOR = {
     "GIT_COMMITTER_EMAIL": "author@example.org",
     "GIT_COMMITTER_DATE": "2026-01-02T03:04:05+00:00",
 }
+# A patch as the kit's own series carries it: by the kit's identity (the submitter becomes its author upstream).
+KIT_AUTHOR = {**AUTHOR, **{k: v for k, v in KIT_IDENTITY.items() if k.startswith("GIT_AUTHOR_")}}
 SMALL_UPSTREAM = {
     "vllm_omni/__init__.py": "",
     "vllm_omni/layers/rope.py": "".join(f"line {i}\n" for i in range(1, 41)),
@@ -104,14 +106,16 @@ def pin_toml(version: str, filename: str, sha256: str, url: str = "https://examp
     )
 
 
-def commit_patch(repo: Path, edits: dict[str, str], subject: str, slug: str, status: str = "Pending") -> None:
+def commit_patch(
+    repo: Path, edits: dict[str, str], subject: str, slug: str, status: str = "Pending", author: dict[str, str] = AUTHOR
+) -> None:
     for name, text in edits.items():
         path = repo / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
     git("add", "-A", cwd=repo)
     message = f"{subject}\n\nWhy this change.\n\nUpstream-Status: {status}\nKit-Patch: {slug}\n"
-    git("commit", "-q", "-m", message, cwd=repo, env=AUTHOR)
+    git("commit", "-q", "-m", message, cwd=repo, env=author)
 
 
 @dataclass
@@ -262,11 +266,11 @@ def small_pin(tmp_path: Path) -> tuple[Pin, Path]:
     return Pin("vllm-omni", "0.1.0", "wheel", wheel.name, digest, "https://example.invalid/x", "v0.1.0", ""), wheel
 
 
-def make_series(kit: Kit, patches: list[tuple[dict[str, str], str, str]]) -> None:
-    """Apply the empty series, commit each (edits, subject, slug), and refresh into patches/."""
+def make_series(kit: Kit, patches: list[tuple[dict[str, str], str, str]], author: dict[str, str] = AUTHOR) -> None:
+    """Apply the empty series, commit each (edits, subject, slug) as author, and refresh into patches/."""
     kit.run("apply", check=True)
     for edits, subject, slug in patches:
-        commit_patch(kit.checkout, edits, subject, slug)
+        commit_patch(kit.checkout, edits, subject, slug, author=author)
     kit.run("refresh", check=True)
 
 

@@ -9,11 +9,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import AUTHOR, Kit, make_series
+from conftest import AUTHOR, KIT_AUTHOR, Kit, commit_patch, make_series
 
 from scripts.checks import scope
 from scripts.gitcmd import git
-from scripts.pr.branch import sign_off
+from scripts.pr.branch import dco_problem, sign_off
 from scripts.records import write as write_record
 
 RUFF = shutil.which("ruff", path=str(Path(sys.executable).parent)) or "ruff"
@@ -42,7 +42,7 @@ gives NPU its own branch, guarded by device.type, and tests it on CPU.
 
 
 def with_cover(kit: Kit, series: list, text: str = COVER) -> None:
-    make_series(kit, series)
+    make_series(kit, series, author=KIT_AUTHOR)  # the kit's own patches: the submitter authors them upstream
     (kit.patches / "cover.md").write_text(text)
 
 
@@ -95,6 +95,66 @@ def test_pr_makes_signed_branch_clean_patches_and_body(small_kit: Kit, identity:
     assert "total" in cover and "+11" in cover and "First revision: no range-diff." in cover
     assert "Precheck: ruff" in cover and "no findings" in cover
     assert '[v1]\nseries_digest = "' + digest(small_kit) in (small_kit.patches / "revisions.toml").read_text()
+
+
+def authors_and_sign_offs(kit: Kit, revs: str) -> list[tuple[str, str, list[str]]]:
+    """(author, author date, Signed-off-by identities) of each commit in revs, oldest first."""
+    out = []
+    for entry in kit.git("log", "--reverse", "--format=%an <%ae>%x01%aI%x01%B%x00", revs).split("\x00"):
+        if entry.strip():
+            author, date, message = entry.strip().split("\x01")
+            out.append((author, date, [x[len("Signed-off-by: ") :] for x in message.splitlines()
+                                       if x.startswith("Signed-off-by: ")]))  # fmt: skip
+    return out
+
+
+def test_pr_commits_are_authored_by_the_submitter_dated_by_the_revision(small_kit: Kit, identity) -> None:
+    """The DCO app: each commit's sign-off matches its author. The kit is no person: its patches become the
+    submitter's, dated by the revision recorded in patches/revisions.toml, so preparing again gives the same ids."""
+    with_cover(small_kit, SERIES)
+    assert pr(small_kit, identity)[0] == 0
+    prepared = (small_kit.patches / "revisions.toml").read_text().split('prepared = "')[1].split('"')[0]
+    made = authors_and_sign_offs(small_kit, "pristine..pr/v1")
+    assert made == [(ME, prepared, [ME])] * 2
+    ids = small_kit.git("rev-list", "pristine..pr/v1")
+    assert pr(small_kit, identity, "--force")[0] == 0
+    assert small_kit.git("rev-list", "pristine..pr/v1") == ids  # the same revision: the same commit ids
+
+
+def test_a_patch_by_someone_else_needs_their_own_sign_off(small_kit: Kit, identity) -> None:
+    with_cover(small_kit, SERIES)
+    other = {**AUTHOR, "GIT_AUTHOR_NAME": "Grace Hopper", "GIT_AUTHOR_EMAIL": "grace@example.org"}
+    commit_patch(small_kit.checkout, {"vllm_omni/extra.py": SPDX}, "[NPU] Grace's patch", "graces", author=other)
+    small_kit.run("refresh", check=True)
+    code, out = pr(small_kit, identity)
+    assert code == 2 and "Traceback" not in out, out
+    said = "commit '[NPU] Grace's patch' is authored by <grace@example.org> but signed off only by <ada@example.org>"
+    assert said in out
+    assert "Signed-off-by: Grace Hopper <grace@example.org>" in out  # the fix names the line to ask for
+    assert not (small_kit.root / ".work/pr").exists() and not (small_kit.patches / "revisions.toml").exists()
+    small_kit.git("commit", "-q", "--amend", "-m", "[NPU] Grace's patch\n\nWhy.\n\nUpstream-Status: Pending\n"
+                  "Kit-Patch: graces\nSigned-off-by: Grace Hopper <grace@example.org>\n")  # fmt: skip
+    small_kit.run("refresh", check=True)
+    code, out = pr(small_kit, identity)
+    assert code == 0, out
+    grace = authors_and_sign_offs(small_kit, "pristine..pr/v1")[-1]
+    assert grace == (
+        "Grace Hopper <grace@example.org>",
+        AUTHOR["GIT_AUTHOR_DATE"],
+        ["Grace Hopper <grace@example.org>", ME],
+    )  # her authorship kept, the submitter's sign-off added
+
+
+@pytest.mark.parametrize(
+    ("email", "message", "problem"),
+    [("a@x", "S\n\nSigned-off-by: A <a@x>\n", None),
+     ("A@X", "S\n\nSigned-off-by: A <a@x>\n", None),  # emails compare case-insensitively
+     ("a@x", "S\n\nBody.\n", "has no Signed-off-by: line"),
+     ("a@x", "S\n\nSigned-off-by: B <b@x>\n", "is authored by <a@x> but signed off only by <b@x>"),
+     ("a@x", "S\n\nNot Signed-off-by: A <a@x>\n", "has no Signed-off-by: line")],
+)  # fmt: skip
+def test_dco_rule(email: str, message: str, problem: str | None) -> None:
+    assert dco_problem(email, message) == problem
 
 
 def test_body_quotes_the_recorded_runs_and_follows_them(small_kit: Kit, identity: dict[str, str]) -> None:

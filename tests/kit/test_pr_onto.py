@@ -15,6 +15,7 @@ from upstreams import ROPE, commit_all, edit, real_wheel, release_repo
 
 from scripts.gitcmd import git
 from scripts.pr.cover import load
+from scripts.series import load_series
 
 pytestmark = pytest.mark.network  # the real pinned wheel: from .work/downloads when cached, else the registry
 
@@ -79,9 +80,13 @@ def test_onto_main_pushes_a_signed_branch_on_upstream_history(kit: Kit, upstream
     assert git("merge-base", "--is-ancestor", main, branch, cwd=fork) == ""  # REF is an ancestor
     messages = [m.strip() for m in git("log", "--format=%B%x00", f"{main}..{branch}", cwd=fork).split("\x00")
                 if m.strip()]  # fmt: skip
-    assert len(messages) == 6
+    assert len(messages) == len(load_series(kit.patches))
     for m in messages:
         assert m.endswith(f"Signed-off-by: {ME}") and "Kit-Patch" not in m and "Upstream-Status" not in m
+    # The DCO app's rule: every pushed commit is authored by the identity that signs it off.
+    authors = git("log", "--format=%an <%ae>", f"{main}..{branch}", cwd=fork).split("\n")
+    assert [a for a in authors if a] == [ME] * len(messages)
+    pushed = git("rev-parse", branch, cwd=fork).strip()
     assert "RELEASING.md" in git("ls-tree", "-r", "--name-only", branch, cwd=fork)  # upstream's own tree
     cover = load(kit.patches)
     out = kit.root / ".work/pr" / name.split("/")[1]
@@ -97,6 +102,9 @@ def test_onto_main_pushes_a_signed_branch_on_upstream_history(kit: Kit, upstream
     cover_txt = (out / "cover.txt").read_text()
     assert f"Each patch on {url} main ({main[:12]}):" in cover_txt
     assert re.search(r"^1  0001-rope-2d-cos-sin\.patch +offset +hunk #1 at line \d+ \(offset 1\)$", cover_txt, re.M)
+    again = kit.run("pr", "--ruff", RUFF, "--onto", url, "main", "--push-to", str(fork), "--force", env=identity)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert git("rev-parse", branch, cwd=fork).strip() == pushed  # the same revision, prepared again: the same ids
 
 
 def test_onto_without_push_to_leaves_nothing_remote(kit: Kit, upstream: Path, fork: Path,
