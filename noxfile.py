@@ -1,7 +1,7 @@
 """Sessions of the vllm-omni Ascend NPU kit: a table of contents. The logic lives in scripts/.
 
 nox -s apply test        pristine pin + patches/ -> .work/vllm-omni, then both CPU test legs (in parallel)
-nox -s lint              ruff (upstream's settings) + the kit's own checks on the series
+nox -s lint              upstream's pre-commit hooks + the kit's own checks + the off-NPU proof on the series
 nox -s refresh           checkout commits -> patches/ (byte-stable)
 nox -s kit               the kit's own tests, default tier (in parallel); "kit(tier='heavy')": legs, e2e, network
 nox -s e2e -- ...        realtime benchmark on 4 Ascend cards (self-hosted runners)
@@ -22,12 +22,14 @@ import nox  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))  # the kit's scripts/, for the pins and the leg names
 from scripts import kittools  # noqa: E402
+from scripts.checks.hooks import load_hooks, packages  # noqa: E402
 from scripts.kittools import KIT_TIERS, kit_tests_command  # noqa: E402
 from scripts.legs.legenv import LEGS  # noqa: E402
 from scripts.legs.suite import TEST_FLAGS  # noqa: E402
 from scripts.workspace import Workspace  # noqa: E402
 
 KIT_TOOLS = Workspace(Path(__file__).parent).kit_tools
+UPSTREAM_HOOKS = packages(load_hooks(Workspace(Path(__file__).parent).upstream_hooks))  # upstream's gate, its pins
 
 nox.needs_version = ">=2026.10.20"  # the version pinned in ci/kit-tools.txt
 nox.options.sessions = ["apply", "lint", "test"]
@@ -77,11 +79,16 @@ def refresh(session: nox.Session) -> None:
     run_kit(session, "refresh", posargs=without_test_flags(session.posargs))
 
 
+def gate_tools(session: nox.Session) -> list[str]:
+    """Install upstream's pre-commit hooks at its pins (ci/upstream-hooks.toml); the lint options that find them."""
+    install(session, *UPSTREAM_HOOKS)
+    return ["--ruff", str(Path(session.bin) / "ruff"), "--hooks-bin", session.bin]
+
+
 @nox.session(venv_backend=VENV_BACKEND)
 def lint(session: nox.Session) -> None:
-    """ruff at upstream's pinned version and settings, plus KIT001-KIT006 on the added lines."""
-    install(session, pinned("ruff"))
-    run_kit(session, "lint", "--ruff", str(Path(session.bin) / "ruff"))
+    """Upstream's pre-commit hooks at its pins (typos, ruff, whitespace, ...), KIT001-KIT007, the off-NPU proof."""
+    run_kit(session, "lint", *gate_tools(session))
 
 
 @nox.session(venv_backend="none")
@@ -109,7 +116,7 @@ for _leg in LEGS:
 @nox.session(venv_backend=VENV_BACKEND)
 def kit(session: nox.Session) -> None:
     """The kit's own tests (tests/kit), default tier: not legs, e2e or network; in parallel (pytest-xdist)."""
-    install(session, "-r", str(KIT_TOOLS))
+    install(session, "-r", str(KIT_TOOLS), *UPSTREAM_HOOKS)  # the lint tests run upstream's hooks
     session.run(*kit_tests_command("default", session.posargs))
 
 
@@ -119,7 +126,7 @@ def kit_tier(tier: str) -> None:
     @nox.session(name=f"kit(tier='{tier}')", venv_backend=VENV_BACKEND, default=False)
     def one(session: nox.Session) -> None:
         """The kit's own tests of one tier (flags after -- go to pytest)."""
-        install(session, "-r", str(KIT_TOOLS))
+        install(session, "-r", str(KIT_TOOLS), *UPSTREAM_HOOKS)
         session.run(*kit_tests_command(tier, session.posargs))
 
 
@@ -157,8 +164,8 @@ def mutate(session: nox.Session) -> None:
 @nox.session(venv_backend=VENV_BACKEND, default=False)
 def pr(session: nox.Session) -> None:
     """Prepare the upstream PR: signed-off branch, format-patch files, PR body from records, precheck, range-diff."""
-    install(session, pinned("ruff"), pinned("pyyaml"))  # pyyaml: --onto judges YAML patches as data, like rebase
-    session.run("python", "-m", "scripts", "pr", "--ruff", str(Path(session.bin) / "ruff"), *session.posargs)
+    install(session, pinned("pyyaml"))  # --onto judges YAML patches as data, like rebase
+    session.run("python", "-m", "scripts", "pr", *gate_tools(session), *session.posargs)
 
 
 @nox.session(venv_backend=VENV_BACKEND, default=False)

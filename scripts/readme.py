@@ -39,8 +39,8 @@ def series_table(patches: Sequence[Patch]) -> str:
 
 
 def rules_table(rules: Sequence[Rule]) -> str:
-    rows = [(f"`{r.id}`", r.name, r.requires, r.fix) for r in rules]
-    return markdown_table(("rule", "name", "requirement", "fix"), rows)
+    rows = [(f"`{r.id}`", r.name, r.requires, r.fix, f"`{r.mirrors}`" if r.mirrors else "") for r in rules]
+    return markdown_table(("rule", "name", "requirement", "fix", "stands in for upstream's hook"), rows)
 
 
 def block(name: str, body: str) -> str:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from scripts.errors import KitError
 
-KIT_TRAILERS = ("Upstream-Status", "Kit-Patch")
+KIT_TRAILERS = ("Upstream-Status", "Kit-Patch", "Kit-Off-NPU")
 UPSTREAM_STATUS = re.compile(r"^(Pending|Submitted \[\S.*\]|Backport \[\S.*\]|Inappropriate \[\S.*\])$")
 SLUG = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 

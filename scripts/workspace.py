@@ -49,6 +49,10 @@ class Workspace:
         return self.ci_dir / "kit-tools.txt"
 
     @property
+    def upstream_hooks(self) -> Path:
+        return self.ci_dir / "upstream-hooks.toml"
+
+    @property
     def regression(self) -> Path:
         return self.root / "tests" / "regression"
 

@@ -1,9 +1,9 @@
-"""Lint the series: ruff under upstream's settings on the touched files, plus the
-kit's own checks on the lines the series adds.
+"""Lint the series: upstream's pre-commit gate (its hooks, ruff under its settings) on the files and lines
+the series touches, then the kit's own checks on the lines the series adds, and the off-NPU proof.
 
-The own checks are RULES (KIT001-KIT006), one object each: id, name, what it
-requires, the finding's message and fix, and the check. The README's rule table
-and the PR body's test plan are made from them.
+The own checks are RULES (KIT001-KIT007), one object each: id, name, what it requires, the finding's
+message and fix, the upstream hook it stands in for, and the check. The README's rule table and the PR
+body's test plan are made from them. KIT007 judges the series patch by patch (scripts/checks/offnpu.py).
 """
 
 from __future__ import annotations
@@ -15,13 +15,16 @@ import re
 import shutil
 import subprocess
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from scripts.checkout import combined_diff
+from scripts import gitcmd
+from scripts.checkout import PRISTINE_TAG, combined_diff
+from scripts.checks import hooks, offnpu
 from scripts.diffparse import FileDiff, parse
 from scripts.errors import KitError
 from scripts.gitcmd import last_line
+from scripts.series import Patch, trailer_values
 from scripts.workspace import Workspace
 
 SPDX = (
@@ -112,8 +115,14 @@ def npu_polarity(test: ast.expr) -> bool | None:
 
 
 def statement_lines(body: list[ast.stmt]) -> set[int]:
-    """First lines of every statement in body, nested ones included (what coverage.py reports as executed)."""
-    return {node.lineno for stmt in body for node in ast.walk(stmt) if isinstance(node, ast.stmt)}
+    """First lines of every statement in body, nested ones included, docstrings left out: the lines coverage.py
+    can report as executed."""
+    return {
+        node.lineno
+        for stmt in body
+        for node in ast.walk(stmt)
+        if isinstance(node, ast.stmt) and not offnpu.is_docstring(node)
+    }
 
 
 def ends_block(body: list[ast.stmt]) -> bool:
@@ -259,9 +268,13 @@ class Rule:
     requires: str  # what the series must do (README table, PR body)
     message: str  # what a finding says
     fix: str
-    check: Callable[[FileDiff, Source], Hits]  # one file's diff and the patched file's facts -> hits
+    check: Callable[[FileDiff, Source], Hits] | None  # one file's diff and the patched file's facts -> hits;
+    # None: a rule over the whole series (KIT007, off_npu_proof)
+    mirrors: str = ""  # the upstream pre-commit hook this rule stands in for, where it cannot run here
 
     def findings(self, diff: FileDiff, source: Source) -> list[Finding]:
+        if self.check is None:
+            return []
         return [
             Finding(diff.path, line, self.id, f"{self.message}: {detail}" if detail else self.message, self.fix)
             for line, detail in self.check(diff, source)
@@ -280,13 +293,20 @@ RULES = (
          "new file without upstream's SPDX header", "start it with the two '# SPDX-...' lines", lacks_spdx),
     Rule("KIT004", "test-markers", "a level and a hardware marker in every new test file",
          "test file lacks a level or hardware marker", "add pytestmark = [pytest.mark.core_model, pytest.mark.cpu]",
-         lacks_test_markers),
+         lacks_test_markers, "check-test-ci-coverage"),
     Rule("KIT005", "forbidden-import",
          "no pickle/cloudpickle, base64, plain `re` or top-level triton import in `vllm_omni/`",
-         "forbidden import", "use pybase64 / `import regex as re` / lazy triton; no pickle", imports_forbidden),
+         "forbidden import", "use pybase64 / `import regex as re` / lazy triton; no pickle", imports_forbidden,
+         "check-forbidden-imports"),
     Rule("KIT006", "torch-cuda", "no `torch.cuda` memory/device calls outside `vllm_omni/platforms/`",
-         "torch.cuda memory/device call", "go through vllm_omni.platforms (current_omni_platform)", calls_torch_cuda),
+         "torch.cuda memory/device call", "go through vllm_omni.platforms (current_omni_platform)", calls_torch_cuda,
+         "check-forbidden-imports"),
+    Rule("KIT007", "off-npu",
+         "off NPU (every NPU device test taken as false) each touched `vllm_omni/` module equals upstream's, function "
+         "by function, except what a patch declares with `Kit-Off-NPU: <function>: <why>`",
+         "differs from upstream off NPU, undeclared", 'guard it by `.device.type == "npu"` or declare it', None),
 )  # fmt: skip
+OFF_NPU = RULES[-1]
 
 
 RULE_IDS = f"{RULES[0].id}-{RULES[-1].id}"
@@ -311,6 +331,95 @@ def own_checks(series_diff: str, tree: Path) -> list[Finding]:
 def added_line_set(series_diff: str) -> dict[str, set[int]]:
     """Added line numbers per file of the patched tree."""
     return {diff.path: {n for n, _ in diff.added} for diff in parse(series_diff)}
+
+
+# ---- KIT007: the off-NPU proof, patch by patch ----------------------------------------
+
+OFF_NPU_TRAILER = "Kit-Off-NPU"
+
+
+@dataclass(frozen=True)
+class Declared:
+    """A difference off NPU that a patch declares (and the PR states)."""
+
+    patch: str
+    file: str
+    unit: str
+    why: str
+
+
+def declarations(message: str) -> dict[str, str]:
+    """unit -> why of each `Kit-Off-NPU: <unit>: <why>` trailer of a patch's message."""
+    pairs = (value.partition(": ") for value in trailer_values(message, OFF_NPU_TRAILER))
+    return {unit.strip(): why.strip() for unit, _, why in pairs}
+
+
+def judge_off_npu(patch: str, changes: list[offnpu.OffNpuChange], declared: dict[str, str]) -> tuple[list, list]:
+    """(findings, declared differences) of one patch: an undeclared difference, and a declaration naming
+    no difference (its claim would be false), are findings."""
+    findings = [
+        Finding(
+            c.file,
+            c.line,
+            OFF_NPU.id,
+            f"off NPU, {c.unit} differs from upstream (`{c.statement}`) and {patch} does not declare it",
+            f'guard it by `.device.type == "npu"`, leaving CPU/CUDA code as upstream wrote '
+            f"it, or declare it: 'Kit-Off-NPU: {c.unit}: <why>' in {patch}'s message",
+        )  # fmt: skip
+        for c in changes
+        if c.unit not in declared
+    ]
+    units = {c.unit: c.file for c in changes}
+    findings += [
+        Finding(
+            f"patches/{patch}",
+            1,
+            OFF_NPU.id,
+            f"declares Kit-Off-NPU: {unit}, but off NPU {unit} is unchanged by this patch",
+            "drop that trailer (or name the function the patch changes)",
+        )  # fmt: skip
+        for unit in declared
+        if unit not in units
+    ]
+    return findings, [Declared(patch, units[u], u, why) for u, why in declared.items() if u in units]
+
+
+@dataclass(frozen=True)
+class OffNpuProof:
+    findings: list[Finding]
+    declared: list[Declared]
+
+    def claim(self) -> str:
+        """What the PR says about every device but NPU: made from this proof, never written by hand."""
+        how = ("checked by the kit: each touched `vllm_omni/` module with every NPU device test taken as false "
+               "equals upstream's, function by function")  # fmt: skip
+        if self.findings:
+            return f"Off NPU: NOT proven ({len(self.findings)} undeclared difference(s); {how})."
+        if not self.declared:
+            return f"Off NPU (CPU, CUDA, ROCm, XPU) nothing changes: {how}."
+        changed = "; ".join(f"`{d.unit}` ({d.file}): {d.why}" for d in self.declared)
+        return f"Off NPU nothing changes except, on purpose: {changed}. The rest is {how.replace('checked', 'proven')}."
+
+
+def off_npu_proof(repo: Path, patches: list[Patch]) -> OffNpuProof:
+    """KIT007 over the checkout's commits pristine..HEAD, one per patch in series order: each commit's own
+    off-NPU differences against its parent, judged against its own declarations."""
+    findings: list[Finding] = []
+    declared: list[Declared] = []
+    commits = gitcmd.messages(repo, f"{PRISTINE_TAG}..HEAD")
+    for patch, (commit, message) in zip(patches, commits, strict=True):
+        changes = [
+            change
+            for path in gitcmd.changed_in(repo, commit)
+            if path.startswith("vllm_omni/") and path.endswith(".py")
+            for change in offnpu.off_npu_changes(
+                path, gitcmd.show_file(repo, f"{commit}^", path), gitcmd.show_file(repo, commit, path)
+            )
+        ]
+        mine, theirs = judge_off_npu(patch.name, changes, declarations(message))
+        findings += mine
+        declared += theirs
+    return OffNpuProof(findings, declared)
 
 
 # ---- ruff at the edge --------------------------------------------------------------
@@ -351,7 +460,7 @@ def ruff_check(ruff: str, config: Path, tree: Path, files: list[str]) -> list[Fi
         Finding(
             str(Path(r["filename"]).relative_to(tree)),
             r["location"]["row"],
-            r["code"] or "ruff",
+            f"ruff-check {r['code']}" if r["code"] else "ruff-check",
             r["message"],
             (r.get("fix") or {}).get("message") or "see ruff's rule docs",
         )  # fmt: skip
@@ -382,41 +491,75 @@ def ruff_version(ruff: str) -> str:
 @dataclass(frozen=True)
 class SeriesLint:
     files: list[str]  # touched .py files present in the tree
+    hooks: list[Finding]  # upstream's pre-commit hooks (other than ruff), on the lines the series adds
+    hook_rows: list[tuple[str, str, str]]  # (hook id, version, what happened): every hook of upstream's config
     ruff: list[Finding]  # ruff check on the lines the series adds
     unformatted: list[Finding]  # files ruff format would change that were clean before the series
     own: list[Finding]  # KIT001-KIT006
-    pre_existing: list[Finding]  # ruff on upstream's own lines: shown, not counted
+    off_npu: OffNpuProof  # KIT007
+    pre_existing: list[Finding]  # ruff and the hooks on upstream's own lines: shown, not counted
 
     @property
     def findings(self) -> list[Finding]:
-        return [*self.ruff, *self.unformatted, *self.own]
+        return [*self.hooks, *self.ruff, *self.unformatted, *self.own, *self.off_npu.findings]
 
     def rows(self) -> list[tuple[str, int]]:
-        return [("ruff check", len(self.ruff)), ("ruff format", len(self.unformatted)), ("kit checks", len(self.own)),
+        return [("upstream hooks (typos, whitespace, EOF, YAML, debug)", len(self.hooks)),
+                ("ruff-check", len(self.ruff)), ("ruff-format", len(self.unformatted)), ("kit checks", len(self.own)),
+                ("off-NPU proof (KIT007)", len(self.off_npu.findings)),
                 ("pre-existing (upstream)", len(self.pre_existing))]  # fmt: skip
 
 
-def lint_series(ruff: str, config: Path, tree: Path, pristine: Path, series_diff: str) -> SeriesLint:
-    """ruff (upstream settings) + kit checks on tree; series_diff is pristine..HEAD, pristine the tree before."""
-    files = [d.path for d in parse(series_diff) if d.path.endswith(".py") and (tree / d.path).is_file()]
+@dataclass(frozen=True)
+class Tools:
+    """What lint runs: ruff (resolve_ruff's answer) and the folder of upstream's hook programs (None: PATH)."""
+
+    ruff: str
+    hooks_bin: Path | None
+    hooks: tuple[hooks.Hook, ...]
+    ci_dir: Path
+
+
+def as_finding(f: hooks.HookFinding) -> Finding:
+    return Finding(f.file, f.line, f.hook, f.message, f"make the line pass upstream's {f.hook} hook")
+
+
+def lint_series(tools: Tools, config: Path, tree: Path, pristine: Path, series_diff: str) -> SeriesLint:
+    """Upstream's hooks, ruff (upstream settings) and kit checks on tree; series_diff is pristine..HEAD,
+    pristine the tree before. The off-NPU proof is the caller's (it needs the commits)."""
+    diffs = parse(series_diff)
+    files = [d.path for d in diffs if d.path.endswith(".py") and (tree / d.path).is_file()]
     added = added_line_set(series_diff)
-    found = ruff_check(ruff, config, tree, files) if files else []
+    gate = hooks.run_gate(tools.hooks, tree, added, {d.path for d in diffs if d.new_file}, tools.hooks_bin,
+                          tools.ci_dir)  # fmt: skip
+    found = ruff_check(tools.ruff, config, tree, files) if files else []
     ours = [f for f in found if f.line in added.get(f.file, set())]
     pristine_files = [f for f in files if (pristine / f).is_file()]
-    was_unformatted = set(ruff_format_unclean(ruff, config, pristine, pristine_files))
+    was_unformatted = set(ruff_format_unclean(tools.ruff, config, pristine, pristine_files))
     unformatted = [
-        Finding(f, 1, "format", "ruff format would reformat this file", "run ruff format on it")
-        for f in ruff_format_unclean(ruff, config, tree, files)
+        Finding(f, 1, "ruff-format", "ruff format would reformat this file", "run ruff format on it")
+        for f in ruff_format_unclean(tools.ruff, config, tree, files)
         if f not in was_unformatted
     ]
-    pre_existing = [f for f in found if f not in ours]
-    return SeriesLint(files, ours, unformatted, own_checks(series_diff, tree), pre_existing)
+    pre_existing = [f for f in found if f not in ours] + [as_finding(f) for f in gate.pre_existing]
+    return SeriesLint(files, [as_finding(f) for f in gate.counted], gate.rows, ours, unformatted,
+                      own_checks(series_diff, tree), OffNpuProof([], []), pre_existing)  # fmt: skip
 
 
-def lint_checkout(ws: Workspace, ruff: str) -> tuple[SeriesLint, str]:
-    """(the series' findings, ruff's version) on the kit's checkout: `lint` and `pr` both run exactly this;
-    ruff is resolve_ruff's answer."""
-    version = ruff_version(ruff)
+def lint_checkout(ws: Workspace, tools: Tools, patches: list[Patch]) -> tuple[SeriesLint, str]:
+    """(the series' findings, ruff's version) on the kit's checkout: `lint` and `pr` both run exactly this."""
+    version = ruff_version(tools.ruff)
     config = ws.ci_dir / "ruff-upstream.toml"
-    found = lint_series(ruff, config, ws.checkout, ws.pristine_tree, combined_diff(ws.checkout))
-    return found, version
+    found = lint_series(tools, config, ws.checkout, ws.pristine_tree, combined_diff(ws.checkout))
+    return replace(found, off_npu=off_npu_proof(ws.checkout, patches)), version
+
+
+def tools_for(ws: Workspace, ruff: str, hooks_bin: str | None) -> Tools:
+    """The lint tools, resolved once from the caller's folder (ruff: a path or a name on PATH)."""
+    folder = Path(hooks_bin).expanduser().resolve() if hooks_bin else None
+    if folder is not None and not folder.is_dir():
+        raise hooks.HooksError(
+            f"--hooks-bin {hooks_bin}: no such folder",
+            "pass the bin folder of a venv holding upstream's hook packages (nox -s lint does)",
+        )
+    return Tools(resolve_ruff(ruff), folder, hooks.load_hooks(ws.upstream_hooks), ws.ci_dir)

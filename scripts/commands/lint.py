@@ -1,34 +1,46 @@
-"""ruff with upstream's settings, plus the kit's KIT checks, on the lines the series adds."""
+"""Upstream's pre-commit gate, the kit's checks and the off-NPU proof, on what the series touches."""
 
 from __future__ import annotations
 
 import argparse
 
 from scripts import records
-from scripts.checks.lint import RULE_IDS, lint_checkout, resolve_ruff
+from scripts.checks.lint import RULE_IDS, lint_checkout, tools_for
 from scripts.commands.common import checkout_lock, current
 from scripts.report import progress, table
+from scripts.series import load_series
 from scripts.workspace import Workspace
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--ruff", default="ruff", help="the ruff executable (the version upstream pins: ci/kit-tools.txt)")
+    add_tool_arguments(p)
+
+
+def add_tool_arguments(p: argparse.ArgumentParser) -> None:
+    """The tools of upstream's gate: `lint` and `pr`'s precheck take the same."""
+    p.add_argument("--ruff", default="ruff", help="the ruff executable (upstream's pin: ci/upstream-hooks.toml)")
+    p.add_argument("--hooks-bin", metavar="DIR",
+                   help="folder of upstream's hook programs (typos, check-yaml, ...; nox -s lint installs them "
+                   "from ci/upstream-hooks.toml); default: PATH, then beside the running python")  # fmt: skip
 
 
 def run(args: argparse.Namespace, ws: Workspace) -> int:
-    executable = resolve_ruff(args.ruff)  # from the caller's folder, once, before anything runs
+    tools = tools_for(ws, args.ruff, args.hooks_bin)  # from the caller's folder, once, before anything runs
     with checkout_lock(ws, shared=True):
         state = current(ws)
-        progress(f"ruff with upstream's settings, and {RULE_IDS}, on the lines the series adds")
-        result, ruff = lint_checkout(ws, executable)
+        progress(f"upstream's pre-commit hooks, and {RULE_IDS}, on what the series touches")
+        result, ruff = lint_checkout(ws, tools, load_series(ws.patches))
     for finding in result.findings:
         print(finding)
     for finding in result.pre_existing:
         print(f"{finding} [pre-existing upstream, not counted]")
+    print(table(["upstream hook", "version", "here"], result.hook_rows))
     print(table(["check", "findings"], result.rows()))
+    print(result.off_npu.claim())
     records.write(ws.records, "lint", {"series_digest": state.series_digest, "files": result.files,
                   "findings": [str(f) for f in result.findings], "pre_existing": len(result.pre_existing),
-                  "ruff": ruff, "passed": not result.findings})  # fmt: skip
+                  "ruff": ruff, "hooks": [list(row) for row in result.hook_rows],
+                  "off_npu": result.off_npu.claim(), "passed": not result.findings})  # fmt: skip
     count = len(result.findings)
     progress(f"lint clean ({len(result.files)} files, ruff {ruff})" if not count else f"lint: {count} finding(s)")
     return 0 if not count else 1

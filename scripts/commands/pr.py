@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 from datetime import datetime, timezone
 
-from scripts import gitcmd, kittools, records, revisions
+from scripts import gitcmd, records, revisions
 from scripts.checkout import PRISTINE_TAG, verify_current
 from scripts.checks import scope
-from scripts.checks.lint import lint_checkout, resolve_ruff
+from scripts.checks.hooks import hook_version
+from scripts.checks.lint import Tools, lint_checkout, tools_for
 from scripts.commands.common import checkout_lock
+from scripts.commands.lint import add_tool_arguments
 from scripts.pin import load_pin
 from scripts.pr import prepare
 from scripts.pr.body import PLAN, body, evidence
@@ -21,11 +23,7 @@ from scripts.workspace import Workspace
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--ruff",
-        default="ruff",
-        help="the ruff executable for the precheck (the version upstream pins: ci/kit-tools.txt)",
-    )
+    add_tool_arguments(p)  # the precheck is `lint`
     p.add_argument("--force", action="store_true", help="replace .work/pr/vN when preparing the same revision again")
     p.add_argument(
         "--onto",
@@ -41,12 +39,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, ws: Workspace) -> int:
     prepare.check_flags(args)
     identity = user_identity(ws.root)
-    ruff_path = resolve_ruff(args.ruff)  # from the caller's folder, once
+    tools = tools_for(ws, args.ruff, args.hooks_bin)  # from the caller's folder, once
     with checkout_lock(ws):  # pr/vN is written into the checkout
-        return prepare_revision(ws, args, identity, ruff_path)
+        return prepare_revision(ws, args, identity, tools)
 
 
-def prepare_revision(ws: Workspace, args: argparse.Namespace, identity: str, ruff_path: str) -> int:
+def prepare_revision(ws: Workspace, args: argparse.Namespace, identity: str, tools: Tools) -> int:
     """Compute first, record last: every check (provenance, output folder, gh, precheck, --onto) passes before
     the branch, .work/pr/vN or patches/revisions.toml is written, so a refused run leaves no revision behind."""
     pin = load_pin(ws.pin_file)
@@ -70,8 +68,8 @@ def prepare_revision(ws: Workspace, args: argparse.Namespace, identity: str, ruf
     prepare.refuse_overwrite(out, args.force)
     prepare.refuse_open_without_gh(args, branch, cover.title, out / "pr-body.md")
 
-    progress("precheck: ruff with upstream's settings + kit checks")
-    lint, ruff_version = lint_checkout(ws, ruff_path)
+    progress("precheck: upstream's pre-commit hooks, ruff with upstream's settings, kit checks, off-NPU proof")
+    lint, ruff_version = lint_checkout(ws, tools, patches)
     if lint.findings:
         for finding in lint.findings:
             print(finding)
@@ -105,8 +103,9 @@ def prepare_revision(ws: Workspace, args: argparse.Namespace, identity: str, ruf
     rdiff = prepare.previous_range_diff(ws, prev, review_tip, identity)
 
     files = {p.name: gitcmd.format_patch(repo, c) for p, c in zip(kept, made, strict=True)}
-    ruff = (ruff_version, kittools.version("ruff", ws.kit_tools))  # (the precheck's, upstream's pin)
-    files["pr-body.md"] = body(purpose_section(cover, subjects), results, scopes, pin.label, digest, ruff[1])
+    ruff = (ruff_version, hook_version(tools.hooks, "ruff-check"))  # (the precheck's, upstream's pin)
+    purpose = purpose_section(cover, subjects, lint.off_npu.claim())
+    files["pr-body.md"] = body(purpose, results, scopes, pin.label, digest, ruff[1])
     cover_diff = prepare.previous_cover(ws, prev, cover_source)
     files["cover.txt"] = prepare.cover_text(
         title, rev, pin.label, where, identity, kept, scopes, lint, ruff, rdiff, cover_diff, onto_report

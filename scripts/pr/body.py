@@ -22,8 +22,10 @@ DEFAULT_PREFIX = "[Hardware][Ascend]"
 NOT_RUN = "not run"
 # (record name, what it is, how it is run): the Test Plan, in order; {ruff} is the pinned version (plan_lines).
 PLAN = (
-    ("lint", "lint", "`nox -s lint`: ruff v{ruff} with upstream's settings on the touched "
-                     f"files, plus the kit's checks: {'; '.join(rule.requires for rule in RULES)}"),
+    ("lint", "lint", "`nox -s lint`: upstream's pre-commit hooks at its pins (ruff v{ruff} with upstream's "
+                     "settings, typos with upstream's configuration, pre-commit-hooks' YAML, whitespace, end-of-file "
+                     "and debug-statement checks) on the lines the series adds, plus the kit's checks: "
+                     f"{'; '.join(rule.requires for rule in RULES)}"),
     ("test-stock", "CPU regression, leg `stock`", "`nox -s test` leg `stock`: stock torch, no torch_npu installed"),
     ("test-npu", "CPU regression, leg `npu`", "`nox -s test` leg `npu`: the pinned torch_npu (real with CANN, else a "
                  "simulated NPU on CPU, said so below)"),
@@ -45,7 +47,8 @@ def freshness(record: Record | None, digest: str) -> str | None:
 def lint_result(r: Record) -> str:
     findings = len(r.get("findings", []))
     verdict = "passed" if r.get("passed") else f"FAILED, {findings} finding(s)"
-    return (f"{verdict}: ruff {r.get('ruff', '?')} + kit checks on {len(r.get('files', []))} file(s); "
+    return (f"{verdict}: upstream's hooks, ruff {r.get('ruff', '?')} and the kit's checks on "
+            f"{len(r.get('files', []))} Python file(s); "
             f"{r.get('pre_existing', 0)} pre-existing upstream finding(s) not counted")  # fmt: skip
 
 

@@ -30,6 +30,7 @@ from scripts.errors import KitError
 
 NAME = "cover.md"
 NOTES = "## Notes for reviewers"
+TITLE_MAX = 72
 
 
 class CoverError(KitError):
@@ -52,6 +53,11 @@ def parse(text: str) -> Cover:
             f"patches/{NAME} does not start with the PR title",
             "make its first line the title, e.g. [Bugfix][NPU] Fix ... (format: scripts/pr/cover.py)",
         )
+    if len(title) > TITLE_MAX:
+        raise CoverError(
+            f"patches/{NAME}'s title is {len(title)} characters, over the {TITLE_MAX} a commit-style title keeps",
+            "shorten it: one or two of upstream's prefixes ([NPU], [Bugfix], [Hardware][Ascend]) and what changes",
+        )
     rest = "\n".join(lines[1:])
     heading = re.search(rf"^{re.escape(NOTES)}[ \t]*$", rest, re.M)
     purpose, notes = (rest[: heading.start()], rest[heading.end() :]) if heading else (rest, "")
@@ -73,11 +79,12 @@ def load(patches_dir: Path) -> Cover:
     return parse(path.read_text(encoding="utf-8"))
 
 
-def purpose_section(cover: Cover, subjects: Sequence[str]) -> str:
-    """The PR's Purpose: the cover's paragraphs, one line per commit, then the notes for reviewers."""
+def purpose_section(cover: Cover, subjects: Sequence[str], other_devices: str) -> str:
+    """The PR's Purpose: the cover's paragraphs, what changes on other devices (the off-NPU proof's words, never
+    the cover's), one line per commit, then the notes for reviewers."""
     commits = "\n".join(f"- {s}" for s in subjects)
     notes = f"\n\n### Notes for reviewers\n\n{cover.notes}" if cover.notes else ""
-    return f"{cover.purpose}\n\nCommits:\n\n{commits}{notes}"
+    return f"{cover.purpose}\n\n{other_devices}\n\nCommits:\n\n{commits}{notes}"
 
 
 def compare(old: str | None, new: str, old_label: str) -> str:

@@ -79,9 +79,11 @@ Scope
 {table(scope.HEADERS, scope.rows(scopes))}
 {f"WARNING: {warning}" if warning else f"Under upstream's {scope.RFC_THRESHOLD}-line RFC threshold."}
 
-Precheck: ruff {ruff[0]}{ruff_note} with upstream's settings, SPDX headers, test markers, forbidden imports, .is_npu
+Precheck (nox -s lint): upstream's hooks, ruff {ruff[0]}{ruff_note} with upstream's settings, the kit's checks
+{table(["upstream hook", "version", "here"], lint.hook_rows)}
 {table(["check", "findings"], lint.rows())}
 {findings}
+{lint.off_npu.claim()}
 
 {rdiff}
 

@@ -11,6 +11,7 @@ import tomllib
 from conftest import KIT_ROOT, Kit, make_series
 
 from scripts import kittools
+from scripts.checks.hooks import hook_version, load_hooks
 from scripts.checks.lint import RULES, check_file, npu_only_lines
 from scripts.diffparse import FileDiff, parse
 from scripts.pr import body
@@ -40,6 +41,7 @@ BAD = {
     "KIT004": {"tests/test_extra.py": SPDX + "\n\ndef test_x():\n    assert True\n"},
     "KIT005": {"vllm_omni/attn.py": "import pickle\n\n\ndef attend(q):\n    return pickle.dumps(q)\n"},
     "KIT006": {"vllm_omni/attn.py": "import torch\n\n\ndef attend(q):\n    torch.cuda.empty_cache()\n    return q\n"},
+    "KIT007": {"vllm_omni/attn.py": "def attend(q):\n    return q * 2\n"},
 }
 
 
@@ -69,7 +71,7 @@ def test_ruff_upstream_settings_flag_added_lines(small_kit: Kit) -> None:
     make_series(small_kit, [({"vllm_omni/attn.py": SPDX + "import os\n" + long_line}, "[NPU] ruff", "ruff-bad")])
     code, out = lint(small_kit)
     assert code == 1
-    assert "vllm_omni/attn.py:4: E501" in out and "vllm_omni/attn.py:3: F401" in out
+    assert "vllm_omni/attn.py:4: ruff-check E501" in out and "vllm_omni/attn.py:3: ruff-check F401" in out
 
 
 def test_tests_tree_may_exceed_line_length_as_upstream_allows(small_kit: Kit) -> None:
@@ -77,6 +79,12 @@ def test_tests_tree_may_exceed_line_length_as_upstream_allows(small_kit: Kit) ->
     make_series(small_kit, [({"tests/test_attn_npu.py": long_test}, "[NPU] long test", "long-test")])
     code, out = lint(small_kit)
     assert code == 0, out
+
+
+def test_npu_only_lines_leave_out_docstrings_that_never_run() -> None:
+    src = 'def f(x):\n    if x.device.type == "npu":\n        return g(x)\n    return x\n\n\n'
+    src += 'def g(x):\n    """Doc."""\n    return x\n'
+    assert npu_only_lines(src) == {3, 9}  # g's docstring (line 8) is no statement coverage can run
 
 
 def test_npu_only_lines_cover_if_body_not_else() -> None:
@@ -104,11 +112,13 @@ def test_pr_body_test_plan_names_every_rule_from_the_registry() -> None:
     assert all(rule.requires in lint_plan for rule in RULES)
 
 
-def test_the_ruff_version_is_typed_only_in_ci_kit_tools() -> None:
-    ruff = kittools.version("ruff", KIT_ROOT / "ci" / "kit-tools.txt")
+def test_upstreams_ruff_version_is_typed_only_in_ci() -> None:
+    """Upstream's ruff pin lives in ci/upstream-hooks.toml; the kit lints its own code with the same ruff."""
+    ruff = hook_version(load_hooks(KIT_ROOT / "ci" / "upstream-hooks.toml"), "ruff-check")
+    assert kittools.version("ruff", KIT_ROOT / "ci" / "kit-tools.txt") == ruff
     assert f"ruff v{ruff} " in body.plan_lines(ruff)[0]
     typed = [p.relative_to(KIT_ROOT) for p in (KIT_ROOT / "scripts").rglob("*.py") if ruff in p.read_text("utf-8")]
-    assert typed == [], f"ruff {ruff} typed in {typed}: read it with kittools.version('ruff', ws.kit_tools)"
+    assert typed == [], f"ruff {ruff} typed in {typed}: read it from ci/upstream-hooks.toml (hooks.hook_version)"
 
 
 def test_tool_pins_are_found_by_their_normalized_name(tmp_path: Path) -> None:

@@ -93,7 +93,11 @@ def test_pr_makes_signed_branch_clean_patches_and_body(small_kit: Kit, identity:
     assert "(for review)" in cover and "Cover: first revision." in cover
     assert "is for review only" in out and "--onto https://github.com/vllm-project/vllm-omni main" in out
     assert "total" in cover and "+11" in cover and "First revision: no range-diff." in cover
-    assert "Precheck: ruff" in cover and "no findings" in cover
+    assert "Precheck (nox -s lint): upstream's hooks, ruff" in cover and "no findings" in cover
+    assert "typos" in cover and "actionlint" in cover  # every hook of upstream's gate, run or not, is listed
+    # the words about other devices are the off-NPU proof's, in the cover and in the PR body alike
+    assert "Off NPU (CPU, CUDA, ROCm, XPU) nothing changes: checked by the kit" in cover
+    assert "Off NPU (CPU, CUDA, ROCm, XPU) nothing changes: checked by the kit" in purpose
     assert '[v1]\nseries_digest = "' + digest(small_kit) in (small_kit.patches / "revisions.toml").read_text()
 
 
@@ -170,7 +174,7 @@ def test_body_quotes_the_recorded_runs_and_follows_them(small_kit: Kit, identity
     write_record(records, "test-stock", {**leg, "leg": "stock", "series_digest": "f" * 64})
     assert pr(small_kit, identity)[0] == 0
     body = (small_kit.root / ".work/pr/v1/pr-body.md").read_text()
-    assert "**lint**: passed: ruff 0.14.10" in body
+    assert "**lint**: passed: upstream's hooks, ruff 0.14.10" in body
     assert "12 passed, 0 failed, 0 errors, 3 skipped (mode simulated: simulated NPU on CPU" in body
     assert "**CPU regression, leg `stock`**: not run on this revision (last run was on series ffffffffffff" in body
     assert "**e2e realtime benchmark**: not run\n" in body
@@ -292,7 +296,8 @@ def test_cover_change_is_a_new_revision_compared_with_the_last(small_kit: Kit, i
     ("text", "message"),
     [(None, "patches/cover.md (the series cover: PR title, purpose, notes) is missing"),
      ("# Title\n\nPurpose.\n", "patches/cover.md does not start with the PR title"),
-     ("[NPU] Title\n\n## Notes for reviewers\n\n- x\n", "patches/cover.md has no purpose paragraph")],
+     ("[NPU] Title\n\n## Notes for reviewers\n\n- x\n", "patches/cover.md has no purpose paragraph"),
+     ("[NPU] " + "x" * 67 + "\n\nPurpose.\n", "patches/cover.md's title is 73 characters, over the 72")],
 )  # fmt: skip
 def test_bad_cover_is_one_line_and_nothing_written(small_kit: Kit, identity: dict[str, str], text, message) -> None:
     with_cover(small_kit, SERIES)
