@@ -166,33 +166,28 @@ def uses_outside(stmt: ast.stmt, whole: ast.AST) -> set[str]:
     }
 
 
-def prune(projected: ast.Module, original: ast.Module, pristine_names: dict[str, set[str]]) -> None:
-    """Drop new definitions and imports (not in pristine) whose every use was in dropped code: used in the
-    unprojected module, used nowhere in the projection. Module and class blocks, to a fixed point."""
+def prune(projected: ast.Module, original: ast.Module) -> None:
+    """Drop definitions and imports whose every use was in dropped code: used in the unprojected module, used
+    nowhere in its projection (a name the module never uses itself is API: it stays). Module and class blocks,
+    to a fixed point. Both sides of a comparison are pruned alike, so an NPU-only helper an earlier patch added
+    is out of both."""
     used_before = used_names([original])
     changed = True
     while changed:
         changed = False
-        for scope, block in blocks_of(projected):
-            known = pristine_names.get(scope, set())
+        for block in blocks_of(projected):
             for stmt in list(block):
                 names = bound_names(stmt)
-                if not names or names & known or not names & used_before:
+                if not names or not names & used_before:
                     continue
                 if not names & uses_outside(stmt, projected):
                     block.remove(stmt)
                     changed = True
 
 
-def blocks_of(module: ast.Module) -> Iterator[tuple[str, list[ast.stmt]]]:
-    yield MODULE, module.body
-    for node in module.body:
-        if isinstance(node, ast.ClassDef):
-            yield node.name, node.body
-
-
-def names_by_scope(module: ast.Module) -> dict[str, set[str]]:
-    return {scope: {n for s in block for n in bound_names(s)} for scope, block in blocks_of(module)}
+def blocks_of(module: ast.Module) -> Iterator[list[ast.stmt]]:
+    yield module.body
+    yield from (node.body for node in module.body if isinstance(node, ast.ClassDef))
 
 
 def projection(source: str) -> ast.Module:
@@ -265,7 +260,8 @@ def off_npu_changes(path: str, before: str | None, after: str | None) -> list[Of
     except SyntaxError:
         return []
     old, new = projection(before or ""), projection(after or "")
-    prune(new, new_tree, names_by_scope(old_tree))
+    prune(old, old_tree)
+    prune(new, new_tree)
     old_units, new_units = units(old), units(new)
     changes = []
     for name in dict.fromkeys([*new_units, *old_units]):

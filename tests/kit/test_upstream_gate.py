@@ -253,6 +253,13 @@ def test_an_off_npu_change_is_named_by_function_and_statement(case, edit, unit, 
     assert [(c.unit, c.statement) for c in changes][:1] == [(unit, statement)], changes
 
 
+def test_a_later_patch_to_an_npu_only_helper_changes_nothing_off_npu() -> None:
+    """Patch by patch: 0004 editing the NPU helper 0003 added is NPU-only on both sides of its own step."""
+    later = NPU_ONLY.replace("lens = list(", "lens = tuple(")
+    assert off_npu_changes("vllm_omni/a.py", NPU_ONLY, later) == []
+    assert off_npu_changes("vllm_omni/a.py", NPU_ONLY, NPU_ONLY.replace("        return dense(q)\n", "        return q\n"))
+
+
 def test_formatting_and_docstrings_alone_change_nothing() -> None:
     reformatted = PRISTINE.replace('"""Upstream\'s helper."""', '"""Another docstring."""').replace(
         "return t.to(device)", "return t.to(\n            device\n        )  # same call"
