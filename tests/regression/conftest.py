@@ -77,6 +77,11 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "simulator_only: needs the simulator's module or counters; never collected in KIT_NPU_MODE=real"
     )
+    config.addinivalue_line(
+        "markers",
+        "pinned_env: checks a kit-built env against ci/leg-*.txt; in KIT_NPU_MODE=real (an image's stack) the leg "
+        "runner records the stack against the pins instead",
+    )
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -91,7 +96,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     other = {
         "none": ("npu_leg", "simulated_npu"),
         "simulated": ("stock_leg",),
-        "real": ("stock_leg", "simulated_npu", "simulator_only"),
+        "real": ("stock_leg", "simulated_npu", "simulator_only", "pinned_env"),
     }
     dropped = [item for item in items if any(item.get_closest_marker(m) for m in other[NPU_MODE])]
     if dropped:
