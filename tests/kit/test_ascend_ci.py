@@ -7,6 +7,7 @@ set_env.sh scripts append to unset variables, as CANN's do.
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import zipfile
 from collections.abc import Callable
@@ -289,3 +290,54 @@ def test_the_images_requirements_are_the_pinned_wheels() -> None:
               if line and not line.startswith("#")]  # fmt: skip
     assert listed == runtime_requirements(metadata)
     assert runtime_requirements(metadata + "Requires-Dist: fa3-fwd==0.0.3\n") == listed  # CUDA-only, left out
+
+
+# ---- the gate's script, run for real in bash (a stand-in `gh` answers the PR's head) ----------
+
+APPROVED = "1" * 40
+
+
+def run_gate(tmp_path: Path, *, ref: str = "refs/heads/main", dispatched: str = APPROVED, pr: str = "0",
+             head: str = APPROVED, image: str = "") -> subprocess.CompletedProcess[str]:  # fmt: skip
+    """The gate step of ascend-e2e.yml in a copy of the kit whose targets.toml records ``image`` for a2."""
+    kit = tmp_path / "kit"
+    for part in ("scripts", "ci"):
+        shutil.copytree(KIT_ROOT / part, kit / part, ignore=shutil.ignore_patterns("__pycache__"))
+    targets = kit / "ci" / "ascend" / "targets.toml"
+    targets.write_text(targets.read_text().replace('a2 = ""', f'a2 = "{image}"'))
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "gh").write_text(f"#!/bin/sh\necho {head}\n")
+    (bin_dir / "gh").chmod(0o755)
+    script = load_yaml(WORKFLOW.read_text())["jobs"]["gate"]["steps"][-1]["run"]
+    output = tmp_path / "github_output"
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "REPO": "o/kit", "REF": ref, "DEFAULT_BRANCH": "main",
+           "DISPATCHED_SHA": dispatched, "PR": pr, "SHA": APPROVED, "LABEL": "linux-aarch64-a2b3-4",
+           "GITHUB_OUTPUT": str(output), "PYTHONPATH": str(kit)}  # fmt: skip
+    done = subprocess.run(["bash", "-c", script], cwd=kit, env=env, capture_output=True, text=True, check=False)
+    done.stdout += output.read_text() if output.exists() else ""
+    return done
+
+
+@pytest.mark.parametrize(
+    ("case", "error"),
+    [
+        ({"ref": "refs/heads/feature"}, "dispatch from main, not refs/heads/feature"),
+        ({"dispatched": "2" * 40}, f"is at {'2' * 40}, not the approved"),
+        ({"pr": "7", "head": "3" * 40}, f"PR #7 head is {'3' * 40}, not the approved"),
+        ({}, "no CI image recorded for hardware a2"),
+        ({"image": "registry.example/kit:latest"}, "no CI image recorded for hardware a2"),
+    ],
+    ids=["other-branch", "pr0-moved", "pr-moved", "no-image", "tag-not-digest"],
+)
+def test_the_gate_refuses(tmp_path: Path, case: dict[str, str], error: str) -> None:
+    done = run_gate(tmp_path, **case)
+    assert done.returncode != 0 and error in done.stdout + done.stderr, done.stdout + done.stderr
+    assert "image=" not in done.stdout
+
+
+@pytest.mark.parametrize("case", [{}, {"pr": "7"}], ids=["pr0", "pr"])
+def test_the_gate_passes_the_approved_commit_and_its_image(tmp_path: Path, case: dict[str, str]) -> None:
+    done = run_gate(tmp_path, image=DIGEST, **case)
+    assert done.returncode == 0, done.stderr
+    assert f"sha={APPROVED}\nimage={DIGEST}\n" in done.stdout
