@@ -1,4 +1,5 @@
-"""What a leg's interpreter holds: the versions of torch, vllm, torch_npu..., and whether torch_npu imports.
+"""What a leg's interpreter holds: the versions of torch, vllm, torch_npu..., whether torch_npu imports and
+sees a card (mode real needs both), and how that stack compares with the leg's pins.
 
 The probe starts the interpreter and imports torch: about 2 s per leg on every `test`, the same answer
 each time while the env stands still. For the kit's own venvs the answer is kept in the env

@@ -341,3 +341,48 @@ def test_the_gate_passes_the_approved_commit_and_its_image(tmp_path: Path, case:
     done = run_gate(tmp_path, image=DIGEST, **case)
     assert done.returncode == 0, done.stderr
     assert f"sha={APPROVED}\nimage={DIGEST}\n" in done.stdout
+
+
+# ---- every workflow and pipeline file: a card is reached only through the checked Ascend files ----
+
+GITHUB_HOSTED = {"ubuntu-24.04", "ubuntu-24.04-arm"}
+
+
+def where_jobs_run(files: dict[str, str]) -> list[str]:
+    """Each runs-on / agents.queue that is neither GitHub-hosted, a CPU queue, nor the checked Ascend choice."""
+    odd = []
+    for name, text in files.items():
+        doc = load_yaml(text)
+        if name.endswith(".github"):
+            for job_id, job in doc["jobs"].items():
+                runs_on = job["runs-on"]
+                matrix = job.get("strategy", {}).get("matrix", {})
+                labels = set(matrix.get("runner", [])) if runs_on == "${{ matrix.runner }}" else {runs_on}
+                if not (labels <= GITHUB_HOSTED or (name == "ascend-e2e.yml.github" and job_id == "e2e")):
+                    odd.append(f"{name} job {job_id}: {runs_on}")
+        else:
+            for step in doc["steps"]:
+                queue = step.get("agents", {}).get("queue")
+                if queue not in (None, "cpu_queue_premerge", "${KIT_ASCEND_QUEUE}"):
+                    odd.append(f"{name} step {step.get('label', step.get('key'))}: queue {queue}")
+    return odd
+
+
+def ci_files() -> dict[str, str]:
+    files = {f"{p.name}.github": p.read_text() for p in (KIT_ROOT / ".github" / "workflows").glob("*.yml")}
+    return files | {f"{p.name}.buildkite": p.read_text() for p in (KIT_ROOT / ".buildkite").glob("*.yml")}
+
+
+def test_only_the_checked_ascend_files_reach_a_card() -> None:
+    files = ci_files()
+    assert {"ascend-e2e.yml.buildkite", "ascend-e2e-step.yml.buildkite", "ascend-e2e.yml.github"} <= set(files)
+    assert where_jobs_run(files) == []
+    bad = {**files, "weekly.yml.github": files["weekly.yml.github"].replace("ubuntu-24.04-arm", "linux-aarch64-a2-4")}
+    assert where_jobs_run(bad) == ["weekly.yml.github job legs: ${{ matrix.runner }}"]
+    bad = {
+        **files,
+        "ascend-e2e.yml.buildkite": files["ascend-e2e.yml.buildkite"].replace("cpu_queue_premerge", "ascend-a3"),
+    }
+    assert where_jobs_run(bad) == [
+        "ascend-e2e.yml.buildkite step :pipeline: Upload the e2e step for the chosen queue: queue ascend-a3"
+    ]
