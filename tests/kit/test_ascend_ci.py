@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -311,7 +312,7 @@ def run_gate(tmp_path: Path, *, ref: str = "refs/heads/main", dispatched: str = 
     (bin_dir / "gh").chmod(0o755)
     script = load_yaml(WORKFLOW.read_text())["jobs"]["gate"]["steps"][-1]["run"]
     output = tmp_path / "github_output"
-    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "REPO": "o/kit", "REF": ref, "DEFAULT_BRANCH": "main",
+    env = {"PATH": f"{bin_dir}:{Path(sys.executable).parent}:/usr/bin:/bin", "REPO": "o/kit", "REF": ref, "DEFAULT_BRANCH": "main",
            "DISPATCHED_SHA": dispatched, "PR": pr, "SHA": APPROVED, "LABEL": "linux-aarch64-a2b3-4",
            "GITHUB_OUTPUT": str(output), "PYTHONPATH": str(kit)}  # fmt: skip
     done = subprocess.run(["bash", "-c", script], cwd=kit, env=env, capture_output=True, text=True, check=False)
@@ -386,3 +387,20 @@ def test_only_the_checked_ascend_files_reach_a_card() -> None:
     assert where_jobs_run(bad) == [
         "ascend-e2e.yml.buildkite step :pipeline: Upload the e2e step for the chosen queue: queue ascend-a3"
     ]
+
+
+@pytest.mark.parametrize(
+    ("chip", "band", "note"),
+    [("910B1", "2865:3167", ""), ("910B3", ascendci.BASELINE_BAND, "no band for 910B3 in ci/ascend/bands.toml")],
+)
+def test_the_band_command_reads_the_cards_chip(tmp_path: Path, chip: str, band: str, note: str) -> None:
+    from test_e2e_units import POD_NPU_SMI
+
+    (tmp_path / "npu-smi").write_text(f"#!/bin/sh\ncat <<'EOF'\n{POD_NPU_SMI.replace('910B1', chip)}EOF\n")
+    (tmp_path / "npu-smi").chmod(0o755)
+    env = {"PATH": f"{tmp_path}:/usr/bin:/bin"}
+    done = subprocess.run([sys.executable, "-m", "scripts", "ascendci", "band", "--cards", "0,1"], cwd=KIT_ROOT, env=env,
+                          capture_output=True, text=True, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"{band}\n"  # stdout is the band alone: the job reads it into KIT_E2E_BAND
+    assert note in done.stderr
