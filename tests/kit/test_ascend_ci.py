@@ -312,8 +312,8 @@ def run_gate(tmp_path: Path, *, ref: str = "refs/heads/main", dispatched: str = 
     (bin_dir / "gh").chmod(0o755)
     script = load_yaml(WORKFLOW.read_text())["jobs"]["gate"]["steps"][-1]["run"]
     output = tmp_path / "github_output"
-    env = {"PATH": f"{bin_dir}:{Path(sys.executable).parent}:/usr/bin:/bin", "REPO": "o/kit", "REF": ref, "DEFAULT_BRANCH": "main",
-           "DISPATCHED_SHA": dispatched, "PR": pr, "SHA": APPROVED, "LABEL": "linux-aarch64-a2b3-4",
+    env = {"PATH": f"{bin_dir}:{Path(sys.executable).parent}:/usr/bin:/bin", "REPO": "o/kit", "REF": ref,
+           "DEFAULT_BRANCH": "main", "DISPATCHED_SHA": dispatched, "PR": pr, "SHA": APPROVED, "LABEL": "linux-aarch64-a2b3-4",
            "GITHUB_OUTPUT": str(output), "PYTHONPATH": str(kit)}  # fmt: skip
     done = subprocess.run(["bash", "-c", script], cwd=kit, env=env, capture_output=True, text=True, check=False)
     done.stdout += output.read_text() if output.exists() else ""
@@ -399,8 +399,8 @@ def test_the_band_command_reads_the_cards_chip(tmp_path: Path, chip: str, band: 
     (tmp_path / "npu-smi").write_text(f"#!/bin/sh\ncat <<'EOF'\n{POD_NPU_SMI.replace('910B1', chip)}EOF\n")
     (tmp_path / "npu-smi").chmod(0o755)
     env = {"PATH": f"{tmp_path}:/usr/bin:/bin"}
-    done = subprocess.run([sys.executable, "-m", "scripts", "ascendci", "band", "--cards", "0,1"], cwd=KIT_ROOT, env=env,
-                          capture_output=True, text=True, check=False)  # fmt: skip
+    done = subprocess.run([sys.executable, "-m", "scripts", "ascendci", "band", "--cards", "0,1"], cwd=KIT_ROOT,
+                          env=env, capture_output=True, text=True, check=False)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout == f"{band}\n"  # stdout is the band alone: the job reads it into KIT_E2E_BAND
     assert note in done.stderr
