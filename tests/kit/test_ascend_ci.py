@@ -313,8 +313,8 @@ def run_gate(tmp_path: Path, *, ref: str = "refs/heads/main", dispatched: str = 
     script = load_yaml(WORKFLOW.read_text())["jobs"]["gate"]["steps"][-1]["run"]
     output = tmp_path / "github_output"
     env = {"PATH": f"{bin_dir}:{Path(sys.executable).parent}:/usr/bin:/bin", "REPO": "o/kit", "REF": ref,
-           "DEFAULT_BRANCH": "main", "DISPATCHED_SHA": dispatched, "PR": pr, "SHA": APPROVED, "LABEL": "linux-aarch64-a2b3-4",
-           "GITHUB_OUTPUT": str(output), "PYTHONPATH": str(kit)}  # fmt: skip
+           "DEFAULT_BRANCH": "main", "DISPATCHED_SHA": dispatched, "PR": pr, "SHA": APPROVED,
+           "LABEL": "linux-aarch64-a2b3-4", "GITHUB_OUTPUT": str(output), "PYTHONPATH": str(kit)}  # fmt: skip
     done = subprocess.run(["bash", "-c", script], cwd=kit, env=env, capture_output=True, text=True, check=False)
     done.stdout += output.read_text() if output.exists() else ""
     return done
