@@ -38,6 +38,7 @@ def command_modules() -> tuple[ModuleType, ...]:
     """
     from scripts.commands import (
         apply,
+        ascendci,
         bench,
         e2e,
         legenv,
@@ -52,7 +53,7 @@ def command_modules() -> tuple[ModuleType, ...]:
         test,
     )
 
-    return (pin, apply, refresh, lint, test, bench, legenv, legpins, mutate, e2e, pr, rebase, readme)
+    return (pin, apply, refresh, lint, test, bench, legenv, legpins, mutate, e2e, ascendci, pr, rebase, readme)
 
 
 def name_of(module: ModuleType) -> str:

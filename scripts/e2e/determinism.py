@@ -54,14 +54,24 @@ def install_hook(site_packages: Path) -> None:
     (site_packages / f"{HOOK_MODULE}.pth").write_text(f"import {HOOK_MODULE}\n")
 
 
+# How Ascend CI runs vllm on cards: workers spawned (a forked child cannot use an NPU its parent
+# initialised), and the model only from the runner's cache (no hub traffic mid-benchmark).
+ASCEND_RUNTIME_ENV: dict[str, str] = {
+    "VLLM_WORKER_MULTIPROC_METHOD": "spawn",
+    "HF_HUB_OFFLINE": "1",
+}
+
+
 def server_env(base: Mapping[str, str], cards: Sequence[int], ascend: bool) -> dict[str, str]:
-    """The server's environment: the caller's, plus the pinned settings (and the card map on Ascend)."""
+    """The server's environment: the caller's, plus the pinned settings; on Ascend also spawn, the offline
+    hub and the cards, as logical ids (the job's visible devices from 0: what CANN's variable takes)."""
     env = {**base, **ASCEND_ENV}
     if ascend:
+        env |= ASCEND_RUNTIME_ENV
         env["ASCEND_RT_VISIBLE_DEVICES"] = ",".join(str(c) for c in cards)
     return env
 
 
 def recorded(env: Mapping[str, str]) -> dict[str, str | None]:
-    keys = [*ASCEND_ENV, "ASCEND_RT_VISIBLE_DEVICES"]
+    keys = [*ASCEND_ENV, *ASCEND_RUNTIME_ENV, "ASCEND_RT_VISIBLE_DEVICES"]
     return {key: env.get(key) for key in keys}

@@ -69,24 +69,41 @@ def npu_smi_info() -> str:
     return done.stdout
 
 
+def logical_cards(npu_smi_info: str) -> dict[int, int]:
+    """Logical id -> npu-smi's NPU id, for the devices this job sees.
+
+    ``ASCEND_RT_VISIBLE_DEVICES`` and ``npu:N`` take logical ids: the job's visible devices
+    numbered from 0 in npu-smi's order. npu-smi shows the host's (physical) ids, which in a pod
+    or a container given some cards need not start at 0. ``--cards`` is logical: the one source.
+    """
+    return dict(enumerate(sorted(parse_npu_ids(npu_smi_info))))
+
+
+def busy_cards(npu_smi_info: str, cards: Sequence[int]) -> dict[int, list[int]]:
+    """Logical card -> pids running on it, for the given logical cards."""
+    physical = logical_cards(npu_smi_info)
+    busy = parse_busy_cards(npu_smi_info)
+    return {c: busy[physical[c]] for c in cards if c in physical and physical[c] in busy}
+
+
 def check_cards(cards: Sequence[int], info: str, env: Mapping[str, str]) -> Check:
-    listed = parse_npu_ids(info)
-    missing = [c for c in cards if c not in listed]
+    listed, physical = parse_npu_ids(info), logical_cards(info)
+    missing = [c for c in cards if c not in physical]
     if missing:
         raise PreflightError(
-            f"cards {missing} not visible to npu-smi (visible: {sorted(listed)})",
-            "mount those devices into the job or pass --cards with visible ids",
+            f"cards {missing} not visible: this job sees {len(physical)} NPU(s) (logical ids 0..{len(physical) - 1})",
+            "ask the runner for more cards (resource class / label) or pass --cards with logical ids it has",
         )
     visible = env.get("ASCEND_RT_VISIBLE_DEVICES")
-    if visible and sorted(int(v) for v in visible.split(",") if v.strip()) != sorted(cards):
+    if visible:
         raise PreflightError(
-            f"ASCEND_RT_VISIBLE_DEVICES={visible} disagrees with --cards {','.join(map(str, cards))}",
-            "unset ASCEND_RT_VISIBLE_DEVICES (the e2e sets it from --cards) or make them match",
+            f"ASCEND_RT_VISIBLE_DEVICES={visible} is already set",
+            "unset it: the e2e sets it from --cards (logical ids), its one source",
         )
-    busy = {c: pids for c, pids in parse_busy_cards(info).items() if c in cards}
+    busy = busy_cards(info, cards)
     if busy:
         raise PreflightError(f"cards already in use: {busy}", "stop those processes or choose other --cards")
-    return Check("cards", "ok", ", ".join(f"{c}: {listed[c]}" for c in cards))
+    return Check("cards", "ok", ", ".join(f"{c}: npu-smi id {physical[c]} {listed[physical[c]]}" for c in cards))
 
 
 def check_cann(env: Mapping[str, str]) -> Check:
@@ -96,7 +113,13 @@ def check_cann(env: Mapping[str, str]) -> Check:
             "CANN environment not sourced (ASCEND_HOME_PATH unset or missing)",
             "source the toolkit's set_env.sh (e.g. /usr/local/Ascend/ascend-toolkit/set_env.sh) first",
         )
-    return Check("cann", "ok", home)
+    atb = env.get("ATB_HOME_PATH")
+    if not atb or not Path(atb).is_dir():
+        raise PreflightError(
+            "ATB environment not sourced (ATB_HOME_PATH unset or missing)",
+            "source /usr/local/Ascend/nnal/atb/set_env.sh too (ci/ascend/env.sh sources both)",
+        )
+    return Check("cann", "ok", f"{home}; atb {atb}")
 
 
 def check_torch_npu(python: str) -> Check:

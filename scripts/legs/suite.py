@@ -51,10 +51,18 @@ class SuiteDidNotRun(KitError):
 
 
 def npu_mode(leg: str, versions: dict[str, str]) -> str:
-    """none for stock; real only when torch_npu really imported in the env; else simulated."""
+    """none for stock; real only when torch_npu really imported in the env and sees a card; else simulated."""
     if leg == "stock":
         return "none"
-    return "real" if versions.get("torch_npu_import") == "ok" else "simulated"
+    return "real" if probe.has_card(versions) else "simulated"
+
+
+def leg_pins(ws: Workspace, leg: str) -> dict[str, str]:
+    """The leg's pins (ci/leg-*.txt, includes and all): what a real leg's stack is compared with."""
+    pins: dict[str, str] = {}
+    for path in legenv.pin_files(ws, leg):
+        pins |= legenv.parse_pins(path.read_text(encoding="utf-8"))
+    return pins
 
 
 def leg_env(leg: str, mode: str, checkout: Path, pristine: Path, out: Path, pycache: Path) -> dict[str, str]:
@@ -166,8 +174,13 @@ def prepare(
     progress(f"leg {leg}: mode {mode}; {shown}; in {found.origin}{reused}")
     legenv.require_mode(leg, mode, options.require, versions)
     if mode == "simulated":
-        progress(f"leg {leg}: torch_npu cannot load here ({versions.get('torch_npu_import', 'absent')}); "
-                 "the NPU branches run on the simulated NPU (tests/regression/npu_standin), not on Ascend")  # fmt: skip
+        why = legenv.mode_shortfall(mode, "real", versions)
+        progress(f"leg {leg}: {why}; the NPU branches run on the simulated NPU (tests/regression/npu_standin), "
+                 "not on Ascend")  # fmt: skip
+    if mode == "real":
+        # An image's torch / torch_npu / vllm may not be the pinned ones: the record says which stack ran.
+        versions = {**versions, "stack": probe.stack_note(versions, leg_pins(ws, leg))}
+        progress(f"leg {leg}: stack {versions['stack']}")
     out.mkdir(parents=True, exist_ok=True)
     versions = {**versions, "interpreter": found.origin}  # recorded with the versions, shown in the PR body
     env = leg_env(leg, mode, ws.checkout, ws.pristine_tree, out, found.pycache)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from conftest import KIT_ROOT, ephemeral_ports, free_port
 
-from scripts.e2e import benchclient, client, compare, config, evidence, metrics, preflight, run
+from scripts.e2e import benchclient, client, compare, config, determinism, evidence, metrics, preflight, run
 from scripts.e2e.evidence import RunRecord
 from scripts.errors import KitError
 from scripts.legs import legenv, suite
@@ -50,14 +50,33 @@ def test_cards_check_names_missing_and_busy_cards() -> None:
         preflight.check_cards((0, 2), NPU_SMI, {})
     with pytest.raises(KitError, match="cards already in use"):
         preflight.check_cards((0, 1), NPU_SMI, {})
-    with pytest.raises(KitError, match="ASCEND_RT_VISIBLE_DEVICES=1 disagrees"):
+    with pytest.raises(KitError, match="ASCEND_RT_VISIBLE_DEVICES=1 is already set"):
         preflight.check_cards((0,), NPU_SMI, {"ASCEND_RT_VISIBLE_DEVICES": "1"})
     assert preflight.check_cards((0,), NPU_SMI, {}).status == "ok"
 
 
-def test_cann_check_wants_a_sourced_toolkit() -> None:
+# What a pod given two of a host's cards sees: npu-smi lists the host's ids 4 and 5.
+POD_NPU_SMI = (
+    NPU_SMI.replace("| 0     910B1", "| 4     910B1")
+    .replace("| 1     910B1", "| 5     910B1")
+    .replace("| 1       0                 | 424242", "| 5       0                 | 424242")
+)
+
+
+def test_cards_are_logical_ids_of_the_devices_the_job_sees() -> None:
+    assert preflight.logical_cards(POD_NPU_SMI) == {0: 4, 1: 5}
+    assert preflight.busy_cards(POD_NPU_SMI, (0, 1)) == {1: [424242]}
+    assert "0: npu-smi id 4 910B1 OK" in preflight.check_cards((0,), POD_NPU_SMI, {}).detail
+    with pytest.raises(KitError, match=r"cards \[4\] not visible: this job sees 2 NPU"):
+        preflight.check_cards((4,), POD_NPU_SMI, {})  # a physical id is refused, not mapped by accident
+
+
+def test_cann_check_wants_the_toolkit_and_atb_sourced(tmp_path: Path) -> None:
     with pytest.raises(KitError, match="CANN environment not sourced"):
         preflight.check_cann({})
+    with pytest.raises(KitError, match="ATB environment not sourced"):
+        preflight.check_cann({"ASCEND_HOME_PATH": str(tmp_path)})
+    assert preflight.check_cann({"ASCEND_HOME_PATH": str(tmp_path), "ATB_HOME_PATH": str(tmp_path)}).status == "ok"
 
 
 def test_parameters_flags_env_and_defaults() -> None:
@@ -234,3 +253,12 @@ def test_the_runs_closing_table_is_the_kits_table_with_a_dash_for_a_missing_figu
     assert set(rule.replace(" ", "")) == {"-"}
     assert first.split() == ["1", "ok", "41.3", "3016.2", "-", "-", "4.022", "-", "ab12"]
     assert second.split() == ["2", "server_died", *["-"] * 7]
+
+
+def test_the_ascend_server_env_spawns_workers_stays_offline_and_maps_logical_cards() -> None:
+    env = determinism.server_env({"PATH": "/bin"}, (0, 1, 2, 3), ascend=True)
+    assert env["VLLM_WORKER_MULTIPROC_METHOD"] == "spawn" and env["HF_HUB_OFFLINE"] == "1"
+    assert env["ASCEND_RT_VISIBLE_DEVICES"] == "0,1,2,3"
+    assert determinism.recorded(env)["VLLM_WORKER_MULTIPROC_METHOD"] == "spawn"
+    standin = determinism.server_env({"PATH": "/bin"}, (), ascend=False)
+    assert "VLLM_WORKER_MULTIPROC_METHOD" not in standin and "ASCEND_RT_VISIBLE_DEVICES" not in standin

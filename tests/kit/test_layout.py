@@ -35,7 +35,7 @@ STAGES: dict[int, tuple[str, ...]] = {
     3: ("checkout", "refresh"),
     4: ("checks.",),
     5: ("legs.",),
-    6: ("e2e.",),
+    6: ("e2e.", "ascendci"),
     7: ("rebase.",),
     8: ("pr.",),
     9: ("readme",),

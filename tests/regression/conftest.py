@@ -74,6 +74,14 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "stock_leg: needs the stock leg (KIT_NPU_MODE=none, no torch_npu)")
     config.addinivalue_line("markers", "npu_leg: needs the npu leg (KIT_NPU_MODE=simulated or real)")
     config.addinivalue_line("markers", "simulated_npu: checks the simulated NPU itself (KIT_NPU_MODE=simulated)")
+    config.addinivalue_line(
+        "markers", "simulator_only: needs the simulator's module or counters; never collected in KIT_NPU_MODE=real"
+    )
+    config.addinivalue_line(
+        "markers",
+        "pinned_env: checks a kit-built env against ci/leg-*.txt; in KIT_NPU_MODE=real (an image's stack) the leg "
+        "runner records the stack against the pins instead",
+    )
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -85,7 +93,11 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # Tests of another leg or mode are deselected, not skipped: a skip must never read as a pass.
-    other = {"none": ("npu_leg", "simulated_npu"), "simulated": ("stock_leg",), "real": ("stock_leg", "simulated_npu")}
+    other = {
+        "none": ("npu_leg", "simulated_npu"),
+        "simulated": ("stock_leg",),
+        "real": ("stock_leg", "simulated_npu", "simulator_only", "pinned_env"),
+    }
     dropped = [item for item in items if any(item.get_closest_marker(m) for m in other[NPU_MODE])]
     if dropped:
         config.hook.pytest_deselected(items=dropped)

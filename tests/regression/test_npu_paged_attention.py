@@ -7,9 +7,9 @@ TND's cumulative host lengths). ``real``: the same tests on an Ascend card.
 Ground truth is upstream's ``_reference_paged_attention`` on CPU copies of the same inputs.
 
 Dtypes: CANN 7.0's op page lists fp16 and bf16 only (fp32 came later), so the numerics over dtypes
-(here and in test_npu_paged_contracts.py) run fp16 and bf16 beside fp32. Simulator-only (skipped in
-mode ``real``, where nothing counts host syncs or moved bytes): the tests that use ``sync_counter()``
-or ``moved_bytes()``.
+(here and in test_npu_paged_contracts.py) run fp16 and bf16 beside fp32. Simulator-only (marked so,
+never collected in mode ``real``, where nothing counts host syncs): the tests that use
+``sync_counter()``.
 """
 
 from __future__ import annotations
@@ -397,6 +397,7 @@ def test_deploy_config_stays_eager(checkout_root: Path) -> None:
 # -- host<->device traffic ----------------------------------------------------------------------------
 
 
+@pytest.mark.simulator_only
 def test_to_device_async_pins_and_copies_non_blocking_for_npu(
     npu_device: torch.device, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -423,6 +424,7 @@ def test_to_device_async_pins_and_copies_non_blocking_for_npu(
     assert [copy.asynchronous for copy in seen.h2d] == [True] and seen.total == 0
 
 
+@pytest.mark.simulator_only
 def test_prepare_copies_metadata_asynchronously(npu_device: torch.device) -> None:
     sim = sync_counter()
     ctx = npu_forward_context(npu_device)
@@ -434,6 +436,7 @@ def test_prepare_copies_metadata_asynchronously(npu_device: torch.device) -> Non
     assert ctx.seq_lens.device.type == "cpu" and ctx.block_table.device == npu_device
 
 
+@pytest.mark.simulator_only
 def test_syncs_per_realtime_layer_call(npu_device: torch.device) -> None:
     ctx = npu_forward_context(npu_device)
     ctx.prepare(npu_device, 0, 2 * BLOCK)
@@ -462,6 +465,7 @@ def test_syncs_per_realtime_layer_call(npu_device: torch.device) -> None:
         ("entry: batch 2, device seq_lens and query_start_loc", "two_sequences_different_lengths", (), 2),
     ],
 )
+@pytest.mark.simulator_only
 def test_syncs_per_entry_call(scenario: str, name: str, host: tuple[str, ...], limit: int,
                               npu_device: torch.device) -> None:  # fmt: skip
     device_inputs = on(npu_device, make_inputs(BY_NAME[name], torch.bfloat16), host=host)

@@ -1,8 +1,9 @@
 """Self-check of the simulated NPU (npu_standin/simulated_npu.py), run in the npu leg's process.
 
 The leg's conftest installs the simulation before anything imports vllm_omni; these tests
-then check it. Without it installed (stock leg, real Ascend) only the subprocess checks run:
-installing here would rename PrivateUse1 for the rest of the process.
+then check it. Without it installed (stock leg) only the subprocess checks run: installing here
+would rename PrivateUse1 for the rest of the process. The whole module is simulator-only: in mode
+``real`` torch_npu's autoload gives every tensor ``is_npu`` and there is no simulator to check.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ HERE = Path(__file__).resolve().parent
 sim = simulated_npu.installed()
 # Deselected by the conftest outside the simulated npu leg.
 needs_sim = pytest.mark.simulated_npu
+pytestmark = pytest.mark.simulator_only
 
 
 def test_install_adds_the_npu_backend_only_when_called() -> None:

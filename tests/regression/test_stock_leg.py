@@ -28,6 +28,7 @@ def test_no_torch_npu_in_the_stock_leg(npu_mode):
     assert torch._C._get_privateuse1_backend_name() == "privateuseone"
 
 
+@pytest.mark.pinned_env
 def test_vllm_matches_the_pinned_major_minor():
     import vllm
 

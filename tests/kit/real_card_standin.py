@@ -1,0 +1,18 @@
+"""Stand-in for an Ascend card, for one purpose: collecting the npu leg in mode real on a CPU host.
+
+Loaded with ``-p real_card_standin`` before the regression suite's conftest, it installs the
+simulated NPU (tests/regression/npu_standin), so that the conftest's check for mode real
+(``torch.npu.is_available()``) holds on CPU. tests/kit/test_real_mode.py only collects with it:
+nothing collected here is a claim about a card.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path.cwd() / "tests" / "regression"))  # run from the kit's root, like the leg
+
+from npu_standin import simulated_npu  # noqa: E402
+
+simulated_npu.install()

@@ -1,0 +1,406 @@
+"""The Ascend jobs as written: every workflow and Buildkite file that reaches a card, ci/ascend/.
+
+Each check reads the files as data (YAML, TOML) and names what is wrong; each has broken copies
+that it must reject. The shell pieces run for real in bash with a stand-in CANN tree whose
+set_env.sh scripts append to unset variables, as CANN's do.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from conftest import KIT_ROOT
+
+from scripts import ascendci
+from scripts.errors import KitError
+from scripts.pin import fetch_wheel, load_pin
+from scripts.workspace import Workspace
+
+WORKFLOW = KIT_ROOT / ".github" / "workflows" / "ascend-e2e.yml"
+PIPELINE = KIT_ROOT / ".buildkite" / "ascend-e2e.yml"
+STEP = KIT_ROOT / ".buildkite" / "ascend-e2e-step.yml"
+JOB = KIT_ROOT / "ci" / "ascend" / "job.sh"
+ENV_SH = KIT_ROOT / "ci" / "ascend" / "env.sh"
+TARGETS = ascendci.load(KIT_ROOT / "ci", ascendci.TARGETS)
+RUNTIME_ENV = {"HF_HUB_OFFLINE": "1", "VLLM_WORKER_MULTIPROC_METHOD": "spawn"}
+
+
+def load_yaml(text: str) -> Any:
+    return yaml.load(text, Loader=yaml.BaseLoader)  # strings only: "on" stays a key, "1" stays "1"
+
+
+def stages(command: str) -> list[str]:
+    """The ci/ascend/job.sh stages a run line or command names, in order."""
+    return [w for line in command.splitlines() if "ci/ascend/job.sh" in line
+            for w in line.split("ci/ascend/job.sh", 1)[1].split()]  # fmt: skip
+
+
+def stage_problems(names: list[str]) -> list[str]:
+    if "leg" not in names:
+        return ["no step runs the npu leg in mode real (job.sh leg)"]
+    if "e2e" not in names or names.index("leg") > names.index("e2e"):
+        return ["the real npu leg does not run before the e2e"]
+    return []
+
+
+def workflow_problems(text: str) -> list[str]:
+    """What keeps ascend-e2e.yml from running only approved commits, on the pool, the way Ascend CI runs."""
+    doc, problems = load_yaml(text), []
+    if list(doc["on"]) != ["workflow_dispatch"]:
+        problems.append(f"triggers other than workflow_dispatch: {list(doc['on'])}")
+    inputs = doc["on"]["workflow_dispatch"]["inputs"]
+    free = sorted(name for name, spec in inputs.items() if spec.get("type") != "choice" and name not in ("pr", "sha"))
+    if free:
+        problems.append(f"free-text inputs besides pr and sha: {free}")
+    label = inputs.get("runner_label", {})
+    if label.get("type") != "choice" or sorted(label.get("options", [])) != sorted(TARGETS["github"]):
+        problems.append("runner_label is not a choice of exactly ci/ascend/targets.toml's labels")
+    if doc.get("permissions") != {}:
+        problems.append("the workflow's default permissions are not empty")
+    gate = doc["jobs"]["gate"]["steps"][-1]["run"]
+    for needle, what in (('"refs/heads/$DEFAULT_BRANCH"', "the dispatched branch"),
+                         ('"$DISPATCHED_SHA" == "$SHA"', "the commit with pr=0"),
+                         ("pulls/$PR", "the PR head"), ("ascendci image github", "the image list")):  # fmt: skip
+        if needle not in gate:
+            problems.append(f"the gate does not check {what}")
+    job = doc["jobs"]["e2e"]
+    if job.get("runs-on") != "${{ inputs.runner_label }}":
+        problems.append(f"runs-on is not the one chosen pool label: {job.get('runs-on')}")
+    container = job.get("container", {})
+    if set(container) != {"image"} or container["image"] != "${{ needs.gate.outputs.image }}":
+        problems.append("the container has options or volumes, or an image the gate did not check")
+    if {k: job.get("env", {}).get(k) for k in RUNTIME_ENV} != RUNTIME_ENV:
+        problems.append("the job's env lacks HF_HUB_OFFLINE=1 or VLLM_WORKER_MULTIPROC_METHOD=spawn")
+    runs = [step.get("run", "") for step in job["steps"]]
+    if any("set_env.sh" in run or "set -u" in run for run in runs):
+        problems.append("a step sources CANN or sets -u itself (job.sh does, through ci/ascend/env.sh)")
+    problems += stage_problems([s for run in runs for s in stages(run)])
+    return problems
+
+
+def pipeline_problems(pipeline: str, step: str) -> list[str]:
+    """What keeps the Buildkite files from running approved commits on vllm-omni's NPU queues."""
+    steps, problems = load_yaml(pipeline)["steps"], []
+    block = next((s for s in steps if "block" in s), None)
+    field = next((f for f in (block or {}).get("fields", []) if f.get("key") == "ascend-queue"), {})
+    if sorted(o["value"] for o in field.get("options", [])) != sorted(TARGETS["buildkite"]):
+        problems.append("no block step offers exactly ci/ascend/targets.toml's queues")
+    upload = next((s for s in steps if "ci/ascend/buildkite-upload.sh" in s.get("command", "")), {})
+    if not block or upload.get("depends_on") != block.get("key"):
+        problems.append("the upload does not wait for the block step (the approval)")
+    (job,) = load_yaml(step)["steps"]
+    if job.get("agents") != {"queue": "${KIT_ASCEND_QUEUE}", "resource_class": "npu-4"}:
+        problems.append(f"agents are not the chosen queue with resource_class npu-4: {job.get('agents')}")
+    if job.get("image") != "${KIT_ASCEND_IMAGE}":
+        problems.append("the step's image is not the one the upload checked")
+    if {k: job.get("env", {}).get(k) for k in RUNTIME_ENV} != RUNTIME_ENV:
+        problems.append("the step's env lacks HF_HUB_OFFLINE=1 or VLLM_WORKER_MULTIPROC_METHOD=spawn")
+    return problems + stage_problems(stages(job.get("command", "")))
+
+
+def job_script_problems(text: str) -> list[str]:
+    """What breaks job.sh on a CANN image: nounset before CANN is sourced; a card stage without CANN/ATB."""
+    problems = []
+    before = text.split("source ci/ascend/env.sh", 1)[0]
+    if any(line.strip().startswith("set -") and "u" in line.split()[1] for line in before.splitlines()):
+        problems.append("set -u before ci/ascend/env.sh: CANN's set_env.sh reads unset variables")
+    for stage in ("leg", "e2e"):
+        body = text.split(f"\n    {stage})\n", 1)[-1].split(";;", 1)[0]
+        if "source ci/ascend/env.sh" not in body:
+            problems.append(f"stage {stage} runs without ci/ascend/env.sh (CANN and ATB)")
+    if '--python "$(command -v python3)" --require real' not in text:
+        problems.append("the leg does not require mode real in the image's python3")
+    return problems
+
+
+def test_the_ascend_files_state_the_facts() -> None:
+    assert workflow_problems(WORKFLOW.read_text()) == []
+    assert pipeline_problems(PIPELINE.read_text(), STEP.read_text()) == []
+    assert job_script_problems(JOB.read_text()) == []
+
+
+W, P, S, J = "workflow", "pipeline", "step", "job"
+BROKEN = [
+    (W, ("          - linux-aarch64-a3-4\n", "          - linux-aarch64-a2-4\n"), "runner_label is not a choice"),
+    (W, ("        type: choice\n", "        type: string\n"), "free-text inputs"),
+    (W, ("    runs-on: ${{ inputs.runner_label }}", "    runs-on: [self-hosted, \"${{ inputs.runner_label }}\"]"),
+     "runs-on is not the one chosen pool label"),
+    (W, ("      image: ${{ needs.gate.outputs.image }} # zizmor: ignore[unpinned-images]\n",
+         "      image: ${{ needs.gate.outputs.image }} # zizmor: ignore[unpinned-images]\n"
+         "      options: --device /dev/davinci0\n"), "the container has options"),
+    (W, ('      HF_HUB_OFFLINE: "1"', '      HF_HUB_OFFLINE: "0"'), "lacks HF_HUB_OFFLINE=1"),
+    (W, ("            [[ \"$DISPATCHED_SHA\" == \"$SHA\" ]]", "            true"), "the commit with pr=0"),
+    (W, ('[[ "$REF" == "refs/heads/$DEFAULT_BRANCH" ]] ||', "true ||"), "the dispatched branch"),
+    (W, ("run: ci/ascend/job.sh leg\n", "run: set -u; source /usr/local/Ascend/ascend-toolkit/set_env.sh\n"),
+     "sources CANN or sets -u"),
+    (W, ("run: ci/ascend/job.sh leg\n", "run: ci/ascend/job.sh apply\n"), "no step runs the npu leg"),
+    (W, ('  workflow_dispatch:\n', '  pull_request_target:\n  workflow_dispatch:\n'), "triggers other than"),
+    (P, ("            value: ascend-a3\n", "            value: ascend-any\n"), "no block step offers"),
+    (P, ("    depends_on: approve\n", ""), "does not wait for the block step"),
+    (S, ('      resource_class: "npu-4"', '      resource_class: "npu-1"'), "resource_class npu-4"),
+    (S, ('      VLLM_WORKER_MULTIPROC_METHOD: spawn', '      VLLM_WORKER_MULTIPROC_METHOD: fork'), "spawn"),
+    (S, ("job.sh tools apply leg e2e", "job.sh tools apply e2e leg"), "does not run before the e2e"),
+    (J, ("set -eo pipefail\n", "set -euo pipefail\n"), "set -u before ci/ascend/env.sh"),
+    (J, ("      source ci/ascend/env.sh\n      set -u\n      \"$tools/bin/nox\" -s \"test",
+         "      \"$tools/bin/nox\" -s \"test"), "stage leg runs without ci/ascend/env.sh"),
+    (J, (" --require real", ""), "does not require mode real"),
+]  # fmt: skip
+
+
+def _check(kind: str) -> tuple[Path, Callable[[str], list[str]]]:
+    return {
+        W: (WORKFLOW, workflow_problems),
+        P: (PIPELINE, lambda text: pipeline_problems(text, STEP.read_text())),
+        S: (STEP, lambda text: pipeline_problems(PIPELINE.read_text(), text)),
+        J: (JOB, job_script_problems),
+    }[kind]
+
+
+@pytest.mark.parametrize(("kind", "change", "problem"), BROKEN, ids=[f"{k}-{p}" for k, _, p in BROKEN])
+def test_a_broken_copy_is_refused(kind: str, change: tuple[str, str], problem: str) -> None:
+    path, check = _check(kind)
+    broken = path.read_text().replace(*change, 1)
+    assert broken != path.read_text(), change
+    assert any(problem in p for p in check(broken)), check(broken)
+
+
+# ---- ci/ascend/env.sh, sourced for real -------------------------------------------------------
+
+# A stand-in CANN tree: both set_env.sh files append to variables the job never set, as CANN's do.
+TOOLKIT_ENV = "export PYTHONPATH=$PYTHONPATH:{root}/toolkit/python\nexport ASCEND_HOME_PATH={root}/toolkit\n"
+ATB_ENV = "export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:{root}/atb/lib\nexport ATB_HOME_PATH={root}/atb\n"
+
+
+def standin_cann(root: Path, atb: bool = True) -> Path:
+    (root / "ascend-toolkit").mkdir(parents=True)
+    (root / "ascend-toolkit" / "set_env.sh").write_text(TOOLKIT_ENV.format(root=root))
+    if atb:
+        (root / "nnal" / "atb").mkdir(parents=True)
+        (root / "nnal" / "atb" / "set_env.sh").write_text(ATB_ENV.format(root=root))
+    return root
+
+
+def source(env_sh: Path, root: Path) -> subprocess.CompletedProcess[str]:
+    """bash, strict from the first line, sourcing env.sh, then printing what the job's next commands see."""
+    script = (f'set -euo pipefail\nsource "{env_sh}"\n'
+              'echo "$ASCEND_HOME_PATH $ATB_HOME_PATH $VLLM_WORKER_MULTIPROC_METHOD $HF_HUB_OFFLINE $-"\n')  # fmt: skip
+    env = {"PATH": "/usr/bin:/bin", "ASCEND_ROOT": str(root)}
+    return subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env, check=False)
+
+
+def test_env_sh_sources_cann_and_atb_under_nounset(tmp_path: Path) -> None:
+    root = standin_cann(tmp_path / "Ascend")
+    done = source(ENV_SH, root)
+    assert done.returncode == 0, done.stderr
+    home, atb, method, offline, flags = done.stdout.split()
+    assert (home, atb, method, offline) == (f"{root}/toolkit", f"{root}/atb", "spawn", "1")
+    assert "u" in flags and "e" in flags  # the caller's strictness is back on after CANN's scripts
+
+
+def test_env_sh_check_bites_without_set_plus_u(tmp_path: Path) -> None:
+    root = standin_cann(tmp_path / "Ascend")
+    broken = tmp_path / "env.sh"
+    broken.write_text(ENV_SH.read_text().replace("set +u\n", ""))
+    done = source(broken, root)
+    assert done.returncode != 0 and "unbound variable" in done.stderr
+
+
+def test_env_sh_refuses_an_image_without_atb_in_one_line(tmp_path: Path) -> None:
+    done = source(ENV_SH, standin_cann(tmp_path / "Ascend", atb=False))
+    assert done.returncode == 2
+    assert done.stderr.strip().startswith("kit: error: ") and "nnal/atb/set_env.sh not found" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+# ---- ci/ascend/ as data ------------------------------------------------------------------------
+
+
+def test_every_target_names_known_hardware_and_the_bands_are_sane() -> None:
+    for system in ascendci.SYSTEMS:
+        assert ascendci.targets(TARGETS, system)
+        assert {t["hardware"] for t in TARGETS[system].values()} <= set(TARGETS["image"])
+    for chip, entry in ascendci.load(KIT_ROOT / "ci", ascendci.BANDS).items():
+        lo, hi = entry["band_ms"]
+        assert 0 < lo < hi, chip
+
+
+DIGEST = "registry.example/kit/ascend-ci@sha256:" + "a" * 64
+
+
+@pytest.mark.parametrize(
+    ("system", "name", "image", "error"),
+    [
+        ("github", "linux-aarch64-a2-4", DIGEST, "is not in ci/ascend/targets.toml"),  # the label vllm-ascend retired
+        ("buildkite", "ascend-a2b3; rm -rf /", DIGEST, "is not in ci/ascend/targets.toml"),
+        ("github", "linux-aarch64-a2b3-4", "", "no CI image recorded"),
+        ("github", "linux-aarch64-a2b3-4", "registry.example/kit/ascend-ci:latest", "no CI image recorded"),
+        ("gitlab", "x", DIGEST, "unknown CI system"),
+    ],
+)
+def test_image_lookup_refuses(system: str, name: str, image: str, error: str) -> None:
+    data = {**TARGETS, "image": {"a2": image, "a3": image}}
+    with pytest.raises(KitError, match=error):
+        ascendci.image_for(data, system, name)
+
+
+def test_image_lookup_gives_the_recorded_digest() -> None:
+    data = {**TARGETS, "image": {"a2": DIGEST, "a3": ""}}
+    assert ascendci.image_for(data, "github", "linux-aarch64-a2b3-4") == DIGEST
+    assert ascendci.image_for(data, "buildkite", "ascend-a2b3") == DIGEST
+
+
+def test_band_per_chip_and_the_baseline() -> None:
+    bands = ascendci.load(KIT_ROOT / "ci", ascendci.BANDS)
+    assert ascendci.band_for(bands, "910B1") == "2865:3167"
+    assert ascendci.band_for(bands, "910B3") is None  # no run there yet: its first green run is the baseline
+    assert ascendci.chip_of({0: "910B3 OK", 1: "910B3 OK"}, (0, 1)) == "910B3"
+    with pytest.raises(KitError, match="not one visible chip model"):
+        ascendci.chip_of({0: "910B3 OK", 1: "910B1 OK"}, (0, 1))
+    with pytest.raises(KitError, match="not one visible chip model"):
+        ascendci.chip_of({0: "910B3 OK"}, (0, 1))
+
+
+def test_the_dockerfile_builds_on_a_digest_and_sources_cann_and_atb() -> None:
+    text = (KIT_ROOT / "ci" / "ascend" / "Dockerfile").read_text()
+    assert "ARG BASE\nFROM ${BASE}" in text and "@sha256:[0-9a-f]{64}$" in text
+    assert "ascend-toolkit/set_env.sh" in text and "nnal/atb/set_env.sh" in text
+    assert "ENV VLLM_WORKER_MULTIPROC_METHOD=spawn" in text and "-c /tmp/kit/held.txt" in text
+
+
+def runtime_requirements(metadata: str) -> list[str]:
+    """A wheel's Requires-Dist lines without extras, as ci/ascend/omni-requirements.txt lists them."""
+    lines = [line.split(": ", 1)[1] for line in metadata.splitlines() if line.startswith("Requires-Dist: ")]
+    return [req for req in lines if "extra ==" not in req and not req.startswith("fa3-fwd")]
+
+
+@pytest.mark.network  # the pinned wheel: from .work/downloads when cached, else the registry
+def test_the_images_requirements_are_the_pinned_wheels() -> None:
+    ws = Workspace(KIT_ROOT)
+    wheel = fetch_wheel(load_pin(ws.pin_file), ws.downloads)
+    with zipfile.ZipFile(wheel) as whl:
+        metadata = whl.read(next(n for n in whl.namelist() if n.endswith(".dist-info/METADATA"))).decode()
+    listed = [line for line in (KIT_ROOT / "ci" / "ascend" / "omni-requirements.txt").read_text().splitlines()
+              if line and not line.startswith("#")]  # fmt: skip
+    assert listed == runtime_requirements(metadata)
+    assert runtime_requirements(metadata + "Requires-Dist: fa3-fwd==0.0.3\n") == listed  # CUDA-only, left out
+
+
+# ---- the gate's script, run for real in bash (a stand-in `gh` answers the PR's head) ----------
+
+APPROVED = "1" * 40
+
+
+def run_gate(tmp_path: Path, *, ref: str = "refs/heads/main", dispatched: str = APPROVED, pr: str = "0",
+             head: str = APPROVED, image: str = "") -> subprocess.CompletedProcess[str]:  # fmt: skip
+    """The gate step of ascend-e2e.yml in a copy of the kit whose targets.toml records ``image`` for a2."""
+    kit = tmp_path / "kit"
+    for part in ("scripts", "ci"):
+        shutil.copytree(KIT_ROOT / part, kit / part, ignore=shutil.ignore_patterns("__pycache__"))
+    targets = kit / "ci" / "ascend" / "targets.toml"
+    targets.write_text(targets.read_text().replace('a2 = ""', f'a2 = "{image}"'))
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "gh").write_text(f"#!/bin/sh\necho {head}\n")
+    (bin_dir / "gh").chmod(0o755)
+    script = load_yaml(WORKFLOW.read_text())["jobs"]["gate"]["steps"][-1]["run"]
+    output = tmp_path / "github_output"
+    env = {"PATH": f"{bin_dir}:{Path(sys.executable).parent}:/usr/bin:/bin", "REPO": "o/kit", "REF": ref,
+           "DEFAULT_BRANCH": "main", "DISPATCHED_SHA": dispatched, "PR": pr, "SHA": APPROVED,
+           "LABEL": "linux-aarch64-a2b3-4", "GITHUB_OUTPUT": str(output), "PYTHONPATH": str(kit)}  # fmt: skip
+    done = subprocess.run(["bash", "-c", script], cwd=kit, env=env, capture_output=True, text=True, check=False)
+    done.stdout += output.read_text() if output.exists() else ""
+    return done
+
+
+@pytest.mark.parametrize(
+    ("case", "error"),
+    [
+        ({"ref": "refs/heads/feature"}, "dispatch from main, not refs/heads/feature"),
+        ({"dispatched": "2" * 40}, f"is at {'2' * 40}, not the approved"),
+        ({"pr": "7", "head": "3" * 40}, f"PR #7 head is {'3' * 40}, not the approved"),
+        ({}, "no CI image recorded for hardware a2"),
+        ({"image": "registry.example/kit:latest"}, "no CI image recorded for hardware a2"),
+    ],
+    ids=["other-branch", "pr0-moved", "pr-moved", "no-image", "tag-not-digest"],
+)
+def test_the_gate_refuses(tmp_path: Path, case: dict[str, str], error: str) -> None:
+    done = run_gate(tmp_path, **case)
+    assert done.returncode != 0 and error in done.stdout + done.stderr, done.stdout + done.stderr
+    assert "image=" not in done.stdout
+
+
+@pytest.mark.parametrize("case", [{}, {"pr": "7"}], ids=["pr0", "pr"])
+def test_the_gate_passes_the_approved_commit_and_its_image(tmp_path: Path, case: dict[str, str]) -> None:
+    done = run_gate(tmp_path, image=DIGEST, **case)
+    assert done.returncode == 0, done.stderr
+    assert f"sha={APPROVED}\nimage={DIGEST}\n" in done.stdout
+
+
+# ---- every workflow and pipeline file: a card is reached only through the checked Ascend files ----
+
+GITHUB_HOSTED = {"ubuntu-24.04", "ubuntu-24.04-arm"}
+
+
+def where_jobs_run(files: dict[str, str]) -> list[str]:
+    """Each runs-on / agents.queue that is neither GitHub-hosted, a CPU queue, nor the checked Ascend choice."""
+    odd = []
+    for name, text in files.items():
+        doc = load_yaml(text)
+        if name.endswith(".github"):
+            for job_id, job in doc["jobs"].items():
+                runs_on = job["runs-on"]
+                matrix = job.get("strategy", {}).get("matrix", {})
+                labels = set(matrix.get("runner", [])) if runs_on == "${{ matrix.runner }}" else {runs_on}
+                if not (labels <= GITHUB_HOSTED or (name == "ascend-e2e.yml.github" and job_id == "e2e")):
+                    odd.append(f"{name} job {job_id}: {runs_on}")
+        else:
+            for step in doc["steps"]:
+                queue = step.get("agents", {}).get("queue")
+                if queue not in (None, "cpu_queue_premerge", "${KIT_ASCEND_QUEUE}"):
+                    odd.append(f"{name} step {step.get('label', step.get('key'))}: queue {queue}")
+    return odd
+
+
+def ci_files() -> dict[str, str]:
+    files = {f"{p.name}.github": p.read_text() for p in (KIT_ROOT / ".github" / "workflows").glob("*.yml")}
+    return files | {f"{p.name}.buildkite": p.read_text() for p in (KIT_ROOT / ".buildkite").glob("*.yml")}
+
+
+def test_only_the_checked_ascend_files_reach_a_card() -> None:
+    files = ci_files()
+    assert {"ascend-e2e.yml.buildkite", "ascend-e2e-step.yml.buildkite", "ascend-e2e.yml.github"} <= set(files)
+    assert where_jobs_run(files) == []
+    bad = {**files, "weekly.yml.github": files["weekly.yml.github"].replace("ubuntu-24.04-arm", "linux-aarch64-a2-4")}
+    assert where_jobs_run(bad) == ["weekly.yml.github job legs: ${{ matrix.runner }}"]
+    bad = {
+        **files,
+        "ascend-e2e.yml.buildkite": files["ascend-e2e.yml.buildkite"].replace("cpu_queue_premerge", "ascend-a3"),
+    }
+    assert where_jobs_run(bad) == [
+        "ascend-e2e.yml.buildkite step :pipeline: Upload the e2e step for the chosen queue: queue ascend-a3"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("chip", "band", "note"),
+    [("910B1", "2865:3167", ""), ("910B3", ascendci.BASELINE_BAND, "no band for 910B3 in ci/ascend/bands.toml")],
+)
+def test_the_band_command_reads_the_cards_chip(tmp_path: Path, chip: str, band: str, note: str) -> None:
+    from test_e2e_units import POD_NPU_SMI
+
+    (tmp_path / "npu-smi").write_text(f"#!/bin/sh\ncat <<'EOF'\n{POD_NPU_SMI.replace('910B1', chip)}EOF\n")
+    (tmp_path / "npu-smi").chmod(0o755)
+    env = {"PATH": f"{tmp_path}:/usr/bin:/bin"}
+    done = subprocess.run([sys.executable, "-m", "scripts", "ascendci", "band", "--cards", "0,1"], cwd=KIT_ROOT,
+                          env=env, capture_output=True, text=True, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"{band}\n"  # stdout is the band alone: the job reads it into KIT_E2E_BAND
+    assert note in done.stderr
