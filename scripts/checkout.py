@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime, timezone
 from pathlib import Path
 
-from scripts import diffparse, gitcmd
+from scripts import diffparse, gitcmd, signals
 from scripts.digests import sha256_text
 from scripts.errors import KitError
 from scripts.gitcmd import (
@@ -150,8 +150,9 @@ KIT_MARK = "kit-made"  # in .git/: the kit made this repository and may replace 
 STATE_BACKUP = "kit-state.last-good.json"
 LAST_GOOD_REF = "refs/kit/last-good"
 PREVIOUS_REF = "refs/kit/previous-pin"  # the checkout this one replaced: blobs for `git am -3` across a pin change
-# Files that running code leaves in a tree; never "edits" (git clean -x still removes them on reset).
-GENERATED = ("__pycache__/", "*.py[co]", ".pytest_cache/", ".coverage*", ".benchmarks/")
+# Files that running code leaves in a tree; never "edits", and never in a patch (a `.coveragerc` is neither).
+GENERATED = ("__pycache__/", "*.py[co]", ".pytest_cache/", ".coverage", ".coverage.*", ".benchmarks/")
+REFRESHING = "kit-refresh-start"  # in .git/ while refresh may have moved HEAD: the commit to go back to
 IN_PROGRESS = {  # .git entry -> the git operation it means
     "rebase-apply": "git am",
     "rebase-merge": "git rebase",
@@ -373,7 +374,7 @@ def drop_ref_lock(repo: Path, ref: str) -> None:
 
 
 def prepare_checkout(
-    pin: Pin, checkout: Path, downloads: Path, state: State | None, new: State, progress: Progress
+    pin: Pin, checkout: Path, downloads: Path, state: State | None, new: State, progress: Progress, force: bool
 ) -> None:
     """Reset a matching checkout to pristine, or build a new one beside it and swap it in.
 
@@ -381,38 +382,149 @@ def prepare_checkout(
     so a build that fails or is cut short anywhere is never taken for a complete one.
     """
     refuse_foreign(checkout)
-    same_pin = state is not None and state.pin_digest == pin_digest(pin) and state.pin == pin.label
+    same_pin = (
+        state is not None
+        and state.pin_digest == pin_digest(pin)
+        and state.pin == pin.label
+        and exists(checkout, f"{state.pristine_commit}^{{commit}}")  # else rebuilt, as for a new pin
+    )
     if same_pin and state is not None:
+        refuse_moved_pristine(checkout, state, force)
         keep_last_good(checkout, checkout, state, "HEAD")
         new.pristine_commit = state.pristine_commit
-        if state.status == "applying":
-            drop_git_locks(checkout)
         write_state(checkout, new)
         reset_to(checkout, PRISTINE_TAG)
         progress(f"reusing pristine {pin.label} at {state.pristine_commit[:12]}")
         return
     staging = checkout.with_name(f".{checkout.name}.new")
     remove_kit_made(staging)
+    old_repo = (checkout / ".git").is_dir() and not checkout.is_symlink()
+    if old_repo:
+        refuse_unmovable(checkout)
     try:
         new.pristine_commit = build_pristine(pin, staging, downloads, progress)
+        if old_repo:
+            gitcmd.fetch_refs(staging, checkout.resolve(), users_refs(checkout))
         if borrow_objects(staging, checkout):
             keep_last_good(staging, checkout, state, PREVIOUS_REF)
         write_state(staging, new)
+        kept = users_ignored(checkout, staging) if old_repo else []
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    if checkout.exists():
-        remove_kit_made(checkout)
-    staging.rename(checkout)
-    progress(f"pristine {pin.label} committed as {new.pristine_commit[:12]}, tagged {PRISTINE_TAG}")
+    with signals.held():  # the user's ignored files move over, the old checkout goes: both, or neither
+        move_over(checkout, staging, kept)
+        if checkout.exists():
+            remove_kit_made(checkout)
+        staging.rename(checkout)
+    progress(f"pristine {pin.label} committed as {new.pristine_commit[:12]}, tagged {PRISTINE_TAG}"
+             + (f"; kept {len(kept)} ignored file(s)/folder(s) of yours" if kept else ""))  # fmt: skip
 
 
-def drop_git_locks(checkout: Path) -> None:
-    """Lock files (index.lock, HEAD.lock, ref locks) of a git the kit ran and a signal killed: Ctrl-C reaches
-    the kit's whole process group. Called only on the kit's own unfinished apply, under its checkout lock."""
-    git_dir = checkout / ".git"
-    for lock in [*git_dir.glob("*.lock"), *(git_dir / "refs").rglob("*.lock")]:
-        lock.unlink(missing_ok=True)
+def is_kits_ref(ref: str) -> bool:
+    return ref in (f"refs/heads/{BRANCH}", f"refs/tags/{PRISTINE_TAG}", "refs/stash") or ref.startswith("refs/kit/")
+
+
+def users_refs(checkout: Path) -> list[str]:
+    """The refs of the checkout that the kit did not make: branches, tags, notes, remotes of the user's (and the
+    PR branches `pr` made), which a new pin's checkout takes over (invariant 7)."""
+    return [ref for ref in gitcmd.refs(checkout) if not is_kits_ref(ref)]
+
+
+def refuse_unmovable(checkout: Path) -> None:
+    """What a new pin's checkout cannot take over is refused, named, before anything changes: stash entries (a
+    reflog, not refs) and work trees of the user's (they point into this .git)."""
+    where = shown(checkout)
+    stashes = gitcmd.stash_entries(checkout)
+    if stashes:
+        raise LocalEdits(
+            f"{where} holds {stashes} stash entr{'y' if stashes == 1 else 'ies'}, which a checkout of the new pin "
+            "cannot take over",
+            f"keep each as a branch (cd {where} && git stash branch <name>; a new pin's checkout keeps branches) "
+            "or drop it (git stash drop), then apply again",
+        )
+    scratch = checkout.with_name(f".{checkout.name}.roundtrip").resolve()
+    trees = [t for t in gitcmd.linked_worktrees(checkout) if t.resolve() != scratch]
+    if trees:
+        raise LocalEdits(
+            f"{where} has {len(trees)} work tree(s) of yours (first: {trees[0]}), which a checkout of the new pin "
+            "cannot take over",
+            f"remove them (git -C {where} worktree remove <path>; commit what you want to keep to a branch first), "
+            "then apply again",
+        )
+
+
+def users_ignored(old: Path, new: Path) -> list[str]:
+    """The old checkout's ignored files and folders that are not GENERATED (the user's: .idea/, .venv/, notes),
+    to move into the new checkout; refused, named, when the new tree has a file of that name."""
+    kept = [name for name in gitcmd.ignored(old) if not is_generated(name)]
+    clash = next((name for name in kept if (new / name.rstrip("/")).exists() or (new / name).is_symlink()), None)
+    if clash:
+        raise LocalEdits(
+            f"{shown(old)}/{clash} (ignored by git, yours) has the name of a file of the new pin's tree",
+            f"move it out of {shown(old)}, then apply again",
+        )
+    return kept
+
+
+def move_over(old: Path, new: Path, names: list[str]) -> None:
+    """Rename each name from old into new (same place); on a failure every one moved goes back, then it raises."""
+    moved: list[tuple[Path, Path]] = []
+    try:
+        for name in names:
+            source, target = old / name.rstrip("/"), new / name.rstrip("/")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            source.rename(target)
+            moved.append((source, target))
+    except OSError as exc:
+        for source, target in reversed(moved):
+            target.rename(source)
+        raise CheckoutError(
+            f"cannot move {name} (ignored, yours) into the new checkout ({exc.strerror or exc})",
+            f"move it out of {shown(old)} yourself, then apply again (nothing was changed)",
+        ) from None
+
+
+def refuse_moved_pristine(checkout: Path, state: State, force: bool) -> None:
+    """The pristine tag is where apply put it, before the state says "applying". --force puts it back (it is the
+    kit's own tag, and the commit is known); without it, the one command that does is named."""
+    at = gitcmd.verify(checkout, f"refs/tags/{PRISTINE_TAG}^{{commit}}")
+    if at == state.pristine_commit:
+        return
+    if force:
+        gitcmd.tag(checkout, PRISTINE_TAG, state.pristine_commit)
+        return
+    where = shown(checkout)
+    raise StaleCheckout(
+        f"{where}: the {PRISTINE_TAG} tag "
+        + (f"points at {at[:12]}" if at else "is gone")
+        + f", not at the pristine commit {state.pristine_commit[:12]} apply made",
+        f"put it back: git -C {where} tag -f {PRISTINE_TAG} {state.pristine_commit} (or nox -s apply -- --force)",
+    )
+
+
+def heal_killed(checkout: Path, state: State | None, progress: Progress) -> None:
+    """Undo what a kit process killed outright (kill -9 of its process group) left in the checkout: its gits'
+    lock files (never another git's: see gitcmd.kit_own_locks), and a refresh's paused rebase and moved HEAD.
+    Called by the commands that write the checkout, under its lock, before anything else reads it."""
+    own, markers, _ = gitcmd.kit_own_locks(checkout)
+    for path in [*own, *markers]:
+        path.unlink(missing_ok=True)
+    start_file = checkout / ".git" / REFRESHING
+    if not start_file.is_file():
+        return
+    start = start_file.read_text(encoding="utf-8").strip()
+    if state is not None and head(checkout) != state.head and exists(checkout, f"{start}^{{commit}}"):
+        undo_to(checkout, start)
+        progress(f"undid a refresh that was killed part way (HEAD back at {start[:12]}, patches/ as it recorded)")
+    start_file.unlink()
+
+
+def undo_to(checkout: Path, start: str) -> None:
+    """The kit's own paused git operation aborted and HEAD back at start (what refresh found)."""
+    abort_paused(checkout)
+    if head(checkout) != start:
+        gitcmd.reset_hard(checkout, start)
 
 
 def borrow_objects(new: Path, old: Path) -> bool:
@@ -507,10 +619,15 @@ def apply_series(
         if not force:
             raise
         state = None  # --force: rebuilt from scratch below
+    if (checkout / ".git").is_dir() and not checkout.is_symlink():
+        heal_killed(checkout, state, progress)
+        # what --force does not override: a setting or a git of the user's is never the kit's to discard
+        guard("foreign", Inspection(checkout, state))
     if not force:
         guard("replace", Inspection(checkout, state))
     if state is not None and state.status != "applying" and not is_good(checkout, state) and force:
         progress(f"--force: discarding {shown(checkout)}'s work that is not in patches/")
+    progress(f"applying {len(patches)} patches to {pin.label}")  # once the checkout may be replaced
     new = State(
         pin=pin.label,
         pin_digest=pin_digest(pin),
@@ -521,7 +638,7 @@ def apply_series(
         status="applying",
     )
     try:
-        prepare_checkout(pin, checkout, downloads, state, new, progress)
+        prepare_checkout(pin, checkout, downloads, state, new, progress, force)
         with no_paused_am_left(checkout):
             results = apply_patches(checkout, patches, new, threeway, progress)
     except GitFailed as exc:  # the state says "applying": every command refuses the checkout until a full apply
@@ -691,6 +808,24 @@ class Inspection:
         """The facts of condition `name` when it holds (for the messages), None when it does not."""
         return getattr(self, "_" + name.replace("-", "_"))()
 
+    def _configured(self) -> Facts | None:
+        keys = gitcmd.foreign_config(self.checkout)
+        more = f" (and {len(keys) - 1} more)" if len(keys) > 1 else ""
+        return {"key": keys[0], "more": more} if keys else None
+
+    def _git_busy(self) -> Facts | None:
+        other = gitcmd.kit_own_locks(self.checkout)[2]
+        return {"lock": os.path.relpath(other[0], self.checkout.parent.parent)} if other else None
+
+    def _refresh_killed(self) -> Facts | None:
+        return {} if (self.checkout / ".git" / REFRESHING).is_file() else None
+
+    def _pristine_moved(self) -> Facts | None:
+        if self.state is None:
+            return None
+        at = gitcmd.verify(self.checkout, f"refs/tags/{PRISTINE_TAG}^{{commit}}")
+        return None if at == self.state.pristine_commit else {"commit": self.state.pristine_commit}
+
     def _no_repository(self) -> Facts | None:
         return None if (self.checkout / ".git").is_dir() else {}
 
@@ -781,7 +916,29 @@ def provenance(fix: str) -> tuple[Row, ...]:
 
 
 FINISH = "finish with nox -s apply -- --continue (or -- --abort); refresh writes nothing until then"
+# What no command works through, --force included: the user's own git settings and a git of theirs at work.
+FOREIGN: tuple[Row, ...] = (
+    (
+        "configured",
+        LocalEdits,
+        "{where}/.git/config sets {key}{more}, which would change what the kit's git writes (patch bytes, commit ids)",
+        "remove it: git -C {where} config --unset-all {key} (settings of yours "
+        "belong in your global git config, which the kit's git never reads)",
+    ),
+    (
+        "git-busy",
+        LocalEdits,
+        "another git is working in {where}: {lock} exists (the kit did not make it)",
+        "wait for that git to finish; if none runs, remove the stale lock: rm {lock}",
+    ),
+)
+PRISTINE_MOVED: Row = ("pristine-moved", StaleCheckout, "{where}: the " + PRISTINE_TAG + " tag is gone or moved "
+                       "(apply made it at {commit:.12})", "put it back: git -C {where} tag -f " + PRISTINE_TAG
+                       + " {commit} (or nox -s apply -- --force)")  # fmt: skip
+REFRESH_KILLED: Row = ("refresh-killed", StaleCheckout, "{where}: a refresh was killed part way",
+                       "run nox -s refresh (it undoes its own steps first) or nox -s apply")  # fmt: skip
 GUARDS: dict[str, tuple[Row, ...]] = {
+    "foreign": FOREIGN,
     # apply (without --force) replaces the checkout: never over work that exists only there
     "replace": (
         ("no-repository", None, "", ""),
@@ -793,22 +950,27 @@ GUARDS: dict[str, tuple[Row, ...]] = {
     # lint, test, pr, e2e run on the checkout: exactly the pin + patches/, as apply made it
     "use": (
         NO_CHECKOUT,
+        *FOREIGN,
+        REFRESH_KILLED,
         ("applying", StaleCheckout, "{where}: an apply was interrupted or failed before it finished",
          "run: nox -s apply (it starts again from pristine)"),
         ("aborted", StaleCheckout, "{where} was left at pristine by apply --abort", "run: nox -s apply"),
         ("conflict", StaleCheckout, "{where} stopped at patch {patch}",
          "resolve it and run nox -s apply -- --continue, or nox -s apply -- --abort"),
         *provenance("run: nox -s apply"),
+        PRISTINE_MOVED,
         *LOCAL_WORK,
     ),
     # refresh exports the checkout's commits: the whole series, committed, from the inputs apply saw
     "export": (
         NO_CHECKOUT,
+        *FOREIGN,
         ("applying", IncompleteCheckout, "{where}: an apply was interrupted, the checkout does not hold the whole "
          "series", "run nox -s apply first (patches/ is untouched)"),
         ("conflict", IncompleteCheckout, "{where} stopped at {patch}: it does not hold the whole series", FINISH),
         ("aborted", IncompleteCheckout, "{where} was aborted: it does not hold the whole series", FINISH),
         LOCAL_WORK[0],
+        PRISTINE_MOVED,
         ("elsewhere", LocalEdits, "{where} is on {on}, not on " + BRANCH, SWITCH_BACK),
         ("not-descended", LocalEdits, "{where}: HEAD does not descend from the " + PRISTINE_TAG + " tag",
          "run nox -s apply -- --force"),

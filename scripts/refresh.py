@@ -23,18 +23,20 @@ from scripts import diffparse, gitcmd, signals
 from scripts.checkout import (
     BRANCH,
     PRISTINE_TAG,
+    REFRESHING,
     CheckoutError,
     IncompleteCheckout,
     Inspection,
     LocalEdits,
     Progress,
     State,
-    abort_paused,
     finish,
     forget_last_good,
     guard,
+    heal_killed,
     read_state,
     shown,
+    undo_to,
 )
 from scripts.digests import sha256_text
 from scripts.gitcmd import (
@@ -54,8 +56,9 @@ from scripts.series import (
     patch_file_name,
     render_series,
     series_digest,
+    split_trailers,
+    squashed_slugs,
     trailer,
-    trailer_values,
     with_one_identity,
 )
 
@@ -113,7 +116,7 @@ class Commit:
 
     @property
     def slugs(self) -> list[str]:
-        return trailer_values(self.message, "Kit-Patch")
+        return squashed_slugs(self.message)
 
     def shown(self) -> str:
         return f"commit {self.sha[:12]} ({self.subject[:60]!r})"
@@ -146,6 +149,19 @@ def parse_commit(sha: str, raw: bytes) -> Commit:
 
 def read_commits(repo: Path, revs: str) -> list[Commit]:
     return [parse_commit(sha, gitcmd.cat_commit(repo, sha)) for sha in rev_list(repo, revs)]
+
+
+def refuse_merges(checkout: Path) -> None:
+    """A series is one line of commits: a merge in it has no one parent to diff its patch against."""
+    found = gitcmd.merges(checkout, f"{PRISTINE_TAG}..HEAD")
+    if found:
+        merge = parse_commit(found[0], gitcmd.cat_commit(checkout, found[0]))
+        raise LocalEdits(
+            f"{merge.shown()} is a merge: a patch series is one line of commits, a merge has no one parent to "
+            "export against",
+            f"flatten it: git rebase {PRISTINE_TAG} (replays the merged commits in a line, without the merge), "
+            "then nox -s refresh",
+        )
 
 
 def fold_of(subject: str) -> tuple[str, str] | None:
@@ -220,14 +236,15 @@ def reorder(checkout: Path, groups: list[Group], commits: list[Commit]) -> dict[
 
 
 def folded_message(group: Group, now: dict[str, Commit]) -> str:
-    """The patch's message after its folds: fixup keeps it, squash appends, amend replaces (as git does)."""
+    """The patch's message after its folds: fixup keeps it, squash appends (above the trailers), amend replaces."""
     message = now[group.patch.sha].message
     for kind, c in group.folds:
         body = now[c.sha].body
         if kind == "amend" and body:
             message = body
-        elif kind == "squash" and body:
-            message = message.rstrip("\n") + "\n\n" + body
+        elif kind == "squash" and body:  # above the patch's trailer block, which stays last (git's rule)
+            text, block = split_trailers(message)
+            message = text.rstrip("\n") + "\n\n" + body + (f"\n{block}" if block else "")
     return message
 
 
@@ -250,7 +267,7 @@ def rebuild(checkout: Path, groups: list[Group], now: dict[str, Commit], drop: l
     for group in groups:
         first, last = now[group.patch.sha], now[group.commits[-1].sha]
         message = folded_message(group, now)
-        slugs = trailer_values(message, "Kit-Patch")
+        slugs = squashed_slugs(message)
         bad = [s for s in slugs if not SLUG.match(s)]
         if not slugs or bad:
             raise SeriesError(
@@ -396,9 +413,13 @@ def refresh(
     checkout must have been built from it and from these patches/ (provenance).
     """
     state = read_state(checkout) if (checkout / ".git").is_dir() else None
+    if state is not None:
+        heal_killed(checkout, state, progress)
     guard("export", Inspection(checkout, state, None if pin is None else (pin, old)))  # nothing changed yet
     assert state is not None  # "export" refuses a missing state
     start, recorded = head(checkout), []
+    started = checkout / ".git" / REFRESHING  # until the end: a kill -9 leaves it, and the next command undoes
+    started.write_text(f"{start}\n", encoding="utf-8")
     try:
         with endings_raised():
             try:
@@ -406,8 +427,10 @@ def refresh(
             except BaseException:
                 if not recorded:
                     with signals.held():  # a second Ctrl-C waits until the checkout is whole again
-                        put_back(checkout, start)
+                        undo_to(checkout, start)
                 raise
+            finally:
+                started.unlink(missing_ok=True)
     except Ended as exc:
         raise interrupted(exc.signum, bool(recorded), start) from None
     for name, outcome in rows:
@@ -425,6 +448,7 @@ def write_back(
     recorded: list[bool],
 ) -> list[tuple[str, str]]:
     """refresh's steps on a checkout it may read; appends to recorded once the new state is on disk."""
+    refuse_merges(checkout)
     commits = read_commits(checkout, f"{PRISTINE_TAG}..HEAD")
     groups = plan_folds(commits)
     final = rebuild(checkout, groups, reorder(checkout, groups, commits), list(drop))
@@ -447,6 +471,7 @@ def write_back(
         state.patches = {name: sha256_text(t) for name, t in exported}
         finish(checkout, state, exported_head=new_head)  # no git runs here: the signals are held
         recorded.append(True)
+        (checkout / ".git" / REFRESHING).unlink(missing_ok=True)  # recorded: nothing for a next command to undo
 
     # the branch moves first: until the state is recorded, any failure or signal puts it back
     gitcmd.update_ref(checkout, f"refs/heads/{BRANCH}", new_head, head(checkout), message="kit refresh")
@@ -477,16 +502,6 @@ def plan_writes(
     if series_text != old_series:
         writes["series"] = series_text
     return rows, writes, removals
-
-
-def put_back(checkout: Path, start: str) -> None:
-    """Undo what refresh did to the checkout: its paused rebase aborted, HEAD back at start.
-
-    refresh begins only on a clean checkout with nothing paused, so all of it is the kit's.
-    """
-    abort_paused(checkout)
-    if head(checkout) != start:
-        gitcmd.reset_hard(checkout, start)
 
 
 def interrupted(signum: int, recorded: bool, start: str) -> RefreshInterrupted:
