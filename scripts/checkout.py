@@ -503,21 +503,36 @@ def refuse_moved_pristine(checkout: Path, state: State, force: bool) -> None:
     )
 
 
-def heal_killed(checkout: Path, state: State | None, progress: Progress) -> None:
+def heal_killed(checkout: Path, state: State | None, series_now: str, progress: Progress) -> None:
     """Undo what a kit process killed outright (kill -9 of its process group) left in the checkout: its gits'
-    lock files (never another git's: see gitcmd.kit_own_locks), and a refresh's paused rebase and moved HEAD.
+    lock files (never another git's: see gitcmd.kit_own_locks), and a refresh's paused rebase and moved HEAD,
+    or, when that refresh had swapped its files into patches/ (series_now is their digest), its record.
     Called by the commands that write the checkout, under its lock, before anything else reads it."""
     own, markers, _ = gitcmd.kit_own_locks(checkout)
     for path in [*own, *markers]:
         path.unlink(missing_ok=True)
-    start_file = checkout / ".git" / REFRESHING
-    if not start_file.is_file():
+    marker = checkout / ".git" / REFRESHING
+    if not marker.is_file():
         return
-    start = start_file.read_text(encoding="utf-8").strip()
-    if state is not None and head(checkout) != state.head and exists(checkout, f"{start}^{{commit}}"):
-        undo_to(checkout, start)
-        progress(f"undid a refresh that was killed part way (HEAD back at {start[:12]}, patches/ as it recorded)")
-    start_file.unlink()
+    plan = json.loads(marker.read_text(encoding="utf-8"))
+    if state is not None and plan.get("series_digest") == series_now != state.series_digest:
+        state.series_digest, state.patches = plan["series_digest"], plan["patches"]
+        finish(checkout, state, exported_head=plan["head"])
+        progress("recorded a refresh that was killed after it wrote patches/")
+    elif state is not None and head(checkout) != state.head and exists(checkout, f"{plan['start']}^{{commit}}"):
+        undo_to(checkout, plan["start"])
+        progress(f"undid a refresh that was killed part way (HEAD back at {plan['start'][:12]}, patches/ unchanged)")
+    marker.unlink()
+
+
+def write_refresh_marker(checkout: Path, plan: dict[str, object]) -> None:
+    """What refresh has started (and, once known, what it will record) added to the marker, written aside and
+    renamed."""
+    marker = checkout / ".git" / REFRESHING
+    tmp = marker.with_name(marker.name + ".tmp")
+    before = json.loads(marker.read_text(encoding="utf-8")) if marker.is_file() else {}
+    tmp.write_text(json.dumps(before | plan), encoding="utf-8")
+    tmp.rename(marker)
 
 
 def undo_to(checkout: Path, start: str) -> None:
@@ -620,7 +635,7 @@ def apply_series(
             raise
         state = None  # --force: rebuilt from scratch below
     if (checkout / ".git").is_dir() and not checkout.is_symlink():
-        heal_killed(checkout, state, progress)
+        heal_killed(checkout, state, series_digest(patches), progress)
         # what --force does not override: a setting or a git of the user's is never the kit's to discard
         guard("foreign", Inspection(checkout, state))
     if not force:

@@ -92,6 +92,7 @@ KIT_CONFIG = (("core.hooksPath", os.devnull), ("maintenance.auto", "false"), ("g
 HARMLESS_CONFIG = (
     "core.repositoryformatversion", "core.filemode", "core.bare", "core.logallrefupdates", "core.ignorecase",
     "core.precomposeunicode", "core.symlinks", "core.editor", "core.pager", "core.hookspath", "sequence.editor",
+    "core.excludesfile",
     "user.*", "author.*", "committer.*", "remote.*", "branch.*", "url.*", "credential.*", "http.*", "alias.*",
     "pager.*", "color.*", "diff.tool", "diff.guitool", "merge.tool", "difftool.*", "mergetool.*", "gc.*",
     "maintenance.*", "push.*", "advice.*", "help.*", "init.defaultbranch",
@@ -558,8 +559,8 @@ class NotUtf8(KitError):
     def __init__(self, commit: str, file: str) -> None:
         super().__init__(
             f"commit {commit[:12]} changes {file}, whose diff is not UTF-8 text (patch files are UTF-8)",
-            f"make the file UTF-8, or have git export it as binary: echo '{file} binary' >> .git/info/attributes "
-            "in the checkout, then run refresh again",
+            f"make the file UTF-8, or have it travel as binary with the patch: add the line '{file} binary' to the "
+            "tree's own .gitattributes, commit it with the file (git commit --fixup), then run refresh again",
         )
 
 
@@ -639,14 +640,24 @@ def detach(repo: Path, rev: str, force: bool = False) -> None:
     git("checkout", "-q", *(["-f"] if force else []), "--detach", rev, cwd=repo)
 
 
+def users_excludes(repo: Path) -> tuple[str, ...]:
+    """`-c core.excludesFile=<it>` when the user's global config names an excludes file: the kit's git reads no
+    global config, but what the user ignores (an editor's .idea/) is theirs to keep, never an edit to refuse or
+    clean away. (Without that setting git reads $XDG_CONFIG_HOME/git/ignore, as the kit's git does too.)"""
+    proc = as_text(spawn(["git", "config", "--global", "--path", "--get", "core.excludesFile"], repo, not_locating()))
+    path = proc.stdout.strip()
+    return ("-c", f"core.excludesFile={path}") if proc.returncode == 0 and path else ()
+
+
 def clean(repo: Path) -> None:
     """Every untracked file removed; ignored ones (the user's excludes, the checkout's own) are kept."""
-    git("clean", "-qfd", cwd=repo)
+    git(*users_excludes(repo), "clean", "-qfd", cwd=repo)
 
 
 def ignored(repo: Path) -> list[str]:
     """Untracked files git ignores in the work tree, a wholly ignored folder as one "name/"."""
-    out = git("ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory", cwd=repo)
+    out = git(*users_excludes(repo), "ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory",
+              cwd=repo)  # fmt: skip
     return [name for name in out.split("\0") if name]
 
 
@@ -687,7 +698,7 @@ def reset_hard(repo: Path, rev: str = "HEAD") -> None:
 
 def status_porcelain(repo: Path) -> list[str]:
     """`git status --porcelain` lines: "XY path" for each changed or untracked file."""
-    return git("status", "--porcelain", cwd=repo).splitlines()
+    return git(*users_excludes(repo), "status", "--porcelain", cwd=repo).splitlines()
 
 
 def archive(repo: Path, rev: str) -> bytes:

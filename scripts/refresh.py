@@ -34,9 +34,11 @@ from scripts.checkout import (
     forget_last_good,
     guard,
     heal_killed,
+    is_generated,
     read_state,
     shown,
     undo_to,
+    write_refresh_marker,
 )
 from scripts.digests import sha256_text
 from scripts.gitcmd import (
@@ -53,6 +55,7 @@ from scripts.series import (
     Patch,
     SeriesError,
     describe,
+    entries_digest,
     patch_file_name,
     render_series,
     series_digest,
@@ -327,8 +330,9 @@ def check_accounting(checkout: Path, commits: list[Commit], old: list[Patch], dr
         )
 
 
-# git's conflict markers (marker size 7): `<<<<<<< x`, `||||||| x` (diff3), `=======`, `>>>>>>> x`
-CONFLICT_MARKER = re.compile(r"^(?:<{7}|\|{7}|>{7})(?: |$)|^={7}$")
+# git's conflict markers (marker size 7): `<<<<<<< x`, `||||||| x` (diff3), `>>>>>>> x`. A `=======` line is one
+# only between the others (git's rule), which are then refused themselves: alone it is text (an RST underline).
+CONFLICT_MARKER = re.compile(r"^(?:<{7}|\|{7}|>{7})(?: |$)")
 
 
 def check_resolved(checkout: Path, commits: list[Commit]) -> None:
@@ -414,12 +418,12 @@ def refresh(
     """
     state = read_state(checkout) if (checkout / ".git").is_dir() else None
     if state is not None:
-        heal_killed(checkout, state, progress)
+        heal_killed(checkout, state, series_digest(old), progress)
     guard("export", Inspection(checkout, state, None if pin is None else (pin, old)))  # nothing changed yet
     assert state is not None  # "export" refuses a missing state
     start, recorded = head(checkout), []
-    started = checkout / ".git" / REFRESHING  # until the end: a kill -9 leaves it, and the next command undoes
-    started.write_text(f"{start}\n", encoding="utf-8")
+    write_refresh_marker(checkout, {"start": start})  # until the end: after a kill -9 the next command undoes
+    started = checkout / ".git" / REFRESHING
     try:
         with endings_raised():
             try:
@@ -435,6 +439,10 @@ def refresh(
         raise interrupted(exc.signum, bool(recorded), start) from None
     for name, outcome in rows:
         progress(f"{name}: {outcome}")
+    left_out = [name for name in gitcmd.ignored(checkout) if not is_generated(name)]
+    if left_out:  # never silently: a file git ignores is in no patch unless added with -f
+        progress(f"note: {len(left_out)} file(s) git ignores in {shown(checkout)} are in no patch (first: "
+                 f"{left_out[0]}); git add -f one and commit it to put it in a patch")  # fmt: skip
     return rows
 
 
@@ -473,6 +481,10 @@ def write_back(
         recorded.append(True)
         (checkout / ".git" / REFRESHING).unlink(missing_ok=True)  # recorded: nothing for a next command to undo
 
+    # what the state will say, for a next command when a kill -9 lands between the swap and the record
+    digest = entries_digest([(name, t.encode("utf-8", "surrogateescape")) for name, t in exported])
+    write_refresh_marker(checkout, {"head": new_head, "series_digest": digest,
+                                    "patches": {name: sha256_text(t) for name, t in exported}})  # fmt: skip
     # the branch moves first: until the state is recorded, any failure or signal puts it back
     gitcmd.update_ref(checkout, f"refs/heads/{BRANCH}", new_head, head(checkout), message="kit refresh")
     swap_into(patches_dir, writes, removals, then=record)

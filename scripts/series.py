@@ -337,9 +337,14 @@ def render_series(old_text: str, old_slugs: dict[str, str], new: list[tuple[str,
 
 def series_digest(patches: list[Patch]) -> str:
     """One digest over order, names and bytes: any change to the series changes it."""
+    return entries_digest([(p.name, p.path.read_bytes()) for p in patches])
+
+
+def entries_digest(entries: list[tuple[str, bytes]]) -> str:
+    """series_digest of (name, bytes) pairs, before they are files."""
     h = hashlib.sha256()
-    for p in patches:
-        h.update(p.name.encode() + b"\0" + p.path.read_bytes() + b"\0")
+    for name, data in entries:
+        h.update(name.encode() + b"\0" + data + b"\0")
     return h.hexdigest()
 
 
