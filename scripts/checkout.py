@@ -409,6 +409,8 @@ def prepare_checkout(
             keep_last_good(staging, checkout, state, PREVIOUS_REF)
         write_state(staging, new)
         kept = users_ignored(checkout, staging) if old_repo else []
+        if kept:  # what ignores them goes with them: the old checkout's own exclude lines
+            carry_excludes(checkout, staging)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
@@ -465,6 +467,16 @@ def users_ignored(old: Path, new: Path) -> list[str]:
             f"move it out of {shown(old)}, then apply again",
         )
     return kept
+
+
+def carry_excludes(old: Path, new: Path) -> None:
+    """The old checkout's .git/info/exclude lines the new one lacks, appended to it."""
+    source, target = old / ".git" / "info" / "exclude", new / ".git" / "info" / "exclude"
+    have = target.read_text(encoding="utf-8").splitlines()
+    lines = source.read_text(encoding="utf-8").splitlines() if source.is_file() else []
+    extra = [line for line in lines if line not in have]
+    if extra:
+        target.write_text("".join(f"{line}\n" for line in [*have, *extra]), encoding="utf-8")
 
 
 def move_over(old: Path, new: Path, names: list[str]) -> None:
