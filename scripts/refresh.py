@@ -419,6 +419,8 @@ def refresh(
     state = read_state(checkout) if (checkout / ".git").is_dir() else None
     if state is not None:
         heal_killed(checkout, state, series_digest(old), progress)
+    for stale in patches_dir.glob(".*.kit-tmp"):  # swap_into's, from a refresh killed outright (kill -9)
+        stale.unlink()
     guard("export", Inspection(checkout, state, None if pin is None else (pin, old)))  # nothing changed yet
     assert state is not None  # "export" refuses a missing state
     start, recorded = head(checkout), []
