@@ -548,10 +548,17 @@ def write_refresh_marker(checkout: Path, plan: dict[str, object]) -> None:
 
 
 def undo_to(checkout: Path, start: str) -> None:
-    """The kit's own paused git operation aborted and HEAD back at start (what refresh found)."""
-    abort_paused(checkout)
-    if head(checkout) != start:
-        gitcmd.reset_hard(checkout, start)
+    """The kit's own paused git operation aborted and HEAD back at start (what refresh found, clean).
+
+    The reset also clears what an abort leaves of a sequencer a kill cut short (CHERRY_PICK_HEAD): refresh
+    starts only on a clean checkout with nothing paused, so all of it is the kit's."""
+    with contextlib.suppress(KitError):  # a rebase killed part way may not abort: the reset below ends it
+        abort_paused(checkout)
+    gitcmd.reset_hard(checkout, start)
+    left = in_progress(checkout)
+    if left:
+        raise CheckoutError(f"{shown(checkout)}: the kit's own {left} could not be undone",
+                            f"run: cd {shown(checkout)} && {left} --abort; then run the command again")  # fmt: skip
 
 
 def borrow_objects(new: Path, old: Path) -> bool:
@@ -740,6 +747,7 @@ def continue_series(checkout: Path, patches: list[Patch], *, threeway: bool, pro
     state = read_state(checkout) if (checkout / ".git").is_dir() else None
     if state is None or state.status != "conflict" or state.failed_patch is None:
         raise CheckoutError(f"nothing to continue: {shown(checkout)} is not stopped at a patch", "run: nox -s apply")
+    guard("foreign", Inspection(checkout, state))  # git am --continue reads the checkout's config too
     if state.series_digest != series_digest(patches):
         raise StaleCheckout(
             f"patches/ changed since apply stopped at {state.failed_patch}",

@@ -384,8 +384,8 @@ def test_an_apply_that_waited_for_a_refresh_applies_the_new_series(kit3: Kit) ->
 # ---- 10: output failures are output failures ----------------------------------------------------
 
 
-def spawn_refresh(kit: Kit, stdout: object) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "scripts", "refresh"], cwd=kit.root, text=True,
+def spawn_refresh(kit: Kit, stdout: object, command: str = "refresh") -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "scripts", command], cwd=kit.root, text=True,
                             stdout=stdout, stderr=subprocess.PIPE, env={**os.environ, "CI": ""})  # type: ignore[arg-type]  # fmt: skip
 
 
@@ -409,6 +409,16 @@ def test_an_output_failure_is_said_as_such_and_the_work_is_whole(kit3: Kit, wher
     assert said in lines[0] and "its work is done" in lines[0] and "free space" not in lines[0], lines[0]
     assert "0004-extra.patch" in (kit3.patches / "series").read_text(encoding="utf-8")
     assert "patches/ unchanged" in kit3.run("refresh").stdout  # the state recorded what patches/ holds
+
+
+def test_an_apply_into_a_full_stdout_finishes_its_work(kit3: Kit) -> None:
+    """apply prints a line per patch as it goes: a full stdout must not stop it between two patches."""
+    with open("/dev/full", "w", encoding="utf-8") as full:
+        proc = spawn_refresh(kit3, full, "apply")
+        _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 2 and "apply finished, but its output could not be written" in err, err
+    assert state_of(kit3)["status"] == "applied"
+    assert kit3.run("lint").returncode in (0, 1)  # the checkout is whole: lint works on it
 
 
 # ---- kill -9 of the whole process group, at drawn moments --------------------------------------
