@@ -107,8 +107,13 @@ def main(argv: list[str], workspace: Workspace) -> int:
     except KitError as exc:
         fail(str(exc))
         return exc.exit_code
-    except KeyboardInterrupt as stop:  # while the commands load: nothing has started
-        fail(f"interrupted by {str(stop) or 'SIGINT'} before any command started -- nothing was changed; run it again")
+    except (KeyboardInterrupt, RuntimeError) as stop:  # while the commands load: nothing has started
+        # Python wraps a Ctrl-C that lands while a dataclass is made (in __set_name__) in a RuntimeError
+        signal_ = stop if isinstance(stop, KeyboardInterrupt) else stop.__cause__
+        if not isinstance(signal_, KeyboardInterrupt):
+            raise
+        fail(f"interrupted by {str(signal_) or 'SIGINT'} before any command started -- nothing was changed; "
+             "run it again")  # fmt: skip
         return 130
     if extra:  # `test --durations=15`: what argparse does not know before the first positional goes on
         field = "pytest_args" if hasattr(args, "pytest_args") else "args"

@@ -409,8 +409,8 @@ def prepare_checkout(
             keep_last_good(staging, checkout, state, PREVIOUS_REF)
         write_state(staging, new)
         kept = users_ignored(checkout, staging) if old_repo else []
-        if kept:  # what ignores them goes with them: the old checkout's own exclude lines
-            carry_excludes(checkout, staging)
+        if old_repo:  # what ignores them goes with them, and the user's own attributes and hooks
+            carry_git_files(checkout, staging)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
@@ -469,14 +469,21 @@ def users_ignored(old: Path, new: Path) -> list[str]:
     return kept
 
 
-def carry_excludes(old: Path, new: Path) -> None:
-    """The old checkout's .git/info/exclude lines the new one lacks, appended to it."""
+def carry_git_files(old: Path, new: Path) -> None:
+    """What the user keeps in the old checkout's .git besides refs: its exclude lines the new one lacks (appended),
+    its info/attributes, and hooks of theirs (not git's *.sample ones; the kit's own gits never run hooks)."""
     source, target = old / ".git" / "info" / "exclude", new / ".git" / "info" / "exclude"
     have = target.read_text(encoding="utf-8").splitlines()
-    lines = source.read_text(encoding="utf-8").splitlines() if source.is_file() else []
+    lines = source.read_text(encoding="utf-8", errors="surrogateescape").splitlines() if source.is_file() else []
     extra = [line for line in lines if line not in have]
     if extra:
-        target.write_text("".join(f"{line}\n" for line in [*have, *extra]), encoding="utf-8")
+        target.write_text("".join(f"{line}\n" for line in [*have, *extra]), encoding="utf-8", errors="surrogateescape")
+    hooks = [p for p in (old / ".git" / "hooks").glob("*") if p.is_file() and p.suffix != ".sample"]
+    for path in [old / ".git" / "info" / "attributes", *hooks]:
+        if path.is_file():
+            dest = new / path.relative_to(old)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, dest)
 
 
 def move_over(old: Path, new: Path, names: list[str]) -> None:

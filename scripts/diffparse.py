@@ -131,12 +131,13 @@ def parse(patch_text: str) -> list[FileDiff]:
     files: list[FileDiff] = []
     current: _File | None = None
     line_no = old_left = new_left = 0
-    for line in patch_text.splitlines():
+    # Lines end at "\n" only: splitlines() would also end them at a CR, a form feed or U+2028 inside a file's line.
+    for line in patch_text.removesuffix("\n").split("\n"):
         tag = line[:1]
         if current and current.body and (old_left > 0 or new_left > 0) and tag in ("+", "-", " ", "", "\\"):
             current.body.append(line)
             if tag == "+":
-                current.added.append((line_no, line[1:]))
+                current.added.append((line_no, line[1:].removesuffix("\r")))  # a CRLF file's line, without its CR
                 line_no, new_left = line_no + 1, new_left - 1
             elif tag == "-":
                 current.removed, old_left = current.removed + 1, old_left - 1

@@ -467,16 +467,21 @@ def show_file(repo: Path, rev: str, path: str) -> str | None:
 
 def changed_in(repo: Path, rev: str) -> list[str]:
     """The files commit rev changes (git's rename detection on: a renamed file is named by its new name)."""
-    return git("show", "--name-only", "--format=", rev, cwd=repo).split()
+    return names(git("show", "-z", "--name-only", "--format=", rev, cwd=repo))
+
+
+def names(out: str) -> list[str]:
+    """File names from a -z listing: as they are (spaces, non-ASCII), never C-quoted, no empty ones."""
+    return [name for name in out.strip("\n").split("\0") if name]
 
 
 def changed_between(repo: Path, old: str, new: str) -> list[str]:
-    return git("diff", "--name-only", old, new, cwd=repo).split()
+    return names(git("diff", "-z", "--name-only", old, new, cwd=repo))
 
 
 def unmerged(repo: Path) -> list[str]:
     """Files left with a merge conflict in the index."""
-    return git("diff", "--name-only", "--diff-filter=U", cwd=repo).split()
+    return names(git("diff", "-z", "--name-only", "--diff-filter=U", cwd=repo))
 
 
 def has_staged(repo: Path) -> bool:

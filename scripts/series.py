@@ -61,6 +61,7 @@ def trailer(message: str, key: str) -> str | None:
 
 
 TRAILER_LINE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]*: ")
+GIT_MADE = "(cherry picked from commit "  # a line git itself adds to a trailer block (cherry-pick -x)
 
 
 def paragraphs(message: str) -> list[list[str]]:
@@ -75,11 +76,12 @@ def paragraphs(message: str) -> list[list[str]]:
 
 
 def is_trailer_block(lines: list[str]) -> bool:
-    """Every line a `Token: value` trailer or its continuation (indented), as git interpret-trailers reads them."""
+    """Every line a `Token: value` trailer, its continuation (indented) or a line git adds there, as git
+    interpret-trailers reads a block that git or the kit wrote."""
     return (
         bool(lines)
         and TRAILER_LINE.match(lines[0]) is not None
-        and all(TRAILER_LINE.match(line) or line[:1] in (" ", "\t") for line in lines)
+        and all(TRAILER_LINE.match(line) or line[:1] in (" ", "\t") or line.startswith(GIT_MADE) for line in lines)
     )
 
 

@@ -108,6 +108,14 @@ def own_exclude(kit: Kit, _tmp: Path) -> None:
     (kit.checkout / ".venv" / "pyvenv.cfg").write_bytes(b"home = /usr\n")
 
 
+def own_git_files(kit: Kit, _tmp: Path) -> None:
+    """An attributes line and a hook of the user's in the checkout's .git."""
+    (kit.checkout / ".git/info/attributes").write_text("*.bin binary\n", encoding="utf-8")
+    hook = kit.checkout / ".git/hooks/pre-push"
+    hook.write_text("#!/bin/sh\nexit 0\n", encoding="utf-8")
+    hook.chmod(0o755)
+
+
 def users_refs(kit: Kit, _tmp: Path) -> None:
     kit.git("branch", "keep", "HEAD~1")
     kit.git("tag", "mine", "HEAD~2")
@@ -254,6 +262,7 @@ ROWS = [
         0,
         "kept 3 ignored file(s)/folder(s) of yours",
     ),  # fmt: skip
+    Row("pin-change-keeps-git-files", pin_changed_with(own_git_files), ("apply",), 0, "[3/3]"),
     Row("pin-change-refuses-stash", pin_changed_with(stash), ("apply",), 2, "holds 1 stash entry"),
     Row("pin-change-refuses-worktree", pin_changed_with(worktree), ("apply",), 2, "work tree(s) of yours"),
     Row("pin-change-refuses-ignored-clash", ignored_clash, ("apply",), 2, "vllm_omni/extra.py (ignored by git, yours)"),
@@ -310,6 +319,9 @@ def test_keeps_row(row: Row, kit3: Kit, tmp_path: Path) -> None:
     run_row(kit3, row, tmp_path)
     if row.id.startswith(("pristine-", "others-")) and row.code:
         assert state_of(kit3)["status"] == "applied", "a refused apply flipped the state"
+    if row.id == "pin-change-keeps-git-files":
+        assert (kit3.checkout / ".git/info/attributes").read_text(encoding="utf-8") == "*.bin binary\n"
+        assert os.access(kit3.checkout / ".git/hooks/pre-push", os.X_OK)
     if row.id.startswith("others-"):
         assert list((kit3.checkout / ".git").glob("*.lock")), "the kit deleted another git's lock"
 
@@ -503,6 +515,20 @@ SQUASH = (
 )  # fmt: skip
 def test_only_trailer_blocks_hold_trailers(message: str, slugs: list[str]) -> None:
     assert squashed_slugs(message) == slugs
+
+
+def test_lines_end_at_newlines_only() -> None:
+    """A form feed or U+2028 inside a line, and a CRLF file's CR, do not end a line: counts and hunks stay right."""
+    text = ("diff --git a/x.py b/x.py\n--- a/x.py\n+++ b/x.py\n@@ -1,2 +1,3 @@\n a\x0cb\n+c\u2028d\n+e\r\n f\n"
+            "diff --git a/y.py b/y.py\n--- a/y.py\n+++ b/y.py\n@@ -1 +1 @@\n-g\n+h\n")  # fmt: skip
+    x, y = parse(text)
+    assert x.added == ((2, "c\u2028d"), (3, "e")) and "+e\r\n" in x.hunks[0].text
+    assert (y.path, y.added, y.removed) == ("y.py", ((1, "h"),), 1)
+
+
+def test_a_line_git_adds_to_a_trailer_block_keeps_it_one() -> None:
+    message = "S\n\nWhy.\n\nUpstream-Status: Pending\nKit-Patch: real\n(cherry picked from commit 0123abcd)\n"
+    assert trailer_values(message, "Kit-Patch") == ["real"]
 
 
 def test_a_body_line_like_a_trailer_stays_in_the_upstream_message() -> None:
