@@ -152,7 +152,7 @@ LAST_GOOD_REF = "refs/kit/last-good"
 PREVIOUS_REF = "refs/kit/previous-pin"  # the checkout this one replaced: blobs for `git am -3` across a pin change
 # Files that running code leaves in a tree; never "edits", and never in a patch (a `.coveragerc` is neither).
 GENERATED = ("__pycache__/", "*.py[co]", ".pytest_cache/", ".coverage", ".coverage.*", ".benchmarks/")
-REFRESHING = "kit-refresh-start"  # in .git/ while refresh may have moved HEAD: the commit to go back to
+REFRESHING = "kit-refresh-start"  # in .git/ while refresh runs: the commit it started at, then what it will record
 IN_PROGRESS = {  # .git entry -> the git operation it means
     "rebase-apply": "git am",
     "rebase-merge": "git rebase",
@@ -389,7 +389,8 @@ def prepare_checkout(
         and exists(checkout, f"{state.pristine_commit}^{{commit}}")  # else rebuilt, as for a new pin
     )
     if same_pin and state is not None:
-        refuse_moved_pristine(checkout, state, force)
+        if force:
+            retag_pristine(checkout, state)
         keep_last_good(checkout, checkout, state, "HEAD")
         new.pristine_commit = state.pristine_commit
         write_state(checkout, new)
@@ -504,22 +505,11 @@ def move_over(old: Path, new: Path, names: list[str]) -> None:
         ) from None
 
 
-def refuse_moved_pristine(checkout: Path, state: State, force: bool) -> None:
-    """The pristine tag is where apply put it, before the state says "applying". --force puts it back (it is the
-    kit's own tag, and the commit is known); without it, the one command that does is named."""
-    at = gitcmd.verify(checkout, f"refs/tags/{PRISTINE_TAG}^{{commit}}")
-    if at == state.pristine_commit:
-        return
-    if force:
+def retag_pristine(checkout: Path, state: State) -> None:
+    """apply --force puts the kit's own pristine tag back where apply made it (the "replace" guard names the
+    command to do so without --force), before the state says "applying"."""
+    if gitcmd.verify(checkout, f"refs/tags/{PRISTINE_TAG}^{{commit}}") != state.pristine_commit:
         gitcmd.tag(checkout, PRISTINE_TAG, state.pristine_commit)
-        return
-    where = shown(checkout)
-    raise StaleCheckout(
-        f"{where}: the {PRISTINE_TAG} tag "
-        + (f"points at {at[:12]}" if at else "is gone")
-        + f", not at the pristine commit {state.pristine_commit[:12]} apply made",
-        f"put it back: git -C {where} tag -f {PRISTINE_TAG} {state.pristine_commit} (or nox -s apply -- --force)",
-    )
 
 
 def heal_killed(checkout: Path, state: State | None, series_now: str, progress: Progress) -> None:
@@ -984,6 +974,7 @@ GUARDS: dict[str, tuple[Row, ...]] = {
     # apply (without --force) replaces the checkout: never over work that exists only there
     "replace": (
         ("no-repository", None, "", ""),
+        PRISTINE_MOVED,
         ("applying", None, "", ""),  # the kit's own unfinished apply: a half-made tree (paused am, dirty files)
         ("conflict", LocalEdits, "{where} stopped at patch {patch}",
          "resolve it, then nox -s apply -- --continue; or nox -s apply -- --abort to go back"),

@@ -303,7 +303,7 @@ ROWS = [
     Row("pristine-deleted-apply", pristine_deleted, ("apply",), 2, "git -C .work/vllm-omni tag -f pristine"),
     Row("pristine-deleted-refresh", pristine_deleted, ("refresh",), 2, "tag is gone or moved"),
     Row("pristine-deleted-lint", pristine_deleted, ("lint",), 2, "tag is gone or moved"),
-    Row("pristine-moved-apply", pristine_moved, ("apply",), 2, "points at"),
+    Row("pristine-moved-apply", pristine_moved, ("apply",), 2, "tag is gone or moved"),
     Row("pristine-deleted-apply-force", pristine_deleted, ("apply", "--force"), 0, "[3/3]"),
     Row("others-index-lock-refresh", others_lock("index.lock"), ("refresh",), 2, "another git is working"),
     Row("others-index-lock-apply", others_lock("index.lock"), ("apply",), 2, "rm .work/vllm-omni/.git/index.lock"),
