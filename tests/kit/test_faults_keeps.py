@@ -229,7 +229,7 @@ def latin1_file(kit: Kit, _tmp: Path) -> None:
 
 
 def rst_underline(kit: Kit, _tmp: Path) -> None:
-    commit_patch(kit.checkout, {"docs/npu.rst": "NPU\n=======\n\nHow to run it.\n"}, "[Doc] NPU page", "npu-doc")
+    commit_patch(kit.checkout, {"guides/npu.rst": "NPU\n=======\n\nHow to run it.\n"}, "[Doc] NPU page", "npu-doc")
 
 
 def dirty(kit: Kit, _tmp: Path) -> None:
