@@ -27,7 +27,7 @@ if not __package__:  # `python path/to/scripts COMMAND` from any folder (`-m scr
 
 from scripts import signals
 from scripts.errors import KitError
-from scripts.report import fail
+from scripts.report import fail, kept_output
 from scripts.workspace import Workspace
 
 
@@ -108,12 +108,28 @@ def main(argv: list[str], workspace: Workspace) -> int:
     except KitError as exc:
         fail(str(exc))
         return exc.exit_code
-    except KeyboardInterrupt as stop:  # while the commands load: nothing has started
-        fail(f"interrupted by {str(stop) or 'SIGINT'} before any command started -- nothing was changed; run it again")
+    except (KeyboardInterrupt, RuntimeError) as stop:  # while the commands load: nothing has started
+        # Python wraps a Ctrl-C that lands while a dataclass is made (in __set_name__) in a RuntimeError
+        signal_ = stop if isinstance(stop, KeyboardInterrupt) else stop.__cause__
+        if not isinstance(signal_, KeyboardInterrupt):
+            raise
+        fail(f"interrupted by {str(signal_) or 'SIGINT'} before any command started -- nothing was changed; "
+             "run it again")  # fmt: skip
         return 130
     if extra:  # `test --durations=15`: what argparse does not know before the first positional goes on
         field = "pytest_args" if hasattr(args, "pytest_args") else "args"
         setattr(args, field, [*extra, *getattr(args, field)])
+    with kept_output() as output:
+        code = run_command(args, workspace)
+    if output.failed and code in (0, 1):  # the work ran to its end; only the report of it is lost
+        fail(f"{args.command} finished, but {output.line()} -- its work is done and stays (nothing to undo); "
+             "run it again with its output going where it can be written, to see its report")  # fmt: skip
+        return 2 if code == 0 else code
+    return code
+
+
+def run_command(args: argparse.Namespace, workspace: Workspace) -> int:
+    """The command's exit code; its refusals and interruptions said in one line."""
     try:
         return args.run(args, workspace)
     except KitError as exc:

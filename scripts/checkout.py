@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime, timezone
 from pathlib import Path
 
-from scripts import diffparse, gitcmd
+from scripts import diffparse, gitcmd, signals
 from scripts.digests import sha256_text
 from scripts.errors import KitError
 from scripts.gitcmd import (
@@ -150,8 +150,9 @@ KIT_MARK = "kit-made"  # in .git/: the kit made this repository and may replace 
 STATE_BACKUP = "kit-state.last-good.json"
 LAST_GOOD_REF = "refs/kit/last-good"
 PREVIOUS_REF = "refs/kit/previous-pin"  # the checkout this one replaced: blobs for `git am -3` across a pin change
-# Files that running code leaves in a tree; never "edits" (git clean -x still removes them on reset).
-GENERATED = ("__pycache__/", "*.py[co]", ".pytest_cache/", ".coverage*", ".benchmarks/")
+# Files that running code leaves in a tree; never "edits", and never in a patch (a `.coveragerc` is neither).
+GENERATED = ("__pycache__/", "*.py[co]", ".pytest_cache/", ".coverage", ".coverage.*", ".benchmarks/")
+REFRESHING = "kit-refresh-start"  # in .git/ while refresh runs: the commit it started at, then what it will record
 IN_PROGRESS = {  # .git entry -> the git operation it means
     "rebase-apply": "git am",
     "rebase-merge": "git rebase",
@@ -373,7 +374,7 @@ def drop_ref_lock(repo: Path, ref: str) -> None:
 
 
 def prepare_checkout(
-    pin: Pin, checkout: Path, downloads: Path, state: State | None, new: State, progress: Progress
+    pin: Pin, checkout: Path, downloads: Path, state: State | None, new: State, progress: Progress, force: bool
 ) -> None:
     """Reset a matching checkout to pristine, or build a new one beside it and swap it in.
 
@@ -381,38 +382,180 @@ def prepare_checkout(
     so a build that fails or is cut short anywhere is never taken for a complete one.
     """
     refuse_foreign(checkout)
-    same_pin = state is not None and state.pin_digest == pin_digest(pin) and state.pin == pin.label
+    same_pin = (
+        state is not None
+        and state.pin_digest == pin_digest(pin)
+        and state.pin == pin.label
+        and exists(checkout, f"{state.pristine_commit}^{{commit}}")  # else rebuilt, as for a new pin
+    )
     if same_pin and state is not None:
+        if force:
+            retag_pristine(checkout, state)
         keep_last_good(checkout, checkout, state, "HEAD")
         new.pristine_commit = state.pristine_commit
-        if state.status == "applying":
-            drop_git_locks(checkout)
         write_state(checkout, new)
         reset_to(checkout, PRISTINE_TAG)
         progress(f"reusing pristine {pin.label} at {state.pristine_commit[:12]}")
         return
     staging = checkout.with_name(f".{checkout.name}.new")
     remove_kit_made(staging)
+    old_repo = (checkout / ".git").is_dir() and not checkout.is_symlink()
+    if old_repo:
+        refuse_unmovable(checkout)
     try:
         new.pristine_commit = build_pristine(pin, staging, downloads, progress)
+        if old_repo:
+            gitcmd.fetch_refs(staging, checkout.resolve(), users_refs(checkout))
         if borrow_objects(staging, checkout):
             keep_last_good(staging, checkout, state, PREVIOUS_REF)
         write_state(staging, new)
+        kept = users_ignored(checkout, staging) if old_repo else []
+        if old_repo:  # what ignores them goes with them, and the user's own attributes and hooks
+            carry_git_files(checkout, staging)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    if checkout.exists():
-        remove_kit_made(checkout)
-    staging.rename(checkout)
-    progress(f"pristine {pin.label} committed as {new.pristine_commit[:12]}, tagged {PRISTINE_TAG}")
+    with signals.held():  # the user's ignored files move over, the old checkout goes: both, or neither
+        move_over(checkout, staging, kept)
+        if checkout.exists():
+            remove_kit_made(checkout)
+        staging.rename(checkout)
+    progress(f"pristine {pin.label} committed as {new.pristine_commit[:12]}, tagged {PRISTINE_TAG}"
+             + (f"; kept {len(kept)} ignored file(s)/folder(s) of yours" if kept else ""))  # fmt: skip
 
 
-def drop_git_locks(checkout: Path) -> None:
-    """Lock files (index.lock, HEAD.lock, ref locks) of a git the kit ran and a signal killed: Ctrl-C reaches
-    the kit's whole process group. Called only on the kit's own unfinished apply, under its checkout lock."""
-    git_dir = checkout / ".git"
-    for lock in [*git_dir.glob("*.lock"), *(git_dir / "refs").rglob("*.lock")]:
-        lock.unlink(missing_ok=True)
+def is_kits_ref(ref: str) -> bool:
+    return ref in (f"refs/heads/{BRANCH}", f"refs/tags/{PRISTINE_TAG}", "refs/stash") or ref.startswith("refs/kit/")
+
+
+def users_refs(checkout: Path) -> list[str]:
+    """The refs of the checkout that the kit did not make: branches, tags, notes, remotes of the user's (and the
+    PR branches `pr` made), which a new pin's checkout takes over (invariant 7)."""
+    return [ref for ref in gitcmd.refs(checkout) if not is_kits_ref(ref)]
+
+
+def refuse_unmovable(checkout: Path) -> None:
+    """What a new pin's checkout cannot take over is refused, named, before anything changes: stash entries (a
+    reflog, not refs) and work trees of the user's (they point into this .git)."""
+    where = shown(checkout)
+    stashes = gitcmd.stash_entries(checkout)
+    if stashes:
+        raise LocalEdits(
+            f"{where} holds {stashes} stash entr{'y' if stashes == 1 else 'ies'}, which a checkout of the new pin "
+            "cannot take over",
+            f"keep each as a branch (cd {where} && git stash branch <name>; a new pin's checkout keeps branches) "
+            "or drop it (git stash drop), then apply again",
+        )
+    scratch = checkout.with_name(f".{checkout.name}.roundtrip").resolve()
+    trees = [t for t in gitcmd.linked_worktrees(checkout) if t.resolve() != scratch]
+    if trees:
+        raise LocalEdits(
+            f"{where} has {len(trees)} work tree(s) of yours (first: {trees[0]}), which a checkout of the new pin "
+            "cannot take over",
+            f"remove them (git -C {where} worktree remove <path>; commit what you want to keep to a branch first), "
+            "then apply again",
+        )
+
+
+def users_ignored(old: Path, new: Path) -> list[str]:
+    """The old checkout's ignored files and folders that are not GENERATED (the user's: .idea/, .venv/, notes),
+    to move into the new checkout; refused, named, when the new tree has a file of that name."""
+    kept = [name for name in gitcmd.ignored(old) if not is_generated(name)]
+    clash = next((name for name in kept if (new / name.rstrip("/")).exists() or (new / name).is_symlink()), None)
+    if clash:
+        raise LocalEdits(
+            f"{shown(old)}/{clash} (ignored by git, yours) has the name of a file of the new pin's tree",
+            f"move it out of {shown(old)}, then apply again",
+        )
+    return kept
+
+
+def carry_git_files(old: Path, new: Path) -> None:
+    """What the user keeps in the old checkout's .git besides refs: its exclude lines the new one lacks (appended),
+    its info/attributes, and hooks of theirs (not git's *.sample ones; the kit's own gits never run hooks)."""
+    source, target = old / ".git" / "info" / "exclude", new / ".git" / "info" / "exclude"
+    have = target.read_text(encoding="utf-8").splitlines()
+    lines = source.read_text(encoding="utf-8", errors="surrogateescape").splitlines() if source.is_file() else []
+    extra = [line for line in lines if line not in have]
+    if extra:
+        target.write_text("".join(f"{line}\n" for line in [*have, *extra]), encoding="utf-8", errors="surrogateescape")
+    hooks = [p for p in (old / ".git" / "hooks").glob("*") if p.is_file() and p.suffix != ".sample"]
+    for path in [old / ".git" / "info" / "attributes", *hooks]:
+        if path.is_file():
+            dest = new / path.relative_to(old)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, dest)
+
+
+def move_over(old: Path, new: Path, names: list[str]) -> None:
+    """Rename each name from old into new (same place); on a failure every one moved goes back, then it raises."""
+    moved: list[tuple[Path, Path]] = []
+    try:
+        for name in names:
+            source, target = old / name.rstrip("/"), new / name.rstrip("/")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            source.rename(target)
+            moved.append((source, target))
+    except OSError as exc:
+        for source, target in reversed(moved):
+            target.rename(source)
+        raise CheckoutError(
+            f"cannot move {name} (ignored, yours) into the new checkout ({exc.strerror or exc})",
+            f"move it out of {shown(old)} yourself, then apply again (nothing was changed)",
+        ) from None
+
+
+def retag_pristine(checkout: Path, state: State) -> None:
+    """apply --force puts the kit's own pristine tag back where apply made it (the "replace" guard names the
+    command to do so without --force), before the state says "applying"."""
+    if gitcmd.verify(checkout, f"refs/tags/{PRISTINE_TAG}^{{commit}}") != state.pristine_commit:
+        gitcmd.tag(checkout, PRISTINE_TAG, state.pristine_commit)
+
+
+def heal_killed(checkout: Path, state: State | None, series_now: str, progress: Progress) -> None:
+    """Undo what a kit process killed outright (kill -9 of its process group) left in the checkout: its gits'
+    lock files (never another git's: see gitcmd.kit_own_locks), and a refresh's paused rebase and moved HEAD,
+    or, when that refresh had swapped its files into patches/ (series_now is their digest), its record.
+    Called by the commands that write the checkout, under its lock, before anything else reads it."""
+    own, markers, _ = gitcmd.kit_own_locks(checkout)
+    for path in [*own, *markers]:
+        path.unlink(missing_ok=True)
+    marker = checkout / ".git" / REFRESHING
+    if not marker.is_file():
+        return
+    plan = json.loads(marker.read_text(encoding="utf-8"))
+    if state is not None and plan.get("series_digest") == series_now != state.series_digest:
+        state.series_digest, state.patches = plan["series_digest"], plan["patches"]
+        finish(checkout, state, exported_head=plan["head"])
+        progress("recorded a refresh that was killed after it wrote patches/")
+    elif state is not None and head(checkout) != state.head and exists(checkout, f"{plan['start']}^{{commit}}"):
+        undo_to(checkout, plan["start"])
+        progress(f"undid a refresh that was killed part way (HEAD back at {plan['start'][:12]}, patches/ unchanged)")
+    marker.unlink()
+
+
+def write_refresh_marker(checkout: Path, plan: dict[str, object]) -> None:
+    """What refresh has started (and, once known, what it will record) added to the marker, written aside and
+    renamed."""
+    marker = checkout / ".git" / REFRESHING
+    tmp = marker.with_name(marker.name + ".tmp")
+    before = json.loads(marker.read_text(encoding="utf-8")) if marker.is_file() else {}
+    tmp.write_text(json.dumps(before | plan), encoding="utf-8")
+    tmp.rename(marker)
+
+
+def undo_to(checkout: Path, start: str) -> None:
+    """The kit's own paused git operation aborted and HEAD back at start (what refresh found, clean).
+
+    The reset also clears what an abort leaves of a sequencer a kill cut short (CHERRY_PICK_HEAD): refresh
+    starts only on a clean checkout with nothing paused, so all of it is the kit's."""
+    with contextlib.suppress(KitError):  # a rebase killed part way may not abort: the reset below ends it
+        abort_paused(checkout)
+    gitcmd.reset_hard(checkout, start)
+    left = in_progress(checkout)
+    if left:
+        raise CheckoutError(f"{shown(checkout)}: the kit's own {left} could not be undone",
+                            f"run: cd {shown(checkout)} && {left} --abort; then run the command again")  # fmt: skip
 
 
 def borrow_objects(new: Path, old: Path) -> bool:
@@ -507,10 +650,15 @@ def apply_series(
         if not force:
             raise
         state = None  # --force: rebuilt from scratch below
+    if (checkout / ".git").is_dir() and not checkout.is_symlink():
+        heal_killed(checkout, state, series_digest(patches), progress)
+        # what --force does not override: a setting or a git of the user's is never the kit's to discard
+        guard("foreign", Inspection(checkout, state))
     if not force:
         guard("replace", Inspection(checkout, state))
     if state is not None and state.status != "applying" and not is_good(checkout, state) and force:
         progress(f"--force: discarding {shown(checkout)}'s work that is not in patches/")
+    progress(f"applying {len(patches)} patches to {pin.label}")  # once the checkout may be replaced
     new = State(
         pin=pin.label,
         pin_digest=pin_digest(pin),
@@ -521,7 +669,7 @@ def apply_series(
         status="applying",
     )
     try:
-        prepare_checkout(pin, checkout, downloads, state, new, progress)
+        prepare_checkout(pin, checkout, downloads, state, new, progress, force)
         with no_paused_am_left(checkout):
             results = apply_patches(checkout, patches, new, threeway, progress)
     except GitFailed as exc:  # the state says "applying": every command refuses the checkout until a full apply
@@ -596,6 +744,7 @@ def continue_series(checkout: Path, patches: list[Patch], *, threeway: bool, pro
     state = read_state(checkout) if (checkout / ".git").is_dir() else None
     if state is None or state.status != "conflict" or state.failed_patch is None:
         raise CheckoutError(f"nothing to continue: {shown(checkout)} is not stopped at a patch", "run: nox -s apply")
+    guard("foreign", Inspection(checkout, state))  # git am --continue reads the checkout's config too
     if state.series_digest != series_digest(patches):
         raise StaleCheckout(
             f"patches/ changed since apply stopped at {state.failed_patch}",
@@ -691,6 +840,24 @@ class Inspection:
         """The facts of condition `name` when it holds (for the messages), None when it does not."""
         return getattr(self, "_" + name.replace("-", "_"))()
 
+    def _configured(self) -> Facts | None:
+        keys = gitcmd.foreign_config(self.checkout)
+        more = f" (and {len(keys) - 1} more)" if len(keys) > 1 else ""
+        return {"key": keys[0], "more": more} if keys else None
+
+    def _git_busy(self) -> Facts | None:
+        other = gitcmd.kit_own_locks(self.checkout)[2]
+        return {"lock": os.path.relpath(other[0], self.checkout.parent.parent)} if other else None
+
+    def _refresh_killed(self) -> Facts | None:
+        return {} if (self.checkout / ".git" / REFRESHING).is_file() else None
+
+    def _pristine_moved(self) -> Facts | None:
+        if self.state is None:
+            return None
+        at = gitcmd.verify(self.checkout, f"refs/tags/{PRISTINE_TAG}^{{commit}}")
+        return None if at == self.state.pristine_commit else {"commit": self.state.pristine_commit}
+
     def _no_repository(self) -> Facts | None:
         return None if (self.checkout / ".git").is_dir() else {}
 
@@ -781,10 +948,33 @@ def provenance(fix: str) -> tuple[Row, ...]:
 
 
 FINISH = "finish with nox -s apply -- --continue (or -- --abort); refresh writes nothing until then"
+# What no command works through, --force included: the user's own git settings and a git of theirs at work.
+FOREIGN: tuple[Row, ...] = (
+    (
+        "configured",
+        LocalEdits,
+        "{where}/.git/config sets {key}{more}, which would change what the kit's git writes (patch bytes, commit ids)",
+        "remove it: git -C {where} config --unset-all {key} (settings of yours "
+        "belong in your global git config, which the kit's git never reads)",
+    ),
+    (
+        "git-busy",
+        LocalEdits,
+        "another git is working in {where}: {lock} exists (the kit did not make it)",
+        "wait for that git to finish; if none runs, remove the stale lock: rm {lock}",
+    ),
+)
+PRISTINE_MOVED: Row = ("pristine-moved", StaleCheckout, "{where}: the " + PRISTINE_TAG + " tag is gone or moved "
+                       "(apply made it at {commit:.12})", "put it back: git -C {where} tag -f " + PRISTINE_TAG
+                       + " {commit} (or nox -s apply -- --force)")  # fmt: skip
+REFRESH_KILLED: Row = ("refresh-killed", StaleCheckout, "{where}: a refresh was killed part way",
+                       "run nox -s refresh (it undoes its own steps first) or nox -s apply")  # fmt: skip
 GUARDS: dict[str, tuple[Row, ...]] = {
+    "foreign": FOREIGN,
     # apply (without --force) replaces the checkout: never over work that exists only there
     "replace": (
         ("no-repository", None, "", ""),
+        PRISTINE_MOVED,
         ("applying", None, "", ""),  # the kit's own unfinished apply: a half-made tree (paused am, dirty files)
         ("conflict", LocalEdits, "{where} stopped at patch {patch}",
          "resolve it, then nox -s apply -- --continue; or nox -s apply -- --abort to go back"),
@@ -793,22 +983,27 @@ GUARDS: dict[str, tuple[Row, ...]] = {
     # lint, test, pr, e2e run on the checkout: exactly the pin + patches/, as apply made it
     "use": (
         NO_CHECKOUT,
+        *FOREIGN,
+        REFRESH_KILLED,
         ("applying", StaleCheckout, "{where}: an apply was interrupted or failed before it finished",
          "run: nox -s apply (it starts again from pristine)"),
         ("aborted", StaleCheckout, "{where} was left at pristine by apply --abort", "run: nox -s apply"),
         ("conflict", StaleCheckout, "{where} stopped at patch {patch}",
          "resolve it and run nox -s apply -- --continue, or nox -s apply -- --abort"),
         *provenance("run: nox -s apply"),
+        PRISTINE_MOVED,
         *LOCAL_WORK,
     ),
     # refresh exports the checkout's commits: the whole series, committed, from the inputs apply saw
     "export": (
         NO_CHECKOUT,
+        *FOREIGN,
         ("applying", IncompleteCheckout, "{where}: an apply was interrupted, the checkout does not hold the whole "
          "series", "run nox -s apply first (patches/ is untouched)"),
         ("conflict", IncompleteCheckout, "{where} stopped at {patch}: it does not hold the whole series", FINISH),
         ("aborted", IncompleteCheckout, "{where} was aborted: it does not hold the whole series", FINISH),
         LOCAL_WORK[0],
+        PRISTINE_MOVED,
         ("elsewhere", LocalEdits, "{where} is on {on}, not on " + BRANCH, SWITCH_BACK),
         ("not-descended", LocalEdits, "{where}: HEAD does not descend from the " + PRISTINE_TAG + " tag",
          "run nox -s apply -- --force"),

@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass, field
 
 # `@@ -old[,count] +new[,count] @@`; a missing count means 1.
+ESCAPES = {"a": 7, "b": 8, "t": 9, "n": 10, "v": 11, "f": 12, "r": 13, '"': 34, "\\": 92}
 HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 
 
@@ -77,6 +78,50 @@ class _File:
         return FileDiff(self.path, self.new_file, tuple(self.added), self.removed, tuple(self.hunks), self.old_path)
 
 
+def unquoted(text: str) -> tuple[str, str]:
+    """(the name, the rest) of a name git wrote C-quoted (`"b/\\303\\274.py"`: octal bytes, \\t, \\", ...),
+    as UTF-8 (other bytes kept, surrogate-escaped); text must start with the opening quote."""
+    out, i = bytearray(), 1
+    while i < len(text) and text[i] != '"':
+        if text[i] == "\\" and text[i + 1 : i + 4].isdigit() and len(text[i + 1 : i + 4]) == 3:
+            out.append(int(text[i + 1 : i + 4], 8) & 0xFF)
+            i += 4
+        elif text[i] == "\\" and text[i + 1 : i + 2] in ESCAPES:
+            out.append(ESCAPES[text[i + 1]])
+            i += 2
+        else:
+            out += text[i].encode("utf-8", "surrogateescape")
+            i += 1
+    return out.decode("utf-8", "surrogateescape"), text[i + 1 :]
+
+
+def header_name(text: str) -> str:
+    """The name in a `--- a/x` or `+++ b/x` line after its marker, prefix dropped (git ends a name holding a
+    space with a tab there); "" for /dev/null."""
+    if text.startswith('"'):
+        text = unquoted(text)[0]
+    text = text.removesuffix("\t")
+    return "" if text == "/dev/null" else text[2:]
+
+
+def git_names(rest: str) -> tuple[str, str]:
+    """(old, new) names of a `diff --git ` line's rest: quoted names, or plain ones that may hold spaces and
+    " b/" (then both names are the same, as in every diff without a rename)."""
+    if rest.startswith('"'):
+        old, rest = unquoted(rest)
+        rest = rest.lstrip(" ")
+        new = unquoted(rest)[0] if rest.startswith('"') else rest
+        return old[2:], new[2:]
+    if rest.endswith('"'):  # a plain old name, a quoted new one
+        old, _, new = rest.partition(' "')
+        return old[2:], unquoted('"' + new)[0][2:]
+    half = (len(rest) - 5) // 2
+    if len(rest) % 2 == 1 and rest == f"a/{rest[2 : 2 + half]} b/{rest[2 : 2 + half]}":
+        return rest[2 : 2 + half], rest[2 : 2 + half]
+    old, _, new = rest.partition(" b/")
+    return old[2:], new
+
+
 def parse(patch_text: str) -> list[FileDiff]:
     """Per-file changes of one patch, in order of appearance.
 
@@ -86,12 +131,13 @@ def parse(patch_text: str) -> list[FileDiff]:
     files: list[FileDiff] = []
     current: _File | None = None
     line_no = old_left = new_left = 0
-    for line in patch_text.splitlines():
+    # Lines end at "\n" only: splitlines() would also end them at a CR, a form feed or U+2028 inside a file's line.
+    for line in patch_text.removesuffix("\n").split("\n"):
         tag = line[:1]
         if current and current.body and (old_left > 0 or new_left > 0) and tag in ("+", "-", " ", "", "\\"):
             current.body.append(line)
             if tag == "+":
-                current.added.append((line_no, line[1:]))
+                current.added.append((line_no, line[1:].removesuffix("\r")))  # a CRLF file's line, without its CR
                 line_no, new_left = line_no + 1, new_left - 1
             elif tag == "-":
                 current.removed, old_left = current.removed + 1, old_left - 1
@@ -105,8 +151,8 @@ def parse(patch_text: str) -> list[FileDiff]:
         if line.startswith("diff --git "):
             if current:
                 files.append(current.frozen())
-            path = line.split(" b/", 1)[1]
-            current = _File(path, path, header=[line])
+            old, path = git_names(line[len("diff --git ") :])
+            current = _File(path, old, header=[line])
         elif current is None:
             continue
         elif line == "-- ":  # a mail signature follows the last hunk
@@ -124,7 +170,9 @@ def parse(patch_text: str) -> list[FileDiff]:
             if line.startswith("new file mode"):
                 current.new_file = True
             elif line.startswith("--- "):
-                current.old_path = "" if line == "--- /dev/null" else line[len("--- a/") :]
+                current.old_path = header_name(line[4:])
+            elif line.startswith("+++ ") and header_name(line[4:]):
+                current.path = header_name(line[4:])
     if current:
         files.append(current.frozen())
     return files

@@ -16,6 +16,7 @@ exception to the isolation, as_user, is named too: the user's own identity and p
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import os
 import re
 import shlex
@@ -25,7 +26,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from scripts import signals
+from scripts import diffparse, signals
 from scripts.errors import KitError
 
 # A fixed identity for commits the kit makes (with fixed dates, re-applying gives the same ids).
@@ -81,7 +82,26 @@ CONFIG_ENTRY = re.compile(r"^GIT_CONFIG_(KEY|VALUE)_\d+$")
 # Config every kit call carries (as GIT_CONFIG_COUNT/KEY/VALUE): no hook runs, wherever it is installed;
 # no automatic maintenance after a commit, am or rebase (`gc --auto` goes on in the background, detached,
 # and holds .git locks such as HEAD.lock into the kit's next git: seen after an interrupted refresh).
-KIT_CONFIG = (("core.hooksPath", os.devnull), ("maintenance.auto", "false"), ("gc.auto", "0"))
+KIT_CONFIG = (("core.hooksPath", os.devnull), ("maintenance.auto", "false"), ("gc.auto", "0"), ("color.ui", "never"))
+
+# Keys a repository's own .git/config may set without changing what the kit's git writes or reads (`git init`'s
+# own, who the user is (the kit's gits carry their identity in the environment, which wins), where remotes are,
+# the user's tools, and what KIT_CONFIG sets (the command line wins over every file)). git offers no way to skip
+# a repository's own config, so any other key (format.*, diff.*, core.autocrlf, i18n.*, commit.gpgsign, am.*,
+# include.*, ...) is refused, named, before the kit runs a git that would read it (invariant 9).
+HARMLESS_CONFIG = (
+    "core.repositoryformatversion", "core.filemode", "core.bare", "core.logallrefupdates", "core.ignorecase",
+    "core.precomposeunicode", "core.symlinks", "core.editor", "core.pager", "core.hookspath", "sequence.editor",
+    "core.excludesfile",
+    "user.*", "author.*", "committer.*", "remote.*", "branch.*", "url.*", "credential.*", "http.*", "alias.*",
+    "pager.*", "color.*", "diff.tool", "diff.guitool", "merge.tool", "difftool.*", "mergetool.*", "gc.*",
+    "maintenance.*", "push.*", "advice.*", "help.*", "init.defaultbranch",
+)  # fmt: skip
+
+
+def foreign_config(repo: Path) -> list[str]:
+    """Keys of repo's own config that could change what the kit's git writes or reads (see HARMLESS_CONFIG)."""
+    return [key for key in local_config_keys(repo) if not any(fnmatch.fnmatch(key, k) for k in HARMLESS_CONFIG)]
 
 
 def kit_config_env() -> dict[str, str]:
@@ -135,6 +155,7 @@ def spawn(argv: list[str], cwd: Path, env: dict[str, str], stdin: Stdin = None) 
     arrived: list[int] = []
     proc: subprocess.Popen[bytes] | None = None
     started = time.time()
+    marker = running_marker(cwd)
     try:
         # A signal handled while Popen starts git would leave git running unwatched: it is taken after.
         with (
@@ -155,7 +176,58 @@ def spawn(argv: list[str], cwd: Path, env: dict[str, str], stdin: Stdin = None) 
     finally:
         if proc is not None:
             clear_locks_of_a_killed_git(proc, cwd, started)
+        if marker is not None:
+            marker.unlink(missing_ok=True)
     return subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr)
+
+
+RUNNING = "kit-git-running."  # + the kit's pid: in the git folder while a git of that kit process runs there
+
+
+def running_marker(cwd: Path) -> Path | None:
+    """Say in cwd's git folder that a git of this kit process runs there (made before git starts, removed after
+    it ended). A kill -9 of the kit and its git leaves it, and so tells the next command which lock files are the
+    kit's own (made since) and which another git's (kit_own_locks). None where cwd has no git folder yet."""
+    folders = git_dirs(cwd)
+    if not folders:
+        return None
+    marker = folders[-1] / f"{RUNNING}{os.getpid()}"
+    try:
+        marker.touch()
+    except OSError:  # a read-only repository: it can hold no lock of ours either
+        return None
+    return marker
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
+
+
+def kit_own_locks(repo: Path) -> tuple[list[Path], list[Path], list[Path]]:
+    """(lock files a killed kit's git left, the markers that say so, lock files of another git) in repo's git
+    folders. A lock is the kit's own when a dead kit process's marker is older than it, or under refs/kit/; a live
+    kit process's (a lint reading beside this one) locks are neither: they go with their git."""
+    folders = git_dirs(repo)
+    markers = [m for f in folders for m in f.glob(f"{RUNNING}*")]
+    pids = {m: int(m.name[len(RUNNING) :]) if m.name[len(RUNNING) :].isdigit() else 0 for m in markers}
+    dead = [m for m in markers if pids[m] != os.getpid() and not alive(pids[m])]
+    if any(pids[m] != os.getpid() and m not in dead for m in markers):
+        return [], dead, []
+    since = min((m.stat().st_mtime for m in dead), default=None)
+    own, other = [], []
+    for folder in folders:
+        for lock in lock_files(folder):
+            with contextlib.suppress(OSError):
+                made = lock.stat().st_mtime
+                kits = lock.is_relative_to(folder / "refs" / "kit")  # no one else writes refs/kit/
+                (own if kits or (since is not None and made >= since - LOCK_CLOCK_SLACK_S) else other).append(lock)
+    return own, dead, other
 
 
 def clear_locks_of_a_killed_git(proc: subprocess.Popen[bytes], cwd: Path, started: float) -> None:
@@ -309,6 +381,11 @@ def rev_list(repo: Path, revs: str) -> list[str]:
     return git("rev-list", "--reverse", revs, cwd=repo).split()
 
 
+def merges(repo: Path, revs: str) -> list[str]:
+    """Merge commits in revs (e.g. "pristine..HEAD"), oldest first."""
+    return git("rev-list", "--reverse", "--merges", revs, cwd=repo).split()
+
+
 def commits_touching(repo: Path, *paths: str) -> list[str]:
     """Commit ids of HEAD's history that change paths, newest first."""
     return git("log", "--format=%H", "--", *paths, cwd=repo).split()
@@ -390,16 +467,21 @@ def show_file(repo: Path, rev: str, path: str) -> str | None:
 
 def changed_in(repo: Path, rev: str) -> list[str]:
     """The files commit rev changes (git's rename detection on: a renamed file is named by its new name)."""
-    return git("show", "--name-only", "--format=", rev, cwd=repo).split()
+    return names(git("show", "-z", "--name-only", "--format=", rev, cwd=repo))
+
+
+def names(out: str) -> list[str]:
+    """File names from a -z listing: as they are (spaces, non-ASCII), never C-quoted, no empty ones."""
+    return [name for name in out.strip("\n").split("\0") if name]
 
 
 def changed_between(repo: Path, old: str, new: str) -> list[str]:
-    return git("diff", "--name-only", old, new, cwd=repo).split()
+    return names(git("diff", "-z", "--name-only", old, new, cwd=repo))
 
 
 def unmerged(repo: Path) -> list[str]:
     """Files left with a merge conflict in the index."""
-    return git("diff", "--name-only", "--diff-filter=U", cwd=repo).split()
+    return names(git("diff", "-z", "--name-only", "--diff-filter=U", cwd=repo))
 
 
 def has_staged(repo: Path) -> bool:
@@ -482,18 +564,18 @@ class NotUtf8(KitError):
     def __init__(self, commit: str, file: str) -> None:
         super().__init__(
             f"commit {commit[:12]} changes {file}, whose diff is not UTF-8 text (patch files are UTF-8)",
-            f"make the file UTF-8, or have git export it as binary: echo '{file} binary' >> .git/info/attributes "
-            "in the checkout, then run refresh again",
+            f"make the file UTF-8, or have it travel as binary with the patch: add the line '{file} binary' to the "
+            "tree's own .gitattributes, commit it with the file (git commit --fixup), then run refresh again",
         )
 
 
 def file_at(patch: bytes, offset: int) -> str:
     """The file whose diff holds the byte at offset of a format-patch text ("its message" before any diff)."""
-    start = patch.rfind(b"\ndiff --git a/", 0, offset)
+    start = patch.rfind(b"\ndiff --git ", 0, offset)
     if start < 0:
         return "its message"
     header = patch[start + 1 :].split(b"\n", 1)[0].decode("utf-8", errors="replace")
-    return header.rsplit(" b/", 1)[-1]
+    return diffparse.git_names(header[len("diff --git ") :])[1]
 
 
 # ---- applying patches -----------------------------------------------------------------
@@ -563,9 +645,56 @@ def detach(repo: Path, rev: str, force: bool = False) -> None:
     git("checkout", "-q", *(["-f"] if force else []), "--detach", rev, cwd=repo)
 
 
+def users_excludes(repo: Path) -> tuple[str, ...]:
+    """`-c core.excludesFile=<it>` when the user's global config names an excludes file: the kit's git reads no
+    global config, but what the user ignores (an editor's .idea/) is theirs to keep, never an edit to refuse or
+    clean away. (Without that setting git reads $XDG_CONFIG_HOME/git/ignore, as the kit's git does too.)"""
+    proc = as_text(spawn(["git", "config", "--global", "--path", "--get", "core.excludesFile"], repo, not_locating()))
+    path = proc.stdout.strip()
+    return ("-c", f"core.excludesFile={path}") if proc.returncode == 0 and path else ()
+
+
 def clean(repo: Path) -> None:
-    """Every untracked file removed, ignored ones too."""
-    git("clean", "-qfdx", cwd=repo)
+    """Every untracked file removed; ignored ones (the user's excludes, the checkout's own) are kept."""
+    git(*users_excludes(repo), "clean", "-qfd", cwd=repo)
+
+
+def ignored(repo: Path) -> list[str]:
+    """Untracked files git ignores in the work tree, a wholly ignored folder as one "name/"."""
+    out = git(*users_excludes(repo), "ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory",
+              cwd=repo)  # fmt: skip
+    return [name for name in out.split("\0") if name]
+
+
+def stash_entries(repo: Path) -> int:
+    """How many stash entries repo holds."""
+    proc = run("rev-list", "--walk-reflogs", "--count", "refs/stash", cwd=repo)
+    return int(proc.stdout.strip() or 0) if proc.returncode == 0 else 0
+
+
+def linked_worktrees(repo: Path) -> list[Path]:
+    """The work trees of repo other than its own (`git worktree add` ones), registered there."""
+    out = git("worktree", "list", "--porcelain", "-z", cwd=repo)
+    paths = [Path(field[len("worktree ") :]) for field in out.split("\0") if field.startswith("worktree ")]
+    return [p for p in paths if p.resolve() != repo.resolve()]
+
+
+def refs(repo: Path) -> list[str]:
+    """Every ref name in repo (branches, tags, notes, stash, remotes, the kit's own)."""
+    return git("for-each-ref", "--format=%(refname)", cwd=repo).split()
+
+
+def fetch_refs(repo: Path, source: Path, names: list[str]) -> None:
+    """The refs named (full names) fetched from source into repo under the same names, forced, with their history."""
+    if names:
+        git("fetch", "-q", "--no-tags", str(source), *(f"+{name}:{name}" for name in names), cwd=repo)
+
+
+def local_config_keys(repo: Path) -> list[str]:
+    """The keys set in repo's own config file (.git/config; not what it includes), lower-cased as git lists them."""
+    config = git_path(repo, "config")
+    out = git("config", "--file", str(config), "--list", "--name-only", "-z", cwd=repo) if config.is_file() else ""
+    return list(dict.fromkeys(key for key in out.split("\0") if key))
 
 
 def reset_hard(repo: Path, rev: str = "HEAD") -> None:
@@ -574,7 +703,7 @@ def reset_hard(repo: Path, rev: str = "HEAD") -> None:
 
 def status_porcelain(repo: Path) -> list[str]:
     """`git status --porcelain` lines: "XY path" for each changed or untracked file."""
-    return git("status", "--porcelain", cwd=repo).splitlines()
+    return git(*users_excludes(repo), "status", "--porcelain", cwd=repo).splitlines()
 
 
 def archive(repo: Path, rev: str) -> bytes:

@@ -23,18 +23,22 @@ from scripts import diffparse, gitcmd, signals
 from scripts.checkout import (
     BRANCH,
     PRISTINE_TAG,
+    REFRESHING,
     CheckoutError,
     IncompleteCheckout,
     Inspection,
     LocalEdits,
     Progress,
     State,
-    abort_paused,
     finish,
     forget_last_good,
     guard,
+    heal_killed,
+    is_generated,
     read_state,
     shown,
+    undo_to,
+    write_refresh_marker,
 )
 from scripts.digests import sha256_text
 from scripts.gitcmd import (
@@ -51,11 +55,13 @@ from scripts.series import (
     Patch,
     SeriesError,
     describe,
+    entries_digest,
     patch_file_name,
     render_series,
     series_digest,
+    split_trailers,
+    squashed_slugs,
     trailer,
-    trailer_values,
     with_one_identity,
 )
 
@@ -113,7 +119,7 @@ class Commit:
 
     @property
     def slugs(self) -> list[str]:
-        return trailer_values(self.message, "Kit-Patch")
+        return squashed_slugs(self.message)
 
     def shown(self) -> str:
         return f"commit {self.sha[:12]} ({self.subject[:60]!r})"
@@ -146,6 +152,19 @@ def parse_commit(sha: str, raw: bytes) -> Commit:
 
 def read_commits(repo: Path, revs: str) -> list[Commit]:
     return [parse_commit(sha, gitcmd.cat_commit(repo, sha)) for sha in rev_list(repo, revs)]
+
+
+def refuse_merges(checkout: Path) -> None:
+    """A series is one line of commits: a merge in it has no one parent to diff its patch against."""
+    found = gitcmd.merges(checkout, f"{PRISTINE_TAG}..HEAD")
+    if found:
+        merge = parse_commit(found[0], gitcmd.cat_commit(checkout, found[0]))
+        raise LocalEdits(
+            f"{merge.shown()} is a merge: a patch series is one line of commits, a merge has no one parent to "
+            "export against",
+            f"flatten it: git rebase {PRISTINE_TAG} (replays the merged commits in a line, without the merge), "
+            "then nox -s refresh",
+        )
 
 
 def fold_of(subject: str) -> tuple[str, str] | None:
@@ -220,14 +239,15 @@ def reorder(checkout: Path, groups: list[Group], commits: list[Commit]) -> dict[
 
 
 def folded_message(group: Group, now: dict[str, Commit]) -> str:
-    """The patch's message after its folds: fixup keeps it, squash appends, amend replaces (as git does)."""
+    """The patch's message after its folds: fixup keeps it, squash appends (above the trailers), amend replaces."""
     message = now[group.patch.sha].message
     for kind, c in group.folds:
         body = now[c.sha].body
         if kind == "amend" and body:
             message = body
-        elif kind == "squash" and body:
-            message = message.rstrip("\n") + "\n\n" + body
+        elif kind == "squash" and body:  # above the patch's trailer block, which stays last (git's rule)
+            text, block = split_trailers(message)
+            message = text.rstrip("\n") + "\n\n" + body + (f"\n{block}" if block else "")
     return message
 
 
@@ -250,7 +270,7 @@ def rebuild(checkout: Path, groups: list[Group], now: dict[str, Commit], drop: l
     for group in groups:
         first, last = now[group.patch.sha], now[group.commits[-1].sha]
         message = folded_message(group, now)
-        slugs = trailer_values(message, "Kit-Patch")
+        slugs = squashed_slugs(message)
         bad = [s for s in slugs if not SLUG.match(s)]
         if not slugs or bad:
             raise SeriesError(
@@ -310,8 +330,9 @@ def check_accounting(checkout: Path, commits: list[Commit], old: list[Patch], dr
         )
 
 
-# git's conflict markers (marker size 7): `<<<<<<< x`, `||||||| x` (diff3), `=======`, `>>>>>>> x`
-CONFLICT_MARKER = re.compile(r"^(?:<{7}|\|{7}|>{7})(?: |$)|^={7}$")
+# git's conflict markers (marker size 7): `<<<<<<< x`, `||||||| x` (diff3), `>>>>>>> x`. A `=======` line is one
+# only between the others (git's rule), which are then refused themselves: alone it is text (an RST underline).
+CONFLICT_MARKER = re.compile(r"^(?:<{7}|\|{7}|>{7})(?: |$)")
 
 
 def check_resolved(checkout: Path, commits: list[Commit]) -> None:
@@ -396,9 +417,15 @@ def refresh(
     checkout must have been built from it and from these patches/ (provenance).
     """
     state = read_state(checkout) if (checkout / ".git").is_dir() else None
+    if state is not None:
+        heal_killed(checkout, state, series_digest(old), progress)
+    for stale in patches_dir.glob(".*.kit-tmp"):  # swap_into's, from a refresh killed outright (kill -9)
+        stale.unlink()
     guard("export", Inspection(checkout, state, None if pin is None else (pin, old)))  # nothing changed yet
     assert state is not None  # "export" refuses a missing state
     start, recorded = head(checkout), []
+    write_refresh_marker(checkout, {"start": start})  # until the end: after a kill -9 the next command undoes
+    started = checkout / ".git" / REFRESHING
     try:
         with endings_raised():
             try:
@@ -406,12 +433,18 @@ def refresh(
             except BaseException:
                 if not recorded:
                     with signals.held():  # a second Ctrl-C waits until the checkout is whole again
-                        put_back(checkout, start)
+                        undo_to(checkout, start)
                 raise
+            finally:
+                started.unlink(missing_ok=True)
     except Ended as exc:
         raise interrupted(exc.signum, bool(recorded), start) from None
     for name, outcome in rows:
         progress(f"{name}: {outcome}")
+    left_out = [name for name in gitcmd.ignored(checkout) if not is_generated(name)]
+    if left_out:  # never silently: a file git ignores is in no patch unless added with -f
+        progress(f"note: {len(left_out)} file(s) git ignores in {shown(checkout)} are in no patch (first: "
+                 f"{left_out[0]}); git add -f one and commit it to put it in a patch")  # fmt: skip
     return rows
 
 
@@ -425,6 +458,7 @@ def write_back(
     recorded: list[bool],
 ) -> list[tuple[str, str]]:
     """refresh's steps on a checkout it may read; appends to recorded once the new state is on disk."""
+    refuse_merges(checkout)
     commits = read_commits(checkout, f"{PRISTINE_TAG}..HEAD")
     groups = plan_folds(commits)
     final = rebuild(checkout, groups, reorder(checkout, groups, commits), list(drop))
@@ -447,7 +481,12 @@ def write_back(
         state.patches = {name: sha256_text(t) for name, t in exported}
         finish(checkout, state, exported_head=new_head)  # no git runs here: the signals are held
         recorded.append(True)
+        (checkout / ".git" / REFRESHING).unlink(missing_ok=True)  # recorded: nothing for a next command to undo
 
+    # what the state will say, for a next command when a kill -9 lands between the swap and the record
+    digest = entries_digest([(name, t.encode("utf-8", "surrogateescape")) for name, t in exported])
+    write_refresh_marker(checkout, {"head": new_head, "series_digest": digest,
+                                    "patches": {name: sha256_text(t) for name, t in exported}})  # fmt: skip
     # the branch moves first: until the state is recorded, any failure or signal puts it back
     gitcmd.update_ref(checkout, f"refs/heads/{BRANCH}", new_head, head(checkout), message="kit refresh")
     swap_into(patches_dir, writes, removals, then=record)
@@ -477,16 +516,6 @@ def plan_writes(
     if series_text != old_series:
         writes["series"] = series_text
     return rows, writes, removals
-
-
-def put_back(checkout: Path, start: str) -> None:
-    """Undo what refresh did to the checkout: its paused rebase aborted, HEAD back at start.
-
-    refresh begins only on a clean checkout with nothing paused, so all of it is the kit's.
-    """
-    abort_paused(checkout)
-    if head(checkout) != start:
-        gitcmd.reset_hard(checkout, start)
 
 
 def interrupted(signum: int, recorded: bool, start: str) -> RefreshInterrupted:

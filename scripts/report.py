@@ -2,8 +2,80 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+
+class Kept(io.TextIOBase):
+    """A text stream whose write failures (a closed pipe, a full /dev/full) are kept, not raised: the kit's output
+    is how it reports its work, never what stops it half way (invariant 10). Output after a failure is dropped."""
+
+    def __init__(self, stream: io.TextIOBase) -> None:
+        super().__init__()
+        self.stream = stream
+        self.failure: OSError | None = None
+
+    def _do(self, call: object) -> None:
+        if self.failure is None:
+            try:
+                call()  # type: ignore[operator]
+            except OSError as exc:
+                self.failure = exc
+
+    def write(self, text: str) -> int:
+        self._do(lambda: self.stream.write(text))
+        return len(text)
+
+    def flush(self) -> None:
+        self._do(self.stream.flush)
+
+    def fileno(self) -> int:
+        return self.stream.fileno()
+
+    def isatty(self) -> bool:
+        return self.stream.isatty()
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return self.stream.encoding
+
+
+@dataclass
+class OutputFailures:
+    """What went wrong writing the output of one command: {"stdout": error, ...}."""
+
+    failed: dict[str, OSError] = field(default_factory=dict)
+
+    def line(self) -> str:
+        name, exc = next(iter(self.failed.items()))
+        return f"its output could not be written ({exc.strerror or exc} on {name})"
+
+
+@contextlib.contextmanager
+def kept_output() -> Iterator[OutputFailures]:
+    """sys.stdout and sys.stderr as Kept streams for the block, then as they were; what failed is said after.
+
+    A stream that failed is pointed at /dev/null as the block ends, so that the interpreter's own last flush
+    does not fail once more (Python's exit 120 and its 'Exception ignored' lines)."""
+    found = OutputFailures()
+    saved = sys.stdout, sys.stderr
+    out, err = (Kept(s) if s is not None else None for s in saved)  # None: the fd was closed at start
+    sys.stdout, sys.stderr = out or saved[0], err or saved[1]  # type: ignore[assignment]
+    try:
+        yield found
+    finally:
+        sys.stdout, sys.stderr = saved
+        for name, kept in (("stdout", out), ("stderr", err)):
+            if kept is not None and kept.failure is not None:
+                found.failed[name] = kept.failure
+                with contextlib.suppress(OSError, ValueError, io.UnsupportedOperation):
+                    null = os.open(os.devnull, os.O_WRONLY)
+                    os.dup2(null, kept.fileno())
+                    os.close(null)
 
 
 def progress(message: str) -> None:

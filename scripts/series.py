@@ -35,7 +35,8 @@ class Patch:
 
     @property
     def text(self) -> str:
-        return self.path.read_text(encoding="utf-8")
+        # bytes, not read_text: its newline translation would drop the CRs of a CRLF file's lines
+        return self.path.read_bytes().decode("utf-8")
 
 
 def parse_series(text: str) -> list[str]:
@@ -59,22 +60,76 @@ def trailer(message: str, key: str) -> str | None:
     return values[-1] if values else None
 
 
-def trailer_values(message: str, key: str) -> list[str]:
-    """Every `key:` line's value in a commit message, in order (a squash of two patches has two Kit-Patch)."""
+TRAILER_LINE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]*: ")
+GIT_MADE = "(cherry picked from commit "  # a line git itself adds to a trailer block (cherry-pick -x)
+
+
+def paragraphs(message: str) -> list[list[str]]:
+    """A message's paragraphs (runs of lines between blank lines), each as its lines."""
+    found: list[list[str]] = [[]]
+    for line in message.splitlines():
+        if line.strip():
+            found[-1].append(line)
+        elif found[-1]:
+            found.append([])
+    return [p for p in found if p]
+
+
+def is_trailer_block(lines: list[str]) -> bool:
+    """Every line a `Token: value` trailer, its continuation (indented) or a line git adds there, as git
+    interpret-trailers reads a block that git or the kit wrote."""
+    return (
+        bool(lines)
+        and TRAILER_LINE.match(lines[0]) is not None
+        and all(TRAILER_LINE.match(line) or line[:1] in (" ", "\t") or line.startswith(GIT_MADE) for line in lines)
+    )
+
+
+def values_in(lines: list[str], key: str) -> list[str]:
     prefix = f"{key}:"
-    return [line[len(prefix) :].strip() for line in message.splitlines() if line.startswith(prefix)]
+    return [line[len(prefix) :].strip() for line in lines if line.startswith(prefix)]
+
+
+def trailer_values(message: str, key: str) -> list[str]:
+    """Every `key:` trailer's value in the message's trailer block: its last paragraph, when that is all
+    trailers (git's rule). A `Kit-Patch: x` line in the body above it is text, not a trailer."""
+    paras = paragraphs(message)
+    return values_in(paras[-1], key) if paras and is_trailer_block(paras[-1]) else []
+
+
+def split_trailers(message: str) -> tuple[str, str]:
+    """(the message before its trailer block, the block with its newline), ("message", "") where it has none."""
+    lines = message.rstrip("\n").split("\n")
+    start = len(lines)
+    while start > 0 and lines[start - 1].strip():
+        start -= 1
+    block = lines[start:]
+    if start == 0 or not is_trailer_block(block):
+        return message, ""
+    return "\n".join(lines[:start]).rstrip("\n") + "\n", "\n".join(block) + "\n"
+
+
+def squashed_slugs(message: str) -> list[str]:
+    """The Kit-Patch of each patch message a squash joined, in order: the trailer block of the message, and
+    each earlier paragraph that is a whole trailer block of the kit's own (both Upstream-Status and Kit-Patch,
+    as every patch message ends). A lone `Kit-Patch: x` line or paragraph in the body is not one."""
+    paras = paragraphs(message)
+    earlier = [
+        p for p in paras[:-1] if is_trailer_block(p) and values_in(p, "Upstream-Status") and values_in(p, "Kit-Patch")
+    ]
+    return [v for p in earlier for v in values_in(p, "Kit-Patch")] + trailer_values(message, "Kit-Patch")
 
 
 def with_one_identity(message: str, slug: str) -> str:
-    """A squash's message keeping one patch's identity: every kit trailer line out, then one block at the end.
+    """A squash's message keeping one patch's identity: every kit trailer block's kit lines out, then one block
+    at the end.
 
     The block keeps the Upstream-Status of the kept slug's own paragraph (a squash joins
     each patch's message, trailers included).
     """
-    own = [
-        trailer(para, "Upstream-Status") for para in message.split("\n\n") if slug in trailer_values(para, "Kit-Patch")
-    ]
-    status = next((s for s in own if s), None) or (trailer_values(message, "Upstream-Status") or ["Pending"])[0]
+    paras = paragraphs(message)
+    own = [values_in(p, "Upstream-Status") for p in paras if is_trailer_block(p) and slug in values_in(p, "Kit-Patch")]
+    status = next((s[-1] for s in own if s), None) or (trailer_values(message, "Upstream-Status") or ["Pending"])[0]
     body = re.sub(r"\n{3,}", "\n\n", strip_kit_trailers(message)).strip("\n")
     return f"{body}\n\nUpstream-Status: {status}\nKit-Patch: {slug}\n"
 
@@ -156,7 +211,7 @@ def check_patch_bytes(name: str, data: bytes) -> str:
             f"patches/{name} is not valid UTF-8 (byte {exc.start})",
             "re-export it with nox -s refresh, or fix its encoding (git format-patch writes UTF-8)",
         ) from None
-    if text.split("\n", 1)[0].endswith("\r") or text.count("\r\n") > text.count("\n") // 2:
+    if converted_to_crlf(text):
         raise SeriesError(
             f"patches/{name} has CRLF line endings (an editor or git's autocrlf converted it)",
             f"restore LF endings: git checkout -- patches/{name} (.gitattributes keeps patches exact), or dos2unix",
@@ -169,6 +224,15 @@ def check_patch_bytes(name: str, data: bytes) -> str:
             "re-export it with nox -s refresh (the kit exports binary changes with --binary)",
         )
     return text
+
+
+# Lines git writes itself, never with a CR: one that ends in CR means the whole file was converted. The lines of
+# a diff's content may end in CR (a CRLF file's change): those are the patch's own bytes.
+STRUCTURE = re.compile(r"^(?:From [0-9a-f]{40} |Subject: |diff --git |@@ -\d).*\r$", re.M)
+
+
+def converted_to_crlf(text: str) -> bool:
+    return text.split("\n", 1)[0].endswith("\r") or STRUCTURE.search(text) is not None
 
 
 BINARY_WITHOUT_DATA = re.compile(r"^Binary files \S+ and \S+ differ$", re.M)
@@ -275,15 +339,32 @@ def render_series(old_text: str, old_slugs: dict[str, str], new: list[tuple[str,
 
 def series_digest(patches: list[Patch]) -> str:
     """One digest over order, names and bytes: any change to the series changes it."""
+    return entries_digest([(p.name, p.path.read_bytes()) for p in patches])
+
+
+def entries_digest(entries: list[tuple[str, bytes]]) -> str:
+    """series_digest of (name, bytes) pairs, before they are files."""
     h = hashlib.sha256()
-    for p in patches:
-        h.update(p.name.encode() + b"\0" + p.path.read_bytes() + b"\0")
+    for name, data in entries:
+        h.update(name.encode() + b"\0" + data + b"\0")
     return h.hexdigest()
 
 
 def strip_kit_trailers(message: str) -> str:
-    """A commit message or patch file without the kit-internal trailers (for upstream)."""
-    out = [
-        line for line in message.splitlines(keepends=True) if not line.startswith(tuple(f"{k}:" for k in KIT_TRAILERS))
-    ]
-    return "".join(out)
+    """A commit message or patch file without the kit-internal trailers (for upstream): their lines in trailer
+    blocks only (a body line that reads like one is text). In a patch file, only its message (before `---`)."""
+    lines = message.splitlines(keepends=True)
+    end = next((i for i, line in enumerate(lines) if line.rstrip("\r\n") == "---" or line.startswith("diff --git")),
+               len(lines))  # fmt: skip
+    kit = tuple(f"{k}:" for k in KIT_TRAILERS)
+    out, block = [], []  # block: the paragraph being read, emitted when it ends
+    for line in [*lines[:end], None]:
+        if line is not None and line.strip():
+            block.append(line)
+            continue
+        trailers = is_trailer_block([b.rstrip("\r\n") for b in block])
+        out += [b for b in block if not (trailers and b.startswith(kit))]
+        block = []
+        if line is not None:
+            out.append(line)
+    return "".join(out + lines[end:])

@@ -323,7 +323,8 @@ def own_checks(series_diff: str, tree: Path) -> list[Finding]:
     findings = []
     for diff in parse(series_diff):
         path = tree / diff.path
-        source = path.read_text(encoding="utf-8") if path.is_file() else None
+        # a file in another encoding (latin-1, carried as binary) is read, not a crash: its lines are still checked
+        source = path.read_bytes().decode("utf-8", "replace") if path.is_file() else None
         findings += check_file(diff, source)
     return findings
 

@@ -43,6 +43,7 @@ from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
+from scripts import worklock
 from scripts.gitcmd import git
 
 SLOTS = 6  # upstream files a patch can own: at most this many patches at once
@@ -339,6 +340,8 @@ class EditLoop(RuleBasedStateMachine):
         self.hand_edited: tuple[str, bytes] | None = None  # a patch file the user broke: (name, its bytes)
         self.made = 0
         self.own_code = False  # True when a test broke the copy's scripts/: then the kit runs as a process
+        self.kept_refs: dict[str, str] = {}  # the user's own branches and tags: ref -> commit (invariant 7)
+        self.kept_files: dict[str, bytes] = {}  # the user's files that git ignores: path -> bytes (invariant 7)
         HISTORY.clear()
 
     def teardown(self) -> None:
@@ -719,7 +722,128 @@ class EditLoop(RuleBasedStateMachine):
         self.expect_apply(self.run_kit("apply"), self.scene())
         return None
 
+    # ---- what the user keeps, sets and runs beside the kit (invariants 7-10) ---------------
+
+    @precondition(lambda self: self.phase == "clean")
+    @rule()
+    @logged
+    def keep_own_things(self) -> None:
+        """A branch and a tag of the user's at HEAD, and a file in a folder the checkout's exclude ignores."""
+        self.made += 1
+        at = self.user_git("rev-parse", "HEAD").strip()
+        self.user_git("branch", f"keep{self.made}", at)
+        self.user_git("tag", f"mine{self.made}", at)
+        exclude = self.checkout / ".git" / "info" / "exclude"
+        if "notes/\n" not in exclude.read_text(encoding="utf-8"):
+            with open(exclude, "a", encoding="utf-8") as f:
+                f.write("notes/\n")
+        path = f"notes/n{self.made}.txt"
+        (self.checkout / "notes").mkdir(exist_ok=True)
+        (self.checkout / path).write_bytes(f"note {self.made}\n".encode())
+        self.kept_refs |= {f"refs/heads/keep{self.made}": at, f"refs/tags/mine{self.made}": at}
+        self.kept_files[path] = f"note {self.made}\n".encode()
+        say(f"  git branch keep{self.made}; git tag mine{self.made}; an ignored {path}")
+
+    @precondition(lambda self: self.phase == "clean")
+    @rule()
+    @logged
+    def merge(self) -> None:
+        """A side branch with one commit, merged --no-ff into the series: refresh refuses, naming the merge; the
+        user takes the merge back out."""
+        at = self.user_git("rev-parse", "HEAD").strip()
+        self.user_git("checkout", "-q", "-b", "side", at)
+        (self.checkout / "side.txt").write_text("side\n", encoding="utf-8")
+        self.user_git("add", "-A")
+        self.user_git("commit", "-q", "-m", "[NPU] Side\n\nUpstream-Status: Pending\nKit-Patch: side")
+        self.user_git("checkout", "-q", "series")
+        self.user_git("merge", "-q", "--no-ff", "-m", "Merge side", "side")
+        say("  git merge --no-ff side (one commit with both trailers)")
+        before = self.scene()
+        self.refused(self.run_kit("refresh"), before, needle="is a merge")
+        self.user_git("reset", "-q", "--hard", at)
+        self.user_git("branch", "-q", "-D", "side")
+
+    @precondition(lambda self: self.phase == "clean")
+    @rule(key=st.sampled_from(["format.signOff", "diff.noprefix", "core.autocrlf", "commit.gpgSign", "am.threeWay"]),
+          command=st.sampled_from(["refresh", "apply"]))  # fmt: skip
+    @logged
+    def checkout_config(self, key: str, command: str) -> None:
+        """A setting in the checkout's own .git/config that would shape the kit's output: refused, named."""
+        self.user_git("config", key, "true")
+        say(f"  git config {key} true (in the checkout)")
+        before = self.scene()
+        self.refused(self.run_kit(command), before, needle=f"sets {key.lower()}")
+        self.user_git("config", "--unset-all", key)
+
+    @precondition(lambda self: self.phase == "clean" and self.synced and len(self.exported) >= 2
+                  and self.work == self.exported and not self.folds and self.hand_edited is None)  # fmt: skip
+    @rule()
+    @logged
+    def apply_waits_for_the_lock(self) -> None:
+        """apply started while another kit command holds the checkout's lock; meanwhile that command takes the last
+        patch out of the series. Once apply has the lock it applies the series as it is then (invariant 8)."""
+        gone = self.exported[-1]
+        name = file_name(len(self.exported), gone)
+        lock = self.kit.locks / f"{self.checkout.name}.lock"
+        with worklock.locked(lock, stamp="pid 4242 (kit refresh)", wait_s=0):
+            proc = subprocess.Popen([sys.executable, "-m", "scripts", "apply"], cwd=self.kit.root, text=True,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "CI": ""},
+                                    start_new_session=True)  # fmt: skip
+            assert proc.stdout is not None
+            first = proc.stdout.readline()
+            assert "waiting for" in first, first
+            series = self.kit.patches / "series"
+            series.write_text(series.read_text(encoding="utf-8").replace(f"{name}\n", ""), encoding="utf-8")
+            (self.kit.patches / name).unlink()
+        stdout, stderr = proc.communicate(timeout=300)
+        say(f"  apply waited for the lock; meanwhile {name} left the series")
+        self.succeeded(judged(("apply",), Outcome(proc.returncode, first + stdout, stderr), None))
+        self.exported = self.exported[:-1]
+        self.applied_now()
+
+    @precondition(lambda self: self.phase == "clean")
+    @rule(command=st.sampled_from(["apply", "refresh"]), at=st.sampled_from([0.2, 0.5, 0.8, 0.95]))
+    @logged
+    def kill_9(self, command: str, at: float) -> None:
+        """SIGKILL to the whole process group (kit and gits at once) at a drawn fraction of the command's run time,
+        then the same command again: it heals what the killed one left (its locks, its paused rebase, a record it
+        did not write) and ends as if the killed run had not happened, or had finished."""
+        drops = [f"--drop={slug}" for slug in self.missing()] if command == "refresh" else []
+        before = self.scene()
+        proc = subprocess.Popen([sys.executable, "-m", "scripts", command, *drops], cwd=self.kit.root, text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "CI": ""},
+                                start_new_session=True)  # fmt: skip
+        try:
+            proc.wait(timeout=round(STARTUP + at * DURATION[command], 2))
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+        stdout, stderr = proc.communicate()
+        killed = proc.returncode == -signal.SIGKILL
+        say(f"  kit {command} killed (SIGKILL to its group) after {at} of its run time: exit {proc.returncode}")
+        if command == "refresh":
+            if not killed:  # it ended (or refused) before the signal: the usual expectations hold
+                return self.expect_refresh(judged((command, *drops), Outcome(proc.returncode, stdout, stderr), None),
+                                           before, drops)  # fmt: skip
+            if snapshot(self.kit.patches) != before.patches:  # it swapped its files in: that refresh is whole
+                say("  it wrote patches/ before it died: the next refresh records it")
+                self.succeeded(self.run_kit("refresh"))
+                return self.exported_now(before)
+            return self.expect_refresh(self.run_kit("refresh", *drops), before, drops)
+        assert snapshot(self.kit.patches) == before.patches, "a killed apply changed patches/"
+        if self.holds_unexported_work():  # refused before any change, or killed before it could refuse
+            return self.unchanged(before)
+        self.phase = "interrupted" if killed else self.phase
+        return self.expect_apply(self.run_kit("apply"), self.scene())
+
     # ---- after every step -----------------------------------------------------------
+
+    @invariant()
+    def the_users_own_things_survive(self) -> None:
+        """Invariant 7: the user's branches, tags and ignored files are where they were, byte for byte."""
+        for ref, commit in self.kept_refs.items():
+            assert self.user_git("rev-parse", "-q", "--verify", ref).strip() == commit, f"{ref} is gone or moved"
+        for path, data in self.kept_files.items():
+            assert (self.checkout / path).is_file() and (self.checkout / path).read_bytes() == data, f"{path} lost"
 
     @invariant()
     def no_paused_operation_the_user_did_not_start(self) -> None:

@@ -162,8 +162,15 @@ def checkout_is_symlink(kit: Kit, tmp_path: Path) -> None:
 
 
 def index_locked(kit: Kit, _tmp: Path) -> None:
-    """A git lock file the kit's reset cannot take: the reset fails after the state says applying."""
+    """The lock file of another git (the user's, or one of theirs that died): never taken for the kit's own."""
     (kit.checkout / ".git/index.lock").write_text("", encoding="utf-8")
+
+
+def killed_kit_marker(kit: Kit) -> None:
+    """What a kit process killed outright (kill -9) while its git ran leaves: the marker of a pid now dead."""
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    (kit.checkout / ".git" / f"kit-git-running.{dead.pid}").write_text("", encoding="utf-8")
 
 
 def creates_existing_file(kit: Kit, tmp_path: Path) -> None:
@@ -291,7 +298,7 @@ CASES = [
             ),
         )
     ],  # fmt: skip
-    Case("git-fails-after-apply-started-then-lint", index_locked, ("apply",), 2, "index.lock"),
+    Case("another-gits-index-lock", index_locked, ("apply",), 2, "another git is working in .work/vllm-omni"),
     Case("bom-in-series", bom_series, ("apply",), 2, "patches/series starts with a UTF-8 byte order mark"),
     Case("bom-in-patch", bom_patch, ("apply",), 2, "patches/0001-fix-ten.patch starts with a UTF-8 byte order mark"),
     Case("no-git-on-path", no_git_on_path, ("apply",), 2, "git was not found on PATH"),
@@ -414,13 +421,19 @@ def test_apply_fault(case: Case, kit3: Kit, tmp_path: Path) -> None:
 # ---- provenance: a build that did not finish is never "applied"; every command says apply again ----
 
 
+GIT_FAILS_ONCE_APPLYING = (  # the kit's first git after the state says "applying" fails, as on a full disk
+    "import scripts.gitcmd as g\n"
+    "def failing(*args, **kwargs):\n"
+    "    raise g.GitFailed(('checkout', '-q'), '', 'fatal: Unable to write new index file')\n"
+    "g.start_branch = failing"
+)
+
+
 @pytest.mark.parametrize("command", ["lint", "refresh", "test"])
 def test_failed_apply_on_the_same_pin_makes_every_command_say_apply_again(kit3: Kit, command: str) -> None:
-    index_locked(kit3, Path())
-    one_line_error(kit3.run("apply"), 2, "index.lock")
+    one_line_error(inject(kit3, GIT_FAILS_ONCE_APPLYING, "apply"), 2, "run nox -s apply again")
     assert state_of(kit3)["status"] == "applying"
     one_line_error(kit3.run(command), 2, "nox -s apply")
-    (kit3.checkout / ".git/index.lock").unlink()
     check(kit3.run("apply"), 0, "[3/3]")
 
 
@@ -630,7 +643,8 @@ def test_apply_again_rebuilds_what_an_interrupted_apply_left(kit3: Kit, left: st
         (kit3.checkout / ".git" / "rebase-apply" / "next").write_text("1\n")
     elif left == "dirty-file":
         (kit3.checkout / "vllm_omni" / "attn.py").write_text("half written\n")
-    else:  # the lock file of a git killed part way
+    else:  # the lock file of a git killed part way (kill -9 of the kit's process group)
+        killed_kit_marker(kit3)
         (kit3.checkout / ".git" / left).write_text("")
     proc = kit3.run("apply")
     assert proc.returncode == 0 and "Traceback" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr

@@ -454,10 +454,11 @@ def test_with_one_identity_keeps_both_texts_and_one_trailer_block() -> None:
 
 @pytest.mark.parametrize(
     ("line", "marker"),
-    [("<<<<<<< HEAD", True), ("=======", True), (">>>>>>> theirs", True), ("||||||| base", True),
+    [("<<<<<<< HEAD", True), ("=======", False), (">>>>>>> theirs", True), ("||||||| base", True),
      ("<<<<<<<", True), ("======== heading", False), ("<<<<<<<< eight", False), ("a <<<<<<< b", False)],
 )  # fmt: skip
 def test_conflict_marker_is_gits_marker_of_size_seven(line: str, marker: bool) -> None:
+    """A lone `=======` (an RST underline) is text: between the others it is a marker, and they are refused."""
     assert bool(CONFLICT_MARKER.match(line)) is marker
 
 

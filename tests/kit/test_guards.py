@@ -23,7 +23,8 @@ class Given(Inspection):
 
 
 FACTS = {"patch": "0002-x.patch", "op": "git rebase", "on": "branch mine", "dirty": "a.py", "built": "0.28.0",
-         "now": "0.30.0", "differs": "0003-y.patch"}  # fmt: skip
+         "now": "0.30.0", "differs": "0003-y.patch", "key": "format.signoff", "more": "", "lock": ".git/index.lock",
+         "commit": "0" * 40}  # fmt: skip
 
 
 @pytest.mark.parametrize("purpose", sorted(GUARDS))
@@ -56,6 +57,12 @@ def test_a_row_with_an_unknown_condition_fails_the_guard(monkeypatch: pytest.Mon
         ("replace", {"elsewhere": FACTS}, LocalEdits, "is on branch mine, not on series"),
         ("replace", {"no-repository": {}, "dirty": FACTS}, None, ""),
         ("use", {"absent": {}}, StaleCheckout, "no checkout at"),
+        # the user's own settings and gits come before everything the kit would do (invariant 9)
+        ("export", {"configured": FACTS, "dirty": FACTS}, LocalEdits, "sets format.signoff"),
+        ("foreign", {"git-busy": FACTS}, LocalEdits, "another git is working"),
+        ("use", {"git-busy": FACTS, "applying": FACTS}, LocalEdits, "another git is working"),
+        ("replace", {"pristine-moved": FACTS, "applying": FACTS}, StaleCheckout, "tag is gone or moved"),
+        ("use", {"refresh-killed": FACTS, "dirty": FACTS}, StaleCheckout, "a refresh was killed"),
     ],
 )
 def test_the_first_row_that_holds_decides(purpose: str, holds: dict, error: type | None, message: str) -> None:
