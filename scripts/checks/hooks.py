@@ -25,10 +25,12 @@ import tomllib
 from scripts.errors import KitError
 
 TYPES = {"yaml": re.compile(r"\.ya?ml$"), "python": re.compile(r"\.pyi?$")}  # "text": any file without NUL bytes
-# Where a checking hook names a line: `path:12:...` (typos, debug-statements) or `in "path", line 12` (check-yaml).
+# Where a checking hook names a line: `path:12:...` (typos, debug-statements) or `in "path", line 12` (check-yaml);
+# or only a file: `path - Could not parse ast` (debug-statements on a file that does not parse): line 1 stands for it.
 LOCATED = (
     re.compile(r"^(?P<path>[^:\s][^:]*):(?P<line>\d+):"),
     re.compile(r'in "(?P<path>[^"]+)", line (?P<line>\d+)'),
+    re.compile(r"^(?P<path>\S.*?) - "),
 )
 RUNS = ("fixer", "checker", "ruff", "no")
 
@@ -127,14 +129,14 @@ def located(output: str, files: Iterable[str]) -> list[tuple[str, int, str]]:
         for pattern in LOCATED:
             m = pattern.search(text)
             if m and m["path"] in names:
-                found.append((m["path"], int(m["line"]), text.strip()))
+                found.append((m["path"], int(m.groupdict().get("line") or 1), text.strip()))
                 break
     return found
 
 
 def message(output_line: str, path: str, line: int) -> str:
-    """A hook's output line without its own `path:line:col:` and `error:` prefixes."""
-    text = re.sub(rf"^{re.escape(path)}:{line}:(\d+:)?\s*", "", output_line)
+    """A hook's output line without its own `path:line:col:` (or `path - `) and `error:` prefixes."""
+    text = re.sub(rf"^{re.escape(path)}(:{line}:(\d+:)?| - )\s*", "", output_line)
     return re.sub(r"^error:\s*", "", text)
 
 

@@ -31,10 +31,10 @@ def lint(kit: Kit) -> tuple[int, str]:
 HOOK_BITES = [
     ("typo", {"vllm_omni/attn.py": SPDX + "# the mis-broadcast of tables\n\n\ndef attend(q):\n    return q\n"},
      "vllm_omni/attn.py:3: typos `mis` should be"),
-    ("trailing whitespace", {"docs/npu.md": "# NPU\n\nRun it here.  \nAnd here. \n"},
-     "docs/npu.md:4: trailing-whitespace"),
+    ("trailing whitespace", {"notes/npu.md": "# NPU\n\nRun it here.  \nAnd here. \n"},
+     "notes/npu.md:4: trailing-whitespace"),
     ("no final newline", {"tests/npu.yaml": "stages:\n  - devices: 0"}, "tests/npu.yaml:2: end-of-file-fixer"),
-    ("CRLF among LF", {"docs/npu.txt": "one\r\ntwo\nthree\n"}, "docs/npu.txt:1: mixed-line-ending"),
+    ("CRLF among LF", {"notes/npu.txt": "one\r\ntwo\nthree\n"}, "notes/npu.txt:1: mixed-line-ending"),
     ("bad YAML", {"tests/npu.yaml": "stages: [1\n"}, "tests/npu.yaml:2: check-yaml"),
     ("debug statement", {"vllm_omni/attn.py": "def attend(q):\n    breakpoint()\n    return q\n"},
      "vllm_omni/attn.py:2: debug-statements"),
@@ -109,10 +109,14 @@ def test_fixer_lines_and_located_output() -> None:
     assert hooks.changed_lines("a\nb \nc", "a\nb\nc\n") == [2, 3]
     assert hooks.changed_lines("a\n", "a\n") == []
     out = 'x.py:3:1: error: `teh` should be `the`\nwhile parsing\n  in "c.yaml", line 7, column 2\nother.py:1: no\n'
-    assert hooks.located(out, ["x.py", "c.yaml"]) == [
+    out += "a b.py - Could not parse ast\n"
+    assert hooks.located(out, ["x.py", "c.yaml", "a b.py"]) == [
         ("x.py", 3, "x.py:3:1: error: `teh` should be `the`"),
         ("c.yaml", 7, 'in "c.yaml", line 7, column 2'),
+        ("a b.py", 1, "a b.py - Could not parse ast"),
     ]
+    assert hooks.message("a b.py - Could not parse ast", "a b.py", 1) == "Could not parse ast"
+    assert hooks.message("x.py:3:1: error: `teh`", "x.py", 3) == "`teh`"
 
 
 # ---- KIT007: the off-NPU proof ------------------------------------------------------------------
