@@ -20,26 +20,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from scripts import diffparse, gitcmd, signals
-from scripts.checkout import (
-    BRANCH,
-    PRISTINE_TAG,
-    REFRESHING,
-    CheckoutError,
-    IncompleteCheckout,
-    Inspection,
-    LocalEdits,
-    Progress,
-    State,
-    finish,
-    forget_last_good,
-    guard,
-    heal_killed,
-    is_generated,
-    read_state,
-    shown,
-    undo_to,
-    write_refresh_marker,
-)
+from scripts.checkout import BRANCH, PRISTINE_TAG, CheckoutError, IncompleteCheckout, LocalEdits, Progress, shown
+from scripts.checkout.apply import finish, forget_last_good, heal_killed, undo_to, write_refresh_marker
+from scripts.checkout.foreign import is_generated
+from scripts.checkout.guards import Inspection, guard
+from scripts.checkout.state import REFRESHING, State, read_state
 from scripts.digests import sha256_text
 from scripts.gitcmd import (
     am,

@@ -19,7 +19,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from scripts import gitcmd
-from scripts.checkout import PRISTINE_TAG, combined_diff
+from scripts.checkout import PRISTINE_TAG
+from scripts.checkout.pristine import combined_diff
 from scripts.checks import hooks, offnpu
 from scripts.diffparse import FileDiff, parse
 from scripts.errors import KitError

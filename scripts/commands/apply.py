@@ -6,8 +6,11 @@ import argparse
 import os
 import time
 
-from scripts.checkout import PRISTINE_TAG, NeedsRefresh, abort_series, apply_series, continue_series, export_tree, head
+from scripts.checkout import PRISTINE_TAG, NeedsRefresh
+from scripts.checkout.apply import abort_series, apply_series, continue_series
+from scripts.checkout.pristine import export_tree
 from scripts.commands.common import checkout_lock
+from scripts.gitcmd import head
 from scripts.pin import load_pin
 from scripts.report import outcomes_table, progress
 from scripts.series import load_series

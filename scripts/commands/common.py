@@ -5,7 +5,8 @@ from __future__ import annotations
 import contextlib
 
 from scripts import worklock
-from scripts.checkout import State, verify_current
+from scripts.checkout.guards import verify_current
+from scripts.checkout.state import State
 from scripts.pin import load_pin
 from scripts.report import progress
 from scripts.series import load_series

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from scripts.checkout import combined_diff
+from scripts.checkout.pristine import combined_diff
 from scripts.commands.common import current
 from scripts.legs import mutate
 from scripts.report import progress, table

@@ -6,7 +6,8 @@ import argparse
 from datetime import datetime, timezone
 
 from scripts import gitcmd, records, revisions
-from scripts.checkout import PRISTINE_TAG, verify_current
+from scripts.checkout import PRISTINE_TAG
+from scripts.checkout.guards import verify_current
 from scripts.checks import scope
 from scripts.checks.hooks import hook_version
 from scripts.checks.lint import Tools, lint_checkout, tools_for

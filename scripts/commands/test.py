@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from scripts import records
-from scripts.checkout import State, combined_diff
+from scripts.checkout.pristine import combined_diff
+from scripts.checkout.state import State
 from scripts.commands.common import checkout_lock, current
 from scripts.diffparse import touched
 from scripts.legs import legenv, suite, upstream_tests

@@ -23,7 +23,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from scripts import checkout, gitcmd, records, revisions
+from scripts import gitcmd, records, revisions
+from scripts.checkout.apply import apply_series
 from scripts.digests import sha256_file
 from scripts.e2e import benchclient, compare, determinism, evidence, install, plot, preflight, run
 from scripts.e2e.config import E2EConfig, fill_cmd, standin_server_cmd
@@ -154,7 +155,7 @@ def prepare_variants(ws: Workspace, base: str) -> tuple[Variant, Variant]:
         patches, source = base_series(ws, base, Path(tmp))
         where = ws.ab_dir / "base" / "vllm-omni"
         where.parent.mkdir(parents=True, exist_ok=True)
-        checkout.apply_series(pin, patches, where, ws.downloads, force=True, progress=progress)
+        apply_series(pin, patches, where, ws.downloads, force=True, progress=progress)
         a = Variant("A", base, series_digest(patches), len(patches), source, where)  # reads the files: inside
     head = load_series(ws.patches)
     b = Variant("B", "HEAD (patches/)", series_digest(head), len(head), "this working tree", ws.checkout)

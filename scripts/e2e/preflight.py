@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from scripts import checkout
+from scripts.checkout.guards import verify_current
 from scripts.e2e import server
 from scripts.e2e.config import E2EConfig
 from scripts.errors import KitError
@@ -159,7 +159,7 @@ def check_port(host: str, port: int) -> Check:
 
 def check_checkout(ws: Workspace) -> Check:
     """The workspace's checkout is the pin plus exactly the series, clean (else a KitError)."""
-    state = checkout.verify_current(ws.checkout, load_pin(ws.pin_file), load_series(ws.patches))
+    state = verify_current(ws.checkout, load_pin(ws.pin_file), load_series(ws.patches))
     return Check("checkout", "ok", f"{state.pin} + series {state.series_digest[:12]}")
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from scripts import gitcmd
-from scripts.checkout import PRISTINE_TAG, commit_all
+from scripts.checkout import PRISTINE_TAG
+from scripts.checkout.apply import commit_all
 from scripts.errors import KitError
 from scripts.pr.branch import Signer, build_branch
 from scripts.series import Patch

@@ -20,9 +20,12 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from scripts import diffparse, gitcmd, registry
-from scripts.checkout import BRANCH, PRISTINE_TAG, State, build_pristine, commit_all, head, pin_digest, write_state
+from scripts.checkout import BRANCH, PRISTINE_TAG
+from scripts.checkout.apply import commit_all
+from scripts.checkout.pristine import build_pristine
+from scripts.checkout.state import State, pin_digest, write_state
 from scripts.errors import KitError
-from scripts.gitcmd import GitFailed
+from scripts.gitcmd import GitFailed, head
 from scripts.pin import COMMIT, Pin, fetch_verified, parse_pin, verify_digest
 from scripts.rebase.verdicts import DROPPED, OUTCOMES, Verdict, judge_series
 from scripts.refresh import refresh

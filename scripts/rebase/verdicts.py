@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from scripts import diffparse, gitcmd
-from scripts.checkout import apply_one
+from scripts.checkout.apply import apply_one
 from scripts.rebase import equivalence
 from scripts.report import progress, step
 from scripts.series import Patch

@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from scripts import checkout
+from scripts.checkout.guards import verify_current
 from scripts.errors import KitError
 from scripts.legs import legenv
 from scripts.pin import load_pin
@@ -43,7 +43,7 @@ def e2e_copy(dest: Path) -> Workspace:
 
 def checkout_is_current(ws: Workspace) -> bool:
     try:
-        checkout.verify_current(ws.checkout, load_pin(ws.pin_file), load_series(ws.patches))
+        verify_current(ws.checkout, load_pin(ws.pin_file), load_series(ws.patches))
     except KitError:
         return False
     return True

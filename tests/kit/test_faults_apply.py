@@ -39,7 +39,8 @@ from test_faults import (
 )
 
 from scripts import worklock
-from scripts.checkout import failed_hunk, is_generated
+from scripts.checkout.apply import failed_hunk
+from scripts.checkout.foreign import is_generated
 from scripts.gitcmd import LOCATING, git, git_env
 from scripts.pin import git_blob_id
 

@@ -32,7 +32,7 @@ STAGES: dict[int, tuple[str, ...]] = {
     ),
     1: ("pin", "registry"),
     2: ("series", "revisions"),
-    3: ("checkout", "refresh"),
+    3: ("checkout.", "refresh"),
     4: ("checks.",),
     5: ("legs.",),
     6: ("e2e.", "ascendci"),

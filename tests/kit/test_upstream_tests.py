@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from conftest import AUTHOR, KIT_ROOT
 
-from scripts.checkout import export_tree
+from scripts.checkout.pristine import export_tree
 from scripts.gitcmd import git
 from scripts.legs import upstream_tests
 
