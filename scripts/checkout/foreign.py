@@ -11,8 +11,6 @@ from scripts import gitcmd
 from scripts.checkout import BRANCH, PRISTINE_TAG, CheckoutError, LocalEdits, NotKitMade, shown
 
 KIT_MARK = "kit-made"  # in .git/: the kit made this repository and may replace it
-
-
 # Files that running code leaves in a tree; never "edits", and never in a patch (a `.coveragerc` is neither).
 GENERATED = ("__pycache__/", "*.py[co]", ".pytest_cache/", ".coverage", ".coverage.*", ".benchmarks/")
 

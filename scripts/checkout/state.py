@@ -36,8 +36,6 @@ def pin_digest(pin: Pin) -> str:
 
 
 REFRESHING = "kit-refresh-start"  # in .git/ while refresh runs: the commit it started at, then what it will record
-
-
 IN_PROGRESS = {  # .git entry -> the git operation it means
     "rebase-apply": "git am",
     "rebase-merge": "git rebase",
