@@ -6,7 +6,7 @@ nox -s refresh           checkout commits -> patches/ (byte-stable)
 nox -s kit               the kit's own tests, default tier (in parallel); "kit(tier='heavy')": legs, e2e, network
 nox -s e2e -- ...        realtime benchmark on 4 Ascend cards (self-hosted runners)
 nox -s pr / rebase       upstream PR preparation / try the series on another pin
-nox -s bench / timings   NPU gather and memory figures / apply test on fresh clones, warm, and .ci/run
+nox -s bench             NPU gather and memory figures
 nox -s mutate            mutation testing of the series' added lines against both legs
 """
 
@@ -140,12 +140,6 @@ def e2e(session: nox.Session) -> None:
 def bench(session: nox.Session) -> None:
     """Whole-block vs per-token gather and the NPU path's memory vs the reference (docs/results.md)."""
     run_kit(session, "bench")
-
-
-@nox.session(venv_backend="none", default=False)
-def timings(session: nox.Session) -> None:
-    """apply test on fresh clones (-- --empty-cache: empty package cache) and warm, .ci/run (-- --ci); ratios."""
-    session.run(sys.executable, "-m", "benchmarks.timings", *session.posargs, external=True)  # not a kit command
 
 
 @nox.session(venv_backend="none", default=False)

@@ -66,9 +66,7 @@ KIT_TIERS: dict[str, tuple[str, ...]] = {
     # worksteal: with xdist's default (load) a worker's prefetched tests still ran alone after the other
     # worker ran out, 6.5 s at the tier's end on 2 cores; a worker that runs out now takes the other's.
     "default": ("-m", " and ".join(f"not {m}" for m in HEAVY_MARKERS), "-n", "auto", "--dist", "worksteal"),
-    # --no-loadscope-reorder: else xdist hands files out by their number of tests, not in collection order,
-    # and the files the kit's conftest puts first (DRAW_ORDER) could still be drawn last.
-    "heavy": ("-m", " or ".join(HEAVY_MARKERS), "-n", "auto", "--dist", "loadfile", "--no-loadscope-reorder"),
+    "heavy": ("-m", " or ".join(HEAVY_MARKERS), "-n", "auto", "--dist", "loadfile"),
 }
 
 

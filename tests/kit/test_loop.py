@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from scripts.errors import KitError
+from scripts.gitcmd import git
 from scripts.legs import suite
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "regression"))
@@ -238,6 +239,17 @@ def test_modules_by_file_reads_coverage_contexts(tmp_path: Path) -> None:
     }
 
 
+def edit_patch_0001(kit: Path) -> None:
+    """A one-line edit of patch 0001's comment in the checkout, committed as a fixup of its commit."""
+    checkout = kit / ".work" / "vllm-omni"
+    rope = checkout / "vllm_omni" / "diffusion" / "layers" / "rope.py"
+    text = rope.read_text(encoding="utf-8")
+    line = next(x for x in text.splitlines() if "cos/sin: broadcast over batch and heads" in x)
+    rope.write_text(text.replace(line, line + " (edited)"), encoding="utf-8")
+    target = git("log", "--format=%H", "--grep=^Kit-Patch: rope-2d-cos-sin$", cwd=checkout).split()[0]
+    git("commit", "-q", "-a", "--fixup", target, cwd=checkout)  # as the kit commits (its identity, no hooks)
+
+
 # --- the cache in a real leg run (minutes: marked legs) --------------------------------------------
 
 
@@ -248,8 +260,6 @@ def test_a_carriers_loop_runs_changed_modules_and_keeps_and_rebuilds_the_oracle_
     # 0001, refresh, --changed (the oracle from the cache), --changed again (nothing to run), then a run
     # narrowed by pytest arguments on a torn cache.
     from test_leg_mutations import assert_control_passed, leg_kit, shared_env_ready
-
-    from benchmarks.looptimings import edit_patch_0001
 
     kit = leg_kit(tmp_path / "kit")
     shared_env_ready(kit, "stock")
@@ -272,7 +282,7 @@ def test_a_carriers_loop_runs_changed_modules_and_keeps_and_rebuilds_the_oracle_
     cache = oracle_cache.oracle_entry(root, used)  # this thread budget's entry
     assert [p.name for p in root.iterdir()] == [cache.name]
 
-    edit_patch_0001(kit.root, 0)
+    edit_patch_0001(kit.root)
     kit.run("refresh", check=True)
     changed = kit.run("test", "stock", "--changed")
     assert oracle_used(changed, "test-stock-changed")["source"] == "cache"
@@ -313,12 +323,3 @@ def test_a_carriers_loop_runs_changed_modules_and_keeps_and_rebuilds_the_oracle_
     manifest["key"]["pristine_commit"] = "0" * 40  # as left by a run on another pin
     (cache / oracle_cache.ORACLE_MANIFEST).write_text(json.dumps(manifest), encoding="utf-8")
     assert str(oracle_cache.oracle_stale_reason(cache, key)).startswith("pristine_commit changed")
-
-
-def test_loop_timings_time_the_baseline_with_changed_only_where_it_has_it() -> None:
-    from benchmarks.looptimings import knows_changed
-    from scripts.workspace import Workspace
-
-    first = subprocess.run(["git", "rev-list", "--max-parents=0", "HEAD"], capture_output=True, text=True, check=True)
-    ws = Workspace(Path(__file__).resolve().parents[2])
-    assert knows_changed(ws, "HEAD") and not knows_changed(ws, first.stdout.split()[0])
