@@ -44,7 +44,7 @@ def pinned(name: str) -> str:
 def install(session: nox.Session, *args: str) -> None:
     """Install into the session's venv with .pyc written: uv writes none by default, and where
     PYTHONDONTWRITEBYTECODE is set (CI images) every interpreter of the session (pytest-xdist workers,
-    e2e clients, plot subprocesses) would compile pytest, numpy and matplotlib again (docs/results.md)."""
+    e2e clients, plot subprocesses) would compile pytest, numpy and matplotlib again."""
     session.install(*args, env={"UV_COMPILE_BYTECODE": "1"})
 
 

@@ -60,7 +60,7 @@ def pip_config_list() -> str:
 
 # The tiers of the kit's own tests (pytest.ini declares the markers). Both run in parallel (pytest-xdist);
 # the heavy one keeps each module on one worker (its servers and leg copies are module fixtures): on 2 cores
-# 7.2 min instead of about 11 (docs/results.md).
+# 7.2 min instead of about 11.
 HEAVY_MARKERS = ("legs", "e2e", "network")
 KIT_TIERS: dict[str, tuple[str, ...]] = {
     # worksteal: with xdist's default (load) a worker's prefetched tests still ran alone after the other

@@ -114,7 +114,7 @@ def plan_leg(ws: Workspace, state: State, leg: str, opts: suite.TestArgs) -> Leg
     series_diff = combined_diff(ws.checkout)
     # Only the whole suite measures coverage: a --changed subset runs what the last full run's map selects, a
     # run narrowed by pytest arguments is no full record either (full_suite false, no green map), and
-    # coverage.py's tracer costs such a run half again its time (docs/results.md).
+    # coverage.py's tracer costs such a run half again its time.
     why_not_measured = "--changed" if not full else "pytest arguments" if opts.pytest_args else ""
     measured = None if why_not_measured else [ws.checkout / f for f in touched([series_diff]) if f.endswith(".py")]
     command = suite.suite_command(python, out, measured, targets, opts.pytest_args)
