@@ -29,7 +29,7 @@ from scripts.workspace import Workspace  # noqa: E402
 
 KIT_TOOLS = Workspace(Path(__file__).parent).kit_tools
 
-nox.needs_version = ">=2026.10.20"  # the version pinned in ci/kit-tools.txt
+nox.needs_version = ">=2026.10.20"  # the version pinned in ci/kit-tools.txt (what the README installs)
 nox.options.sessions = ["apply", "lint", "test"]
 nox.options.reuse_venv = "yes"
 nox.options.error_on_missing_interpreters = True

@@ -1,4 +1,5 @@
-"""The kit's own tools: pinned once in ci/kit-tools.txt (noxfile.py and `pr` read them here), and pip."""
+"""The kit's own tools, each pinned once in ci/kit-dev-tools.txt or the file it includes (noxfile.py and `pr` read
+the pins here), and pip."""
 
 from __future__ import annotations
 
@@ -24,9 +25,18 @@ def dist_name(name: str) -> str:
     return normalize(name).replace("-", "_")
 
 
+def pin_lines(tools: Path) -> list[str]:
+    """The lines of a requirements file, each `-r FILE` it holds replaced by that file's lines (as pip reads it)."""
+    lines = []
+    for line in tools.read_text(encoding="utf-8").splitlines():
+        flag, _, included = line.partition(" ")
+        lines += pin_lines(tools.parent / included.strip()) if flag == "-r" else [line]
+    return lines
+
+
 def pinned(name: str, tools: Path) -> str:
     """The `name==version` line for one tool, its name compared normalized (a clear error when it is not pinned)."""
-    for line in tools.read_text(encoding="utf-8").splitlines():
+    for line in pin_lines(tools):
         if (match := PIN_LINE.match(line)) and normalize(match[1]) == normalize(name):
             return match[0]
     raise RuntimeError(f"{name} is not pinned in ci/{tools.name}: add `{name}==<version>` there")

@@ -12,7 +12,7 @@ from scripts.workspace import Workspace
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--ruff", default="ruff", help="the ruff executable (the version upstream pins: ci/kit-tools.txt)")
+    p.add_argument("--ruff", default="ruff", help="the ruff executable (upstream's version: ci/kit-dev-tools.txt)")
 
 
 def run(args: argparse.Namespace, ws: Workspace) -> int:

@@ -24,7 +24,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--ruff",
         default="ruff",
-        help="the ruff executable for the precheck (the version upstream pins: ci/kit-tools.txt)",
+        help="the ruff executable for the precheck (the version upstream pins: ci/kit-dev-tools.txt)",
     )
     p.add_argument("--force", action="store_true", help="replace .work/pr/vN when preparing the same revision again")
     p.add_argument(

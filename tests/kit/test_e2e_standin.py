@@ -27,8 +27,8 @@ from scripts.workspace import Workspace
 # Each case starts stand-in servers in the stock leg's env, on a copy of the kit (tests/kit/e2e_prereq.py).
 pytestmark = pytest.mark.e2e
 
-pytest.importorskip("av", reason="the stand-in needs PyAV (ci/kit-tools.txt)")
-pytest.importorskip("websockets", reason="the stand-in needs websockets (ci/kit-tools.txt)")
+pytest.importorskip("av", reason="the stand-in needs PyAV (ci/kit-dev-tools.txt)")
+pytest.importorskip("websockets", reason="the stand-in needs websockets (ci/kit-dev-tools.txt)")
 
 RUN_FILES = {"server.log", "benchmark.log", "benchmark.json", "video.mp4", "frames.sha256"}
 
