@@ -22,9 +22,9 @@ import nox  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))  # the kit's scripts/, for the pins and the leg names
 from scripts import kittools  # noqa: E402
+from scripts.commands import test as test_command  # noqa: E402
 from scripts.kittools import KIT_TIERS, kit_tests_command  # noqa: E402
 from scripts.legs.legenv import LEGS  # noqa: E402
-from scripts.legs.suite import TEST_FLAGS  # noqa: E402
 from scripts.workspace import Workspace  # noqa: E402
 
 KIT_TOOLS = Workspace(Path(__file__).parent).kit_tools
@@ -56,12 +56,13 @@ def run_kit(session: nox.Session, *args: str, posargs: list[str] | None = None) 
 
 def without_test_flags(posargs: list[str]) -> list[str]:
     """nox gives every session the same posargs: in `nox -s refresh test -- --changed`, --changed is test's."""
+    flags = test_command.flags()
     out, skip_value = [], False
     for arg in posargs:
         name, eq, _ = arg.partition("=")
-        if not skip_value and name not in TEST_FLAGS:
+        if not skip_value and name not in flags:
             out.append(arg)
-        skip_value = not skip_value and not eq and TEST_FLAGS.get(name, False)
+        skip_value = not skip_value and not eq and flags.get(name, False)
     return out
 
 

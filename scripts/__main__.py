@@ -68,7 +68,8 @@ class Parser(argparse.ArgumentParser):
 
 def parser() -> argparse.ArgumentParser:
     p = Parser(prog="python -m scripts", description=__doc__)
-    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    p.add_argument("--version", action="store_true", help="what this kit carries: the pinned release and the series")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
     for module in command_modules():
         doc = (module.__doc__ or "").strip()
         passthrough = getattr(module, "PASSTHROUGH", False)
@@ -97,22 +98,46 @@ def install_run_handlers() -> None:
             stream.reconfigure(errors="backslashreplace")
 
 
+def parse(argv: list[str]) -> argparse.Namespace:
+    """The command line as the command's run() gets it; a passthrough command gets what argparse does not
+    know in its `pytest_args` (test) or `args` (in order, before its own remainder)."""
+    p = parser()
+    args, extra = p.parse_known_args(argv)
+    if args.version or args.command is None:
+        if args.command is not None or extra or not args.version:
+            what = "--version takes no COMMAND" if args.version else "the following arguments are required: COMMAND"
+            raise KitError(what, f"see {p.prog} --help")
+        return args
+    if extra and not args.passthrough:
+        raise KitError(f"unrecognized arguments: {' '.join(extra)}", f"see {p.prog} {args.command} --help")
+    if extra:
+        field = "pytest_args" if hasattr(args, "pytest_args") else "args"
+        setattr(args, field, [*extra, *getattr(args, field)])
+    return args
+
+
+def version_line(ws: Workspace) -> str:
+    """The kit has no release of its own: what it is, is the release it pins and the series it carries."""
+    from scripts.pin import load_pin
+    from scripts.series import load_series, series_digest
+
+    pin, patches = load_pin(ws.pin_file), load_series(ws.patches)
+    return f"vllm-omni NPU kit: {len(patches)} patches (series {series_digest(patches)[:16]}) on {pin.label}"
+
+
 def main(argv: list[str], workspace: Workspace) -> int:
     """Parse, dispatch to the command on `workspace`, and turn its refusals into one line and an exit code."""
     try:
-        p = parser()
-        args, extra = p.parse_known_args(argv)
-        if extra and not args.passthrough:
-            raise KitError(f"unrecognized arguments: {' '.join(extra)}", f"see {p.prog} {args.command} --help")
+        args = parse(argv)
+        if args.version:
+            print(version_line(workspace))
+            return 0
     except KitError as exc:
         fail(str(exc))
         return exc.exit_code
     except KeyboardInterrupt as stop:  # while the commands load: nothing has started
         fail(f"interrupted by {str(stop) or 'SIGINT'} before any command started -- nothing was changed; run it again")
         return 130
-    if extra:  # `test --durations=15`: what argparse does not know before the first positional goes on
-        field = "pytest_args" if hasattr(args, "pytest_args") else "args"
-        setattr(args, field, [*extra, *getattr(args, field)])
     try:
         return args.run(args, workspace)
     except KitError as exc:

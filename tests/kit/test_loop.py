@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from scripts import __main__ as cli
+from scripts.commands import test as test_command
 from scripts.errors import KitError
 from scripts.gitcmd import git
 from scripts.legs import suite
@@ -112,6 +114,11 @@ def test_storing_again_repairs_a_damaged_cache(cache: tuple[Path, Path, Path], t
     assert (cache_dir / oracle_cache.ORACLE_RESULTS).read_bytes() == b"recomputed"
 
 
+def parse_test_args(argv: list[str]) -> suite.TestArgs:
+    """`python -m scripts test ARGV` as its run() reads it."""
+    return test_command.choices(cli.parse(["test", *argv]))
+
+
 # --- the command line, the thread budget, the status line ----------------------------------------
 
 
@@ -126,26 +133,27 @@ def test_storing_again_repairs_a_damaged_cache(cache: tuple[Path, Path, Path], t
     ],
 )
 def test_parse_test_args(argv: list[str], expected: tuple) -> None:
-    got = suite.parse_test_args(argv)
+    got = parse_test_args(argv)
     assert (got.legs, got.jobs, got.changed, got.pytest_args) == expected
 
 
-@pytest.mark.parametrize("flag", sorted(suite.TEST_FLAGS))
-def test_every_test_flag_is_parsed_by_test_and_kept_from_other_nox_sessions(flag: str) -> None:
+def test_every_test_flag_is_parsed_by_test_and_kept_from_other_nox_sessions() -> None:
     # `nox -s refresh test -- --changed`: nox hands one posargs list to both sessions, so the noxfile strips
-    # test's flags (suite.TEST_FLAGS) from the others. A flag the table lists must be one `test` parses.
+    # test's options (read from test's own parser) from the others; none of them reaches pytest.
     import noxfile
 
-    argv = [flag, "1" if flag == "--jobs" else "real" if flag == "--require" else "/usr/bin/python3"]
-    argv = argv[: 1 + suite.TEST_FLAGS[flag]]
-    assert suite.parse_test_args(["npu", *argv]).pytest_args == []  # an unparsed flag would reach pytest
+    argv = ["--changed", "--jobs", "1", "--python=/usr/bin/python3", "--require", "real"]
+    assert sorted(test_command.flags()) == ["--changed", "--jobs", "--python", "--require"]
+    assert parse_test_args(["npu", *argv]).pytest_args == []
     assert noxfile.without_test_flags([*argv, "--drop", "0002"]) == ["--drop", "0002"]
+    assert noxfile.without_test_flags(["--jobs=1", "--drop", "0002"]) == ["--drop", "0002"]
 
 
-@pytest.mark.parametrize("bad", [["--jobs", "0"], ["--jobs"], ["--jobs=two"]])
-def test_bad_jobs_is_one_clear_error(bad: list[str]) -> None:
-    with pytest.raises(KitError, match="--jobs"):
-        suite.parse_test_args(bad)
+def test_bad_jobs_is_one_clear_error_and_no_prefix_of_an_option_is_taken_for_it() -> None:
+    for bad in (["--jobs", "0"], ["--jobs"], ["--jobs=two"]):
+        with pytest.raises(KitError, match="argument --jobs: "):
+            parse_test_args(bad)
+    assert parse_test_args(["--job", "1", "--py"]).pytest_args == ["--job", "1", "--py"]  # pytest's to judge
 
 
 @pytest.mark.parametrize(
