@@ -69,6 +69,14 @@ class LocalEdits(CheckoutError):
 class PatchConflict(CheckoutError):
     """A patch does not apply; the checkout is left mid-`git am` for the user to resolve."""
 
+    exit_code = 1  # the work ran and found something, as a conflicting rebase (README, "Exit codes")
+
+
+class CorruptPatch(PatchConflict):
+    """A patch file git cannot read: bad input, refused before any `git am` starts."""
+
+    exit_code = 2
+
 
 class NeedsRefresh(CheckoutError):
     """Patches applied only with line offsets: their context is stale."""
@@ -432,7 +440,7 @@ def apply_one(checkout: Path, patch: Patch, threeway: bool) -> PatchResult:
     probe = apply_check(checkout, patch.path)
     corrupt = CORRUPT.search(probe.stderr)
     if corrupt:
-        raise PatchConflict(
+        raise CorruptPatch(
             f"patch {patch.name} is corrupt (git: corrupt patch at line {corrupt[1]})",
             "restore it from git (git checkout -- patches/) or re-export it with nox -s refresh",
         )

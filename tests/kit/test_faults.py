@@ -71,7 +71,7 @@ def stop_at_twenty(kit: Kit, tmp_path: Path) -> None:
     """An upstream move that makes patch 0002 conflict (0001 still applies)."""
     new_upstream(kit, tmp_path, {19: "line 19 upstream", 21: "line 21 upstream"})
     proc = kit.run("apply")
-    assert proc.returncode == 2 and "0002-twenty.patch does not apply" in proc.stderr, proc.stderr
+    assert proc.returncode == 1 and "0002-twenty.patch does not apply" in proc.stderr, proc.stderr
 
 
 def resolve_twenty(kit: Kit) -> None:
@@ -453,7 +453,7 @@ def test_abort_on_the_same_pin_goes_back_to_the_last_good_head(kit3: Kit) -> Non
     head = kit3.git("rev-parse", "HEAD")
     patch = kit3.patches / "0002-twenty.patch"
     patch.write_text(patch.read_text().replace("-line 20\n", "-line 20 (not there)\n"))
-    assert kit3.run("apply").returncode == 2
+    assert kit3.run("apply").returncode == 1
     kit3.run("apply", "--abort", check=True)
     assert kit3.git("rev-parse", "HEAD") == head
     one_line_error(kit3.run("lint"), 2, "does not match patches/")  # patches/ still holds the broken edit
@@ -464,7 +464,7 @@ def test_force_leaves_a_paused_am_where_git_cannot_guess_an_identity(kit3: Kit, 
     no_guessing = {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "user.useConfigOnly", "GIT_CONFIG_VALUE_0": "true",
                    "EMAIL": "", "GIT_AUTHOR_EMAIL": "", "GIT_COMMITTER_EMAIL": ""}  # fmt: skip
     proc = kit3.run("apply", "--force", env=no_guessing)
-    assert proc.returncode == 2 and "0002-twenty.patch does not apply" in proc.stderr  # got past the am --abort
+    assert proc.returncode == 1 and "0002-twenty.patch does not apply" in proc.stderr  # got past the am --abort
     assert "Traceback" not in proc.stderr
 
 
