@@ -34,6 +34,7 @@ from conftest import (
     rope_with,
 )
 
+from scripts.commands.common import checkout_lock
 from scripts.gitcmd import git
 
 
@@ -382,12 +383,18 @@ def test_sigterm_while_refresh_swaps_finishes_the_swap(kit3: Kit, tmp_path: Path
 
 
 def test_concurrent_applies_run_one_after_the_other(kit3: Kit) -> None:
+    # The test holds the checkout's lock as a first apply would; the second apply says it waits (read before the
+    # lock is let go: an event, not a sleep), is still running then, and finishes once the lock is free.
     cmd = [sys.executable, "-m", "scripts", "apply"]
-    procs = [subprocess.Popen(cmd, cwd=kit3.root, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              env={**os.environ, "CI": ""}) for _ in range(2)]  # fmt: skip
-    results = [p.communicate(timeout=120) for p in procs]
-    assert [p.returncode for p in procs] == [0, 0], results
-    assert all("Traceback" not in out + err for out, err in results)
+    with checkout_lock(kit3):
+        proc = subprocess.Popen(cmd, cwd=kit3.root, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                env={**os.environ, "CI": ""})  # fmt: skip
+        assert proc.stdout is not None
+        waiting = next((line for line in proc.stdout if "waiting for" in line), "it ended without waiting")
+        assert f"waiting for .work/vllm-omni: in use by pid {os.getpid()}" in waiting
+        assert proc.poll() is None  # it cannot go on while the lock is held
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0 and "Traceback" not in out + err, out + err
     state = json.loads((kit3.checkout / ".git/kit-state.json").read_text())
     assert state["status"] == "applied" and state["head"] == kit3.git("rev-parse", "HEAD").strip()
     assert len(kit3.git("rev-list", "pristine..HEAD").split()) == 3
