@@ -55,7 +55,6 @@ class Case:
                "--health-timeout-s", "300", "--bench-timeout-s", "60", "--stop-timeout-s", "5",
                "--evidence-root", str(self.root), "--lock-dir", str(tmp_path / "locks"), *extra]  # fmt: skip
         case_env = {**os.environ, "STANDIN_FAULT": fault, "STANDIN_CHUNK_INTERVAL_MS": "60", **(env or {})}
-        case_env.pop("KIT_E2E_STANDIN", None)
         self.done = subprocess.run(cmd, cwd=kit.root, env=case_env, capture_output=True, text=True, timeout=120)
 
     @property
