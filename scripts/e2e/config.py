@@ -122,7 +122,6 @@ def number_text(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else f"{x:g}"
 
 
-TRUE, FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 WEEK_S = 7 * 24 * 3600.0  # the longest bound a time option takes: beyond it a value is a typo, not a plan
 PIXELS = 16  # LingBot-World's latent: 8x VAE downsampling, then 2x2 patches (480x832 -> 30x52 = 1560 tokens)
 
@@ -133,7 +132,7 @@ class Option:
     must meet. Every value, from either source, is checked against the rule before anything starts."""
 
     name: str  # the flag without "--"; the field of E2EConfig is the same with "_"
-    kind: str  # "int", "float", "text", "flag", "choice", or "parsed" (by `parse`)
+    kind: str  # "int", "float", "text", "flag" (a switch: given or not), "choice", or "parsed" (by `parse`)
     default: str | None
     help: str = ""
     lo: float | None = None  # smallest allowed value
@@ -164,8 +163,6 @@ class Option:
         """What a good value is, in words: `an integer from 1 to 65535`, `a number > 0`, `one of auto, kit`."""
         if self.kind == "choice":
             return "one of " + ", ".join(self.choices)
-        if self.kind == "flag":
-            return "one of " + ", ".join((*TRUE, *FALSE))
         noun = "an integer" if self.kind == "int" else "a number"
         if self.multiple_of > 1:
             noun += f" multiple of {self.multiple_of}"
@@ -184,10 +181,6 @@ class Option:
                 raise KitError(f"{source}: {exc.what}", exc.fix) from None
         if self.kind == "text":
             return text
-        if self.kind == "flag":
-            if text.strip().lower() not in (*TRUE, *FALSE):
-                raise self.refuse(text, source)
-            return text.strip().lower() in TRUE
         if self.kind == "choice":
             if text not in self.choices:
                 raise self.refuse(text, source)
@@ -249,7 +242,7 @@ OPTIONS: tuple[Option, ...] = (
         shown_default=BANDS_SHOWN,
     ),
     Option("cards", "parsed", "0,1,2,3", "physical card ids", parse=parse_cards, from_env=True),
-    Option("standin", "flag", "0", "serve with the test stand-in (no Ascend checks; reports say so)"),
+    Option("standin", "flag", None, "serve with the test stand-in (no Ascend checks; reports say so)"),
     Option(
         "server-url",
         "parsed",
@@ -315,7 +308,7 @@ class _Parser(argparse.ArgumentParser):
 def help_text(o: Option) -> str:
     """What --help says of one option: its meaning, its rule, its default (as the run computes it), its variable."""
     rule = "" if o.kind in ("text", "parsed", "flag") else o.rule()
-    default = o.shown_default or ("" if o.default is None or o.kind == "flag" else o.default)
+    default = o.shown_default or o.default or ""
     said = [o.help, rule, f"default: {default}" if default else "", f"or {o.env}" if o.from_env else ""]
     return "; ".join(filter(None, said))
 
@@ -324,8 +317,8 @@ def add_options(p: argparse.ArgumentParser) -> None:
     """Every option on p, a given value checked by its rule (a KitError naming the flag); None when not given."""
     p.allow_abbrev = False  # `--chunk 4` is a typo to name, not --chunks
     for o in OPTIONS:
-        if o.kind == "flag":
-            p.add_argument(o.flag, action="store_const", const=True, help=help_text(o))
+        if o.kind == "flag":  # False when not given: never None, so no variable or default is read
+            p.add_argument(o.flag, action="store_true", help=help_text(o))
             continue
         checked = {"type": lambda text, o=o: o.value(text, o.flag), "help": help_text(o)}
         if o.positional:
