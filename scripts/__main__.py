@@ -73,9 +73,8 @@ def parser() -> argparse.ArgumentParser:
     for module in command_modules():
         doc = (module.__doc__ or "").strip()
         passthrough = getattr(module, "PASSTHROUGH", False)
-        # A passthrough command hands what argparse does not know to its own parser; OWN_HELP: --help too.
-        sp = sub.add_parser(name_of(module), help=doc.splitlines()[0], description=doc,
-                            add_help=not getattr(module, "OWN_HELP", False))  # fmt: skip
+        # A passthrough command (test, bench) hands what argparse does not know on to pytest.
+        sp = sub.add_parser(name_of(module), help=doc.splitlines()[0], description=doc)
         module.add_arguments(sp)
         sp.set_defaults(run=module.run, passthrough=passthrough)
     return p
@@ -99,8 +98,8 @@ def install_run_handlers() -> None:
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
-    """The command line as the command's run() gets it; a passthrough command gets what argparse does not
-    know in its `pytest_args` (test) or `args` (in order, before its own remainder)."""
+    """The command line as the command's run() gets it; a passthrough command (test, bench) gets what
+    argparse does not know in its `pytest_args`."""
     p = parser()
     args, extra = p.parse_known_args(argv)
     if args.version or args.command is None:
@@ -110,9 +109,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
         return args
     if extra and not args.passthrough:
         raise KitError(f"unrecognized arguments: {' '.join(extra)}", f"see {p.prog} {args.command} --help")
-    if extra:
-        field = "pytest_args" if hasattr(args, "pytest_args") else "args"
-        setattr(args, field, [*extra, *getattr(args, field)])
+    if extra:  # pytest's, in their order, before what the command's own remainder holds
+        args.pytest_args = [*extra, *args.pytest_args]
     return args
 
 
