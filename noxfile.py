@@ -6,7 +6,7 @@ nox -s refresh           checkout commits -> patches/ (byte-stable)
 nox -s kit               the kit's own tests, default tier (in parallel); "kit(tier='heavy')": legs, e2e, network
 nox -s e2e -- ...        realtime benchmark on 4 Ascend cards (self-hosted runners)
 nox -s pr / rebase       upstream PR preparation / try the series on another pin
-nox -s bench / timings   NPU gather and memory figures / apply test on fresh clones, warm, and .ci/run
+nox -s bench             NPU gather and memory figures
 nox -s mutate            mutation testing of the series' added lines against both legs
 """
 
@@ -23,15 +23,15 @@ import nox  # noqa: E402
 sys.path.insert(0, str(Path(__file__).parent))  # the kit's scripts/, for the pins and the leg names
 from scripts import kittools  # noqa: E402
 from scripts.checks.hooks import load_hooks, packages  # noqa: E402
+from scripts.commands import test as test_command  # noqa: E402
 from scripts.kittools import KIT_TIERS, kit_tests_command  # noqa: E402
 from scripts.legs.legenv import LEGS  # noqa: E402
-from scripts.legs.suite import TEST_FLAGS  # noqa: E402
 from scripts.workspace import Workspace  # noqa: E402
 
 KIT_TOOLS = Workspace(Path(__file__).parent).kit_tools
 UPSTREAM_HOOKS = packages(load_hooks(Workspace(Path(__file__).parent).upstream_hooks))  # upstream's gate, its pins
 
-nox.needs_version = ">=2026.10.20"  # the version pinned in ci/kit-tools.txt
+nox.needs_version = ">=2026.10.20"  # the version pinned in ci/kit-tools.txt (what the README installs)
 nox.options.sessions = ["apply", "lint", "test"]
 nox.options.reuse_venv = "yes"
 nox.options.error_on_missing_interpreters = True
@@ -46,7 +46,7 @@ def pinned(name: str) -> str:
 def install(session: nox.Session, *args: str) -> None:
     """Install into the session's venv with .pyc written: uv writes none by default, and where
     PYTHONDONTWRITEBYTECODE is set (CI images) every interpreter of the session (pytest-xdist workers,
-    e2e clients, plot subprocesses) would compile pytest, numpy and matplotlib again (docs/results.md)."""
+    e2e clients, plot subprocesses) would compile pytest, numpy and matplotlib again."""
     session.install(*args, env={"UV_COMPILE_BYTECODE": "1"})
 
 
@@ -58,12 +58,13 @@ def run_kit(session: nox.Session, *args: str, posargs: list[str] | None = None) 
 
 def without_test_flags(posargs: list[str]) -> list[str]:
     """nox gives every session the same posargs: in `nox -s refresh test -- --changed`, --changed is test's."""
+    flags = test_command.flags()
     out, skip_value = [], False
     for arg in posargs:
         name, eq, _ = arg.partition("=")
-        if not skip_value and name not in TEST_FLAGS:
+        if not skip_value and name not in flags:
             out.append(arg)
-        skip_value = not skip_value and not eq and TEST_FLAGS.get(name, False)
+        skip_value = not skip_value and not eq and flags.get(name, False)
     return out
 
 
@@ -147,12 +148,6 @@ def e2e(session: nox.Session) -> None:
 def bench(session: nox.Session) -> None:
     """Whole-block vs per-token gather and the NPU path's memory vs the reference (docs/results.md)."""
     run_kit(session, "bench")
-
-
-@nox.session(venv_backend="none", default=False)
-def timings(session: nox.Session) -> None:
-    """apply test on fresh clones (-- --empty-cache: empty package cache) and warm, .ci/run (-- --ci); ratios."""
-    session.run(sys.executable, "-m", "benchmarks.timings", *session.posargs, external=True)  # not a kit command
 
 
 @nox.session(venv_backend="none", default=False)

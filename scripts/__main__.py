@@ -69,13 +69,13 @@ class Parser(argparse.ArgumentParser):
 
 def parser() -> argparse.ArgumentParser:
     p = Parser(prog="python -m scripts", description=__doc__)
-    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    p.add_argument("--version", action="store_true", help="what this kit carries: the pinned release and the series")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
     for module in command_modules():
         doc = (module.__doc__ or "").strip()
         passthrough = getattr(module, "PASSTHROUGH", False)
-        # A passthrough command hands what argparse does not know to its own parser; OWN_HELP: --help too.
-        sp = sub.add_parser(name_of(module), help=doc.splitlines()[0], description=doc,
-                            add_help=not getattr(module, "OWN_HELP", False))  # fmt: skip
+        # A passthrough command (test, bench) hands what argparse does not know on to pytest.
+        sp = sub.add_parser(name_of(module), help=doc.splitlines()[0], description=doc)
         module.add_arguments(sp)
         sp.set_defaults(run=module.run, passthrough=passthrough)
     return p
@@ -98,13 +98,39 @@ def install_run_handlers() -> None:
             stream.reconfigure(errors="backslashreplace")
 
 
+def parse(argv: list[str]) -> argparse.Namespace:
+    """The command line as the command's run() gets it; a passthrough command (test, bench) gets what
+    argparse does not know in its `pytest_args`."""
+    p = parser()
+    args, extra = p.parse_known_args(argv)
+    if args.version or args.command is None:
+        if args.command is not None or extra or not args.version:
+            what = "--version takes no COMMAND" if args.version else "the following arguments are required: COMMAND"
+            raise KitError(what, f"see {p.prog} --help")
+        return args
+    if extra and not args.passthrough:
+        raise KitError(f"unrecognized arguments: {' '.join(extra)}", f"see {p.prog} {args.command} --help")
+    if extra:  # pytest's, in their order, before what the command's own remainder holds
+        args.pytest_args = [*extra, *args.pytest_args]
+    return args
+
+
+def version_line(ws: Workspace) -> str:
+    """The kit has no release of its own: what it is, is the release it pins and the series it carries."""
+    from scripts.pin import load_pin
+    from scripts.series import load_series, series_digest
+
+    pin, patches = load_pin(ws.pin_file), load_series(ws.patches)
+    return f"vllm-omni NPU kit: {len(patches)} patches (series {series_digest(patches)[:16]}) on {pin.label}"
+
+
 def main(argv: list[str], workspace: Workspace) -> int:
     """Parse, dispatch to the command on `workspace`, and turn its refusals into one line and an exit code."""
     try:
-        p = parser()
-        args, extra = p.parse_known_args(argv)
-        if extra and not args.passthrough:
-            raise KitError(f"unrecognized arguments: {' '.join(extra)}", f"see {p.prog} {args.command} --help")
+        args = parse(argv)
+        if args.version:
+            print(version_line(workspace))
+            return 0
     except KitError as exc:
         fail(str(exc))
         return exc.exit_code
@@ -116,9 +142,6 @@ def main(argv: list[str], workspace: Workspace) -> int:
         fail(f"interrupted by {str(signal_) or 'SIGINT'} before any command started -- nothing was changed; "
              "run it again")  # fmt: skip
         return 130
-    if extra:  # `test --durations=15`: what argparse does not know before the first positional goes on
-        field = "pytest_args" if hasattr(args, "pytest_args") else "args"
-        setattr(args, field, [*extra, *getattr(args, field)])
     with kept_output() as output:
         code = run_command(args, workspace)
     if output.failed and code in (0, 1):  # the work ran to its end; only the report of it is lost

@@ -391,11 +391,6 @@ def commits_touching(repo: Path, *paths: str) -> list[str]:
     return git("log", "--format=%H", "--", *paths, cwd=repo).split()
 
 
-def commits_matching(repo: Path, pattern: str) -> list[str]:
-    """Commit ids of HEAD's history whose message has a line matching pattern, newest first."""
-    return git("log", "--format=%H", f"--grep={pattern}", cwd=repo).split()
-
-
 def is_ancestor(repo: Path, older: str, newer: str) -> bool:
     return run("merge-base", "--is-ancestor", older, newer, cwd=repo).returncode == 0
 
@@ -524,11 +519,6 @@ def recommit(repo: Path, commit: str) -> None:
 def commit_object(repo: Path, tree: str, parent: str, message: str, env: dict[str, str]) -> str:
     """A new commit object (no ref moves), its message as given, byte for byte; env names who and when."""
     return git("commit-tree", "--no-gpg-sign", tree, "-p", parent, cwd=repo, env=env, stdin=message).strip()
-
-
-def fixup_commit(repo: Path, target: str) -> None:
-    """Every tracked change committed as `fixup! <target's subject>`."""
-    git("commit", "-q", "-a", "--fixup", target, cwd=repo)
 
 
 def patch_ids(repo: Path, text: str) -> list[tuple[str, str]]:
@@ -709,11 +699,6 @@ def status_porcelain(repo: Path) -> list[str]:
 def archive(repo: Path, rev: str) -> bytes:
     """The tree at rev as a tar archive."""
     return git_bytes("archive", "--format=tar", rev, cwd=repo)
-
-
-def grep_found(repo: Path, rev: str, text: str, *paths: str) -> bool:
-    """Whether text (a fixed string) is in any file under paths at rev."""
-    return run("grep", "-q", "-F", text, rev, "--", *paths, cwd=repo).returncode == 0
 
 
 def worktree_add(repo: Path, path: Path, rev: str) -> None:

@@ -1,4 +1,5 @@
-"""The kit's own tools: pinned once in ci/kit-tools.txt (noxfile.py and `pr` read them here), and pip."""
+"""The kit's own tools, each pinned once in ci/kit-dev-tools.txt or the file it includes (noxfile.py and `pr` read
+the pins here), and pip."""
 
 from __future__ import annotations
 
@@ -24,9 +25,18 @@ def dist_name(name: str) -> str:
     return normalize(name).replace("-", "_")
 
 
+def pin_lines(tools: Path) -> list[str]:
+    """The lines of a requirements file, each `-r FILE` it holds replaced by that file's lines (as pip reads it)."""
+    lines = []
+    for line in tools.read_text(encoding="utf-8").splitlines():
+        flag, _, included = line.partition(" ")
+        lines += pin_lines(tools.parent / included.strip()) if flag == "-r" else [line]
+    return lines
+
+
 def pinned(name: str, tools: Path) -> str:
     """The `name==version` line for one tool, its name compared normalized (a clear error when it is not pinned)."""
-    for line in tools.read_text(encoding="utf-8").splitlines():
+    for line in pin_lines(tools):
         if (match := PIN_LINE.match(line)) and normalize(match[1]) == normalize(name):
             return match[0]
     raise RuntimeError(f"{name} is not pinned in ci/{tools.name}: add `{name}==<version>` there")
@@ -60,15 +70,13 @@ def pip_config_list() -> str:
 
 # The tiers of the kit's own tests (pytest.ini declares the markers). Both run in parallel (pytest-xdist);
 # the heavy one keeps each module on one worker (its servers and leg copies are module fixtures): on 2 cores
-# 7.2 min instead of about 11 (docs/results.md).
+# 7.2 min instead of about 11.
 HEAVY_MARKERS = ("legs", "e2e", "network")
 KIT_TIERS: dict[str, tuple[str, ...]] = {
     # worksteal: with xdist's default (load) a worker's prefetched tests still ran alone after the other
     # worker ran out, 6.5 s at the tier's end on 2 cores; a worker that runs out now takes the other's.
     "default": ("-m", " and ".join(f"not {m}" for m in HEAVY_MARKERS), "-n", "auto", "--dist", "worksteal"),
-    # --no-loadscope-reorder: else xdist hands files out by their number of tests, not in collection order,
-    # and the files the kit's conftest puts first (DRAW_ORDER) could still be drawn last.
-    "heavy": ("-m", " or ".join(HEAVY_MARKERS), "-n", "auto", "--dist", "loadfile", "--no-loadscope-reorder"),
+    "heavy": ("-m", " or ".join(HEAVY_MARKERS), "-n", "auto", "--dist", "loadfile"),
 }
 
 

@@ -46,7 +46,8 @@ class Workspace:
 
     @property
     def kit_tools(self) -> Path:
-        return self.ci_dir / "kit-tools.txt"
+        """Every pin of the kit's tools (it includes ci/kit-tools.txt, what the README installs)."""
+        return self.ci_dir / "kit-dev-tools.txt"
 
     @property
     def upstream_hooks(self) -> Path:

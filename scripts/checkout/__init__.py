@@ -39,6 +39,14 @@ class LocalEdits(CheckoutError):
 class PatchConflict(CheckoutError):
     """A patch does not apply; the checkout is left mid-`git am` for the user to resolve."""
 
+    exit_code = 1  # the work ran and found something, as a conflicting rebase (README, "Exit codes")
+
+
+class CorruptPatch(PatchConflict):
+    """A patch file git cannot read: bad input, refused before any `git am` starts."""
+
+    exit_code = 2
+
 
 class NeedsRefresh(CheckoutError):
     """Patches applied only with line offsets: their context is stale."""

@@ -17,6 +17,7 @@ from scripts.checkout import (
     BRANCH,
     PRISTINE_TAG,
     CheckoutError,
+    CorruptPatch,
     CorruptState,
     IncompleteCheckout,
     LocalEdits,
@@ -248,7 +249,7 @@ def apply_one(checkout: Path, patch: Patch, threeway: bool) -> PatchResult:
     probe = apply_check(checkout, patch.path)
     corrupt = CORRUPT.search(probe.stderr)
     if corrupt:
-        raise PatchConflict(
+        raise CorruptPatch(
             f"patch {patch.name} is corrupt (git: corrupt patch at line {corrupt[1]})",
             "restore it from git (git checkout -- patches/) or re-export it with nox -s refresh",
         )

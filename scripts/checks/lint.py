@@ -443,7 +443,7 @@ def resolve_ruff(ruff: str) -> str:
     found = shutil.which(ruff)
     if found is None:
         raise RuffError(f"--ruff {ruff}: not found on PATH",
-                        "install the kit's tools (pip install -r ci/kit-tools.txt) or pass --ruff PATH")  # fmt: skip
+                        "use nox -s lint, or pip install -r ci/kit-dev-tools.txt, or pass --ruff PATH")  # fmt: skip
     return os.path.abspath(found)
 
 
@@ -457,7 +457,7 @@ def ruff_check(ruff: str, config: Path, tree: Path, files: list[str]) -> list[Fi
     if proc.returncode not in (0, 1):
         raise RuffError(f"ruff check failed on .work/{tree.name}: {last_line(proc.stderr, proc.stdout)}",
                         "read ruff's message above; --ruff must be ruff itself "
-                        "(the version upstream pins is in ci/kit-tools.txt)")  # fmt: skip
+                        "(the version upstream pins is in ci/kit-dev-tools.txt)")  # fmt: skip
     return [
         Finding(
             str(Path(r["filename"]).relative_to(tree)),

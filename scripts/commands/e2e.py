@@ -1,8 +1,9 @@
-"""The LingBot-World realtime benchmark: independent server+bench runs, md5 determinism, the band (--help: all)."""
+"""The LingBot-World realtime benchmark on Ascend: independent server+bench runs, md5 determinism, the band."""
 
 from __future__ import annotations
 
 import argparse
+import os
 
 from scripts.commands.common import checkout_lock
 from scripts.e2e import ab, install, lock, preflight
@@ -10,16 +11,14 @@ from scripts.e2e import config as e2e_config
 from scripts.e2e import run as e2e_run
 from scripts.workspace import Workspace
 
-PASSTHROUGH = True  # the e2e has its own parser (scripts/e2e/config.py)
-OWN_HELP = True  # so `e2e --help` shows that parser's help
-
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    p.epilog = "KIT_E2E_<NAME> is read only where named; a flag wins over it, an empty variable counts as unset."
+    e2e_config.add_options(p)  # declared once there (OPTIONS), with the rule each value must meet
 
 
 def run(args: argparse.Namespace, ws: Workspace) -> int:
-    config = e2e_config.parse_args(ws, args.args)  # every option (flag or KIT_E2E_*) checked before anything waits
+    config = e2e_config.config_of(ws, args, os.environ)  # every value checked before anything waits
     with checkout_lock(ws, shared=True):  # the server and upstream's client run the checkout's code: it stays put
         # Setup errors are KitErrors and signals KeyboardInterrupts: the front door reports both in one line.
         python = install.base_python(config.python) if config.mode == "ascend" else None

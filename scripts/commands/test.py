@@ -19,27 +19,73 @@ from scripts.checkout.pristine import combined_diff
 from scripts.checkout.state import State
 from scripts.commands.common import checkout_lock, current
 from scripts.diffparse import touched
+from scripts.errors import KitError
 from scripts.legs import legenv, suite, upstream_tests
 from scripts.report import progress, table
 from scripts.series import load_series
 from scripts.workspace import Workspace
 
 USAGE = "python -m scripts test [stock|npu]... [--jobs N] [--changed] [--python PATH] [--require MODE] [pytest args]"
-PASSTHROUGH = True  # pytest's own arguments go on after the kit's (suite.parse_test_args, the one parser)
+PASSTHROUGH = True  # what the options below do not name goes to pytest (`-k rope`, `--durations=15`)
+
+
+def positive_int(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive whole number (--jobs 1: one after the other)")
+    return int(text)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The kit's options of `test`, declared once; the noxfile reads them too (flags)."""
     p.usage = USAGE
-    p.epilog = ("--jobs N: at most N legs at once (default: as many as the cores allow; 1: one after the other). "
-                "--changed: only the test modules that cover the patches changed since the last green run. "
-                "--python PATH: run the npu leg in that interpreter (plus the test tools); "
-                "--require real|simulated: any other mode is a failure.")  # fmt: skip
-    p.add_argument("args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    p.allow_abbrev = False  # `--co` or `--py...` are pytest's, never a prefix of the kit's options
+    p.epilog = "Leg names come first; every argument the options above do not name goes to pytest."
+    p.add_argument(
+        "--jobs",
+        type=positive_int,
+        metavar="N",
+        help="at most N legs at once (default: as many as the cores allow; 1: one after the other)",
+    )
+    p.add_argument(
+        "--changed",
+        action="store_true",
+        help="only the test modules that cover the patches changed since the last green run",
+    )
+    p.add_argument(
+        "--python",
+        type=Path,
+        metavar="PATH",
+        help="run the npu leg in that interpreter (plus the test tools) instead of its venv",
+    )
+    p.add_argument("--require", choices=legenv.MODES, help="the npu leg's mode must be this one, else it fails")
+    p.set_defaults(pytest_args=[])
+
+
+def flags() -> dict[str, bool]:
+    """Each option of `test` -> whether it takes a value: `nox -s refresh test -- --changed` keeps them from refresh."""
+    p = argparse.ArgumentParser(add_help=False)
+    add_arguments(p)
+    return {flag: action.nargs != 0 for action in p._actions for flag in action.option_strings}
+
+
+def choices(args: argparse.Namespace) -> suite.TestArgs:
+    """The legs named before the first pytest argument (default: both), and the checked options."""
+    rest = list(args.pytest_args)
+    legs: list[str] = []
+    while rest and rest[0] in legenv.LEGS:
+        leg = rest.pop(0)
+        legs += [] if leg in legs else [leg]
+    chosen = tuple(legs) or legenv.LEGS
+    if args.require is not None and chosen != ("npu",):
+        leg = next(leg for leg in chosen if leg != "npu")
+        raise KitError(f"--require {args.require} for leg {leg}", "only the npu leg takes --require: real or simulated")
+    options = legenv.LegOptions(python=args.python, require=args.require)
+    return suite.TestArgs(chosen, args.jobs, args.changed, options, rest)
 
 
 def run(args: argparse.Namespace, ws: Workspace) -> int:
     """Both legs (or the ones named): each leg's pytest started directly, at once when the cores allow."""
-    opts = suite.parse_test_args(args.args)
+    opts = choices(args)
     with checkout_lock(ws, shared=True):
         state = current(ws)
         at_once, threads = suite.plan_jobs(len(opts.legs), opts.jobs, os.cpu_count() or 1)
@@ -115,7 +161,7 @@ def plan_leg(ws: Workspace, state: State, leg: str, opts: suite.TestArgs) -> Leg
     series_diff = combined_diff(ws.checkout)
     # Only the whole suite measures coverage: a --changed subset runs what the last full run's map selects, a
     # run narrowed by pytest arguments is no full record either (full_suite false, no green map), and
-    # coverage.py's tracer costs such a run half again its time (docs/results.md).
+    # coverage.py's tracer costs such a run half again its time.
     why_not_measured = "--changed" if not full else "pytest arguments" if opts.pytest_args else ""
     measured = None if why_not_measured else [ws.checkout / f for f in touched([series_diff]) if f.endswith(".py")]
     command = suite.suite_command(python, out, measured, targets, opts.pytest_args)

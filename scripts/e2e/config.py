@@ -1,4 +1,5 @@
-"""Parameters of one e2e invocation: command-line flags, each with a KIT_E2E_* env default."""
+"""Parameters of one e2e invocation: its options, declared once (OPTIONS) for argparse, each checked against its
+rule; the few a workflow sets also read a KIT_E2E_* variable."""
 
 from __future__ import annotations
 
@@ -29,6 +30,8 @@ ASCEND_BAND_MS = (2865.0, 3167.0)
 STANDIN_BAND_MS = (50.0, 400.0)
 
 CLIENTS = ("auto", "upstream", "kit")
+LOCK_DIR_NAME = "vllm-omni-kit-locks"  # under the system's temporary folder, unless --lock-dir
+BANDS_SHOWN = "2865:3167 on Ascend, 50:400 with --standin"  # ASCEND_BAND_MS, STANDIN_BAND_MS (a test checks)
 
 
 @dataclass(frozen=True)
@@ -119,7 +122,6 @@ def number_text(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else f"{x:g}"
 
 
-TRUE, FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 WEEK_S = 7 * 24 * 3600.0  # the longest bound a time option takes: beyond it a value is a typo, not a plan
 PIXELS = 16  # LingBot-World's latent: 8x VAE downsampling, then 2x2 patches (480x832 -> 30x52 = 1560 tokens)
 
@@ -130,7 +132,7 @@ class Option:
     must meet. Every value, from either source, is checked against the rule before anything starts."""
 
     name: str  # the flag without "--"; the field of E2EConfig is the same with "_"
-    kind: str  # "int", "float", "text", "flag", "choice", or "parsed" (by `parse`)
+    kind: str  # "int", "float", "text", "flag" (a switch: given or not), "choice", or "parsed" (by `parse`)
     default: str | None
     help: str = ""
     lo: float | None = None  # smallest allowed value
@@ -142,6 +144,8 @@ class Option:
     parse: Callable[[str], object] | None = None  # kind "parsed": raises KitError itself
     why: str = ""  # the reason for the rule, said in the fix
     positional: bool = False
+    from_env: bool = False  # also read KIT_E2E_<NAME>: only where a workflow sets it (ascend-e2e.yml)
+    shown_default: str = ""  # a default computed at run time, as --help says it
 
     @property
     def field(self) -> str:
@@ -159,8 +163,6 @@ class Option:
         """What a good value is, in words: `an integer from 1 to 65535`, `a number > 0`, `one of auto, kit`."""
         if self.kind == "choice":
             return "one of " + ", ".join(self.choices)
-        if self.kind == "flag":
-            return "one of " + ", ".join((*TRUE, *FALSE))
         noun = "an integer" if self.kind == "int" else "a number"
         if self.multiple_of > 1:
             noun += f" multiple of {self.multiple_of}"
@@ -179,10 +181,6 @@ class Option:
                 raise KitError(f"{source}: {exc.what}", exc.fix) from None
         if self.kind == "text":
             return text
-        if self.kind == "flag":
-            if text.strip().lower() not in (*TRUE, *FALSE):
-                raise self.refuse(text, source)
-            return text.strip().lower() in TRUE
         if self.kind == "choice":
             if text not in self.choices:
                 raise self.refuse(text, source)
@@ -201,6 +199,9 @@ class Option:
         if self.lo is not None and (number < self.lo or (self.lo_open and number == self.lo)):
             return False
         return self.hi is None or not (number > self.hi or (self.hi_open and number == self.hi))
+
+    def metavar(self) -> str:
+        return self.name.upper().replace("-", "_") if self.kind != "choice" else "{" + ",".join(self.choices) + "}"
 
     def refuse(self, text: str, source: str) -> KitError:
         why = f" ({self.why})" if self.why else ""
@@ -222,18 +223,26 @@ def _pixels(name: str, default: str) -> Option:
 
 
 OPTIONS: tuple[Option, ...] = (
-    Option("model", "text", None, "model path [KIT_E2E_MODEL]", positional=True),
-    Option("deploy-config", "text", None, f"deploy YAML [default: <checkout>/{DEPLOY_CONFIG_REL}]"),
-    Option("host", "text", "127.0.0.1"),
+    Option("model", "text", None, "the model directory", positional=True, from_env=True),
+    Option("deploy-config", "text", None, "deploy YAML", shown_default=f"<checkout>/{DEPLOY_CONFIG_REL}"),
+    Option("host", "text", "127.0.0.1", "where the server listens"),
     Option("port", "int", "8091", lo=1, hi=65535, why="a TCP port"),
     _count("chunks", "32", 1),
     _count("warmup-chunks", "6", 0),
     _count("warmup-sessions", "1", 0),
     _count("sessions", "1", 1),
     _count("runs", "2", 1),
-    Option("band", "parsed", None, "steady median band LO:HI in ms", parse=parse_band),
-    Option("cards", "parsed", "0,1,2,3", parse=parse_cards),
-    Option("standin", "flag", "0", "serve with the test stand-in (no Ascend checks; reports say so)"),
+    Option(
+        "band",
+        "parsed",
+        None,
+        "steady median band LO:HI in ms",
+        parse=parse_band,
+        from_env=True,
+        shown_default=BANDS_SHOWN,
+    ),
+    Option("cards", "parsed", "0,1,2,3", "physical card ids", parse=parse_cards, from_env=True),
+    Option("standin", "flag", None, "serve with the test stand-in (no Ascend checks; reports say so)"),
     Option(
         "server-url",
         "parsed",
@@ -267,14 +276,27 @@ OPTIONS: tuple[Option, ...] = (
     Option("fps", "int", "16", lo=1, hi=120, why="frames per second of the video"),
     Option("seed", "int", "42", lo=0, hi=2**32 - 1, why="a 32-bit seed"),
     Option("image", "text", None, "first frame: path or URL"),
-    Option("prompt", "text", None),
-    Option("python", "text", None, "the runner's base python (has torch_npu)"),
+    Option("prompt", "text", None, "the text prompt", shown_default="upstream's benchmark prompt"),
+    Option(
+        "python",
+        "text",
+        None,
+        "the runner's base python (has torch_npu)",
+        shown_default="the first python3 on PATH outside the active venv",
+    ),
     _seconds("health-timeout-s", "1800"),
     _seconds("bench-timeout-s", "3600"),
     _seconds("stop-timeout-s", "60"),
     _seconds("lock-wait-s", "0", zero=True),
-    Option("evidence-root", "text", None, "default: .work/evidence"),
-    Option("lock-dir", "text", None, "shared by all jobs of one runner"),
+    Option("evidence-root", "text", None, "where evidence folders go", shown_default="<kit>/.work/evidence"),
+    Option(
+        "lock-dir",
+        "text",
+        None,
+        "card locks, shared by all jobs of one runner",
+        from_env=True,
+        shown_default=f"$TMPDIR/{LOCK_DIR_NAME}",
+    ),
 )
 
 
@@ -283,40 +305,51 @@ class _Parser(argparse.ArgumentParser):
         raise KitError(f"e2e: {message}", "see python -m scripts e2e --help")
 
 
-def _parser() -> argparse.ArgumentParser:
-    """Every option as text (None when not given): the values are checked against OPTIONS, not by argparse."""
-    p = _Parser(
-        allow_abbrev=False,  # `--chunk 4` is a typo to name, not --chunks
-        prog="python -m scripts e2e",
-        description="Serve the LingBot-World realtime benchmark N times with independent servers, "
-        "compare the videos, judge the steady chunk interval, keep the evidence. Every option also reads "
-        "KIT_E2E_<NAME> (e.g. KIT_E2E_PORT); a flag wins over the variable.",
-    )
+def help_text(o: Option) -> str:
+    """What --help says of one option: its meaning, its rule, its default (as the run computes it), its variable."""
+    rule = "" if o.kind in ("text", "parsed", "flag") else o.rule()
+    default = o.shown_default or o.default or ""
+    said = [o.help, rule, f"default: {default}" if default else "", f"or {o.env}" if o.from_env else ""]
+    return "; ".join(filter(None, said))
+
+
+def add_options(p: argparse.ArgumentParser) -> None:
+    """Every option on p, a given value checked by its rule (a KitError naming the flag); None when not given."""
+    p.allow_abbrev = False  # `--chunk 4` is a typo to name, not --chunks
     for o in OPTIONS:
-        text = f"{o.help} [{o.env}; {o.rule() if o.kind not in ('text', 'parsed') else 'default'}: {o.default}]"
+        if o.kind == "flag":  # False when not given: never None, so no variable or default is read
+            p.add_argument(o.flag, action="store_true", help=help_text(o))
+            continue
+        checked = {"type": lambda text, o=o: o.value(text, o.flag), "help": help_text(o)}
         if o.positional:
-            p.add_argument(o.field, nargs="?", help=text)
-        elif o.kind == "flag":
-            p.add_argument(o.flag, action="store_const", const="1", help=text)
+            p.add_argument(o.field, nargs="?", metavar=o.flag, **checked)
         else:
-            p.add_argument(o.flag, help=text)
-    return p
+            p.add_argument(o.flag, metavar=o.metavar(), **checked)
 
 
 def option_values(ns: argparse.Namespace, env: Mapping[str, str]) -> dict[str, object]:
-    """Each option's checked value: the flag if given, else its variable if set (not empty), else the default."""
+    """Each option's value: the flag if given, else its variable if it reads one and it is set, else the default."""
     values: dict[str, object] = {}
     for o in OPTIONS:
-        given, from_env = getattr(ns, o.field), env.get(o.env, "")
-        text, source = (given, o.flag) if given is not None else (from_env, o.env) if from_env else (o.default, "")
-        values[o.field] = None if text is None else o.value(text, source or "default")
+        given, from_env = getattr(ns, o.field), env.get(o.env, "") if o.from_env else ""  # "": unset
+        text, source = (from_env, o.env) if from_env else (o.default, "default")
+        values[o.field] = given if given is not None else None if text is None else o.value(text, source)
     return values
 
 
 def parse_args(ws: Workspace, argv: Sequence[str], env: Mapping[str, str] = os.environ) -> E2EConfig:
-    """Flags win over KIT_E2E_* variables, which win over the defaults; every value is checked here."""
-    v = option_values(_parser().parse_args(list(argv)), env)
-    if v["chunks"] <= v["warmup_chunks"]:  # type: ignore[operator]
+    """`python -m scripts e2e ARGV` as its run() reads it (tests; the front door parses the same options)."""
+    p = _Parser(prog="python -m scripts e2e")
+    add_options(p)
+    return config_of(ws, p.parse_args(list(argv)), env)
+
+
+def config_of(ws: Workspace, ns: argparse.Namespace, env: Mapping[str, str]) -> E2EConfig:
+    """The run's configuration: the options as given or from their variables, then the defaults the workspace sets.
+
+    Flags win over the KIT_E2E_* variables a workflow sets, which win over the defaults; every value is checked."""
+    v = option_values(ns, env)
+    if v["chunks"] <= v["warmup_chunks"]:
         raise KitError(f"--chunks {v['chunks']} leaves no steady chunk after --warmup-chunks {v['warmup_chunks']}",
                        "pass more --chunks than --warmup-chunks")  # fmt: skip
     if v["ab"] and v["server_url"]:
@@ -333,12 +366,12 @@ def parse_args(ws: Workspace, argv: Sequence[str], env: Mapping[str, str] = os.e
         "band_ms": v["band"] or standin_band,
         "server_cmd": tuple(shlex.split(str(v["server_cmd"]))) if v["server_cmd"] else None,
         "evidence_root": Path(str(v["evidence_root"])) if v["evidence_root"] else ws.evidence,
-        "lock_dir": Path(str(v["lock_dir"])) if v["lock_dir"] else Path(tempfile.gettempdir()) / "vllm-omni-kit-locks",
+        "lock_dir": Path(str(v["lock_dir"])) if v["lock_dir"] else Path(tempfile.gettempdir()) / LOCK_DIR_NAME,
         "checkout": checkout,
     }
     # Every other field is the option of the same name, as checked.
     same = {f.name: v[f.name] for f in dataclasses.fields(E2EConfig) if f.name not in derived}
-    return E2EConfig(**same, **derived)  # type: ignore[arg-type]
+    return E2EConfig(**same, **derived)
 
 
 def parse_server_url(text: str) -> tuple[str, int]:

@@ -225,7 +225,7 @@ def section(folder: Path, title: str, planned: Sequence[Planned], band_ms: tuple
         os.replace(partial, folder / PNG)
     except ImportError as error:
         return [f"Chunk-interval plot not made: {one_line(str(error))} -- install the kit's tools: "
-                "pip install -r ci/kit-tools.txt"]  # fmt: skip
+                "pip install -r ci/kit-dev-tools.txt"]  # fmt: skip
     except Exception as error:  # noqa: BLE001 -- the plot is a view of evidence already written: never lose that
         return [f"Chunk-interval plot not made: {type(error).__name__}: {one_line(str(error))} -- the intervals "
                 "are in run-N/benchmark.json (sessions[].chunks[].inter_arrival_ms)"]  # fmt: skip

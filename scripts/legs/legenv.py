@@ -131,9 +131,8 @@ def env_python(env: Path) -> Path:
 def pycache_dir(env: Path) -> Path:
     """Where a leg's .pyc go: inside its env, so they are compiled once per env and go when it is rebuilt.
 
-    Nothing is compiled at install: a leg imports a fraction of the 23k modules (measured in
-    docs/results.md). The legs run the env by its real path, so copies of the kit that link
-    .work/envs share these files too.
+    Nothing is compiled at install: a leg imports a fraction of the env's 23k modules. The legs run the
+    env by its real path, so copies of the kit that link .work/envs share these files too.
     """
     return env.resolve() / "pycache"
 

@@ -27,7 +27,6 @@ from scripts.diffparse import parse
 from scripts.digests import sha256_file
 from scripts.errors import KitError
 from scripts.legs import legenv, probe
-from scripts.legs.legenv import LEGS
 from scripts.report import progress, table
 from scripts.workspace import Workspace
 
@@ -202,59 +201,15 @@ def oracle_use(report_dir: Path) -> dict[str, str]:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-# --- the `test` command line: legs, --jobs, --changed, then pytest's own arguments --------------
-
-
 @dataclass(frozen=True)
 class TestArgs:
+    """One `test` run's choices (scripts/commands/test.py declares and parses them)."""
+
     legs: tuple[str, ...]
     jobs: int | None
     changed: bool
     options: legenv.LegOptions  # --python / --require
     pytest_args: list[str]
-
-
-# Every flag of the `test` command that is the kit's, not pytest's -> whether it takes a value. The one
-# declaration: parse_test_args reads it, and the noxfile keeps these flags from the other sessions.
-TEST_FLAGS: dict[str, bool] = {"--changed": False, "--jobs": True, "--python": True, "--require": True}
-VALUE_EXAMPLES = {"--jobs": "1", "--python": "/usr/bin/python3", "--require": "real"}
-
-
-def parse_test_args(argv: list[str]) -> TestArgs:
-    """``[stock|npu]... [--jobs N] [--changed] [--python PATH] [--require MODE] [pytest args]``, in one pass.
-
-    The kit's flags may come anywhere; lifted out by hand, not by argparse, because everything else
-    belongs to pytest (``-k expr``, ``--durations=15``) and nox appends its posargs after the leg a
-    session names. Leg names count only before the first pytest argument.
-    """
-    legs: list[str] = []
-    found: dict[str, str] = {}
-    rest: list[str] = []
-    items = iter(argv)
-    for item in items:
-        name, eq, value = item.partition("=")
-        if item in LEGS and not rest and item not in legs:
-            legs.append(item)
-        elif name not in TEST_FLAGS:
-            rest.append(item)
-        elif not TEST_FLAGS[name]:
-            found[name] = ""
-        else:
-            value = value if eq else next(items, "")
-            if not value:
-                raise KitError(f"{name} needs a value", f"e.g. {name} {VALUE_EXAMPLES[name]}")
-            found[name] = value
-    chosen = tuple(legs) or LEGS
-    jobs = found.get("--jobs")
-    if jobs is not None and (not jobs.isdigit() or int(jobs) < 1):
-        raise KitError(f"--jobs {jobs!r} is not a positive whole number", "use e.g. --jobs 1 (sequential)")
-    require = found.get("--require")
-    for leg in chosen:
-        if require is not None and (require not in legenv.MODES or leg != "npu"):
-            raise KitError(f"--require {require} for leg {leg}", "only the npu leg takes --require: real or simulated")
-    python = Path(found["--python"]) if "--python" in found else None
-    options = legenv.LegOptions(python=python, require=require)
-    return TestArgs(chosen, None if jobs is None else int(jobs), "--changed" in found, options, rest)
 
 
 def plan_jobs(legs: int, jobs: int | None, cores: int) -> tuple[int, int]:

@@ -78,7 +78,7 @@ def parse_structured(text: str, suffix: str) -> object:
     except ImportError as exc:
         raise EquivalenceError(
             "PyYAML is not installed, so YAML files cannot be compared as data",
-            "install the kit's tools: pip install -r ci/kit-tools.txt",
+            "run it through nox (nox -s rebase), or: pip install -r ci/kit-dev-tools.txt",
         ) from exc
     try:
         return yaml.safe_load(text)

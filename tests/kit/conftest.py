@@ -59,34 +59,6 @@ SMALL_UPSTREAM = {
 }
 
 
-# The order the heavy tier's files are drawn in (pytest-xdist hands out files in collection order, and a
-# worker with two tests left already takes its next file). Measured on 2 cores (docs/results.md): the moved
-# series' test (its two legs run in parallel) soaks up the core that the waiting files drawn beside it leave
-# idle (stand-in servers asleep between chunks, registry resolves), and the A/B stand-in's sleeps fall beside
-# one core's leg run instead of beside other waiting files. The rest keep their order, after these.
-DRAW_ORDER = (
-    "test_rebase_git.py",  # heavy tier: both legs on a moved series (gw0, then the next it drew: test_loop)
-    "test_e2e_standin.py",  # beside it on the other worker, then the waiting ones
-    "test_loop.py",
-    "test_leg_pins.py",
-    "test_mutate.py",
-    "test_e2e_ab.py",
-    "test_leg_mutations.py",
-    "test_e2e_real_handler.py",
-    "test_edit_loop_model.py",  # default tier: the stateful model, the longest test
-)
-
-
-def in_draw_order(items: list[pytest.Item]) -> None:
-    """Put the files of DRAW_ORDER first, in its order; a stable sort keeps the order inside each file."""
-    rank = {name: i for i, name in enumerate(DRAW_ORDER)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    in_draw_order(items)
-
-
 def build_wheel(dest: Path, files: dict[str, str], version: str = "0.1.0") -> tuple[Path, str]:
     """A minimal wheel of vllm-omni holding `files`; returns (path, sha256)."""
     wheel = dest / f"vllm_omni-{version}-py3-none-any.whl"

@@ -28,7 +28,7 @@ from scripts.e2e.config import parse_args
 from scripts.e2e.evidence import RunRecord
 from scripts.workspace import Workspace
 
-pytest.importorskip("av", reason="frames are decoded with PyAV (ci/kit-tools.txt)")
+pytest.importorskip("av", reason="frames are decoded with PyAV (ci/kit-dev-tools.txt)")
 
 
 def noisy_trials(median_ms: float, seed: int, trials: int = 2, intervals: int = 14) -> list[list[float]]:

@@ -29,7 +29,7 @@ from scripts.e2e.ab import abba, steady_intervals
 from scripts.e2e.config import parse_args
 from scripts.e2e.evidence import RunRecord
 
-pytest.importorskip("matplotlib", reason="the plot needs matplotlib (ci/kit-tools.txt)")
+pytest.importorskip("matplotlib", reason="the plot needs matplotlib (ci/kit-dev-tools.txt)")
 
 BAND = (50.0, 400.0)
 WARMUP = 2
@@ -264,7 +264,7 @@ ROWS = [
         "Chunk-interval plot not made: IsADirectoryError: ", png=False),
     Row("python without matplotlib", OK2, lambda _f: None,
         "Chunk-interval plot not made: No module named 'matplotlib' -- install the kit's tools: "
-        "pip install -r ci/kit-tools.txt", png=False, python_flags=("-S",)),  # -S: no site-packages
+        "pip install -r ci/kit-dev-tools.txt", png=False, python_flags=("-S",)),  # -S: no site-packages
 ]  # fmt: skip
 
 

@@ -28,7 +28,7 @@ from scripts.workspace import Workspace
 
 pytestmark = pytest.mark.e2e  # vllm-omni's handler in the stock leg's env, on a copy of the kit
 
-av = pytest.importorskip("av", reason="frames are decoded with PyAV (ci/kit-tools.txt)")
+av = pytest.importorskip("av", reason="frames are decoded with PyAV (ci/kit-dev-tools.txt)")
 
 CHUNKS = ["--num-chunks", "3", "--warmup-chunks", "1", "--width", "64", "--height", "48"]
 FRAMES = 9 + 12 + 12

@@ -27,8 +27,8 @@ from scripts.workspace import Workspace
 # Each case starts stand-in servers in the stock leg's env, on a copy of the kit (tests/kit/e2e_prereq.py).
 pytestmark = pytest.mark.e2e
 
-pytest.importorskip("av", reason="the stand-in needs PyAV (ci/kit-tools.txt)")
-pytest.importorskip("websockets", reason="the stand-in needs websockets (ci/kit-tools.txt)")
+pytest.importorskip("av", reason="the stand-in needs PyAV (ci/kit-dev-tools.txt)")
+pytest.importorskip("websockets", reason="the stand-in needs websockets (ci/kit-dev-tools.txt)")
 
 RUN_FILES = {"server.log", "benchmark.log", "benchmark.json", "video.mp4", "frames.sha256"}
 
@@ -55,7 +55,6 @@ class Case:
                "--health-timeout-s", "300", "--bench-timeout-s", "60", "--stop-timeout-s", "5",
                "--evidence-root", str(self.root), "--lock-dir", str(tmp_path / "locks"), *extra]  # fmt: skip
         case_env = {**os.environ, "STANDIN_FAULT": fault, "STANDIN_CHUNK_INTERVAL_MS": "60", **(env or {})}
-        case_env.pop("KIT_E2E_STANDIN", None)
         self.done = subprocess.run(cmd, cwd=kit.root, env=case_env, capture_output=True, text=True, timeout=120)
 
     @property

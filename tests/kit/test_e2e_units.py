@@ -80,7 +80,7 @@ def test_cann_check_wants_the_toolkit_and_atb_sourced(tmp_path: Path) -> None:
 
 
 def test_parameters_flags_env_and_defaults() -> None:
-    cfg = config.parse_args(WS, ["/models/lw", "--runs", "3"], {"KIT_E2E_PORT": "9000", "KIT_E2E_BAND": "1:2"})
+    cfg = config.parse_args(WS, ["/models/lw", "--runs", "3", "--port", "9000"], {"KIT_E2E_BAND": "1:2"})
     assert (cfg.model, cfg.runs, cfg.port, cfg.band_ms, cfg.chunks) == ("/models/lw", 3, 9000, (1.0, 2.0), 32)
     assert cfg.deploy_config.name == "npu_usp4_eager.yaml" and not cfg.standin
     assert config.parse_args(WS, [], {}).band_ms == config.ASCEND_BAND_MS

@@ -194,14 +194,16 @@ def run_kit(kit: Kit, *args: str, interrupt_after: float | None = None, spawned:
 
 
 def judged(args: tuple[str, ...], outcome: Outcome, interrupt_after: float | None) -> Outcome:
-    """The endings every run must keep: no traceback, exit 0 or 2 (or interrupted), one `what -- fix` line."""
+    """The endings every run must keep: no traceback, exit 0, 1 (a conflict) or 2 (or interrupted), one
+    `what -- fix` line."""
     stdout, stderr = outcome.stdout, outcome.stderr
     say(f"  kit {' '.join(args)}{f' (Ctrl-C after {interrupt_after} s)' if interrupt_after else ''}"
          f" -> exit {outcome.code}: {outcome.last}")  # fmt: skip
     if currently_in_test_context():  # the statistics: which outcomes the run reached
         event(f"{args[0]}{' interrupted' if interrupt_after else ''} -> exit {outcome.code}")
     assert "Traceback" not in stdout + stderr, f"kit {args}: a traceback\n{stdout}{stderr}"
-    codes = (0, 2, *INTERRUPTED) if interrupt_after else (0, 2)
+    failed = 1 if args[0] == "apply" and " does not apply: " in outcome.last else 2  # a conflict, as in rebase
+    codes = (0, failed, *INTERRUPTED) if interrupt_after else (0, failed)
     assert outcome.code in codes, f"kit {args}: exit {outcome.code}\n{stdout}{stderr}"
     if outcome.code != 0:  # whatever went wrong: one line naming the thing and the fix
         lines = [line for line in stderr.splitlines() if line.strip()]
@@ -641,7 +643,7 @@ class EditLoop(RuleBasedStateMachine):
         say(f"  edit patches/{name} by hand: a context line no longer matches")
         before = self.scene()
         outcome = self.run_kit("apply")
-        assert outcome.code == 2, f"apply of a broken {name}: exit {outcome.code}\n{outcome.stdout}{outcome.stderr}"
+        assert outcome.code == 1, f"apply of a broken {name}: exit {outcome.code}\n{outcome.stdout}{outcome.stderr}"
         assert name in outcome.last, f"the conflict should name {name}: {outcome.last}"
         assert snapshot(self.kit.patches) == before.patches, "apply changed patches/"
         assert (self.checkout / ".git" / "rebase-apply").is_dir(), "apply stopped without the git am to resolve"

@@ -34,6 +34,7 @@ from conftest import (
     rope_with,
 )
 
+from scripts.commands.common import checkout_lock
 from scripts.gitcmd import git
 
 
@@ -71,7 +72,7 @@ def stop_at_twenty(kit: Kit, tmp_path: Path) -> None:
     """An upstream move that makes patch 0002 conflict (0001 still applies)."""
     new_upstream(kit, tmp_path, {19: "line 19 upstream", 21: "line 21 upstream"})
     proc = kit.run("apply")
-    assert proc.returncode == 2 and "0002-twenty.patch does not apply" in proc.stderr, proc.stderr
+    assert proc.returncode == 1 and "0002-twenty.patch does not apply" in proc.stderr, proc.stderr
 
 
 def resolve_twenty(kit: Kit) -> None:
@@ -382,12 +383,18 @@ def test_sigterm_while_refresh_swaps_finishes_the_swap(kit3: Kit, tmp_path: Path
 
 
 def test_concurrent_applies_run_one_after_the_other(kit3: Kit) -> None:
+    # The test holds the checkout's lock as a first apply would; the second apply says it waits (read before the
+    # lock is let go: an event, not a sleep), is still running then, and finishes once the lock is free.
     cmd = [sys.executable, "-m", "scripts", "apply"]
-    procs = [subprocess.Popen(cmd, cwd=kit3.root, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              env={**os.environ, "CI": ""}) for _ in range(2)]  # fmt: skip
-    results = [p.communicate(timeout=120) for p in procs]
-    assert [p.returncode for p in procs] == [0, 0], results
-    assert all("Traceback" not in out + err for out, err in results)
+    with checkout_lock(kit3):
+        proc = subprocess.Popen(cmd, cwd=kit3.root, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                env={**os.environ, "CI": ""})  # fmt: skip
+        assert proc.stdout is not None
+        waiting = next((line for line in proc.stdout if "waiting for" in line), "it ended without waiting")
+        assert f"waiting for .work/vllm-omni: in use by pid {os.getpid()}" in waiting
+        assert proc.poll() is None  # it cannot go on while the lock is held
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0 and "Traceback" not in out + err, out + err
     state = json.loads((kit3.checkout / ".git/kit-state.json").read_text())
     assert state["status"] == "applied" and state["head"] == kit3.git("rev-parse", "HEAD").strip()
     assert len(kit3.git("rev-list", "pristine..HEAD").split()) == 3
@@ -453,7 +460,7 @@ def test_abort_on_the_same_pin_goes_back_to_the_last_good_head(kit3: Kit) -> Non
     head = kit3.git("rev-parse", "HEAD")
     patch = kit3.patches / "0002-twenty.patch"
     patch.write_text(patch.read_text().replace("-line 20\n", "-line 20 (not there)\n"))
-    assert kit3.run("apply").returncode == 2
+    assert kit3.run("apply").returncode == 1
     kit3.run("apply", "--abort", check=True)
     assert kit3.git("rev-parse", "HEAD") == head
     one_line_error(kit3.run("lint"), 2, "does not match patches/")  # patches/ still holds the broken edit
@@ -464,7 +471,7 @@ def test_force_leaves_a_paused_am_where_git_cannot_guess_an_identity(kit3: Kit, 
     no_guessing = {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "user.useConfigOnly", "GIT_CONFIG_VALUE_0": "true",
                    "EMAIL": "", "GIT_AUTHOR_EMAIL": "", "GIT_COMMITTER_EMAIL": ""}  # fmt: skip
     proc = kit3.run("apply", "--force", env=no_guessing)
-    assert proc.returncode == 2 and "0002-twenty.patch does not apply" in proc.stderr  # got past the am --abort
+    assert proc.returncode == 1 and "0002-twenty.patch does not apply" in proc.stderr  # got past the am --abort
     assert "Traceback" not in proc.stderr
 
 

@@ -308,7 +308,7 @@ CASES = [
         "creates-file-that-exists-upstream",
         creates_existing_file,
         ("apply",),
-        2,
+        1,
         "0004-extra.patch does not apply: vllm_omni/extra.py (already exists in working directory)",
     ),  # fmt: skip
     Case("3way-across-pin-change", context_moved_near_twenty, ("apply", "--3way"), 0, "0002-twenty.patch: 3-way"),
@@ -316,7 +316,7 @@ CASES = [
         "3way-conflict-says-gits-reason",
         lambda k, t: new_upstream(k, t, {19: "x", 20: "y", 21: "z"}),
         ("apply", "--3way"),
-        2,
+        1,
         "git: ",
     ),  # fmt: skip
     *[
@@ -462,7 +462,7 @@ def test_hooks_never_run_and_state_tells_the_truth(kit3: Kit) -> None:
 def test_three_way_across_a_pin_change_has_the_old_blobs(kit3: Kit, tmp_path: Path) -> None:
     context_moved_near_twenty(kit3, tmp_path)
     plain = kit3.run("apply")
-    one_line_error(plain, 2, "0002-twenty.patch does not apply")
+    one_line_error(plain, 1, "0002-twenty.patch does not apply")
     assert "--3way" in plain.stderr
     kit3.run("apply", "--abort", check=True)
     merged = kit3.run("apply", "--3way", check=True).stdout
@@ -475,7 +475,7 @@ def test_a_real_conflict_under_3way_shows_gits_reason_and_no_advice_to_retry_it(
     stop_at_twenty(kit3, tmp_path)
     kit3.run("apply", "--abort", check=True)
     proc = kit3.run("apply", "--3way")
-    one_line_error(proc, 2, "0002-twenty.patch does not apply")
+    one_line_error(proc, 1, "0002-twenty.patch does not apply")
     assert "CONFLICT" in proc.stderr or "git: " in proc.stderr, proc.stderr
     assert "retry with nox -s apply -- --3way" not in proc.stderr
 

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 from conftest import KIT_ROOT
+from test_loop import parse_test_args
 
 from scripts.errors import KitError
-from scripts.legs import legenv, suite
+from scripts.legs import legenv
 from scripts.workspace import Workspace
 
 PIP_CONFIG_LIST = """\
@@ -55,25 +56,25 @@ def test_pips_cert_reaches_uv_unless_one_is_set() -> None:
 
 
 def test_leg_options_are_split_off_and_the_rest_goes_to_pytest() -> None:
-    got = suite.parse_test_args(["npu", "-k", "fp32", "--python", "/usr/bin/python3", "--require=real", "-x"])
+    got = parse_test_args(["npu", "-k", "fp32", "--python", "/usr/bin/python3", "--require=real", "-x"])
     assert got.options == legenv.LegOptions(python=Path("/usr/bin/python3"), require="real")
     assert got.pytest_args == ["-k", "fp32", "-x"]
-    got = suite.parse_test_args(["stock", "-q"])
+    got = parse_test_args(["stock", "-q"])
     assert (got.options, got.pytest_args) == (legenv.LegOptions(), ["-q"])
 
 
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["npu", "--require", "fast"], "--require fast for leg npu"),
+        (["npu", "--require", "fast"], "argument --require: invalid choice: 'fast'"),
         (["stock", "--require", "real"], "--require real for leg stock"),
         (["--require", "real"], "--require real for leg stock"),  # both legs: stock cannot take it
-        (["npu", "--python"], "--python needs a value"),
+        (["npu", "--python"], "argument --python: expected one argument"),
     ],
 )
 def test_bad_leg_options_are_one_clear_error(argv: list[str], message: str) -> None:
     with pytest.raises(KitError, match=message):
-        suite.parse_test_args(argv)
+        parse_test_args(argv)
 
 
 def test_require_real_on_a_simulated_leg_fails_naming_the_import_error() -> None:

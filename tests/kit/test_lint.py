@@ -115,18 +115,19 @@ def test_pr_body_test_plan_names_every_rule_from_the_registry() -> None:
 def test_upstreams_ruff_version_is_typed_only_in_ci() -> None:
     """Upstream's ruff pin lives in ci/upstream-hooks.toml; the kit lints its own code with the same ruff."""
     ruff = hook_version(load_hooks(KIT_ROOT / "ci" / "upstream-hooks.toml"), "ruff-check")
-    assert kittools.version("ruff", KIT_ROOT / "ci" / "kit-tools.txt") == ruff
+    assert kittools.version("ruff", KIT_ROOT / "ci" / "kit-dev-tools.txt") == ruff
     assert f"ruff v{ruff} " in body.plan_lines(ruff)[0]
     typed = [p.relative_to(KIT_ROOT) for p in (KIT_ROOT / "scripts").rglob("*.py") if ruff in p.read_text("utf-8")]
     assert typed == [], f"ruff {ruff} typed in {typed}: read it from ci/upstream-hooks.toml (hooks.hook_version)"
 
 
 def test_tool_pins_are_found_by_their_normalized_name(tmp_path: Path) -> None:
+    (tmp_path / "user.txt").write_text("# tools\npytest==9.2.0\n", encoding="utf-8")
     tools = tmp_path / "tools.txt"
-    tools.write_text("# tools\nPyYAML==6.0.3\npytest-benchmark==5.3.1\npytest==9.2.0\n", encoding="utf-8")
+    tools.write_text("# tools\nPyYAML==6.0.3\npytest-benchmark==5.3.1\n-r user.txt\n", encoding="utf-8")
     assert kittools.pinned("pyyaml", tools) == "PyYAML==6.0.3"
     assert kittools.version("Pytest_Benchmark", tools) == "5.3.1"
-    assert kittools.version("pytest", tools) == "9.2.0"  # not pytest-benchmark's line, which starts the same
+    assert kittools.version("pytest", tools) == "9.2.0"  # from the included file, not pytest-benchmark's line
     with pytest.raises(RuntimeError, match="pytest-cov is not pinned"):
         kittools.pinned("pytest-cov", tools)
     assert kittools.normalize("Foo.Bar__baz-Qux") == "foo-bar-baz-qux"

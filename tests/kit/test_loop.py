@@ -14,7 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from scripts import __main__ as cli
+from scripts.commands import test as test_command
 from scripts.errors import KitError
+from scripts.gitcmd import git
 from scripts.legs import suite
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "regression"))
@@ -111,6 +114,11 @@ def test_storing_again_repairs_a_damaged_cache(cache: tuple[Path, Path, Path], t
     assert (cache_dir / oracle_cache.ORACLE_RESULTS).read_bytes() == b"recomputed"
 
 
+def parse_test_args(argv: list[str]) -> suite.TestArgs:
+    """`python -m scripts test ARGV` as its run() reads it."""
+    return test_command.choices(cli.parse(["test", *argv]))
+
+
 # --- the command line, the thread budget, the status line ----------------------------------------
 
 
@@ -125,26 +133,27 @@ def test_storing_again_repairs_a_damaged_cache(cache: tuple[Path, Path, Path], t
     ],
 )
 def test_parse_test_args(argv: list[str], expected: tuple) -> None:
-    got = suite.parse_test_args(argv)
+    got = parse_test_args(argv)
     assert (got.legs, got.jobs, got.changed, got.pytest_args) == expected
 
 
-@pytest.mark.parametrize("flag", sorted(suite.TEST_FLAGS))
-def test_every_test_flag_is_parsed_by_test_and_kept_from_other_nox_sessions(flag: str) -> None:
+def test_every_test_flag_is_parsed_by_test_and_kept_from_other_nox_sessions() -> None:
     # `nox -s refresh test -- --changed`: nox hands one posargs list to both sessions, so the noxfile strips
-    # test's flags (suite.TEST_FLAGS) from the others. A flag the table lists must be one `test` parses.
+    # test's options (read from test's own parser) from the others; none of them reaches pytest.
     import noxfile
 
-    argv = [flag, "1" if flag == "--jobs" else "real" if flag == "--require" else "/usr/bin/python3"]
-    argv = argv[: 1 + suite.TEST_FLAGS[flag]]
-    assert suite.parse_test_args(["npu", *argv]).pytest_args == []  # an unparsed flag would reach pytest
+    argv = ["--changed", "--jobs", "1", "--python=/usr/bin/python3", "--require", "real"]
+    assert sorted(test_command.flags()) == ["--changed", "--jobs", "--python", "--require"]
+    assert parse_test_args(["npu", *argv]).pytest_args == []
     assert noxfile.without_test_flags([*argv, "--drop", "0002"]) == ["--drop", "0002"]
+    assert noxfile.without_test_flags(["--jobs=1", "--drop", "0002"]) == ["--drop", "0002"]
 
 
-@pytest.mark.parametrize("bad", [["--jobs", "0"], ["--jobs"], ["--jobs=two"]])
-def test_bad_jobs_is_one_clear_error(bad: list[str]) -> None:
-    with pytest.raises(KitError, match="--jobs"):
-        suite.parse_test_args(bad)
+def test_bad_jobs_is_one_clear_error_and_no_prefix_of_an_option_is_taken_for_it() -> None:
+    for bad in (["--jobs", "0"], ["--jobs"], ["--jobs=two"]):
+        with pytest.raises(KitError, match="argument --jobs: "):
+            parse_test_args(bad)
+    assert parse_test_args(["--job", "1", "--py"]).pytest_args == ["--job", "1", "--py"]  # pytest's to judge
 
 
 @pytest.mark.parametrize(
@@ -238,6 +247,17 @@ def test_modules_by_file_reads_coverage_contexts(tmp_path: Path) -> None:
     }
 
 
+def edit_patch_0001(kit: Path) -> None:
+    """A one-line edit of patch 0001's comment in the checkout, committed as a fixup of its commit."""
+    checkout = kit / ".work" / "vllm-omni"
+    rope = checkout / "vllm_omni" / "diffusion" / "layers" / "rope.py"
+    text = rope.read_text(encoding="utf-8")
+    line = next(x for x in text.splitlines() if "cos/sin: broadcast over batch and heads" in x)
+    rope.write_text(text.replace(line, line + " (edited)"), encoding="utf-8")
+    target = git("log", "--format=%H", "--grep=^Kit-Patch: rope-2d-cos-sin$", cwd=checkout).split()[0]
+    git("commit", "-q", "-a", "--fixup", target, cwd=checkout)  # as the kit commits (its identity, no hooks)
+
+
 # --- the cache in a real leg run (minutes: marked legs) --------------------------------------------
 
 
@@ -248,8 +268,6 @@ def test_a_carriers_loop_runs_changed_modules_and_keeps_and_rebuilds_the_oracle_
     # 0001, refresh, --changed (the oracle from the cache), --changed again (nothing to run), then a run
     # narrowed by pytest arguments on a torn cache.
     from test_leg_mutations import assert_control_passed, leg_kit, shared_env_ready
-
-    from benchmarks.looptimings import edit_patch_0001
 
     kit = leg_kit(tmp_path / "kit")
     shared_env_ready(kit, "stock")
@@ -272,7 +290,7 @@ def test_a_carriers_loop_runs_changed_modules_and_keeps_and_rebuilds_the_oracle_
     cache = oracle_cache.oracle_entry(root, used)  # this thread budget's entry
     assert [p.name for p in root.iterdir()] == [cache.name]
 
-    edit_patch_0001(kit.root, 0)
+    edit_patch_0001(kit.root)
     kit.run("refresh", check=True)
     changed = kit.run("test", "stock", "--changed")
     assert oracle_used(changed, "test-stock-changed")["source"] == "cache"
@@ -313,12 +331,3 @@ def test_a_carriers_loop_runs_changed_modules_and_keeps_and_rebuilds_the_oracle_
     manifest["key"]["pristine_commit"] = "0" * 40  # as left by a run on another pin
     (cache / oracle_cache.ORACLE_MANIFEST).write_text(json.dumps(manifest), encoding="utf-8")
     assert str(oracle_cache.oracle_stale_reason(cache, key)).startswith("pristine_commit changed")
-
-
-def test_loop_timings_time_the_baseline_with_changed_only_where_it_has_it() -> None:
-    from benchmarks.looptimings import knows_changed
-    from scripts.workspace import Workspace
-
-    first = subprocess.run(["git", "rev-list", "--max-parents=0", "HEAD"], capture_output=True, text=True, check=True)
-    ws = Workspace(Path(__file__).resolve().parents[2])
-    assert knows_changed(ws, "HEAD") and not knows_changed(ws, first.stdout.split()[0])

@@ -155,3 +155,10 @@ def test_wheel_content_matches_its_git_tree(tmp_path: Path) -> None:
     assert wheel_matches_tree(wheel, repo) == []
     (repo / "vllm_omni/attn.py").write_text("changed\n")
     assert wheel_matches_tree(wheel, repo) == ["vllm_omni/attn.py"]
+
+
+def test_version_names_the_pin_and_the_series_and_takes_no_command(small_kit: Kit) -> None:
+    done = small_kit.run("--version")
+    assert done.returncode == 0 and done.stdout.startswith("vllm-omni NPU kit: ") and "(wheel)" in done.stdout
+    refused = small_kit.run("--version", "lint")
+    assert refused.returncode == 2 and refused.stderr.startswith("kit: error: --version takes no COMMAND")

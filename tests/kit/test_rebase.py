@@ -12,6 +12,7 @@ import pytest
 from conftest import KIT_ROOT, SMALL_UPSTREAM, Kit, copy_kit, make_series, rope_with
 
 from scripts.pin import load_pin, parse_pin
+from scripts.rebase import equivalence
 from scripts.series import parse_series
 
 TWO_PATCHES = [
@@ -179,3 +180,20 @@ def test_real_release_0_28_0_from_the_registry(tmp_path) -> None:
     assert data["to"] == "vllm-omni 0.28.0 (wheel)" and len(data["target"]["wheel_sha256"]) == 64
     assert [p["name"] for p in data["patches"]] == parse_series((kit.patches / "series").read_text())
     print(proc.stdout)
+
+
+def test_a_change_already_upstream_in_other_words_is_found_as_data_or_line_by_line() -> None:
+    # Python and config files: line by line, comments and whitespace aside
+    assert equivalence.file_equivalent("m.py", ("x = 1  # why",), None, "x=1\n")
+    assert equivalence.python_code("def f(:\n") == "def f(:\n"  # does not tokenize: compared as it is
+    assert not equivalence.file_equivalent("m.py", ("x = 2",), None, "x = 1\n")
+    assert not equivalence.file_equivalent("m.py", ("x = 1",), None, None)  # no such file in the target
+    assert not equivalence.file_equivalent("m.py", (")",), None, "x = 1\n")  # nothing meaningful added
+    assert equivalence.file_equivalent("setup.cfg", ("k = 1  # why",), None, "k = 1\n")
+    assert equivalence.file_equivalent("NOTICE", ("same words",), None, "same words\n")
+    # YAML and TOML: as data (layout, quoting, key order and comments aside); what does not parse equals nothing
+    assert equivalence.file_equivalent("c.yaml", (), "a: 1\nb: [x]\n", "b:\n  - 'x'\na: 1  # c\n")
+    assert equivalence.file_equivalent("p.toml", (), "a = 1\n[t]\nb = 'x'\n", 'a = 1  # c\n\n[t]\nb = "x"\n')
+    assert not equivalence.file_equivalent("p.toml", (), "a = [\n", "a = [\n")
+    assert not equivalence.file_equivalent("c.yml", (), "a: [\n", "a: [\n")
+    assert not equivalence.file_equivalent("c.yml", (), "a: 1\n", None)

@@ -5,10 +5,7 @@ from __future__ import annotations
 
 import ast
 import configparser
-import os
-from pathlib import Path
 
-import pytest
 from conftest import KIT_ROOT
 
 from scripts.kittools import HEAVY_MARKERS, KIT_TIERS, kit_tests_command
@@ -114,9 +111,11 @@ def unmarked_heavy_tests(source: str) -> list[str]:
     return problems
 
 
-@pytest.mark.parametrize("path", sorted((KIT_ROOT / "tests" / "kit").glob("test_*.py")), ids=lambda p: p.stem)
-def test_every_heavy_test_is_marked(path: Path) -> None:
-    assert unmarked_heavy_tests(path.read_text(encoding="utf-8")) == []
+def test_every_heavy_test_is_marked() -> None:
+    found = {
+        p.name: unmarked_heavy_tests(p.read_text(encoding="utf-8")) for p in (KIT_ROOT / "tests/kit").glob("test_*.py")
+    }
+    assert {name: tests for name, tests in found.items() if tests} == {}
 
 
 def test_the_marker_check_bites_through_fixtures_and_helpers() -> None:
@@ -134,42 +133,3 @@ def test_the_marker_check_bites_through_fixtures_and_helpers() -> None:
         "test_b: real_wheel without a legs/e2e/network marker",
     ]
     assert unmarked_heavy_tests("import pytest\npytestmark = pytest.mark.network\n" + source.split("\n", 1)[1]) == []
-
-
-def test_the_files_of_the_draw_order_are_drawn_first_and_each_exists() -> None:
-    from conftest import DRAW_ORDER, in_draw_order
-
-    assert all((KIT_ROOT / "tests" / "kit" / name).is_file() for name in DRAW_ORDER)
-
-    class Item:  # what in_draw_order reads of a pytest.Item: its file
-        def __init__(self, name: str) -> None:
-            self.path = Path(name)
-
-    items = [Item(n) for n in ("test_a.py", DRAW_ORDER[1], "test_b.py", DRAW_ORDER[0], DRAW_ORDER[1])]
-    in_draw_order(items)  # type: ignore[arg-type]
-    assert [i.path.name for i in items] == [DRAW_ORDER[0], DRAW_ORDER[1], DRAW_ORDER[1], "test_a.py",
-                                            "test_b.py"]  # fmt: skip
-
-
-def test_the_heavy_tier_hands_files_out_in_collection_order(tmp_path: Path) -> None:
-    """pytest-xdist's loadfile reorders files by their number of tests unless told not to: a one-test file
-    put first by the conftest (as DRAW_ORDER puts test_rebase_git) must still be drawn first."""
-    import subprocess
-    import sys
-
-    log = tmp_path / "drawn.txt"
-    body = "import os\n\n" + "".join(
-        f"def test_{i}():\n    open(os.environ['DRAWN'], 'a').write(__name__ + '\\n')\n\n" for i in range(4)
-    )
-    (tmp_path / "test_many.py").write_text(body, encoding="utf-8")
-    (tmp_path / "test_long.py").write_text(body.split("def test_1")[0], encoding="utf-8")
-    first = (
-        "def pytest_collection_modifyitems(items):\n    items.sort(key=lambda item: item.path.name != 'test_long.py')\n"
-    )
-    (tmp_path / "conftest.py").write_text(first, encoding="utf-8")
-    flags = list(KIT_TIERS["heavy"][2:])  # without -m: the synthetic tests carry no marker
-    flags[flags.index("auto")] = "1"  # one worker: the draw order is the run order
-    argv = [sys.executable, "-m", "pytest", str(tmp_path), "-q", "-p", "no:cacheprovider", *flags]
-    done = subprocess.run(argv, cwd=tmp_path, env={**os.environ, "DRAWN": str(log)}, capture_output=True, text=True)
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert log.read_text(encoding="utf-8").split() == ["test_long"] + ["test_many"] * 4

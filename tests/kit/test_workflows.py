@@ -30,7 +30,7 @@ def run(cmd: list[str]) -> subprocess.CompletedProcess[str]:
 def zizmor(*files: Path) -> subprocess.CompletedProcess[str]:
     exe = tool("zizmor")
     if exe is None:
-        pytest.fail("zizmor is missing: pip install -r ci/kit-tools.txt")
+        pytest.fail("zizmor is missing: pip install -r ci/kit-dev-tools.txt")
     # Offline: no network audits, so the result depends on the files alone.
     return run([exe, "--offline", "--no-progress", *map(str, files)])
 

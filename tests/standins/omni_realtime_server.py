@@ -202,7 +202,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 def main(argv: list[str]) -> None:
     args = parse_args(argv)
     # The handler's imports (torch, vllm) leave ~700k objects that the collector walks again and again while
-    # they load: a fifth of the import's CPU (docs/results.md). They stay for the server's life: frozen, not walked.
+    # they load: a fifth of the import's CPU. They stay for the server's life: frozen, not walked.
     gc.disable()
     app = build_app(args)
     gc.freeze()
