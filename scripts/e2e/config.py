@@ -144,7 +144,7 @@ class Option:
     parse: Callable[[str], object] | None = None  # kind "parsed": raises KitError itself
     why: str = ""  # the reason for the rule, said in the fix
     positional: bool = False
-    from_env: bool = False  # also read KIT_E2E_<NAME>: only where a workflow sets it (ascend-e2e.yml)
+    from_env: bool = False  # also read KIT_E2E_<NAME>: only where an Ascend job sets it (workflow, pipeline, job.sh)
     shown_default: str = ""  # a default computed at run time, as --help says it
 
     @property
@@ -223,7 +223,7 @@ def _pixels(name: str, default: str) -> Option:
 
 
 OPTIONS: tuple[Option, ...] = (
-    Option("model", "text", None, "the model directory", positional=True, from_env=True),
+    Option("model", "text", None, "the model directory", positional=True),
     Option("deploy-config", "text", None, "deploy YAML", shown_default=f"<checkout>/{DEPLOY_CONFIG_REL}"),
     Option("host", "text", "127.0.0.1", "where the server listens"),
     Option("port", "int", "8091", lo=1, hi=65535, why="a TCP port"),

@@ -136,7 +136,7 @@ def check_torch_npu(python: str) -> Check:
 
 def check_model(model: str | None) -> Check:
     if not model:
-        raise PreflightError("no model path given", "pass the model directory as the first argument or KIT_E2E_MODEL")
+        raise PreflightError("no model path given", "pass the model directory as the first argument")
     if not Path(model).is_dir():
         raise PreflightError(f"model path {model} is not a directory", "download the model there or fix the path")
     return Check("model", "ok", model)

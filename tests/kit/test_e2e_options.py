@@ -100,9 +100,12 @@ def test_a_flag_wins_over_its_variable_an_empty_variable_is_unset_and_only_named
     assert config.parse_args(WS, [], {"KIT_E2E_LOCK_DIR": "/var/lock/k", "KIT_E2E_MODEL": "/m"}).lock_dir == Path(
         "/var/lock/k"
     )
+    assert config.parse_args(WS, [], {"KIT_E2E_MODEL": "/m"}).model is None  # no job sets it: not read
     assert config.parse_args(WS, [], {"KIT_E2E_PORT": "abc", "KIT_E2E_STANDIN": "1"}).port == 8091  # not read
-    # a variable only where a workflow sets one
-    workflows = " ".join(p.read_text(encoding="utf-8") for p in (KIT_ROOT / ".github" / "workflows").glob("*.yml"))
+    # a variable only where an Ascend job sets one: the workflows, the Buildkite steps, job.sh, the docker-host form
+    jobs = [*(KIT_ROOT / ".github" / "workflows").glob("*.yml"), *(KIT_ROOT / ".buildkite").glob("*.yml"),
+            *(KIT_ROOT / "ci" / "ascend").glob("*.sh"), KIT_ROOT / "docs" / "ascend-ci.md"]  # fmt: skip
+    workflows = " ".join(p.read_text(encoding="utf-8") for p in jobs)
     assert {o.env for o in OPTIONS if o.from_env} == set(re.findall(r"\bKIT_E2E_[A-Z_]+\b", workflows))
 
 
