@@ -1,9 +1,10 @@
 """The patch series: a quilt-like `series` file naming git format-patch files.
 
-Each patch carries two kit-internal trailers in its message:
+Each patch carries kit-internal trailers in its message:
   Upstream-Status: Pending | Submitted [url] | Backport [ref] | Inappropriate [why]
   Kit-Patch: <slug>     (stable identity; the file is named NNNN-<slug>.patch)
-Both are kept in patches/ and stripped from what goes upstream.
+  Kit-Off-NPU: <function>: <why>   (optional: a declared change off NPU, one per function)
+All are kept in patches/ and stripped from what goes upstream.
 """
 
 from __future__ import annotations

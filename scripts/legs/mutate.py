@@ -42,19 +42,22 @@ DEVICE_TYPES = {"cuda", "npu", "cpu"}
 CASTS = {"to", "float", "long"}  # a dropped cast changes dtype or device
 KERNEL_CALLS = {"npu_fusion_attention"}  # whose tensor inputs get an added .float() (the kernel wants one dtype)
 SUITE = Path("tests/regression")
-# Leg tests that exercise each patched file, the likeliest killers first; other files run the whole suite.
+# Leg tests that exercise each patched file; other files run the whole suite. The series' own upstream-style
+# tests come first, so a mutant's killed_by says whether they kill it without the kit's simulated suite.
 TESTS_FOR = {
     "vllm_omni/diffusion/layers/rope.py": [
+        "test_series_upstream_tests.py",
         "test_rope_regression.py",
-        "test_upstream_rope_test.py",
         "test_lingbot_direct_replay.py",
         "test_npu_lingbot_replay.py",
     ],
     "vllm_omni/diffusion/models/lingbot_world/transformer.py": [
+        "test_series_upstream_tests.py",
         "test_lingbot_direct_replay.py",
         "test_npu_lingbot_replay.py",
     ],
     "vllm_omni/experimental/ar_diffusion/kv_cache/paged_attention.py": [
+        "test_series_upstream_tests.py",
         "test_npu_paged_contracts.py",  # small and fast: most mutants die here in seconds
         "test_npu_paged_attention.py",
         "test_paged_attention_regression.py",

@@ -45,7 +45,7 @@ class Mutation:
 
 MUTATIONS = [
     Mutation("guard_uses_tensor_is_npu", "stock", "0005-lingbot-npu-paged-replay.patch",
-             'if query.device.type in ("cuda", "npu") and', "if (query.is_cuda or query.is_npu) and",
+             'if (query.is_cuda or query.device.type == "npu") and', "if (query.is_cuda or query.is_npu) and",
              "test_direct_replay_with_2d_rope_tables", "test_direct_replay_with_2d_rope_tables"),
     Mutation("per_sequence_kv_lengths", "npu", "0003-paged-attention-npu.patch",
              "actual_seq_kvlen=list(itertools.accumulate(kv_lens)),", "actual_seq_kvlen=list(kv_lens),",

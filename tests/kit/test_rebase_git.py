@@ -82,6 +82,7 @@ def test_renamed_file_merges_three_way(kit: Kit, upstream: Path) -> None:
             "paged-attention-npu",
             "npu-empty-stage-buffers",
             "npu-usp4-eager-config",
+            "npu-cpu-tests",
         ],
         "clean",
     )
@@ -142,7 +143,7 @@ def test_move_onto_merged_then_apply_and_both_legs_pass(kit: Kit, upstream: Path
         assert f"# dropped {slug}: already upstream ({how}) {where}\n" in series
     names = [line for line in series.splitlines() if line and not line.startswith("#")]
     assert names == ["0001-rope-2d-cos-sin-test.patch", "0002-paged-attention-npu.patch",
-                     "0003-npu-empty-stage-buffers.patch"]  # fmt: skip
+                     "0003-npu-empty-stage-buffers.patch", "0004-npu-cpu-tests.patch"]  # fmt: skip
     report = (kit.root / ".work/rebase/vllm-omni-merged.md").read_text()
     assert f"The pin now names git `{url}` `merged` at commit `{commit}`" in report
     reduced = (kit.patches / "0002-paged-attention-npu.patch").read_text()

@@ -8,7 +8,7 @@ import pytest
 from conftest import AUTHOR
 
 from scripts.gitcmd import FORMAT_PATCH, git
-from scripts.series import subject
+from scripts.series import strip_kit_trailers, subject
 
 SUBJECTS = (
     "[NPU] Déjà vu: run the fused attention on Ascend for the paged KV cache (ü, 昇腾)",  # encoded and folded
@@ -31,3 +31,12 @@ def test_subject_round_trips_through_format_patch(tmp_path: Path, text: str) -> 
 def test_encoded_words_are_decoded() -> None:
     header = "Subject: =?UTF-8?q?[NPU]=20Caf=C3=A9?=\n =?UTF-8?q?=20on=20Ascend?=\n\nbody\n"
     assert subject(header) == "[NPU] Café on Ascend"
+
+
+def test_every_kit_trailer_is_stripped_for_upstream() -> None:
+    message = (
+        "Fix it\n\nBody.\n\nUpstream-Status: Pending\n"
+        "Kit-Off-NPU: RotaryEmbeddingWan.forward_native: the fix itself\nKit-Patch: rope\n"
+        "Signed-off-by: A <a@b>\n"
+    )
+    assert strip_kit_trailers(message) == "Fix it\n\nBody.\n\nSigned-off-by: A <a@b>\n"

@@ -23,9 +23,9 @@ PATCHES = KIT_ROOT / "patches"
 ROPE = "vllm_omni/diffusion/layers/rope.py"
 LINGBOT = "vllm_omni/diffusion/models/lingbot_world/transformer.py"
 CONFIG = "benchmarks/lingbot_world/configs/npu_usp4_eager.yaml"
-REPLAY_OLD = "            if query.is_cuda and query.shape[0] == 1:\n"
-# 0005's change as upstream typed it: other spacing, a comment of its own.
-REPLAY_UPSTREAM = '            if query.device.type  in ("cuda","npu") and query.shape[0]==1:  # NPU too\n'
+REPLAY_SERIES = '            if (query.is_cuda or query.device.type == "npu") and query.shape[0] == 1:\n'
+# 0005's guard as upstream typed it: other spacing, a comment of its own.
+REPLAY_UPSTREAM = '            if (query.is_cuda or query.device.type=="npu") and query.shape[0]==1:  # NPU too\n'
 # 0006's settings in upstream's words: other comments, keys in another order, flow-style mappings.
 CONFIG_UPSTREAM = """\
 # Ascend: 4 NPUs with Ulysses sequence parallelism (degree 4), eager mode.
@@ -136,7 +136,8 @@ def make_next_upstreams(repo: Path) -> None:
     commit_all(repo, "Document the cos/sin layouts")  # ... and a later edit of its context stops reverse-apply
     third = hunks(patch("0003").read_text(encoding="utf-8"))[2]
     apply_text(repo, third.text, "Build the block table once per step")  # half of 0003: one of its hunks
-    edit(repo, LINGBOT, REPLAY_OLD, REPLAY_UPSTREAM)
+    git("apply", "--index", patch("0005").as_posix(), cwd=repo)
+    edit(repo, LINGBOT, REPLAY_SERIES, REPLAY_UPSTREAM)
     commit_all(repo, "LingBot replay: paged entry on NPU")  # 0005 in other words
     (repo / CONFIG).parent.mkdir(parents=True, exist_ok=True)
     (repo / CONFIG).write_text(CONFIG_UPSTREAM, encoding="utf-8")

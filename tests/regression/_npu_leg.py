@@ -65,7 +65,7 @@ def record_syncs(scenario: str, syncs: int | None, **details: Any) -> None:
     if report_dir:
         path = Path(report_dir) / SYNC_REPORT_NAME
         path.parent.mkdir(parents=True, exist_ok=True)
-        data = {"npu_mode": os.environ.get("KIT_NPU_MODE", "none"), "target_max": 1, "scenarios": _sync_counts}
+        data = {"npu_mode": os.environ.get("KIT_NPU_MODE", "none"), "target_max": 0, "scenarios": _sync_counts}
         path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 

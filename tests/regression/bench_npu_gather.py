@@ -11,6 +11,10 @@ npu leg's environment (the command is in docs/results.md). Two questions:
 3. Bytes moved per realtime chunk by the gather, with history staging
    (``VLLM_OMNI_AR_DIFFUSION_KV_GATHER=1`` + ``reuse_history_staging``) off and on: counted on the
    patched entry's own ops at the shipped geometry, the kernel stubbed (only the gather is measured).
+4. Host syncs and bytes moved per NPU attention call, batch 1 and batch 2 (two rows sharing their
+   history, as frame-causal forwards send them), with the lengths where the tree's own metadata
+   builder (``build_block_table``) puts them for an NPU target. Run on the series before and after a
+   change to compare the two.
 2. Memory: the extra memory one attention call allocates. The pristine tree sends NPU queries to
    the fp32 reference, which materialises (heads, q, kv) fp32 scores; the NPU branch allocates
    the gathered window and the kernel's outputs.
@@ -150,6 +154,60 @@ def test_bytes_moved_per_chunk_with_staging_off_and_on(npu_device: torch.device,
         moved_bytes_per_layer_per_chunk_staging_on=full + (steps - 1) * reused,
         moved_ratio_off_over_on_per_chunk=steps * off / (full + (steps - 1) * reused),
     )
+
+
+# -- syncs and bytes per call, batch 1 and 2 --------------------------------------------------------
+
+
+def where_lengths_go(npu_device: torch.device) -> dict[str, torch.device]:
+    """The devices prepare() (build_block_table) gives query_start_loc and seq_lens for an NPU target."""
+    import test_npu_paged_attention as paged_tests
+
+    ctx = paged_tests.npu_forward_context(npu_device)
+    ctx.prepare(npu_device, 0, 2 * paged_tests.BLOCK)
+    return {"query_start_loc": ctx.query_start_loc.device, "seq_lens": ctx.seq_lens.device}
+
+
+def call_figures(npu_device: torch.device, rows: int) -> dict[str, int]:
+    """Host syncs and bytes moved by one call of the patched entry (kernel stubbed), ``rows`` sequences.
+
+    Row r sees the shared history (17 blocks) plus r + 1 blocks of its own frames: the rows' block tables
+    share their first 17 entries.
+    """
+    from npu_standin import simulated_npu
+    from vllm_omni.experimental.ar_diffusion.kv_cache import paged_attention as pa
+
+    cache, table, _ = gather_inputs(npu_device)
+    history = table[0, :17].cpu().tolist()
+    own = table[0, 17:].cpu().tolist()
+    kv_lens = [(17 + r + 1) * BLOCK for r in range(rows)]
+    padded = [history + own[: r + 1] + [0] * (WIDTH - 18 - r) for r in range(rows)]
+    where = where_lengths_go(npu_device)
+    q_loc = torch.tensor([QUERY * r for r in range(rows + 1)], dtype=torch.int32).to(where["query_start_loc"])
+    seq_lens = torch.tensor(kv_lens, dtype=torch.int32).to(where["seq_lens"])
+    block_table = torch.tensor(padded, dtype=torch.int32).to(npu_device)
+    query = torch.zeros(rows * QUERY, HEADS, HEAD_DIM, dtype=torch.bfloat16, device=npu_device)
+    values = cache.clone()
+    with simulated_npu.count_syncs() as syncs, moved_bytes() as moved:
+        pa.ar_diffusion_paged_attention(query, cache, values, block_table=block_table, query_start_loc=q_loc,
+                                        seq_lens=seq_lens, max_query_len=QUERY, max_seq_len=WIDTH * BLOCK,
+                                        softmax_scale=HEAD_DIM**-0.5)  # fmt: skip
+    return {"host_syncs": syncs.total, "moved_bytes": moved.bytes,
+            "visible_kv_bytes": 2 * sum(kv_lens) * HEADS * HEAD_DIM * 2}  # fmt: skip
+
+
+def test_syncs_and_bytes_per_call_batch_1_and_2(npu_device: torch.device, monkeypatch: pytest.MonkeyPatch) -> None:
+    if not _simulated():
+        pytest.skip("syncs are counted by the simulated NPU; run it in simulated mode")
+    import torch_npu
+
+    monkeypatch.setattr(torch_npu, "npu_fusion_attention", fused_kernel_outputs_only)
+    for rows in (1, 2):
+        figures = call_figures(npu_device, rows)
+        assert figures["moved_bytes"] >= figures["visible_kv_bytes"]  # the count sees the gathers
+        FIGURES.update({f"call_batch{rows}_{name}": value for name, value in figures.items()})
+        FIGURES[f"call_batch{rows}_moved_over_visible_kv"] = figures["moved_bytes"] / figures["visible_kv_bytes"]
+    FIGURES["call_lengths_for_npu_target"] = {k: v.type for k, v in where_lengths_go(npu_device).items()}
 
 
 @pytest.mark.benchmark(group="gather-shipped-geometry")

@@ -129,6 +129,29 @@ def test_custom_op_with_mutable_args_runs_its_kernel_on_npu_tensors() -> None:
         )
 
 
+@needs_sim
+def test_torch_itself_accepts_none_for_the_series_op_mutable_stage_args(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Patch 0004's premise, as far as a machine without a card can check it: the refusal of None for a mutable
+    # `Tensor(a!)?` is the stand-in's model of what was seen on Ascend (_reject_none_for_mutable_tensor), not
+    # torch's. With it switched off, torch's own dispatch of vllm_omni::ar_diffusion_paged_write_attn (Autograd,
+    # ADInplaceOrView, then the PrivateUse1 kernel) takes None for stage_key / stage_value and runs.
+    from vllm_omni.experimental.ar_diffusion.kv_cache import paged_attention  # noqa: F401  (registers the op)
+
+    monkeypatch.setattr(simulated_npu, "_reject_none_for_mutable_tensor", lambda *args: None)
+    block, heads, dim = 4, 2, 8
+    npu = [torch.randn(block, heads, dim).to("npu") for _ in range(3)]
+    pools = [torch.zeros(3 * block, heads, dim).to("npu") for _ in range(2)]
+    slots = torch.arange(block, 2 * block).to("npu")
+    table = torch.tensor([[1, 0]], dtype=torch.int32).to("npu")
+    host = [torch.tensor([0, block], dtype=torch.int32), torch.tensor([block], dtype=torch.int32)]
+    out = torch.ops.vllm_omni.ar_diffusion_paged_write_attn(
+        *npu, None, None, *pools, block, slots, torch.empty(0, dtype=torch.long).to("npu"), table, *host, block,
+        2 * block, dim**-0.5, None, None, False, 0,
+    )  # fmt: skip
+    assert out.device.type == "npu" and out.shape == (block, heads, dim)
+    assert torch.equal(pools[0].cpu()[block : 2 * block], npu[1].cpu())  # the kernel ran: the chunk was written
+
+
 # -- synchronisation counting ----------------------------------------------------------------------
 
 

@@ -341,9 +341,10 @@ def _check_same_device(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any])
 
 
 def _reject_none_for_mutable_tensor(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-    """torch_npu eager dispatch rejects None for a mutable ``Tensor?`` argument (docs/upstream-facts.md).
+    """None for a mutable ``Tensor?`` argument fails, as it was seen to on Ascend (docs/upstream-facts.md).
 
-    That is why patch 0004 passes zero-size buffers instead of None.
+    A model of that observation, not of torch: torch 2.13's own dispatch accepts None there (the self-check
+    test_torch_itself_accepts_none_for_the_series_op_mutable_stage_args). Patch 0004 passes zero-size buffers.
     """
     for index, arg in enumerate(func._schema.arguments):
         mutable = arg.alias_info is not None and arg.alias_info.is_write

@@ -1,14 +1,16 @@
-"""The series' own upstream test (patch rope-2d-cos-sin-test) runs and passes from the checkout.
+"""The series' own upstream-style tests (every test file it adds under tests/) run and pass from the checkout.
 
-It runs in this process, through ``pytest.main``: the checkout's ``vllm_omni`` is already the one
+Each runs in this process, through ``pytest.main``: the checkout's ``vllm_omni`` is already the one
 imported here (``test_stock_leg.py`` checks it), so a fresh interpreter would only pay for importing
 torch and vllm a second time (about 12 s of a leg). Upstream's settings still apply: its own
 marker list with ``--strict-markers``, its test file collected and run by pytest, outcomes
-counted from pytest's own reports.
+counted from pytest's own reports. In the npu leg they run beside the simulated NPU: each test
+brings its own stand-ins and must pass with either.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from collections import Counter
 from pathlib import Path
@@ -18,7 +20,15 @@ from _upstream import UPSTREAM_MARKERS
 
 pytestmark = [pytest.mark.core_model, pytest.mark.cpu]
 
-UPSTREAM_TEST = Path("tests/diffusion/layers/test_rope_wan_2d_cos_sin.py")
+
+def added_test_files(checkout: Path, pristine: Path) -> list[str]:
+    """Test files of the checkout that the pristine tree lacks: the ones the series adds."""
+    tests = checkout / "tests"
+    found = tests.rglob("test_*.py") if tests.is_dir() else []
+    return sorted(str(p.relative_to(checkout)) for p in found if not (pristine / p.relative_to(checkout)).exists())
+
+
+SERIES_TESTS = added_test_files(Path(os.environ["KIT_CHECKOUT"]), Path(os.environ["KIT_PRISTINE"]))
 
 
 class Outcomes:
@@ -32,13 +42,17 @@ class Outcomes:
             self.seen[report.outcome] += 1
 
 
-def test_upstream_rope_test_passes_from_checkout(checkout_root, tmp_path, monkeypatch, capsys):
+def test_series_adds_upstream_tests() -> None:
+    # Without this, a series that lost its tests would parametrize the test below with nothing.
+    assert SERIES_TESTS, "the series should add its own upstream-style tests under tests/"
+
+
+@pytest.mark.parametrize("test_file", SERIES_TESTS)
+def test_series_upstream_test_passes_from_checkout(test_file, checkout_root, tmp_path, monkeypatch, capsys):
     import vllm_omni
 
-    test_file = checkout_root / UPSTREAM_TEST
-    assert test_file.is_file(), f"the series should add {UPSTREAM_TEST}"
     assert Path(vllm_omni.__file__).resolve().is_relative_to(checkout_root)
-    # Upstream's pytest settings, reduced to what the test needs: its marker list, strict markers.
+    # Upstream's pytest settings, reduced to what the tests need: its marker list, strict markers.
     ini = tmp_path / "pytest.ini"
     markers = "".join(f"    {name}: {text}\n" for name, text in UPSTREAM_MARKERS.items())
     ini.write_text(f"[pytest]\nmarkers =\n{markers}")
@@ -46,7 +60,8 @@ def test_upstream_rope_test_passes_from_checkout(checkout_root, tmp_path, monkey
     monkeypatch.setattr(sys, "path", list(sys.path))  # the inner run prepends the test's folder
     outcomes = Outcomes()
     rc = pytest.main(
-        ["-q", "-p", "no:cacheprovider", "--strict-markers", "-c", str(ini), str(test_file)], plugins=[outcomes]
+        ["-q", "-p", "no:cacheprovider", "--strict-markers", "-c", str(ini), str(checkout_root / test_file)],
+        plugins=[outcomes],
     )
     output = capsys.readouterr().out
     assert rc == 0, output
