@@ -117,7 +117,8 @@ def test_onto_without_push_to_leaves_nothing_remote(kit: Kit, upstream: Path, fo
     assert (clone / ".git/kit-upstream-clone").is_file()
     assert re.fullmatch(r"pr/v\d+", git("branch", "--show-current", cwd=clone).strip())
     main = git("rev-parse", "main", cwd=upstream).strip()
-    assert git("rev-parse", "HEAD~6", cwd=clone).strip() == main  # six upstream-form commits on upstream's main
+    count = len(load_series(kit.patches))
+    assert git("rev-parse", f"HEAD~{count}", cwd=clone).strip() == main  # one upstream-form commit per patch, on main
 
 
 def test_conflict_is_named_and_nothing_is_pushed(kit: Kit, upstream: Path, fork: Path,
