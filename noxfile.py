@@ -28,8 +28,9 @@ from scripts.kittools import KIT_TIERS, kit_tests_command  # noqa: E402
 from scripts.legs.legenv import LEGS  # noqa: E402
 from scripts.workspace import Workspace  # noqa: E402
 
-KIT_TOOLS = Workspace(Path(__file__).parent).kit_tools
-UPSTREAM_HOOKS = packages(load_hooks(Workspace(Path(__file__).parent).upstream_hooks))  # upstream's gate, its pins
+KIT = Workspace(Path(__file__).parent)
+KIT_TOOLS = KIT.kit_tools
+UPSTREAM_HOOKS = packages(load_hooks(KIT.upstream_hooks))  # upstream's gate, at its pins
 
 nox.needs_version = ">=2026.10.20"  # the version pinned in ci/kit-tools.txt (what the README installs)
 nox.options.sessions = ["apply", "lint", "test"]

@@ -15,7 +15,7 @@ import re
 import shutil
 import subprocess
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from scripts import gitcmd
@@ -356,7 +356,9 @@ def declarations(message: str) -> dict[str, str]:
     return {unit.strip(): why.strip() for unit, _, why in pairs}
 
 
-def judge_off_npu(patch: str, changes: list[offnpu.OffNpuChange], declared: dict[str, str]) -> tuple[list, list]:
+def judge_off_npu(
+    patch: str, changes: list[offnpu.OffNpuChange], declared: dict[str, str]
+) -> tuple[list[Finding], list[Declared]]:
     """(findings, declared differences) of one patch: an undeclared difference, and a declaration naming
     no difference (its claim would be false), are findings."""
     findings = [
@@ -526,9 +528,10 @@ def as_finding(f: hooks.HookFinding) -> Finding:
     return Finding(f.file, f.line, f.hook, f.message, f"make the line pass upstream's {f.hook} hook")
 
 
-def lint_series(tools: Tools, config: Path, tree: Path, pristine: Path, series_diff: str) -> SeriesLint:
-    """Upstream's hooks, ruff (upstream settings) and kit checks on tree; series_diff is pristine..HEAD,
-    pristine the tree before. The off-NPU proof is the caller's (it needs the commits)."""
+def lint_series(tools: Tools, config: Path, tree: Path, pristine: Path, series_diff: str,
+                off_npu: OffNpuProof) -> SeriesLint:  # fmt: skip
+    """Upstream's hooks, ruff (upstream settings) and kit checks on tree, with the off-NPU proof the caller made
+    from the commits; series_diff is pristine..HEAD, pristine the tree before."""
     diffs = parse(series_diff)
     files = [d.path for d in diffs if d.path.endswith(".py") and (tree / d.path).is_file()]
     added = added_line_set(series_diff)
@@ -545,15 +548,15 @@ def lint_series(tools: Tools, config: Path, tree: Path, pristine: Path, series_d
     ]
     pre_existing = [f for f in found if f not in ours] + [as_finding(f) for f in gate.pre_existing]
     return SeriesLint(files, [as_finding(f) for f in gate.counted], gate.rows, ours, unformatted,
-                      own_checks(series_diff, tree), OffNpuProof([], []), pre_existing)  # fmt: skip
+                      own_checks(series_diff, tree), off_npu, pre_existing)  # fmt: skip
 
 
 def lint_checkout(ws: Workspace, tools: Tools, patches: list[Patch]) -> tuple[SeriesLint, str]:
     """(the series' findings, ruff's version) on the kit's checkout: `lint` and `pr` both run exactly this."""
     version = ruff_version(tools.ruff)
     config = ws.ci_dir / "ruff-upstream.toml"
-    found = lint_series(tools, config, ws.checkout, ws.pristine_tree, combined_diff(ws.checkout))
-    return replace(found, off_npu=off_npu_proof(ws.checkout, patches)), version
+    proof = off_npu_proof(ws.checkout, patches)
+    return lint_series(tools, config, ws.checkout, ws.pristine_tree, combined_diff(ws.checkout), proof), version
 
 
 def tools_for(ws: Workspace, ruff: str, hooks_bin: str | None) -> Tools:

@@ -146,18 +146,10 @@ def bound_names(stmt: ast.stmt) -> set[str]:
     return {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
 
 
-def used_names(nodes: list[ast.AST]) -> set[str]:
-    return {
-        n.id if isinstance(n, ast.Name) else n.attr
-        for node in nodes
-        for n in ast.walk(node)
-        if (isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Store)) or isinstance(n, ast.Attribute)
-    }
-
-
-def uses_outside(stmt: ast.stmt, whole: ast.AST) -> set[str]:
-    """Names used anywhere in whole except inside stmt itself (a helper calling itself does not keep it alive)."""
-    inside = {id(n) for n in ast.walk(stmt)}
+def used_names(whole: ast.AST, outside: ast.AST | None = None) -> set[str]:
+    """Names read (by name or attribute) anywhere in whole, except inside `outside` (a helper calling itself
+    does not keep it alive)."""
+    inside = {id(n) for n in ast.walk(outside)} if outside is not None else set()
     return {
         n.id if isinstance(n, ast.Name) else n.attr
         for n in ast.walk(whole)
@@ -171,7 +163,7 @@ def prune(projected: ast.Module, original: ast.Module) -> None:
     nowhere in its projection (a name the module never uses itself is API: it stays). Module and class blocks,
     to a fixed point. Both sides of a comparison are pruned alike, so an NPU-only helper an earlier patch added
     is out of both."""
-    used_before = used_names([original])
+    used_before = used_names(original)
     changed = True
     while changed:
         changed = False
@@ -180,7 +172,7 @@ def prune(projected: ast.Module, original: ast.Module) -> None:
                 names = bound_names(stmt)
                 if not names or not names & used_before:
                     continue
-                if not names & uses_outside(stmt, projected):
+                if not names & used_names(projected, outside=stmt):
                     block.remove(stmt)
                     changed = True
 
