@@ -13,11 +13,13 @@ The leg runner points the suite at two trees through the environment:
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -58,14 +60,46 @@ sys.path.insert(0, str(CHECKOUT))
 if str(HERE) not in sys.path:
     sys.path.insert(1, str(HERE))
 
-# npu leg: install the simulated NPU (simulated mode) BEFORE anything imports vllm_omni, and
-# resolve vllm-omni's platform without vllm-ascend (both modes); see _npu_leg.py.
-import _npu_leg  # noqa: E402
-import oracle_cache  # noqa: E402
-from _npu_leg import npu_device  # noqa: E402,F401  (fixture)
-from _upstream import UPSTREAM_MARKERS  # noqa: E402
 
-SIMULATED_NPU = _npu_leg.prepare(NPU_MODE)
+@contextlib.contextmanager
+def _long_lived() -> Iterator[None]:
+    """What is made inside lives as long as the process: imports (torch, vllm and vllm-omni leave ~700k objects)
+    and the fixtures built from them. The collector would walk all of them again at every full collection (a
+    fifth of a leg's CPU): it is off while they are made, and they are frozen out of every later collection."""
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        gc.enable()
+
+
+with _long_lived():
+    # npu leg: install the simulated NPU (simulated mode) BEFORE anything imports vllm_omni, and
+    # resolve vllm-omni's platform without vllm-ascend (both modes); see _npu_leg.py.
+    import _npu_leg
+    import oracle_cache
+    from _npu_leg import npu_device  # noqa: F401  (fixture)
+    from _upstream import UPSTREAM_MARKERS
+
+    SIMULATED_NPU = _npu_leg.prepare(NPU_MODE)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_collection(session: pytest.Session) -> Iterator[object]:
+    with _long_lived():  # the test modules' imports
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+    with _long_lived():  # fixtures import vllm-omni's models and build them
+        return (yield)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    gc.freeze()  # pytest's collections at exit, and interpreter shutdown, need not walk them either
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -200,13 +234,6 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.write_line(
             f"pristine oracle: {_oracle_report['source']} ({_oracle_report['reason']})", bold=True
         )
-
-
-@pytest.hookimpl(trylast=True)
-def pytest_unconfigure(config: pytest.Config) -> None:
-    # Every report is written by now. Without this, interpreter shutdown spends ~3 s of a leg collecting the
-    # ~700k objects torch and vllm leave behind, one by one, only to exit.
-    gc.freeze()
 
 
 @pytest.fixture(scope="session")
