@@ -1,0 +1,75 @@
+"""The warm main job against its import floor: a developer's benchmark, not a kit command.
+
+    python benchmarks/main_job.py [--runs 3]
+
+It needs the leg envs built (one `nox -s apply test`); a first, uncounted run rebuilds whatever the
+last change invalidated (the pristine oracle cache, .pyc), so every counted run is warm. It prints the
+import floor (`import torch, vllm` in the stock leg's env with its .pyc, as the leg starts it), the warm
+main job (`nox -s apply test`), their ratio, and where each leg's time went (its tests by module, from
+junit.xml; the rest is interpreter start, imports, collection and reports). Medians of the runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from collections import Counter
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from scripts.legs import legenv  # noqa: E402
+from scripts.report import table  # noqa: E402
+from scripts.workspace import Workspace  # noqa: E402
+
+
+def seconds(cmd: list[str], env: dict[str, str], cwd: Path) -> float:
+    started = time.perf_counter()
+    subprocess.run(cmd, env=env, cwd=cwd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - started
+
+
+def by_module(junit: Path) -> Counter[str]:
+    """Seconds of pytest's tests (setup, call, teardown) per test module."""
+    out: Counter[str] = Counter()
+    for case in ET.parse(junit).iter("testcase"):
+        out[case.get("classname", "?").rsplit(".", 1)[-1]] += float(case.get("time", 0))
+    return out
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=3, help="runs of each measurement (median)")
+    runs = parser.parse_args(argv).runs
+    ws = Workspace.of_kit()
+    env = legenv.env_dir(ws, "stock")
+    floor_env = legenv.bytecode_env(os.environ, legenv.pycache_dir(env))
+    floor_cmd = [str(legenv.env_python(env)), "-c", "import torch, vllm"]
+    floor = statistics.median(seconds(floor_cmd, floor_env, ws.root) for _ in range(runs))
+    job_cmd = [sys.executable, "-m", "nox", "-s", "apply", "test"]
+    seconds(job_cmd, dict(os.environ), ws.root)  # warm-up: whatever the last change left to rebuild (oracle, .pyc)
+    job = statistics.median(seconds(job_cmd, dict(os.environ), ws.root) for _ in range(runs))
+    print(
+        table(
+            ["measure", "seconds"],
+            [
+                ("import floor (import torch, vllm)", f"{floor:.1f}"),
+                ("warm nox -s apply test", f"{job:.1f}"),
+                ("ratio", f"{job / floor:.1f}x"),
+            ],
+        )
+    )
+    for leg in legenv.LEGS:
+        modules = by_module(ws.records / f"test-{leg}" / "junit.xml")
+        rows = [(name, f"{secs:.1f}") for name, secs in modules.most_common()]
+        print(f"\nleg {leg} (last run): tests {sum(modules.values()):.1f} s by module")
+        print(table(["module", "seconds"], rows))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
