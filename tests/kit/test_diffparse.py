@@ -1,7 +1,5 @@
 """diffparse counts what git counts, including added/removed lines that look like file headers."""
 
-from __future__ import annotations
-
 from pathlib import Path
 
 import pytest

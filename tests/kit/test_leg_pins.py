@@ -4,8 +4,6 @@ These ask the package registry (no install; a few seconds each). They skip, sayi
 when the registry cannot be reached at all; any other failure of uv is a failure.
 """
 
-from __future__ import annotations
-
 import os
 import urllib.error
 import urllib.request

@@ -1,7 +1,5 @@
 """Leg environments: pip's index settings reach uv, --python/--require, the uv -> pip fallback (real venvs)."""
 
-from __future__ import annotations
-
 import os
 import subprocess
 import sys

@@ -3,8 +3,6 @@
 Reading op schemas as text and comparing them with Python signatures (no torch).
 """
 
-from __future__ import annotations
-
 import subprocess
 import zipfile
 from pathlib import Path

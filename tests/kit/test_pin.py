@@ -1,11 +1,9 @@
 """The pin: sha256 verification before extraction, registry errors, the git source."""
 
-from __future__ import annotations
-
 from pathlib import Path
 
 import pytest
-from conftest import KIT_ROOT, SMALL_UPSTREAM, Kit, build_wheel, pin_toml
+from conftest import AUTHOR, KIT_ROOT, SMALL_UPSTREAM, Kit, build_wheel, commit_patch, pin_toml
 
 from scripts.gitcmd import git
 from scripts.pin import (
@@ -97,24 +95,22 @@ def test_malformed_pin_names_the_file() -> None:
         parse_pin(pin_toml("1", "f.whl", "abc"))
 
 
-def make_git_upstream(tmp_path: Path) -> tuple[Path, str]:
+def make_git_upstream(tmp_path: Path, kit: Kit | None, commit: str = "") -> tuple[Path, str]:
+    """A git upstream tagged v0.1.0 holding SMALL_UPSTREAM, and the kit's pin (if any) pointed at it."""
     repo = tmp_path / "upstream.git"
     repo.mkdir()
     git("init", "-q", "-b", "main", cwd=repo)
-    for name, text in SMALL_UPSTREAM.items():
-        (repo / name).parent.mkdir(parents=True, exist_ok=True)
-        (repo / name).write_text(text)
-    git("add", "-A", cwd=repo)
-    git("-c", "user.name=U", "-c", "user.email=u@example.org", "commit", "-qm", "release", cwd=repo)
-    git("-c", "user.name=U", "-c", "user.email=u@example.org", "tag", "-a", "v0.1.0", "-m", "v0.1.0", cwd=repo)
+    commit_patch(repo, SMALL_UPSTREAM, "release", "release")
+    git("tag", "-a", "v0.1.0", "-m", "v0.1.0", cwd=repo, env=AUTHOR)
     git("config", "uploadpack.allowAnySHA1InWant", "true", cwd=repo)
+    if kit:
+        text = (kit.patches / "upstream.toml").read_text().replace("https://example.invalid/x", repo.as_uri())
+        kit.write_pin(text.replace('commit = ""', f'commit = "{commit}"'))
     return repo, git("rev-parse", "HEAD", cwd=repo).strip()
 
 
 def test_git_source_against_a_local_repository(small_kit: Kit, tmp_path: Path) -> None:
-    repo, commit = make_git_upstream(tmp_path)
-    text = (small_kit.patches / "upstream.toml").read_text().replace("https://example.invalid/x", repo.as_uri())
-    small_kit.write_pin(text)
+    repo, commit = make_git_upstream(tmp_path, small_kit)
     # The commit is recorded from the tag, as a contributor with network would do.
     small_kit.run("pin", "--record-git", check=True)
     assert f'commit = "{commit}"' in (small_kit.patches / "upstream.toml").read_text()
@@ -124,21 +120,16 @@ def test_git_source_against_a_local_repository(small_kit: Kit, tmp_path: Path) -
 
 
 def test_record_git_refuses_a_tag_whose_files_differ_from_the_wheel(small_kit: Kit, tmp_path: Path) -> None:
-    repo, _ = make_git_upstream(tmp_path)
-    (repo / "vllm_omni/attn.py").write_text("not the release\n")
-    git("-c", "user.name=U", "-c", "user.email=u@example.org", "commit", "-qam", "drift", cwd=repo)
-    git("-c", "user.name=U", "-c", "user.email=u@example.org", "tag", "-f", "-a", "v0.1.0", "-m", "v0.1.0", cwd=repo)
-    text = (small_kit.patches / "upstream.toml").read_text().replace("https://example.invalid/x", repo.as_uri())
-    small_kit.write_pin(text)
+    repo, _ = make_git_upstream(tmp_path, small_kit)
+    commit_patch(repo, {"vllm_omni/attn.py": "not the release\n"}, "drift", "drift")
+    git("tag", "-f", "-a", "v0.1.0", "-m", "v0.1.0", cwd=repo, env=AUTHOR)
     proc = small_kit.run("pin", "--record-git")
     assert proc.returncode == 2 and "differs from the pinned wheel in 1 file(s), e.g. vllm_omni/attn.py" in proc.stderr
     assert 'commit = ""' in (small_kit.patches / "upstream.toml").read_text()  # nothing written
 
 
 def test_git_source_refuses_a_wrong_commit(small_kit: Kit, tmp_path: Path) -> None:
-    repo, _ = make_git_upstream(tmp_path)
-    text = (small_kit.patches / "upstream.toml").read_text().replace("https://example.invalid/x", repo.as_uri())
-    small_kit.write_pin(text.replace('commit = ""', f'commit = "{"1" * 40}"'))
+    make_git_upstream(tmp_path, small_kit, commit="1" * 40)
     proc = small_kit.run("apply", "--source", "git")
     assert proc.returncode == 2 and "could not fetch 111111111111" in proc.stderr
     assert not small_kit.checkout.exists()
@@ -150,7 +141,7 @@ def test_git_source_without_recorded_commit_says_how_to_record(small_kit: Kit) -
 
 
 def test_wheel_content_matches_its_git_tree(tmp_path: Path) -> None:
-    repo, _ = make_git_upstream(tmp_path)
+    repo, _ = make_git_upstream(tmp_path, None)
     wheel, _ = build_wheel(tmp_path, SMALL_UPSTREAM)
     assert wheel_matches_tree(wheel, repo) == []
     (repo / "vllm_omni/attn.py").write_text("changed\n")

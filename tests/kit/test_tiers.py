@@ -1,8 +1,6 @@
 """The tiers of the kit's own tests: pytest.ini's markers are the heavy tier's, and every test that
 builds or uses a leg env, starts servers on the real checkout or fetches a real wheel carries one."""
 
-from __future__ import annotations
-
 import ast
 import configparser
 

@@ -1,8 +1,6 @@
 """Upstream's own CPU tests in a leg: chosen from the touched modules, run on pristine and
 patched; a test that passes on pristine and fails on patched is a regression, named."""
 
-from __future__ import annotations
-
 import os
 import subprocess
 import sys
