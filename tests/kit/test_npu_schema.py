@@ -1,7 +1,5 @@
-"""The npu leg's schema check (tests/regression/npu_standin/torch_npu_schema.py), on the host.
-
-Reading op schemas as text and comparing them with Python signatures (no torch).
-"""
+"""The npu leg's schema check (tests/regression/npu_standin/torch_npu_schema.py) on the host: op schemas read as
+text and compared with Python signatures (no torch)."""
 
 import subprocess
 import zipfile
@@ -10,20 +8,13 @@ from pathlib import Path
 import pytest
 
 from tests.regression.npu_standin import torch_npu_schema as npu_schema
-from tests.regression.npu_standin.torch_npu_schema import (
-    NO_DEFAULT,
-    Param,
-    WheelSchemaError,
-    compare,
-    parse_schema,
-    signature_params,
-)
+from tests.regression.npu_standin.torch_npu_schema import NO_DEFAULT, Param, WheelSchemaError, compare, parse_schema
 
 SMALL = 'f(Tensor query, int head_num, float scale=1., int[]? prefix=None, *, bool flag=True, str mode="") -> Tensor'
 
 
-class Tensor:
-    """Stands for torch.Tensor: signature_params reads annotations as text, so no torch is needed."""
+class Tensor:  # stands for torch.Tensor: signature_params reads annotations as text
+    pass
 
 
 def small(
@@ -65,7 +56,7 @@ def test_parse_rejects_text_that_is_no_schema() -> None:
 
 
 def test_signature_matches_its_schema() -> None:
-    assert compare(parse_schema(SMALL), signature_params(small)) == []
+    assert compare(parse_schema(SMALL), npu_schema.signature_params(small)) == []
 
 
 @pytest.mark.parametrize(
@@ -81,12 +72,12 @@ def test_signature_matches_its_schema() -> None:
     ],
 )
 def test_any_change_to_the_schema_is_reported(altered: str, problem: str) -> None:
-    assert problem in compare(parse_schema(altered), signature_params(small))
+    assert problem in compare(parse_schema(altered), npu_schema.signature_params(small))
 
 
 def test_a_parameter_missing_from_the_signature_is_reported() -> None:
     longer = SMALL.replace(") -> Tensor", ", int seed=0) -> Tensor")
-    assert compare(parse_schema(longer), signature_params(small)) == ["missing parameter 'seed'"]
+    assert compare(parse_schema(longer), npu_schema.signature_params(small)) == ["missing parameter 'seed'"]
 
 
 YAML = """\
@@ -99,10 +90,8 @@ YAML = """\
 
 
 def test_schema_line_picks_the_exact_op_among_versions_and_overloads() -> None:
-    assert (
-        npu_schema.schema_line(YAML)
-        == "npu_fusion_attention(Tensor query, int head_num, float scale=1.) -> (Tensor, int)"
-    )
+    exact = "npu_fusion_attention(Tensor query, int head_num, float scale=1.) -> (Tensor, int)"
+    assert npu_schema.schema_line(YAML) == exact
 
 
 @pytest.mark.parametrize("text", ["", YAML + YAML])
@@ -126,11 +115,9 @@ def test_wheel_schema_is_read_from_yaml_and_confirmed_in_the_library(tmp_path: P
 
 
 def test_wheel_schema_refuses_when_the_library_registers_another_schema(tmp_path: Path) -> None:
-    wheel = _wheel(
-        tmp_path / "torch_npu-9.9-x.whl", YAML, b"npu_fusion_attention(Tensor query, int head_num) -> (Tensor, int)"
-    )
+    other = b"npu_fusion_attention(Tensor query, int head_num) -> (Tensor, int)"
     with pytest.raises(WheelSchemaError, match="does not register"):
-        npu_schema.wheel_schema(wheel)
+        npu_schema.wheel_schema(_wheel(tmp_path / "torch_npu-9.9-x.whl", YAML, other))
 
 
 def test_wheel_schema_refuses_a_wheel_without_the_yaml(tmp_path: Path) -> None:
@@ -149,11 +136,8 @@ def test_download_uses_the_cache_and_reports_failure(tmp_path: Path, monkeypatch
     cached = tmp_path / "torch_npu-1.0-cp311-x.whl"
     cached.write_bytes(b"")
     assert npu_schema.download_wheel("1.0", tmp_path) == cached
-
-    def failing_pip(*args: object, **kwargs: object) -> subprocess.CompletedProcess[str]:
-        return subprocess.CompletedProcess(args, 1, "", "ERROR: No matching distribution found for torch-npu==2.0\n")
-
-    monkeypatch.setattr(npu_schema.subprocess, "run", failing_pip)
+    failed = subprocess.CompletedProcess([], 1, "", "ERROR: No matching distribution found for torch-npu==2.0\n")
+    monkeypatch.setattr(npu_schema.subprocess, "run", lambda *args, **kwargs: failed)
     with pytest.raises(WheelSchemaError, match="could not download torch-npu==2.0 .*No matching distribution"):
         npu_schema.download_wheel("2.0", tmp_path)
 
