@@ -1,6 +1,8 @@
 """The npu leg's schema check (tests/regression/npu_standin/torch_npu_schema.py) on the host: op schemas read as
 text and compared with Python signatures (no torch)."""
 
+from __future__ import annotations  # signature_params reads the annotations as text
+
 import subprocess
 import zipfile
 from pathlib import Path
