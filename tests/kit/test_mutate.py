@@ -73,10 +73,8 @@ def test_npu_only_lines_run_in_the_npu_leg_guards_and_shared_lines_in_both() -> 
 def test_tests_for_a_file_default_to_the_whole_suite() -> None:
     assert mutate.tests_for("vllm_omni/other.py") == ["tests/regression"]
     # the series' own upstream-style tests first (cheap, and what upstream will run), then the kit's deeper suite
-    assert mutate.tests_for("vllm_omni/diffusion/layers/rope.py")[:2] == [
-        "tests/regression/test_series_upstream_tests.py",
-        "tests/regression/test_rope_regression.py",
-    ]
+    first = mutate.tests_for("vllm_omni/diffusion/layers/rope.py")[:2]
+    assert first == ["tests/regression/test_series_upstream_tests.py", "tests/regression/test_rope_regression.py"]
 
 
 def test_allowlist_needs_a_reason(tmp_path: Path) -> None:
