@@ -118,8 +118,6 @@ def test_first_failure_names_the_test() -> None:
     assert mutate.first_failure("collection error\n") == "collection error"
 
 
-# -- the operators for conditional expressions, names, arithmetic, keywords and returned values --------
-
 KINDS_SOURCE = """\
 def attend(query: torch.Tensor, cache: torch.Tensor, lens: torch.Tensor, block: int):
     kv_lens = lens.tolist()

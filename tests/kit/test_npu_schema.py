@@ -139,8 +139,6 @@ def test_download_uses_the_cache_and_reports_failure(tmp_path: Path, monkeypatch
         npu_schema.download_wheel("2.0", tmp_path)
 
 
-# -- the real wheel (downloaded once into .work/downloads) -----------------------------------------
-
 DOCUMENTED_PREFIX = (
     "npu_fusion_attention(Tensor query, Tensor key, Tensor value, int head_num, str input_layout, "
     "Tensor? pse=None, Tensor? padding_mask=None, Tensor? atten_mask=None, float scale=1., "

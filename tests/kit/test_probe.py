@@ -98,8 +98,6 @@ def test_without_a_cache_file_it_always_probes(tmp_path: Path) -> None:
     assert runs(count) == 2
 
 
-# ---- mode real: what the probe must see, and the stack it records ----------------------------
-
 CARDS = {**REAL, "npu_available": "True", "npu_devices": "4"}
 
 

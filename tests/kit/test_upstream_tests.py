@@ -32,24 +32,18 @@ TESTS = {
 }
 
 
-def upstream_repo(root: Path, attend_body: str) -> tuple[Path, Path, str]:
-    """A git upstream with tests/, its pristine tree and a patched tree; (pristine, patched, series diff)."""
-    repo = root / "repo"
+def run_leg(root: Path, attend_body: str) -> upstream_tests.Comparison | None:
+    """The leg on a git upstream with tests/ (pristine) and a series that makes attend `attend_body` (patched)."""
+    repo, out = root / "repo", root / "out"
     repo.mkdir()
+    out.mkdir()
     git("init", "-q", "-b", "main", cwd=repo)
     commit_patch(repo, TESTS, "upstream with tests", "upstream")
     export_tree(repo, "HEAD", root / "pristine")
     commit_patch(repo, {"vllm_omni/attn.py": f"def attend(q):\n{attend_body}"}, "the series", "series")
     export_tree(repo, "HEAD", root / "patched")
-    return root / "pristine", root / "patched", git("diff", "HEAD~1", "HEAD", cwd=repo)
-
-
-def run_leg(tmp_path: Path, attend_body: str) -> upstream_tests.Comparison | None:
-    pristine, patched, diff = upstream_repo(tmp_path, attend_body)
-    env = {**os.environ, "KIT_NPU_MODE": "none"}
-    out = tmp_path / "out"
-    out.mkdir()
-    return upstream_tests.in_leg(Path(sys.executable), env, KIT_ROOT, pristine, patched, out, diff)
+    diff, env = git("diff", "HEAD~1", "HEAD", cwd=repo), {**os.environ, "KIT_NPU_MODE": "none"}
+    return upstream_tests.in_leg(Path(sys.executable), env, KIT_ROOT, root / "pristine", root / "patched", out, diff)
 
 
 def test_a_series_that_keeps_behaviour_passes(tmp_path: Path) -> None:
