@@ -101,18 +101,18 @@ def test_without_a_cache_file_it_always_probes(tmp_path: Path) -> None:
 CARDS = {**REAL, "npu_available": "True", "npu_devices": "4"}
 
 
-@pytest.mark.parametrize(
-    ("seen", "mode"),
-    [
-        (CARDS, "real"),
-        (REAL, "simulated"),  # imports, but never asked for a card: an old probe answer is not mode real
-        ({**CARDS, "npu_available": "False"}, "simulated"),
-        ({**CARDS, "npu_devices": "0"}, "simulated"),
-        ({**CARDS, "torch_npu_import": "ImportError: libhccl.so"}, "simulated"),
-    ],
-    ids=["card", "import-only", "unavailable", "no-device", "no-import"],
-)
-def test_mode_real_needs_an_import_and_a_card(seen: dict[str, str], mode: str) -> None:
+SEEN = {
+    "card": (CARDS, "real"),
+    "import-only": (REAL, "simulated"),  # imports, but never asked for a card: an old probe answer is not mode real
+    "unavailable": ({**CARDS, "npu_available": "False"}, "simulated"),
+    "no-device": ({**CARDS, "npu_devices": "0"}, "simulated"),
+    "no-import": ({**CARDS, "torch_npu_import": "ImportError: libhccl.so"}, "simulated"),
+}
+
+
+@pytest.mark.parametrize("case", SEEN)
+def test_mode_real_needs_an_import_and_a_card(case: str) -> None:
+    seen, mode = SEEN[case]
     assert suite.npu_mode("npu", seen) == mode
     shortfall = legenv.mode_shortfall(mode, "real", seen)
     assert (shortfall is None) == (mode == "real")
