@@ -8,15 +8,11 @@ from conftest import KIT_ROOT
 
 from scripts.kittools import HEAVY_MARKERS, KIT_TIERS, kit_tests_command
 
-# Helpers whose use makes a test heavy, and the marker that says so.
+# Helpers whose use makes a test heavy, by the marker that says so.
 HEAVY_CALLS = {
-    "ensure_checkout": "e2e",  # applies the series in a copy of the kit
-    "ensure_checkout_and_stock_env": "e2e",
-    "ensure_env": "legs",
-    "leg_kit": "legs",
-    "shared_env_ready": "legs",
-    "real_wheel": "network",  # the real release wheel: from the cache or the registry
-    "urlopen": "network",
+    "e2e": {"ensure_checkout", "ensure_checkout_and_stock_env"},  # applies the series in a copy of the kit
+    "legs": {"ensure_env", "leg_kit", "shared_env_ready"},
+    "network": {"real_wheel", "urlopen"},  # the real release wheel: from the cache or the registry
 }
 
 
@@ -94,7 +90,7 @@ def unmarked_heavy_tests(source: str) -> list[str]:
     problems = []
     for name, node in defs.items():
         if name.startswith("test_") and isinstance(node, ast.FunctionDef):
-            heavy = sorted(set(HEAVY_CALLS) & reach([name, *autouse]))
+            heavy = sorted(set().union(*HEAVY_CALLS.values()) & reach([name, *autouse]))
             if heavy and not (set(HEAVY_MARKERS) & (module_marks | _marks(node.decorator_list))):
                 problems.append(f"{name}: {', '.join(heavy)} without a {'/'.join(HEAVY_MARKERS)} marker")
     return problems
