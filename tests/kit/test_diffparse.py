@@ -1,7 +1,5 @@
 """diffparse counts what git counts, including added/removed lines that look like file headers."""
 
-from __future__ import annotations
-
 from pathlib import Path
 
 import pytest
@@ -10,23 +8,10 @@ from conftest import KIT_ROOT
 from scripts.diffparse import hunks, parse
 from scripts.gitcmd import git
 
-# Removes two lines `-- x`/`-- y` and adds two lines `++ x`/`++ y`: in the diff they read
-# `--- x` and `+++ x`, like file headers, which a parser without hunk lengths skips (0/0).
-HEADER_LOOKALIKES = (
-    "diff --git a/notes.txt b/notes.txt\n"
-    "--- a/notes.txt\n"
-    "+++ b/notes.txt\n"
-    "@@ -1,4 +1,4 @@\n"
-    " start\n"
-    "--- x\n"
-    "--- y\n"
-    "+++ x\n"
-    "+++ y\n"
-    " end\n"
-    "@@ -9 +9,2 @@\n"
-    " nine\n"
-    "+ten\n"
-)
+# Removes two lines `-- x`/`-- y` and adds `++ x`/`++ y`: in the diff they read `--- x` and `+++ x`, like file
+# headers, which a parser without hunk lengths skips (0/0).
+HEADERS = "diff --git a/notes.txt b/notes.txt\n--- a/notes.txt\n+++ b/notes.txt\n"
+HEADER_LOOKALIKES = HEADERS + "@@ -1,4 +1,4 @@\n start\n--- x\n--- y\n+++ x\n+++ y\n end\n@@ -9 +9,2 @@\n nine\n+ten\n"
 
 
 def test_header_lookalike_lines_inside_a_hunk_are_counted() -> None:
@@ -39,25 +24,18 @@ def test_header_lookalike_lines_inside_a_hunk_are_counted() -> None:
 def test_a_hunk_shorter_than_its_header_does_not_swallow_the_next_file() -> None:
     truncated = "diff --git a/a.py b/a.py\n--- a/a.py\n+++ b/a.py\n@@ -1,5 +1,6 @@\n x\n+y\n"
     second = "diff --git a/b.py b/b.py\n--- a/b.py\n+++ b/b.py\n@@ -1 +1 @@\n-old\n+new\n"
-    assert [(d.path, d.added, d.removed) for d in parse(truncated + second)] == [
-        ("a.py", ((2, "y"),), 0),
-        ("b.py", ((1, "new"),), 1),
-    ]
+    got = [(d.path, d.added, d.removed) for d in parse(truncated + second)]
+    assert got == [("a.py", ((2, "y"),), 0), ("b.py", ((1, "new"),), 1)]
 
 
 def test_hunks_carry_their_file_headers_start_and_lines() -> None:
     first, second = hunks(HEADER_LOOKALIKES)
-    headers = "diff --git a/notes.txt b/notes.txt\n--- a/notes.txt\n+++ b/notes.txt\n"
     assert (first.path, first.number, first.old_start) == ("notes.txt", 1, 1)
     assert first.removed == ("-- x", "-- y") and first.added == ("++ x", "++ y")  # not taken for file headers
-    assert first.text == headers + "".join(f"{x}\n" for x in HEADER_LOOKALIKES.splitlines()[3:10])
-    assert (second.number, second.old_start, second.added, second.label) == (
-        2,
-        9,
-        ("ten",),
-        "notes.txt hunk #2 (@@ -9)",
-    )
-    assert second.text == headers + "@@ -9 +9,2 @@\n nine\n+ten\n"
+    assert first.text == HEADERS + "".join(f"{x}\n" for x in HEADER_LOOKALIKES.splitlines()[3:10])
+    assert (second.number, second.old_start, second.added) == (2, 9, ("ten",))
+    assert second.label == "notes.txt hunk #2 (@@ -9)"
+    assert second.text == HEADERS + "@@ -9 +9,2 @@\n nine\n+ten\n"
 
 
 def test_a_missing_newline_marker_stays_with_its_hunk_and_names_are_read() -> None:

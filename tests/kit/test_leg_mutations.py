@@ -1,23 +1,9 @@
-"""Each CPU test leg bites: a deliberately broken series fails the leg, and the test that catches it is named.
+"""Each CPU test leg bites: one added line of one patch broken in a copy of the kit (sharing this checkout's
+leg envs) makes `test <leg> -k ...` fail, naming the test that catches it in the leg's junit record. Minutes each.
 
-Every case copies the kit (scripts/, ci/, patches/, tests/regression, pytest.ini) to a temporary
-folder, breaks one added line of one patch (hunk line counts stay valid), runs
-``python -m scripts apply`` and ``python -m scripts test <leg> -k ...`` there, and checks the
-leg's verdict: a non-zero exit, with the expected test among the failures in the leg's own
-junit record. Each leg's control (the same tests pass on the series as shipped) runs once, where
-that leg already runs on the shipped series (CONTROL_HERE). The copy's ``.work/envs`` is a link to
-this checkout's, so the multi-GB leg environments are reused (or built there once). Minutes each:
-marked ``legs``.
-
-Only faults that ``nox -s mutate`` (scripts/legs/mutate.py) does not make are here: a guard
-written with ``Tensor.is_npu`` (no operator writes an attribute stock torch lacks) and per-sequence
-instead of cumulative KV lengths (no operator drops a call). A 2-D branch that never runs, a
-staged window left uncut, NPU staging never taken and a truncation that keeps rows past
-``kv_len`` are mutate's ``constant``/``compare``, ``statement``, ``statement``/``guard`` and
-``slice`` mutants of the same lines.
+Only faults `nox -s mutate` cannot make are here: a guard written with `Tensor.is_npu` (an attribute stock
+torch lacks) and per-sequence instead of cumulative KV lengths (no operator drops a call).
 """
-
-from __future__ import annotations
 
 import shutil
 import subprocess
@@ -36,8 +22,8 @@ pytestmark = pytest.mark.legs
 class Mutation:
     name: str
     leg: str
-    patch: str  # file in patches/
-    old: str  # text inside exactly one added ("+") line of that patch
+    patch: str
+    old: str  # inside exactly one added line of the patch
     new: str
     caught_by: str  # part of the failing test's name
     select: str  # pytest -k expression: keeps the leg run short
@@ -54,7 +40,6 @@ MUTATIONS = [
 
 
 def mutate(patch_text: str, old: str, new: str) -> str:
-    """Replace ``old`` inside the one added line that holds it; the line count stays the same."""
     lines = patch_text.splitlines(keepends=True)
     hits = [i for i, line in enumerate(lines) if line.startswith("+") and not line.startswith("+++") and old in line]
     assert len(hits) == 1, f"{old!r} must be in exactly one added line, found {len(hits)}"
@@ -63,7 +48,6 @@ def mutate(patch_text: str, old: str, new: str) -> str:
 
 
 def leg_kit(dest: Path) -> Kit:
-    """A copy of the kit that can run the legs, sharing this checkout's leg envs and wheel."""
     kit = copy_kit(dest, with_patches=True)
     shutil.copytree(KIT_ROOT / "tests" / "regression", dest / "tests" / "regression",
                     ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
@@ -77,26 +61,19 @@ def leg_kit(dest: Path) -> Kit:
     return kit
 
 
+def junit_cases(kit: Kit, leg: str) -> list[ET.Element]:
+    return list(ET.parse(kit.root / ".work" / "records" / f"test-{leg}" / "junit.xml").getroot().iter("testcase"))
+
+
 def failed_tests(kit: Kit, leg: str) -> list[str]:
-    """Names of the failed or errored tests in the leg's junit record."""
-    root = ET.parse(kit.root / ".work" / "records" / f"test-{leg}" / "junit.xml").getroot()
-    return [
-        f"{case.get('classname')}::{case.get('name')}"
-        for case in root.iter("testcase")
-        if case.find("failure") is not None or case.find("error") is not None
-    ]
+    failed = [c for c in junit_cases(kit, leg) if c.find("failure") is not None or c.find("error") is not None]
+    return [f"{case.get('classname')}::{case.get('name')}" for case in failed]
 
 
 def shared_env_ready(kit: Kit, leg: str) -> None:
-    """Build the leg env in this checkout if needed, then check that the copy sees it as ready.
-
-    A copy that disagreed would rebuild the env through the link, deleting this checkout's.
-    """
+    # A copy that did not see it ready would rebuild the env through the link, deleting this checkout's.
     subprocess.run([sys.executable, "-m", "scripts", "legenv", leg], cwd=KIT_ROOT, check=True)
-    probe = (
-        "from scripts.legs import legenv; from scripts.workspace import Workspace; "
-        f"print(legenv.is_ready(Workspace('.'), {leg!r}))"
-    )
+    probe = f"import scripts.legs.legenv as e, scripts.workspace as w; print(e.is_ready(w.Workspace('.'), {leg!r}))"
     done = subprocess.run([sys.executable, "-c", probe], cwd=kit.root, capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "True", f"the copy would rebuild the shared {leg} env: {done.stdout}{done.stderr}"
 
@@ -109,26 +86,18 @@ def run_leg(kit: Kit, leg: str, select: str) -> tuple[int, str]:
 
 
 def assert_control_passed(kit: Kit, leg: str) -> None:
-    """Control: on the series as shipped, the tests that catch this leg's mutations ran and passed, so each
-    failure of a broken series is the mutation's doing and not the selection's or the copy's."""
+    # Control: on the shipped series the catching tests ran and passed, so a failure is the mutation's doing.
     assert failed_tests(kit, leg) == []
-    cases = ET.parse(kit.root / ".work" / "records" / f"test-{leg}" / "junit.xml").getroot().iter("testcase")
-    passed = [c.get("name", "") for c in cases if c.find("skipped") is None]
+    passed = [c.get("name", "") for c in junit_cases(kit, leg) if c.find("skipped") is None]
     for m in MUTATIONS:
         if m.leg == leg:
             assert any(m.caught_by in name for name in passed), (m.name, passed)
 
 
-# Where each leg's control runs: the stock leg's in tests/kit/test_loop.py, whose first run is the full stock
-# suite on the series as shipped in a copy made by leg_kit (a leg run saved); the npu leg's here, in the
-# mutation's own copy before its patch is broken.
-CONTROL_HERE = {"stock": False, "npu": True}
-
-
 @pytest.mark.parametrize("mutation", MUTATIONS, ids=[m.name for m in MUTATIONS])
 def test_broken_series_fails_its_leg(mutation: Mutation, tmp_path: Path) -> None:
     kit = leg_kit(tmp_path / "kit")
-    if CONTROL_HERE[mutation.leg]:
+    if mutation.leg == "npu":  # the stock leg's control is test_loop.py's first run (the full suite, a leg_kit copy)
         rc, output = run_leg(kit, mutation.leg, mutation.select)
         assert rc == 0, output[-3000:]
         assert_control_passed(kit, mutation.leg)

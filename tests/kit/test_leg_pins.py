@@ -1,10 +1,5 @@
-"""The leg pin files resolve on x86_64 and aarch64 (the Ascend runners) and are what their command makes.
-
-These ask the package registry (no install; a few seconds each). They skip, saying why, only
-when the registry cannot be reached at all; any other failure of uv is a failure.
-"""
-
-from __future__ import annotations
+"""The leg pin files resolve on x86_64 and aarch64 (the Ascend runners) and are what their command makes. The
+network tests ask the package registry (no install) and skip, saying why, only when it cannot be reached at all."""
 
 import os
 import urllib.error
@@ -25,6 +20,10 @@ def index_args() -> list[str]:
     return legenv.uv_index_args(legenv.read_pip_settings(), dict(os.environ), extras=False)
 
 
+def stock_pins() -> str:
+    return (CI_DIR / "leg-stock.txt").read_text(encoding="utf-8")
+
+
 @pytest.fixture(scope="module")
 def uv() -> str:
     found = legenv.uv_executable()
@@ -41,7 +40,7 @@ def uv() -> str:
 
 @pytest.mark.network  # uv resolves against the package registry
 def test_the_resolve_check_bites_on_a_pin_without_an_aarch64_wheel(uv: str, tmp_path: Path) -> None:
-    text = (CI_DIR / "leg-stock.txt").read_text(encoding="utf-8")
+    text = stock_pins()
     unmarked = text.replace("intel-openmp==2024.2.1 ; platform_machine == 'x86_64'", "intel-openmp==2024.2.1")
     assert unmarked != text
     (tmp_path / "leg-stock.txt").write_text(unmarked, encoding="utf-8")
@@ -53,32 +52,27 @@ def test_the_resolve_check_bites_on_a_pin_without_an_aarch64_wheel(uv: str, tmp_
 @pytest.mark.network  # uv resolves against the package registry
 def test_the_staleness_check_bites_on_an_edited_top_section(uv: str, tmp_path: Path) -> None:
     # Same recorded time, one more top-level requirement: the closure gains its dependencies, so the file is stale.
-    text = (CI_DIR / "leg-stock.txt").read_text(encoding="utf-8")
-    top, closure = legpins.split_pin_file(text)
-    (tmp_path / "leg-stock.txt").write_text(
-        f"{top}requests==2.32.3\n\n{legpins.CLOSURE_MARKER}{closure}", encoding="utf-8"
-    )
+    top, closure = legpins.split_pin_file(stock_pins())
+    edited = f"{top}requests==2.32.3\n\n{legpins.CLOSURE_MARKER}{closure}"
+    (tmp_path / "leg-stock.txt").write_text(edited, encoding="utf-8")
     for other in ("leg-overrides.txt", "leg-npu.txt"):
         (tmp_path / other).write_text((CI_DIR / other).read_text(encoding="utf-8"), encoding="utf-8")
     as_of = legpins.recorded_as_of(tmp_path, "leg-stock.txt")
-    assert legpins.regenerate(tmp_path, "leg-stock.txt", uv, index_args(), as_of, keep=True) != (
-        tmp_path / "leg-stock.txt"
-    ).read_text(encoding="utf-8")
+    assert legpins.regenerate(tmp_path, "leg-stock.txt", uv, index_args(), as_of, keep=True) != edited
 
 
 @pytest.mark.network  # uv resolves against the package registry
 def test_a_resolve_as_of_an_earlier_time_takes_earlier_releases(uv: str) -> None:
     # --exclude-newer really moves the answer: the recorded time is what makes the check reproducible.
-    text = (CI_DIR / "leg-stock.txt").read_text(encoding="utf-8")
     then = legpins.regenerate(CI_DIR, "leg-stock.txt", uv, index_args(), "2026-11-20T00:00:00Z")
-    assert legpins.changed_pins(text, then), "a resolve ten days earlier pinned the same closure"
+    assert legpins.changed_pins(stock_pins(), then), "a resolve ten days earlier pinned the same closure"
 
 
 def test_the_resolution_time_is_read_from_under_the_marker_and_its_absence_is_refused(tmp_path: Path) -> None:
-    text = f"# head\ntorch==1\n\n{legpins.CLOSURE_MARKER}\n{legpins.AS_OF_PREFIX}2026-11-30T14:43:33Z\na==1\n"
-    assert legpins.resolved_as_of(text) == "2026-11-30T14:43:33Z"
-    assert legpins.resolved_as_of(f"# head\ntorch==1\n\n{legpins.CLOSURE_MARKER}\na==1\n") is None
-    (tmp_path / "leg-x.txt").write_text(f"# head\ntorch==1\n\n{legpins.CLOSURE_MARKER}\na==1\n", encoding="utf-8")
+    untimed = f"# head\ntorch==1\n\n{legpins.CLOSURE_MARKER}\na==1\n"
+    timed = untimed.replace("\na==1", f"\n{legpins.AS_OF_PREFIX}2026-11-30T14:43:33Z\na==1")
+    assert legpins.resolved_as_of(timed) == "2026-11-30T14:43:33Z" and legpins.resolved_as_of(untimed) is None
+    (tmp_path / "leg-x.txt").write_text(untimed, encoding="utf-8")
     with pytest.raises(KitError, match="records no resolution time.*python -m scripts legpins"):
         legpins.recorded_as_of(tmp_path, "leg-x.txt")
 
@@ -105,19 +99,16 @@ def test_platforms_merge_with_markers_only_where_wheels_differ() -> None:
 def test_closure_section_is_found_after_its_marker() -> None:
     top, closure = legpins.split_pin_file(f"# head\ntorch==1\n\n{legpins.CLOSURE_MARKER}\na==1\n")
     assert top == "# head\ntorch==1\n" and closure == "\na==1\n"
-    assert (
-        legpins.generated_file(top, ["a==1"], "2026-11-30T14:43:33Z")
-        == f"# head\ntorch==1\n\n{legpins.CLOSURE_MARKER}\n{legpins.AS_OF_PREFIX}2026-11-30T14:43:33Z\na==1\n"
-    )
+    generated = legpins.generated_file(top, ["a==1"], "2026-11-30T14:43:33Z")
+    assert generated == f"{top}\n{legpins.CLOSURE_MARKER}\n{legpins.AS_OF_PREFIX}2026-11-30T14:43:33Z\na==1\n"
 
 
 @pytest.mark.network  # uv resolves against the package registry
 def test_each_pin_file_resolves_on_both_architectures_and_is_what_its_header_command_makes(
     uv: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # `legpins --check` as the weekly job runs it: each file resolved for x86_64 and aarch64 (check_resolves;
-    # the aarch64 test above bites), then regenerated as of the time leg-stock.txt records (the edited-top
-    # test bites; leg-npu.txt has no closure of its own), so releases published since cannot make this fail.
+    # `legpins --check` as the weekly job runs it: resolved for both architectures (the aarch64 test bites), then
+    # regenerated as of leg-stock.txt's recorded time (the edited-top test bites): later releases cannot fail it.
     for name in legpins.PIN_FILES:
         header = (CI_DIR / name).read_text(encoding="utf-8").split("\n\n", 1)[0]
         assert "python -m scripts legpins" in header  # the header records the command

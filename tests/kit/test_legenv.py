@@ -1,7 +1,5 @@
 """Leg environments: pip's index settings reach uv, --python/--require, the uv -> pip fallback (real venvs)."""
 
-from __future__ import annotations
-
 import os
 import subprocess
 import sys
@@ -23,18 +21,18 @@ global.index-url='https://global.example/simple'
 install.index-url='https://install.example/simple'
 global.constraint='/srv/mirror/constraints.txt'
 """
+SETTINGS = legenv.pip_settings(PIP_CONFIG_LIST)
 
 
 def test_pip_settings_take_environment_over_install_over_global() -> None:
     settings = legenv.pip_settings(PIP_CONFIG_LIST + ":env:.index-url='https://env.example/simple'\n")
     assert settings["index-url"] == "https://env.example/simple"
-    assert legenv.pip_settings(PIP_CONFIG_LIST)["index-url"] == "https://install.example/simple"
+    assert SETTINGS["index-url"] == "https://install.example/simple"
     assert settings["find-links"] == "/srv/mirror/wheels"
 
 
 def test_pip_index_settings_become_uv_options_with_pips_best_match() -> None:
-    args = legenv.uv_index_args(legenv.pip_settings(PIP_CONFIG_LIST), {})
-    assert args == [
+    assert legenv.uv_index_args(SETTINGS, {}) == [
         "--index-url", "https://install.example/simple",
         "--extra-index-url", "file:///srv/mirror/a/simple", "--extra-index-url", "file:///srv/mirror/b/simple",
         "--find-links", "/srv/mirror/wheels",
@@ -43,16 +41,14 @@ def test_pip_index_settings_become_uv_options_with_pips_best_match() -> None:
 
 
 def test_uv_configured_by_the_user_wins_and_pins_resolve_against_the_main_index_only() -> None:
-    settings = legenv.pip_settings(PIP_CONFIG_LIST)
-    assert legenv.uv_index_args(settings, {"UV_INDEX_URL": "https://mine.example/simple"}) == []
-    assert legenv.uv_index_args(settings, {}, extras=False) == ["--index-url", "https://install.example/simple"]
+    assert legenv.uv_index_args(SETTINGS, {"UV_INDEX_URL": "https://mine.example/simple"}) == []
+    assert legenv.uv_index_args(SETTINGS, {}, extras=False) == ["--index-url", "https://install.example/simple"]
     assert legenv.uv_index_args({}, {}) == []
 
 
 def test_pips_cert_reaches_uv_unless_one_is_set() -> None:
-    settings = legenv.pip_settings(PIP_CONFIG_LIST)
-    assert legenv.uv_environ(settings, {})["SSL_CERT_FILE"] == "/etc/ssl/certs/ca-certificates.crt"
-    assert legenv.uv_environ(settings, {"SSL_CERT_FILE": "/mine.pem"})["SSL_CERT_FILE"] == "/mine.pem"
+    assert legenv.uv_environ(SETTINGS, {})["SSL_CERT_FILE"] == "/etc/ssl/certs/ca-certificates.crt"
+    assert legenv.uv_environ(SETTINGS, {"SSL_CERT_FILE": "/mine.pem"})["SSL_CERT_FILE"] == "/mine.pem"
 
 
 def test_leg_options_are_split_off_and_the_rest_goes_to_pytest() -> None:
@@ -79,9 +75,8 @@ def test_bad_leg_options_are_one_clear_error(argv: list[str], message: str) -> N
 
 def test_require_real_on_a_simulated_leg_fails_naming_the_import_error() -> None:
     seen = {"torch_npu": "2.13.0", "torch_npu_import": "ImportError: libhccl.so: cannot open shared object file"}
-    with pytest.raises(
-        legenv.ModeNotMet, match=r"mode simulated, but --require real: import torch_npu failed: .*libhccl"
-    ):
+    real = r"mode simulated, but --require real: import torch_npu failed: .*libhccl"
+    with pytest.raises(legenv.ModeNotMet, match=real):
         legenv.require_mode("npu", "simulated", "real", seen)
     assert "not installed" in str(legenv.mode_shortfall("simulated", "real", {"torch_npu": "absent"}))
     with pytest.raises(legenv.ModeNotMet, match="mode real, but --require simulated: .*drop --require"):
@@ -110,37 +105,30 @@ def test_uv_package_list_is_counted_not_printed() -> None:
     assert not legenv.is_package_list_line("Installed 184 packages in 2.10s")
 
 
-def _has(python: Path, module: str) -> bool:
-    return subprocess.run([str(python), "-c", f"import {module}"], capture_output=True).returncode == 0
-
-
 @pytest.mark.network  # pip installs the pin from the package registry, with this machine's settings
 def test_uv_failure_falls_back_to_pip_and_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # Real tools on a one-package pin file: uv is pointed at an index that does not exist, so it fails;
     # pip, with this machine's own settings, then builds the same env.
     uv = legenv.uv_executable()
     assert uv is not None, "uv is missing: pip install -r ci/kit-tools.txt"
-    pins = tmp_path / "pins.txt"
+    pins, env = tmp_path / "pins.txt", tmp_path / "env"
     pins.write_text("iniconfig==2.3.1\n")
-    env = tmp_path / "env"
     broken_index = ["--index-url", (tmp_path / "no-such-index").as_uri(), "--offline"]
     plans = [
         legenv.uv_plan(uv[0], uv[1], Path(sys.executable), env, pins, None, broken_index),
         legenv.pip_plan(Path(sys.executable), env, pins, None),
     ]
     assert legenv.run_plans("t", env, plans, legenv.uv_environ(legenv.read_pip_settings(), dict(os.environ))) == "pip"
-    assert _has(legenv.env_python(env), "iniconfig")
+    subprocess.run([legenv.env_python(env), "-c", "import iniconfig"], check=True)
     assert f"uv {uv[1]}: sync the pins failed with exit" in capsys.readouterr().out
 
 
 @pytest.mark.network  # pip asks the package registry for a version that does not exist
 def test_a_build_that_fails_both_ways_is_one_error_and_leaves_nothing(tmp_path: Path) -> None:
-    pins = tmp_path / "pins.txt"
+    pins, env = tmp_path / "pins.txt", tmp_path / "env"
     pins.write_text("iniconfig==0.0.0.kit.does.not.exist\n")
-    env = tmp_path / "env"
-    plans = [legenv.pip_plan(Path(sys.executable), env, pins, None)]
     with pytest.raises(KitError, match="pip: install the pins failed with exit"):
-        legenv.run_plans("t", env, plans, dict(os.environ))
+        legenv.run_plans("t", env, [legenv.pip_plan(Path(sys.executable), env, pins, None)], dict(os.environ))
     assert not env.exists()
 
 

@@ -1,7 +1,5 @@
 """scripts.legs.mutate: the AST mutator, the allowlist, and the verdict (no leg runs here; nox -s mutate does those)."""
 
-from __future__ import annotations
-
 import ast
 import contextlib
 import json
@@ -15,7 +13,7 @@ import pytest
 from conftest import KIT_ROOT
 
 from scripts.legs import legenv, mutate
-from scripts.legs.mutate import Mutant, MutateError, Outcome
+from scripts.legs.mutate import MutateError, Outcome
 from scripts.workspace import Workspace
 
 SOURCE = """\
@@ -31,20 +29,13 @@ def attend(q, k, cache, lens, device):
     return out
 """
 ADDED = {5, 6, 7}  # the guard, the gather, the kernel call
-
-
-def by_operator(mutants: list[Mutant]) -> dict[str, list[str]]:
-    out: dict[str, list[str]] = {}
-    for m in mutants:
-        out.setdefault(m.operator, []).append(m.description)
-    return out
+MUTANTS = mutate.mutants_of("m.py", SOURCE, ADDED)
 
 
 def test_every_operator_mutates_the_added_lines_only() -> None:
-    mutants = mutate.mutants_of("m.py", SOURCE, ADDED)
-    ops = by_operator(mutants)
+    ops = {op: [m.description for m in MUTANTS if m.operator == op] for op in {m.operator for m in MUTANTS}}
     assert set(ops) == {"guard", "compare", "boolean", "constant", "slice", "statement", "swap", "cast"}
-    assert {m.line for m in mutants} <= ADDED  # lines 1, 8, 9, 10 were not added: never mutated
+    assert {m.line for m in MUTANTS} <= ADDED  # lines 1, 8, 9, 10 were not added: never mutated
     assert "q.device.type in ('cuda', 'npu') -> q.device.type not in ('cuda', 'npu')" in ops["guard"]
     assert "drop 'npu' from ('cuda', 'npu')" in ops["guard"]
     assert "q.shape[0] == 1 -> q.shape[0] != 1" in ops["compare"]
@@ -57,25 +48,23 @@ def test_every_operator_mutates_the_added_lines_only() -> None:
 
 
 def test_each_mutant_is_valid_python_differs_and_has_a_unique_key() -> None:
-    mutants = mutate.mutants_of("m.py", SOURCE, ADDED)
-    for m in mutants:
+    for m in MUTANTS:
         ast.parse(m.text)
         assert m.text != SOURCE
         assert m.source == SOURCE.splitlines()[m.line - 1].strip()
-    assert len({m.key for m in mutants}) == len(mutants)
-    assert len({m.text for m in mutants}) == len(mutants)
+    assert len({m.key for m in MUTANTS}) == len(MUTANTS)
+    assert len({m.text for m in MUTANTS}) == len(MUTANTS)
 
 
 def test_a_mutant_changes_only_its_span() -> None:
-    flip = next(m for m in mutate.mutants_of("m.py", SOURCE, ADDED) if m.description == "drop .to(...)")
+    flip = next(m for m in MUTANTS if m.description == "drop .to(...)")
     changed = [(a, b) for a, b in zip(SOURCE.splitlines(), flip.text.splitlines(), strict=True) if a != b]
     assert changed == [("        ids = cache[0, : lens[0]].to(torch.long)", "        ids = (cache[0, :lens[0]])")]
 
 
 def test_npu_only_lines_run_in_the_npu_leg_guards_and_shared_lines_in_both() -> None:
-    mutants = mutate.mutants_of("m.py", SOURCE, ADDED)
-    guard = next(m for m in mutants if m.operator == "guard")
-    inside = next(m for m in mutants if m.line == 6)
+    guard = next(m for m in MUTANTS if m.operator == "guard")
+    inside = next(m for m in MUTANTS if m.line == 6)
     assert mutate.legs_for(inside, npu_only={6, 7}) == ["npu"]
     assert mutate.legs_for(inside, npu_only=set()) == ["npu", "stock"]
     assert mutate.legs_for(guard, npu_only={5, 6, 7}) == ["npu", "stock"]
@@ -84,24 +73,18 @@ def test_npu_only_lines_run_in_the_npu_leg_guards_and_shared_lines_in_both() -> 
 def test_tests_for_a_file_default_to_the_whole_suite() -> None:
     assert mutate.tests_for("vllm_omni/other.py") == ["tests/regression"]
     # the series' own upstream-style tests first (cheap, and what upstream will run), then the kit's deeper suite
-    assert mutate.tests_for("vllm_omni/diffusion/layers/rope.py")[:2] == [
-        "tests/regression/test_series_upstream_tests.py",
-        "tests/regression/test_rope_regression.py",
-    ]
+    first = mutate.tests_for("vllm_omni/diffusion/layers/rope.py")[:2]
+    assert first == ["tests/regression/test_series_upstream_tests.py", "tests/regression/test_rope_regression.py"]
 
 
 def test_allowlist_needs_a_reason(tmp_path: Path) -> None:
-    good = tmp_path / "eq.toml"
-    good.write_text('[[equivalent]]\nfile = "m.py"\nline = "x = 1"\nmutation = "1 -> 2"\nreason = "never read"\n')
-    assert mutate.load_equivalent(good) == {"m.py | x = 1 | 1 -> 2": "never read"}
-    bad = tmp_path / "bad.toml"
-    bad.write_text('[[equivalent]]\nfile = "m.py"\nline = "x = 1"\nmutation = "1 -> 2"\nreason = " "\n')
-    with pytest.raises(MutateError, match="entry 1 lacks reason"):
-        mutate.load_equivalent(bad)
-    broken = tmp_path / "broken.toml"
-    broken.write_text("[[equivalent]\n")
-    with pytest.raises(MutateError, match="not valid TOML"):
-        mutate.load_equivalent(broken)
+    toml, entry = tmp_path / "eq.toml", '[[equivalent]]\nfile = "m.py"\nline = "x = 1"\nmutation = "1 -> 2"\n'
+    toml.write_text(entry + 'reason = "never read"\n')
+    assert mutate.load_equivalent(toml) == {"m.py | x = 1 | 1 -> 2": "never read"}
+    for text, error in [(entry + 'reason = " "\n', "entry 1 lacks reason"), ("[[equivalent]\n", "not valid TOML")]:
+        toml.write_text(text)
+        with pytest.raises(MutateError, match=error):
+            mutate.load_equivalent(toml)
     assert mutate.load_equivalent(tmp_path / "absent.toml") == {}
 
 
@@ -135,8 +118,6 @@ def test_first_failure_names_the_test() -> None:
     assert mutate.first_failure("collection error\n") == "collection error"
 
 
-# -- the operators for conditional expressions, names, arithmetic, keywords and returned values --------
-
 KINDS_SOURCE = """\
 def attend(query: torch.Tensor, cache: torch.Tensor, lens: torch.Tensor, block: int):
     kv_lens = lens.tolist()
@@ -146,12 +127,15 @@ def attend(query: torch.Tensor, cache: torch.Tensor, lens: torch.Tensor, block: 
     out = kernel(query, keys, query.shape[1], scale=2.0, actual_seq_qlen=q_ends, actual_seq_kvlen=kv_lens)
     return out, n_blocks
 """
-KINDS_ADDED = {2, 3, 4, 5, 6, 7}
+KINDS = mutate.mutants_of("m.py", KINDS_SOURCE, {2, 3, 4, 5, 6, 7})
 
 
 def kinds_mutants(operator: str, line: int) -> list[str]:
-    mutants = mutate.mutants_of("m.py", KINDS_SOURCE, KINDS_ADDED)
-    return [m.description for m in mutants if m.operator == operator and m.line == line]
+    return [m.description for m in KINDS if m.operator == operator and m.line == line]
+
+
+def kinds_mutant(description: str) -> str:
+    return next(m.text for m in KINDS if m.description == description)
 
 
 def test_name_kinds_come_from_annotations_and_assignments() -> None:
@@ -191,16 +175,13 @@ def test_keyword_arguments_are_dropped_one_at_a_time() -> None:
     assert kinds_mutants("keyword", 6) == [
         "drop actual_seq_kvlen= from kernel", "drop actual_seq_qlen= from kernel", "drop scale= from kernel",
     ]  # fmt: skip
-    dropped = next(m for m in mutate.mutants_of("m.py", KINDS_SOURCE, KINDS_ADDED)
-                   if m.description == "drop scale= from kernel")  # fmt: skip
-    assert "kernel(query, keys, query.shape[1], actual_seq_qlen=q_ends, actual_seq_kvlen=kv_lens)" in dropped.text
+    dropped = kinds_mutant("drop scale= from kernel")
+    assert "kernel(query, keys, query.shape[1], actual_seq_qlen=q_ends, actual_seq_kvlen=kv_lens)" in dropped
 
 
 def test_returned_values_are_replaced() -> None:
     assert kinds_mutants("return", 7) == ["return None", "swap the first two returned values"]
-    swapped = next(m for m in mutate.mutants_of("m.py", KINDS_SOURCE, KINDS_ADDED) if m.operator == "return"
-                   and m.description.startswith("swap"))  # fmt: skip
-    assert swapped.text.splitlines()[6] == "    return (n_blocks, out)"
+    assert kinds_mutant("swap the first two returned values").splitlines()[6] == "    return (n_blocks, out)"
     assert not [m for m in mutate.mutants_of("m.py", "def f():\n    return None\n", {2}) if m.operator == "return"]
 
 
@@ -221,12 +202,11 @@ def test_identical_added_lines_give_distinct_keys() -> None:
 
 
 def test_select_by_key_texts_and_operators() -> None:
-    mutants = mutate.mutants_of("m.py", KINDS_SOURCE, KINDS_ADDED)
-    assert mutate.select(mutants, [], []) == mutants
-    chosen = mutate.select(mutants, ["kv_lens -> q_ends", "drop scale="], [])
+    assert mutate.select(KINDS, [], []) == KINDS
+    chosen = mutate.select(KINDS, ["kv_lens -> q_ends", "drop scale="], [])
     assert {m.description.split(" (")[0] for m in chosen} == {"kv_lens -> q_ends", "drop scale= from kernel"}
-    assert {m.operator for m in mutate.select(mutants, [], ["return", "keyword"])} == {"return", "keyword"}
-    assert mutate.select(mutants, ["drop scale="], ["return"]) == []  # both filters hold
+    assert {m.operator for m in mutate.select(KINDS, [], ["return", "keyword"])} == {"return", "keyword"}
+    assert mutate.select(KINDS, ["drop scale="], ["return"]) == []  # both filters hold
 
 
 @pytest.mark.legs
@@ -242,11 +222,9 @@ def test_closing_a_busy_worker_leaves_no_process(tmp_path: Path, capfd: pytest.C
     assert worker.proc.stdin is not None
     worker.proc.stdin.write(json.dumps({"args": [str(tmp_path / "test_slow.py"), "-q"], "timeout": 600}) + "\n")
     worker.proc.stdin.flush()
-    children: list[int] = []
+    listing = Path(f"/proc/{worker.proc.pid}/task/{worker.proc.pid}/children")
     for _ in range(200):  # the fork appears within a few seconds
-        listed = Path(f"/proc/{worker.proc.pid}/task/{worker.proc.pid}/children").read_text().split()
-        children = [int(pid) for pid in listed]
-        if children:
+        if children := [int(pid) for pid in listing.read_text().split()]:
             break
         time.sleep(0.05)
     assert children, "the worker never started the pytest run"

@@ -1,9 +1,7 @@
-"""The npu leg's schema check (tests/regression/npu_standin/torch_npu_schema.py), on the host.
+"""The npu leg's schema check (tests/regression/npu_standin/torch_npu_schema.py) on the host: op schemas read as
+text and compared with Python signatures (no torch)."""
 
-Reading op schemas as text and comparing them with Python signatures (no torch).
-"""
-
-from __future__ import annotations
+from __future__ import annotations  # signature_params reads the annotations as text
 
 import subprocess
 import zipfile
@@ -12,20 +10,11 @@ from pathlib import Path
 import pytest
 
 from tests.regression.npu_standin import torch_npu_schema as npu_schema
-from tests.regression.npu_standin.torch_npu_schema import (
-    NO_DEFAULT,
-    Param,
-    WheelSchemaError,
-    compare,
-    parse_schema,
-    signature_params,
-)
+from tests.regression.npu_standin.torch_npu_schema import NO_DEFAULT, Param, WheelSchemaError, compare, parse_schema
 
 SMALL = 'f(Tensor query, int head_num, float scale=1., int[]? prefix=None, *, bool flag=True, str mode="") -> Tensor'
 
-
-class Tensor:
-    """Stands for torch.Tensor: signature_params reads annotations as text, so no torch is needed."""
+Tensor = object  # stands for torch.Tensor (signature_params reads the annotation's text)
 
 
 def small(
@@ -54,11 +43,8 @@ def test_parse_reads_types_optionality_defaults_and_keyword_only() -> None:
 
 def test_parse_handles_alias_annotations_namespaces_and_list_defaults() -> None:
     params = parse_schema("ns::op.out(Tensor(a!) out, SymInt[2] size=[1, 2], Tensor? x=None) -> Tensor(a!)")
-    assert [(p.name, p.kind, p.default) for p in params] == [
-        ("out", "Tensor", NO_DEFAULT),
-        ("size", "int[]", [1, 2]),
-        ("x", "Tensor", None),
-    ]
+    got = [(p.name, p.kind, p.default) for p in params]
+    assert got == [("out", "Tensor", NO_DEFAULT), ("size", "int[]", [1, 2]), ("x", "Tensor", None)]
 
 
 def test_parse_rejects_text_that_is_no_schema() -> None:
@@ -67,7 +53,7 @@ def test_parse_rejects_text_that_is_no_schema() -> None:
 
 
 def test_signature_matches_its_schema() -> None:
-    assert compare(parse_schema(SMALL), signature_params(small)) == []
+    assert compare(parse_schema(SMALL), npu_schema.signature_params(small)) == []
 
 
 @pytest.mark.parametrize(
@@ -83,12 +69,12 @@ def test_signature_matches_its_schema() -> None:
     ],
 )
 def test_any_change_to_the_schema_is_reported(altered: str, problem: str) -> None:
-    assert problem in compare(parse_schema(altered), signature_params(small))
+    assert problem in compare(parse_schema(altered), npu_schema.signature_params(small))
 
 
 def test_a_parameter_missing_from_the_signature_is_reported() -> None:
     longer = SMALL.replace(") -> Tensor", ", int seed=0) -> Tensor")
-    assert compare(parse_schema(longer), signature_params(small)) == ["missing parameter 'seed'"]
+    assert compare(parse_schema(longer), npu_schema.signature_params(small)) == ["missing parameter 'seed'"]
 
 
 YAML = """\
@@ -101,10 +87,8 @@ YAML = """\
 
 
 def test_schema_line_picks_the_exact_op_among_versions_and_overloads() -> None:
-    assert (
-        npu_schema.schema_line(YAML)
-        == "npu_fusion_attention(Tensor query, int head_num, float scale=1.) -> (Tensor, int)"
-    )
+    exact = "npu_fusion_attention(Tensor query, int head_num, float scale=1.) -> (Tensor, int)"
+    assert npu_schema.schema_line(YAML) == exact
 
 
 @pytest.mark.parametrize("text", ["", YAML + YAML])
@@ -128,11 +112,9 @@ def test_wheel_schema_is_read_from_yaml_and_confirmed_in_the_library(tmp_path: P
 
 
 def test_wheel_schema_refuses_when_the_library_registers_another_schema(tmp_path: Path) -> None:
-    wheel = _wheel(
-        tmp_path / "torch_npu-9.9-x.whl", YAML, b"npu_fusion_attention(Tensor query, int head_num) -> (Tensor, int)"
-    )
+    other = b"npu_fusion_attention(Tensor query, int head_num) -> (Tensor, int)"
     with pytest.raises(WheelSchemaError, match="does not register"):
-        npu_schema.wheel_schema(wheel)
+        npu_schema.wheel_schema(_wheel(tmp_path / "torch_npu-9.9-x.whl", YAML, other))
 
 
 def test_wheel_schema_refuses_a_wheel_without_the_yaml(tmp_path: Path) -> None:
@@ -151,16 +133,11 @@ def test_download_uses_the_cache_and_reports_failure(tmp_path: Path, monkeypatch
     cached = tmp_path / "torch_npu-1.0-cp311-x.whl"
     cached.write_bytes(b"")
     assert npu_schema.download_wheel("1.0", tmp_path) == cached
-
-    def failing_pip(*args: object, **kwargs: object) -> subprocess.CompletedProcess[str]:
-        return subprocess.CompletedProcess(args, 1, "", "ERROR: No matching distribution found for torch-npu==2.0\n")
-
-    monkeypatch.setattr(npu_schema.subprocess, "run", failing_pip)
+    failed = subprocess.CompletedProcess([], 1, "", "ERROR: No matching distribution found for torch-npu==2.0\n")
+    monkeypatch.setattr(npu_schema.subprocess, "run", lambda *args, **kwargs: failed)
     with pytest.raises(WheelSchemaError, match="could not download torch-npu==2.0 .*No matching distribution"):
         npu_schema.download_wheel("2.0", tmp_path)
 
-
-# -- the real wheel (downloaded once into .work/downloads) -----------------------------------------
 
 DOCUMENTED_PREFIX = (
     "npu_fusion_attention(Tensor query, Tensor key, Tensor value, int head_num, str input_layout, "

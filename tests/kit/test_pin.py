@@ -1,42 +1,27 @@
 """The pin: sha256 verification before extraction, registry errors, the git source."""
 
-from __future__ import annotations
-
 from pathlib import Path
 
 import pytest
-from conftest import KIT_ROOT, SMALL_UPSTREAM, Kit, build_wheel, pin_toml
+from conftest import AUTHOR, KIT_ROOT, SMALL_UPSTREAM, Kit, build_wheel, commit_patch, pin_toml
 
+from scripts import pin
 from scripts.gitcmd import git
-from scripts.pin import (
-    DigestMismatch,
-    Pin,
-    PinError,
-    fetch_verified,
-    fetch_wheel,
-    load_pin,
-    parse_pin,
-    verify_digest,
-    wheel_matches_tree,
-)
-
-PIN_FILE = KIT_ROOT / "patches" / "upstream.toml"
 
 
 def test_shipped_pin_is_vllm_omni_0_30_0() -> None:
-    pin = load_pin(PIN_FILE)
-    assert (pin.project, pin.version, pin.source) == ("vllm-omni", "0.30.0", "wheel")
-    assert pin.wheel_filename == "vllm_omni-0.30.0-py3-none-any.whl"
-    assert pin.git_url == "https://github.com/vllm-project/vllm-omni" and pin.git_tag == "v0.30.0"
+    shipped = pin.load_pin(KIT_ROOT / "patches" / "upstream.toml")
+    assert (shipped.project, shipped.version, shipped.source) == ("vllm-omni", "0.30.0", "wheel")
+    assert shipped.wheel_filename == "vllm_omni-0.30.0-py3-none-any.whl"
+    assert shipped.git_url == "https://github.com/vllm-project/vllm-omni" and shipped.git_tag == "v0.30.0"
 
 
 def test_cached_file_failing_its_digest_is_named_set_aside_and_fetched_again(small_kit: Kit) -> None:
     text = (small_kit.patches / "upstream.toml").read_text()
-    digest = parse_pin(text).wheel_sha256
+    digest = pin.parse_pin(text).wheel_sha256
     small_kit.write_pin(text.replace(digest, "0" * 64))
     proc = small_kit.run("apply")
-    assert proc.returncode == 2
-    assert len(proc.stderr.strip().splitlines()) == 1
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
     # the registry has no such small test wheel: the refetch fails, and the error says what happened to the cache
     assert "failed its sha256 (set aside as .work/downloads/vllm_omni-0.1.0-py3-none-any.whl.bad-" in proc.stderr
     assert "could not download vllm-omni==0.1.0" in proc.stderr
@@ -47,14 +32,14 @@ def test_cached_file_failing_its_digest_is_named_set_aside_and_fetched_again(sma
 
 def test_downloaded_file_failing_its_digest_is_refused(tmp_path: Path) -> None:
     wheel, _ = build_wheel(tmp_path, SMALL_UPSTREAM)
-    with pytest.raises(DigestMismatch, match=f"does not match the pin's {'0' * 64}"):
-        verify_digest(wheel, "0" * 64)
+    with pytest.raises(pin.DigestMismatch, match=f"does not match the pin's {'0' * 64}"):
+        pin.verify_digest(wheel, "0" * 64)
 
 
 def test_unknown_version_fails_in_one_line(tmp_path: Path) -> None:
-    pin = Pin("vllm-omni", "0.0.999", "wheel", "vllm_omni-0.0.999-py3-none-any.whl", "0" * 64, "", "", "")
-    with pytest.raises(PinError) as err:
-        fetch_wheel(pin, tmp_path)
+    unknown = pin.Pin("vllm-omni", "0.0.999", "wheel", "vllm_omni-0.0.999-py3-none-any.whl", "0" * 64, "", "", "")
+    with pytest.raises(pin.PinError) as err:
+        pin.fetch_wheel(unknown, tmp_path)
     assert "could not download vllm-omni==0.0.999" in str(err.value)
     assert "\n" not in str(err.value)
     assert [p.name for p in tmp_path.iterdir()] == [".lock"]  # no partial download left behind
@@ -76,45 +61,43 @@ def test_one_fetch_serves_a_release_of_unknown_file_name_and_its_cache(tmp_path:
         asked.append(name)
         return digest
 
-    got = fetch_verified("vllm-omni", "0.1.0", downloads, None, registry_digest)
+    got = pin.fetch_verified("vllm-omni", "0.1.0", downloads, None, registry_digest)
     assert got == (downloads / wheel.name, digest) and asked == [wheel.name]
     served.clear()  # from now on the registry serves nothing: the cache must do
-    assert fetch_verified("vllm-omni", "0.1.0", downloads, None, registry_digest) == got
+    assert pin.fetch_verified("vllm-omni", "0.1.0", downloads, None, registry_digest) == got
     served.append(wheel)
-    with pytest.raises(PinError, match="cached .* failed its sha256 .* fetching it again failed: .*sha256"):
-        fetch_verified("vllm-omni", "0.1.0", downloads, None, lambda _name: "0" * 64)
+    with pytest.raises(pin.PinError, match="cached .* failed its sha256 .* fetching it again failed: .*sha256"):
+        pin.fetch_verified("vllm-omni", "0.1.0", downloads, None, lambda _name: "0" * 64)
     served.append(wheel.with_name("vllm_omni-0.1.0-py3-none-manylinux.whl"))
-    with pytest.raises(PinError, match="served 2 wheels for vllm-omni==0.1.0"):
-        fetch_verified("vllm-omni", "0.1.0", downloads, None, registry_digest)
+    with pytest.raises(pin.PinError, match="served 2 wheels for vllm-omni==0.1.0"):
+        pin.fetch_verified("vllm-omni", "0.1.0", downloads, None, registry_digest)
 
 
 def test_malformed_pin_names_the_file() -> None:
-    with pytest.raises(PinError, match=r"upstream.toml: \[wheel\] is missing"):
-        parse_pin('project = "vllm-omni"\n')
-    with pytest.raises(PinError, match="upstream.toml is malformed"):
-        parse_pin('project = "vllm-omni"\n[wheel]\n[git]\n')
-    with pytest.raises(PinError, match="not a sha256"):
-        parse_pin(pin_toml("1", "f.whl", "abc"))
+    with pytest.raises(pin.PinError, match=r"upstream.toml: \[wheel\] is missing"):
+        pin.parse_pin('project = "vllm-omni"\n')
+    with pytest.raises(pin.PinError, match="upstream.toml is malformed"):
+        pin.parse_pin('project = "vllm-omni"\n[wheel]\n[git]\n')
+    with pytest.raises(pin.PinError, match="not a sha256"):
+        pin.parse_pin(pin_toml("1", "f.whl", "abc"))
 
 
-def make_git_upstream(tmp_path: Path) -> tuple[Path, str]:
+def make_git_upstream(tmp_path: Path, kit: Kit | None, commit: str = "") -> tuple[Path, str]:
+    """A git upstream tagged v0.1.0 holding SMALL_UPSTREAM, and the kit's pin (if any) pointed at it."""
     repo = tmp_path / "upstream.git"
     repo.mkdir()
     git("init", "-q", "-b", "main", cwd=repo)
-    for name, text in SMALL_UPSTREAM.items():
-        (repo / name).parent.mkdir(parents=True, exist_ok=True)
-        (repo / name).write_text(text)
-    git("add", "-A", cwd=repo)
-    git("-c", "user.name=U", "-c", "user.email=u@example.org", "commit", "-qm", "release", cwd=repo)
-    git("-c", "user.name=U", "-c", "user.email=u@example.org", "tag", "-a", "v0.1.0", "-m", "v0.1.0", cwd=repo)
+    commit_patch(repo, SMALL_UPSTREAM, "release", "release")
+    git("tag", "-a", "v0.1.0", "-m", "v0.1.0", cwd=repo, env=AUTHOR)
     git("config", "uploadpack.allowAnySHA1InWant", "true", cwd=repo)
+    if kit:
+        text = (kit.patches / "upstream.toml").read_text().replace("https://example.invalid/x", repo.as_uri())
+        kit.write_pin(text.replace('commit = ""', f'commit = "{commit}"'))
     return repo, git("rev-parse", "HEAD", cwd=repo).strip()
 
 
 def test_git_source_against_a_local_repository(small_kit: Kit, tmp_path: Path) -> None:
-    repo, commit = make_git_upstream(tmp_path)
-    text = (small_kit.patches / "upstream.toml").read_text().replace("https://example.invalid/x", repo.as_uri())
-    small_kit.write_pin(text)
+    repo, commit = make_git_upstream(tmp_path, small_kit)
     # The commit is recorded from the tag, as a contributor with network would do.
     small_kit.run("pin", "--record-git", check=True)
     assert f'commit = "{commit}"' in (small_kit.patches / "upstream.toml").read_text()
@@ -124,21 +107,16 @@ def test_git_source_against_a_local_repository(small_kit: Kit, tmp_path: Path) -
 
 
 def test_record_git_refuses_a_tag_whose_files_differ_from_the_wheel(small_kit: Kit, tmp_path: Path) -> None:
-    repo, _ = make_git_upstream(tmp_path)
-    (repo / "vllm_omni/attn.py").write_text("not the release\n")
-    git("-c", "user.name=U", "-c", "user.email=u@example.org", "commit", "-qam", "drift", cwd=repo)
-    git("-c", "user.name=U", "-c", "user.email=u@example.org", "tag", "-f", "-a", "v0.1.0", "-m", "v0.1.0", cwd=repo)
-    text = (small_kit.patches / "upstream.toml").read_text().replace("https://example.invalid/x", repo.as_uri())
-    small_kit.write_pin(text)
+    repo, _ = make_git_upstream(tmp_path, small_kit)
+    commit_patch(repo, {"vllm_omni/attn.py": "not the release\n"}, "drift", "drift")
+    git("tag", "-f", "-a", "v0.1.0", "-m", "v0.1.0", cwd=repo, env=AUTHOR)
     proc = small_kit.run("pin", "--record-git")
     assert proc.returncode == 2 and "differs from the pinned wheel in 1 file(s), e.g. vllm_omni/attn.py" in proc.stderr
     assert 'commit = ""' in (small_kit.patches / "upstream.toml").read_text()  # nothing written
 
 
 def test_git_source_refuses_a_wrong_commit(small_kit: Kit, tmp_path: Path) -> None:
-    repo, _ = make_git_upstream(tmp_path)
-    text = (small_kit.patches / "upstream.toml").read_text().replace("https://example.invalid/x", repo.as_uri())
-    small_kit.write_pin(text.replace('commit = ""', f'commit = "{"1" * 40}"'))
+    make_git_upstream(tmp_path, small_kit, commit="1" * 40)
     proc = small_kit.run("apply", "--source", "git")
     assert proc.returncode == 2 and "could not fetch 111111111111" in proc.stderr
     assert not small_kit.checkout.exists()
@@ -150,11 +128,11 @@ def test_git_source_without_recorded_commit_says_how_to_record(small_kit: Kit) -
 
 
 def test_wheel_content_matches_its_git_tree(tmp_path: Path) -> None:
-    repo, _ = make_git_upstream(tmp_path)
+    repo, _ = make_git_upstream(tmp_path, None)
     wheel, _ = build_wheel(tmp_path, SMALL_UPSTREAM)
-    assert wheel_matches_tree(wheel, repo) == []
+    assert pin.wheel_matches_tree(wheel, repo) == []
     (repo / "vllm_omni/attn.py").write_text("changed\n")
-    assert wheel_matches_tree(wheel, repo) == ["vllm_omni/attn.py"]
+    assert pin.wheel_matches_tree(wheel, repo) == ["vllm_omni/attn.py"]
 
 
 def test_version_names_the_pin_and_the_series_and_takes_no_command(small_kit: Kit) -> None:

@@ -1,14 +1,7 @@
-"""The npu leg's selection in mode real, checked on CPU: what a card would run, by collection only.
-
-A stand-in probe answer (torch_npu imports, four cards) makes the runner choose mode real; the
-leg's pytest then collects tests/regression in that mode, with tests/kit/real_card_standin.py
-standing in for the card so that the suite's conftest accepts mode real here. Mode real must
-collect the npu leg's tests and none that need the simulator (its self-check module, the tests
-that read its sync counters). A copy whose conftest forgets the simulator-only marker in mode
-real must fail the same check. Builds or reuses the npu leg env and applies the series: ``legs``.
-"""
-
-from __future__ import annotations
+"""The npu leg's selection in mode real, checked on CPU by collection only: a stand-in probe answer (torch_npu
+imports, four cards) and tests/kit/real_card_standin.py (the card, for the suite's conftest). Mode real must
+collect the npu leg's tests and none that need the simulator; a conftest that forgets the simulator-only marker
+must fail the same check."""
 
 import ast
 import re
@@ -23,14 +16,12 @@ from scripts.legs import legenv, suite
 
 pytestmark = pytest.mark.legs
 
-# What the probe would say in the CI image on a 4-card runner (scripts/legs/probe.py).
 STANDIN_PROBE = {"python": "3.11.7", "torch": "2.13.0", "torch_npu": "2.13.0", "vllm": "0.30.0",
                  "torch_npu_import": "ok", "npu_available": "True", "npu_devices": "4"}  # fmt: skip
 SIMULATOR_MODULE = "test_simulated_npu_selfcheck.py"
 
 
 def functions_where(suite_dir: Path, called: str | None = None, marker: str | None = None) -> set[str]:
-    """Names of the suite's test functions that call ``called()`` or carry ``@pytest.mark.<marker>``."""
     names = set()
     for path in suite_dir.glob("test_*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -44,24 +35,19 @@ def functions_where(suite_dir: Path, called: str | None = None, marker: str | No
 
 
 def real_selection_problems(collected: list[str], suite_dir: Path) -> list[str]:
-    """What is wrong with a mode-real collection (node ids), empty when nothing is."""
     names = {n.split("::")[-1].split("[")[0] for n in collected}
-    problems = []
-    if any(SIMULATOR_MODULE in node for node in collected):
-        problems.append(f"{SIMULATOR_MODULE} is collected in mode real")
     counted = sorted(names & functions_where(suite_dir, called="sync_counter"))
-    if counted:
-        problems.append(f"tests reading the simulator's counters are collected in mode real: {counted}")
     stock = sorted(names & functions_where(suite_dir, marker="stock_leg"))
-    if stock:
-        problems.append(f"stock-leg tests are collected in mode real: {stock}")
-    if not any("test_npu_paged_attention.py::" in node for node in collected):
-        problems.append("the npu leg's tests are not collected in mode real")
-    return problems
+    checks = {
+        f"{SIMULATOR_MODULE} is collected": any(SIMULATOR_MODULE in node for node in collected),
+        f"tests reading the simulator's counters are collected: {counted}": bool(counted),
+        f"stock-leg tests are collected: {stock}": bool(stock),
+        "the npu leg's tests are not collected": not any("test_npu_paged_attention.py::" in n for n in collected),
+    }
+    return [f"{problem} in mode real" for problem, found in checks.items() if found]
 
 
 def collect(kit: Kit, mode: str) -> list[str]:
-    """The node ids the leg's pytest collects in ``mode``, in the npu leg env (collection only)."""
     python = legenv.ensure_env(kit, "npu")
     out = kit.root / ".work" / "records" / f"collect-{mode}"
     env = suite.leg_env("npu", mode, kit.checkout, kit.pristine_tree, out, legenv.pycache_dir(python.parent.parent))

@@ -1,7 +1,5 @@
 """The shipped pin and series on the real vllm-omni 0.30.0 wheel (from the download cache or the registry)."""
 
-from __future__ import annotations
-
 import shutil
 from pathlib import Path
 

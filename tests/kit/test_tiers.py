@@ -1,8 +1,6 @@
 """The tiers of the kit's own tests: pytest.ini's markers are the heavy tier's, and every test that
 builds or uses a leg env, starts servers on the real checkout or fetches a real wheel carries one."""
 
-from __future__ import annotations
-
 import ast
 import configparser
 
@@ -10,37 +8,27 @@ from conftest import KIT_ROOT
 
 from scripts.kittools import HEAVY_MARKERS, KIT_TIERS, kit_tests_command
 
-# Helpers whose use makes a test heavy, and the marker that says so.
+# Helpers whose use makes a test heavy, by the marker that says so.
 HEAVY_CALLS = {
-    "ensure_checkout": "e2e",  # applies the series in a copy of the kit
-    "ensure_checkout_and_stock_env": "e2e",
-    "ensure_env": "legs",
-    "leg_kit": "legs",
-    "shared_env_ready": "legs",
-    "real_wheel": "network",  # the real release wheel: from the cache or the registry
-    "urlopen": "network",
+    "e2e": {"ensure_checkout", "ensure_checkout_and_stock_env"},  # applies the series in a copy of the kit
+    "legs": {"ensure_env", "leg_kit", "shared_env_ready"},
+    "network": {"real_wheel", "urlopen"},  # the real release wheel: from the cache or the registry
 }
 
 
-def declared_markers(ini_text: str) -> set[str]:
+def tier_problems(ini_text: str) -> list[str]:
     parser = configparser.ConfigParser(interpolation=None)
     parser.read_string(ini_text)
-    lines = parser["pytest"].get("markers", "").strip().splitlines()
-    return {line.split(":", 1)[0].strip() for line in lines if line.strip()}
-
-
-def selects(expression: str, marks: set[str]) -> bool:
-    """pytest's -m expression on a test with these marks (the tiers' expressions are plain Python)."""
-    return bool(eval(expression, {}, {m: m in marks for m in HEAVY_MARKERS}))  # noqa: S307 -- our own constant
-
-
-def tier_problems(ini_text: str) -> list[str]:
+    lines = parser["pytest"].get("markers", "").splitlines()
+    declared = {line.split(":", 1)[0].strip() for line in lines if line.strip()}
     problems = []
-    if declared_markers(ini_text) != set(HEAVY_MARKERS):
-        problems.append(f"pytest.ini declares {sorted(declared_markers(ini_text))}, the tiers know {HEAVY_MARKERS}")
-    default, heavy = KIT_TIERS["default"][1], KIT_TIERS["heavy"][1]
+    if declared != set(HEAVY_MARKERS):
+        problems.append(f"pytest.ini declares {sorted(declared)}, the tiers know {HEAVY_MARKERS}")
     for marks in [set(), *({m} for m in HEAVY_MARKERS)]:
-        if selects(default, marks) == selects(heavy, marks):
+        # pytest's -m expression on a test with these marks (the tiers' expressions are plain Python)
+        names = {m: m in marks for m in HEAVY_MARKERS}
+        default, heavy = (bool(eval(KIT_TIERS[t][1], {}, names)) for t in ("default", "heavy"))  # noqa: S307
+        if default == heavy:
             problems.append(f"a test marked {sorted(marks)} is in both tiers or in neither")
     return problems
 
@@ -56,9 +44,8 @@ def test_the_tiers_split_the_tests_by_pytest_ini_markers() -> None:
 
 def test_the_tier_check_bites_on_a_marker_no_tier_knows() -> None:
     ini = (KIT_ROOT / "pytest.ini").read_text(encoding="utf-8") + "    slow: takes long\n"
-    assert tier_problems(ini) == [
-        f"pytest.ini declares ['e2e', 'legs', 'network', 'slow'], the tiers know {HEAVY_MARKERS}"
-    ]
+    declared = "['e2e', 'legs', 'network', 'slow']"
+    assert tier_problems(ini) == [f"pytest.ini declares {declared}, the tiers know {HEAVY_MARKERS}"]
 
 
 def _calls(node: ast.AST) -> set[str]:
@@ -92,12 +79,10 @@ def unmarked_heavy_tests(source: str) -> list[str]:
         seen: set[str] = set()
         found: set[str] = set()
         while names:
-            name = names.pop()
-            if name in seen or name not in defs:
+            if (name := names.pop()) in seen or name not in defs:
                 continue
             seen.add(name)
-            calls = _calls(defs[name])
-            found |= calls
+            found |= (calls := _calls(defs[name]))
             params = [a.arg for a in defs[name].args.args] if isinstance(defs[name], ast.FunctionDef) else []
             names += [c for c in calls if c in defs] + [p for p in params if p in fixtures]
         return found
@@ -105,16 +90,14 @@ def unmarked_heavy_tests(source: str) -> list[str]:
     problems = []
     for name, node in defs.items():
         if name.startswith("test_") and isinstance(node, ast.FunctionDef):
-            heavy = sorted(set(HEAVY_CALLS) & reach([name, *autouse]))
+            heavy = sorted(set().union(*HEAVY_CALLS.values()) & reach([name, *autouse]))
             if heavy and not (set(HEAVY_MARKERS) & (module_marks | _marks(node.decorator_list))):
                 problems.append(f"{name}: {', '.join(heavy)} without a {'/'.join(HEAVY_MARKERS)} marker")
     return problems
 
 
 def test_every_heavy_test_is_marked() -> None:
-    found = {
-        p.name: unmarked_heavy_tests(p.read_text(encoding="utf-8")) for p in (KIT_ROOT / "tests/kit").glob("test_*.py")
-    }
+    found = {p.name: unmarked_heavy_tests(p.read_text("utf-8")) for p in (KIT_ROOT / "tests/kit").glob("test_*.py")}
     assert {name: tests for name, tests in found.items() if tests} == {}
 
 

@@ -1,8 +1,6 @@
 """Upstream's own CPU tests in a leg: chosen from the touched modules, run on pristine and
 patched; a test that passes on pristine and fails on patched is a regression, named."""
 
-from __future__ import annotations
-
 import os
 import subprocess
 import sys
@@ -10,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import AUTHOR, KIT_ROOT
+from conftest import KIT_ROOT, commit_patch
 
 from scripts.checkout.pristine import export_tree
 from scripts.gitcmd import git
@@ -21,7 +19,6 @@ TESTS = {
     "vllm_omni/__init__.py": "",
     "vllm_omni/attn.py": "def attend(q):\n    return q\n",
     "vllm_omni/other.py": "VALUE = 1\n",
-    # Written by this test as upstream's own tests of the tree.
     "tests/test_attn.py": (
         "import pytest\n\nfrom vllm_omni.attn import attend\n\npytestmark = [pytest.mark.cpu]\n\n\n"
         "def test_identity():\n    assert attend(3) == 3\n\n\n"
@@ -35,28 +32,18 @@ TESTS = {
 }
 
 
-def upstream_repo(root: Path, attend_body: str) -> tuple[Path, Path, str]:
-    """A git upstream with tests/, its pristine tree and a patched tree; (pristine, patched, series diff)."""
-    repo = root / "repo"
-    for name, text in TESTS.items():
-        (repo / name).parent.mkdir(parents=True, exist_ok=True)
-        (repo / name).write_text(text)
-    git("init", "-q", "-b", "main", cwd=repo)
-    git("add", "-A", cwd=repo)
-    git("commit", "-qm", "upstream with tests", cwd=repo, env=AUTHOR)
-    export_tree(repo, "HEAD", root / "pristine")
-    (repo / "vllm_omni/attn.py").write_text(f"def attend(q):\n{attend_body}")
-    git("commit", "-qam", "the series", cwd=repo, env=AUTHOR)
-    export_tree(repo, "HEAD", root / "patched")
-    return root / "pristine", root / "patched", git("diff", "HEAD~1", "HEAD", cwd=repo)
-
-
-def run_leg(tmp_path: Path, attend_body: str) -> upstream_tests.Comparison | None:
-    pristine, patched, diff = upstream_repo(tmp_path, attend_body)
-    env = {**os.environ, "KIT_NPU_MODE": "none"}
-    out = tmp_path / "out"
+def run_leg(root: Path, attend_body: str) -> upstream_tests.Comparison | None:
+    """The leg on a git upstream with tests/ (pristine) and a series that makes attend `attend_body` (patched)."""
+    repo, out = root / "repo", root / "out"
+    repo.mkdir()
     out.mkdir()
-    return upstream_tests.in_leg(Path(sys.executable), env, KIT_ROOT, pristine, patched, out, diff)
+    git("init", "-q", "-b", "main", cwd=repo)
+    commit_patch(repo, TESTS, "upstream with tests", "upstream")
+    export_tree(repo, "HEAD", root / "pristine")
+    commit_patch(repo, {"vllm_omni/attn.py": f"def attend(q):\n{attend_body}"}, "the series", "series")
+    export_tree(repo, "HEAD", root / "patched")
+    diff, env = git("diff", "HEAD~1", "HEAD", cwd=repo), {**os.environ, "KIT_NPU_MODE": "none"}
+    return upstream_tests.in_leg(Path(sys.executable), env, KIT_ROOT, root / "pristine", root / "patched", out, diff)
 
 
 def test_a_series_that_keeps_behaviour_passes(tmp_path: Path) -> None:
@@ -81,13 +68,9 @@ def test_a_series_that_breaks_collection_is_a_regression(tmp_path: Path) -> None
 
 
 def test_wheel_source_has_no_upstream_tests(tmp_path: Path) -> None:
-    (tmp_path / "pristine").mkdir()
-    assert (
-        upstream_tests.in_leg(
-            Path(sys.executable), dict(os.environ), KIT_ROOT, tmp_path / "pristine", tmp_path / "pristine", tmp_path, ""
-        )
-        is None
-    )
+    tree = tmp_path / "pristine"
+    tree.mkdir()
+    assert upstream_tests.in_leg(Path(sys.executable), dict(os.environ), KIT_ROOT, tree, tree, tmp_path, "") is None
 
 
 def test_selection_by_module_name() -> None:
@@ -96,18 +79,17 @@ def test_selection_by_module_name() -> None:
         "tests/a/test_ropey.py": "from vllm_omni.diffusion.layers.ropey import R\npytest.mark.cpu\n",
         "tests/a/test_gpu_rope.py": "from vllm_omni.diffusion.layers.rope import R\npytest.mark.cuda\n",
     }
-    assert upstream_tests.select(files, ["vllm_omni/diffusion/layers/rope.py", "benchmarks/x.yaml"]) == [
-        "tests/a/test_rope.py"
-    ]
+    touched = ["vllm_omni/diffusion/layers/rope.py", "benchmarks/x.yaml"]
+    assert upstream_tests.select(files, touched) == ["tests/a/test_rope.py"]
     assert upstream_tests.select(files, ["benchmarks/x.yaml"]) == []
 
 
 def test_an_interrupt_while_both_trees_run_leaves_no_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Ctrl-C while pristine's and patched's runs are under way: both are stopped, and the interrupt goes on."""
-    for tree in ("pristine", "patched"):
-        (tmp_path / tree / "tests").mkdir(parents=True)
-        slow = "import time\n\n\ndef test_slow():\n    time.sleep(60)\n"
-        (tmp_path / tree / "tests" / "test_slow.py").write_text(slow)
+    # Ctrl-C while pristine's and patched's runs are under way: both are stopped, and the interrupt goes on.
+    trees = {name: tmp_path / name for name in ("pristine", "patched")}
+    for tree in trees.values():
+        (tree / "tests").mkdir(parents=True)
+        (tree / "tests" / "test_slow.py").write_text("import time\n\n\ndef test_slow():\n    time.sleep(60)\n")
     started: list[subprocess.Popen[bytes]] = []
     interrupts = [KeyboardInterrupt()]  # the first wait for a run, with both under way, is cut by Ctrl-C
 
@@ -122,7 +104,6 @@ def test_an_interrupt_while_both_trees_run_leaves_no_process(tmp_path: Path, mon
             return super().wait(timeout)
 
     monkeypatch.setattr(upstream_tests.subprocess, "Popen", Interrupted)
-    trees = {name: tmp_path / name for name in ("pristine", "patched")}
     env = {**os.environ, "KIT_NPU_MODE": "none"}
     with pytest.raises(KeyboardInterrupt):
         upstream_tests.run_both(trees, Path(sys.executable), env, KIT_ROOT, ["tests/test_slow.py"], tmp_path)
