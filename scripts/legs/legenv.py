@@ -46,6 +46,12 @@ STAMP_NAME = "kit-leg.stamp"
 ABSENT = "absent"
 # Bumped when the way an env is laid out changes, so that older envs are rebuilt once.
 LAYOUT = "uv-sync-1"
+# A leg whose pins are another leg's plus a few (leg-npu.txt: leg-stock.txt and torch-npu) is a layer on that
+# leg's env: its venv holds only the pins the lower env lacks, and a .pth file puts the lower env's
+# site-packages after its own. The two legs then share one copy of torch and vllm whatever made them: uv links
+# them from its cache, but pip (or uv with its cache on another file system) copies them, 6 GB per env.
+LAYERS = {"npu": "stock"}
+LAYER_PTH = "kit-layer.pth"
 
 # Pin files each leg reads, in include order (leg-npu.txt does `-r leg-stock.txt`).
 _PIN_FILES = {
@@ -147,6 +153,19 @@ def bytecode_env(environ: Mapping[str, str], pycache: Path) -> dict[str, str]:
 
 def pin_files(ws: Workspace, leg: str) -> list[Path]:
     return [ws.ci_dir / name for name in _PIN_FILES[check_leg(leg)]]
+
+
+def leg_pins(ws: Workspace, leg: str) -> dict[str, str]:
+    """The leg's pins (ci/leg-*.txt, includes and all)."""
+    pins: dict[str, str] = {}
+    for path in pin_files(ws, leg):
+        pins |= parse_pins(path.read_text(encoding="utf-8"))
+    return pins
+
+
+def layer_pins(upper: dict[str, str], lower: dict[str, str]) -> str:
+    """What a layer installs: the pins of its leg that the lower env does not already hold, as a requirements file."""
+    return "".join(f"{name}=={version}\n" for name, version in sorted(upper.items()) if lower.get(name) != version)
 
 
 def pins_digest(leg: str, pin_texts: list[bytes], python_version: str, base: str = "") -> str:
@@ -311,7 +330,7 @@ def read_pip_settings() -> dict[str, str]:
 def current_digest(ws: Workspace, leg: str, base: Path | None = None) -> str:
     texts = [path.read_bytes() for path in pin_files(ws, leg)]
     if base is None:
-        return pins_digest(leg, texts, sys.version.split()[0])
+        return pins_digest(leg, texts, sys.version.split()[0], f"layer on {LAYERS[leg]}" if leg in LAYERS else "")
     # The real path: a base python upgraded in place (python3 -> python3.12) gets a new overlay.
     return pins_digest(leg, [tools_text(ws).encode()], "base", os.path.realpath(base))
 
@@ -415,10 +434,28 @@ def run_plans(leg: str, env: Path, plans: list[Plan], environ: dict[str, str]) -
     raise KitError(f"leg {leg}: no way to build {env}", "pip install -r ci/kit-tools.txt")
 
 
-def _build(leg: str, env: Path, digest: str, base: Path, pins: Path | None, tools: Path | None) -> str:
-    """Build the env with uv, falling back to pip; returns the tool that built it."""
+def site_packages(env: Path) -> Path:
+    """The site-packages directory of a venv."""
+    found = sorted(env.glob("lib/python*/site-packages"))
+    if len(found) != 1:
+        raise KitError(f"{env} has {len(found)} lib/python*/site-packages directories", f"delete {env}; it is rebuilt")
+    return found[0]
+
+
+def layer_pth(layer_site: Path, lower_site: Path) -> str:
+    """The .pth line that puts the lower env's site-packages on a layer's path: relative (site.py joins it to
+    the layer's site-packages), so that .work/envs still works after the checkout moves."""
+    return os.path.relpath(lower_site, layer_site) + "\n"
+
+
+def _build(leg: str, env: Path, digest: str, base: Path, pins: Path | None, tools: Path | None,
+           lower: Path | None = None) -> str:  # fmt: skip
+    """Build the env with uv, falling back to pip (a layer on ``lower`` when given); returns the tool that built it."""
     environ = uv_environ(read_pip_settings(), dict(os.environ))
     tool = run_plans(leg, env, build_plans(leg, env, base, pins, tools), environ)
+    if lower is not None:
+        layer_site = site_packages(env)
+        (layer_site / LAYER_PTH).write_text(layer_pth(layer_site, site_packages(lower)), encoding="utf-8")
     try:
         seen = versions(env_python(env), pycache_dir(env))
     except KitError as err:
@@ -445,8 +482,11 @@ def _leg_lock(envs: Path, name: str) -> contextlib.AbstractContextManager[None]:
 
 
 def _ensure(ws: Workspace, leg: str, env: Path, base: Path | None) -> str:
-    """Build or reuse one env; returns the tool that built it."""
+    """Build or reuse one env (a layer's lower env first); returns the tool that built it."""
     started = time.monotonic()
+    lower = env_dir(ws, LAYERS[leg]) if base is None and leg in LAYERS else None
+    if lower is not None:
+        _ensure(ws, LAYERS[leg], lower, None)
     with _leg_lock(ws.envs, env.name):
         if is_ready(ws, leg, base):
             print(f"[legenv {leg}] reusing {shown(ws, env)} ({format_seconds(time.monotonic() - started)})", flush=True)
@@ -455,7 +495,12 @@ def _ensure(ws: Workspace, leg: str, env: Path, base: Path | None) -> str:
         if env.exists():
             shutil.rmtree(env)
         try:
-            if base is None:
+            if lower is not None:
+                with tempfile.TemporaryDirectory(prefix="kit-layer-") as tmp:
+                    pins = Path(tmp) / f"leg-{leg}-layer.txt"
+                    pins.write_text(layer_pins(leg_pins(ws, leg), leg_pins(ws, LAYERS[leg])), encoding="utf-8")
+                    tool = _build(leg, env, current_digest(ws, leg), Path(sys.executable), pins, None, lower)
+            elif base is None:
                 pins = ws.ci_dir / f"leg-{leg}.txt"
                 tool = _build(leg, env, current_digest(ws, leg), Path(sys.executable), pins, None)
             else:

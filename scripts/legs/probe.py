@@ -73,6 +73,18 @@ def versions(python: Path, pycache: Path) -> dict[str, str]:
     return seen
 
 
+def layered(site: Path) -> list[str]:
+    """The directories a site-packages' .pth files add (a layered leg env's lower env), each with its listing:
+    what the env imports from them is part of the probe's answer too."""
+    out = []
+    for pth in sorted(site.glob("*.pth")):
+        for line in pth.read_text(encoding="utf-8").splitlines():
+            target = site / line.strip()
+            if line.strip() and not line.startswith(("#", "import")) and target.is_dir():
+                out.append(f"{pth.name}: {target.resolve()} {target.stat().st_mtime_ns} {sorted(os.listdir(target))}")
+    return out
+
+
 def probe_key(python: Path, environ: Mapping[str, str], loader_cache: Path = LOADER_CACHE) -> str:
     """Digest of what the probe's answer depends on, for a venv interpreter (bin/python in the env)."""
     env = python.parent.parent
@@ -81,6 +93,7 @@ def probe_key(python: Path, environ: Mapping[str, str], loader_cache: Path = LOA
         if path.exists():
             listing = sorted(os.listdir(path)) if path.is_dir() else [path.read_text(encoding="utf-8")]
             parts.append(f"{path.relative_to(env)} {path.stat().st_mtime_ns} {listing}")
+            parts += layered(path) if path.is_dir() else []
     parts += [f"{k}={v}" for k, v in sorted(environ.items()) if _LOADER_VARS.match(k)]
     parts.append(f"loader cache {loader_cache.stat().st_mtime_ns if loader_cache.exists() else 'absent'}")
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()

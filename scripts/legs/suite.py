@@ -56,14 +56,6 @@ def npu_mode(leg: str, versions: dict[str, str]) -> str:
     return "real" if probe.has_card(versions) else "simulated"
 
 
-def leg_pins(ws: Workspace, leg: str) -> dict[str, str]:
-    """The leg's pins (ci/leg-*.txt, includes and all): what a real leg's stack is compared with."""
-    pins: dict[str, str] = {}
-    for path in legenv.pin_files(ws, leg):
-        pins |= legenv.parse_pins(path.read_text(encoding="utf-8"))
-    return pins
-
-
 def leg_env(leg: str, mode: str, checkout: Path, pristine: Path, out: Path, pycache: Path) -> dict[str, str]:
     leg_vars = {
         "KIT_LEG_REPORT_DIR": str(out),
@@ -178,7 +170,7 @@ def prepare(
                  "not on Ascend")  # fmt: skip
     if mode == "real":
         # An image's torch / torch_npu / vllm may not be the pinned ones: the record says which stack ran.
-        versions = {**versions, "stack": probe.stack_note(versions, leg_pins(ws, leg))}
+        versions = {**versions, "stack": probe.stack_note(versions, legenv.leg_pins(ws, leg))}
         progress(f"leg {leg}: stack {versions['stack']}")
     out.mkdir(parents=True, exist_ok=True)
     versions = {**versions, "interpreter": found.origin}  # recorded with the versions, shown in the PR body

