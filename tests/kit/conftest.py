@@ -56,8 +56,7 @@ def build_wheel(dest: Path, files: dict[str, str], version: str = "0.1.0") -> tu
     wheel = dest / f"vllm_omni-{version}-py3-none-any.whl"
     with zipfile.ZipFile(wheel, "w") as zf:
         for name, text in sorted(files.items()):
-            info = zipfile.ZipInfo(name, date_time=(2026, 1, 1, 0, 0, 0))
-            zf.writestr(info, text)
+            zf.writestr(zipfile.ZipInfo(name, date_time=(2026, 1, 1, 0, 0, 0)), text)
         zf.writestr(zipfile.ZipInfo(f"vllm_omni-{version}.dist-info/METADATA", (2026, 1, 1, 0, 0, 0)), "Name: x\n")
     return wheel, hashlib.sha256(wheel.read_bytes()).hexdigest()
 
@@ -109,13 +108,14 @@ def captured_fds() -> Iterator[SimpleNamespace]:
                 setattr(out, field, handle.read().decode("utf-8", errors="replace"))
 
 
+Proc = subprocess.CompletedProcess[str]
+
+
 @dataclass(frozen=True)
 class Kit(Workspace):
     """A copy of the kit (scripts/, ci/, patches/) like a fresh clone: a Workspace with the means to drive it."""
 
-    def run(
-        self, *args: str, check: bool = False, env: dict[str, str] | None = None
-    ) -> subprocess.CompletedProcess[str]:
+    def run(self, *args: str, check: bool = False, env: dict[str, str] | None = None) -> Proc:
         """`main(args, self)` in this process, from the copy's root, as a subprocess would show it: fds 1 and 2
         captured, `env` for the call only, an escaping exception as its traceback and exit 1."""
         overrides = {"CI": "", **(env or {})}
@@ -129,23 +129,16 @@ class Kit(Workspace):
             except BaseException:  # noqa: BLE001 -- the interpreter's own last word: a traceback, exit 1
                 traceback.print_exc()
                 code = 1
-        proc = subprocess.CompletedProcess(["main", *args], code, out.stdout, out.stderr)
-        return self.checked(proc, args, check)
+        return self.checked(subprocess.CompletedProcess(["main", *args], code, out.stdout, out.stderr), args, check)
 
-    def spawn(
-        self, *args: str, check: bool = False, env: dict[str, str] | None = None
-    ) -> subprocess.CompletedProcess[str]:
+    def spawn(self, *args: str, check: bool = False, env: dict[str, str] | None = None) -> Proc:
         """`python -m scripts ARGS` as a process of its own (real signals, an edited scripts/, a fresh interpreter)."""
-        full_env = {**os.environ, "CI": "", **(env or {})}
-        proc = subprocess.run(
-            [sys.executable, "-m", "scripts", *args], cwd=self.root, capture_output=True, text=True, env=full_env
-        )
-        return self.checked(proc, args, check)
+        env = {**os.environ, "CI": "", **(env or {})}
+        argv = [sys.executable, "-m", "scripts", *args]
+        return self.checked(subprocess.run(argv, cwd=self.root, capture_output=True, text=True, env=env), args, check)
 
     @staticmethod
-    def checked(
-        proc: subprocess.CompletedProcess[str], args: tuple[str, ...], check: bool
-    ) -> subprocess.CompletedProcess[str]:
+    def checked(proc: Proc, args: tuple[str, ...], check: bool) -> Proc:
         if check and proc.returncode != 0:
             raise AssertionError(f"kit {args} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
         return proc
@@ -158,9 +151,8 @@ class Kit(Workspace):
 
     def seed_wheel(self, wheel: Path) -> None:
         """Put a wheel where the kit caches downloads (small test upstreams need no registry)."""
-        downloads = self.root / ".work" / "downloads"
-        downloads.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(wheel, downloads / wheel.name)
+        (self.root / ".work" / "downloads").mkdir(parents=True, exist_ok=True)
+        shutil.copy2(wheel, self.root / ".work" / "downloads" / wheel.name)
 
 
 def copy_kit(dest: Path, with_patches: bool) -> Kit:
@@ -238,9 +230,6 @@ def identity(tmp_path: Path) -> dict[str, str]:
     return {"GIT_CONFIG_GLOBAL": str(cfg), "GIT_CONFIG_NOSYSTEM": "1"}
 
 
-# ---- processes and ports of the e2e cases (stand-in servers, clients, e2e runs) ----
-
-
 def ephemeral_ports(range_file: Path = Path("/proc/sys/net/ipv4/ip_local_port_range")) -> range:
     """The ports the kernel hands out to bind(0) and outgoing connections (Linux's default if unreadable)."""
     try:
@@ -274,20 +263,13 @@ def free_port(ephemeral: range | None = None) -> int:
 def live_pids(wanted: Callable[[list[bytes]], bool]) -> list[int]:
     """Pids of live (not zombie) processes other than this one whose argv `wanted` accepts."""
     found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
+    for entry in (e for e in Path("/proc").iterdir() if e.name.isdigit() and int(e.name) != os.getpid()):
+        with contextlib.suppress(OSError):  # a process that ended meanwhile
             args = (entry / "cmdline").read_bytes().split(b"\0")
-            state = (entry / "stat").read_text().rsplit(")", 1)[-1].split()[0]
-        except OSError:
-            continue
-        if state != "Z" and wanted(args):
-            found.append(int(entry.name))
+            if (entry / "stat").read_text().rsplit(")", 1)[-1].split()[0] != "Z" and wanted(args):
+                found.append(int(entry.name))
     return found
 
-
-# ---- the three-patch kit of the fault tests ----
 
 THREE_PATCHES = [
     ({"vllm_omni/layers/rope.py": rope_with({10: "line 10 fixed"})}, "[Bugfix] Fix line ten", "fix-ten"),
