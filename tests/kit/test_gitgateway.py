@@ -22,21 +22,11 @@ GATEWAY = "gitcmd.py"  # the one module of scripts/ allowed to build git argv
 RAW = {"run", "git", "git_bytes", "spawn", "as_user"}  # gitcmd's functions that take git argv
 
 
-def raw_names(tree: ast.AST) -> set[str]:
-    """Local names bound to gitcmd's raw functions (`from scripts.gitcmd import run as git_run` -> git_run)."""
-    return {
-        alias.asname or alias.name
-        for node in ast.walk(tree)
-        if isinstance(node, ast.ImportFrom) and node.module == "scripts.gitcmd"
-        for alias in node.names
-        if alias.name in RAW
-    }
-
-
 def argv_findings(source: str, name: str) -> list[str]:
     """`file:line: what` for each git command line a source file builds itself."""
     tree = ast.parse(source)
-    raw = raw_names(tree)
+    imports = [n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module == "scripts.gitcmd"]
+    raw = {a.asname or a.name for n in imports for a in n.names if a.name in RAW}  # `run as git_run` -> git_run
     found: list[tuple[int, str]] = []
     for node in ast.walk(tree):
         first = node.elts[0] if isinstance(node, ast.List | ast.Tuple) and node.elts else None
@@ -51,12 +41,8 @@ def argv_findings(source: str, name: str) -> list[str]:
 
 
 def git_argv_outside_gateway(scripts: Path) -> list[str]:
-    return [
-        finding
-        for path in sorted(scripts.rglob("*.py"))
-        if path.relative_to(scripts).as_posix() != GATEWAY
-        for finding in argv_findings(path.read_text(encoding="utf-8"), path.relative_to(scripts).as_posix())
-    ]
+    named = {path.relative_to(scripts).as_posix(): path for path in sorted(scripts.rglob("*.py"))}
+    return [f for n, path in named.items() if n != GATEWAY for f in argv_findings(path.read_text("utf-8"), n)]
 
 
 PLANTED = """
