@@ -193,7 +193,7 @@ def test_no_module_finds_the_kit_by_itself() -> None:
         (
             "rebase.trial",
             workspace + 'REBASE_DIR = Workspace.of_kit().work / "rebase"\n',
-            "rebase.trial:2: a workspace",
+            "rebase.trial:2: a workspace location",
         ),
         ("e2e.install", 'from pathlib import Path\nVENV = Path(".work/e2e-venv")\n', "e2e.install:2: a workspace"),
         (
@@ -205,11 +205,8 @@ def test_no_module_finds_the_kit_by_itself() -> None:
     for name, source, expected in planted:
         problems = located_at_import(name, source)
         assert len(problems) == 1 and problems[0].startswith(expected), problems
-    passed_in = (
-        workspace
-        + 'def reports(ws: Workspace) -> object:\n    return ws.work / "rebase"\nNOTE = "under .work/rebase"\n'
-    )
-    assert located_at_import("rebase.trial", passed_in) == []
+    passed_in = 'def reports(ws: Workspace) -> object:\n    return ws.work / "rebase"\n'
+    assert located_at_import("rebase.trial", workspace + passed_in + 'NOTE = "written under .work/rebase"\n') == []
 
 
 def raw_installs(source: str) -> list[int]:
