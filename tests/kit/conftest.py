@@ -150,7 +150,6 @@ class Kit(Workspace):
         (self.patches / "upstream.toml").write_text(text, encoding="utf-8")
 
     def seed_wheel(self, wheel: Path) -> None:
-        """Put a wheel where the kit caches downloads (small test upstreams need no registry)."""
         (self.root / ".work" / "downloads").mkdir(parents=True, exist_ok=True)
         shutil.copy2(wheel, self.root / ".work" / "downloads" / wheel.name)
 
@@ -224,7 +223,6 @@ def lint(kit: Kit, *args: str) -> tuple[int, str]:
 
 @pytest.fixture
 def identity(tmp_path: Path) -> dict[str, str]:
-    """The submitter's own git config (ME), as `pr` reads it."""
     cfg = tmp_path / "gitconfig"
     cfg.write_text("[user]\n\tname = Ada Lovelace\n\temail = ada@example.org\n")
     return {"GIT_CONFIG_GLOBAL": str(cfg), "GIT_CONFIG_NOSYSTEM": "1"}
@@ -302,7 +300,6 @@ SHARED_UNDER_WORK = ("envs", "downloads", "records/kit", "records/kit-heavy")
 
 
 def work_snapshot(work: Path) -> dict[str, tuple[int, int]]:
-    """Every file under the developer's .work but the shared parts, with its size and mtime."""
     if not work.is_dir():
         return {}
     found = {}

@@ -28,7 +28,6 @@ STAGES: dict[int, tuple[str, ...]] = {
 
 
 def stage_of(module: str) -> int | None:
-    """The stage of a module of scripts/ (without the `scripts.` prefix); None: not in the map."""
     for number, names in STAGES.items():
         for name in names:
             if module in (name, name.rstrip(".")) or (name.endswith(".") and module.startswith(name)):
@@ -52,7 +51,6 @@ def kit_imports(source: str) -> set[str]:
 
 
 def backward_imports(modules: dict[str, str]) -> list[str]:
-    """`importer -> imported` for every import of a later stage, and `module: no stage` for unmapped ones."""
     problems = []
     for name, source in sorted(modules.items()):
         own = stage_of(name)

@@ -41,7 +41,6 @@ def pr(kit: Kit, env: dict[str, str], *extra: str) -> tuple[int, str]:
 
 
 def made(kit: Kit, name: str) -> str:
-    """A file `pr` made under .work/pr (v1/cover.txt, ...)."""
     return (kit.root / ".work/pr" / name).read_text()
 
 
