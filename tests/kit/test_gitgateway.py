@@ -143,8 +143,7 @@ def test_user_git_is_the_users_own_but_not_another_repository(
     assert gitcmd.run("config", "--get", "user.name", cwd=repo).stdout == ""
 
 
-# A process of its own (its own group, as a terminal's foreground job is): a Ctrl-C to the whole group lands
-# while the kit waits on a child, inside signals.held() or not. It prints the child's exit and output.
+# In its own process group (a terminal's foreground job): a Ctrl-C to the group while the kit waits on a child.
 CTRL_C_DURING_A_CHILD = """
 import contextlib, os, signal, sys, threading
 from pathlib import Path
@@ -199,9 +198,8 @@ def test_a_signal_ignored_as_the_kit_started_stays_ignored_by_it_and_its_git(sta
     assert done.stdout.splitlines() == expected, done.stdout + done.stderr
 
 
-# The front door's handlers, then SIGTERM to the kit alone (as `kill PID` or a CI's cancel sends it), once the
-# child is ready: while the kit waits on it ("running"), or as Popen hands it over ("starting"). The child
-# stands for a git: it cleans up on SIGTERM (git removes its .lock files then) and would otherwise run on.
+# SIGTERM to the kit alone (`kill PID`, a CI's cancel) while it waits on its child ("running") or as Popen hands
+# it over ("starting"). The child stands for a git: it cleans up on SIGTERM and would otherwise run on.
 SIGTERM_TO_THE_KIT_ALONE = """
 import os, signal, subprocess, sys, threading, time
 from pathlib import Path

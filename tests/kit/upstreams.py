@@ -115,12 +115,8 @@ def make_next_upstreams(repo: Path) -> None:
     """Branches `merged`, `renamed` and `reverted` of the release repository."""
     branch(repo, "merged")
     am(repo, patch("0001"))  # verbatim: its patch-id is in the history ...
-    edit(
-        repo,
-        ROPE,
-        "        sin: torch.Tensor,\n    ) -> torch.Tensor:\n        if cos.dim",
-        "        sin: torch.Tensor,  # (S, D/2) or (B, S, 1, D/2)\n    ) -> torch.Tensor:\n        if cos.dim",
-    )
+    sin, rest = "        sin: torch.Tensor,", "\n    ) -> torch.Tensor:\n        if cos.dim"
+    edit(repo, ROPE, sin + rest, sin + "  # (S, D/2) or (B, S, 1, D/2)" + rest)
     commit_all(repo, "Document the cos/sin layouts")  # ... and a later edit of its context stops reverse-apply
     third = hunks(patch("0003").read_text(encoding="utf-8"))[2].text  # half of 0003: one of its hunks
     git("apply", "--index", "-", cwd=repo, stdin=third)
