@@ -3,30 +3,16 @@ proof (KIT007), each shown to bite on a deliberately broken patch."""
 
 from __future__ import annotations
 
-import shutil
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import KIT_ROOT, Kit, make_series
+from conftest import KIT_ROOT, SPDX, Kit, lint, make_series
 
 from scripts.checks import hooks
 from scripts.checks.lint import Declared, OffNpuProof, declarations, judge_off_npu
 from scripts.checks.offnpu import off_npu_changes
 
-RUFF = shutil.which("ruff", path=str(Path(sys.executable).parent)) or "ruff"
-SPDX = (
-    "# SPDX-License-Identifier: Apache-2.0\n# SPDX-FileCopyrightText: Copyright contributors to the vLLM-Omni project\n"
-)
-
-
-def lint(kit: Kit) -> tuple[int, str]:
-    proc = kit.run("lint", "--ruff", RUFF)
-    return proc.returncode, proc.stdout + proc.stderr
-
-
-# ---- upstream's pre-commit hooks ----------------------------------------------------------------
-
+HOOKS = KIT_ROOT / "ci" / "upstream-hooks.toml"
 # (case, file edits of one patch, the finding upstream's hook reports, as the lint prints it)
 HOOK_BITES = [
     ("typo", {"vllm_omni/attn.py": SPDX + "# the mis-broadcast of tables\n\n\ndef attend(q):\n    return q\n"},
@@ -46,19 +32,16 @@ def test_each_hook_fails_an_added_line_under_its_upstream_id(small_kit: Kit, cas
     make_series(small_kit, [(edits, f"[NPU] {case}", "bad")])
     before = {p: (small_kit.checkout / p).read_bytes() for p in edits}
     code, out = lint(small_kit)
-    assert code == 1, out
-    assert said in out, out
-    assert "Traceback" not in out
+    assert code == 1 and said in out and "Traceback" not in out, out
     assert {p: (small_kit.checkout / p).read_bytes() for p in edits} == before  # fixers ran on a scratch copy
 
 
 def test_hooks_count_only_what_the_series_adds(tmp_path: Path) -> None:
-    """A trailing blank on upstream's own line is upstream's: shown as pre-existing, not counted; a file the series
-    adds counts whole."""
+    # A trailing blank on upstream's own line is upstream's: pre-existing, not counted; an added file counts whole.
     (tmp_path / "vllm_omni").mkdir()
     (tmp_path / "vllm_omni/a.py").write_text("x = 1  \ny = 2  \n")
     (tmp_path / "vllm_omni/b.py").write_text("z = 3 \n")
-    table = [h for h in hooks.load_hooks(KIT_ROOT / "ci" / "upstream-hooks.toml") if h.id == "trailing-whitespace"]
+    table = [h for h in hooks.load_hooks(HOOKS) if h.id == "trailing-whitespace"]
     gate = hooks.run_gate(table, tmp_path, {"vllm_omni/a.py": {2}, "vllm_omni/b.py": set()}, {"vllm_omni/b.py"},
                           None, KIT_ROOT / "ci")  # fmt: skip
     assert [(f.file, f.line) for f in gate.counted] == [("vllm_omni/a.py", 2), ("vllm_omni/b.py", 1)]
@@ -67,11 +50,12 @@ def test_hooks_count_only_what_the_series_adds(tmp_path: Path) -> None:
 
 
 def test_every_hook_of_upstreams_config_is_listed_and_a_hook_that_cannot_run_says_why() -> None:
-    table = hooks.load_hooks(KIT_ROOT / "ci" / "upstream-hooks.toml")
-    ids = [h.id for h in table]
-    assert ids == ["check-yaml", "debug-statements", "end-of-file-fixer", "mixed-line-ending", "trailing-whitespace",
-                   "ruff-check", "ruff-format", "typos", "actionlint", "signoff-commit", "check-test-ci-coverage",
-                   "check-tts-adapter-migration", "check-forbidden-imports", "suggestion"]  # fmt: skip
+    table = hooks.load_hooks(HOOKS)
+    assert [h.id for h in table] == [
+        "check-yaml", "debug-statements", "end-of-file-fixer", "mixed-line-ending", "trailing-whitespace",
+        "ruff-check", "ruff-format", "typos", "actionlint", "signoff-commit", "check-test-ci-coverage",
+        "check-tts-adapter-migration", "check-forbidden-imports", "suggestion",
+    ]  # fmt: skip
     assert all(h.why for h in table if h.run == "no") and all(h.package for h in table if h.run != "no")
     assert hooks.packages(table) == ["pre-commit-hooks==6.0.0", "ruff==0.14.10", "typos==1.40.1"]
 
@@ -79,7 +63,7 @@ def test_every_hook_of_upstreams_config_is_listed_and_a_hook_that_cannot_run_say
 def test_a_series_touching_what_an_unrunnable_hook_checks_fails_as_unchecked(tmp_path: Path) -> None:
     (tmp_path / ".github/workflows").mkdir(parents=True)
     (tmp_path / ".github/workflows/npu.yml").write_text("on: push\n")
-    table = [h for h in hooks.load_hooks(KIT_ROOT / "ci" / "upstream-hooks.toml") if h.run == "no"]
+    table = [h for h in hooks.load_hooks(HOOKS) if h.run == "no"]
     gate = hooks.run_gate(table, tmp_path, {".github/workflows/npu.yml": {1}}, set(), None, KIT_ROOT / "ci")
     assert [(f.hook, f.file) for f in gate.counted] == [("actionlint", ".github/workflows/npu.yml")]
     assert gate.counted[0].message.startswith("unchecked: upstream pins actionlint v1.7.7")
@@ -100,9 +84,8 @@ def test_a_malformed_hook_table_is_one_line(text: str, said: str) -> None:
 
 def test_a_missing_hook_program_is_named_with_the_fix(small_kit: Kit, tmp_path: Path) -> None:
     make_series(small_kit, [({"vllm_omni/attn.py": "def attend(q):\n    return q  # x\n"}, "[NPU] x", "x")])
-    proc = small_kit.run("lint", "--ruff", RUFF, "--hooks-bin", str(tmp_path))
-    out = proc.stdout + proc.stderr
-    assert proc.returncode == 2 and "was not found in" in out and "nox -s lint" in out and "Traceback" not in out
+    code, out = lint(small_kit, "--hooks-bin", str(tmp_path))
+    assert code == 2 and "was not found in" in out and "nox -s lint" in out and "Traceback" not in out
 
 
 def test_fixer_lines_and_located_output() -> None:
@@ -119,8 +102,7 @@ def test_fixer_lines_and_located_output() -> None:
     assert hooks.message("x.py:3:1: error: `teh`", "x.py", 3) == "`teh`"
 
 
-# ---- KIT007: the off-NPU proof ------------------------------------------------------------------
-
+# ---- KIT007: the off-NPU proof ----
 PRISTINE = '''\
 import torch
 
@@ -219,9 +201,8 @@ def pick(q):
 
 
 def test_npu_only_changes_project_to_the_pristine_module() -> None:
-    """Guards by device.type (==, != with an early return, an if/elif chain, `in` with "npu", `or` in a condition),
-    a helper, a cache and an import used only on NPU, docstrings and comments: off NPU this is upstream's module,
-    function by function."""
+    # Guards by device.type (==, != with an early return, if/elif, `in`, `or`), NPU-only helper, cache and import,
+    # docstrings and comments: off NPU this is upstream's module, function by function.
     assert off_npu_changes("vllm_omni/a.py", PRISTINE, NPU_ONLY) == []
 
 
@@ -251,14 +232,12 @@ OFF_NPU_BITES = [
 
 @pytest.mark.parametrize(("case", "edit", "unit", "statement"), OFF_NPU_BITES, ids=[c[0] for c in OFF_NPU_BITES])
 def test_an_off_npu_change_is_named_by_function_and_statement(case, edit, unit, statement) -> None:
-    old, new = edit
-    assert old in PRISTINE
-    changes = off_npu_changes("vllm_omni/a.py", PRISTINE, PRISTINE.replace(old, new))
+    assert edit[0] in PRISTINE
+    changes = off_npu_changes("vllm_omni/a.py", PRISTINE, PRISTINE.replace(*edit))
     assert [(c.unit, c.statement) for c in changes][:1] == [(unit, statement)], changes
 
 
 def test_a_later_patch_to_an_npu_only_helper_changes_nothing_off_npu() -> None:
-    """Patch by patch: 0004 editing the NPU helper 0003 added is NPU-only on both sides of its own step."""
     later = NPU_ONLY.replace("lens = list(", "lens = tuple(")
     assert off_npu_changes("vllm_omni/a.py", NPU_ONLY, later) == []
     cpu_edit = NPU_ONLY.replace("        return dense(q)\n", "        return q\n")
@@ -277,19 +256,15 @@ def test_a_module_that_does_not_parse_is_left_to_ruff() -> None:
 
 
 def test_declarations_cover_their_change_and_a_stale_one_is_a_finding() -> None:
-    changes = off_npu_changes(
-        "vllm_omni/a.py", PRISTINE, PRISTINE.replace("return k.index_select(0, ids)", "return k[ids]")
-    )
+    gathered = PRISTINE.replace("return k.index_select(0, ids)", "return k[ids]")
+    changes = off_npu_changes("vllm_omni/a.py", PRISTINE, gathered)
     message = "S\n\nBody.\n\nUpstream-Status: Pending\nKit-Patch: x\nKit-Off-NPU: _gather: indexing is faster here\n"
     assert declarations(message) == {"_gather": "indexing is faster here"}
-    findings, declared = judge_off_npu("0001-x.patch", changes, declarations(message))
-    assert findings == [] and declared == [
-        Declared("0001-x.patch", "vllm_omni/a.py", "_gather", "indexing is faster here")
-    ]
+    declared = Declared("0001-x.patch", "vllm_omni/a.py", "_gather", "indexing is faster here")
+    assert judge_off_npu("0001-x.patch", changes, declarations(message)) == ([], [declared])
     findings, _ = judge_off_npu("0001-x.patch", [], {"attend": "why"})
-    assert [f.message for f in findings] == [
-        "declares Kit-Off-NPU: attend, but off NPU attend is unchanged by this patch"
-    ]
+    stale = "declares Kit-Off-NPU: attend, but off NPU attend is unchanged by this patch"
+    assert [f.message for f in findings] == [stale]
     assert "not declare it" in judge_off_npu("0001-x.patch", changes, {})[0][0].message
 
 
@@ -302,10 +277,8 @@ def test_the_prs_words_about_other_devices_come_from_the_proof() -> None:
 
 
 def test_lint_names_the_undeclared_change_and_its_patch(small_kit: Kit) -> None:
-    """Through the command, on a series: the patch that changes CPU code and does not say so is named."""
     make_series(small_kit, [({"vllm_omni/attn.py": "def attend(q):\n    return q.float()\n"}, "[NPU] x", "sneaky")])
     code, out = lint(small_kit)
-    assert code == 1
-    assert ("vllm_omni/attn.py:2: KIT007 off NPU, attend differs from upstream (`return q.float()`) and "
-            "0001-sneaky.patch does not declare it") in out  # fmt: skip
+    said = "vllm_omni/attn.py:2: KIT007 off NPU, attend differs from upstream (`return q.float()`) and 0001-sneaky"
+    assert code == 1 and said + ".patch does not declare it" in out
     assert "Off NPU: NOT proven (1 undeclared difference(s)" in out
