@@ -176,9 +176,7 @@ def source(tmp_path: Path, env_sh: Path = ENV_SH, atb: bool = True) -> subproces
     root = tmp_path / "Ascend"
     for where, (appended, home) in list(CANN.items())[: 2 if atb else 1]:
         (root / where).mkdir(parents=True)
-        (root / where / "set_env.sh").write_text(
-            f"export {appended}=${appended}:{root}/x\nexport {home}={root}/{where}\n"
-        )
+        (root / where / "set_env.sh").write_text(f"export {appended}=${appended}:x\nexport {home}={root}/{where}\n")
     script = (f'set -euo pipefail\nsource "{env_sh}"\n'
               'echo "$ASCEND_HOME_PATH $ATB_HOME_PATH $VLLM_WORKER_MULTIPROC_METHOD $HF_HUB_OFFLINE $-"\n')  # fmt: skip
     env = {"PATH": "/usr/bin:/bin", "ASCEND_ROOT": str(root)}

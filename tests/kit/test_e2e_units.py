@@ -54,11 +54,8 @@ def test_cards_check_names_missing_and_busy_cards() -> None:
 
 
 # What a pod given two of a host's cards sees: npu-smi lists the host's ids 4 and 5.
-POD_NPU_SMI = (
-    NPU_SMI.replace("| 0     910B1", "| 4     910B1")
-    .replace("| 1     910B1", "| 5     910B1")
-    .replace("| 1       0                 | 424242", "| 5       0                 | 424242")
-)
+POD_NPU_SMI = NPU_SMI.replace("| 0     910B1", "| 4     910B1").replace("| 1     910B1", "| 5     910B1")
+POD_NPU_SMI = POD_NPU_SMI.replace("| 1       0                 | 424242", "| 5       0                 | 424242")
 
 
 def test_cards_are_logical_ids_of_the_devices_the_job_sees() -> None:

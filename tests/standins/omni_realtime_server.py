@@ -55,10 +55,7 @@ def chunk_frame_counts(num_frames: int) -> list[int]:
 
 def frames(start: int, count: int, width: int, height: int, seed: int) -> np.ndarray:
     """(count, height, width, 3) uint8: a moving gradient fully determined by (frame index, seed)."""
-    index = np.arange(start, start + count, dtype=np.int64)[:, None, None, None]
-    y = np.arange(height, dtype=np.int64)[None, :, None, None]
-    x = np.arange(width, dtype=np.int64)[None, None, :, None]
-    channel = np.array([0, 85, 170], dtype=np.int64)[None, None, None, :]
+    index, y, x, channel = np.ogrid[start : start + count, :height, :width, 0:255:85]  # channel: 0, 85, 170
     return ((x * 4 + y * 2 + index * 5 + seed + channel) & 0xFF).astype(np.uint8)
 
 
@@ -141,9 +138,8 @@ def build_app(args: argparse.Namespace) -> FastAPI:
 
     @app.get("/health")
     async def health() -> PlainTextResponse:
-        if args.fault == "never-healthy":
-            return PlainTextResponse("loading\n", status_code=503)
-        return PlainTextResponse("ok\n")
+        never = args.fault == "never-healthy"
+        return PlainTextResponse("loading\n", status_code=503) if never else PlainTextResponse("ok\n")
 
     # FastAPI reads the annotation to inject the WebSocket: it must resolve in this module's globals.
     @app.websocket("/v1/realtime/video")
