@@ -27,6 +27,11 @@ JOB = KIT_ROOT / "ci" / "ascend" / "job.sh"
 ENV_SH = KIT_ROOT / "ci" / "ascend" / "env.sh"
 TARGETS = ascendci.load(KIT_ROOT / "ci", ascendci.TARGETS)
 RUNTIME_ENV = {"HF_HUB_OFFLINE": "1", "VLLM_WORKER_MULTIPROC_METHOD": "spawn"}
+# a stand-in CANN tree: where each set_env.sh is, the unset variable it appends to, the variable it sets
+CANN = {"ascend-toolkit": ("PYTHONPATH", "ASCEND_HOME_PATH"), "nnal/atb": ("LD_LIBRARY_PATH", "ATB_HOME_PATH")}
+DIGEST = "registry.example/kit/ascend-ci@sha256:" + "a" * 64
+APPROVED = "1" * 40
+GITHUB_HOSTED = {"ubuntu-24.04", "ubuntu-24.04-arm"}
 
 
 def load_yaml(text: str) -> Any:
@@ -167,9 +172,6 @@ def test_a_broken_copy_is_refused(kind: str, change: tuple[str, str], problem: s
     assert any(problem in p for p in check(broken)), check(broken)
 
 
-CANN = {"ascend-toolkit": ("PYTHONPATH", "ASCEND_HOME_PATH"), "nnal/atb": ("LD_LIBRARY_PATH", "ATB_HOME_PATH")}
-
-
 def source(tmp_path: Path, env_sh: Path = ENV_SH, atb: bool = True) -> subprocess.CompletedProcess[str]:
     """Strict bash sourcing env.sh over a stand-in CANN tree at tmp_path/Ascend whose set_env.sh files append to
     variables the job never set, as CANN's do; it prints what the job's next commands see."""
@@ -211,9 +213,6 @@ def test_every_target_names_known_hardware_and_the_bands_are_sane() -> None:
     for chip, entry in ascendci.load(KIT_ROOT / "ci", ascendci.BANDS).items():
         lo, hi = entry["band_ms"]
         assert 0 < lo < hi, chip
-
-
-DIGEST = "registry.example/kit/ascend-ci@sha256:" + "a" * 64
 
 
 @pytest.mark.parametrize(
@@ -277,9 +276,6 @@ def stub(path: Path, script: str) -> None:
     path.chmod(0o755)
 
 
-APPROVED = "1" * 40
-
-
 def run_gate(tmp_path: Path, *, ref: str = "refs/heads/main", dispatched: str = APPROVED, pr: str = "0",
              head: str = APPROVED, image: str = "") -> subprocess.CompletedProcess[str]:  # fmt: skip
     """The gate step of ascend-e2e.yml in a copy of the kit whose targets.toml records ``image`` for a2; a
@@ -322,9 +318,6 @@ def test_the_gate_passes_the_approved_commit_and_its_image(tmp_path: Path, case:
     done = run_gate(tmp_path, image=DIGEST, **case)
     assert done.returncode == 0, done.stderr
     assert f"sha={APPROVED}\nimage={DIGEST}\n" in done.stdout
-
-
-GITHUB_HOSTED = {"ubuntu-24.04", "ubuntu-24.04-arm"}
 
 
 def where_jobs_run(files: dict[str, str]) -> list[str]:

@@ -23,6 +23,11 @@ from scripts.workspace import Workspace
 
 pytest.importorskip("av", reason="frames are decoded with PyAV (ci/kit-dev-tools.txt)")
 
+LOSSLESS = {"a_deterministic": True, "lossless": True, "frames_equal": True, "md5_equal": True,
+            "first_diff_frame": None, "differing_frames": 0, "frame_counts": [45, 45, 45, 45]}  # fmt: skip
+FRAME_30 = {**LOSSLESS, "lossless": False, "frames_equal": False, "md5_equal": False, "first_diff_frame": 30,
+            "differing_frames": 16}  # fmt: skip
+
 
 def noisy_trials(median_ms: float, seed: int, trials: int = 2, intervals: int = 14) -> list[list[float]]:
     """Intervals with +-2 % jitter and a rare 2x spike, as a busy host produces them."""
@@ -73,12 +78,6 @@ def trials(a: list[list[float]], b: list[list[float]], failed: str = "") -> list
         if status != "ok":
             break
     return out
-
-
-LOSSLESS = {"a_deterministic": True, "lossless": True, "frames_equal": True, "md5_equal": True,
-            "first_diff_frame": None, "differing_frames": 0, "frame_counts": [45, 45, 45, 45]}  # fmt: skip
-FRAME_30 = {**LOSSLESS, "lossless": False, "frames_equal": False, "md5_equal": False, "first_diff_frame": 30,
-            "differing_frames": 16}  # fmt: skip
 
 
 def summarize(*args: Any) -> dict[str, Any]:

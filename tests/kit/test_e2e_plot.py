@@ -26,6 +26,7 @@ pytest.importorskip("matplotlib", reason="the plot needs matplotlib (ci/kit-dev-
 BAND = (50.0, 400.0)
 WARMUP = 2
 CHUNKS = 8
+OK2 = (RunRecord(1, "ok"), RunRecord(2, "ok"))
 
 
 def chunk_list(intervals_ms: list[float]) -> list[dict[str, Any]]:
@@ -221,7 +222,6 @@ class Row:
     python_flags: tuple[str, ...] = ()
 
 
-OK2 = (RunRecord(1, "ok"), RunRecord(2, "ok"))
 ROWS = [
     Row("failed run without JSON", (RunRecord(1, "ok"), RunRecord(2, "server_died")),
         lambda f: (f / "run-2" / "benchmark.json").unlink(), "Missing: run 2 (server_died: no benchmark.json).",

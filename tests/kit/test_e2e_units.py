@@ -36,6 +36,9 @@ NPU_SMI = """\
 | 1       0                 | 424242        | python3                  | 51234                   |
 +===========================+===============+====================================================+
 """
+# What a pod given two of a host's cards sees: npu-smi lists the host's ids 4 and 5.
+POD_NPU_SMI = NPU_SMI.replace("| 0     910B1", "| 4     910B1").replace("| 1     910B1", "| 5     910B1")
+POD_NPU_SMI = POD_NPU_SMI.replace("| 1       0                 | 424242", "| 5       0                 | 424242")
 
 
 def test_npu_smi_tables() -> None:
@@ -51,11 +54,6 @@ def test_cards_check_names_missing_and_busy_cards() -> None:
     with pytest.raises(KitError, match="ASCEND_RT_VISIBLE_DEVICES=1 is already set"):
         preflight.check_cards((0,), NPU_SMI, {"ASCEND_RT_VISIBLE_DEVICES": "1"})
     assert preflight.check_cards((0,), NPU_SMI, {}).status == "ok"
-
-
-# What a pod given two of a host's cards sees: npu-smi lists the host's ids 4 and 5.
-POD_NPU_SMI = NPU_SMI.replace("| 0     910B1", "| 4     910B1").replace("| 1     910B1", "| 5     910B1")
-POD_NPU_SMI = POD_NPU_SMI.replace("| 1       0                 | 424242", "| 5       0                 | 424242")
 
 
 def test_cards_are_logical_ids_of_the_devices_the_job_sees() -> None:

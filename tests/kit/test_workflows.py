@@ -14,14 +14,31 @@ from conftest import KIT_ROOT
 WORKFLOW_DIR = KIT_ROOT / ".github" / "workflows"
 WORKFLOWS = sorted(WORKFLOW_DIR.glob("*.yml"))
 CHECKOUT_PIN = "actions/checkout@11bd71901bbe5b1630ceea73d27597364c9af683"
+PWN_REQUEST = """\
+name: pwn
+on: pull_request_target
+permissions:
+  contents: read
+jobs:
+  e2e:
+    runs-on: [self-hosted, linux-aarch64-a2-4]
+    timeout-minutes: 10
+    steps:
+      - uses: actions/checkout@11bd71901bbe5b1630ceea73d27597364c9af683 # v4.2.2
+        with:
+          ref: ${{ github.event.pull_request.head.sha }}
+          persist-credentials: false
+      - run: echo "${{ github.event.pull_request.title }}"
+"""
 
 
 def tool(name: str, *args: str | Path) -> subprocess.CompletedProcess[str] | None:
     """Run the tool beside this interpreter (the kit's tool env), else the one on PATH; None if neither is there."""
     beside = Path(sys.executable).parent / name
     exe = str(beside) if beside.is_file() else shutil.which(name)
-    cmd = [exe, *map(str, args)]
-    return None if exe is None else subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=KIT_ROOT)
+    if exe is None:
+        return None
+    return subprocess.run([exe, *map(str, args)], capture_output=True, text=True, timeout=120, cwd=KIT_ROOT)
 
 
 def zizmor(*files: Path) -> subprocess.CompletedProcess[str]:
@@ -56,24 +73,6 @@ def test_zizmor_bites_on_an_unpinned_action(tmp_path: Path) -> None:
     bad.write_text((WORKFLOW_DIR / "cpu.yml").read_text().replace(CHECKOUT_PIN, "actions/checkout@v4"))
     done = zizmor(bad)
     assert done.returncode != 0 and "unpinned-uses" in done.stdout
-
-
-PWN_REQUEST = """\
-name: pwn
-on: pull_request_target
-permissions:
-  contents: read
-jobs:
-  e2e:
-    runs-on: [self-hosted, linux-aarch64-a2-4]
-    timeout-minutes: 10
-    steps:
-      - uses: actions/checkout@11bd71901bbe5b1630ceea73d27597364c9af683 # v4.2.2
-        with:
-          ref: ${{ github.event.pull_request.head.sha }}
-          persist-credentials: false
-      - run: echo "${{ github.event.pull_request.title }}"
-"""
 
 
 def test_zizmor_bites_on_pull_request_target_with_head_checkout(tmp_path: Path) -> None:
