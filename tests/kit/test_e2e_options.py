@@ -15,7 +15,7 @@ from scripts.e2e import config, lock, run
 from scripts.e2e.config import OPTIONS, Option, number_text
 from scripts.errors import KitError
 
-# Options of kind "parsed" check themselves; each needs bad examples here (test_every_parsed_option_has_examples).
+# Options of kind "parsed" check themselves; each needs bad examples here (a test checks).
 PARSED_BAD = {
     "band": ["3167:2865", "x", "1:", "nan:nan", "-1:2"],
     "cards": ["a,b", "-1", ","],
