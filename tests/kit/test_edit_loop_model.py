@@ -120,16 +120,10 @@ def last_line(stderr: str) -> str:
 # Interrupted: 130, or killed by SIGINT itself (Python does that when the signal comes as it starts or exits).
 INTERRUPTED = (130, -signal.SIGINT)
 DURATION: dict[str, float] = {}  # apply's and refresh's run time after STARTUP, timed once on the template
-
-
-def interpreter_startup() -> float:
-    """How long a bare interpreter takes to start: no program can see a signal before that."""
-    started = time.monotonic()
-    subprocess.run([sys.executable, "-c", "pass"], check=True)
-    return time.monotonic() - started
-
-
-STARTUP = interpreter_startup()
+# How long a bare interpreter takes to start: no program can see a signal before that.
+_started = time.monotonic()
+subprocess.run([sys.executable, "-c", "pass"], check=True)
+STARTUP = time.monotonic() - _started
 
 
 def spawn(kit: Kit, *args: str) -> subprocess.Popen[str]:
@@ -215,8 +209,7 @@ def logged(step: Callable[..., None]) -> Callable[..., None]:
 
 
 def processes(field: int, value: int) -> list[str]:
-    """The live processes (pid, state, command line) whose /proc stat field `field` after the name (1: the
-    parent, 2: the process group) is `value` (Linux)."""
+    """Live processes (pid, state, command line) whose /proc stat field after the name (1: ppid, 2: pgrp) is value."""
     found = []
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
@@ -231,8 +224,6 @@ def processes(field: int, value: int) -> list[str]:
 
 @dataclass(frozen=True)
 class Scene:
-    """What a refusal must leave as it was."""
-
     patches: dict[str, bytes]
     branch: str
     head: str
@@ -282,6 +273,7 @@ class EditLoop(RuleBasedStateMachine):
         super().__init__()
         self.tmp = Path(tempfile.mkdtemp(prefix="kit-model-"))
         self.kit = clone(template(), self.tmp / "kit")
+        self.checkout = self.kit.checkout
         self.exported: list[Change] = list(INITIAL)
         self.work: list[Change] = list(INITIAL)
         self.phase = "clean"  # or "conflict" (apply stopped at a patch), "interrupted" (an apply got Ctrl-C)
@@ -299,14 +291,8 @@ class EditLoop(RuleBasedStateMachine):
     def teardown(self) -> None:
         shutil.rmtree(self.tmp, ignore_errors=True)
 
-    # ---- helpers ------------------------------------------------------------------
-
     def run_kit(self, *args: str, interrupt_after: float | None = None) -> CompletedProcess:
         return run_kit(self.kit, *args, interrupt_after=interrupt_after, spawned=self.own_code)
-
-    @property
-    def checkout(self) -> Path:
-        return self.kit.checkout
 
     def user_git(self, *args: str, env: dict[str, str] | None = None) -> str:
         return git(*args, cwd=self.checkout, env={**USER_ENV, **(env or {})})
@@ -409,8 +395,6 @@ class EditLoop(RuleBasedStateMachine):
         self.synced = False
         self.top = (self.work[-1].slug if self.work else "") if new_top else self.top
 
-    # ---- the user's edits in the checkout -----------------------------------------
-
     @precondition(lambda self: self.phase == "clean" and len(self.used_slots()) < SLOTS)
     @rule(subject=st.sampled_from(SUBJECTS))
     @logged
@@ -429,8 +413,7 @@ class EditLoop(RuleBasedStateMachine):
     @rule(index=st.integers(0, SLOTS - 1), how=st.sampled_from(["fixup", "squash", "fixup-by-commit"]))
     @logged
     def fold(self, index: int, how: str) -> None:
-        """An edit of one patch's file, committed with --fixup=/--squash= aimed at that patch's commit, or as
-        `fixup! <commit>` (what the kit advises when a subject names two patches)."""
+        """An edit committed with --fixup=/--squash= aimed at a patch's commit, or as `fixup! <commit>`."""
         index %= len(self.work)  # drawn numbers are taken modulo the count: every draw is a valid step
         target, change = self.own_commits()[index][0], self.work[index]
         # git writes `fixup! <subject>`: the kit can tell the target only if no other patch's subject starts so
@@ -493,8 +476,6 @@ class EditLoop(RuleBasedStateMachine):
         index %= len(self.work)
         del self.work[index]
         self.rebase([f"pick {c}" for i, (c, _) in enumerate(self.own_commits()) if i != index])
-
-    # ---- the kit's commands ---------------------------------------------------------
 
     @rule(drop=st.booleans())
     @logged
@@ -608,9 +589,8 @@ class EditLoop(RuleBasedStateMachine):
     @rule(command=st.sampled_from(["apply", "refresh"]), at=st.sampled_from([0.2, 0.5, 0.7, 0.8, 0.85, 0.9, 0.95]))
     @logged
     def ctrl_c(self, command: str, at: float) -> None:
-        """Ctrl-C (SIGINT to the process group) at a drawn fraction of the command's usual run time, then the
-        recovery the kit names. Whatever the moment, the model's state afterwards is the same (hypothesis replays
-        steps to shrink a failure, and the moment a signal lands is not reproducible)."""
+        """Ctrl-C (SIGINT to the group) at a drawn fraction of the command's run time, then the recovery the kit
+        names. The model's state afterwards is the same whatever the moment (which a replay cannot reproduce)."""
         drops = self.drops(command == "refresh")
         before = self.scene()
         outcome = self.run_kit(command, *drops, interrupt_after=round(STARTUP + at * DURATION[command], 2))
@@ -636,8 +616,6 @@ class EditLoop(RuleBasedStateMachine):
         say("  run apply again, as the kit says")
         return self.expect_apply(self.run_kit("apply"), self.scene())
 
-    # ---- what the user keeps, sets and runs beside the kit (invariants 7-10) ---------------
-
     @precondition(lambda self: self.phase == "clean")
     @rule()
     @logged
@@ -659,8 +637,7 @@ class EditLoop(RuleBasedStateMachine):
     @rule()
     @logged
     def merge(self) -> None:
-        """A side branch with one commit, merged --no-ff into the series: refresh refuses, naming the merge; the
-        user takes the merge back out."""
+        """A side branch merged --no-ff into the series: refresh refuses, naming the merge; the user undoes it."""
         at = self.user_git("rev-parse", "HEAD").strip()
         self.user_git("checkout", "-q", "-b", "side", at)
         (self.checkout / "side.txt").write_text("side\n", encoding="utf-8")
@@ -734,8 +711,6 @@ class EditLoop(RuleBasedStateMachine):
         self.phase = "interrupted" if killed else self.phase
         return self.expect_apply(self.run_kit("apply"), self.scene())
 
-    # ---- after every step -----------------------------------------------------------
-
     @invariant()
     def the_users_own_things_survive(self) -> None:
         """Invariant 7: the user's branches, tags and ignored files are where they were, byte for byte."""
@@ -772,17 +747,19 @@ def test_the_weekly_workflow_runs_the_long_profile() -> None:
 
 BITES = [
     pytest.param("scripts/refresh.py", "(patches_dir / name).unlink(missing_ok=True)", "pass",
-                 ["remove:index=1", "refresh:drop=True"], "patches/ holds", id="refresh-keeps-a-dropped-file"),
-    pytest.param("scripts/gitcmd.py", '"--zero-commit", ', "", ["new_commit:subject=x", "refresh:drop=False"],
-                 "rewritten although nothing changed", id="refresh-rewrites-untouched-patches"),
+                 [("remove", {"index": 1}), ("refresh", {"drop": True})], "patches/ holds",
+                 id="refresh-keeps-a-dropped-file"),
+    pytest.param("scripts/gitcmd.py", '"--zero-commit", ', "", [("new_commit", {"subject": "x"}),
+                 ("refresh", {"drop": False})], "rewritten although nothing changed",
+                 id="refresh-rewrites-untouched-patches"),
     pytest.param("scripts/report.py", "def fail(message: str) -> None:\n",
                  "def fail(message: str) -> None:\n    print('warning', file=sys.stderr)\n",
-                 ["new_commit:subject=x", "apply"], "exactly one line", id="a-refusal-in-two-lines"),
+                 [("new_commit", {"subject": "x"}), ("apply", {})], "exactly one line", id="a-refusal-in-two-lines"),
 ]  # fmt: skip
 
 
 @pytest.mark.parametrize(("path", "old", "new", "steps", "needle"), BITES)
-def test_the_machine_bites(path: str, old: str, new: str, steps: list[str], needle: str) -> None:
+def test_the_machine_bites(path: str, old: str, new: str, steps: list[tuple[str, dict]], needle: str) -> None:
     """The same steps on a kit broken on purpose (in the example's copy): the machine must object."""
     machine = EditLoop()
     try:
@@ -791,10 +768,7 @@ def test_the_machine_bites(path: str, old: str, new: str, steps: list[str], need
         source.write_text(source.read_text(encoding="utf-8").replace(old, new), encoding="utf-8")
         machine.own_code = True
         with pytest.raises(AssertionError, match=needle):
-            for step in steps:
-                name, _, arg = step.partition(":")
-                key, _, value = arg.partition("=")
-                kwargs = {key: {"True": True, "False": False}.get(value, int(value) if value.isdigit() else value)}
-                getattr(machine, name)(**(kwargs if key else {}))
+            for name, kwargs in steps:
+                getattr(machine, name)(**kwargs)
     finally:
         machine.teardown()
