@@ -28,7 +28,8 @@ from conftest import AUTHOR, KIT_ROOT, SMALL_UPSTREAM, Kit, build_wheel, clone, 
 from hypothesis import HealthCheck, event, note, settings
 from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition
+from hypothesis.stateful import rule as hypothesis_rule
 
 from scripts import worklock
 from scripts.gitcmd import git
@@ -191,21 +192,24 @@ def say(text: str) -> None:
         note(text)  # hypothesis prints it under the step
 
 
-def logged(step: Callable[..., None]) -> Callable[..., None]:
-    """Record the step, and put the session's steps into a failure it raises: a failure that depends on when a
-    signal landed may not replay, and then hypothesis cannot print the steps itself."""
+def rule(**strategies: st.SearchStrategy) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """hypothesis's rule, its steps logged: a failure it raises carries the session's steps (one that depends on
+    when a signal landed may not replay, and then hypothesis cannot print the steps itself)."""
 
-    @functools.wraps(step)
-    def run(machine: EditLoop, **kwargs: object) -> None:
-        HISTORY.append(f"state.{step.__name__}({', '.join(f'{k}={v!r}' for k, v in kwargs.items())})")
-        try:
-            step(machine, **kwargs)
-        except AssertionError as exc:
-            if "\nthis session:\n" in str(exc):
-                raise
-            raise AssertionError(f"{exc}\nthis session:\n" + "\n".join(HISTORY)) from exc
+    def logged(step: Callable[..., None]) -> Callable[..., None]:
+        @functools.wraps(step)
+        def run(machine: EditLoop, **kwargs: object) -> None:
+            HISTORY.append(f"state.{step.__name__}({', '.join(f'{k}={v!r}' for k, v in kwargs.items())})")
+            try:
+                step(machine, **kwargs)
+            except AssertionError as exc:
+                if "\nthis session:\n" in str(exc):
+                    raise
+                raise AssertionError(f"{exc}\nthis session:\n" + "\n".join(HISTORY)) from exc
 
-    return run
+        return hypothesis_rule(**strategies)(run)
+
+    return logged
 
 
 def processes(field: int, value: int) -> list[str]:
@@ -397,7 +401,6 @@ class EditLoop(RuleBasedStateMachine):
 
     @precondition(lambda self: self.phase == "clean" and len(self.used_slots()) < SLOTS)
     @rule(subject=st.sampled_from(SUBJECTS))
-    @logged
     def new_commit(self, subject: str) -> None:
         """A new patch: its own file, a commit with both trailers on top of the series branch."""
         slot = min(set(range(SLOTS)) - self.used_slots())
@@ -411,7 +414,6 @@ class EditLoop(RuleBasedStateMachine):
 
     @precondition(lambda self: self.phase == "clean" and self.work)
     @rule(index=st.integers(0, SLOTS - 1), how=st.sampled_from(["fixup", "squash", "fixup-by-commit"]))
-    @logged
     def fold(self, index: int, how: str) -> None:
         """An edit committed with --fixup=/--squash= aimed at a patch's commit, or as `fixup! <commit>`."""
         index %= len(self.work)  # drawn numbers are taken modulo the count: every draw is a valid step
@@ -426,7 +428,6 @@ class EditLoop(RuleBasedStateMachine):
 
     @precondition(lambda self: self.phase == "clean" and any(shared for _, _, shared in self.folds))
     @rule()
-    @logged
     def reword_folds(self) -> None:
         """What the kit says when a fold's subject names two patches: reword the fold to `<kind>! <commit>`."""
         folds, todo = iter(self.folds), []
@@ -441,14 +442,12 @@ class EditLoop(RuleBasedStateMachine):
 
     @precondition(lambda self: self.phase == "clean" and self.top in {c.slug for c in self.work})
     @rule()
-    @logged
     def amend(self) -> None:
         """An edit of the patch the top commit belongs to, then git commit --amend --no-edit."""
         self.commit_user_edit([c.slug for c in self.work].index(self.top), "--amend", "--no-edit")
 
     @precondition(lambda self: self.phase == "clean" and not self.folds and len(self.work) >= 2)
     @rule(first=st.integers(0, SLOTS - 1), second=st.integers(0, SLOTS - 1))
-    @logged
     def reorder(self, first: int, second: int) -> None:
         """Swap two patches with git rebase -i (they own different files: no conflict)."""
         first, second = first % len(self.work), second % len(self.work)
@@ -460,7 +459,6 @@ class EditLoop(RuleBasedStateMachine):
 
     @precondition(lambda self: self.phase == "clean" and not self.folds and len(self.work) >= 2)
     @rule(index=st.integers(1, SLOTS - 1))
-    @logged
     def squash(self, index: int) -> None:
         """git rebase -i: `fixup` work[index] into the patch before it (that patch's message stays)."""
         index = 1 + (index - 1) % (len(self.work) - 1)
@@ -470,7 +468,6 @@ class EditLoop(RuleBasedStateMachine):
 
     @precondition(lambda self: self.phase == "clean" and not self.folds and self.work)
     @rule(index=st.integers(0, SLOTS - 1))
-    @logged
     def remove(self, index: int) -> None:
         """git rebase -i: drop one patch's commit (refresh then needs --drop to agree)."""
         index %= len(self.work)
@@ -478,7 +475,6 @@ class EditLoop(RuleBasedStateMachine):
         self.rebase([f"pick {c}" for i, (c, _) in enumerate(self.own_commits()) if i != index])
 
     @rule(drop=st.booleans())
-    @logged
     def refresh(self, drop: bool) -> None:
         """refresh, with --drop for each patch the checkout left out when `drop`."""
         before = self.scene()
@@ -501,7 +497,6 @@ class EditLoop(RuleBasedStateMachine):
         self.top = self.work[-1].slug if self.work else ""
 
     @rule()
-    @logged
     def apply(self) -> None:
         before = self.scene()
         self.expect_apply(self.run_kit("apply"), before)
@@ -527,7 +522,6 @@ class EditLoop(RuleBasedStateMachine):
 
     @precondition(lambda self: self.phase == "clean" and self.synced and self.exported)
     @rule(index=st.integers(0, SLOTS - 1))
-    @logged
     def break_patch(self, index: int) -> None:
         """The user edits a context line of one patch file by hand; apply stops there, mid-git am."""
         index %= len(self.exported)
@@ -549,7 +543,6 @@ class EditLoop(RuleBasedStateMachine):
 
     @precondition(lambda self: self.phase == "conflict")
     @rule()
-    @logged
     def resolve_and_continue(self) -> None:
         """Write what the broken patch meant, git add, apply --continue; refresh must then write it back."""
         assert self.hand_edited is not None
@@ -565,7 +558,6 @@ class EditLoop(RuleBasedStateMachine):
 
     @precondition(lambda self: self.phase == "conflict")
     @rule()
-    @logged
     def continue_unresolved(self) -> None:
         """apply --continue before anything is resolved: refused, nothing changed."""
         before = self.scene()
@@ -573,7 +565,6 @@ class EditLoop(RuleBasedStateMachine):
 
     @precondition(lambda self: self.phase == "conflict")
     @rule()
-    @logged
     def abort(self) -> None:
         """apply --abort goes back to the checkout before that apply; the user restores the patch file."""
         assert self.hand_edited is not None
@@ -587,7 +578,6 @@ class EditLoop(RuleBasedStateMachine):
 
     @precondition(lambda self: self.phase == "clean")
     @rule(command=st.sampled_from(["apply", "refresh"]), at=st.sampled_from([0.2, 0.5, 0.7, 0.8, 0.85, 0.9, 0.95]))
-    @logged
     def ctrl_c(self, command: str, at: float) -> None:
         """Ctrl-C (SIGINT to the group) at a drawn fraction of the command's run time, then the recovery the kit
         names. The model's state afterwards is the same whatever the moment (which a replay cannot reproduce)."""
@@ -618,7 +608,6 @@ class EditLoop(RuleBasedStateMachine):
 
     @precondition(lambda self: self.phase == "clean")
     @rule()
-    @logged
     def keep_own_things(self) -> None:
         """A branch and a tag of the user's at HEAD, and a file in a folder the checkout's exclude ignores."""
         self.made += 1
@@ -635,7 +624,6 @@ class EditLoop(RuleBasedStateMachine):
 
     @precondition(lambda self: self.phase == "clean")
     @rule()
-    @logged
     def merge(self) -> None:
         """A side branch merged --no-ff into the series: refresh refuses, naming the merge; the user undoes it."""
         at = self.user_git("rev-parse", "HEAD").strip()
@@ -653,7 +641,6 @@ class EditLoop(RuleBasedStateMachine):
     @precondition(lambda self: self.phase == "clean")
     @rule(key=st.sampled_from(["format.signOff", "diff.noprefix", "core.autocrlf", "commit.gpgSign", "am.threeWay"]),
           command=st.sampled_from(["refresh", "apply"]))  # fmt: skip
-    @logged
     def checkout_config(self, key: str, command: str) -> None:
         """A setting in the checkout's own .git/config that would shape the kit's output: refused, named."""
         self.user_git("config", key, "true")
@@ -664,7 +651,6 @@ class EditLoop(RuleBasedStateMachine):
     @precondition(lambda self: self.phase == "clean" and self.synced and len(self.exported) >= 2
                   and self.work == self.exported and not self.folds and self.hand_edited is None)  # fmt: skip
     @rule()
-    @logged
     def apply_waits_for_the_lock(self) -> None:
         """apply started while another kit command holds the checkout's lock; meanwhile that command takes the last
         patch out of the series. Once apply has the lock it applies the series as it is then (invariant 8)."""
@@ -684,7 +670,6 @@ class EditLoop(RuleBasedStateMachine):
 
     @precondition(lambda self: self.phase == "clean")
     @rule(command=st.sampled_from(["apply", "refresh"]), at=st.sampled_from([0.2, 0.5, 0.8, 0.95]))
-    @logged
     def kill_9(self, command: str, at: float) -> None:
         """SIGKILL to the whole process group (kit and gits at once) at a drawn fraction of the command's run time,
         then the same command again: it heals what the killed one left (its locks, its paused rebase, a record it
