@@ -127,17 +127,17 @@ subprocess.run([sys.executable, "-c", "pass"], check=True)
 STARTUP = time.monotonic() - _started
 
 
-def spawn(kit: Kit, *args: str) -> subprocess.Popen[str]:
-    """`python -m scripts ARGS` in a process group of its own, as a shell runs it (a signal reaches its gits too)."""
+def spawn(kit: Kit, *args: str, signal_after: tuple[float, int] | None = None) -> subprocess.Popen[str]:
+    """`python -m scripts ARGS` in a process group of its own, as a shell runs it (a signal reaches its gits too),
+    sent `signal_after` = (seconds, signal) unless it ended before."""
     cmd, env = [sys.executable, "-m", "scripts", *args], {**os.environ, "CI": ""}
-    return subprocess.Popen(cmd, cwd=kit.root, env=env, text=True, stdout=PIPE, stderr=PIPE, start_new_session=True)
-
-
-def signal_after(proc: subprocess.Popen[str], seconds: float, signum: int) -> None:
-    try:
-        proc.wait(timeout=seconds)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signum)
+    proc = subprocess.Popen(cmd, cwd=kit.root, env=env, text=True, stdout=PIPE, stderr=PIPE, start_new_session=True)
+    if signal_after is not None:
+        try:
+            proc.wait(timeout=signal_after[0])
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal_after[1])
+    return proc
 
 
 def run_kit(kit: Kit, *args: str, interrupt_after: float | None = None, spawned: bool = False) -> CompletedProcess:
@@ -148,9 +148,7 @@ def run_kit(kit: Kit, *args: str, interrupt_after: float | None = None, spawned:
         done = kit.run(*args)
         left = sorted(set(processes(1, os.getpid())) - before)
     else:
-        proc = spawn(kit, *args)
-        if interrupt_after is not None:
-            signal_after(proc, interrupt_after, signal.SIGINT)
+        proc = spawn(kit, *args, signal_after=None if interrupt_after is None else (interrupt_after, signal.SIGINT))
         try:
             stdout, stderr = proc.communicate(timeout=300)
         finally:
@@ -492,9 +490,14 @@ class EditLoop(RuleBasedStateMachine):
 
     def exported_now(self, before: Scene) -> None:
         self.patches_are(self.work, before)
-        self.checkout_is(self.work)
-        self.exported, self.folds, self.synced, self.hand_edited, self.phase = list(self.work), [], True, None, "clean"
-        self.top = self.work[-1].slug if self.work else ""
+        self.settled(self.work)
+        self.hand_edited = None
+
+    def settled(self, changes: list[Change], *, synced: bool = True) -> None:
+        """The checkout holds `changes`, as the model's patches/ now does: nothing is pending."""
+        self.checkout_is(changes)
+        self.work, self.exported, self.folds = list(changes), list(changes), []
+        self.synced, self.phase, self.top = synced, "clean", changes[-1].slug if changes else ""
 
     @rule()
     def apply(self) -> None:
@@ -513,12 +516,7 @@ class EditLoop(RuleBasedStateMachine):
             return self.refused(outcome, before)  # rewritten commits with the same content: either is fine
         self.succeeded(outcome)
         assert snapshot(self.kit.patches) == before.patches, "apply changed patches/"
-        self.applied_now()
-
-    def applied_now(self) -> None:
-        self.checkout_is(self.exported)
-        self.work, self.folds, self.synced, self.phase = list(self.exported), [], True, "clean"
-        self.top = self.work[-1].slug if self.work else ""
+        self.settled(self.exported)
 
     @precondition(lambda self: self.phase == "clean" and self.synced and self.exported)
     @rule(index=st.integers(0, SLOTS - 1))
@@ -552,9 +550,7 @@ class EditLoop(RuleBasedStateMachine):
         before = self.scene()
         self.succeeded(self.run_kit("apply", "--continue"))
         assert snapshot(self.kit.patches) == before.patches, "apply --continue changed patches/"
-        self.checkout_is(self.exported)
-        self.work, self.folds, self.synced, self.phase = list(self.exported), [], False, "clean"
-        self.top = self.work[-1].slug
+        self.settled(self.exported, synced=False)
 
     @precondition(lambda self: self.phase == "conflict")
     @rule()
@@ -665,8 +661,7 @@ class EditLoop(RuleBasedStateMachine):
             (self.kit.patches / name).unlink()
         stdout, stderr = proc.communicate(timeout=300)
         self.succeeded(judged(("apply",), CompletedProcess(("apply",), proc.returncode, first + stdout, stderr), None))
-        self.exported = self.exported[:-1]
-        self.applied_now()
+        self.settled(self.exported[:-1])
 
     @precondition(lambda self: self.phase == "clean")
     @rule(command=st.sampled_from(["apply", "refresh"]), at=st.sampled_from([0.2, 0.5, 0.8, 0.95]))
@@ -676,8 +671,8 @@ class EditLoop(RuleBasedStateMachine):
         did not write) and ends as if the killed run had not happened, or had finished."""
         drops = self.drops(command == "refresh")
         before = self.scene()
-        proc = spawn(self.kit, command, *drops)
-        signal_after(proc, round(STARTUP + at * DURATION[command], 2), signal.SIGKILL)
+        moment = round(STARTUP + at * DURATION[command], 2)
+        proc = spawn(self.kit, command, *drops, signal_after=(moment, signal.SIGKILL))
         stdout, stderr = proc.communicate()
         killed = proc.returncode == -signal.SIGKILL
         say(f"  kit {command} killed (SIGKILL to its group) after {at} of its run time: exit {proc.returncode}")
