@@ -25,7 +25,7 @@ from subprocess import PIPE, CompletedProcess
 
 import pytest
 from conftest import AUTHOR, KIT_ROOT, SMALL_UPSTREAM, Kit, build_wheel, clone, copy_kit, pin_toml
-from hypothesis import HealthCheck, event, note, settings
+from hypothesis import HealthCheck, event, note, seed, settings
 from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition
@@ -47,6 +47,9 @@ PROFILES = {
     "long": settings(max_examples=100, stateful_step_count=25, deadline=None, database=None,
                      suppress_health_check=list(HealthCheck), print_blob=True),
 }  # fmt: skip
+# The small profile's sessions, pinned: derandomized alone, hypothesis seeds them from the machine's source text, so
+# any edit of the class changed which sessions the default tier runs (and what they reach). The seed they had then:
+SMALL_SEED = 0x9E99FE24C7E50F76AAB3529AC0938E172CE071FA64750DDF0D5E061C4BF69C1DB47176A5FD38EE607FE7EFDE37EF45E5
 
 
 def slot_path(slot: int) -> str:
@@ -715,6 +718,8 @@ PROFILE = os.environ.get("KIT_MODEL_PROFILE", "small")
 if PROFILE not in PROFILES:
     raise pytest.UsageError(f"KIT_MODEL_PROFILE={PROFILE!r} is not a profile: use one of {', '.join(PROFILES)}")
 EditLoop.TestCase.settings = PROFILES[PROFILE]
+if PROFILE == "small":
+    seed(SMALL_SEED)(EditLoop)
 TestEditLoop = EditLoop.TestCase
 
 
