@@ -117,26 +117,22 @@ def test_onto_without_push_to_leaves_nothing_remote(kit: Kit, upstream: Path, fo
     assert git("rev-parse", f"HEAD~{len(load_series(kit.patches))}", cwd=clone).strip() == main
 
 
-def test_conflict_is_named_and_nothing_is_pushed(kit: Kit, upstream: Path, fork: Path, identity: Env) -> None:
-    proc = pr(kit, identity, "--onto", str(upstream), "conflicting", "--push-to", str(fork))
-    assert proc.returncode == 2, proc.stdout + proc.stderr
-    said = "0001-rope-2d-cos-sin.patch conflicts with upstream: vllm_omni/diffusion/layers/rope.py hunk #1"
-    assert said in proc.stderr and "Traceback" not in proc.stderr
-    assert branches(fork) == [] and not (kit.root / ".work/pr").exists()
+CONFLICT = "0001-rope-2d-cos-sin.patch conflicts with upstream: vllm_omni/diffusion/layers/rope.py hunk #1"
+NO_GH = "cannot open the PR: gh is not installed; nothing was made or pushed"
+REFUSALS = {  # case -> (what follows --onto URL, None for no --onto; what stderr says), each with --push-to FORK
+    "conflict": (["conflicting"], [CONFLICT]),
+    "open without gh": (["main", "--open"], [NO_GH, "after the push, run: gh pr create --repo ", "--head "]),
+    "push flags need onto": (None, ["--push-to work only with --onto URL REF"]),
+}
 
 
-def test_open_without_gh_refuses_before_pushing(kit: Kit, upstream: Path, fork: Path, identity: Env) -> None:
+@pytest.mark.parametrize("case", REFUSALS)
+def test_a_refusal_pushes_nothing(kit: Kit, upstream: Path, fork: Path, identity: Env, case: str) -> None:
+    onto, said = REFUSALS[case]
     assert shutil.which("gh", path=identity["PATH"]) is None
-    proc = pr(kit, identity, "--onto", str(upstream), "main", "--push-to", str(fork), "--open")
-    assert proc.returncode == 2 and "cannot open the PR: gh is not installed; nothing was made or pushed" in proc.stderr
-    assert "after the push, run: gh pr create --repo " in proc.stderr and "--head " in proc.stderr  # the command
-    assert branches(fork) == [] and not (kit.root / ".work/pr").exists()
-
-
-def test_push_flags_need_onto(kit: Kit, identity: Env, fork: Path) -> None:
-    proc = pr(kit, identity, "--push-to", str(fork))
-    assert proc.returncode == 2 and "--push-to work only with --onto URL REF" in proc.stderr
-    assert branches(fork) == []
+    proc = pr(kit, identity, *(["--onto", str(upstream), *onto] if onto else []), "--push-to", str(fork))
+    assert proc.returncode == 2 and all(line in proc.stderr for line in said), proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr and branches(fork) == [] and not (kit.root / ".work/pr").exists()
 
 
 def test_foreign_folder_in_the_clone_place_is_refused(kit: Kit, upstream: Path, identity: Env) -> None:
