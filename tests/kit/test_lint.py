@@ -55,20 +55,11 @@ def test_each_own_check_fails_on_a_bad_patch(small_kit: Kit, rule: str) -> None:
     assert "(fix: " in finding and ":" in finding.split(f" {rule} ")[0]  # file:line, rule, fix
 
 
-LINT_BITES = [
-    ("ruff", {"vllm_omni/attn.py": SPDX + "import os\n" + "X = " + '"' + "a" * 130 + '"\n'},
-     ["vllm_omni/attn.py:4: ruff-check E501", "vllm_omni/attn.py:3: ruff-check F401"]),
-    ("hidden torch_npu import",
-     {"vllm_omni/attn.py": "def npu_attend(q):\n    import os, torch_npu\n\n    return os.sep, torch_npu.x(q)\n"},
-     ["vllm_omni/attn.py:2: KIT002 imports torch_npu outside an NPU-only branch"]),
-]  # fmt: skip
-
-
-@pytest.mark.parametrize(("case", "edits", "said"), LINT_BITES, ids=[c[0] for c in LINT_BITES])
-def test_lint_command_names_file_line_and_check(small_kit: Kit, case: str, edits, said: list[str]) -> None:
-    make_series(small_kit, [(edits, f"[NPU] {case}", "bad")])
+def test_lint_command_bites_on_a_hidden_torch_npu_import(small_kit: Kit) -> None:
+    hidden = "def npu_attend(q):\n    import os, torch_npu\n\n    return os.sep, torch_npu.x(q)\n"
+    make_series(small_kit, [({"vllm_omni/attn.py": hidden}, "[NPU] hidden import", "hidden")])
     code, out = lint(small_kit)
-    assert code == 1 and all(line in out for line in said), out
+    assert code == 1 and "vllm_omni/attn.py:2: KIT002 imports torch_npu outside an NPU-only branch" in out, out
 
 
 def test_npu_only_lines_are_the_if_body_not_else_nor_a_docstring() -> None:

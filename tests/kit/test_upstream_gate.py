@@ -24,6 +24,9 @@ HOOK_BITES = [
     ("bad YAML", {"tests/npu.yaml": "stages: [1\n"}, "tests/npu.yaml:2: check-yaml"),
     ("debug statement", {"vllm_omni/attn.py": "def attend(q):\n    breakpoint()\n    return q\n"},
      "vllm_omni/attn.py:2: debug-statements"),
+    ("ruff with upstream's settings", {"vllm_omni/attn.py": SPDX + "import os\n" + "X = " + '"' + "a" * 130 + '"\n'},
+     "vllm_omni/attn.py:4: ruff-check E501"),
+    ("ruff unused import", {"vllm_omni/attn.py": SPDX + "import os\n"}, "vllm_omni/attn.py:3: ruff-check F401"),
 ]  # fmt: skip
 
 
@@ -74,12 +77,6 @@ def test_a_malformed_hook_table_is_one_line(text: str, said: str) -> None:
     with pytest.raises(hooks.HooksError) as err:
         hooks.parse_hooks(text)
     assert said in f"{err.value.what} -- {err.value.fix}"
-
-
-def test_a_missing_hook_program_is_named_with_the_fix(small_kit: Kit, tmp_path: Path) -> None:
-    make_series(small_kit, [({"vllm_omni/attn.py": "def attend(q):\n    return q  # x\n"}, "[NPU] x", "x")])
-    code, out = lint(small_kit, "--hooks-bin", str(tmp_path))
-    assert code == 2 and "was not found in" in out and "nox -s lint" in out and "Traceback" not in out
 
 
 def test_fixer_lines_and_located_output() -> None:
@@ -259,8 +256,10 @@ def test_declarations_cover_their_change_a_stale_one_is_a_finding_and_the_pr_say
     assert OffNpuProof(judge_off_npu("0001-x.patch", transposed, {})[0], []).claim().startswith("Off NPU: NOT proven")
 
 
-def test_lint_names_the_undeclared_change_and_its_patch(small_kit: Kit) -> None:
+def test_lint_names_the_undeclared_change_and_its_patch_and_a_missing_hook_program(small_kit: Kit, tmp_path) -> None:
     make_series(small_kit, [({"vllm_omni/attn.py": "def attend(q):\n    return q.float()\n"}, "[NPU] x", "sneaky")])
+    code, out = lint(small_kit, "--hooks-bin", str(tmp_path))
+    assert code == 2 and "was not found in" in out and "nox -s lint" in out and "Traceback" not in out
     code, out = lint(small_kit)
     said = "vllm_omni/attn.py:2: KIT007 off NPU, attend differs from upstream (`return q.float()`) and 0001-sneaky"
     assert code == 1 and said + ".patch does not declare it" in out
