@@ -74,26 +74,6 @@ def kit_modules() -> dict[str, str]:
     return out
 
 
-def catches_each(check: Callable[[str, str], list[str]], planted: list[tuple[str, str, str]]) -> None:
-    for name, source, expected in planted:
-        problems = check(name, source)
-        assert len(problems) == 1 and problems[0].startswith(expected), problems
-
-
-def test_no_module_imports_a_later_stage() -> None:
-    assert backward_imports(kit_modules()) == []
-    planted = [
-        ("checkout", "from scripts.legs import suite\n", "checkout (stage 3) -> legs.suite (stage 5)"),
-        ("series", "from scripts import checkout as co\n", "series (stage 2) -> checkout (stage 3)"),
-        ("legs.suite", "from scripts.commands.common import current\n", "legs.suite (stage 5) -> commands.common"),
-        ("pin", "import scripts.pr.branch\n", "pin (stage 1) -> pr.branch (stage 8)"),
-        ("newthing", "", "newthing: no stage"),
-    ]
-    catches_each(lambda name, source: backward_imports({name: source}), planted)
-    forward = "from scripts import checkout, pin\nfrom scripts.checks import lint\n"
-    assert backward_imports({"pr.prepare": forward}) == []
-
-
 def layout_names(doc: str) -> set[str]:
     """The names in the first column of the docs' Layout block (an entry at indent 0 or 2, before its text)."""
     block = doc.split("## Layout", 1)[1].split("```")[1]
@@ -106,7 +86,24 @@ def unlisted(doc: str) -> list[str]:
     return [n for stage in STAGES.values() for n in stage if n.rstrip(".") not in names]
 
 
-def test_the_layout_in_the_docs_names_every_stage_module() -> None:
+def catches_each(check: Callable[[str, str], list[str]], planted: list[tuple[str, str, str]]) -> None:
+    for name, source, expected in planted:
+        problems = check(name, source)
+        assert len(problems) == 1 and problems[0].startswith(expected), problems
+
+
+def test_no_module_imports_a_later_stage_and_the_docs_layout_names_every_stage() -> None:
+    assert backward_imports(kit_modules()) == []
+    planted = [
+        ("checkout", "from scripts.legs import suite\n", "checkout (stage 3) -> legs.suite (stage 5)"),
+        ("series", "from scripts import checkout as co\n", "series (stage 2) -> checkout (stage 3)"),
+        ("legs.suite", "from scripts.commands.common import current\n", "legs.suite (stage 5) -> commands.common"),
+        ("pin", "import scripts.pr.branch\n", "pin (stage 1) -> pr.branch (stage 8)"),
+        ("newthing", "", "newthing: no stage"),
+    ]
+    catches_each(lambda name, source: backward_imports({name: source}), planted)
+    forward = "from scripts import checkout, pin\nfrom scripts.checks import lint\n"
+    assert backward_imports({"pr.prepare": forward}) == []
     doc = (ROOT / "docs/internals.md").read_text(encoding="utf-8")
     assert unlisted(doc) == []
     assert unlisted(doc.replace("errors, digests, report", "errors, report")) == ["digests"]

@@ -70,31 +70,13 @@ def test_npu_only_lines_are_the_if_body_not_else_nor_a_docstring() -> None:
     assert 3 in npu_only_lines(src) and 5 not in npu_only_lines(src)
 
 
-def test_added_line_numbers_follow_hunks() -> None:
-    patch = (
-        "diff --git a/vllm_omni/a.py b/vllm_omni/a.py\n--- a/vllm_omni/a.py\n+++ b/vllm_omni/a.py\n"
-        "@@ -10,2 +10,3 @@\n ctx\n+    y = x.is_npu\n ctx\n"
-    )
-    (diff,) = parse(patch)
-    assert diff.added == ((11, "    y = x.is_npu"),)
-    assert [f.rule for f in check_file(diff, None)] == ["KIT001"]
-
-
 def test_every_rule_has_a_bad_patch_and_a_line_in_the_pr_test_plan() -> None:
     assert sorted(BAD) == [rule.id for rule in RULES]
     (lint_plan,) = [how for name, _, how in body.PLAN if name == "lint"]
     assert all(rule.requires in lint_plan for rule in RULES)
 
 
-def test_upstreams_ruff_version_is_typed_only_in_ci() -> None:
-    ruff = hook_version(load_hooks(KIT_ROOT / "ci" / "upstream-hooks.toml"), "ruff-check")
-    assert kittools.version("ruff", KIT_ROOT / "ci" / "kit-dev-tools.txt") == ruff
-    assert f"ruff v{ruff} " in body.plan_lines(ruff)[0]
-    typed = [p.relative_to(KIT_ROOT) for p in (KIT_ROOT / "scripts").rglob("*.py") if ruff in p.read_text("utf-8")]
-    assert typed == [], f"ruff {ruff} typed in {typed}: read it from ci/upstream-hooks.toml (hooks.hook_version)"
-
-
-def test_tool_pins_are_found_by_their_normalized_name(tmp_path: Path) -> None:
+def test_tool_pins_are_found_by_their_normalized_name_and_upstreams_ruff_is_typed_only_in_ci(tmp_path: Path) -> None:
     (tmp_path / "user.txt").write_text("# tools\npytest==9.2.0\n", encoding="utf-8")
     tools = tmp_path / "tools.txt"
     tools.write_text("# tools\nPyYAML==6.0.3\npytest-benchmark==5.3.1\n-r user.txt\n", encoding="utf-8")
@@ -105,6 +87,11 @@ def test_tool_pins_are_found_by_their_normalized_name(tmp_path: Path) -> None:
         kittools.pinned("pytest-cov", tools)
     assert kittools.normalize("Foo.Bar__baz-Qux") == "foo-bar-baz-qux"
     assert kittools.dist_name("vllm-omni") == kittools.dist_name("VLLM.Omni") == "vllm_omni"
+    ruff = hook_version(load_hooks(KIT_ROOT / "ci" / "upstream-hooks.toml"), "ruff-check")
+    assert kittools.version("ruff", KIT_ROOT / "ci" / "kit-dev-tools.txt") == ruff
+    assert f"ruff v{ruff} " in body.plan_lines(ruff)[0]
+    typed = [p.relative_to(KIT_ROOT) for p in (KIT_ROOT / "scripts").rglob("*.py") if ruff in p.read_text("utf-8")]
+    assert typed == [], f"ruff {ruff} typed in {typed}: read it from ci/upstream-hooks.toml (hooks.hook_version)"
 
 
 # ---- KIT002: every form of importing torch_npu; NPU-only decided by the device guard, not by names ----
@@ -132,7 +119,14 @@ def test_torch_npu_import_forms(form: str, source: str, flagged: bool) -> None:
     assert bool(found) == flagged, (form, found)
 
 
-def test_torch_npu_import_counts_on_added_python_lines_even_where_the_file_does_not_parse() -> None:
+def test_checks_judge_added_lines_and_torch_npu_counts_even_where_the_file_does_not_parse() -> None:
+    patch = (
+        "diff --git a/vllm_omni/a.py b/vllm_omni/a.py\n--- a/vllm_omni/a.py\n+++ b/vllm_omni/a.py\n"
+        "@@ -10,2 +10,3 @@\n ctx\n+    y = x.is_npu\n ctx\n"
+    )
+    (diff,) = parse(patch)
+    assert diff.added == ((11, "    y = x.is_npu"),)
+    assert [f.rule for f in check_file(diff, None)] == ["KIT001"]
     unchanged = "import torch_npu\nX = 1\n"  # on an unchanged line: not the series' doing
     assert kit002(FileDiff("vllm_omni/x.py", False, ((2, "X = 1"),), 0), unchanged) == []
     broken = "import os, torch_npu\ndef broken(:\n"
