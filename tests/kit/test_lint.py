@@ -87,6 +87,7 @@ def test_tool_pins_are_found_by_their_normalized_name_and_upstreams_ruff_is_type
         kittools.pinned("pytest-cov", tools)
     assert kittools.normalize("Foo.Bar__baz-Qux") == "foo-bar-baz-qux"
     assert kittools.dist_name("vllm-omni") == kittools.dist_name("VLLM.Omni") == "vllm_omni"
+    # upstream's ruff version is typed only in ci/
     ruff = hook_version(load_hooks(KIT_ROOT / "ci" / "upstream-hooks.toml"), "ruff-check")
     assert kittools.version("ruff", KIT_ROOT / "ci" / "kit-dev-tools.txt") == ruff
     assert f"ruff v{ruff} " in body.plan_lines(ruff)[0]
@@ -120,7 +121,7 @@ def test_torch_npu_import_forms(form: str, source: str, flagged: bool) -> None:
 
 
 def test_checks_judge_added_lines_and_torch_npu_counts_even_where_the_file_does_not_parse() -> None:
-    patch = (
+    patch = (  # added line numbers follow the hunks
         "diff --git a/vllm_omni/a.py b/vllm_omni/a.py\n--- a/vllm_omni/a.py\n+++ b/vllm_omni/a.py\n"
         "@@ -10,2 +10,3 @@\n ctx\n+    y = x.is_npu\n ctx\n"
     )
