@@ -85,7 +85,7 @@ def repo(tmp_path: Path) -> Path:
     return repo
 
 
-def test_patch_id_reads_the_diff_from_stdin(repo: Path) -> None:
+def test_git_reads_stdin_and_keeps_a_message_byte_for_byte(repo: Path) -> None:
     diff = gitcmd.diff(repo, "HEAD~1", "HEAD")
     pid = gitcmd.patch_id(repo, diff)
     piped = subprocess.run(  # the same diff through git itself, piped by hand
@@ -94,14 +94,14 @@ def test_patch_id_reads_the_diff_from_stdin(repo: Path) -> None:
     assert len(pid) == 40 and pid == piped.stdout.split()[0]
     assert dict(gitcmd.patch_ids(repo, gitcmd.history_diffs(repo, ["a.txt"])))[pid] == gitcmd.head(repo)
     assert gitcmd.patch_id(repo, "") == ""
-
-
-def test_stdin_bytes_and_text(repo: Path) -> None:
+    # stdin as bytes and as text
     data = b"not utf-8: \xff\xfe\n"
     assert gitcmd.git_bytes("hash-object", "--stdin", cwd=repo, stdin=data).decode().strip() == git_blob_id(data)
     assert gitcmd.git("hash-object", "--stdin", cwd=repo, stdin="text\n").strip() == git_blob_id(b"text\n")
-    hunk = gitcmd.diff(repo, "HEAD~1", "HEAD")
-    assert gitcmd.applies(repo, hunk, "-R") and not gitcmd.applies(repo, hunk)
+    assert gitcmd.applies(repo, diff, "-R") and not gitcmd.applies(repo, diff)
+    message = "subject\n\nbody without a final newline"
+    sha = gitcmd.commit_object(repo, gitcmd.rev_parse(repo, "HEAD^{tree}"), gitcmd.head(repo), message, AUTHOR)
+    assert gitcmd.cat_commit(repo, sha).split(b"\n\n", 1)[1] == message.encode()
 
 
 def test_a_remote_ref_is_the_peeled_tag_first_and_a_branch_only_where_asked(repo: Path) -> None:
@@ -117,12 +117,6 @@ def test_a_remote_ref_is_the_peeled_tag_first_and_a_branch_only_where_asked(repo
     assert at("light", False) == first and at("topic", True) == first and at("topic", False) is None
     assert at("same", True) == at("same", False) == first  # a tag wins over a branch of the same name
     assert at("absent", True) is None
-
-
-def test_commit_object_keeps_the_message_byte_for_byte(repo: Path) -> None:
-    message = "subject\n\nbody without a final newline"
-    sha = gitcmd.commit_object(repo, gitcmd.rev_parse(repo, "HEAD^{tree}"), gitcmd.head(repo), message, AUTHOR)
-    assert gitcmd.cat_commit(repo, sha).split(b"\n\n", 1)[1] == message.encode()
 
 
 def test_user_git_is_the_users_own_but_not_another_repository(

@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 import graphlib
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -74,22 +74,6 @@ def kit_modules() -> dict[str, str]:
     return out
 
 
-def test_no_module_imports_a_later_stage() -> None:
-    assert backward_imports(kit_modules()) == []
-    planted = [
-        ("checkout", "from scripts.legs import suite\n", "checkout (stage 3) -> legs.suite (stage 5)"),
-        ("series", "from scripts import checkout as co\n", "series (stage 2) -> checkout (stage 3)"),
-        ("legs.suite", "from scripts.commands.common import current\n", "legs.suite (stage 5) -> commands.common"),
-        ("pin", "import scripts.pr.branch\n", "pin (stage 1) -> pr.branch (stage 8)"),
-        ("newthing", "", "newthing: no stage"),
-    ]
-    for name, source, expected in planted:
-        problems = backward_imports({name: source})
-        assert len(problems) == 1 and problems[0].startswith(expected), problems
-    forward = "from scripts import checkout, pin\nfrom scripts.checks import lint\n"
-    assert backward_imports({"pr.prepare": forward}) == []
-
-
 def layout_names(doc: str) -> set[str]:
     """The names in the first column of the docs' Layout block (an entry at indent 0 or 2, before its text)."""
     block = doc.split("## Layout", 1)[1].split("```")[1]
@@ -102,7 +86,24 @@ def unlisted(doc: str) -> list[str]:
     return [n for stage in STAGES.values() for n in stage if n.rstrip(".") not in names]
 
 
-def test_the_layout_in_the_docs_names_every_stage_module() -> None:
+def catches_each(check: Callable[[str, str], list[str]], planted: list[tuple[str, str, str]]) -> None:
+    for name, source, expected in planted:
+        problems = check(name, source)
+        assert len(problems) == 1 and problems[0].startswith(expected), problems
+
+
+def test_no_module_imports_a_later_stage_and_the_docs_layout_names_every_stage() -> None:
+    assert backward_imports(kit_modules()) == []
+    planted = [
+        ("checkout", "from scripts.legs import suite\n", "checkout (stage 3) -> legs.suite (stage 5)"),
+        ("series", "from scripts import checkout as co\n", "series (stage 2) -> checkout (stage 3)"),
+        ("legs.suite", "from scripts.commands.common import current\n", "legs.suite (stage 5) -> commands.common"),
+        ("pin", "import scripts.pr.branch\n", "pin (stage 1) -> pr.branch (stage 8)"),
+        ("newthing", "", "newthing: no stage"),
+    ]
+    catches_each(lambda name, source: backward_imports({name: source}), planted)
+    forward = "from scripts import checkout, pin\nfrom scripts.checks import lint\n"
+    assert backward_imports({"pr.prepare": forward}) == []
     doc = (ROOT / "docs/internals.md").read_text(encoding="utf-8")
     assert unlisted(doc) == []
     assert unlisted(doc.replace("errors, digests, report", "errors, report")) == ["digests"]
@@ -176,27 +177,19 @@ def located_at_import(name: str, source: str) -> list[str]:
 
 def test_no_module_finds_the_kit_by_itself() -> None:
     assert [p for name, source in kit_modules().items() for p in located_at_import(name, source)] == []
-    workspace = "from scripts.workspace import Workspace\n"
+    ws = "from scripts.workspace import Workspace\n"
+    made = ws + 'REBASE_DIR = Workspace.of_kit().work / "rebase"\n'
+    in_if = 'import os\nif os.name:\n    EVIDENCE = Path(".work") / "evidence"\n'
     planted = [
         ("pin", "from pathlib import Path\nROOT = Path(__file__).parent.parent\n", "pin:2: __file__"),
         ("legs.suite", "def f():\n    return __file__\n", "legs.suite:2: __file__"),
-        (
-            "rebase.trial",
-            workspace + 'REBASE_DIR = Workspace.of_kit().work / "rebase"\n',
-            "rebase.trial:2: a workspace location",
-        ),
+        ("rebase.trial", made, "rebase.trial:2: a workspace location"),
         ("e2e.install", 'from pathlib import Path\nVENV = Path(".work/e2e-venv")\n', "e2e.install:2: a workspace"),
-        (
-            "e2e.config",
-            'import os\nif os.name:\n    EVIDENCE = Path(".work") / "evidence"\n',
-            "e2e.config:3: a workspace",
-        ),
+        ("e2e.config", in_if, "e2e.config:3: a workspace"),
     ]
-    for name, source, expected in planted:
-        problems = located_at_import(name, source)
-        assert len(problems) == 1 and problems[0].startswith(expected), problems
+    catches_each(located_at_import, planted)
     passed_in = 'def reports(ws: Workspace) -> object:\n    return ws.work / "rebase"\n'
-    assert located_at_import("rebase.trial", workspace + passed_in + 'NOTE = "written under .work/rebase"\n') == []
+    assert located_at_import("rebase.trial", ws + passed_in + 'NOTE = "written under .work/rebase"\n') == []
 
 
 def raw_installs(source: str) -> list[int]:

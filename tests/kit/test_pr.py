@@ -90,7 +90,16 @@ def test_pr_makes_signed_branch_clean_patches_and_body(small_kit: Kit, identity:
     # the words about other devices are the off-NPU proof's, in the cover and in the PR body alike
     off_npu = "Off NPU (CPU, CUDA, ROCm, XPU) nothing changes: checked by the kit"
     assert off_npu in cover and off_npu in purpose
-    assert '[v1]\nseries_digest = "' + digest(small_kit) in revisions(small_kit)
+    revs = revisions(small_kit)
+    assert '[v1]\nseries_digest = "' + digest(small_kit) in revs and 'cover_digest = "' in revs
+    # a change of the cover alone is a new revision, compared with the last
+    (small_kit.patches / "cover.md").write_text(COVER.replace("- Validated", "- Follow-up: fused RoPE.\n- Validated"))
+    code, out = pr(small_kit, identity)
+    assert code == 0, out
+    cover = made(small_kit, "v2/cover.txt")
+    assert "Range-diff against v1" in cover and " = 1:  " in cover  # the patches did not change ...
+    assert "Cover against v1:" in cover and "+- Follow-up: fused RoPE." in cover  # ... the cover did
+    assert "[v2]" in revisions(small_kit) and "- Follow-up: fused RoPE." in made(small_kit, "v2/pr-body.md")
 
 
 def authors_and_sign_offs(kit: Kit, revs: str) -> list[tuple[str, str, list[str]]]:
@@ -104,20 +113,11 @@ def authors_and_sign_offs(kit: Kit, revs: str) -> list[tuple[str, str, list[str]
     return out
 
 
-def test_pr_commits_are_authored_by_the_submitter_dated_by_the_revision(small_kit: Kit, identity) -> None:
-    """The DCO app: each commit's sign-off matches its author. The kit is no person: its patches become the
-    submitter's, dated by the revision recorded in patches/revisions.toml, so preparing again gives the same ids."""
+def test_no_identity_and_a_patch_by_someone_else_without_their_sign_off_are_refused(small_kit: Kit, identity) -> None:
     with_cover(small_kit)
-    assert pr(small_kit, identity)[0] == 0
-    prepared = revisions(small_kit).split('prepared = "')[1].split('"')[0]
-    assert authors_and_sign_offs(small_kit, "pristine..pr/v1") == [(ME, prepared, [ME])] * 2
-    ids = small_kit.git("rev-list", "pristine..pr/v1")
-    assert pr(small_kit, identity, "--force")[0] == 0
-    assert small_kit.git("rev-list", "pristine..pr/v1") == ids  # the same revision: the same commit ids
-
-
-def test_a_patch_by_someone_else_needs_their_own_sign_off(small_kit: Kit, identity) -> None:
-    with_cover(small_kit)
+    code, out = pr(small_kit, {"GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"})
+    assert code == 2 and "no git identity" in out and "git config --global user.email" in out
+    assert nothing_made(small_kit)
     other = {**AUTHOR, "GIT_AUTHOR_NAME": "Grace Hopper", "GIT_AUTHOR_EMAIL": "grace@example.org"}
     commit_patch(small_kit.checkout, {"vllm_omni/extra.py": SPDX}, "[NPU] Grace's patch", "graces", author=other)
     small_kit.run("refresh", check=True)
@@ -179,17 +179,16 @@ def test_body_quotes_the_recorded_runs_and_follows_them(small_kit: Kit, identity
     assert "pass: steady chunk-interval median per run 3016.0 ms, 3016.4 ms; video md5 equal; stand-in server" in body
 
 
-def test_no_git_identity_is_refused_with_the_fix(small_kit: Kit) -> None:
-    with_cover(small_kit)
-    code, out = pr(small_kit, {"GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"})
-    assert code == 2 and "no git identity" in out and "git config --global user.email" in out
-    assert not (small_kit.root / ".work/pr").exists()
-
-
-def test_range_diff_against_previous_revision(small_kit: Kit, identity: dict[str, str]) -> None:
+def test_revision_is_authored_by_the_submitter_and_range_diffed_against_the_last(small_kit: Kit, identity) -> None:
+    """The DCO app: each commit's sign-off matches its author. The kit is no person: its patches become the
+    submitter's, dated by the revision recorded in patches/revisions.toml, so preparing again gives the same ids."""
     with_cover(small_kit)
     assert pr(small_kit, identity)[0] == 0
+    prepared = revisions(small_kit).split('prepared = "')[1].split('"')[0]
+    assert authors_and_sign_offs(small_kit, "pristine..pr/v1") == [(ME, prepared, [ME])] * 2
+    ids = small_kit.git("rev-list", "pristine..pr/v1")
     assert pr(small_kit, identity, "--force")[0] == 0  # same series: still v1, no new revision
+    assert small_kit.git("rev-list", "pristine..pr/v1") == ids  # the same revision: the same commit ids
     target = small_kit.git("rev-list", "-1", "HEAD~1").strip()
     (small_kit.checkout / "vllm_omni/attn.py").write_text(ATTN.replace("q * 2", "q * 3"))
     small_kit.git("commit", "-qam", "tweak", f"--fixup={target}")
@@ -256,20 +255,6 @@ def test_sign_off_helper() -> None:
     assert sign_off("S\n\nBody.\n", ME) == f"S\n\nBody.\n\nSigned-off-by: {ME}\n"
     assert sign_off("S\n\nBody.\n\nCo-authored-by: B <b@x>\n", ME).endswith(f"<b@x>\nSigned-off-by: {ME}\n")
     assert sign_off(f"S\n\nSigned-off-by: {ME}\n", ME).count("Signed-off-by") == 1
-
-
-def test_cover_change_is_a_new_revision_compared_with_the_last(small_kit: Kit, identity: dict[str, str]) -> None:
-    with_cover(small_kit)
-    assert pr(small_kit, identity)[0] == 0
-    assert 'cover_digest = "' in revisions(small_kit)
-    (small_kit.patches / "cover.md").write_text(COVER.replace("- Validated", "- Follow-up: fused RoPE.\n- Validated"))
-    code, out = pr(small_kit, identity)
-    assert code == 0, out
-    cover = made(small_kit, "v2/cover.txt")
-    assert "Range-diff against v1" in cover and " = 1:  " in cover  # the patches did not change ...
-    assert "Cover against v1:" in cover and "+- Follow-up: fused RoPE." in cover  # ... the cover did
-    assert "[v2]" in revisions(small_kit)
-    assert "- Follow-up: fused RoPE." in made(small_kit, "v2/pr-body.md")
 
 
 @pytest.mark.parametrize(

@@ -105,44 +105,38 @@ def test_onto_main_pushes_a_signed_branch_on_upstream_history(
     assert git("rev-parse", branch, cwd=fork).strip() == pushed  # the same revision, prepared again: the same ids
 
 
-def test_onto_without_push_to_leaves_nothing_remote(kit: Kit, upstream: Path, fork: Path, identity: Env) -> None:
-    proc = pr(kit, identity, "--onto", str(upstream), "main")
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "nothing pushed" in proc.stdout and "gh pr create" not in proc.stdout and branches(fork) == []
-    clone = kit.root / ".work/upstream"
-    assert (clone / ".git/kit-upstream-clone").is_file()
-    assert re.fullmatch(r"pr/v\d+", git("branch", "--show-current", cwd=clone).strip())
-    main = git("rev-parse", "main", cwd=upstream).strip()
-    # one upstream-form commit per patch, on main
-    assert git("rev-parse", f"HEAD~{len(load_series(kit.patches))}", cwd=clone).strip() == main
+CONFLICT = "0001-rope-2d-cos-sin.patch conflicts with upstream: vllm_omni/diffusion/layers/rope.py hunk #1"
+NO_GH = "cannot open the PR: gh is not installed; nothing was made or pushed"
+REFUSALS = {  # case -> (what follows --onto URL, None for no --onto; what stderr says), each with --push-to FORK
+    "conflict": (["conflicting"], [CONFLICT]),
+    "open without gh": (["main", "--open"], [NO_GH, "after the push, run: gh pr create --repo ", "--head "]),
+    "push flags need onto": (None, ["--push-to work only with --onto URL REF"]),
+}
 
 
-def test_conflict_is_named_and_nothing_is_pushed(kit: Kit, upstream: Path, fork: Path, identity: Env) -> None:
-    proc = pr(kit, identity, "--onto", str(upstream), "conflicting", "--push-to", str(fork))
-    assert proc.returncode == 2, proc.stdout + proc.stderr
-    said = "0001-rope-2d-cos-sin.patch conflicts with upstream: vllm_omni/diffusion/layers/rope.py hunk #1"
-    assert said in proc.stderr and "Traceback" not in proc.stderr
-    assert branches(fork) == [] and not (kit.root / ".work/pr").exists()
-
-
-def test_open_without_gh_refuses_before_pushing(kit: Kit, upstream: Path, fork: Path, identity: Env) -> None:
+@pytest.mark.parametrize("case", REFUSALS)
+def test_a_refusal_pushes_nothing(kit: Kit, upstream: Path, fork: Path, identity: Env, case: str) -> None:
+    onto, said = REFUSALS[case]
     assert shutil.which("gh", path=identity["PATH"]) is None
-    proc = pr(kit, identity, "--onto", str(upstream), "main", "--push-to", str(fork), "--open")
-    assert proc.returncode == 2 and "cannot open the PR: gh is not installed; nothing was made or pushed" in proc.stderr
-    assert "after the push, run: gh pr create --repo " in proc.stderr and "--head " in proc.stderr  # the command
-    assert branches(fork) == [] and not (kit.root / ".work/pr").exists()
+    proc = pr(kit, identity, *(["--onto", str(upstream), *onto] if onto else []), "--push-to", str(fork))
+    assert proc.returncode == 2 and all(line in proc.stderr for line in said), proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr and branches(fork) == [] and not (kit.root / ".work/pr").exists()
 
 
-def test_push_flags_need_onto(kit: Kit, identity: Env, fork: Path) -> None:
-    proc = pr(kit, identity, "--push-to", str(fork))
-    assert proc.returncode == 2 and "--push-to work only with --onto URL REF" in proc.stderr
-    assert branches(fork) == []
-
-
-def test_foreign_folder_in_the_clone_place_is_refused(kit: Kit, upstream: Path, identity: Env) -> None:
+def test_onto_without_push_to_leaves_nothing_remote(kit: Kit, upstream: Path, fork: Path, identity: Env) -> None:
+    # first, a folder of the user's own where the kit's clone goes is refused
     mine = kit.root / ".work/upstream"
     mine.mkdir()
     (mine / "notes.txt").write_text("mine")
     proc = pr(kit, identity, "--onto", str(upstream), "main")
     assert proc.returncode == 2 and ".work/upstream exists and was not made by the kit" in proc.stderr
     assert (mine / "notes.txt").read_text() == "mine"
+    shutil.rmtree(mine)
+    proc = pr(kit, identity, "--onto", str(upstream), "main")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "nothing pushed" in proc.stdout and "gh pr create" not in proc.stdout and branches(fork) == []
+    assert (mine / ".git/kit-upstream-clone").is_file()
+    assert re.fullmatch(r"pr/v\d+", git("branch", "--show-current", cwd=mine).strip())
+    main = git("rev-parse", "main", cwd=upstream).strip()
+    # one upstream-form commit per patch, on main
+    assert git("rev-parse", f"HEAD~{len(load_series(kit.patches))}", cwd=mine).strip() == main

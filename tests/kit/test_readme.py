@@ -31,11 +31,8 @@ def test_readme_tables_are_up_to_date() -> None:
     assert stale(README.replace("<!-- end table rules -->", ""), EXPECTED) == ["rules"]  # a table without its markers
 
 
-def test_the_one_markdown_table_keeps_a_bar_inside_its_cell() -> None:
+def test_every_markdown_table_of_the_kit_goes_through_the_one_that_keeps_a_bar_inside_its_cell() -> None:
     assert markdown_table(["#", "what"], [(1, "a|b"), (2, "")]) == "| # | what |\n|---|---|\n| 1 | a\\|b |\n| 2 |  |"
-
-
-def test_every_markdown_table_of_the_kit_goes_through_report_markdown_table() -> None:
     own = [
         str(p.relative_to(KIT_ROOT))
         for p in sorted((KIT_ROOT / "scripts").rglob("*.py"))
