@@ -61,17 +61,20 @@ def put(root: Path, files: dict[str, str | bytes]) -> None:
         (root / name).write_bytes(data if isinstance(data, bytes) else data.encode())
 
 
-def steps(*actions: dict[str, str | bytes] | tuple[str, ...] | str) -> Setup:
-    """In order: files written into the checkout (a dict), a git command in it (a tuple), a kit command (a str)."""
+def steps(*actions: dict[str, str | bytes] | tuple[str, ...] | str | Setup) -> Setup:
+    """In order: files written into the checkout (a dict), a git command in it (a tuple), a kit command (a str),
+    another setup (a callable)."""
 
-    def setup(kit: Kit, _tmp: Path) -> None:
+    def setup(kit: Kit, tmp_path: Path) -> None:
         for action in actions:
             if isinstance(action, dict):
                 put(kit.checkout, action)
             elif isinstance(action, tuple):
                 kit.git(*action)
-            else:
+            elif isinstance(action, str):
                 kit.run(action, check=True)
+            else:
+                action(kit, tmp_path)
 
     return setup
 
