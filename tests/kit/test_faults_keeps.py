@@ -148,10 +148,6 @@ def crlf_file(lines: int) -> Setup:
     return commit(script, "[NPU] A CRLF script\n\nWhy.", "bat", "refresh")
 
 
-def lookalike(body: str) -> Setup:
-    return commit({"vllm_omni/extra.py": "x = 1\n"}, f"[NPU] Extra\n\n{body}", "extra")
-
-
 def config(key: str, value: str) -> Setup:
     return steps(("config", key, value))
 
@@ -164,11 +160,11 @@ signoff = config("format.signOff", "true")
 autocrlf = config("core.autocrlf", "true")
 stash = steps({"vllm_omni/attn.py": "half a thought\n"}, ("stash", "-q"))
 latin1_file = commit({"vllm_omni/legacy.txt": "caf\xe9\n".encode("latin-1")}, "[NPU] Legacy\n\nWhy.", "legacy")
-rst_underline = commit(
-    {"guides/npu.rst": "NPU\n=======\n\nHow to run it.\n"}, "[Doc] NPU page\n\nWhy this change.", "npu-doc"
-)
-lookalike_in_body = lookalike("See the doc.\nKit-Patch: x\nmore text.")
-new_commit = commit({"vllm_omni/extra.py": "x = 1\n"}, "[NPU] Extra\n\nWhy this change.", "extra")
+rst_underline = commit({"guides/npu.rst": "NPU\n=======\n\nHow to run it.\n"}, "[Doc] NPU page\n\nWhy.", "npu-doc")
+EXTRA = {"vllm_omni/extra.py": "x = 1\n"}
+lookalike_in_body = commit(EXTRA, "[NPU] Extra\n\nSee the doc.\nKit-Patch: x\nmore text.", "extra")
+lookalike_paragraph = commit(EXTRA, "[NPU] Extra\n\nKit-Patch: x", "extra")
+new_commit = commit(EXTRA, "[NPU] Extra\n\nWhy this change.", "extra")
 
 ROWS = [
     # 7: what the kit did not make, it keeps
@@ -202,7 +198,7 @@ ROWS = [
     Row("crlf-file-60-lines-apply", crlf_file(60), "apply", 0, "[4/4]"),
     Row("crlf-file-2-lines-refresh-again", crlf_file(2), "refresh", 0, "patches/ unchanged"),
     Row("trailer-lookalike-in-body", lookalike_in_body, "refresh", 0, "0004-extra.patch: new", patches_kept=False),
-    Row("trailer-lookalike-paragraph", lookalike("Kit-Patch: x"), "refresh", 0, "0004-extra.patch: new", False),
+    Row("trailer-lookalike-paragraph", lookalike_paragraph, "refresh", 0, "0004-extra.patch: new", False),
     Row("rst-underline-is-text", rst_underline, "refresh", 0, "0004-npu-doc.patch: new", patches_kept=False),
     Row("latin1-file-refused-with-travelling-advice", latin1_file, "refresh", 2, "tree's own .gitattributes"),
     # recovery
@@ -287,9 +283,7 @@ def popen(kit: Kit, *args: str, **options: object) -> subprocess.Popen[str]:
                             env={**os.environ, "CI": ""}, **streams)  # fmt: skip
 
 
-# ---- 8: a command works on the inputs it holds the lock for --------------------------------
-
-
+# ---- 8: a command works on the inputs it holds the lock for
 def test_an_apply_that_waited_for_a_refresh_applies_the_new_series(kit3: Kit) -> None:
     """apply started while the lock is held; the series changes meanwhile (as the refresh it waited for writes
     it); once it has the lock, apply must build the new series, not the one it would have read before."""
@@ -310,9 +304,7 @@ def test_an_apply_that_waited_for_a_refresh_applies_the_new_series(kit3: Kit) ->
     assert "Kit-Patch: extra" in kit3.git("log", "-1", "--format=%B")
 
 
-# ---- 10: output failures are output failures ----------------------------------------------------
-
-
+# ---- 10: output failures are output failures
 @pytest.mark.parametrize("where", ["dev-full", "closed-pipe"])
 def test_an_output_failure_is_said_as_such_and_the_work_is_whole(kit3: Kit, where: str) -> None:
     new_commit(kit3, Path())
@@ -343,14 +335,11 @@ def test_an_apply_into_a_full_stdout_finishes_its_work(kit3: Kit) -> None:
     assert kit3.run("lint").returncode in (0, 1)  # the checkout is whole: lint works on it
 
 
-# ---- kill -9 of the whole process group, at drawn moments --------------------------------------
-
-
+# ---- kill -9 of the whole process group, at drawn moments
 @pytest.mark.parametrize("fraction", [0.1, 0.3, 0.5, 0.7, 0.9])
 def test_a_refresh_killed_outright_is_healed_by_the_next(kit3: Kit, fraction: float) -> None:
-    """refresh that folds a fixup (a rebase of its own) killed with SIGKILL, kit and gits at once, at a drawn
-    fraction of its run time: the next refresh undoes or records what it left (no paused rebase, no lock of
-    its own) and writes exactly what an uninterrupted refresh writes."""
+    """refresh folding a fixup (a rebase of its own), its process group SIGKILLed at a fraction of its run time: the
+    next refresh undoes or records what it left and writes exactly what an uninterrupted refresh writes."""
     target = kit3.git("log", "--format=%H", "-1", "--grep=Kit-Patch: fix-ten").strip()
     rope = kit3.checkout / "vllm_omni/layers/rope.py"
     rope.write_text(rope.read_text().replace("line 30\n", "line 30 changed\n"), encoding="utf-8")
@@ -384,9 +373,7 @@ def test_a_refresh_killed_outright_is_healed_by_the_next(kit3: Kit, fraction: fl
     assert "patches/ unchanged" in kit3.run("refresh").stdout
 
 
-# ---- pure parts ------------------------------------------------------------------------------
-
-
+# ---- pure parts
 @pytest.mark.parametrize(
     ("rest", "names"),
     [('"a/\\303\\274.py" "b/\\303\\274.py"', ("ü.py", "ü.py")), ("a/x b/c.py b/x b/c.py", ("x b/c.py", "x b/c.py")),

@@ -208,9 +208,7 @@ def test_refresh_fault_row(row: Row, kit3: Kit, tmp_path: Path) -> None:
     left_as_found(kit3, found)
 
 
-# ---- the fixes the rows name do finish the job -----------------------------------------
-
-
+# ---- the fixes the rows name do finish the job
 def test_squash_then_the_named_drop_keeps_one_identity(kit3: Kit) -> None:
     squash_0003_into_0002(kit3, Path())
     out = kit3.run("refresh", "--drop", "double-attn", check=True).stdout
@@ -276,8 +274,7 @@ def test_each_fold_kind_lands_in_its_patch(kit3: Kit, kind: str) -> None:
     assert "patches/ unchanged" in kit3.run("refresh", check=True).stdout
 
 
-# ---- round trip: an invariant over messages, not a list of cases ----------------------
-
+# ---- round trip: an invariant over messages, not a list of cases
 MESSAGES = [
     "[NPU] Extra\n\nWhy.\n---\nMore.",
     "[NPU] Extra\n\nWhy.\ndiff --git a/x b/x\nMore.",
@@ -307,8 +304,7 @@ def test_a_message_survives_the_loop_or_refresh_refuses(kit3: Kit, body: str, tm
     assert kit3.git("cat-file", "commit", "HEAD").split("\n\n", 1)[1] == body + TRAILERS
 
 
-# ---- endings: a signal while the kit's rebase is paused or its scratch tree exists ------
-
+# ---- endings: a signal while the kit's rebase is paused or its scratch tree exists
 PAUSE_THE_REBASE = """
 import scripts.gitcmd as g
 real = g.run
@@ -360,9 +356,7 @@ def test_real_ctrl_c_leaves_no_rebase(kit3: Kit) -> None:
     assert kit3.run("refresh").returncode == 0
 
 
-# ---- the pure parts, case by case ------------------------------------------------------
-
-
+# ---- the pure parts, case by case
 @pytest.mark.parametrize(
     ("subject", "fold"),
     [
