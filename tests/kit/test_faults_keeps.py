@@ -16,16 +16,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import Kit, commit_patch
+from conftest import AUTHOR, Kit, clone, commit_patch, rope_with
 from test_faults import new_upstream, one_line_error, snapshot
 from test_faults_apply import pin_files
 
 from scripts import worklock
 from scripts.diffparse import git_names, parse, unquoted
+from scripts.gitcmd import git
 from scripts.series import squashed_slugs, strip_kit_trailers, trailer_values
 
 Setup = Callable[[Kit, Path], dict[str, str] | None]  # may return environment variables for the run
 IDEA = {".idea/workspace.xml": "<project/>\n"}
+ATTN, ROPE = "vllm_omni/attn.py", "vllm_omni/layers/rope.py"
 
 
 @dataclass(frozen=True)
@@ -146,6 +148,32 @@ odd_names = commit(ODD_NAMES, "[NPU] Odd names\n\nWhy this change.", "odd-names"
 def crlf_file(lines: int) -> Setup:
     script = {"tools/run.bat": b"".join(b"echo line %d\r\n" % i for i in range(lines))}
     return commit(script, "[NPU] A CRLF script\n\nWhy.", "bat", "refresh")
+
+
+def sha_of(kit: Kit, slug: str) -> str:
+    return kit.git("log", "-1", "--format=%H", f"--grep=^Kit-Patch: {slug}$", "pristine..HEAD").strip()
+
+
+def fixup(slug: str, edits: dict[str, str], kind: str = "fixup", *, add: bool = False) -> Setup:
+    """`git commit --fixup=<commit>` (or --squash / --fixup=amend:) aimed at slug's commit; add: new files too."""
+
+    def setup(kit: Kit, _tmp: Path) -> None:
+        put(kit.checkout, edits)
+        if add:
+            kit.git("add", "-A")
+        target = sha_of(kit, slug)
+        option = {"fixup": f"--fixup={target}", "squash": f"--squash={target}", "amend": f"--fixup=amend:{target}"}
+        git("commit", "-qa", option[kind], *(["-m", "more"] if kind == "squash" else []), cwd=kit.checkout,
+            env={**AUTHOR, "GIT_EDITOR": "sed -i 's/^Why this change.$/Why, amended./'"})  # fmt: skip
+
+    return setup
+
+
+PAUSED = ("rebase-merge", "rebase-apply", "MERGE_HEAD", "CHERRY_PICK_HEAD")
+
+
+def paused(kit: Kit) -> list[str]:
+    return [e for e in PAUSED if (kit.checkout / ".git" / e).exists()]
 
 
 def config(key: str, value: str) -> Setup:
@@ -287,17 +315,13 @@ def popen(kit: Kit, *args: str, **options: object) -> subprocess.Popen[str]:
 def test_an_apply_that_waited_for_a_refresh_applies_the_new_series(kit3: Kit) -> None:
     """apply started while the lock is held; the series changes meanwhile (as the refresh it waited for writes
     it); once it has the lock, apply must build the new series, not the one it would have read before."""
-    new_commit(kit3, Path())
-    assert kit3.run("refresh").returncode == 0
-    four = snapshot(kit3.patches)
-    series = (kit3.patches / "series").read_text(encoding="utf-8")
-    (kit3.patches / "series").write_text(series.replace("0004-extra.patch\n", ""), encoding="utf-8")
-    (kit3.patches / "0004-extra.patch").unlink()
-    assert kit3.run("apply", "--force").returncode == 0  # the checkout: three patches
+    twin = clone(kit3, kit3.root.parent / "twin" / "kit")
+    new_commit(twin, Path())
+    twin.run("refresh", check=True)  # its patches/: what the refresh apply waits for writes
     with worklock.locked(kit3.locks / f"{kit3.checkout.name}.lock", stamp="pid 4242 (kit refresh)", wait_s=0):
         waiting = popen(kit3, "apply")
         assert "waiting for .work/vllm-omni" in waiting.stdout.readline()
-        put(kit3.patches, four)
+        put(kit3.patches, snapshot(twin.patches))
     out, err = waiting.communicate(timeout=120)
     assert waiting.returncode == 0, out + err
     assert "[4/4]" in out and "0004-extra.patch" in out, out
@@ -340,22 +364,11 @@ def test_an_apply_into_a_full_stdout_finishes_its_work(kit3: Kit) -> None:
 def test_a_refresh_killed_outright_is_healed_by_the_next(kit3: Kit, fraction: float) -> None:
     """refresh folding a fixup (a rebase of its own), its process group SIGKILLed at a fraction of its run time: the
     next refresh undoes or records what it left and writes exactly what an uninterrupted refresh writes."""
-    target = kit3.git("log", "--format=%H", "-1", "--grep=Kit-Patch: fix-ten").strip()
-    rope = kit3.checkout / "vllm_omni/layers/rope.py"
-    rope.write_text(rope.read_text().replace("line 30\n", "line 30 changed\n"), encoding="utf-8")
-    kit3.git("commit", "-qa", f"--fixup={target}")
-    start, patches_before = kit3.git("rev-parse", "HEAD").strip(), snapshot(kit3.patches)
-    state_file = kit3.checkout / ".git/kit-state.json"
-    state_before = state_file.read_bytes()
+    fixup("fix-ten", {ROPE: rope_with({10: "line 10 fixed", 20: "line 20 fixed", 30: "line 30 changed"})})(kit3, Path())
+    twin = clone(kit3, kit3.root.parent / "twin" / "kit")  # the same checkout, patches/ and state: refreshed whole
     started = time.monotonic()
-    kit3.spawn("refresh", check=True)
+    twin.spawn("refresh", check=True)
     took = time.monotonic() - started
-    done = snapshot(kit3.patches)
-    kit3.git("reset", "-q", "--hard", start)  # the same checkout, patches/ and state as before that refresh
-    for name in done.keys() - patches_before.keys():
-        (kit3.patches / name).unlink()
-    put(kit3.patches, patches_before)
-    state_file.write_bytes(state_before)
     proc = popen(kit3, "refresh", start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         proc.wait(timeout=fraction * took)
@@ -365,11 +378,10 @@ def test_a_refresh_killed_outright_is_healed_by_the_next(kit3: Kit, fraction: fl
     after = kit3.run("refresh")
     out = after.stdout + after.stderr
     assert after.returncode == 0 and "Traceback" not in out, out
-    paused = [e for e in ("rebase-merge", "rebase-apply", "CHERRY_PICK_HEAD") if (kit3.checkout / ".git" / e).exists()]
-    assert not paused, paused
+    assert paused(kit3) == []
     assert not list((kit3.checkout / ".git").glob("*.lock"))
     assert not list((kit3.checkout / ".git").glob("kit-git-running.*"))
-    assert snapshot(kit3.patches) == done
+    assert snapshot(kit3.patches) == snapshot(twin.patches)
     assert "patches/ unchanged" in kit3.run("refresh").stdout
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import AUTHOR, Kit, rope_with
 from test_faults import inject, one_line_error, snapshot
-from test_faults_keeps import commit, popen, put, steps
+from test_faults_keeps import ATTN, ROPE, commit, fixup, paused, popen, put, sha_of, steps
 
 from scripts.gitcmd import git
 from scripts.refresh import CONFLICT_MARKER, Commit, FoldError, first_difference, fold_of, plan_folds
@@ -23,32 +23,12 @@ from scripts.series import with_one_identity
 Setup = Callable[[Kit, Path], object]
 
 
-def sha_of(kit: Kit, slug: str) -> str:
-    return kit.git("log", "-1", "--format=%H", f"--grep=^Kit-Patch: {slug}$", "pristine..HEAD").strip()
-
-
-def fixup(slug: str, edits: dict[str, str], kind: str = "fixup", *, add: bool = False) -> Setup:
-    """`git commit --fixup=<commit>` (or --squash / --fixup=amend:) aimed at slug's commit; add: new files too."""
-
-    def setup(kit: Kit, _tmp: Path) -> None:
-        put(kit.checkout, edits)
-        if add:
-            kit.git("add", "-A")
-        target = sha_of(kit, slug)
-        option = {"fixup": f"--fixup={target}", "squash": f"--squash={target}", "amend": f"--fixup=amend:{target}"}
-        git("commit", "-qa", option[kind], *(["-m", "more"] if kind == "squash" else []), cwd=kit.checkout,
-            env={**AUTHOR, "GIT_EDITOR": "sed -i 's/^Why this change.$/Why, amended./'"})  # fmt: skip
-
-    return setup
-
-
 def squash_0003_into_0002(kit: Kit, _tmp: Path) -> None:
     """`git rebase -i pristine`, the third pick made a squash, the messages kept as git joins them."""
     git("rebase", "-q", "-i", "pristine", cwd=kit.checkout,
         env={**AUTHOR, "GIT_SEQUENCE_EDITOR": "sed -i '3s/^pick/squash/'", "GIT_EDITOR": "true"})  # fmt: skip
 
 
-ATTN, ROPE = "vllm_omni/attn.py", "vllm_omni/layers/rope.py"
 TRIPLE = {ATTN: "def attend(q):\n    return q * 3\n"}
 PRISTINE_ATTN = "def attend(q):\n    return q\n"
 EXTRA = {"vllm_omni/extra.py": "x = 1\n"}
@@ -180,13 +160,6 @@ ROWS = [
         "carries Kit-Patch: twenty, so its name is 0002-twenty.patch -- rename it back: git mv"),
     Row("renamed-patch-apply", renamed_patch, "so its name is 0002-twenty.patch", "apply"),
 ]  # fmt: skip
-
-
-PAUSED = ("rebase-merge", "rebase-apply", "MERGE_HEAD", "CHERRY_PICK_HEAD")
-
-
-def paused(kit: Kit) -> list[str]:
-    return [e for e in PAUSED if (kit.checkout / ".git" / e).exists()]
 
 
 def as_found(kit: Kit) -> tuple[dict[str, bytes], str]:
