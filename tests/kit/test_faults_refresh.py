@@ -23,14 +23,19 @@ from scripts.series import with_one_identity
 Setup = Callable[[Kit, Path], object]
 
 
+def rebase_i(kit: Kit, todo_editor: str, *flags: str) -> None:
+    """The user's `git rebase -i pristine`, the todo edited by todo_editor, messages kept as git joins them."""
+    git("rebase", "-q", "-i", *flags, "pristine", cwd=kit.checkout,
+        env={**AUTHOR, "GIT_SEQUENCE_EDITOR": todo_editor, "GIT_EDITOR": "true"})  # fmt: skip
+
+
 def squash_0003_into_0002(kit: Kit, _tmp: Path) -> None:
-    """`git rebase -i pristine`, the third pick made a squash, the messages kept as git joins them."""
-    git("rebase", "-q", "-i", "pristine", cwd=kit.checkout,
-        env={**AUTHOR, "GIT_SEQUENCE_EDITOR": "sed -i '3s/^pick/squash/'", "GIT_EDITOR": "true"})  # fmt: skip
+    rebase_i(kit, "sed -i '3s/^pick/squash/'")
 
 
 TRIPLE = {ATTN: "def attend(q):\n    return q * 3\n"}
-PRISTINE_ATTN = "def attend(q):\n    return q\n"
+UNDONE = {"double-attn": {ATTN: "def attend(q):\n    return q\n"}, "twenty": {ROPE: rope_with({10: "line 10 fixed"})}}
+undo = {slug: fixup(slug, edits) for slug, edits in UNDONE.items()}  # a fixup that makes slug's patch empty
 EXTRA = {"vllm_omni/extra.py": "x = 1\n"}
 TRAILERS = "\n\nUpstream-Status: Pending\nKit-Patch: extra\n"
 fix_ten_again = fixup("fix-ten", {ROPE: rope_with({10: "line 10 fixed twice", 20: "line 20 fixed"})})
@@ -109,7 +114,6 @@ class Row:
     args: str = "refresh"
 
 
-TEN = {ROPE: rope_with({10: "line 10 fixed"})}  # 0002's change undone
 ROWS = [
     # 1. a squash of two patches is named, with the one --drop that finishes it
     Row("squash-two-patches", squash_0003_into_0002,
@@ -118,10 +122,9 @@ ROWS = [
         "refresh --drop twenty --drop double-attn"),
     Row("squash-not-lacking", squash_0003_into_0002, "(keeps twenty, whose subject it has)"),
     # 2. a patch that became empty: one line, one --drop, no paused rebase
-    Row("fixup-reverts-last-patch", fixup("double-attn", {ATTN: PRISTINE_ATTN}),
-        "patch double-attn became empty: commit"),
-    Row("fixup-reverts-middle-patch", fixup("twenty", TEN), "patch twenty became empty"),
-    Row("empty-fixup-the-drop-it-names", fixup("twenty", TEN), "-- leave it out: nox -s refresh -- --drop twenty"),
+    Row("fixup-reverts-last-patch", undo["double-attn"], "patch double-attn became empty: commit"),
+    Row("fixup-reverts-middle-patch", undo["twenty"], "patch twenty became empty"),
+    Row("empty-fixup-the-drop-it-names", undo["twenty"], "-- leave it out: nox -s refresh -- --drop twenty"),
     Row("allow-empty-commit", empty_commit_new_slug, "patch later became empty"),
     Row("allow-empty-two-slugs", empty_commit_two_slugs, "became empty: commit"),
     Row("allow-empty-two-slugs-fix", empty_commit_two_slugs,
@@ -201,8 +204,7 @@ def test_squash_keeping_the_other_identity(kit3: Kit) -> None:
 
 @pytest.mark.parametrize("slug", ["double-attn", "twenty"])
 def test_an_empty_patch_goes_with_the_named_drop(kit3: Kit, slug: str) -> None:
-    edits = {"double-attn": {ATTN: PRISTINE_ATTN}, "twenty": {ROPE: rope_with({10: "line 10 fixed"})}}[slug]
-    fixup(slug, edits)(kit3, Path())
+    undo[slug](kit3, Path())
     out = kit3.run("refresh", "--drop", slug, check=True).stdout
     assert "dropped" in out and not list(kit3.patches.glob(f"*-{slug}.patch"))
     assert len(kit3.git("rev-list", "pristine..HEAD").split()) == 2  # the checkout lost the empty commit too
@@ -230,8 +232,7 @@ def test_a_fold_named_by_commit_lands_there(kit3: Kit) -> None:
 def test_git_autosquash_alone_would_fold_into_the_wrong_patch(kit3: Kit) -> None:
     """Why the kit plans folds itself: git matches `fixup! <subject>` to the FIRST such subject, with exit 0."""
     same_subject_patch(kit3, Path())
-    git("rebase", "-q", "-i", "--autosquash", "pristine", cwd=kit3.checkout,
-        env={**AUTHOR, "GIT_SEQUENCE_EDITOR": "true", "GIT_EDITOR": "true"})  # fmt: skip
+    rebase_i(kit3, "true", "--autosquash")
     assert "extra2.py" in kit3.git("show", "--format=", "--name-only", sha_of(kit3, "twenty"))  # the wrong patch
 
 
