@@ -52,10 +52,10 @@ def offer(tmp_path: Path, files: dict[str, str], version: str = "0.2.0") -> str:
     return digests[f"vllm_omni-{version}-py3-none-any.whl"]
 
 
-def rebase(kit: Kit, tmp_path: Path, *args: str) -> CompletedProcess[str]:
+def rebase(kit: Kit, tmp_path: Path, *args: str, check: bool = False) -> CompletedProcess[str]:
     """`rebase ARGS` with pip (and the kit's digest look-up) pointed at the local index only."""
     index = {"PIP_INDEX_URL": (tmp_path / "index").as_uri(), "PIP_EXTRA_INDEX_URL": "", "PIP_FIND_LINKS": ""}
-    return kit.run("rebase", *args, env=index)
+    return kit.run("rebase", *args, env=index, check=check)
 
 
 def outcomes(kit: Kit, target: str) -> dict[str, dict[str, str]]:
@@ -71,8 +71,7 @@ def test_all_apply_and_checkout_untouched(kit2: Kit, tmp_path) -> None:
     offer(tmp_path, SHIFTED)
     state = (kit2.checkout / ".git/kit-state.json").read_bytes()
     head = kit2.git("rev-parse", "HEAD")
-    proc = rebase(kit2, tmp_path, "0.2.0")
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    proc = rebase(kit2, tmp_path, "0.2.0", check=True)
     rows = [line.split()[:3] for line in proc.stdout.splitlines() if line[:1].isdigit()]
     assert rows == [["1", "0001-fix-ten.patch", "offset"], ["2", "0002-double-attn.patch", "clean"]]
     got = outcomes(kit2, "0.2.0")
@@ -97,8 +96,7 @@ def test_conflict_named_with_file_and_hunk_rest_still_tried(kit2: Kit, tmp_path)
 def test_already_upstream_and_fuzz(kit2: Kit, tmp_path) -> None:
     offer(tmp_path, {**SMALL_UPSTREAM, "vllm_omni/attn.py": "def attend(q):\n    return q * 2\n",
                                 "vllm_omni/layers/rope.py": rope_with({7: "line 7 moved upstream"})})  # fmt: skip
-    proc = rebase(kit2, tmp_path, "0.2.0")
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rebase(kit2, tmp_path, "0.2.0", check=True)
     got = outcomes(kit2, "0.2.0")
     assert got["0002-double-attn.patch"]["outcome"] == "upstream-verbatim"
     assert got["0001-fix-ten.patch"]["outcome"] == "fuzz"
@@ -106,13 +104,11 @@ def test_already_upstream_and_fuzz(kit2: Kit, tmp_path) -> None:
 
 def test_move_pin_then_series_is_byte_stable(kit2: Kit, tmp_path) -> None:
     digest = offer(tmp_path, SHIFTED)
-    proc = rebase(kit2, tmp_path, "0.2.0", "--move")
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rebase(kit2, tmp_path, "0.2.0", "--move", check=True)
     pin = parse_pin(pin_text(kit2))
     assert (pin.version, pin.wheel_sha256, pin.git_tag, pin.git_commit) == ("0.2.0", digest, "v0.2.0", "")
     assert "@@ -8,7 +8,7 @@ line 6" in (kit2.patches / "0001-fix-ten.patch").read_text()  # refreshed context
-    applied = kit2.run("apply", env={"CI": "true"})  # strict: no offsets left
-    assert applied.returncode == 0, applied.stdout + applied.stderr
+    kit2.run("apply", env={"CI": "true"}, check=True)  # strict: no offsets left
     before = {p.name: p.read_bytes() for p in kit2.patches.iterdir()}
     assert "patches/ unchanged" in kit2.run("refresh", check=True).stdout
     assert {p.name: p.read_bytes() for p in kit2.patches.iterdir()} == before
@@ -123,8 +119,7 @@ def test_cached_target_wheel_is_checked_and_pin_takes_the_registry_digest(kit2: 
     good = (tmp_path / "index/vllm-omni" / WHEEL_020).read_bytes()
     cached = kit2.root / ".work/downloads" / WHEEL_020
     cached.write_bytes(good[: len(good) // 2])  # a truncated download left in the cache
-    proc = rebase(kit2, tmp_path, "0.2.0", "--move")
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    proc = rebase(kit2, tmp_path, "0.2.0", "--move", check=True)
     assert f".work/downloads/{WHEEL_020} fails its sha256: set aside as" in proc.stdout
     assert "Traceback" not in proc.stderr
     assert cached.read_bytes() == good  # fetched again
@@ -150,16 +145,15 @@ def test_baseline_fails_only_on_new_conflicts(kit2: Kit, tmp_path) -> None:
     assert first.returncode == 1 and "newly conflicting since no-earlier-run.json: 0001-fix-ten.patch" in first.stdout
     baseline = tmp_path / "last-week.json"
     baseline.write_bytes((kit2.root / ".work/rebase/drift.json").read_bytes())
-    again = rebase(kit2, tmp_path, *watch, str(baseline))
-    assert again.returncode == 0, again.stdout + again.stderr  # the same conflict as last week: reported, not failed
+    # the same conflict as last week: reported, not failed
+    again = rebase(kit2, tmp_path, *watch, str(baseline), check=True)
     assert "conflict" in again.stdout and "newly conflicting" not in again.stdout
 
 
 def test_latest_is_the_newest_release_on_the_index(kit2: Kit, tmp_path) -> None:
     offer(tmp_path, SMALL_UPSTREAM, version="0.2.0")
     offer(tmp_path, SMALL_UPSTREAM, version="0.10.0")
-    proc = rebase(kit2, tmp_path, "latest")
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    proc = rebase(kit2, tmp_path, "latest", check=True)
     assert "latest release of vllm-omni on the package index: 0.10.0" in proc.stdout
     assert json.loads((kit2.root / ".work/rebase/latest.json").read_text())["target"]["version"] == "0.10.0"
 
