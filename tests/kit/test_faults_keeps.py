@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import AUTHOR, Kit, clone, commit_patch, rope_with
+from conftest import AUTHOR, Kit, clone, rope_with
 from test_faults import new_upstream, one_line_error, snapshot
 from test_faults_apply import pin_files
 
@@ -47,9 +47,8 @@ def users_things(kit: Kit) -> dict[str, bytes | str]:
         for path in sorted((kit.checkout / folder).rglob("*")):
             if path.is_file():
                 found[str(path.relative_to(kit.checkout))] = path.read_bytes()
-    if (kit.checkout / ".git").is_dir():
-        found["refs"] = kit.git("for-each-ref", "--format=%(refname) %(objectname)", "refs/heads/keep",
-                                "refs/tags/mine", "refs/notes")  # fmt: skip
+    found["refs"] = kit.git("for-each-ref", "--format=%(refname) %(objectname)", "refs/heads/keep", "refs/tags/mine",
+                            "refs/notes")  # fmt: skip
     return found
 
 
@@ -132,14 +131,13 @@ def ignored_clash(kit: Kit, tmp_path: Path) -> None:
     pin_files(kit, tmp_path, {"vllm_omni/extra.py": b"upstream's\n"})
 
 
-def merge(kit: Kit, _tmp: Path) -> None:
-    """A side branch off HEAD~1 with one patch commit, merged --no-ff into series (both with trailers)."""
-    kit.git("checkout", "-q", "-b", "side", "HEAD~1")
-    commit_patch(kit.checkout, {"vllm_omni/side.py": "y = 2\n"}, "[NPU] Side", "side")
-    kit.git("checkout", "-q", "series")
-    kit.git("merge", "-q", "--no-ff", "-m", "Merge side\n\nUpstream-Status: Pending\nKit-Patch: merged", "side")
-
-
+# a side branch off HEAD~1 with one patch commit, merged --no-ff into series (both with trailers)
+merge = steps(
+    ("checkout", "-q", "-b", "side", "HEAD~1"),
+    commit({"vllm_omni/side.py": "y = 2\n"}, "[NPU] Side\n\nWhy this change.", "side"),
+    ("checkout", "-q", "series"),
+    ("merge", "-q", "--no-ff", "-m", "Merge side\n\nUpstream-Status: Pending\nKit-Patch: merged", "side"),
+)
 ODD_NAMES = {"vllm_omni/ü.py": "u = 1\n", "vllm_omni/a b.py": "s = 1\n", 'vllm_omni/q"t.py': "q = 1\n",
              "vllm_omni/x b/c.py": "c = 1\n"}  # fmt: skip
 odd_names = commit(ODD_NAMES, "[NPU] Odd names\n\nWhy this change.", "odd-names", "refresh")

@@ -40,11 +40,14 @@ EXTRA = {"vllm_omni/extra.py": "x = 1\n"}
 TRAILERS = "\n\nUpstream-Status: Pending\nKit-Patch: extra\n"
 fix_ten_again = fixup("fix-ten", {ROPE: rope_with({10: "line 10 fixed twice", 20: "line 20 fixed"})})
 # 0002 again, new files, and a fixup aimed at it by commit (it would apply anywhere)
-same_subject_patch = steps(commit(EXTRA, "[NPU] Twenty\n\nWhy this change.", "twenty-again"),
-                           fixup("twenty-again", {"vllm_omni/extra2.py": "x = 2\n"}, add=True))  # fmt: skip
+same_subject_patch = steps(
+    commit(EXTRA, "[NPU] Twenty\n\nWhy this change.", "twenty-again"),
+    fixup("twenty-again", {"vllm_omni/extra2.py": "x = 2\n"}, add=True),
+)
 # a fourth patch whose subject 0003's subject prefixes, and a fixup aimed at 0003 by commit
-prefix_subject_patch = steps(commit(EXTRA, "[NPU] Double attention twice\n\nWhy this change.", "double-twice"),
-                             fixup("double-attn", TRIPLE))  # fmt: skip
+prefix_subject_patch = steps(
+    commit(EXTRA, "[NPU] Double attention twice\n\nWhy this change.", "double-twice"), fixup("double-attn", TRIPLE)
+)
 fold_naming_nothing = steps(TRIPLE, ("commit", "-qam", "fixup! [NPU] Something else entirely"))
 EMPTY = ("commit", "-q", "--allow-empty", "-m")
 empty_commit_new_slug = steps((*EMPTY, "[NPU] Nothing yet\n\nUpstream-Status: Pending\nKit-Patch: later"))
