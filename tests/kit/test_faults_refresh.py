@@ -16,6 +16,7 @@ from conftest import AUTHOR, Kit, rope_with
 from test_faults import inject, one_line_error, snapshot
 from test_faults_keeps import ATTN, ROPE, commit, fixup, paused, popen, put, sha_of, steps
 
+from scripts import gitcmd, signals
 from scripts.gitcmd import git
 from scripts.refresh import CONFLICT_MARKER, Commit, FoldError, first_difference, fold_of, plan_folds
 from scripts.series import with_one_identity
@@ -362,13 +363,10 @@ def test_plan_folds_follows_the_commit_named_not_the_first_subject() -> None:
 
 
 def test_with_one_identity_keeps_both_texts_and_one_trailer_block() -> None:
-    squash = (
-        "[NPU] A\n\nWhy A.\n\nUpstream-Status: Pending\nKit-Patch: a\n\n"
-        "[NPU] B\n\nWhy B.\n\nUpstream-Status: Submitted [https://x/1]\nKit-Patch: b\n"
-    )
-    assert with_one_identity(squash, "b") == (
-        "[NPU] A\n\nWhy A.\n\n[NPU] B\n\nWhy B.\n\nUpstream-Status: Submitted [https://x/1]\nKit-Patch: b\n"
-    )
+    a, b = "[NPU] A\n\nWhy A.\n\n", "[NPU] B\n\nWhy B.\n\n"
+    b_trailers = "Upstream-Status: Submitted [https://x/1]\nKit-Patch: b\n"
+    squash = a + "Upstream-Status: Pending\nKit-Patch: a\n\n" + b + b_trailers
+    assert with_one_identity(squash, "b") == a + b + b_trailers
     assert with_one_identity(squash, "a").endswith("\n\nUpstream-Status: Pending\nKit-Patch: a\n")
 
 
@@ -405,21 +403,18 @@ def test_no_process_starts_while_refresh_holds_the_signals(kit3: Kit, monkeypatc
     """Ctrl-C goes to the whole process group: a git started while refresh swaps patches/ in and records the
     state would die of it, leaving patches/ new and the state old (the edit-loop model found it). So nothing
     in that stretch starts a process."""
-    import scripts.gitcmd
-    from scripts import signals
-
     started: list[list[str]] = []
-    real_spawn = scripts.gitcmd.spawn
+    real_spawn = gitcmd.spawn
 
     def spawn(argv: list[str], *args: object, **kwargs: object) -> subprocess.CompletedProcess[bytes]:
         if signals.holding():
             started.append(argv)
         return real_spawn(argv, *args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(scripts.gitcmd, "spawn", spawn)
+    monkeypatch.setattr(gitcmd, "spawn", spawn)
     fix_ten_again(kit3, Path())
     assert "0001-fix-ten.patch: updated" in kit3.run("refresh", check=True).stdout
     assert not signals.holding() and started == []
     with signals.held():  # the check bites: a git run inside the held stretch is seen
-        scripts.gitcmd.git("rev-parse", "HEAD", cwd=kit3.checkout)
+        git("rev-parse", "HEAD", cwd=kit3.checkout)
     assert len(started) == 1 and started[0][-2:] == ["rev-parse", "HEAD"]
