@@ -82,14 +82,7 @@ def fold_naming_pristine(kit: Kit, _tmp: Path) -> None:
 
 def message_patch(body: str) -> Setup:
     """A new patch whose message is exactly body + TRAILERS (no cleanup), as a user's editor could leave it."""
-
-    def setup(kit: Kit, tmp_path: Path) -> None:
-        put(kit.checkout, EXTRA)
-        put(tmp_path, {"msg.txt": body + TRAILERS})
-        kit.git("add", "-A")
-        kit.git("commit", "-q", "--cleanup=verbatim", "-F", str(tmp_path / "msg.txt"))
-
-    return setup
+    return steps(EXTRA, ("add", "-A"), ("commit", "-q", "--cleanup=verbatim", "-m", body + TRAILERS))
 
 
 def hand_edited_patch(kit: Kit, tmp_path: Path) -> None:
@@ -268,10 +261,10 @@ MESSAGES = [
 
 
 @pytest.mark.parametrize("body", MESSAGES, ids=range(len(MESSAGES)))
-def test_a_message_survives_the_loop_or_refresh_refuses(kit3: Kit, body: str, tmp_path: Path) -> None:
+def test_a_message_survives_the_loop_or_refresh_refuses(kit3: Kit, body: str) -> None:
     """Invariant 1: commit -> refresh -> apply -> commit gives the same message bytes, or refresh refuses
     naming the commit and the line, and writes nothing."""
-    message_patch(body)(kit3, tmp_path)
+    message_patch(body)(kit3, Path())
     before = snapshot(kit3.patches)
     proc = kit3.run("refresh")
     if proc.returncode != 0:
