@@ -1,11 +1,7 @@
 """The fault table of the kit's surface: e2e, pr, lint and the front door.
 
-Each row drives the real CLI (`python -m scripts ...`) on a small upstream with three
-patches applied and asserts the contract: the exit code, exactly one `kit: error:` line
-naming the thing and the fix, no traceback, nothing lost (patches/ byte-identical) and
-nothing made (no .work/pr, no pr/ branch, no evidence folder, no card lock). The
-e2e's option rows come from the rule table itself (see test_e2e_options.py for every
-option); the signal rows end a real e2e whose server is a real process.
+test_faults' contract (exit code, one line, no traceback, patches/ byte-identical), and nothing made (no .work/pr,
+no pr/ branch, no evidence folder). The signal rows end a real e2e whose server is a real process.
 """
 
 from __future__ import annotations
@@ -23,8 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import Kit, free_port, live_pids
-from test_faults import Row, interrupted_apply, new_upstream, one_line_error, snapshot
+from conftest import AUTHOR, Kit, free_port, live_pids
+from test_faults import Row, interrupted_apply, moved, nothing, one_line_error, replaced, run_row, snapshot
 
 from scripts import signals
 from scripts.gitcmd import git
@@ -32,23 +28,15 @@ from scripts.pr import onto
 
 RUFF = shutil.which("ruff", path=str(Path(sys.executable).parent)) or "ruff"
 # The user's git identity for pr (it signs off with it), given as git's own environment configuration.
-IDENTITY = (("GIT_CONFIG_COUNT", "2"), ("GIT_CONFIG_KEY_0", "user.name"), ("GIT_CONFIG_VALUE_0", "Ada Lovelace"),
-            ("GIT_CONFIG_KEY_1", "user.email"), ("GIT_CONFIG_VALUE_1", "ada@example.org"))  # fmt: skip
+IDENTITY = {"GIT_CONFIG_COUNT": "2", "GIT_CONFIG_KEY_0": "user.name", "GIT_CONFIG_VALUE_0": "Ada Lovelace"}
+IDENTITY |= {"GIT_CONFIG_KEY_1": "user.email", "GIT_CONFIG_VALUE_1": "ada@example.org"}
 
 
-def nothing(_kit: Kit, _tmp: Path) -> None:
-    return None
+# patches/ changed after the last apply: the checkout is no longer built from the series.
+PATCH_EDITED = replaced("patches/0003-double-attn.patch", b"Why this change.", b"Why this change, said better.")
 
 
-def patch_edited(kit: Kit, _tmp: Path) -> None:
-    """patches/ changed after the last apply: the checkout is no longer built from the series."""
-    path = kit.patches / "0003-double-attn.patch"
-    path.write_text(path.read_text().replace("Why this change.", "Why this change, said better."))
-
-
-def pin_moved(kit: Kit, tmp_path: Path) -> None:
-    """The pin names another release than the one the checkout was built from."""
-    new_upstream(kit, tmp_path, {19: "line 19 upstream"})
+PIN_MOVED = moved({19: "line 19 upstream"})  # another release than the one the checkout was built from
 
 
 COVER = "[NPU] Attend on Ascend\n\nWhy the series.\n\n## Notes for reviewers\n\n- none\n"
@@ -64,76 +52,79 @@ def for_pr(setup: Callable[[Kit, Path], None]) -> Callable[[Kit, Path], None]:
     return both
 
 
-def e2e(*args: str) -> tuple[str, ...]:
-    return ("e2e", "--standin", *args)
+PR = ("pr", "--ruff", RUFF)  # a tuple: RUFF is a path
+
+
+def e2e(options: str = "") -> str:
+    return f"e2e --standin {options}"
 
 
 ROWS = [
     # measured: option values that crashed or started a server first; every one stops before anything starts
-    Row("e2e-port-out-of-range", nothing, e2e("--port", "70000"), 2, "--port '70000' is not an integer from 1"),
-    Row("e2e-port-not-a-number", nothing, e2e("--port", "abc"), 2, "--port 'abc' is not an integer"),
-    Row("e2e-chunks-fraction", nothing, e2e("--chunks", "8.5"), 2, "--chunks '8.5' is not an integer >= 1"),
-    Row("e2e-width-negative", nothing, e2e("--width", "-64"), 2, "--width '-64' is not an integer multiple of 16"),
-    Row("e2e-width-zero", nothing, e2e("--width", "0"), 2, "pass --width an integer multiple of 16"),
-    Row("e2e-fps-zero", nothing, e2e("--fps", "0"), 2, "--fps '0' is not an integer from 1"),
+    Row("e2e-port-out-of-range", e2e("--port 70000"), "--port '70000' is not an integer from 1"),
+    Row("e2e-port-not-a-number", e2e("--port abc"), "--port 'abc' is not an integer"),
+    Row("e2e-chunks-fraction", e2e("--chunks 8.5"), "--chunks '8.5' is not an integer >= 1"),
+    Row("e2e-width-negative", e2e("--width -64"), "--width '-64' is not an integer multiple of 16"),
+    Row("e2e-width-zero", e2e("--width 0"), "pass --width an integer multiple of 16"),
+    Row("e2e-fps-zero", e2e("--fps 0"), "--fps '0' is not an integer from 1"),
     # the kit's own, from the same rules
-    Row("e2e-height-not-a-multiple", nothing, e2e("--height", "100"), 2, "the model works on 16-pixel patches"),
-    Row("e2e-timeout-nan", nothing, e2e("--health-timeout-s", "nan"), 2, "--health-timeout-s 'nan' is not a number"),
-    Row("e2e-lock-wait-infinite", nothing, e2e("--lock-wait-s", "1e309"), 2, "--lock-wait-s '1e309'"),
-    Row("e2e-band-env-inverted", nothing, e2e(), 2, "KIT_E2E_BAND: band '3167:2865' is not LO:HI",
-        (("KIT_E2E_BAND", "3167:2865"),)),
-    Row("e2e-cards-env-unclear", nothing, ("e2e",), 2, "KIT_E2E_CARDS: card list 'maybe' is not a comma-separated",
-        (("KIT_E2E_CARDS", "maybe"),)),
-    Row("e2e-client-unknown", nothing, e2e("--client", "mine"), 2, "--client 'mine' is not one of auto, upstream, kit"),
-    Row("e2e-abbreviated-flag", nothing, e2e("--chunk", "4"), 2, "unrecognized arguments: --chunk"),
-    Row("e2e-no-steady-chunk", nothing, e2e("--chunks", "4", "--warmup-chunks", "6"), 2,
-        "--chunks 4 leaves no steady chunk after --warmup-chunks 6"),
-    Row("e2e-server-url-not-ws", nothing, ("e2e", "--server-url", "http://h:1"), 2, "--server-url: server URL 'http://h:1'"),
+    Row("e2e-height-not-a-multiple", e2e("--height 100"), "the model works on 16-pixel patches"),
+    Row("e2e-timeout-nan", e2e("--health-timeout-s nan"), "--health-timeout-s 'nan' is not a number"),
+    Row("e2e-lock-wait-infinite", e2e("--lock-wait-s 1e309"), "--lock-wait-s '1e309'"),
+    Row(
+        "e2e-band-env-inverted", e2e(), "KIT_E2E_BAND: band '3167:2865' is not LO:HI", env={"KIT_E2E_BAND": "3167:2865"}
+    ),
+    Row(
+        "e2e-cards-env-unclear",
+        "e2e",
+        "KIT_E2E_CARDS: card list 'maybe' is not a comma-separated",
+        env={"KIT_E2E_CARDS": "maybe"},
+    ),
+    Row("e2e-client-unknown", e2e("--client mine"), "--client 'mine' is not one of auto, upstream, kit"),
+    Row("e2e-abbreviated-flag", e2e("--chunk 4"), "unrecognized arguments: --chunk"),
+    Row(
+        "e2e-no-steady-chunk",
+        e2e("--chunks 4 --warmup-chunks 6"),
+        "--chunks 4 leaves no steady chunk after --warmup-chunks 6",
+    ),
+    Row("e2e-server-url-not-ws", "e2e --server-url http://h:1", "--server-url: server URL 'http://h:1'"),
     # provenance: the checkout must be exactly the pin plus the series
-    Row("e2e-patches-edited", patch_edited, e2e(), 2, "does not match patches/ (differs in 0003-double-attn.patch)"),
-    Row("e2e-pin-moved", pin_moved, e2e(), 2, "the pin is now vllm-omni 0.2.0"),
-    Row("e2e-interrupted-apply", interrupted_apply, e2e(), 2, "an apply was interrupted"),
-    Row("pr-patches-edited", for_pr(patch_edited), ("pr", "--ruff", RUFF), 2, "does not match patches/", IDENTITY),
-    Row("pr-pin-moved", for_pr(pin_moved), ("pr", "--ruff", RUFF), 2, "the pin is now vllm-omni 0.2.0", IDENTITY),
-    Row("pr-interrupted-apply", for_pr(interrupted_apply), ("pr", "--ruff", RUFF), 2, "an apply was interrupted",
-        IDENTITY),
+    Row("e2e-patches-edited", e2e(), "does not match patches/ (differs in 0003-double-attn.patch)", PATCH_EDITED),
+    Row("e2e-pin-moved", e2e(), "the pin is now vllm-omni 0.2.0", PIN_MOVED),
+    Row("e2e-interrupted-apply", e2e(), "an apply was interrupted", interrupted_apply),
+    Row("pr-patches-edited", PR, "does not match patches/", for_pr(PATCH_EDITED), env=IDENTITY),
+    Row("pr-pin-moved", PR, "the pin is now vllm-omni 0.2.0", for_pr(PIN_MOVED), env=IDENTITY),
+    Row("pr-interrupted-apply", PR, "an apply was interrupted", for_pr(interrupted_apply), env=IDENTITY),
     # --ruff: resolved once from the caller's folder
-    Row("lint-ruff-relative-missing", nothing, ("lint", "--ruff", ".venv/bin/ruff"), 2,
-        "--ruff .venv/bin/ruff: no executable file at"),
-    Row("lint-ruff-not-on-path", nothing, ("lint", "--ruff", "no-such-ruff"), 2, "--ruff no-such-ruff: not found"),
-    Row("lint-ruff-is-not-ruff", nothing, ("lint", "--ruff", "true"), 2, "true is not ruff"),
-    Row("pr-ruff-relative-missing", nothing, ("pr", "--ruff", "bin/ruff"), 2, "--ruff bin/ruff: no executable file",
-        IDENTITY),
+    Row("lint-ruff-relative-missing", "lint --ruff .venv/bin/ruff", "--ruff .venv/bin/ruff: no executable file at"),
+    Row("lint-ruff-not-on-path", "lint --ruff no-such-ruff", "--ruff no-such-ruff: not found"),
+    Row("lint-ruff-is-not-ruff", "lint --ruff true", "true is not ruff"),
+    Row("pr-ruff-relative-missing", "pr --ruff bin/ruff", "--ruff bin/ruff: no executable file", env=IDENTITY),
     # the front door: usage errors are the kit's one line too
-    Row("no-command", nothing, (), 2, "the following arguments are required: COMMAND"),
-    Row("unknown-command", nothing, ("lnit",), 2, "invalid choice: 'lnit'"),
-    Row("unknown-flag", nothing, ("lint", "--fast"), 2, "unrecognized arguments: --fast"),
-    Row("flag-without-value", nothing, ("lint", "--ruff"), 2, "argument --ruff: expected one argument"),
+    Row("no-command", "", "the following arguments are required: COMMAND"),
+    Row("unknown-command", "lnit", "invalid choice: 'lnit'"),
+    Row("unknown-flag", "lint --fast", "unrecognized arguments: --fast"),
+    Row("flag-without-value", "lint --ruff", "argument --ruff: expected one argument"),
     # --open without gh: refused before anything is made or pushed, with the command to run later
-    Row("pr-open-without-gh", for_pr(nothing),
-        ("pr", "--ruff", RUFF, "--onto", "https://example.invalid/vllm-omni", "main", "--push-to",
-         "https://example.invalid/fork", "--open"), 2, "after the push, run: gh pr create --repo ",
-        (*IDENTITY, ("PATH", f"{Path(sys.executable).parent}:/usr/bin:/bin"))),
-]  # fmt: skip
-
-
-def made_nothing(kit: Kit, before: dict[str, bytes]) -> None:
-    assert snapshot(kit.patches) == before  # nothing lost, nothing recorded (revisions.toml included)
-    assert not (kit.root / ".work/pr").exists() and not (kit.root / ".work/evidence").exists()
-    if (kit.checkout / ".git").is_dir():
-        assert kit.git("branch", "--list", "pr/*").strip() == ""
+    Row(
+        "pr-open-without-gh",
+        (*PR, *"--onto https://example.invalid/vllm-omni main --push-to https://example.invalid/fork --open".split()),
+        "after the push, run: gh pr create --repo ",
+        for_pr(nothing),
+        env={**IDENTITY, "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin"},
+    ),
+]
 
 
 @pytest.mark.parametrize("row", ROWS, ids=[r.id for r in ROWS])
-def test_surface_fault_row(row: Row, kit3: Kit, tmp_path: Path) -> None:  # noqa: F811 -- the fixture
-    row.setup(kit3, tmp_path)
-    before = snapshot(kit3.patches)
+def test_surface_fault_row(row: Row, kit3: Kit, tmp_path: Path) -> None:
     started = time.monotonic()
-    proc = kit3.run(*row.args, env=dict(row.env))
-    one_line_error(proc, row.code, row.needle)
-    made_nothing(kit3, before)
-    if row.args[:1] == ("e2e",):
-        assert time.monotonic() - started < 30  # refused up front: no server start (~40 s) came first
+    run_row(kit3, row, tmp_path)  # patches/ byte-identical: nothing recorded (revisions.toml included)
+    assert not (kit3.root / ".work/pr").exists() and not (kit3.root / ".work/evidence").exists()
+    if (kit3.checkout / ".git").is_dir():
+        assert kit3.git("branch", "--list", "pr/*").strip() == ""
+    if row.argv[:1] == ("e2e",):  # refused up front: no server start (~40 s) came first (the row's setup included)
+        assert time.monotonic() - started < 30
 
 
 # ---- git's real reason for a failed push ---------------------------------------------
@@ -144,12 +135,8 @@ def failed_push(tmp_path: Path, target: str, refspec: str = "main:refs/heads/mai
     if not repo.exists():
         repo.mkdir()
         git("init", "-q", "-b", "main", cwd=repo)
-        git("commit", "-q", "--allow-empty", "-m", "one", cwd=repo, env=IDENTITY_AUTHOR)
+        git("commit", "-q", "--allow-empty", "-m", "one", cwd=repo, env=AUTHOR)
     return subprocess.run(["git", "push", "--porcelain", target, refspec], cwd=repo, capture_output=True, text=True)
-
-
-IDENTITY_AUTHOR = {"GIT_AUTHOR_NAME": "A", "GIT_AUTHOR_EMAIL": "a@x", "GIT_COMMITTER_NAME": "A",
-                   "GIT_COMMITTER_EMAIL": "a@x"}  # fmt: skip
 
 
 def test_push_failure_quotes_gits_reason_not_its_advice(tmp_path: Path) -> None:
@@ -164,7 +151,7 @@ def test_push_failure_names_a_refused_ref(tmp_path: Path) -> None:
     git("init", "-q", "--bare", str(fork), cwd=tmp_path)
     assert failed_push(tmp_path, str(fork)).returncode == 0
     repo = tmp_path / "repo"
-    git("commit", "-q", "--amend", "--allow-empty", "-m", "rewritten", cwd=repo, env=IDENTITY_AUTHOR)
+    git("commit", "-q", "--amend", "--allow-empty", "-m", "rewritten", cwd=repo, env=AUTHOR)
     proc = failed_push(tmp_path, str(fork))
     assert proc.returncode != 0
     assert onto.push_reason(proc.stdout, proc.stderr) == "[rejected] (non-fast-forward)"
@@ -181,7 +168,7 @@ def test_push_error_in_the_kit_line(tmp_path: Path) -> None:
 # ---- the front door from any folder of the kit ----------------------------------------
 
 
-def test_the_kit_runs_from_a_subfolder_by_its_path(kit3: Kit) -> None:  # noqa: F811 -- the fixture
+def test_the_kit_runs_from_a_subfolder_by_its_path(kit3: Kit) -> None:
     """`python -m scripts` resolves the package from the working folder (Python's rule, exit 1 elsewhere);
     `python <kit>/scripts` works from any folder and means the same kit."""
     for folder, path in ((kit3.patches, "../scripts"), (kit3.checkout / "vllm_omni", "../../../scripts")):
@@ -239,7 +226,7 @@ def summary_of(tmp_path: Path) -> dict[str, object]:
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT],
                          ids=lambda s: s.name)  # fmt: skip
-def test_a_signal_during_the_e2e_leaves_no_server(kit3: Kit, tmp_path: Path, sig: signal.Signals) -> None:  # noqa: F811
+def test_a_signal_during_the_e2e_leaves_no_server(kit3: Kit, tmp_path: Path, sig: signal.Signals) -> None:
     marker = f"kit-e2e-sleeper-{uuid.uuid4().hex}"
     before = snapshot(kit3.patches)
     proc = start_e2e(kit3, tmp_path, marker)
@@ -254,7 +241,7 @@ def test_a_signal_during_the_e2e_leaves_no_server(kit3: Kit, tmp_path: Path, sig
     assert snapshot(kit3.patches) == before
 
 
-def test_a_second_signal_does_not_cut_the_server_stop_short(kit3: Kit, tmp_path: Path) -> None:  # noqa: F811
+def test_a_second_signal_does_not_cut_the_server_stop_short(kit3: Kit, tmp_path: Path) -> None:
     """The server ignores SIGTERM, so stopping it takes --stop-timeout-s then SIGKILL; Ctrl-C meanwhile waits."""
     marker = f"kit-e2e-sleeper-{uuid.uuid4().hex}"
     proc = start_e2e(kit3, tmp_path, marker, ignore_term=True)
@@ -292,7 +279,7 @@ def test_a_process_started_in_a_held_block_hears_every_signal() -> None:
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT], ids=lambda s: s.name)
-def test_a_signal_while_the_commands_load_is_one_line(kit3: Kit, sig: signal.Signals) -> None:  # noqa: F811 -- fixture
+def test_a_signal_while_the_commands_load_is_one_line(kit3: Kit, sig: signal.Signals) -> None:
     # The edit-loop model found it: a Ctrl-C in the first second (imports) printed a KeyboardInterrupt traceback.
     before = snapshot(kit3.patches)
     program = (
