@@ -30,28 +30,36 @@ C_LOCALE = {"LC_ALL": "C", "LANG": "C", "PYTHONCOERCECLOCALE": "0", "PYTHONUTF8"
 NOTES = "a user's notes\n"
 
 
+def state_of(kit: Kit) -> dict[str, object]:
+    return json.loads((kit.checkout / ".git/kit-state.json").read_text(encoding="utf-8"))
+
+
 def snapshot(folder: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
 
 
-def one_line_error(proc: subprocess.CompletedProcess[str], code: int, needle: str) -> None:
+def check(proc: subprocess.CompletedProcess[str], code: int, needle: str) -> None:
+    """Exit code, no traceback, and exactly one `kit: error: <thing> -- <fix>` line holding needle; or, for code 0,
+    no error line and needle in the output."""
     out = proc.stdout + proc.stderr
-    assert "Traceback" not in out, out
-    assert proc.returncode == code, out
+    assert "Traceback" not in out and proc.returncode == code, out
+    if not code:
+        assert "kit: error:" not in out and needle in out, out
+        return
     errors = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(errors) == 1 and errors[0].startswith("kit: error: "), proc.stderr
     assert " -- " in errors[0], errors[0]  # the thing, then the fix
     assert needle in errors[0], errors[0]
 
 
-def check(proc: subprocess.CompletedProcess[str], code: int, needle: str) -> None:
-    """one_line_error, or for code 0: the work succeeded, needle in its output and no error line."""
-    if code:
-        one_line_error(proc, code, needle)
-        return
-    out = proc.stdout + proc.stderr
-    assert proc.returncode == 0 and "Traceback" not in out and "kit: error:" not in out, out
-    assert needle in out, out
+def popen(cmd: list[str], cwd: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(cmd, cwd=cwd, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={**os.environ, "CI": ""})  # fmt: skip
+
+
+def finished(proc: subprocess.Popen[str]) -> subprocess.CompletedProcess[str]:
+    out, err = proc.communicate(timeout=120)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
 def inject(kit: Kit, code: str, *args: str, env: Env | None = None) -> subprocess.CompletedProcess[str]:
@@ -61,10 +69,6 @@ def inject(kit: Kit, code: str, *args: str, env: Env | None = None) -> subproces
                           env={**os.environ, "CI": "", **(env or {})})  # fmt: skip
 
 
-def nothing(_kit: Kit, _tmp: Path) -> None:
-    return None
-
-
 @dataclass(frozen=True)
 class Row:
     """One fault: the command, what it must say, after setup (which may return environment variables for the run)."""
@@ -72,7 +76,7 @@ class Row:
     id: str
     args: str | tuple[str, ...]  # a string is split on spaces
     needle: str  # in the one error line, or (code 0) in the output
-    setup: Callable[[Kit, Path], Env | None] = nothing
+    setup: Callable[[Kit, Path], Env | None] = lambda _kit, _tmp: None
     code: int = 2  # 0: the work must succeed
     env: Env | None = None
     inject: str = ""  # code that replaces one call in the kit process (see inject)
@@ -85,13 +89,12 @@ class Row:
 def run_row(kit: Kit, row: Row, tmp_path: Path) -> subprocess.CompletedProcess[str]:
     """Set the row up, run it, check its output and that patches/ is byte-identical (nothing half-written)."""
     env = {**(row.env or {}), **(row.setup(kit, tmp_path) or {})}
-    args = row.argv
     before = snapshot(kit.patches)
     try:
         if row.inject:
-            proc = inject(kit, row.inject, *args, env=env)
+            proc = inject(kit, row.inject, *row.argv, env=env)
         else:  # a C locale takes effect at an interpreter's start only
-            proc = (kit.spawn if any(k in env for k in C_LOCALE) else kit.run)(*args, env=env)
+            proc = (kit.spawn if any(k in env for k in C_LOCALE) else kit.run)(*row.argv, env=env)
     finally:
         release()
     check(proc, row.code, row.needle)
@@ -99,12 +102,12 @@ def run_row(kit: Kit, row: Row, tmp_path: Path) -> subprocess.CompletedProcess[s
     return proc
 
 
-def pin_files(kit: Kit, tmp_path: Path, files: dict[str, bytes], version: str = "0.2.0") -> None:
-    """Pin the kit to a release holding SMALL_UPSTREAM plus files (any bytes: zipfile writes str or bytes)."""
-    where = tmp_path / f"release-{version}"
+def pin_files(kit: Kit, tmp_path: Path, files: dict[str, bytes]) -> None:
+    """Pin the kit to a 0.2.0 holding SMALL_UPSTREAM plus files (any bytes: zipfile writes str or bytes)."""
+    where = tmp_path / "release-0.2.0"
     where.mkdir(exist_ok=True)
-    wheel, digest = build_wheel(where, {**SMALL_UPSTREAM, **files}, version)  # type: ignore[dict-item]
-    kit.write_pin(pin_toml(version, wheel.name, digest))
+    wheel, digest = build_wheel(where, {**SMALL_UPSTREAM, **files}, "0.2.0")  # type: ignore[dict-item]
+    kit.write_pin(pin_toml("0.2.0", wheel.name, digest))
     kit.seed_wheel(wheel)
 
 
@@ -143,6 +146,13 @@ def edit(path: str, change: Callable[[bytes], bytes]) -> Callable[[Kit, Path], N
     return setup
 
 
+def put(path: str, data: bytes) -> Callable[[Kit, Path], None]:
+    def setup(kit: Kit, _tmp: Path) -> None:
+        (kit.root / path).write_bytes(data)
+
+    return setup
+
+
 def replaced(path: str, old: bytes, new: bytes, count: int = -1) -> Callable[[Kit, Path], None]:
     return edit(path, lambda b: b.replace(old, new, count))
 
@@ -176,10 +186,17 @@ def git_am_continue_by_hand(kit: Kit, tmp_path: Path) -> None:
 
 def interrupted_apply(kit: Kit, _tmp: Path) -> None:
     """What Ctrl-C after the first patch leaves: the state says applying, HEAD holds one patch."""
-    state = json.loads((kit.checkout / ".git/kit-state.json").read_text())
+    state = state_of(kit)
     kit.git("reset", "-q", "--hard", "pristine")
     kit.git("am", "-q", "-k", str(kit.patches / "0001-fix-ten.patch"))
     (kit.checkout / ".git/kit-state.json").write_text(json.dumps({**state, "status": "applying", "head": ""}))
+
+
+def commit_bytes(kit: Kit, edits: dict[str, bytes], slug: str) -> None:
+    for name, data in edits.items():
+        (kit.checkout / name).write_bytes(data)
+    kit.git("add", "-A")
+    kit.git("commit", "-q", "-m", f"[NPU] {slug.title()}\n\nUpstream-Status: Pending\nKit-Patch: {slug}\n")
 
 
 def fixup_commit(kit: Kit, _tmp: Path) -> None:
@@ -218,10 +235,12 @@ def release() -> None:
         HELD.pop().close()  # type: ignore[attr-defined]
 
 
-def binary_without_data(kit: Kit, _tmp: Path) -> None:
-    head, _, _ = (kit.root / P3).read_text().partition("diff --git ")
-    binary = "diff --git a/x.bin b/x.bin\nindex 1..2 100644\nBinary files a/x.bin and b/x.bin differ\n"
-    (kit.root / P3).write_text(head + binary)
+def diffs_replaced(diffs: bytes) -> Callable[[Kit, Path], None]:
+    """Patch 0003 with its message kept and its diffs replaced."""
+    return edit(P3, lambda b: b[: b.index(b"diff --git")] + diffs)
+
+
+NO_DATA = b"diff --git a/x.bin b/x.bin\nindex 1..2 100644\nBinary files a/x.bin and b/x.bin differ\n"
 
 
 def symlinked_patch(kit: Kit, tmp_path: Path) -> None:
@@ -266,8 +285,8 @@ ROWS = [
         lambda kit, _t: commit_patch(kit.checkout, {"vllm_omni/new.py": "x = 1\n"}, "[NPU] Another", "fix-ten"),
     ),
     # the kit's own
-    Row("empty-patch", "apply", "holds no diff", edit(P3, lambda b: b[: b.index(b"diff --git")])),
-    Row("binary-hunk-without-data", "apply", "binary file without its data", binary_without_data),
+    Row("empty-patch", "apply", "holds no diff", diffs_replaced(b"")),
+    Row("binary-hunk-without-data", "apply", "binary file without its data", diffs_replaced(NO_DATA)),
     Row("symlinked-patch", "apply", "is a symbolic link", symlinked_patch),
     Row("checkout-on-another-branch-apply", "apply", "on branch experiment, not on series", ON_BRANCH),
     Row("checkout-on-another-branch-refresh", "refresh", "on branch experiment", ON_BRANCH),
@@ -281,7 +300,7 @@ ROWS = [
     Row("apply-while-stopped", "apply", "stopped at patch 0002-twenty.patch", stop_at_twenty),
     Row("lint-while-stopped", "lint", "-- --continue", stop_at_twenty),
     Row("series-names-missing-file", "apply", "which is not in patches/", appended(SERIES, b"0009-gone.patch\n")),
-    Row("series-not-utf8", "apply", "series is not valid UTF-8", edit(SERIES, lambda _b: b"\xff\n")),
+    Row("series-not-utf8", "apply", "series is not valid UTF-8", put(SERIES, b"\xff\n")),
     Row("no-upstream-status", "apply", "has no Upstream-Status", replaced(P3, b"Upstream-Status", b"X")),
     Row("lock-timeout-not-a-number", "apply", "KIT_LOCK_TIMEOUT='soon'", env=lock_wait("soon")),
     Row("pin-file-missing", "apply", "upstream.toml", lambda kit, _t: (kit.patches / "upstream.toml").unlink()),
@@ -301,13 +320,11 @@ def test_fault_row(row: Row, kit3: Kit, tmp_path: Path) -> None:
 ENOSPC = "os.fsync = lambda fd: (_ for _ in ()).throw(OSError(errno.ENOSPC, 'No space left on device'))"
 EROFS = "os.fsync = lambda fd: (_ for _ in ()).throw(OSError(errno.EROFS, 'Read-only file system'))"
 TERM_WHILE_WRITING = "os.fsync = lambda fd: os.kill(os.getpid(), signal.SIGTERM)"
-TERM_WHILE_SWAPPING = (
-    "real = os.replace\n"
-    "def replace(a, b):\n"
-    "    os.kill(os.getpid(), signal.SIGTERM)\n"
-    "    real(a, b)\n"
-    "os.replace = replace"
-)
+TERM_WHILE_SWAPPING = """real = os.replace
+def replace(a, b):
+    os.kill(os.getpid(), signal.SIGTERM)
+    real(a, b)
+os.replace = replace"""
 
 
 def refresh_cut_short(kit: Kit, code: str, exit_code: int, needle: str) -> subprocess.CompletedProcess[str]:
@@ -315,7 +332,7 @@ def refresh_cut_short(kit: Kit, code: str, exit_code: int, needle: str) -> subpr
     fixup_commit(kit, Path())
     before = snapshot(kit.patches)
     proc = inject(kit, code, "refresh")
-    one_line_error(proc, exit_code, needle)
+    check(proc, exit_code, needle)
     assert snapshot(kit.patches) == before
     assert not list(kit.patches.glob(".*kit-tmp"))
     return proc
@@ -336,7 +353,7 @@ def test_sigterm_while_refresh_writes_changes_nothing(kit3: Kit) -> None:
 
 def test_sigterm_while_refresh_swaps_finishes_the_swap(kit3: Kit) -> None:
     fixup_commit(kit3, Path())
-    one_line_error(inject(kit3, TERM_WHILE_SWAPPING, "refresh"), 130, "refresh interrupted")
+    check(inject(kit3, TERM_WHILE_SWAPPING, "refresh"), 130, "refresh interrupted")
     assert "line 20 better" in (kit3.patches / "0002-twenty.patch").read_text()  # the swap completed
     assert "patches/ unchanged" in kit3.run("refresh", check=True).stdout  # and a rerun finds nothing to do
 
@@ -346,15 +363,14 @@ def test_concurrent_applies_run_one_after_the_other(kit3: Kit) -> None:
     # lock is let go: an event, not a sleep), is still running then, and finishes once the lock is free.
     cmd = [sys.executable, "-m", "scripts", "apply"]
     with checkout_lock(kit3):
-        proc = subprocess.Popen(cmd, cwd=kit3.root, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                env={**os.environ, "CI": ""})  # fmt: skip
+        proc = popen(cmd, kit3.root)
         assert proc.stdout is not None
         waiting = next((line for line in proc.stdout if "waiting for" in line), "it ended without waiting")
         assert f"waiting for .work/vllm-omni: in use by pid {os.getpid()}" in waiting
         assert proc.poll() is None  # it cannot go on while the lock is held
-    out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 0 and "Traceback" not in out + err, out + err
-    state = json.loads((kit3.checkout / ".git/kit-state.json").read_text())
+    done = finished(proc)
+    assert done.returncode == 0 and "Traceback" not in done.stdout + done.stderr, done.stdout + done.stderr
+    state = state_of(kit3)
     assert state["status"] == "applied" and state["head"] == kit3.git("rev-parse", "HEAD").strip()
     assert len(kit3.git("rev-list", "pristine..HEAD").split()) == 3
 
@@ -371,7 +387,7 @@ def test_readme_conflict_recovery_keeps_every_patch(kit3: Kit, tmp_path: Path) -
     resolve_twenty(kit3)  # resolve; git add
     proc = kit3.run("apply", "--continue", check=True)
     assert "0002-twenty.patch: resolved" in proc.stdout and "[3/3] 0003-double-attn.patch: clean" in proc.stdout
-    one_line_error(kit3.run("lint"), 2, "not exported to patches/")  # lint waits for the refresh
+    check(kit3.run("lint"), 2, "not exported to patches/")  # lint waits for the refresh
     assert "0002-twenty.patch: updated" in kit3.run("refresh", check=True).stdout
     assert patch_names(kit3) == ["0001-fix-ten.patch", "0002-twenty.patch", "0003-double-attn.patch"]
     assert "line 19 upstream" in (kit3.patches / "0002-twenty.patch").read_text()
@@ -420,7 +436,7 @@ def test_abort_on_the_same_pin_goes_back_to_the_last_good_head(kit3: Kit) -> Non
     assert kit3.run("apply").returncode == 1
     kit3.run("apply", "--abort", check=True)
     assert kit3.git("rev-parse", "HEAD") == head
-    one_line_error(kit3.run("lint"), 2, "does not match patches/")  # patches/ still holds the broken edit
+    check(kit3.run("lint"), 2, "does not match patches/")  # patches/ still holds the broken edit
 
 
 def test_force_leaves_a_paused_am_where_git_cannot_guess_an_identity(kit3: Kit, tmp_path: Path) -> None:
@@ -450,9 +466,7 @@ def test_comments_in_the_middle_of_the_series_survive_refresh(kit3: Kit) -> None
 
 def test_binary_changes_round_trip(kit3: Kit) -> None:
     data = bytes(range(256)) * 4
-    (kit3.checkout / "vllm_omni/table.bin").write_bytes(data)
-    kit3.git("add", "-A")
-    kit3.git("commit", "-q", "-m", "[NPU] Table\n\nUpstream-Status: Pending\nKit-Patch: table\n")
+    commit_bytes(kit3, {"vllm_omni/table.bin": data}, "table")
     kit3.run("refresh", check=True)
     assert "GIT binary patch" in (kit3.patches / "0004-table.patch").read_text()
     kit3.run("apply", "--force", check=True)
@@ -483,5 +497,5 @@ def test_an_interpreter_without_pip_is_named_with_the_fix(small_kit: Kit, tmp_pa
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "nopip")], check=True)
     python = tmp_path / "nopip" / "bin" / "python"
     proc = subprocess.run([str(python), "-m", "scripts", "apply"], cwd=small_kit.root, capture_output=True, text=True)
-    one_line_error(proc, 2, "pip is not installed for")
+    check(proc, 2, "pip is not installed for")
     assert "uvx --with pip" in proc.stderr and not (small_kit.root / ".work/vllm-omni").exists()

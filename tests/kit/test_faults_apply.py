@@ -5,7 +5,6 @@ The contract and the runner are test_faults' (for work that must succeed: exit 0
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
@@ -15,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import AUTHOR, Kit, commit_patch, make_series
+from conftest import Kit, commit_patch, make_series
 from test_faults import (
     C_LOCALE,
     P1,
@@ -24,7 +23,9 @@ from test_faults import (
     Env,
     Row,
     check,
+    commit_bytes,
     edit,
+    finished,
     fixup_commit,
     inject,
     interrupted_apply,
@@ -32,10 +33,12 @@ from test_faults import (
     lock_wait,
     moved,
     new_upstream,
-    one_line_error,
     pin_files,
+    popen,
+    put,
     run_row,
     snapshot,
+    state_of,
     stop_at_twenty,
 )
 
@@ -46,19 +49,15 @@ from scripts.gitcmd import LOCATING, git, git_env
 from scripts.pin import git_blob_id
 
 
-def state_of(kit: Kit) -> dict[str, object]:
-    return json.loads((kit.checkout / ".git/kit-state.json").read_text(encoding="utf-8"))
-
-
-def write_hook(kit: Kit, name: str, body: str) -> None:
-    path = kit.checkout / ".git/hooks" / name
-    path.write_text(f"#!/bin/sh\n{body}\nexit 1\n", encoding="utf-8")
-    path.chmod(0o755)
-
-
-def hook(name: str) -> Callable[[Kit, Path], None]:
+def hook(name: str, body: str = "echo HOOK-RAN >&2") -> Callable[[Kit, Path], None]:
     """A failing hook of that name in the checkout's .git/hooks (as a user or a template may install)."""
-    return lambda kit, _tmp: write_hook(kit, name, "echo HOOK-RAN >&2")
+
+    def setup(kit: Kit, _tmp: Path) -> None:
+        path = kit.checkout / ".git/hooks" / name
+        path.write_text(f"#!/bin/sh\n{body}\nexit 1\n", encoding="utf-8")
+        path.chmod(0o755)
+
+    return setup
 
 
 def other_repo(tmp_path: Path) -> Path:
@@ -67,9 +66,7 @@ def other_repo(tmp_path: Path) -> Path:
     if not repo.exists():
         repo.mkdir()
         git("init", "-q", "-b", "main", cwd=repo)
-        (repo / "README").write_text("kit\n", encoding="utf-8")
-        git("add", "-A", cwd=repo)
-        git("commit", "-q", "-m", "kit", cwd=repo, env=AUTHOR)
+        commit_patch(repo, {"README": "kit\n"}, "kit", "kit")
     return repo
 
 
@@ -93,20 +90,11 @@ def checkout_is_symlink(kit: Kit, tmp_path: Path) -> None:
     kit.checkout.symlink_to(tmp_path / "moved-checkout")
 
 
-def index_locked(kit: Kit, _tmp: Path) -> None:
-    """The lock file of another git (the user's, or one of theirs that died): never taken for the kit's own."""
-    (kit.checkout / ".git/index.lock").write_text("", encoding="utf-8")
-
-
-def killed_kit_marker(kit: Kit) -> None:
-    """What a kit process killed outright (kill -9) while its git ran leaves: the marker of a pid now dead."""
-    dead = subprocess.Popen(["true"])
-    dead.wait()
-    (kit.checkout / ".git" / f"kit-git-running.{dead.pid}").write_text("", encoding="utf-8")
+# The lock file of another git (the user's, or one of theirs that died): never taken for the kit's own.
+INDEX_LOCKED = put(".work/vllm-omni/.git/index.lock", b"")
 
 
 def creates_existing_file(kit: Kit, tmp_path: Path) -> None:
-    """Patch 0004 creates vllm_omni/extra.py; the new pin ships a file of that name."""
     commit_patch(kit.checkout, {"vllm_omni/extra.py": "ours = 1\n"}, "[NPU] Extra", "extra")
     kit.run("refresh", check=True)
     pin_files(kit, tmp_path, {"vllm_omni/extra.py": b"theirs = 1\n"})
@@ -119,13 +107,6 @@ CONTEXT_MOVED = moved({17: "line 17 upstream"})
 def non_ascii_patch(kit: Kit, _tmp: Path) -> None:
     commit_patch(kit.checkout, {"vllm_omni/names.py": "NAME = 'Müller – 東京'\n"}, "[NPU] Grüße, ünïcode", "unicode")
     kit.run("refresh", check=True)
-
-
-def commit_bytes(kit: Kit, edits: dict[str, bytes], slug: str) -> None:
-    for name, data in edits.items():
-        (kit.checkout / name).write_bytes(data)
-    kit.git("add", "-A")
-    kit.git("commit", "-q", "-m", f"[NPU] {slug.title()}\n\nUpstream-Status: Pending\nKit-Patch: {slug}\n")
 
 
 def upstream_with(files: dict[str, bytes], edits: dict[str, bytes]) -> Callable[[Kit, Path], None]:
@@ -147,44 +128,35 @@ def latin1_edit(kit: Kit, tmp_path: Path) -> None:
     commit_bytes(kit, {"vllm_omni/legacy.py": b"# caf\xe9\nX = 2\n"}, "legacy")
 
 
-def untracked_odd_name(kit: Kit, _tmp: Path) -> None:
-    (kit.checkout / os.fsdecode(b"vllm_omni/\xff-notes.txt")).write_bytes(b"\xff\xfe latin-1 \xe9\n")
+UNTRACKED_ODD_NAME = put(os.fsdecode(b".work/vllm-omni/vllm_omni/\xff-notes.txt"), b"\xff\xfe latin-1 \xe9\n")
 
 
 # Injected: the disk fills while the new pin's wheel is extracted (the 3rd file written fails).
-DISK_FULL_EXTRACTING = (
-    "import pathlib\n"
-    "real, calls = pathlib.Path.write_bytes, []\n"
-    "def write_bytes(self, data):\n"
-    "    calls.append(self)\n"
-    "    if len(calls) == 3:\n"
-    "        raise OSError(errno.ENOSPC, 'No space left on device')\n"
-    "    return real(self, data)\n"
-    "pathlib.Path.write_bytes = write_bytes"
-)
+DISK_FULL_EXTRACTING = """import pathlib
+real, calls = pathlib.Path.write_bytes, []
+def write_bytes(self, data):
+    calls.append(self)
+    if len(calls) == 3:
+        raise OSError(errno.ENOSPC, 'No space left on device')
+    return real(self, data)
+pathlib.Path.write_bytes = write_bytes"""
 # Injected: a write that loses its data without an error (a full disk under some file systems).
-SHORT_WRITE = (
-    "import pathlib\n"
-    "real = pathlib.Path.write_bytes\n"
-    "pathlib.Path.write_bytes = lambda self, data: real(self, data[: len(data) // 2])"
-)
+SHORT_WRITE = """import pathlib
+real = pathlib.Path.write_bytes
+pathlib.Path.write_bytes = lambda self, data: real(self, data[: len(data) // 2])"""
 # Injected: the disk is full when the checkout's state is written.
-DISK_FULL_WRITING_STATE = (
-    "import pathlib\n"
-    "real = pathlib.Path.write_text\n"
-    "def write_text(self, *a, **k):\n"
-    "    if self.name == 'kit-state.json.tmp':\n"
-    "        raise OSError(errno.ENOSPC, 'No space left on device')\n"
-    "    return real(self, *a, **k)\n"
-    "pathlib.Path.write_text = write_text"
-)
+DISK_FULL_WRITING_STATE = """import pathlib
+real = pathlib.Path.write_text
+def write_text(self, *a, **k):
+    if self.name == 'kit-state.json.tmp':
+        raise OSError(errno.ENOSPC, 'No space left on device')
+    return real(self, *a, **k)
+pathlib.Path.write_text = write_text"""
 # Injected: the disk fills while the pristine tree is copied out for side-by-side tests.
-DISK_FULL_EXPORTING = (
-    "import tarfile\n"
-    "def extractall(self, *a, **k):\n"
-    "    raise OSError(errno.ENOSPC, 'No space left on device')\n"
-    "tarfile.TarFile.extractall = extractall"
-)
+DISK_FULL_EXPORTING = """import tarfile
+def extractall(self, *a, **k):
+    raise OSError(errno.ENOSPC, 'No space left on device')
+tarfile.TarFile.extractall = extractall"""
 
 HOOKS = (
     "post-checkout", "applypatch-msg", "pre-applypatch", "post-applypatch", "pre-commit", "commit-msg",
@@ -237,7 +209,7 @@ ROWS = [
         "cannot write .work/pristine (No space left on device)",
         inject=DISK_FULL_EXPORTING,
     ),
-    Row("another-gits-index-lock", "apply", "another git is working in .work/vllm-omni", index_locked),
+    Row("another-gits-index-lock", "apply", "another git is working in .work/vllm-omni", INDEX_LOCKED),
     Row("bom-in-series", "apply", "patches/series starts with a UTF-8 byte order mark", bom(SERIES)),
     Row("bom-in-patch", "apply", "patches/0001-fix-ten.patch starts with a UTF-8 byte order mark", bom(P1)),
     Row("no-git-on-path", "apply", "git was not found on PATH", no_git_on_path),
@@ -278,7 +250,7 @@ ROWS = [
         "changes vllm_omni/legacy.py, whose diff is not UTF-8 text",
         latin1_edit,
     ),
-    Row("untracked-non-utf8-name-c-locale", "apply", "has uncommitted edits", untracked_odd_name, env=C_LOCALE),
+    Row("untracked-non-utf8-name-c-locale", "apply", "has uncommitted edits", UNTRACKED_ODD_NAME, env=C_LOCALE),
 ]
 
 
@@ -296,35 +268,34 @@ def test_apply_fault(case: Row, kit3: Kit, tmp_path: Path) -> None:
 # ---- provenance: a build that did not finish is never "applied"; every command says apply again ----
 
 
-GIT_FAILS_ONCE_APPLYING = (  # the kit's first git after the state says "applying" fails, as on a full disk
-    "import scripts.gitcmd as g\n"
-    "def failing(*args, **kwargs):\n"
-    "    raise g.GitFailed(('checkout', '-q'), '', 'fatal: Unable to write new index file')\n"
-    "g.start_branch = failing"
-)
+# The kit's first git after the state says "applying" fails, as on a full disk
+GIT_FAILS_ONCE_APPLYING = """import scripts.gitcmd as g
+def failing(*args, **kwargs):
+    raise g.GitFailed(('checkout', '-q'), '', 'fatal: Unable to write new index file')
+g.start_branch = failing"""
 
 
 @pytest.mark.parametrize("command", ["lint", "refresh", "test"])
 def test_failed_apply_on_the_same_pin_makes_every_command_say_apply_again(kit3: Kit, command: str) -> None:
-    one_line_error(inject(kit3, GIT_FAILS_ONCE_APPLYING, "apply"), 2, "run nox -s apply again")
+    check(inject(kit3, GIT_FAILS_ONCE_APPLYING, "apply"), 2, "run nox -s apply again")
     assert state_of(kit3)["status"] == "applying"
-    one_line_error(kit3.run(command), 2, "nox -s apply")
+    check(kit3.run(command), 2, "nox -s apply")
     check(kit3.run("apply"), 0, "[3/3]")
 
 
 def test_disk_full_on_a_new_pin_keeps_the_old_checkout(kit3: Kit, tmp_path: Path) -> None:
     head = kit3.git("rev-parse", "HEAD")
     new_upstream(kit3, tmp_path, {})
-    one_line_error(inject(kit3, DISK_FULL_EXTRACTING, "apply"), 2, "No space left on device")
+    check(inject(kit3, DISK_FULL_EXTRACTING, "apply"), 2, "No space left on device")
     assert kit3.git("rev-parse", "HEAD") == head and state_of(kit3)["status"] == "applied"
-    one_line_error(kit3.run("lint"), 2, "the pin is now vllm-omni 0.2.0")  # never "clean" for the old pin
+    check(kit3.run("lint"), 2, "the pin is now vllm-omni 0.2.0")  # never "clean" for the old pin
     check(kit3.run("apply"), 0, "[3/3]")
 
 
 def test_hooks_never_run_and_state_tells_the_truth(kit3: Kit) -> None:
     marker = kit3.root / "hook-ran"
     for name in HOOKS:
-        write_hook(kit3, name, f"touch {marker}")
+        hook(name, f"touch {marker}")(kit3, Path())
     check(kit3.run("apply"), 0, "[3/3]")
     check(kit3.run("refresh"), 0, "patches/ unchanged")
     assert not marker.exists()
@@ -334,7 +305,7 @@ def test_hooks_never_run_and_state_tells_the_truth(kit3: Kit) -> None:
 def test_three_way_across_a_pin_change_has_the_old_blobs(kit3: Kit, tmp_path: Path) -> None:
     CONTEXT_MOVED(kit3, tmp_path)
     plain = kit3.run("apply")
-    one_line_error(plain, 1, "0002-twenty.patch does not apply")
+    check(plain, 1, "0002-twenty.patch does not apply")
     assert "--3way" in plain.stderr
     kit3.run("apply", "--abort", check=True)
     merged = kit3.run("apply", "--3way", check=True).stdout
@@ -347,7 +318,7 @@ def test_a_real_conflict_under_3way_shows_gits_reason_and_no_advice_to_retry_it(
     stop_at_twenty(kit3, tmp_path)
     kit3.run("apply", "--abort", check=True)
     proc = kit3.run("apply", "--3way")
-    one_line_error(proc, 1, "0002-twenty.patch does not apply")
+    check(proc, 1, "0002-twenty.patch does not apply")
     assert "CONFLICT" in proc.stderr or "git: " in proc.stderr, proc.stderr
     assert "retry with nox -s apply -- --3way" not in proc.stderr
 
@@ -368,53 +339,50 @@ def processes_in(folder: Path) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGQUIT, signal.SIGTERM, signal.SIGINT],
-                         ids=["hup", "quit", "term", "int"])  # fmt: skip
+@pytest.mark.parametrize(
+    "sig", [signal.SIGHUP, signal.SIGQUIT, signal.SIGTERM, signal.SIGINT], ids=lambda s: s.name[3:].lower()
+)
 def test_every_ending_signal_during_apply_is_recognised(small_kit: Kit, sig: signal.Signals) -> None:
     many = [({f"vllm_omni/p{i}.py": f"x = {i}\n"}, f"[NPU] Part {i}", f"part-{i}") for i in range(40)]
     make_series(small_kit, many)
     before = snapshot(small_kit.patches)
-    proc = subprocess.Popen([sys.executable, "-m", "scripts", "apply"], cwd=small_kit.root, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "CI": ""})  # fmt: skip
+    proc = popen([sys.executable, "-m", "scripts", "apply"], small_kit.root)
     assert proc.stdout is not None
     for line in proc.stdout:
         if "[2/40]" in line:
             proc.send_signal(sig)
             break
-    out, err = proc.communicate(timeout=60)
-    one_line_error(subprocess.CompletedProcess(proc.args, proc.returncode, out, err), 130, "apply interrupted")
+    check(finished(proc), 130, "apply interrupted")
     assert not processes_in(small_kit.checkout)
     assert not (small_kit.checkout / ".git/rebase-apply").exists()  # no paused am the user did not start
     assert state_of(small_kit)["status"] == "applying"
-    one_line_error(small_kit.run("lint"), 2, "an apply was interrupted")
-    one_line_error(small_kit.run("refresh"), 2, "an apply was interrupted")
+    check(small_kit.run("lint"), 2, "an apply was interrupted")
+    check(small_kit.run("refresh"), 2, "an apply was interrupted")
     assert snapshot(small_kit.patches) == before
     assert small_kit.run("apply").returncode == 0
 
 
 # A signal that lands while `git am` runs: the am is left paused (as a killed am leaves it), then the signal.
-SIGNAL_DURING_AM = (
-    "import scripts.gitcmd as g, time\n"
-    "real = g.spawn\n"
-    "def spawn(argv, cwd, env, stdin=None):\n"
-    "    if argv[1:2] == ['am'] and argv[-1].endswith('0001-fix-ten.patch'):\n"
-    "        bad = cwd / '.git' / 'bad.patch'\n"
-    "        bad.write_text(open(argv[-1]).read().replace('-line 10', '-line 10 elsewhere'))\n"
-    "        real([*argv[:-1], str(bad)], cwd, env)\n"
-    "        os.kill(os.getpid(), signal.SIG{name})\n"
-    "        time.sleep(5)\n"
-    "    return real(argv, cwd, env, stdin)\n"
-    "g.spawn = spawn"
-)
+SIGNAL_DURING_AM = """import scripts.gitcmd as g, time
+real = g.spawn
+def spawn(argv, cwd, env, stdin=None):
+    if argv[1:2] == ['am'] and argv[-1].endswith('0001-fix-ten.patch'):
+        bad = cwd / '.git' / 'bad.patch'
+        bad.write_text(open(argv[-1]).read().replace('-line 10', '-line 10 elsewhere'))
+        real([*argv[:-1], str(bad)], cwd, env)
+        os.kill(os.getpid(), signal.SIG{name})
+        time.sleep(5)
+    return real(argv, cwd, env, stdin)
+g.spawn = spawn"""
 
 
 @pytest.mark.parametrize("name", ["HUP", "QUIT", "TERM", "INT"])
 def test_a_signal_during_git_am_leaves_no_paused_am(kit3: Kit, name: str) -> None:
     proc = inject(kit3, SIGNAL_DURING_AM.replace("{name}", name), "apply")
-    one_line_error(proc, 130, "apply interrupted")
+    check(proc, 130, "apply interrupted")
     assert not (kit3.checkout / ".git/rebase-apply").exists()
     assert state_of(kit3)["status"] == "applying"
-    one_line_error(kit3.run("refresh"), 2, "an apply was interrupted")
+    check(kit3.run("refresh"), 2, "an apply was interrupted")
     check(kit3.run("apply"), 0, "[3/3]")
 
 
@@ -422,7 +390,7 @@ def test_a_signal_during_git_am_leaves_no_paused_am(kit3: Kit, name: str) -> Non
 def test_a_signal_while_refresh_swaps_finishes_the_swap(kit3: Kit, name: str) -> None:
     fixup_commit(kit3, Path())
     proc = inject(kit3, TERM_WHILE_SWAPPING.replace("SIGTERM", f"SIG{name}"), "refresh")
-    one_line_error(proc, 130, "refresh interrupted")
+    check(proc, 130, "refresh interrupted")
     assert "line 20 better" in (kit3.patches / "0002-twenty.patch").read_text(encoding="utf-8")
     assert "patches/ unchanged" in kit3.run("refresh", check=True).stdout
 
@@ -505,8 +473,10 @@ def test_apply_again_rebuilds_what_an_interrupted_apply_left(kit3: Kit, left: st
         (kit3.checkout / ".git" / "rebase-apply" / "next").write_text("1\n")
     elif left == "dirty-file":
         (kit3.checkout / "vllm_omni" / "attn.py").write_text("half written\n")
-    else:  # the lock file of a git killed part way (kill -9 of the kit's process group)
-        killed_kit_marker(kit3)
+    else:  # the lock file of a git killed part way (kill -9 of the kit's process group), and the kit's marker
+        dead = subprocess.Popen(["true"])  # of that git: a pid now dead
+        dead.wait()
+        (kit3.checkout / ".git" / f"kit-git-running.{dead.pid}").write_text("", encoding="utf-8")
         (kit3.checkout / ".git" / left).write_text("")
     proc = kit3.run("apply")
     assert proc.returncode == 0 and "Traceback" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr

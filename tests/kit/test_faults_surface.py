@@ -20,7 +20,19 @@ from pathlib import Path
 
 import pytest
 from conftest import AUTHOR, Kit, free_port, live_pids
-from test_faults import Row, interrupted_apply, moved, nothing, one_line_error, replaced, run_row, snapshot
+from test_faults import (
+    Row,
+    check,
+    finished,
+    inject,
+    interrupted_apply,
+    moved,
+    popen,
+    put,
+    replaced,
+    run_row,
+    snapshot,
+)
 
 from scripts import signals
 from scripts.gitcmd import git
@@ -110,7 +122,7 @@ ROWS = [
         "pr-open-without-gh",
         (*PR, *"--onto https://example.invalid/vllm-omni main --push-to https://example.invalid/fork --open".split()),
         "after the push, run: gh pr create --repo ",
-        for_pr(nothing),
+        put("patches/cover.md", COVER.encode()),
         env={**IDENTITY, "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin"},
     ),
 ]
@@ -174,7 +186,7 @@ def test_the_kit_runs_from_a_subfolder_by_its_path(kit3: Kit) -> None:
     for folder, path in ((kit3.patches, "../scripts"), (kit3.checkout / "vllm_omni", "../../../scripts")):
         proc = subprocess.run([sys.executable, path, "e2e", "--port", "0"], cwd=folder, capture_output=True,
                               text=True, env={**os.environ, "CI": ""})  # fmt: skip
-        one_line_error(proc, 2, "--port '0' is not an integer from 1 to 65535")
+        check(proc, 2, "--port '0' is not an integer from 1 to 65535")
     proc = subprocess.run([sys.executable, "../scripts", "apply"], cwd=kit3.patches, capture_output=True, text=True)
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
 
@@ -198,8 +210,7 @@ def start_e2e(kit: Kit, tmp_path: Path, marker: str, ignore_term: bool = False) 
     cmd = [sys.executable, "-m", "scripts", "e2e", "--standin", "--port", str(port), "--server-cmd",
            sleeper_cmd(marker, ignore_term), "--health-timeout-s", "300", "--stop-timeout-s", "3",
            "--evidence-root", str(tmp_path / "evidence")]  # fmt: skip
-    proc = subprocess.Popen(cmd, cwd=kit.root, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env={**os.environ, "CI": ""})  # fmt: skip
+    proc = popen(cmd, kit.root)
     deadline = time.monotonic() + 60
     # Ready once it exists and, for ignore_term, has set SIGTERM aside: its python starts before that line runs,
     # and a SIGTERM in between ends it at once (the stop then takes no time to land a second signal in).
@@ -224,16 +235,16 @@ def summary_of(tmp_path: Path) -> dict[str, object]:
     return dict(json.loads((folder / "summary.json").read_text()))
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT],
-                         ids=lambda s: s.name)  # fmt: skip
+SIGNALS = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT]
+
+
+@pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: s.name)
 def test_a_signal_during_the_e2e_leaves_no_server(kit3: Kit, tmp_path: Path, sig: signal.Signals) -> None:
     marker = f"kit-e2e-sleeper-{uuid.uuid4().hex}"
     before = snapshot(kit3.patches)
     proc = start_e2e(kit3, tmp_path, marker)
     proc.send_signal(sig)
-    out, err = proc.communicate(timeout=60)
-    one_line_error(subprocess.CompletedProcess(proc.args, proc.returncode, out, err), 130,
-                   f"e2e interrupted by {sig.name}")  # fmt: skip
+    check(finished(proc), 130, f"e2e interrupted by {sig.name}")
     assert processes_with(marker) == []
     summary = summary_of(tmp_path)
     assert summary["verdict"] == "interrupted"
@@ -248,8 +259,8 @@ def test_a_second_signal_does_not_cut_the_server_stop_short(kit3: Kit, tmp_path:
     proc.send_signal(signal.SIGTERM)
     time.sleep(1)  # inside the stop's wait
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130 and "Traceback" not in out + err, err
+    done = finished(proc)
+    assert done.returncode == 130 and "Traceback" not in done.stdout + done.stderr, done.stderr
     assert processes_with(marker) == []
     assert summary_of(tmp_path)["verdict"] == "interrupted"
 
@@ -278,16 +289,15 @@ def test_a_process_started_in_a_held_block_hears_every_signal() -> None:
     assert out.strip() == "[]"
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT], ids=lambda s: s.name)
+@pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: s.name)
 def test_a_signal_while_the_commands_load_is_one_line(kit3: Kit, sig: signal.Signals) -> None:
     # The edit-loop model found it: a Ctrl-C in the first second (imports) printed a KeyboardInterrupt traceback.
     before = snapshot(kit3.patches)
-    program = (
-        "import os, signal, sys\nimport scripts.__main__ as front\nloaded = front.command_modules\n"
-        f"def loading():\n    os.kill(os.getpid(), {int(sig)})\n    return loaded()\n"
-        "front.command_modules = loading\nfront.install_run_handlers()\n"
-        "sys.exit(front.main(sys.argv[1:], front.Workspace.of_kit()))"
-    )
-    proc = subprocess.run([sys.executable, "-c", program, "refresh"], cwd=kit3.root, capture_output=True, text=True)
-    one_line_error(proc, 130, f"interrupted by {sig.name} before any command started")
+    code = f"""import scripts.__main__ as front
+loaded = front.command_modules
+def loading():
+    os.kill(os.getpid(), {int(sig)})
+    return loaded()
+front.command_modules = loading"""
+    check(inject(kit3, code, "refresh"), 130, f"interrupted by {sig.name} before any command started")
     assert snapshot(kit3.patches) == before
