@@ -48,13 +48,12 @@ def check(proc: subprocess.CompletedProcess[str], code: int, needle: str) -> Non
         return
     errors = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(errors) == 1 and errors[0].startswith("kit: error: "), proc.stderr
-    assert " -- " in errors[0], errors[0]  # the thing, then the fix
-    assert needle in errors[0], errors[0]
+    assert " -- " in errors[0] and needle in errors[0], errors[0]  # the thing, then the fix
 
 
 def popen(cmd: list[str], cwd: Path) -> subprocess.Popen[str]:
-    return subprocess.Popen(cmd, cwd=cwd, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env={**os.environ, "CI": ""})  # fmt: skip
+    env = {**os.environ, "CI": ""}
+    return subprocess.Popen(cmd, cwd=cwd, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
 
 
 def finished(proc: subprocess.Popen[str]) -> subprocess.CompletedProcess[str]:
@@ -64,9 +63,9 @@ def finished(proc: subprocess.Popen[str]) -> subprocess.CompletedProcess[str]:
 
 def inject(kit: Kit, code: str, *args: str, env: Env | None = None) -> subprocess.CompletedProcess[str]:
     """Run the real kit CLI after `code` has replaced one filesystem call (the fault's only stand-in)."""
-    program = f"import errno, os, signal, sys\n{code}\n" + FRONT_DOOR
-    return subprocess.run([sys.executable, "-c", program, *args], cwd=kit.root, capture_output=True, text=True,
-                          env={**os.environ, "CI": "", **(env or {})})  # fmt: skip
+    argv = [sys.executable, "-c", f"import errno, os, signal, sys\n{code}\n" + FRONT_DOOR, *args]
+    env = {**os.environ, "CI": "", **(env or {})}
+    return subprocess.run(argv, cwd=kit.root, capture_output=True, text=True, env=env)
 
 
 @dataclass(frozen=True)
@@ -441,8 +440,8 @@ def test_abort_on_the_same_pin_goes_back_to_the_last_good_head(kit3: Kit) -> Non
 
 def test_force_leaves_a_paused_am_where_git_cannot_guess_an_identity(kit3: Kit, tmp_path: Path) -> None:
     stop_at_twenty(kit3, tmp_path)
-    no_guessing = {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "user.useConfigOnly", "GIT_CONFIG_VALUE_0": "true",
-                   "EMAIL": "", "GIT_AUTHOR_EMAIL": "", "GIT_COMMITTER_EMAIL": ""}  # fmt: skip
+    no_guessing = {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "user.useConfigOnly", "GIT_CONFIG_VALUE_0": "true"}
+    no_guessing |= {"EMAIL": "", "GIT_AUTHOR_EMAIL": "", "GIT_COMMITTER_EMAIL": ""}
     proc = kit3.run("apply", "--force", env=no_guessing)
     assert proc.returncode == 1 and "0002-twenty.patch does not apply" in proc.stderr  # got past the am --abort
     assert "Traceback" not in proc.stderr

@@ -60,18 +60,17 @@ def hook(name: str, body: str = "echo HOOK-RAN >&2") -> Callable[[Kit, Path], No
     return setup
 
 
-def other_repo(tmp_path: Path) -> Path:
-    """Another repository (like the kit's own), on branch main: what a leaked GIT_* variable points at."""
-    repo = tmp_path / "kit-repo"
-    if not repo.exists():
+def leaked(variable: str, value: Callable[[Path], str]) -> Callable[[Kit, Path], Env]:
+    """variable set to value of another repository (like the kit's own, on branch main)."""
+
+    def setup(_kit: Kit, tmp_path: Path) -> Env:
+        repo = tmp_path / "kit-repo"
         repo.mkdir()
         git("init", "-q", "-b", "main", cwd=repo)
         commit_patch(repo, {"README": "kit\n"}, "kit", "kit")
-    return repo
+        return {variable: value(repo)}
 
-
-def leaked(variable: str, value: Callable[[Path], str]) -> Callable[[Kit, Path], Env]:
-    return lambda _kit, tmp_path: {variable: value(other_repo(tmp_path))}
+    return setup
 
 
 def no_git_on_path(_kit: Kit, tmp_path: Path) -> Env:
@@ -158,10 +157,8 @@ def extractall(self, *a, **k):
     raise OSError(errno.ENOSPC, 'No space left on device')
 tarfile.TarFile.extractall = extractall"""
 
-HOOKS = (
-    "post-checkout", "applypatch-msg", "pre-applypatch", "post-applypatch", "pre-commit", "commit-msg",
-    "post-commit", "reference-transaction", "post-rewrite", "pre-auto-gc",
-)  # fmt: skip
+HOOKS = "post-checkout applypatch-msg pre-applypatch post-applypatch pre-commit commit-msg post-commit".split()
+HOOKS += ["reference-transaction", "post-rewrite", "pre-auto-gc"]
 VARIABLES = {
     "GIT_DIR": lambda r: str(r / ".git"),
     "GIT_WORK_TREE": str,
@@ -459,8 +456,10 @@ def test_blob_ids_of_wheel_entries_are_gits(data: bytes, tmp_path: Path) -> None
     assert git_blob_id(data) == git("hash-object", "--no-filters", str(path), cwd=tmp_path).strip()
 
 
-@pytest.mark.parametrize("left", ["am-folder-git-reads", "am-folder-part-written", "dirty-file", "index.lock",
-                                  "refs/heads/series.lock"])  # fmt: skip
+LEFT = "am-folder-git-reads am-folder-part-written dirty-file index.lock refs/heads/series.lock".split()
+
+
+@pytest.mark.parametrize("left", LEFT)
 def test_apply_again_rebuilds_what_an_interrupted_apply_left(kit3: Kit, left: str) -> None:
     # Found by the edit-loop model: Ctrl-C reaches git am's whole process group, and a kill part way can leave
     # .git/rebase-apply or touched files. The state says "applying": the next apply rebuilds the kit's own tree.

@@ -184,8 +184,8 @@ def test_the_kit_runs_from_a_subfolder_by_its_path(kit3: Kit) -> None:
     """`python -m scripts` resolves the package from the working folder (Python's rule, exit 1 elsewhere);
     `python <kit>/scripts` works from any folder and means the same kit."""
     for folder, path in ((kit3.patches, "../scripts"), (kit3.checkout / "vllm_omni", "../../../scripts")):
-        proc = subprocess.run([sys.executable, path, "e2e", "--port", "0"], cwd=folder, capture_output=True,
-                              text=True, env={**os.environ, "CI": ""})  # fmt: skip
+        argv = [sys.executable, path, "e2e", "--port", "0"]
+        proc = subprocess.run(argv, cwd=folder, capture_output=True, text=True, env={**os.environ, "CI": ""})
         check(proc, 2, "--port '0' is not an integer from 1 to 65535")
     proc = subprocess.run([sys.executable, "../scripts", "apply"], cwd=kit3.patches, capture_output=True, text=True)
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
@@ -194,22 +194,16 @@ def test_the_kit_runs_from_a_subfolder_by_its_path(kit3: Kit) -> None:
 # ---- endings: every signal that ends an e2e leaves no server and says what happened ----
 
 
-def sleeper_cmd(marker: str, ignore_term: bool = False) -> str:
-    """A server that never answers /health (so the e2e waits on it), recognisable by marker."""
-    code = "import signal, time\n" + ("signal.signal(signal.SIGTERM, signal.SIG_IGN)\n" if ignore_term else "")
-    code += "time.sleep(600)"
-    return f"{sys.executable} -c '{code}' {marker}"
-
-
 def processes_with(marker: str) -> list[int]:
     return live_pids(lambda args: marker.encode() in args)
 
 
 def start_e2e(kit: Kit, tmp_path: Path, marker: str, ignore_term: bool = False) -> subprocess.Popen[str]:
-    port = free_port()
-    cmd = [sys.executable, "-m", "scripts", "e2e", "--standin", "--port", str(port), "--server-cmd",
-           sleeper_cmd(marker, ignore_term), "--health-timeout-s", "300", "--stop-timeout-s", "3",
-           "--evidence-root", str(tmp_path / "evidence")]  # fmt: skip
+    # Its server never answers /health (so the e2e waits on it), recognisable by marker.
+    code = "import signal, time\n" + ("signal.signal(signal.SIGTERM, signal.SIG_IGN)\n" if ignore_term else "")
+    server = f"{sys.executable} -c '{code}time.sleep(600)' {marker}"
+    options = f"--port {free_port()} --health-timeout-s 300 --stop-timeout-s 3 --evidence-root"
+    cmd = [sys.executable, "-m", "scripts", *e2e(options).split(), str(tmp_path / "evidence"), "--server-cmd", server]
     proc = popen(cmd, kit.root)
     deadline = time.monotonic() + 60
     # Ready once it exists and, for ignore_term, has set SIGTERM aside: its python starts before that line runs,
