@@ -38,17 +38,21 @@ def snapshot(folder: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
 
 
-def check(proc: subprocess.CompletedProcess[str], code: int, needle: str) -> None:
-    """Exit code, no traceback, and exactly one `kit: error: <thing> -- <fix>` line holding needle; or, for code 0,
-    no error line and needle in the output."""
+def one_line_error(proc: subprocess.CompletedProcess[str], code: int, needle: str) -> None:
     out = proc.stdout + proc.stderr
     assert "Traceback" not in out and proc.returncode == code, out
-    if not code:
-        assert "kit: error:" not in out and needle in out, out
-        return
     errors = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(errors) == 1 and errors[0].startswith("kit: error: "), proc.stderr
     assert " -- " in errors[0] and needle in errors[0], errors[0]  # the thing, then the fix
+
+
+def check(proc: subprocess.CompletedProcess[str], code: int, needle: str) -> None:
+    """one_line_error, or for code 0: the work succeeded, needle in its output and no error line."""
+    if code:
+        one_line_error(proc, code, needle)
+        return
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0 and "Traceback" not in out and "kit: error:" not in out and needle in out, out
 
 
 def popen(cmd: list[str], cwd: Path) -> subprocess.Popen[str]:
@@ -331,7 +335,7 @@ def refresh_cut_short(kit: Kit, code: str, exit_code: int, needle: str) -> subpr
     fixup_commit(kit, Path())
     before = snapshot(kit.patches)
     proc = inject(kit, code, "refresh")
-    check(proc, exit_code, needle)
+    one_line_error(proc, exit_code, needle)
     assert snapshot(kit.patches) == before
     assert not list(kit.patches.glob(".*kit-tmp"))
     return proc
@@ -352,7 +356,7 @@ def test_sigterm_while_refresh_writes_changes_nothing(kit3: Kit) -> None:
 
 def test_sigterm_while_refresh_swaps_finishes_the_swap(kit3: Kit) -> None:
     fixup_commit(kit3, Path())
-    check(inject(kit3, TERM_WHILE_SWAPPING, "refresh"), 130, "refresh interrupted")
+    one_line_error(inject(kit3, TERM_WHILE_SWAPPING, "refresh"), 130, "refresh interrupted")
     assert "line 20 better" in (kit3.patches / "0002-twenty.patch").read_text()  # the swap completed
     assert "patches/ unchanged" in kit3.run("refresh", check=True).stdout  # and a rerun finds nothing to do
 
@@ -386,7 +390,7 @@ def test_readme_conflict_recovery_keeps_every_patch(kit3: Kit, tmp_path: Path) -
     resolve_twenty(kit3)  # resolve; git add
     proc = kit3.run("apply", "--continue", check=True)
     assert "0002-twenty.patch: resolved" in proc.stdout and "[3/3] 0003-double-attn.patch: clean" in proc.stdout
-    check(kit3.run("lint"), 2, "not exported to patches/")  # lint waits for the refresh
+    one_line_error(kit3.run("lint"), 2, "not exported to patches/")  # lint waits for the refresh
     assert "0002-twenty.patch: updated" in kit3.run("refresh", check=True).stdout
     assert patch_names(kit3) == ["0001-fix-ten.patch", "0002-twenty.patch", "0003-double-attn.patch"]
     assert "line 19 upstream" in (kit3.patches / "0002-twenty.patch").read_text()
@@ -435,7 +439,7 @@ def test_abort_on_the_same_pin_goes_back_to_the_last_good_head(kit3: Kit) -> Non
     assert kit3.run("apply").returncode == 1
     kit3.run("apply", "--abort", check=True)
     assert kit3.git("rev-parse", "HEAD") == head
-    check(kit3.run("lint"), 2, "does not match patches/")  # patches/ still holds the broken edit
+    one_line_error(kit3.run("lint"), 2, "does not match patches/")  # patches/ still holds the broken edit
 
 
 def test_force_leaves_a_paused_am_where_git_cannot_guess_an_identity(kit3: Kit, tmp_path: Path) -> None:
@@ -496,5 +500,5 @@ def test_an_interpreter_without_pip_is_named_with_the_fix(small_kit: Kit, tmp_pa
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "nopip")], check=True)
     python = tmp_path / "nopip" / "bin" / "python"
     proc = subprocess.run([str(python), "-m", "scripts", "apply"], cwd=small_kit.root, capture_output=True, text=True)
-    check(proc, 2, "pip is not installed for")
+    one_line_error(proc, 2, "pip is not installed for")
     assert "uvx --with pip" in proc.stderr and not (small_kit.root / ".work/vllm-omni").exists()

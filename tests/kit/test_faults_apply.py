@@ -33,6 +33,7 @@ from test_faults import (
     lock_wait,
     moved,
     new_upstream,
+    one_line_error,
     pin_files,
     popen,
     put,
@@ -274,18 +275,18 @@ g.start_branch = failing"""
 
 @pytest.mark.parametrize("command", ["lint", "refresh", "test"])
 def test_failed_apply_on_the_same_pin_makes_every_command_say_apply_again(kit3: Kit, command: str) -> None:
-    check(inject(kit3, GIT_FAILS_ONCE_APPLYING, "apply"), 2, "run nox -s apply again")
+    one_line_error(inject(kit3, GIT_FAILS_ONCE_APPLYING, "apply"), 2, "run nox -s apply again")
     assert state_of(kit3)["status"] == "applying"
-    check(kit3.run(command), 2, "nox -s apply")
+    one_line_error(kit3.run(command), 2, "nox -s apply")
     check(kit3.run("apply"), 0, "[3/3]")
 
 
 def test_disk_full_on_a_new_pin_keeps_the_old_checkout(kit3: Kit, tmp_path: Path) -> None:
     head = kit3.git("rev-parse", "HEAD")
     new_upstream(kit3, tmp_path, {})
-    check(inject(kit3, DISK_FULL_EXTRACTING, "apply"), 2, "No space left on device")
+    one_line_error(inject(kit3, DISK_FULL_EXTRACTING, "apply"), 2, "No space left on device")
     assert kit3.git("rev-parse", "HEAD") == head and state_of(kit3)["status"] == "applied"
-    check(kit3.run("lint"), 2, "the pin is now vllm-omni 0.2.0")  # never "clean" for the old pin
+    one_line_error(kit3.run("lint"), 2, "the pin is now vllm-omni 0.2.0")  # never "clean" for the old pin
     check(kit3.run("apply"), 0, "[3/3]")
 
 
@@ -302,7 +303,7 @@ def test_hooks_never_run_and_state_tells_the_truth(kit3: Kit) -> None:
 def test_three_way_across_a_pin_change_has_the_old_blobs(kit3: Kit, tmp_path: Path) -> None:
     CONTEXT_MOVED(kit3, tmp_path)
     plain = kit3.run("apply")
-    check(plain, 1, "0002-twenty.patch does not apply")
+    one_line_error(plain, 1, "0002-twenty.patch does not apply")
     assert "--3way" in plain.stderr
     kit3.run("apply", "--abort", check=True)
     merged = kit3.run("apply", "--3way", check=True).stdout
@@ -315,7 +316,7 @@ def test_a_real_conflict_under_3way_shows_gits_reason_and_no_advice_to_retry_it(
     stop_at_twenty(kit3, tmp_path)
     kit3.run("apply", "--abort", check=True)
     proc = kit3.run("apply", "--3way")
-    check(proc, 1, "0002-twenty.patch does not apply")
+    one_line_error(proc, 1, "0002-twenty.patch does not apply")
     assert "CONFLICT" in proc.stderr or "git: " in proc.stderr, proc.stderr
     assert "retry with nox -s apply -- --3way" not in proc.stderr
 
@@ -349,12 +350,12 @@ def test_every_ending_signal_during_apply_is_recognised(small_kit: Kit, sig: sig
         if "[2/40]" in line:
             proc.send_signal(sig)
             break
-    check(finished(proc), 130, "apply interrupted")
+    one_line_error(finished(proc), 130, "apply interrupted")
     assert not processes_in(small_kit.checkout)
     assert not (small_kit.checkout / ".git/rebase-apply").exists()  # no paused am the user did not start
     assert state_of(small_kit)["status"] == "applying"
-    check(small_kit.run("lint"), 2, "an apply was interrupted")
-    check(small_kit.run("refresh"), 2, "an apply was interrupted")
+    one_line_error(small_kit.run("lint"), 2, "an apply was interrupted")
+    one_line_error(small_kit.run("refresh"), 2, "an apply was interrupted")
     assert snapshot(small_kit.patches) == before
     assert small_kit.run("apply").returncode == 0
 
@@ -376,10 +377,10 @@ g.spawn = spawn"""
 @pytest.mark.parametrize("name", ["HUP", "QUIT", "TERM", "INT"])
 def test_a_signal_during_git_am_leaves_no_paused_am(kit3: Kit, name: str) -> None:
     proc = inject(kit3, SIGNAL_DURING_AM.replace("{name}", name), "apply")
-    check(proc, 130, "apply interrupted")
+    one_line_error(proc, 130, "apply interrupted")
     assert not (kit3.checkout / ".git/rebase-apply").exists()
     assert state_of(kit3)["status"] == "applying"
-    check(kit3.run("refresh"), 2, "an apply was interrupted")
+    one_line_error(kit3.run("refresh"), 2, "an apply was interrupted")
     check(kit3.run("apply"), 0, "[3/3]")
 
 
@@ -387,7 +388,7 @@ def test_a_signal_during_git_am_leaves_no_paused_am(kit3: Kit, name: str) -> Non
 def test_a_signal_while_refresh_swaps_finishes_the_swap(kit3: Kit, name: str) -> None:
     fixup_commit(kit3, Path())
     proc = inject(kit3, TERM_WHILE_SWAPPING.replace("SIGTERM", f"SIG{name}"), "refresh")
-    check(proc, 130, "refresh interrupted")
+    one_line_error(proc, 130, "refresh interrupted")
     assert "line 20 better" in (kit3.patches / "0002-twenty.patch").read_text(encoding="utf-8")
     assert "patches/ unchanged" in kit3.run("refresh", check=True).stdout
 

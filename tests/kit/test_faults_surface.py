@@ -22,11 +22,11 @@ import pytest
 from conftest import AUTHOR, Kit, free_port, live_pids
 from test_faults import (
     Row,
-    check,
     finished,
     inject,
     interrupted_apply,
     moved,
+    one_line_error,
     popen,
     put,
     replaced,
@@ -186,7 +186,7 @@ def test_the_kit_runs_from_a_subfolder_by_its_path(kit3: Kit) -> None:
     for folder, path in ((kit3.patches, "../scripts"), (kit3.checkout / "vllm_omni", "../../../scripts")):
         argv = [sys.executable, path, "e2e", "--port", "0"]
         proc = subprocess.run(argv, cwd=folder, capture_output=True, text=True, env={**os.environ, "CI": ""})
-        check(proc, 2, "--port '0' is not an integer from 1 to 65535")
+        one_line_error(proc, 2, "--port '0' is not an integer from 1 to 65535")
     proc = subprocess.run([sys.executable, "../scripts", "apply"], cwd=kit3.patches, capture_output=True, text=True)
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
 
@@ -238,7 +238,7 @@ def test_a_signal_during_the_e2e_leaves_no_server(kit3: Kit, tmp_path: Path, sig
     before = snapshot(kit3.patches)
     proc = start_e2e(kit3, tmp_path, marker)
     proc.send_signal(sig)
-    check(finished(proc), 130, f"e2e interrupted by {sig.name}")
+    one_line_error(finished(proc), 130, f"e2e interrupted by {sig.name}")
     assert processes_with(marker) == []
     summary = summary_of(tmp_path)
     assert summary["verdict"] == "interrupted"
@@ -293,5 +293,5 @@ def loading():
     os.kill(os.getpid(), {int(sig)})
     return loaded()
 front.command_modules = loading"""
-    check(inject(kit3, code, "refresh"), 130, f"interrupted by {sig.name} before any command started")
+    one_line_error(inject(kit3, code, "refresh"), 130, f"interrupted by {sig.name} before any command started")
     assert snapshot(kit3.patches) == before
