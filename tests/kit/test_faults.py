@@ -150,10 +150,7 @@ def edit(path: str, change: Callable[[bytes], bytes]) -> Callable[[Kit, Path], N
 
 
 def put(path: str, data: bytes) -> Callable[[Kit, Path], None]:
-    def setup(kit: Kit, _tmp: Path) -> None:
-        (kit.root / path).write_bytes(data)
-
-    return setup
+    return edit(path, lambda _old: data)
 
 
 def replaced(path: str, old: bytes, new: bytes, count: int = -1) -> Callable[[Kit, Path], None]:
@@ -330,33 +327,29 @@ def replace(a, b):
 os.replace = replace"""
 
 
-def refresh_cut_short(kit: Kit, code: str, exit_code: int, needle: str) -> subprocess.CompletedProcess[str]:
-    """refresh with a real edit to export, cut short by the injected code: patches/ is left as it was."""
-    fixup_commit(kit, Path())
-    before = snapshot(kit.patches)
-    proc = inject(kit, code, "refresh")
-    one_line_error(proc, exit_code, needle)
-    assert snapshot(kit.patches) == before
-    assert not list(kit.patches.glob(".*kit-tmp"))
-    return proc
-
-
 @pytest.mark.parametrize(
-    ("code", "needle"),
-    [(ENOSPC, "No space left on device"), (EROFS, "Read-only file system")],
-    ids=["disk-full-on-refresh", "read-only-patches-on-refresh"],
+    ("code", "exit_code", "needle"),
+    [
+        (ENOSPC, 2, "No space left on device"),
+        (EROFS, 2, "Read-only file system"),
+        (TERM_WHILE_WRITING, 130, "refresh interrupted by SIGTERM"),
+    ],
+    ids=["disk-full-on-refresh", "read-only-patches-on-refresh", "sigterm-while-writing"],
 )
-def test_refresh_that_cannot_write_changes_nothing(kit3: Kit, code: str, needle: str) -> None:
-    assert "patches/ is unchanged" in refresh_cut_short(kit3, code, 2, needle).stderr
+def test_refresh_cut_short_changes_nothing(kit3: Kit, code: str, exit_code: int, needle: str) -> None:
+    fixup_commit(kit3, Path())  # a real edit to export
+    before = snapshot(kit3.patches)
+    proc = inject(kit3, code, "refresh")
+    one_line_error(proc, exit_code, needle)
+    assert "patches/ is unchanged" in proc.stderr and snapshot(kit3.patches) == before
+    assert not list(kit3.patches.glob(".*kit-tmp"))
 
 
-def test_sigterm_while_refresh_writes_changes_nothing(kit3: Kit) -> None:
-    refresh_cut_short(kit3, TERM_WHILE_WRITING, 130, "refresh interrupted")
-
-
-def test_sigterm_while_refresh_swaps_finishes_the_swap(kit3: Kit) -> None:
+@pytest.mark.parametrize("name", ["TERM", "HUP", "QUIT"])
+def test_a_signal_while_refresh_swaps_finishes_the_swap(kit3: Kit, name: str) -> None:
     fixup_commit(kit3, Path())
-    one_line_error(inject(kit3, TERM_WHILE_SWAPPING, "refresh"), 130, "refresh interrupted")
+    proc = inject(kit3, TERM_WHILE_SWAPPING.replace("SIGTERM", f"SIG{name}"), "refresh")
+    one_line_error(proc, 130, "refresh interrupted")
     assert "line 20 better" in (kit3.patches / "0002-twenty.patch").read_text()  # the swap completed
     assert "patches/ unchanged" in kit3.run("refresh", check=True).stdout  # and a rerun finds nothing to do
 
@@ -385,9 +378,12 @@ def patch_names(kit: Kit) -> list[str]:
     return [p.name for p in sorted(kit.patches.glob("*.patch"))]
 
 
-def test_readme_conflict_recovery_keeps_every_patch(kit3: Kit, tmp_path: Path) -> None:
+@pytest.mark.parametrize("by_hand", [False, True], ids=["readme", "git-am-continue-by-hand"])
+def test_conflict_recovery_keeps_every_patch(kit3: Kit, tmp_path: Path, by_hand: bool) -> None:
     stop_at_twenty(kit3, tmp_path)
     resolve_twenty(kit3)  # resolve; git add
+    if by_hand:
+        kit3.git("am", "--continue")
     proc = kit3.run("apply", "--continue", check=True)
     assert "0002-twenty.patch: resolved" in proc.stdout and "[3/3] 0003-double-attn.patch: clean" in proc.stdout
     one_line_error(kit3.run("lint"), 2, "not exported to patches/")  # lint waits for the refresh
@@ -395,14 +391,6 @@ def test_readme_conflict_recovery_keeps_every_patch(kit3: Kit, tmp_path: Path) -
     assert patch_names(kit3) == ["0001-fix-ten.patch", "0002-twenty.patch", "0003-double-attn.patch"]
     assert "line 19 upstream" in (kit3.patches / "0002-twenty.patch").read_text()
     kit3.run("apply", check=True)  # the refreshed series applies cleanly on the new pin
-
-
-def test_git_am_continue_by_hand_then_apply_continue(kit3: Kit, tmp_path: Path) -> None:
-    git_am_continue_by_hand(kit3, tmp_path)
-    proc = kit3.run("apply", "--continue", check=True)
-    assert "resolved" in proc.stdout and "[3/3]" in proc.stdout
-    kit3.run("refresh", check=True)
-    assert len(patch_names(kit3)) == 3
 
 
 def test_abort_goes_back_to_the_previous_pin(kit3: Kit, tmp_path: Path) -> None:
@@ -415,22 +403,17 @@ def test_abort_goes_back_to_the_previous_pin(kit3: Kit, tmp_path: Path) -> None:
     assert kit3.git("status", "--porcelain") == ""  # the previous pin's files, nothing of the new one's left
 
 
-def test_a_finished_apply_leaves_no_way_back_that_a_later_abort_could_take(kit3: Kit) -> None:
+def test_a_finished_apply_leaves_no_way_back_nor_a_lock_a_signal_left_on_it(kit3: Kit) -> None:
     # The last-good head is kept for the apply that may be aborted; once an apply finished it is gone, so an
     # abort after a later apply that started from unexported work never goes back to an older head.
-    kit3.run("apply", check=True)  # from a complete checkout: it keeps the way back while it runs
-    assert kit3.git("for-each-ref", "refs/kit/last-good") == ""
-    assert not (kit3.checkout / ".git" / "kit-state.last-good.json").exists()
-
-
-def test_a_lock_a_signal_left_on_the_way_back_does_not_stop_the_next_apply(kit3: Kit) -> None:
-    # Ctrl-C reaches the git that moves or deletes refs/kit/last-good (found by the edit-loop model): its lock file
-    # stays. The ref is the kit's own and the kit holds the checkout's lock, so the next apply goes on.
+    # Ctrl-C reaching the git that moves or deletes refs/kit/last-good (found by the edit-loop model) leaves its lock
+    # file: the ref is the kit's own and the kit holds the checkout's lock, so the next apply goes on.
     refs = kit3.checkout / ".git" / "refs" / "kit"
     refs.mkdir(parents=True, exist_ok=True)
     (refs / "last-good.lock").write_text("", encoding="utf-8")
-    kit3.run("apply", check=True)
+    kit3.run("apply", check=True)  # from a complete checkout: it keeps the way back while it runs
     assert kit3.git("for-each-ref", "refs/kit/") == "" and not list(refs.iterdir())
+    assert not (kit3.checkout / ".git" / "kit-state.last-good.json").exists()
 
 
 def test_abort_on_the_same_pin_goes_back_to_the_last_good_head(kit3: Kit) -> None:

@@ -19,14 +19,12 @@ from test_faults import (
     C_LOCALE,
     P1,
     SERIES,
-    TERM_WHILE_SWAPPING,
     Env,
     Row,
     check,
     commit_bytes,
     edit,
     finished,
-    fixup_commit,
     inject,
     interrupted_apply,
     lock_held,
@@ -382,15 +380,6 @@ def test_a_signal_during_git_am_leaves_no_paused_am(kit3: Kit, name: str) -> Non
     assert state_of(kit3)["status"] == "applying"
     one_line_error(kit3.run("refresh"), 2, "an apply was interrupted")
     check(kit3.run("apply"), 0, "[3/3]")
-
-
-@pytest.mark.parametrize("name", ["HUP", "QUIT"])
-def test_a_signal_while_refresh_swaps_finishes_the_swap(kit3: Kit, name: str) -> None:
-    fixup_commit(kit3, Path())
-    proc = inject(kit3, TERM_WHILE_SWAPPING.replace("SIGTERM", f"SIG{name}"), "refresh")
-    one_line_error(proc, 130, "refresh interrupted")
-    assert "line 20 better" in (kit3.patches / "0002-twenty.patch").read_text(encoding="utf-8")
-    assert "patches/ unchanged" in kit3.run("refresh", check=True).stdout
 
 
 # ---- the pure rules behind the table --------------------------------------------------------
