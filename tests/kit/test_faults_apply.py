@@ -335,29 +335,6 @@ def processes_in(folder: Path) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize(
-    "sig", [signal.SIGHUP, signal.SIGQUIT, signal.SIGTERM, signal.SIGINT], ids=lambda s: s.name[3:].lower()
-)
-def test_every_ending_signal_during_apply_is_recognised(small_kit: Kit, sig: signal.Signals) -> None:
-    many = [({f"vllm_omni/p{i}.py": f"x = {i}\n"}, f"[NPU] Part {i}", f"part-{i}") for i in range(40)]
-    make_series(small_kit, many)
-    before = snapshot(small_kit.patches)
-    proc = popen([sys.executable, "-m", "scripts", "apply"], small_kit.root)
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        if "[2/40]" in line:
-            proc.send_signal(sig)
-            break
-    one_line_error(finished(proc), 130, "apply interrupted")
-    assert not processes_in(small_kit.checkout)
-    assert not (small_kit.checkout / ".git/rebase-apply").exists()  # no paused am the user did not start
-    assert state_of(small_kit)["status"] == "applying"
-    one_line_error(small_kit.run("lint"), 2, "an apply was interrupted")
-    one_line_error(small_kit.run("refresh"), 2, "an apply was interrupted")
-    assert snapshot(small_kit.patches) == before
-    assert small_kit.run("apply").returncode == 0
-
-
 # A signal that lands while `git am` runs: the am is left paused (as a killed am leaves it), then the signal.
 SIGNAL_DURING_AM = """import scripts.gitcmd as g, time
 real = g.spawn
@@ -372,14 +349,32 @@ def spawn(argv, cwd, env, stdin=None):
 g.spawn = spawn"""
 
 
+@pytest.mark.parametrize("during_am", [False, True], ids=["between-patches", "during-git-am"])
 @pytest.mark.parametrize("name", ["HUP", "QUIT", "TERM", "INT"])
-def test_a_signal_during_git_am_leaves_no_paused_am(kit3: Kit, name: str) -> None:
-    proc = inject(kit3, SIGNAL_DURING_AM.replace("{name}", name), "apply")
+def test_every_ending_signal_during_apply_is_recognised(
+    request: pytest.FixtureRequest, name: str, during_am: bool
+) -> None:
+    if during_am:
+        kit, last = request.getfixturevalue("kit3"), "[3/3]"
+        before = snapshot(kit.patches)
+        proc = inject(kit, SIGNAL_DURING_AM.replace("{name}", name), "apply")
+    else:
+        kit, last = request.getfixturevalue("small_kit"), "[40/40]"
+        make_series(kit, [({f"vllm_omni/p{i}.py": f"x = {i}\n"}, f"[NPU] Part {i}", f"part-{i}") for i in range(40)])
+        before = snapshot(kit.patches)
+        running = popen([sys.executable, "-m", "scripts", "apply"], kit.root)
+        assert running.stdout is not None
+        next(line for line in running.stdout if "[2/40]" in line)
+        running.send_signal(getattr(signal, f"SIG{name}"))
+        proc = finished(running)
     one_line_error(proc, 130, "apply interrupted")
-    assert not (kit3.checkout / ".git/rebase-apply").exists()
-    assert state_of(kit3)["status"] == "applying"
-    one_line_error(kit3.run("refresh"), 2, "an apply was interrupted")
-    check(kit3.run("apply"), 0, "[3/3]")
+    assert not processes_in(kit.checkout)
+    assert not (kit.checkout / ".git/rebase-apply").exists()  # no paused am the user did not start
+    assert state_of(kit)["status"] == "applying"
+    for command in ("lint", "refresh"):
+        one_line_error(kit.run(command), 2, "an apply was interrupted")
+    assert snapshot(kit.patches) == before
+    check(kit.run("apply"), 0, last)
 
 
 # ---- the pure rules behind the table --------------------------------------------------------
@@ -407,13 +402,10 @@ def test_lock_timeout_range(raw: str, ok: bool) -> None:
             worklock.parse_timeout(raw)
 
 
-def test_failed_hunk_names_the_file_and_gits_reason() -> None:
+def test_failed_hunk_names_the_file_and_gits_reason_and_counts_its_hunks() -> None:
     out = "Checking patch vllm_omni/x.py...\nerror: vllm_omni/x.py: already exists in working directory\n"
     assert failed_hunk(out, "") == ("vllm_omni/x.py", "(already exists in working directory)")
     assert failed_hunk("Checking patch a.py...\n", "") is None
-
-
-def test_failed_hunk_counts_the_hunks_of_the_file_git_names() -> None:
     patch = (
         "diff --git a/old.py b/new.py\nrename from old.py\nrename to new.py\n--- a/old.py\n+++ b/new.py\n"
         "@@ -1 +1 @@\n--- a\n+b\n@@ -7 +7 @@\n-c\n+d\n"
@@ -425,13 +417,8 @@ def test_failed_hunk_counts_the_hunks_of_the_file_git_names() -> None:
 
 @pytest.mark.parametrize(
     ("path", "generated"),
-    [
-        ("a/__pycache__/x.pyc", True),
-        ("a/x.pyc", True),
-        ("a/x.py", False),
-        (".coverage.1", True),
-        ("a/pycache.py", False),
-    ],
+    [(p, True) for p in ("a/__pycache__/x.pyc", "a/x.pyc", ".coverage.1")]
+    + [(p, False) for p in ("a/x.py", "a/pycache.py")],
 )
 def test_is_generated(path: str, generated: bool) -> None:
     assert is_generated(path) is generated
