@@ -46,11 +46,7 @@ IDENTITY |= {"GIT_CONFIG_KEY_1": "user.email", "GIT_CONFIG_VALUE_1": "ada@exampl
 
 # patches/ changed after the last apply: the checkout is no longer built from the series.
 PATCH_EDITED = replaced("patches/0003-double-attn.patch", b"Why this change.", b"Why this change, said better.")
-
-
 PIN_MOVED = moved({19: "line 19 upstream"})  # another release than the one the checkout was built from
-
-
 COVER = "[NPU] Attend on Ascend\n\nWhy the series.\n\n## Notes for reviewers\n\n- none\n"
 
 
@@ -156,25 +152,17 @@ def test_push_failure_quotes_gits_reason_not_its_advice(tmp_path: Path) -> None:
     assert proc.returncode != 0 and "the repository exists" in proc.stderr  # git's advice is there...
     reason = onto.push_reason(proc.stdout, proc.stderr)
     assert reason.startswith("fatal: ") and "does not appear to be a git repository" in reason  # ...the reason wins
-
-
-def test_push_failure_names_a_refused_ref(tmp_path: Path) -> None:
-    fork = tmp_path / "fork.git"
-    git("init", "-q", "--bare", str(fork), cwd=tmp_path)
-    assert failed_push(tmp_path, str(fork)).returncode == 0
-    repo = tmp_path / "repo"
-    git("commit", "-q", "--amend", "--allow-empty", "-m", "rewritten", cwd=repo, env=AUTHOR)
-    proc = failed_push(tmp_path, str(fork))
-    assert proc.returncode != 0
-    assert onto.push_reason(proc.stdout, proc.stderr) == "[rejected] (non-fast-forward)"
-
-
-def test_push_error_in_the_kit_line(tmp_path: Path) -> None:
-    failed_push(tmp_path, str(tmp_path / "no-such-fork"))  # makes the repo
-    with pytest.raises(onto.OntoError) as caught:
+    with pytest.raises(onto.OntoError) as caught:  # in the kit's line too
         onto.push(tmp_path / "repo", str(tmp_path / "no-such-fork"), "main", force=False)
     assert "does not appear to be a git repository" in caught.value.what
     assert "repository exists" not in caught.value.what
+    fork = tmp_path / "fork.git"  # a refused ref is named
+    git("init", "-q", "--bare", str(fork), cwd=tmp_path)
+    assert failed_push(tmp_path, str(fork)).returncode == 0
+    git("commit", "-q", "--amend", "--allow-empty", "-m", "rewritten", cwd=tmp_path / "repo", env=AUTHOR)
+    proc = failed_push(tmp_path, str(fork))
+    assert proc.returncode != 0
+    assert onto.push_reason(proc.stdout, proc.stderr) == "[rejected] (non-fast-forward)"
 
 
 # ---- the front door from any folder of the kit ----------------------------------------
@@ -232,55 +220,48 @@ def summary_of(tmp_path: Path) -> dict[str, object]:
 SIGNALS = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT]
 
 
-@pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: s.name)
-def test_a_signal_during_the_e2e_leaves_no_server(kit3: Kit, tmp_path: Path, sig: signal.Signals) -> None:
+@pytest.mark.parametrize(
+    ("sig", "then"),
+    [(sig, None) for sig in SIGNALS] + [(signal.SIGTERM, signal.SIGINT)],
+    ids=[sig.name for sig in SIGNALS] + ["a-second-signal-does-not-cut-the-server-stop-short"],
+)
+def test_a_signal_during_the_e2e_leaves_no_server(
+    kit3: Kit, tmp_path: Path, sig: signal.Signals, then: signal.Signals | None
+) -> None:
+    # then: the server ignores SIGTERM, so stopping it takes --stop-timeout-s then SIGKILL; a Ctrl-C meanwhile waits.
     marker = f"kit-e2e-sleeper-{uuid.uuid4().hex}"
     before = snapshot(kit3.patches)
-    proc = start_e2e(kit3, tmp_path, marker)
+    proc = start_e2e(kit3, tmp_path, marker, ignore_term=then is not None)
     proc.send_signal(sig)
-    one_line_error(finished(proc), 130, f"e2e interrupted by {sig.name}")
+    if then:
+        time.sleep(1)  # inside the stop's wait
+        proc.send_signal(then)
+    last = then or sig  # the one the run names
+    one_line_error(finished(proc), 130, f"e2e interrupted by {last.name}")
     assert processes_with(marker) == []
     summary = summary_of(tmp_path)
     assert summary["verdict"] == "interrupted"
-    assert f"stopped by {sig.name} during run 1 of 2" in str(summary["reason"])
+    assert f"stopped by {last.name} during run 1 of 2" in str(summary["reason"])
     assert snapshot(kit3.patches) == before
 
 
-def test_a_second_signal_does_not_cut_the_server_stop_short(kit3: Kit, tmp_path: Path) -> None:
-    """The server ignores SIGTERM, so stopping it takes --stop-timeout-s then SIGKILL; Ctrl-C meanwhile waits."""
-    marker = f"kit-e2e-sleeper-{uuid.uuid4().hex}"
-    proc = start_e2e(kit3, tmp_path, marker, ignore_term=True)
-    proc.send_signal(signal.SIGTERM)
-    time.sleep(1)  # inside the stop's wait
-    proc.send_signal(signal.SIGINT)
-    done = finished(proc)
-    assert done.returncode == 130 and "Traceback" not in done.stdout + done.stderr, done.stderr
-    assert processes_with(marker) == []
-    assert summary_of(tmp_path)["verdict"] == "interrupted"
-
-
-def test_a_signal_in_a_held_block_is_raised_when_it_ends() -> None:
+def test_a_signal_in_a_held_block_is_raised_when_it_ends_and_not_masked() -> None:
+    # Held by a handler, not by the mask: a child inherits a mask, and a server deaf to SIGTERM outlives stops.
     def named(signum: int, _frame: object) -> None:
         raise KeyboardInterrupt(signal.Signals(signum).name)
 
+    probe = "import signal; print(sorted(signal.pthread_sigmask(signal.SIG_BLOCK, [])))"
     before = signal.signal(signal.SIGTERM, named)
     try:
         with pytest.raises(KeyboardInterrupt, match="SIGTERM"):
             with signals.held():
+                out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
                 os.kill(os.getpid(), signal.SIGTERM)
                 time.sleep(0.2)  # delivered, recorded, not raised: the block finishes its work
                 finished = True
-        assert finished
+        assert finished and out.strip() == "[]"
     finally:
         signal.signal(signal.SIGTERM, before)
-
-
-def test_a_process_started_in_a_held_block_hears_every_signal() -> None:
-    """Held by a handler, not by the mask: a child inherits a mask, and a server deaf to SIGTERM outlives stops."""
-    probe = "import signal; print(sorted(signal.pthread_sigmask(signal.SIG_BLOCK, [])))"
-    with signals.held():
-        out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "[]"
 
 
 @pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: s.name)
