@@ -19,6 +19,7 @@ from test_faults import (
     C_LOCALE,
     P1,
     SERIES,
+    STATE,
     Env,
     Row,
     check,
@@ -129,8 +130,9 @@ def latin1_edit(kit: Kit, tmp_path: Path) -> None:
 UNTRACKED_ODD_NAME = put(os.fsdecode(b".work/vllm-omni/vllm_omni/\xff-notes.txt"), b"\xff\xfe latin-1 \xe9\n")
 
 
+NO_SPACE = "(No space left on device)"
 # Injected: the disk fills while the new pin's wheel is extracted (the 3rd file written fails).
-DISK_FULL_EXTRACTING = """import pathlib
+FULL_EXTRACTING = """import pathlib
 real, calls = pathlib.Path.write_bytes, []
 def write_bytes(self, data):
     calls.append(self)
@@ -139,11 +141,11 @@ def write_bytes(self, data):
     return real(self, data)
 pathlib.Path.write_bytes = write_bytes"""
 # Injected: a write that loses its data without an error (a full disk under some file systems).
-SHORT_WRITE = """import pathlib
+HALF_WRITES = """import pathlib
 real = pathlib.Path.write_bytes
 pathlib.Path.write_bytes = lambda self, data: real(self, data[: len(data) // 2])"""
 # Injected: the disk is full when the checkout's state is written.
-DISK_FULL_WRITING_STATE = """import pathlib
+FULL_STATE = """import pathlib
 real = pathlib.Path.write_text
 def write_text(self, *a, **k):
     if self.name == 'kit-state.json.tmp':
@@ -151,7 +153,7 @@ def write_text(self, *a, **k):
     return real(self, *a, **k)
 pathlib.Path.write_text = write_text"""
 # Injected: the disk fills while the pristine tree is copied out for side-by-side tests.
-DISK_FULL_EXPORTING = """import tarfile
+FULL_EXPORT = """import tarfile
 def extractall(self, *a, **k):
     raise OSError(errno.ENOSPC, 'No space left on device')
 tarfile.TarFile.extractall = extractall"""
@@ -179,32 +181,16 @@ CRLF = ({"vllm_omni/win.py": b"a = 1\r\nb = 2\r\n"}, {"vllm_omni/win.py": b"a = 
 BINARY = ({"vllm_omni/table.bin": bytes(range(256))}, {"vllm_omni/table.bin": bytes(reversed(range(256)))})
 ROWS = [
     # measured in the issue: a disk that fills, or a write cut short, in the middle of an apply
-    Row(
-        "disk-full-while-extracting",
-        "apply",
-        "cannot write .work/.vllm-omni.new/",
-        UPGRADED,
-        inject=DISK_FULL_EXTRACTING,
-    ),
+    Row("disk-full-while-extracting", "apply", "cannot write .work/.vllm-omni.new/", UPGRADED, inject=FULL_EXTRACTING),
     Row(
         "short-write-while-extracting",
         "apply",
         "differs from vllm_omni-0.2.0-py3-none-any.whl",
         UPGRADED,
-        inject=SHORT_WRITE,
+        inject=HALF_WRITES,
     ),
-    Row(
-        "disk-full-writing-state",
-        "apply",
-        "cannot write .work/vllm-omni/.git/kit-state.json (No space left on device)",
-        inject=DISK_FULL_WRITING_STATE,
-    ),
-    Row(
-        "disk-full-exporting-pristine",
-        "apply",
-        "cannot write .work/pristine (No space left on device)",
-        inject=DISK_FULL_EXPORTING,
-    ),
+    Row("disk-full-writing-state", "apply", f"cannot write {STATE} {NO_SPACE}", inject=FULL_STATE),
+    Row("disk-full-exporting-pristine", "apply", f"cannot write .work/pristine {NO_SPACE}", inject=FULL_EXPORT),
     Row("another-gits-index-lock", "apply", "another git is working in .work/vllm-omni", INDEX_LOCKED),
     Row("bom-in-series", "apply", "patches/series starts with a UTF-8 byte order mark", bom(SERIES)),
     Row("bom-in-patch", "apply", "patches/0001-fix-ten.patch starts with a UTF-8 byte order mark", bom(P1)),
@@ -282,7 +268,7 @@ def test_failed_apply_on_the_same_pin_makes_every_command_say_apply_again(kit3: 
 def test_disk_full_on_a_new_pin_keeps_the_old_checkout(kit3: Kit, tmp_path: Path) -> None:
     head = kit3.git("rev-parse", "HEAD")
     new_upstream(kit3, tmp_path, {})
-    one_line_error(inject(kit3, DISK_FULL_EXTRACTING, "apply"), 2, "No space left on device")
+    one_line_error(inject(kit3, FULL_EXTRACTING, "apply"), 2, "No space left on device")
     assert kit3.git("rev-parse", "HEAD") == head and state_of(kit3)["status"] == "applied"
     one_line_error(kit3.run("lint"), 2, "the pin is now vllm-omni 0.2.0")  # never "clean" for the old pin
     check(kit3.run("apply"), 0, "[3/3]")
