@@ -18,6 +18,7 @@ from conftest import Kit, commit_patch, make_series
 from test_faults import (
     C_LOCALE,
     P1,
+    P2_STOPS,
     SERIES,
     STATE,
     Env,
@@ -108,23 +109,19 @@ def non_ascii_patch(kit: Kit, _tmp: Path) -> None:
     kit.run("refresh", check=True)
 
 
-def upstream_with(files: dict[str, bytes], edits: dict[str, bytes]) -> Callable[[Kit, Path], None]:
-    """A pin whose release holds files (any bytes), and a patch 0004 that writes edits over them."""
+def upstream_with(
+    files: dict[str, bytes], edits: dict[str, bytes], refresh: bool = True
+) -> Callable[[Kit, Path], None]:
+    """A pin whose release holds files (any bytes), and a commit (patch 0004 once refreshed) writing edits over them."""
 
     def setup(kit: Kit, tmp_path: Path) -> None:
         pin_files(kit, tmp_path, files)
         kit.run("apply", check=True)
         commit_bytes(kit, edits, "bytes")
-        kit.run("refresh", check=True)
+        if refresh:
+            kit.run("refresh", check=True)
 
     return setup
-
-
-def latin1_edit(kit: Kit, tmp_path: Path) -> None:
-    """A pin with a latin-1 file, and a commit that edits it as text: its diff cannot be a UTF-8 patch."""
-    pin_files(kit, tmp_path, LATIN1[0])
-    kit.run("apply", check=True)
-    commit_bytes(kit, {"vllm_omni/legacy.py": b"# caf\xe9\nX = 2\n"}, "legacy")
 
 
 UNTRACKED_ODD_NAME = put(os.fsdecode(b".work/vllm-omni/vllm_omni/\xff-notes.txt"), b"\xff\xfe latin-1 \xe9\n")
@@ -178,6 +175,8 @@ UPGRADED = moved({})  # the pin moved to a new upstream release (nothing else ch
 # A latin-1 file upstream; the crlf and binary rows patch the file they add.
 LATIN1 = ({"vllm_omni/legacy.py": b"# caf\xe9\nX = 1\n"}, {"vllm_omni/attn.py": b"def attend(q):\n    return q * 3\n"})
 CRLF = ({"vllm_omni/win.py": b"a = 1\r\nb = 2\r\n"}, {"vllm_omni/win.py": b"a = 1\r\nb = 3\r\n"})
+# A commit that edits the latin-1 file as text: its diff cannot be a UTF-8 patch.
+LATIN1_EDITED = upstream_with(LATIN1[0], {"vllm_omni/legacy.py": b"# caf\xe9\nX = 2\n"}, refresh=False)
 BINARY = ({"vllm_omni/table.bin": bytes(range(256))}, {"vllm_omni/table.bin": bytes(reversed(range(256)))})
 ROWS = [
     # measured in the issue: a disk that fills, or a write cut short, in the middle of an apply
@@ -230,7 +229,7 @@ ROWS = [
         "latin1-file-edited-then-refresh",
         "refresh",
         "changes vllm_omni/legacy.py, whose diff is not UTF-8 text",
-        latin1_edit,
+        LATIN1_EDITED,
     ),
     Row("untracked-non-utf8-name-c-locale", "apply", "has uncommitted edits", UNTRACKED_ODD_NAME, env=C_LOCALE),
 ]
@@ -287,7 +286,7 @@ def test_hooks_never_run_and_state_tells_the_truth(kit3: Kit) -> None:
 def test_three_way_across_a_pin_change_has_the_old_blobs(kit3: Kit, tmp_path: Path) -> None:
     CONTEXT_MOVED(kit3, tmp_path)
     plain = kit3.run("apply")
-    one_line_error(plain, 1, "0002-twenty.patch does not apply")
+    one_line_error(plain, 1, P2_STOPS)
     assert "--3way" in plain.stderr
     kit3.run("apply", "--abort", check=True)
     merged = kit3.run("apply", "--3way", check=True).stdout
@@ -300,7 +299,7 @@ def test_a_real_conflict_under_3way_shows_gits_reason_and_no_advice_to_retry_it(
     stop_at_twenty(kit3, tmp_path)
     kit3.run("apply", "--abort", check=True)
     proc = kit3.run("apply", "--3way")
-    one_line_error(proc, 1, "0002-twenty.patch does not apply")
+    one_line_error(proc, 1, P2_STOPS)
     assert "CONFLICT" in proc.stderr or "git: " in proc.stderr, proc.stderr
     assert "retry with nox -s apply -- --3way" not in proc.stderr
 

@@ -63,43 +63,40 @@ def for_pr(setup: Callable[[Kit, Path], None]) -> Callable[[Kit, Path], None]:
 PR = ("pr", "--ruff", RUFF)  # a tuple: RUFF is a path
 
 
-def e2e(options: str = "") -> str:
-    return f"e2e --standin {options}"
+E2E = "e2e --standin"
 
 
 ROWS = [
     # measured: option values that crashed or started a server first; every one stops before anything starts
-    Row("e2e-port-out-of-range", e2e("--port 70000"), "--port '70000' is not an integer from 1"),
-    Row("e2e-port-not-a-number", e2e("--port abc"), "--port 'abc' is not an integer"),
-    Row("e2e-chunks-fraction", e2e("--chunks 8.5"), "--chunks '8.5' is not an integer >= 1"),
-    Row("e2e-width-negative", e2e("--width -64"), "--width '-64' is not an integer multiple of 16"),
-    Row("e2e-width-zero", e2e("--width 0"), "pass --width an integer multiple of 16"),
-    Row("e2e-fps-zero", e2e("--fps 0"), "--fps '0' is not an integer from 1"),
+    Row("e2e-port-out-of-range", f"{E2E} --port 70000", "--port '70000' is not an integer from 1"),
+    Row("e2e-port-not-a-number", f"{E2E} --port abc", "--port 'abc' is not an integer"),
+    Row("e2e-chunks-fraction", f"{E2E} --chunks 8.5", "--chunks '8.5' is not an integer >= 1"),
+    Row("e2e-width-negative", f"{E2E} --width -64", "--width '-64' is not an integer multiple of 16"),
+    Row("e2e-width-zero", f"{E2E} --width 0", "pass --width an integer multiple of 16"),
+    Row("e2e-fps-zero", f"{E2E} --fps 0", "--fps '0' is not an integer from 1"),
     # the kit's own, from the same rules
-    Row("e2e-height-not-a-multiple", e2e("--height 100"), "the model works on 16-pixel patches"),
-    Row("e2e-timeout-nan", e2e("--health-timeout-s nan"), "--health-timeout-s 'nan' is not a number"),
-    Row("e2e-lock-wait-infinite", e2e("--lock-wait-s 1e309"), "--lock-wait-s '1e309'"),
-    Row(
-        "e2e-band-env-inverted", e2e(), "KIT_E2E_BAND: band '3167:2865' is not LO:HI", env={"KIT_E2E_BAND": "3167:2865"}
-    ),
+    Row("e2e-height-not-a-multiple", f"{E2E} --height 100", "the model works on 16-pixel patches"),
+    Row("e2e-timeout-nan", f"{E2E} --health-timeout-s nan", "--health-timeout-s 'nan' is not a number"),
+    Row("e2e-lock-wait-infinite", f"{E2E} --lock-wait-s 1e309", "--lock-wait-s '1e309'"),
+    Row("e2e-band-env-inverted", E2E, "KIT_E2E_BAND: band '3167:2865' is not LO:HI", env={"KIT_E2E_BAND": "3167:2865"}),
     Row(
         "e2e-cards-env-unclear",
         "e2e",
         "KIT_E2E_CARDS: card list 'maybe' is not a comma-separated",
         env={"KIT_E2E_CARDS": "maybe"},
     ),
-    Row("e2e-client-unknown", e2e("--client mine"), "--client 'mine' is not one of auto, upstream, kit"),
-    Row("e2e-abbreviated-flag", e2e("--chunk 4"), "unrecognized arguments: --chunk"),
+    Row("e2e-client-unknown", f"{E2E} --client mine", "--client 'mine' is not one of auto, upstream, kit"),
+    Row("e2e-abbreviated-flag", f"{E2E} --chunk 4", "unrecognized arguments: --chunk"),
     Row(
         "e2e-no-steady-chunk",
-        e2e("--chunks 4 --warmup-chunks 6"),
+        f"{E2E} --chunks 4 --warmup-chunks 6",
         "--chunks 4 leaves no steady chunk after --warmup-chunks 6",
     ),
     Row("e2e-server-url-not-ws", "e2e --server-url http://h:1", "--server-url: server URL 'http://h:1'"),
     # provenance: the checkout must be exactly the pin plus the series
-    Row("e2e-patches-edited", e2e(), "does not match patches/ (differs in 0003-double-attn.patch)", PATCH_EDITED),
-    Row("e2e-pin-moved", e2e(), "the pin is now vllm-omni 0.2.0", PIN_MOVED),
-    Row("e2e-interrupted-apply", e2e(), "an apply was interrupted", interrupted_apply),
+    Row("e2e-patches-edited", E2E, "does not match patches/ (differs in 0003-double-attn.patch)", PATCH_EDITED),
+    Row("e2e-pin-moved", E2E, "the pin is now vllm-omni 0.2.0", PIN_MOVED),
+    Row("e2e-interrupted-apply", E2E, "an apply was interrupted", interrupted_apply),
     Row("pr-patches-edited", PR, "does not match patches/", for_pr(PATCH_EDITED), env=IDENTITY),
     Row("pr-pin-moved", PR, "the pin is now vllm-omni 0.2.0", for_pr(PIN_MOVED), env=IDENTITY),
     Row("pr-interrupted-apply", PR, "an apply was interrupted", for_pr(interrupted_apply), env=IDENTITY),
@@ -190,8 +187,8 @@ def start_e2e(kit: Kit, tmp_path: Path, marker: str, ignore_term: bool = False) 
     # Its server never answers /health (so the e2e waits on it), recognisable by marker.
     code = "import signal, time\n" + ("signal.signal(signal.SIGTERM, signal.SIG_IGN)\n" if ignore_term else "")
     server = f"{sys.executable} -c '{code}time.sleep(600)' {marker}"
-    options = f"--port {free_port()} --health-timeout-s 300 --stop-timeout-s 3 --evidence-root"
-    cmd = [sys.executable, "-m", "scripts", *e2e(options).split(), str(tmp_path / "evidence"), "--server-cmd", server]
+    options = f"{E2E} --port {free_port()} --health-timeout-s 300 --stop-timeout-s 3 --evidence-root"
+    cmd = [sys.executable, "-m", "scripts", *options.split(), str(tmp_path / "evidence"), "--server-cmd", server]
     proc = popen(cmd, kit.root)
     deadline = time.monotonic() + 60
     # Ready once it exists and, for ignore_term, has set SIGTERM aside: its python starts before that line runs,
