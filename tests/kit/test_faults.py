@@ -141,8 +141,6 @@ def resolve_twenty(kit: Kit) -> None:
 
 
 def edit(path: str, change: Callable[[bytes], bytes]) -> Callable[[Kit, Path], None]:
-    """Rewrite a file of the kit (path from its root) with change."""
-
     def setup(kit: Kit, _tmp: Path) -> None:
         (kit.root / path).write_bytes(change((kit.root / path).read_bytes()))
 
