@@ -72,9 +72,8 @@ def _text(name: str) -> str:
         (actionlint, "", "", []),
         (actionlint, "broken.yml", PWN_REQUEST.replace("timeout-minutes: 10", "timeout-minutes: ten"), []),
     ],
-    ids=["zizmor-clean", "zizmor-unpinned-action", "zizmor-pull-request-target-with-head-checkout",
-         "actionlint-clean", "actionlint-broken"],
-)  # fmt: skip
+    ids=["zizmor", "zizmor-unpinned-action", "zizmor-pwn-request", "actionlint", "actionlint-broken"],
+)
 def test_the_linters_pass_the_workflows_and_bite(
     tmp_path: Path, linter: Callable[..., Proc], name: str, text: str, findings: list[str]
 ) -> None:
