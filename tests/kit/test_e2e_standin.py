@@ -25,7 +25,9 @@ pytestmark = pytest.mark.e2e
 pytest.importorskip("av", reason="the stand-in needs PyAV (ci/kit-dev-tools.txt)")
 pytest.importorskip("websockets", reason="the stand-in needs websockets (ci/kit-dev-tools.txt)")
 
-STALLS = {"STANDIN_STALL_TIMEOUT_S": "2", "STANDIN_FIRST_CHUNK_DELAY_MS": "4000"}  # the handler's stall timeout
+# the handler's stall timeout (2 s) before a first chunk 4 s late
+STALLS = {"STANDIN_STALL_TIMEOUT_S": "2", "STANDIN_FIRST_CHUNK_DELAY_MS": "4000"}
+STALLED = "Stall timeout: no generation progress"
 RUN_FILES = {"server.log", "benchmark.log", "benchmark.json", "video.mp4", "frames.sha256"}
 
 
@@ -113,7 +115,7 @@ def test_nondeterministic_bytes_name_the_first_frame(e2e_kit: Workspace, tmp_pat
         ("never-healthy", ["--health-timeout-s", "2"], {}, "server_unhealthy", "not healthy after 2 s"),
         ("die-mid-session", [], {}, "server_died", "exited with code 3"),
         ("error", [], {}, "server_error", "injected error"),
-        ("none", ["--runs", "1", "--ping-interval-s", "0"], STALLS, "server_error", "Stall timeout: no generation"),
+        ("none", ["--runs", "1", "--ping-interval-s", "0"], STALLS, "server_error", STALLED),
         # A stalled engine keeps the handler's session open, so the server outlives SIGTERM: the stop escalates to
         # SIGKILL after the stop timeout (1 s here, not the cases' 5 s: the escalation is the same, 4 s sooner).
         ("stall", ["--bench-timeout-s", "3", "--stop-timeout-s", "1"], {}, "benchmark_timeout", "after 3 s"),
