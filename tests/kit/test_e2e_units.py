@@ -170,7 +170,7 @@ def test_both_clients_always_get_an_image(tmp_path: Path) -> None:
     assert benchclient.first_frame(given, tmp_path) == "/data/first.png"
 
 
-def test_the_manifest_names_the_series_by_the_records_digest(tmp_path: Path) -> None:
+def test_the_manifest_names_the_series_by_the_records_digest_and_the_summary_reads_it(tmp_path: Path) -> None:
     digest = series_digest(load_series(WS.patches))
     kit = evidence.kit_identity(WS)
     assert kit["series_digest"] == digest and "series_sha256" not in kit
@@ -178,9 +178,7 @@ def test_the_manifest_names_the_series_by_the_records_digest(tmp_path: Path) -> 
     shutil.copytree(WS.patches, tmp_path / "patches")
     (tmp_path / "patches" / "series").write_text("0001-missing.patch\n", encoding="utf-8")
     assert evidence.kit_series_digest(tmp_path / "patches") is None  # a series that does not load: no digest
-
-
-def test_the_summary_reads_the_series_digest_and_an_old_manifests_field(tmp_path: Path) -> None:
+    # the summary reads the series digest, and an old manifest's field
     config_doc = asdict(config.parse_args(WS, ["--standin"], {}))
     summary = evidence.summary_document(verdict="pass", reason="r", mode="standin", band_ms=(1.0, 2.0), runs=[],
                                         determinism=None, folder=tmp_path)  # fmt: skip
