@@ -205,13 +205,20 @@ def test_env_sh_refuses_an_image_without_atb_in_one_line(tmp_path: Path) -> None
     assert done.stderr.startswith("kit: error: ") and "nnal/atb/set_env.sh not found" in done.stderr
 
 
-def test_every_target_names_known_hardware_and_the_bands_are_sane() -> None:
+def test_every_target_names_known_hardware_and_the_bands_are_sane_per_chip() -> None:
     for system in ascendci.SYSTEMS:
         assert ascendci.targets(TARGETS, system)
         assert {t["hardware"] for t in TARGETS[system].values()} <= set(TARGETS["image"])
-    for chip, entry in ascendci.load(KIT_ROOT / "ci", ascendci.BANDS).items():
+    bands = ascendci.load(KIT_ROOT / "ci", ascendci.BANDS)
+    for chip, entry in bands.items():
         lo, hi = entry["band_ms"]
         assert 0 < lo < hi, chip
+    assert ascendci.band_for(bands, "910B1") == "2865:3167"
+    assert ascendci.band_for(bands, "910B3") is None  # no run there yet: its first green run is the baseline
+    assert ascendci.chip_of({0: "910B3 OK", 1: "910B3 OK"}, (0, 1)) == "910B3"
+    for chips in ({0: "910B3 OK", 1: "910B1 OK"}, {0: "910B3 OK"}):
+        with pytest.raises(KitError, match="not one visible chip model"):
+            ascendci.chip_of(chips, (0, 1))
 
 
 @pytest.mark.parametrize(
@@ -233,16 +240,6 @@ def test_image_lookup_gives_the_recorded_digest() -> None:
     data = {**TARGETS, "image": {"a2": DIGEST, "a3": ""}}
     assert ascendci.image_for(data, "github", "linux-aarch64-a2b3-4") == DIGEST
     assert ascendci.image_for(data, "buildkite", "ascend-a2b3") == DIGEST
-
-
-def test_band_per_chip_and_the_baseline() -> None:
-    bands = ascendci.load(KIT_ROOT / "ci", ascendci.BANDS)
-    assert ascendci.band_for(bands, "910B1") == "2865:3167"
-    assert ascendci.band_for(bands, "910B3") is None  # no run there yet: its first green run is the baseline
-    assert ascendci.chip_of({0: "910B3 OK", 1: "910B3 OK"}, (0, 1)) == "910B3"
-    for chips in ({0: "910B3 OK", 1: "910B1 OK"}, {0: "910B3 OK"}):
-        with pytest.raises(KitError, match="not one visible chip model"):
-            ascendci.chip_of(chips, (0, 1))
 
 
 def test_the_dockerfile_builds_on_a_digest_and_sources_cann_and_atb() -> None:

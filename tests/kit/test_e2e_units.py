@@ -41,7 +41,7 @@ POD_NPU_SMI = NPU_SMI.replace("| 0     910B1", "| 4     910B1").replace("| 1    
 POD_NPU_SMI = POD_NPU_SMI.replace("| 1       0                 | 424242", "| 5       0                 | 424242")
 
 
-def test_npu_smi_tables_and_the_cards_check_names_missing_and_busy_cards() -> None:
+def test_npu_smi_tables_and_the_cards_check_names_missing_busy_and_physical_cards() -> None:
     assert preflight.parse_npu_ids(NPU_SMI) == {0: "910B1 OK", 1: "910B1 OK"}
     assert preflight.parse_busy_cards(NPU_SMI) == {1: [424242]}
     with pytest.raises(KitError, match=r"cards \[2\] not visible"):
@@ -51,9 +51,7 @@ def test_npu_smi_tables_and_the_cards_check_names_missing_and_busy_cards() -> No
     with pytest.raises(KitError, match="ASCEND_RT_VISIBLE_DEVICES=1 is already set"):
         preflight.check_cards((0,), NPU_SMI, {"ASCEND_RT_VISIBLE_DEVICES": "1"})
     assert preflight.check_cards((0,), NPU_SMI, {}).status == "ok"
-
-
-def test_cards_are_logical_ids_of_the_devices_the_job_sees() -> None:
+    # cards are logical ids of the devices the job sees
     assert preflight.logical_cards(POD_NPU_SMI) == {0: 4, 1: 5}
     assert preflight.busy_cards(POD_NPU_SMI, (0, 1)) == {1: [424242]}
     assert "0: npu-smi id 4 910B1 OK" in preflight.check_cards((0,), POD_NPU_SMI, {}).detail
