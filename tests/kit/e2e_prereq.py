@@ -16,13 +16,13 @@ from scripts.pin import load_pin
 from scripts.series import load_series
 from scripts.workspace import Workspace
 
-KIT_ROOT = Path(__file__).resolve().parents[2]
-PARSING = Workspace(KIT_ROOT)  # for parsing options (nothing is read or written under its .work)
+# The kit itself, for parsing options (nothing is read or written under its .work).
+PARSING = Workspace(Path(__file__).resolve().parents[2])
 
 
 def e2e_copy(dest: Path) -> Workspace:
     for part in ("scripts", "ci", "patches", "tests/standins"):
-        shutil.copytree(KIT_ROOT / part, dest / part, ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copytree(PARSING.root / part, dest / part, ignore=shutil.ignore_patterns("__pycache__"))
     ws = Workspace(dest)
     PARSING.envs.mkdir(parents=True, exist_ok=True)
     ws.work.mkdir()

@@ -122,12 +122,6 @@ def job_script_problems(text: str) -> list[str]:
     return problems
 
 
-def test_the_ascend_files_state_the_facts() -> None:
-    assert workflow_problems(WORKFLOW.read_text()) == []
-    assert pipeline_problems(PIPELINE.read_text(), STEP.read_text()) == []
-    assert job_script_problems(JOB.read_text()) == []
-
-
 W, P, S, J = "workflow", "pipeline", "step", "job"
 BROKEN = [
     (W, ("          - linux-aarch64-a3-4\n", "          - linux-aarch64-a2-4\n"), "runner_label is not a choice"),
@@ -164,12 +158,17 @@ CHECKS: dict[str, tuple[Path, Callable[[str], list[str]]]] = {
 }
 
 
-@pytest.mark.parametrize(("kind", "change", "problem"), BROKEN, ids=[f"{k}-{p}" for k, _, p in BROKEN])
-def test_a_broken_copy_is_refused(kind: str, change: tuple[str, str], problem: str) -> None:
+ROWS = [(kind, ("", ""), "") for kind in CHECKS] + BROKEN  # each file as it is, then its broken copies
+
+
+@pytest.mark.parametrize(("kind", "change", "problem"), ROWS, ids=[f"{k}-{p or 'as-is'}" for k, _, p in ROWS])
+def test_the_ascend_files_state_the_facts_and_a_broken_copy_is_refused(
+    kind: str, change: tuple[str, str], problem: str
+) -> None:
     path, check = CHECKS[kind]
     broken = path.read_text().replace(*change, 1)
-    assert broken != path.read_text(), change
-    assert any(problem in p for p in check(broken)), check(broken)
+    assert (broken != path.read_text()) == bool(problem), change
+    assert any(problem in p for p in check(broken)) if problem else check(broken) == [], check(broken)
 
 
 def source(tmp_path: Path, env_sh: Path = ENV_SH, atb: bool = True) -> subprocess.CompletedProcess[str]:
@@ -206,13 +205,20 @@ def test_env_sh_refuses_an_image_without_atb_in_one_line(tmp_path: Path) -> None
     assert done.stderr.startswith("kit: error: ") and "nnal/atb/set_env.sh not found" in done.stderr
 
 
-def test_every_target_names_known_hardware_and_the_bands_are_sane() -> None:
+def test_every_target_names_known_hardware_and_the_bands_are_sane_per_chip() -> None:
     for system in ascendci.SYSTEMS:
         assert ascendci.targets(TARGETS, system)
         assert {t["hardware"] for t in TARGETS[system].values()} <= set(TARGETS["image"])
-    for chip, entry in ascendci.load(KIT_ROOT / "ci", ascendci.BANDS).items():
+    bands = ascendci.load(KIT_ROOT / "ci", ascendci.BANDS)
+    for chip, entry in bands.items():
         lo, hi = entry["band_ms"]
         assert 0 < lo < hi, chip
+    assert ascendci.band_for(bands, "910B1") == "2865:3167"
+    assert ascendci.band_for(bands, "910B3") is None  # no run there yet: its first green run is the baseline
+    assert ascendci.chip_of({0: "910B3 OK", 1: "910B3 OK"}, (0, 1)) == "910B3"
+    for chips in ({0: "910B3 OK", 1: "910B1 OK"}, {0: "910B3 OK"}):
+        with pytest.raises(KitError, match="not one visible chip model"):
+            ascendci.chip_of(chips, (0, 1))
 
 
 @pytest.mark.parametrize(
@@ -234,16 +240,6 @@ def test_image_lookup_gives_the_recorded_digest() -> None:
     data = {**TARGETS, "image": {"a2": DIGEST, "a3": ""}}
     assert ascendci.image_for(data, "github", "linux-aarch64-a2b3-4") == DIGEST
     assert ascendci.image_for(data, "buildkite", "ascend-a2b3") == DIGEST
-
-
-def test_band_per_chip_and_the_baseline() -> None:
-    bands = ascendci.load(KIT_ROOT / "ci", ascendci.BANDS)
-    assert ascendci.band_for(bands, "910B1") == "2865:3167"
-    assert ascendci.band_for(bands, "910B3") is None  # no run there yet: its first green run is the baseline
-    assert ascendci.chip_of({0: "910B3 OK", 1: "910B3 OK"}, (0, 1)) == "910B3"
-    for chips in ({0: "910B3 OK", 1: "910B1 OK"}, {0: "910B3 OK"}):
-        with pytest.raises(KitError, match="not one visible chip model"):
-            ascendci.chip_of(chips, (0, 1))
 
 
 def test_the_dockerfile_builds_on_a_digest_and_sources_cann_and_atb() -> None:

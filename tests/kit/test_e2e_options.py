@@ -79,14 +79,11 @@ def test_the_default_and_the_allowed_bounds_pass() -> None:
             assert parsed == option.value(value, option.flag), (option.name, value, parsed)
 
 
-def test_every_option_of_a_checked_kind_is_refused_somewhere() -> None:
+def test_every_option_of_a_checked_kind_is_refused_somewhere_and_is_a_field_of_the_config() -> None:
     # Only free text and switches have no bad value; a new option of any other kind gets cases from its rule.
     unchecked = {o.name for o in OPTIONS if not bad_values(o)}
     assert unchecked == {o.name for o in OPTIONS if o.kind in ("text", "flag")}
     assert {o.name for o in OPTIONS if o.kind == "parsed"} == set(PARSED_BAD)
-
-
-def test_every_option_is_a_field_of_the_config_and_back() -> None:
     fields = {f.name for f in config.dataclasses.fields(config.E2EConfig)}
     options = {o.field for o in OPTIONS}
     assert options - fields == {"band"} and fields - options == {"checkout", "band_ms"}  # band -> band_ms
@@ -128,13 +125,10 @@ def test_rules_read_as_words() -> None:
     assert by_name["warmup-chunks"].rule() == "an integer >= 0"
 
 
-def test_only_a_run_on_real_cards_takes_card_locks() -> None:
+def test_only_a_run_on_real_cards_takes_card_locks_and_a_held_card_is_refused_in_one_line(tmp_path: Path) -> None:
     assert run.locked_cards(config.parse_args(WS, ["--cards", "2,3"], {})) == (2, 3)
     assert run.locked_cards(config.parse_args(WS, ["--standin", "--cards", "2,3"], {})) == ()
     assert run.locked_cards(config.parse_args(WS, ["--server-url", "ws://h:1"], {})) == ()
-
-
-def test_a_held_card_is_refused_in_one_line_and_no_cards_need_no_lock_folder(tmp_path: Path) -> None:
     with lock.hold_cards([2], tmp_path / "locks", 0):
         with pytest.raises(lock.CardsBusyError, match="npu2 is held by another e2e job"):
             with lock.hold_cards([2, 3], tmp_path / "locks", 0):

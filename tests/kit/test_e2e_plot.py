@@ -47,7 +47,7 @@ def planned(label: str, status: str = "ok") -> plot.Planned:
     return plot.Planned(label, label, status, Path("unused"))
 
 
-def test_figure_draws_intervals_after_chunk_zero_the_band_and_the_steady_window() -> None:
+def test_figure_draws_intervals_after_chunk_zero_the_band_the_steady_window_and_a_line_per_session() -> None:
     runs = [(planned(f"run {r}"), benchmark(run_intervals(r)), "") for r in (1, 2)]
     fig = plot.figure("t", runs, BAND, WARMUP)
     assert [line.label for line in fig.lines] == ["run 1", "run 2"]
@@ -56,6 +56,14 @@ def test_figure_draws_intervals_after_chunk_zero_the_band_and_the_steady_window(
     assert fig.band_ms == BAND and fig.missing == ()
     assert fig.steady == (WARMUP, CHUNKS - 1)
     assert fig.medians == {"run 1": 314.5, "run 2": 324.5}  # 300 + 10 * run + the median of chunks 2..7
+    # sessions are lines of their own, and chunks are ordered by index
+    document = benchmark([900.0, 301.0, 302.0], [800.0, 311.0, 312.0])
+    document["sessions"][1]["chunks"].reverse()
+    fig = plot.figure("t", [(planned("run 1"), document, "")], BAND, 1)
+    assert [(line.label, line.chunks, line.intervals_ms) for line in fig.lines] == [
+        ("run 1, session 1", (1, 2), (301.0, 302.0)),
+        ("run 1, session 2", (1, 2), (311.0, 312.0)),
+    ]
 
 
 @pytest.mark.parametrize(("warmup", "window"), [(0, (1, 7)), (1, (1, 7)), (7, (7, 7)), (8, None)])
@@ -80,16 +88,6 @@ def test_a_variants_median_is_the_ab_summarys_pooled_median() -> None:
             ms for i, v in enumerate(order, start=1) if v == variant for ms in steady_intervals(documents[i], WARMUP)
         ]
         assert fig.medians[group] == statistics.median(pooled)
-
-
-def test_sessions_are_lines_of_their_own_and_chunks_are_ordered_by_index() -> None:
-    document = benchmark([900.0, 301.0, 302.0], [800.0, 311.0, 312.0])
-    document["sessions"][1]["chunks"].reverse()
-    fig = plot.figure("t", [(planned("run 1"), document, "")], BAND, 1)
-    assert [(line.label, line.chunks, line.intervals_ms) for line in fig.lines] == [
-        ("run 1, session 1", (1, 2), (301.0, 302.0)),
-        ("run 1, session 2", (1, 2), (311.0, 312.0)),
-    ]
 
 
 def test_planned_runs_and_trials_name_what_never_started() -> None:

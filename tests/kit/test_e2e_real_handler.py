@@ -29,6 +29,7 @@ FRAMES = 9 + 12 + 12
 # Three servers (each start is seconds of CPU). "slow" is the stall case scaled down (stall timeout 2 s, first
 # chunk after 4 s); it serves the same frames later, so it is also the second server whose bytes must equal a's.
 SLOW = ["--stall-timeout-s", "2", "--first-chunk-delay-ms", "4000"]
+STALLED, RUNNING = "Stall timeout: no generation progress", "server is running 'lingbot-world'"
 SERVERS = {"a": [], "slow": SLOW, "dies": ["--fault", "die-mid-session", "--fault-after-chunks", "2"]}
 
 
@@ -84,19 +85,15 @@ def decoded_frames(path: Path) -> int:
         return sum(1 for _ in container.decode(video=0))
 
 
-def test_success_records_the_media_chunks(servers: dict[str, Served], tmp_path: Path) -> None:
+def test_success_records_the_media_chunks_and_the_trailer(servers: dict[str, Served], tmp_path: Path) -> None:
     done = bench(servers["a"], tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     session = json.loads((tmp_path / "b.json").read_text())["sessions"][0]
     assert [(c["index"], c["num_frames"]) for c in session["chunks"]] == [(0, 9), (1, 12), (2, 12)]
     assert session["request_id"].startswith("video_stream-")  # the handler's own id
-
-
-def test_trailer_is_in_the_saved_video_and_every_frame_decodes(servers: dict[str, Served], tmp_path: Path) -> None:
-    assert bench(servers["a"], tmp_path).returncode == 0
+    # the trailer is in the saved video and every frame decodes
     video = (tmp_path / "b.mp4").read_bytes()
-    chunks = json.loads((tmp_path / "b.json").read_text())["sessions"][0]["chunks"]
-    media_bytes = sum(c["byte_length"] for c in chunks)
+    media_bytes = sum(c["byte_length"] for c in session["chunks"])
     assert len(video) > media_bytes  # the trailer frame was kept
     assert top_level_boxes(video)[-1] == b"mfra"
     assert decoded_frames(tmp_path / "b.mp4") == FRAMES
@@ -105,32 +102,23 @@ def test_trailer_is_in_the_saved_video_and_every_frame_decodes(servers: dict[str
     assert decoded_frames(tmp_path / "cut.mp4") < FRAMES
 
 
-def test_pings_carry_a_slow_first_chunk_past_the_stall_timeout(servers: dict[str, Served], tmp_path: Path) -> None:
-    done = bench(servers["slow"], tmp_path, "--ping-interval", "0.5")
-    assert done.returncode == 0, done.stdout + done.stderr
-
-
-def test_without_pings_the_servers_stall_error_is_reported(servers: dict[str, Served], tmp_path: Path) -> None:
-    done = bench(servers["slow"], tmp_path, "--ping-interval", "0")
-    assert (
-        done.returncode == 1
-        and "Server rejected the session after 0 chunk(s): Stall timeout: no generation progress" in done.stderr
-    )
-
-
-def test_model_name_mismatch_is_reported(servers: dict[str, Served], tmp_path: Path) -> None:
-    done = bench(servers["a"], tmp_path, "--model", "another-model")
-    assert (
-        done.returncode == 1
-        and "Model mismatch: request specifies 'another-model' but server is running 'lingbot-world'" in done.stderr
-    )
-
-
-def test_server_closing_mid_session_is_a_failure(servers: dict[str, Served], tmp_path: Path) -> None:
-    done = bench(servers["dies"], tmp_path)
-    assert done.returncode == 1
-    assert "closed the connection after 2 chunk(s) without session.done" in done.stderr
-    assert servers["dies"].handle.proc.wait(timeout=30) == 3
+@pytest.mark.parametrize(
+    ("name", "extra", "code", "said"),
+    [
+        ("slow", ["--ping-interval", "0.5"], 0, ""),  # pings carry a slow first chunk past the stall timeout
+        ("slow", ["--ping-interval", "0"], 1, f"Server rejected the session after 0 chunk(s): {STALLED}"),
+        ("a", ["--model", "another-model"], 1, f"Model mismatch: request specifies 'another-model' but {RUNNING}"),
+        ("dies", [], 1, "closed the connection after 2 chunk(s) without session.done"),
+    ],
+    ids=["pings-carry-a-slow-first-chunk", "without-pings-the-stall-error", "model-name-mismatch", "server-closing"],
+)
+def test_the_handlers_answer_is_the_clients_outcome(
+    servers: dict[str, Served], tmp_path: Path, name: str, extra: list[str], code: int, said: str
+) -> None:
+    done = bench(servers[name], tmp_path, *extra)
+    assert done.returncode == code and said in done.stderr, done.stdout + done.stderr
+    if name == "dies":
+        assert servers["dies"].handle.proc.wait(timeout=30) == 3
 
 
 def test_two_servers_give_identical_bytes(servers: dict[str, Served], tmp_path: Path) -> None:

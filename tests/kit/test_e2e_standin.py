@@ -25,6 +25,9 @@ pytestmark = pytest.mark.e2e
 pytest.importorskip("av", reason="the stand-in needs PyAV (ci/kit-dev-tools.txt)")
 pytest.importorskip("websockets", reason="the stand-in needs websockets (ci/kit-dev-tools.txt)")
 
+# the handler's stall timeout (2 s) before a first chunk 4 s late
+STALLS = {"STANDIN_STALL_TIMEOUT_S": "2", "STANDIN_FIRST_CHUNK_DELAY_MS": "4000"}
+STALLED = "Stall timeout: no generation progress"
 RUN_FILES = {"server.log", "benchmark.log", "benchmark.json", "video.mp4", "frames.sha256"}
 
 
@@ -106,38 +109,28 @@ def test_nondeterministic_bytes_name_the_first_frame(e2e_kit: Workspace, tmp_pat
     assert len((case.folder / "run-2" / "frames.sha256").read_text().splitlines()) == 45
 
 
-def test_server_never_healthy(e2e_kit: Workspace, tmp_path: Path) -> None:
-    case = Case(e2e_kit, tmp_path, "never-healthy", "--health-timeout-s", "2")
-    summary = case.assert_verdict("server_unhealthy", 1, runs=1)
-    assert "not healthy after 2 s" in summary["reason"]
-    assert "server log tail" in summary["runs"][0]["error"]
-
-
-def test_server_dies_mid_session(e2e_kit: Workspace, tmp_path: Path) -> None:
-    summary = Case(e2e_kit, tmp_path, "die-mid-session").assert_verdict("server_died", 1, runs=1)
-    assert "exited with code 3" in summary["reason"]
-
-
-def test_server_sends_error(e2e_kit: Workspace, tmp_path: Path) -> None:
-    case = Case(e2e_kit, tmp_path, "error")
-    summary = case.assert_verdict("server_error", 1, runs=1)
-    assert "injected error" in summary["reason"]
-    assert (case.folder / "run-1" / "benchmark.log").is_file()
-
-
-def test_handlers_stall_timeout_is_a_server_error(e2e_kit: Workspace, tmp_path: Path) -> None:
-    env = {"STANDIN_STALL_TIMEOUT_S": "2", "STANDIN_FIRST_CHUNK_DELAY_MS": "4000"}
-    case = Case(e2e_kit, tmp_path, "none", "--runs", "1", "--ping-interval-s", "0", env=env)
-    summary = case.assert_verdict("server_error", 1, runs=1)
-    assert "Stall timeout: no generation progress" in summary["reason"]
-
-
-def test_benchmark_times_out(e2e_kit: Workspace, tmp_path: Path) -> None:
-    # A stalled engine keeps the handler's session open, so the server outlives SIGTERM: the stop escalates to
-    # SIGKILL after the stop timeout (1 s here, not the cases' 5 s: the escalation is the same, 4 s sooner).
-    case = Case(e2e_kit, tmp_path, "stall", "--bench-timeout-s", "3", "--stop-timeout-s", "1")
-    summary = case.assert_verdict("benchmark_timeout", 1, runs=1)
-    assert "after 3 s" in summary["reason"]
+@pytest.mark.parametrize(
+    ("fault", "extra", "env", "verdict", "reason"),
+    [
+        ("never-healthy", ["--health-timeout-s", "2"], {}, "server_unhealthy", "not healthy after 2 s"),
+        ("die-mid-session", [], {}, "server_died", "exited with code 3"),
+        ("error", [], {}, "server_error", "injected error"),
+        ("none", ["--runs", "1", "--ping-interval-s", "0"], STALLS, "server_error", STALLED),
+        # A stalled engine keeps the handler's session open, so the server outlives SIGTERM: the stop escalates to
+        # SIGKILL after the stop timeout (1 s here, not the cases' 5 s: the escalation is the same, 4 s sooner).
+        ("stall", ["--bench-timeout-s", "3", "--stop-timeout-s", "1"], {}, "benchmark_timeout", "after 3 s"),
+    ],
+    ids=["never-healthy", "dies-mid-session", "sends-error", "handlers-stall-timeout", "benchmark-times-out"],
+)
+def test_a_fault_is_the_runs_verdict(
+    e2e_kit: Workspace, tmp_path: Path, fault: str, extra: list[str], env: dict[str, str], verdict: str, reason: str
+) -> None:
+    case = Case(e2e_kit, tmp_path, fault, *extra, env=env)
+    summary = case.assert_verdict(verdict, 1, runs=1)
+    error = summary["runs"][0]["error"]
+    assert reason in summary["reason"] and reason in error
+    assert ("server log tail" in error) == (verdict in ("server_died", "server_unhealthy"))
+    assert (case.folder / "run-1" / "benchmark.log").is_file() == (fault != "never-healthy")  # the client ran
 
 
 def test_port_already_taken_stops_at_preflight(e2e_kit: Workspace, tmp_path: Path) -> None:

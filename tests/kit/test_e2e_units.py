@@ -41,12 +41,9 @@ POD_NPU_SMI = NPU_SMI.replace("| 0     910B1", "| 4     910B1").replace("| 1    
 POD_NPU_SMI = POD_NPU_SMI.replace("| 1       0                 | 424242", "| 5       0                 | 424242")
 
 
-def test_npu_smi_tables() -> None:
+def test_npu_smi_tables_and_the_cards_check_names_missing_busy_and_physical_cards() -> None:
     assert preflight.parse_npu_ids(NPU_SMI) == {0: "910B1 OK", 1: "910B1 OK"}
     assert preflight.parse_busy_cards(NPU_SMI) == {1: [424242]}
-
-
-def test_cards_check_names_missing_and_busy_cards() -> None:
     with pytest.raises(KitError, match=r"cards \[2\] not visible"):
         preflight.check_cards((0, 2), NPU_SMI, {})
     with pytest.raises(KitError, match="cards already in use"):
@@ -54,9 +51,7 @@ def test_cards_check_names_missing_and_busy_cards() -> None:
     with pytest.raises(KitError, match="ASCEND_RT_VISIBLE_DEVICES=1 is already set"):
         preflight.check_cards((0,), NPU_SMI, {"ASCEND_RT_VISIBLE_DEVICES": "1"})
     assert preflight.check_cards((0,), NPU_SMI, {}).status == "ok"
-
-
-def test_cards_are_logical_ids_of_the_devices_the_job_sees() -> None:
+    # cards are logical ids of the devices the job sees
     assert preflight.logical_cards(POD_NPU_SMI) == {0: 4, 1: 5}
     assert preflight.busy_cards(POD_NPU_SMI, (0, 1)) == {1: [424242]}
     assert "0: npu-smi id 4 910B1 OK" in preflight.check_cards((0,), POD_NPU_SMI, {}).detail
@@ -72,7 +67,7 @@ def test_cann_check_wants_the_toolkit_and_atb_sourced(tmp_path: Path) -> None:
     assert preflight.check_cann({"ASCEND_HOME_PATH": str(tmp_path), "ATB_HOME_PATH": str(tmp_path)}).status == "ok"
 
 
-def test_parameters_flags_env_and_defaults() -> None:
+def test_parameters_flags_env_defaults_and_the_server_url() -> None:
     cfg = config.parse_args(WS, ["/models/lw", "--runs", "3", "--port", "9000"], {"KIT_E2E_BAND": "1:2"})
     assert (cfg.model, cfg.runs, cfg.port, cfg.band_ms, cfg.chunks) == ("/models/lw", 3, 9000, (1.0, 2.0), 32)
     assert cfg.deploy_config.name == "npu_usp4_eager.yaml" and not cfg.standin
@@ -83,9 +78,17 @@ def test_parameters_flags_env_and_defaults() -> None:
     with pytest.raises(KitError, match="card list"):
         config.parse_cards("a,b")
     assert config.fill_cmd(["x", "--port", "{port}"], {"port": "5"}) == ["x", "--port", "5"]
+    cfg = config.parse_args(WS, ["--server-url", "ws://10.0.0.5:8091/v1/realtime/video"], {})
+    assert (cfg.host, cfg.port, cfg.mode, cfg.starts_server) == ("10.0.0.5", 8091, "external", False)
+    assert config.parse_server_url("ws://h:1") == ("h", 1)
+    for bad in ("http://h:1", "ws://h", "ws://h:1/other", "ws://h:x"):
+        with pytest.raises(KitError, match="is not ws://HOST:PORT"):
+            config.parse_server_url(bad)
+    with pytest.raises(KitError, match="both given"):
+        config.parse_args(WS, ["--standin", "--server-url", "ws://h:1"], {})
 
 
-def test_steady_figures_follow_upstream_definitions() -> None:
+def test_steady_figures_follow_upstream_definitions_and_the_whole_session_rtf_differs() -> None:
     assert metrics.percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.5
     assert metrics.percentile([1.0, 2.0, 3.0, 4.0], 99) == pytest.approx(3.97)  # numpy's linear default
     assert metrics.percentile([7.0], 99) == 7.0
@@ -100,9 +103,6 @@ def test_steady_figures_follow_upstream_definitions() -> None:
     assert steady.count == 3 and steady.median_ms == 760.0 and steady.mean_ms == pytest.approx(760.0)
     assert steady.rtf == pytest.approx(2.28 / (36 / 16))
     assert steady.session_rtf == 3.5  # whole session, reported beside the steady RTF, never mixed into it
-
-
-def test_steady_rtf_and_whole_session_rtf_differ_for_the_same_median() -> None:
     # A 3016 ms steady median is steady RTF ~4.02; a first chunk at 45.6 s lifts only the whole-session RTF, to 5.84
     # for 32 chunks (docs/e2e.md's example).
     chunks = [metrics.Chunk(0, 45.6, 45.6, 1, 9)]
@@ -113,7 +113,7 @@ def test_steady_rtf_and_whole_session_rtf_differ_for_the_same_median() -> None:
     assert m["video_rtf"] == pytest.approx(5.84, abs=0.01)
 
 
-def test_client_records_media_chunks_only_and_keeps_the_trailer_bytes() -> None:
+def test_client_records_media_chunks_and_the_trailer_bytes_and_refuses_gaps_stops_and_orphans() -> None:
     session = client.Session()
     media = {"kind": "media", "generation_chunk_index": 0, "num_frames": 9}
     last = client.take_binary(session, media, b"A", 1.0, 0)
@@ -121,10 +121,7 @@ def test_client_records_media_chunks_only_and_keeps_the_trailer_bytes() -> None:
     trailer = {"kind": "trailer", "generation_chunk_index": None, "num_frames": 0}
     assert client.take_binary(session, trailer, b"mfra", 2.5, last) == 2.0
     assert [c.index for c in session.chunks] == [0, 1] and bytes(session.media) == b"ABmfra"
-
-
-def test_client_refuses_gaps_stops_and_orphan_frames() -> None:
-    session = client.Session()
+    session = client.Session()  # refused: gaps, stops and orphan frames
     with pytest.raises(client.BenchmarkError, match="not contiguous"):
         client.take_binary(session, {"kind": "media", "generation_chunk_index": 1, "num_frames": 12}, b"x", 1.0, 0)
     with pytest.raises(client.BenchmarkError, match="no preceding"):
@@ -135,17 +132,6 @@ def test_client_refuses_gaps_stops_and_orphan_frames() -> None:
         client.take_event(session, {"type": "error", "message": "Model mismatch: ..."})
     assert client.take_event(session, {"type": "session.done", "chunks": 3, "stopped": False}) is True
     assert client.take_event(session, {"type": "session.pong"}) is False
-
-
-def test_server_url_parsing() -> None:
-    cfg = config.parse_args(WS, ["--server-url", "ws://10.0.0.5:8091/v1/realtime/video"], {})
-    assert (cfg.host, cfg.port, cfg.mode, cfg.starts_server) == ("10.0.0.5", 8091, "external", False)
-    assert config.parse_server_url("ws://h:1") == ("h", 1)
-    for bad in ("http://h:1", "ws://h", "ws://h:1/other", "ws://h:x"):
-        with pytest.raises(KitError, match="is not ws://HOST:PORT"):
-            config.parse_server_url(bad)
-    with pytest.raises(KitError, match="both given"):
-        config.parse_args(WS, ["--standin", "--server-url", "ws://h:1"], {})
 
 
 def test_frame_comparison_names_first_frame_and_counts() -> None:
@@ -182,7 +168,7 @@ def test_both_clients_always_get_an_image(tmp_path: Path) -> None:
     assert benchclient.first_frame(given, tmp_path) == "/data/first.png"
 
 
-def test_the_manifest_names_the_series_by_the_records_digest(tmp_path: Path) -> None:
+def test_the_manifest_names_the_series_by_the_records_digest_and_the_summary_reads_it(tmp_path: Path) -> None:
     digest = series_digest(load_series(WS.patches))
     kit = evidence.kit_identity(WS)
     assert kit["series_digest"] == digest and "series_sha256" not in kit
@@ -190,9 +176,7 @@ def test_the_manifest_names_the_series_by_the_records_digest(tmp_path: Path) -> 
     shutil.copytree(WS.patches, tmp_path / "patches")
     (tmp_path / "patches" / "series").write_text("0001-missing.patch\n", encoding="utf-8")
     assert evidence.kit_series_digest(tmp_path / "patches") is None  # a series that does not load: no digest
-
-
-def test_the_summary_reads_the_series_digest_and_an_old_manifests_field(tmp_path: Path) -> None:
+    # the summary reads the series digest, and an old manifest's field
     config_doc = asdict(config.parse_args(WS, ["--standin"], {}))
     summary = evidence.summary_document(verdict="pass", reason="r", mode="standin", band_ms=(1.0, 2.0), runs=[],
                                         determinism=None, folder=tmp_path)  # fmt: skip
@@ -201,7 +185,9 @@ def test_the_summary_reads_the_series_digest_and_an_old_manifests_field(tmp_path
         assert f"series digest {shown}" in evidence.summary_markdown(summary, manifest)
 
 
-def test_a_standin_in_the_stock_env_gets_that_legs_bytecode_and_other_servers_do_not() -> None:
+def test_a_standin_in_the_stock_env_and_a_leg_get_the_legs_bytecode_and_other_servers_do_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     environ = {"PATH": "/bin", "PYTHONDONTWRITEBYTECODE": "1"}
     env = run.server_env(WS, config.parse_args(WS, ["--standin"], {}), environ)
     assert env["PYTHONPYCACHEPREFIX"] == str(legenv.pycache_dir(legenv.env_dir(WS, "stock")))
@@ -211,9 +197,7 @@ def test_a_standin_in_the_stock_env_gets_that_legs_bytecode_and_other_servers_do
         env = run.server_env(WS, config.parse_args(WS, argv, {}), environ)
         assert "PYTHONPYCACHEPREFIX" not in env and env["PYTHONDONTWRITEBYTECODE"] == "1", argv
     assert environ == {"PATH": "/bin", "PYTHONDONTWRITEBYTECODE": "1"}  # the caller's mapping is left as it was
-
-
-def test_a_leg_reads_and_writes_its_own_bytecode(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a leg reads and writes its own bytecode
     monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
     env = suite.leg_env("stock", "simulated", tmp_path / "co", tmp_path / "pr", tmp_path / "out", tmp_path / "pyc")
     assert env["PYTHONPYCACHEPREFIX"] == str(tmp_path / "pyc") and "PYTHONDONTWRITEBYTECODE" not in env

