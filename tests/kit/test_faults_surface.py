@@ -123,13 +123,11 @@ ROWS = [
 
 @pytest.mark.parametrize("row", ROWS, ids=[r.id for r in ROWS])
 def test_surface_fault_row(row: Row, kit3: Kit, tmp_path: Path) -> None:
-    started = time.monotonic()
     run_row(kit3, row, tmp_path)  # patches/ byte-identical: nothing recorded (revisions.toml included)
+    # No .work/evidence: an e2e was refused before any server started (a server's log is written in there).
     assert not (kit3.root / ".work/pr").exists() and not (kit3.root / ".work/evidence").exists()
     if (kit3.checkout / ".git").is_dir():
         assert kit3.git("branch", "--list", "pr/*").strip() == ""
-    if row.argv[:1] == ("e2e",):  # refused up front: no server start (~40 s) came first (the row's setup included)
-        assert time.monotonic() - started < 30
 
 
 # ---- git's real reason for a failed push ---------------------------------------------
