@@ -28,28 +28,25 @@ def repin(kit: Kit, where: Path, rope: str) -> None:
     kit.seed_wheel(wheel)
 
 
-def test_apply_twice_gives_same_tree_and_commit_ids(kit: Kit) -> None:
-    kit.run("apply", check=True)
-    first = kit.git("log", "--format=%H %T %s")
-    out = kit.run("apply", check=True).stdout
-    assert kit.git("log", "--format=%H %T %s") == first
-    assert "[2/2] 0002-double-attn.patch: clean" in out and "reusing pristine" in out
-    assert len(first.splitlines()) == 3  # pristine + one commit per patch
-    assert kit.git("rev-list", "-1", "pristine").strip() == first.splitlines()[-1].split()[0]
-
-
-def test_patch_files_named_by_slug_in_series_order(kit: Kit) -> None:
+def test_an_unchanged_series_exports_applies_and_refreshes_to_the_same_bytes(kit: Kit) -> None:
     series = (kit.patches / "series").read_text()
-    assert series.splitlines()[-2:] == ["0001-fix-ten.patch", "0002-double-attn.patch"]
+    assert series.splitlines()[-2:] == ["0001-fix-ten.patch", "0002-double-attn.patch"]  # named by slug, in order
     assert series.startswith("# test series")  # the header comment survives refresh
     text = (kit.patches / "0001-fix-ten.patch").read_text()
     assert text.startswith("From 0000000000000000000000000000000000000000 ")  # no commit-id noise
     assert "Subject: [Bugfix] Fix line ten" in text  # upstream prefix kept, no [PATCH]
     assert "Upstream-Status: Pending" in text
-
-
-def test_refresh_of_unchanged_checkout_changes_no_byte(kit: Kit) -> None:
     kit.run("apply", check=True)
+    first = kit.git("log", "--format=%H %T %s")
+    state = json.loads((kit.checkout / ".git/kit-state.json").read_text())
+    assert state["pin"] == "vllm-omni 0.1.0 (wheel)"
+    assert set(state["patches"]) == {"0001-fix-ten.patch", "0002-double-attn.patch"}
+    assert state["head"] == kit.git("rev-parse", "HEAD").strip()
+    out = kit.run("apply", check=True).stdout
+    assert kit.git("log", "--format=%H %T %s") == first  # the same tree and commit ids
+    assert "[2/2] 0002-double-attn.patch: clean" in out and "reusing pristine" in out
+    assert len(first.splitlines()) == 3  # pristine + one commit per patch
+    assert kit.git("rev-list", "-1", "pristine").strip() == first.splitlines()[-1].split()[0]
     before = {p.name: p.read_bytes() for p in kit.patches.iterdir()}
     assert "patches/ unchanged" in kit.run("refresh", check=True).stdout
     assert {p.name: p.read_bytes() for p in kit.patches.iterdir()} == before
@@ -113,11 +110,3 @@ def test_stale_checkout_is_refused_until_apply(kit: Kit) -> None:
     proc = kit.run("lint")
     assert proc.returncode == 2 and "does not match patches/" in proc.stderr
     assert "0002-double-attn.patch" in proc.stderr and "run: nox -s apply" in proc.stderr
-
-
-def test_state_records_pin_and_patch_hashes(kit: Kit) -> None:
-    kit.run("apply", check=True)
-    state = json.loads((kit.checkout / ".git/kit-state.json").read_text())
-    assert state["pin"] == "vllm-omni 0.1.0 (wheel)"
-    assert set(state["patches"]) == {"0001-fix-ten.patch", "0002-double-attn.patch"}
-    assert state["head"] == kit.git("rev-parse", "HEAD").strip()
