@@ -13,7 +13,7 @@ DRIFT = KIT_ROOT / ".github" / "workflows" / "drift-watch.yml"
 CACHE_PIN = "actions/cache/restore@5a3ec84eff668545956fd18022155c47e93e2684"
 
 
-def test_drift_watch_is_clean(tmp_path: Path) -> None:
+def test_drift_watch_is_clean_weekly_read_only_and_pinned(tmp_path: Path) -> None:
     for done in (zizmor(DRIFT), actionlint(DRIFT)):
         assert done.returncode == 0, done.stdout + done.stderr
     bad = tmp_path / "drift-watch.yml"  # each check bites on a copy broken its way
@@ -22,9 +22,6 @@ def test_drift_watch_is_clean(tmp_path: Path) -> None:
     assert done.returncode != 0 and "unpinned-uses" in done.stdout
     bad.write_text(DRIFT.read_text().replace("timeout-minutes: 30", "timeout-minutes: thirty"))
     assert actionlint(bad).returncode != 0
-
-
-def test_drift_watch_is_weekly_read_only_and_pinned() -> None:
     text = DRIFT.read_text()
     triggers = text.split("\non:\n", 1)[1].split("\npermissions:", 1)[0]
     assert re.findall(r"^  (\w+):", triggers, flags=re.M) == ["schedule", "workflow_dispatch"]

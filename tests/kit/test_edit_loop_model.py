@@ -177,9 +177,7 @@ def judged(args: tuple[str, ...], outcome: CompletedProcess, interrupt_after: fl
     if code != 0:
         lines = [line for line in outcome.stderr.splitlines() if line.strip()]
         # Killed by SIGINT itself, Python was before the kit's first line or past its last: no line is possible.
-        assert len(lines) == 1 or (code == -signal.SIGINT and not lines), (
-            f"kit {args}: exit {code} wants exactly one line on stderr:\n{output}"
-        )
+        assert len(lines) == 1 or (code == -signal.SIGINT and not lines), f"kit {args}: not exactly one line\n{output}"
         assert all(ln.startswith("kit: error: ") and " -- " in ln for ln in lines), f"not '<what> -- <fix>': {lines}"
     return outcome
 
@@ -366,10 +364,8 @@ class EditLoop(RuleBasedStateMachine):
     def checkout_is(self, changes: list[Change]) -> None:
         """The checkout's files and commit messages are the model's, and nothing is left uncommitted."""
         expected = {**UPSTREAM, **{slot_path(s): as_text(lines) for c in changes for s, lines in c.files}}
-        for path, text in expected.items():
-            assert (self.checkout / path).read_text(encoding="utf-8") == text, (
-                f"the checkout's {path} is not the model's"
-            )
+        wrong = [p for p, text in expected.items() if (self.checkout / p).read_text(encoding="utf-8") != text]
+        assert not wrong, f"the checkout's {wrong} are not the model's"
         messages = [m.rstrip("\n") for _, m in self.own_commits()]
         assert messages == [c.message.rstrip("\n") for c in changes], f"commit messages {messages} are not the model's"
         assert self.user_git("status", "--porcelain") == "", "the checkout has uncommitted changes"

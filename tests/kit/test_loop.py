@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -36,41 +37,32 @@ def cache(tmp_path: Path) -> tuple[Path, Path, Path]:
     return tmp_path / "cache", oracle, pristine
 
 
-def test_fresh_cache_is_trusted(cache: tuple[Path, Path, Path]) -> None:
-    assert oracle_cache.oracle_stale_reason(cache[0], KEY) is None
+STALE = {  # each damages the cache or returns the key to check with
+    "another_pin": (lambda f: oracle_cache.oracle_key("b" * 40, "stamp-1", 2), "pristine_commit changed"),
+    "another_env": (lambda f: oracle_cache.oracle_key("a" * 40, "stamp-2", 2), "env_stamp changed"),
+    "other_threads": (lambda f: oracle_cache.oracle_key("a" * 40, "stamp-1", 1), "threads changed"),
+    "oracle_edited": (lambda f: f.oracle.write_text("CASES = [1, 2, 3]\n", encoding="utf-8"), "_oracle.py changed"),
+    "pristine_file_edited": (
+        lambda f: f.pristine.write_text("VERSION = '0.31.0'\n", encoding="utf-8"),
+        "__init__.py changed",
+    ),
+    "oracle_gone": (lambda f: f.oracle.unlink(), "_oracle.py is gone"),
+    "results_truncated": (
+        lambda f: f.results.write_bytes(f.results.read_bytes()[:100]),
+        "pristine.pt is missing or corrupt",
+    ),
+    "results_deleted": (lambda f: f.results.unlink(), "pristine.pt is missing or corrupt"),
+    "manifest_garbage": (lambda f: f.manifest.write_text('{"key": ', encoding="utf-8"), "manifest.json is corrupt"),
+    "manifest_gone": (lambda f: f.manifest.unlink(), "no cached results yet"),
+}
 
 
-@pytest.mark.parametrize(
-    ("change", "expected"),
-    [
-        ("another_pin", "pristine_commit changed"),
-        ("another_env", "env_stamp changed"),
-        ("other_threads", "threads changed"),
-        ("oracle_edited", "_oracle.py changed"),
-        ("pristine_file_edited", "__init__.py changed"),
-        ("oracle_gone", "_oracle.py is gone"),
-        ("results_truncated", "pristine.pt is missing or corrupt"),
-        ("results_deleted", "pristine.pt is missing or corrupt"),
-        ("manifest_garbage", "manifest.json is corrupt"),
-        ("manifest_gone", "no cached results yet"),
-    ],
-)
-def test_any_change_or_damage_makes_the_cache_stale(cache: tuple[Path, Path, Path], change: str, expected: str) -> None:
+@pytest.mark.parametrize("change", STALE)
+def test_any_change_or_damage_makes_the_cache_stale(cache: tuple[Path, Path, Path], change: str) -> None:
     cache_dir, oracle, pristine = cache
     results, manifest = cache_dir / oracle_cache.ORACLE_RESULTS, cache_dir / oracle_cache.ORACLE_MANIFEST
-    changes = {  # each returns the key to check with (the same one where it damages the cache instead)
-        "another_pin": lambda: oracle_cache.oracle_key("b" * 40, "stamp-1", 2),
-        "another_env": lambda: oracle_cache.oracle_key("a" * 40, "stamp-2", 2),
-        "other_threads": lambda: oracle_cache.oracle_key("a" * 40, "stamp-1", 1),
-        "oracle_edited": lambda: oracle.write_text("CASES = [1, 2, 3]\n", encoding="utf-8"),
-        "pristine_file_edited": lambda: pristine.write_text("VERSION = '0.31.0'\n", encoding="utf-8"),
-        "oracle_gone": oracle.unlink,
-        "results_truncated": lambda: results.write_bytes(results.read_bytes()[:100]),
-        "results_deleted": results.unlink,
-        "manifest_garbage": lambda: manifest.write_text('{"key": ', encoding="utf-8"),
-        "manifest_gone": manifest.unlink,
-    }
-    key = changes[change]()
+    make, expected = STALE[change]
+    key = make(SimpleNamespace(oracle=oracle, pristine=pristine, results=results, manifest=manifest))
     reason = oracle_cache.oracle_stale_reason(cache_dir, key if isinstance(key, dict) else KEY)
     assert reason is not None and expected in reason, reason
 
@@ -91,8 +83,9 @@ def test_each_thread_budget_keeps_its_own_entry_and_never_evicts_another(tmp_pat
     assert len({oracle_cache.oracle_entry(tmp_path / "cache", key) for key in keys}) == 2
 
 
-def test_storing_again_repairs_a_damaged_cache(cache: tuple[Path, Path, Path], tmp_path: Path) -> None:
+def test_a_fresh_cache_is_trusted_and_a_new_store_repairs_it(cache: tuple[Path, Path, Path], tmp_path: Path) -> None:
     cache_dir, oracle, pristine = cache
+    assert oracle_cache.oracle_stale_reason(cache_dir, KEY) is None
     (cache_dir / oracle_cache.ORACLE_RESULTS).write_bytes(b"torn")
     assert oracle_cache.oracle_stale_reason(cache_dir, KEY) is not None
     fresh = tmp_path / "again.pt"

@@ -11,7 +11,7 @@ import pytest
 from scripts import worklock
 
 
-def test_a_non_blocking_try_on_a_held_lock_fails_at_once_naming_the_holder(
+def test_a_try_on_a_held_lock_fails_at_once_naming_the_holder_and_readers_share(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     lock_file, told, slept = tmp_path / "locks" / "x.lock", [], []
@@ -28,15 +28,10 @@ def test_a_non_blocking_try_on_a_held_lock_fails_at_once_naming_the_holder(
         assert told == ["pid 1 (first)\n"]  # told once, however long it waited
     with worklock.locked(lock_file, stamp="free", wait_s=0):  # released with its block
         assert lock_file.read_text(encoding="utf-8") == "free\n"
-
-
-def test_shared_holders_share_and_a_writer_waits_for_them(tmp_path: Path) -> None:
-    lock_file = tmp_path / "x.lock"
-    with worklock.locked(lock_file, stamp="r1", wait_s=0, shared=True):
-        with worklock.locked(lock_file, stamp="r2", wait_s=0, shared=True):
-            with pytest.raises(worklock.Busy):
-                with worklock.locked(lock_file, stamp="w", wait_s=0):
-                    pass
+    with worklock.locked(lock_file, stamp="r1", wait_s=0, shared=True):  # shared holders share; a writer waits
+        with worklock.locked(lock_file, stamp="r2", wait_s=0, shared=True), pytest.raises(worklock.Busy):
+            with worklock.locked(lock_file, stamp="w", wait_s=0):
+                pass
 
 
 def test_waiting_for_good_takes_the_lock_when_its_holder_lets_go(tmp_path: Path) -> None:
