@@ -25,29 +25,20 @@ global.constraint='/srv/mirror/constraints.txt'
 SETTINGS = legenv.pip_settings(PIP_CONFIG_LIST)
 
 
-def test_pip_settings_take_environment_over_install_over_global() -> None:
+def test_pip_settings_reach_uv_with_pips_best_match_unless_uv_is_configured() -> None:
     settings = legenv.pip_settings(PIP_CONFIG_LIST + ":env:.index-url='https://env.example/simple'\n")
-    assert settings["index-url"] == "https://env.example/simple"
+    assert settings["index-url"] == "https://env.example/simple"  # environment over install over global
     assert SETTINGS["index-url"] == "https://install.example/simple"
     assert settings["find-links"] == "/srv/mirror/wheels"
-
-
-def test_pip_index_settings_become_uv_options_with_pips_best_match() -> None:
     assert legenv.uv_index_args(SETTINGS, {}) == [
         "--index-url", "https://install.example/simple",
         "--extra-index-url", "file:///srv/mirror/a/simple", "--extra-index-url", "file:///srv/mirror/b/simple",
         "--find-links", "/srv/mirror/wheels",
         "--index-strategy", "unsafe-best-match",
     ]  # fmt: skip
-
-
-def test_uv_configured_by_the_user_wins_and_pins_resolve_against_the_main_index_only() -> None:
     assert legenv.uv_index_args(SETTINGS, {"UV_INDEX_URL": "https://mine.example/simple"}) == []
     assert legenv.uv_index_args(SETTINGS, {}, extras=False) == ["--index-url", "https://install.example/simple"]
     assert legenv.uv_index_args({}, {}) == []
-
-
-def test_pips_cert_reaches_uv_unless_one_is_set() -> None:
     assert legenv.uv_environ(SETTINGS, {})["SSL_CERT_FILE"] == "/etc/ssl/certs/ca-certificates.crt"
     assert legenv.uv_environ(SETTINGS, {"SSL_CERT_FILE": "/mine.pem"})["SSL_CERT_FILE"] == "/mine.pem"
 
@@ -86,13 +77,16 @@ def test_require_real_on_a_simulated_leg_fails_naming_the_import_error() -> None
     legenv.require_mode("npu", "simulated", None, seen)  # nothing required
 
 
-def test_uv_plan_syncs_the_exact_pins(tmp_path: Path) -> None:
+def test_uv_plan_syncs_the_exact_pins_and_overlays_the_test_runner(tmp_path: Path) -> None:
     plan = legenv.uv_plan("uv", "0.13.9", Path("/py"), tmp_path / "env", tmp_path / "leg-npu.txt", None, [])
     (_, create), (_, fill) = plan.steps
     assert create[:2] == ("uv", "venv") and "--system-site-packages" not in create
     assert fill[:3] == ("uv", "pip", "sync") and fill[-1].endswith("leg-npu.txt")
     overlay = legenv.uv_plan("uv", "0.13.9", Path("/py"), tmp_path / "o", None, tmp_path / "tools.txt", [])
     assert "--system-site-packages" in overlay.steps[0][1] and "--no-deps" in overlay.steps[1][1]
+    tools = legenv.tools_text(Workspace(KIT_ROOT))  # the overlay's tools: the test runner's leg pins
+    pins = legenv.parse_pins((KIT_ROOT / "ci" / "leg-stock.txt").read_text(encoding="utf-8"))
+    assert f"pytest=={pins['pytest']}\n" in tools and f"pytest-cov=={pins['pytest-cov']}\n" in tools
 
 
 def test_the_npu_env_is_a_layer_of_torch_npu_on_the_stock_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -107,12 +101,6 @@ def test_the_npu_env_is_a_layer_of_torch_npu_on_the_stock_env(tmp_path: Path, mo
     monkeypatch.setattr(sys, "path", list(sys.path))
     site.addsitedir(str(moved / "envs" / "npu" / "site"))
     assert sys.path[-2:] == [str(moved / "envs" / "npu" / "site"), str(moved / "envs" / "stock" / "site")]
-
-
-def test_overlay_tools_are_the_leg_pins_of_the_test_runner() -> None:
-    tools = legenv.tools_text(Workspace(KIT_ROOT))
-    pins = legenv.parse_pins((KIT_ROOT / "ci" / "leg-stock.txt").read_text(encoding="utf-8"))
-    assert f"pytest=={pins['pytest']}\n" in tools and f"pytest-cov=={pins['pytest-cov']}\n" in tools
 
 
 def test_uv_package_list_is_counted_not_printed() -> None:
