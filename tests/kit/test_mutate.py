@@ -128,23 +128,6 @@ def kinds_mutants(operator: str, line: int) -> list[str]:
     return [m.description for m in KINDS if m.operator == operator and m.line == line]
 
 
-def kinds_mutant(description: str) -> str:
-    return next(m.text for m in KINDS if m.description == description)
-
-
-def test_name_kinds_come_from_annotations_and_assignments() -> None:
-    function = ast.parse(KINDS_SOURCE).body[0]
-    assert isinstance(function, ast.FunctionDef)
-    assert mutate.name_kinds(function) == {
-        "query": "tensor", "cache": "tensor", "lens": "tensor", "keys": "tensor",
-        "block": "int", "n_blocks": "int", "kv_lens": "list", "q_ends": "list",
-    }  # fmt: skip
-    # ``out`` is what an unknown call returns: no kind. A name bound to two kinds has none either.
-    twice = ast.parse("def f(a: int):\n    b = a.tolist()\n    b = int(a)\n    c = b\n").body[0]
-    assert isinstance(twice, ast.FunctionDef)
-    assert mutate.name_kinds(twice) == {"a": "int"}
-
-
 @pytest.mark.parametrize(
     ("operator", "line", "descriptions"),
     [
@@ -162,7 +145,17 @@ def test_each_new_operator_mutates_its_line(operator: str, line: int, descriptio
     assert kinds_mutants(operator, line) == descriptions
 
 
-def test_names_swap_within_their_kind_and_statement() -> None:
+def test_name_kinds_come_from_annotations_and_assignments_and_names_swap_within_their_kind_and_statement() -> None:
+    function = ast.parse(KINDS_SOURCE).body[0]
+    assert isinstance(function, ast.FunctionDef)
+    assert mutate.name_kinds(function) == {
+        "query": "tensor", "cache": "tensor", "lens": "tensor", "keys": "tensor",
+        "block": "int", "n_blocks": "int", "kv_lens": "list", "q_ends": "list",
+    }  # fmt: skip
+    # ``out`` is what an unknown call returns: no kind. A name bound to two kinds has none either.
+    twice = ast.parse("def f(a: int):\n    b = a.tolist()\n    b = int(a)\n    c = b\n").body[0]
+    assert isinstance(twice, ast.FunctionDef)
+    assert mutate.name_kinds(twice) == {"a": "int"}
     names = kinds_mutants("name", 6)
     # Two host lists of one call swap; a tensor whose .shape is read is swapped with every tensor in scope.
     assert {"kv_lens -> q_ends", "q_ends -> kv_lens"} <= set(names)
@@ -176,9 +169,10 @@ def test_new_operators_mutate_the_added_lines_only_and_rewrite_them() -> None:
     assert {m.line for m in mutants} == {3}
     assert {m.operator for m in mutants} >= {"conditional", "name"}
     assert not [m for m in mutants if m.operator in ("arithmetic", "keyword", "return")]
-    dropped = kinds_mutant("drop scale= from kernel")
+    texts = {m.description: m.text for m in KINDS}
+    dropped = texts["drop scale= from kernel"]
     assert "kernel(query, keys, query.shape[1], actual_seq_qlen=q_ends, actual_seq_kvlen=kv_lens)" in dropped
-    assert kinds_mutant("swap the first two returned values").splitlines()[6] == "    return (n_blocks, out)"
+    assert texts["swap the first two returned values"].splitlines()[6] == "    return (n_blocks, out)"
     source = "def f(a: int, b: int):\n    return a / b * 2\n"
     ops = {m.description for m in mutate.mutants_of("m.py", source, {2}) if m.operator == "arithmetic"}
     assert ops == {"/ -> //", "/ -> *", "* -> /"}
