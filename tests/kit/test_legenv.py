@@ -109,7 +109,7 @@ def test_uv_package_list_is_counted_not_printed() -> None:
 
 
 @pytest.mark.network  # pip installs the pin from the package registry, with this machine's settings
-def test_uv_failure_falls_back_to_pip_and_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_uv_failure_falls_back_to_pip_and_a_failure_both_ways_is_one_error(tmp_path: Path, capsys) -> None:
     # Real tools on a one-package pin file: uv is pointed at an index that does not exist, so it fails;
     # pip, with this machine's own settings, then builds the same env.
     uv = legenv.uv_executable()
@@ -124,12 +124,9 @@ def test_uv_failure_falls_back_to_pip_and_says_so(tmp_path: Path, capsys: pytest
     assert legenv.run_plans("t", env, plans, legenv.uv_environ(legenv.read_pip_settings(), dict(os.environ))) == "pip"
     subprocess.run([legenv.env_python(env), "-c", "import iniconfig"], check=True)
     assert f"uv {uv[1]}: sync the pins failed with exit" in capsys.readouterr().out
-
-
-@pytest.mark.network  # pip asks the package registry for a version that does not exist
-def test_a_build_that_fails_both_ways_is_one_error_and_leaves_nothing(tmp_path: Path) -> None:
-    pins, env = tmp_path / "pins.txt", tmp_path / "env"
+    # A build that fails both ways (pip asks for a version that does not exist) is one error and leaves nothing.
     pins.write_text("iniconfig==0.0.0.kit.does.not.exist\n")
+    env = tmp_path / "env-2"
     with pytest.raises(KitError, match="pip: install the pins failed with exit"):
         legenv.run_plans("t", env, [legenv.pip_plan(Path(sys.executable), env, pins, None)], dict(os.environ))
     assert not env.exists()

@@ -105,14 +105,11 @@ def test_wheel_schema_is_read_from_yaml_and_confirmed_in_the_library(tmp_path: P
             npu_schema.wheel_schema(_wheel(wheel, yaml, binary))
 
 
-def test_pinned_version_reads_the_leg_pins(tmp_path: Path) -> None:
+def test_the_pinned_wheel_is_read_from_the_leg_pins_and_the_cache(tmp_path: Path, monkeypatch) -> None:
     pins = tmp_path / "leg-npu.txt"
     pins.write_text("-r leg-stock.txt\n# torch-npu==0.1 in a comment\ntorch-npu==2.13.0\n")
     assert npu_schema.pinned_version(pins) == "2.13.0"
     assert npu_schema.pinned_version(tmp_path / "absent.txt") == npu_schema.DEFAULT_VERSION
-
-
-def test_download_uses_the_cache_and_reports_failure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     cached = tmp_path / "torch_npu-1.0-cp311-x.whl"
     cached.write_bytes(b"")
     assert npu_schema.download_wheel("1.0", tmp_path) == cached
