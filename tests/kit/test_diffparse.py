@@ -14,26 +14,11 @@ HEADERS = "diff --git a/notes.txt b/notes.txt\n--- a/notes.txt\n+++ b/notes.txt\
 HEADER_LOOKALIKES = HEADERS + "@@ -1,4 +1,4 @@\n start\n--- x\n--- y\n+++ x\n+++ y\n end\n@@ -9 +9,2 @@\n nine\n+ten\n"
 
 
-def test_a_hunk_shorter_than_its_header_does_not_swallow_the_next_file() -> None:
+def test_a_short_hunk_does_not_swallow_the_next_file_a_no_newline_marker_stays_and_names_are_read() -> None:
     truncated = "diff --git a/a.py b/a.py\n--- a/a.py\n+++ b/a.py\n@@ -1,5 +1,6 @@\n x\n+y\n"
     second = "diff --git a/b.py b/b.py\n--- a/b.py\n+++ b/b.py\n@@ -1 +1 @@\n-old\n+new\n"
     got = [(d.path, d.added, d.removed) for d in parse(truncated + second)]
     assert got == [("a.py", ((2, "y"),), 0), ("b.py", ((1, "new"),), 1)]
-
-
-def test_header_lookalike_lines_inside_a_hunk_are_counted_and_hunks_carry_their_headers_start_and_lines() -> None:
-    (diff,) = parse(HEADER_LOOKALIKES)
-    assert (diff.path, diff.removed, diff.added) == ("notes.txt", 2, ((2, "++ x"), (3, "++ y"), (10, "ten")))
-    first, second = hunks(HEADER_LOOKALIKES)
-    assert (first.path, first.number, first.old_start) == ("notes.txt", 1, 1)
-    assert first.removed == ("-- x", "-- y") and first.added == ("++ x", "++ y")  # not taken for file headers
-    assert first.text == HEADERS + "".join(f"{x}\n" for x in HEADER_LOOKALIKES.splitlines()[3:10])
-    assert (second.number, second.old_start, second.added) == (2, 9, ("ten",))
-    assert second.label == "notes.txt hunk #2 (@@ -9)"
-    assert second.text == HEADERS + "@@ -9 +9,2 @@\n nine\n+ten\n"
-
-
-def test_a_missing_newline_marker_stays_with_its_hunk_and_names_are_read() -> None:
     renamed = (
         "diff --git a/old.py b/new.py\nsimilarity index 90%\nrename from old.py\nrename to new.py\n"
         "--- a/old.py\n+++ b/new.py\n@@ -3 +3 @@\n-x\n\\ No newline at end of file\n+y\n"
@@ -46,6 +31,18 @@ def test_a_missing_newline_marker_stays_with_its_hunk_and_names_are_read() -> No
     (hunk,) = moved.hunks
     assert hunk.text == renamed and (hunk.removed, hunk.added) == (("x",), ("y",))
     assert new.hunks[0].text == created
+
+
+def test_header_lookalike_lines_inside_a_hunk_are_counted_and_hunks_carry_their_headers_start_and_lines() -> None:
+    (diff,) = parse(HEADER_LOOKALIKES)
+    assert (diff.path, diff.removed, diff.added) == ("notes.txt", 2, ((2, "++ x"), (3, "++ y"), (10, "ten")))
+    first, second = hunks(HEADER_LOOKALIKES)
+    assert (first.path, first.number, first.old_start) == ("notes.txt", 1, 1)
+    assert first.removed == ("-- x", "-- y") and first.added == ("++ x", "++ y")  # not taken for file headers
+    assert first.text == HEADERS + "".join(f"{x}\n" for x in HEADER_LOOKALIKES.splitlines()[3:10])
+    assert (second.number, second.old_start, second.added) == (2, 9, ("ten",))
+    assert second.label == "notes.txt hunk #2 (@@ -9)"
+    assert second.text == HEADERS + "@@ -9 +9,2 @@\n nine\n+ten\n"
 
 
 def worktree_diff(root: Path, name: str, before: str, after: str) -> str:

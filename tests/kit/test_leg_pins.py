@@ -61,7 +61,7 @@ def test_the_resolve_and_staleness_checks_bite_and_the_recorded_time_matters(uv:
     assert legpins.changed_pins(stock_pins(), then), "a resolve ten days earlier pinned the same closure"
 
 
-def test_pin_file_sections_and_resolution_time_are_read_and_newer_releases_listed(tmp_path: Path) -> None:
+def test_pin_file_sections_time_newer_releases_and_platform_markers(tmp_path: Path) -> None:
     untimed = f"# head\ntorch==1\n\n{legpins.CLOSURE_MARKER}\na==1\n"
     timed = untimed.replace("\na==1", f"\n{legpins.AS_OF_PREFIX}2026-11-30T14:43:33Z\na==1")
     assert legpins.resolved_as_of(timed) == "2026-11-30T14:43:33Z" and legpins.resolved_as_of(untimed) is None
@@ -76,9 +76,7 @@ def test_pin_file_sections_and_resolution_time_are_read_and_newer_releases_liste
     new = f"top\n\n{legpins.CLOSURE_MARKER}\n{legpins.AS_OF_PREFIX}u\na==1\nb==3\nc==1\n"
     assert legpins.changed_pins(old, new) == ["b 2 -> 3", "c - -> 1"]
     assert legpins.changed_pins(old, old.replace("\nt\n", "\nu\n")) == []  # only the time differs: nothing newer
-
-
-def test_platforms_merge_with_markers_only_where_wheels_differ() -> None:
+    # platforms merge with markers only where wheels differ
     resolved = {
         "x86_64": {"torch": "2.13.0", "intel-openmp": "2024.2.1", "numpy": "2.3.5"},
         "aarch64": {"torch": "2.13.0", "numpy": "2.3.4"},

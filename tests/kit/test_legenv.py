@@ -87,6 +87,9 @@ def test_uv_plan_syncs_the_exact_pins_and_overlays_the_test_runner(tmp_path: Pat
     tools = legenv.tools_text(Workspace(KIT_ROOT))  # the overlay's tools: the test runner's leg pins
     pins = legenv.parse_pins((KIT_ROOT / "ci" / "leg-stock.txt").read_text(encoding="utf-8"))
     assert f"pytest=={pins['pytest']}\n" in tools and f"pytest-cov=={pins['pytest-cov']}\n" in tools
+    # uv's package list is counted, not printed
+    assert legenv.is_package_list_line(" + torch==2.13.0")
+    assert not legenv.is_package_list_line("Installed 184 packages in 2.10s")
 
 
 def test_the_npu_env_is_a_layer_of_torch_npu_on_the_stock_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -101,11 +104,6 @@ def test_the_npu_env_is_a_layer_of_torch_npu_on_the_stock_env(tmp_path: Path, mo
     monkeypatch.setattr(sys, "path", list(sys.path))
     site.addsitedir(str(moved / "envs" / "npu" / "site"))
     assert sys.path[-2:] == [str(moved / "envs" / "npu" / "site"), str(moved / "envs" / "stock" / "site")]
-
-
-def test_uv_package_list_is_counted_not_printed() -> None:
-    assert legenv.is_package_list_line(" + torch==2.13.0")
-    assert not legenv.is_package_list_line("Installed 184 packages in 2.10s")
 
 
 @pytest.mark.network  # pip installs the pin from the package registry, with this machine's settings

@@ -32,7 +32,7 @@ ADDED = {5, 6, 7}  # the guard, the gather, the kernel call
 MUTANTS = mutate.mutants_of("m.py", SOURCE, ADDED)
 
 
-def test_every_operator_mutates_the_added_lines_only() -> None:
+def test_every_operator_mutates_the_added_lines_only_into_valid_distinct_python_with_unique_keys() -> None:
     ops = {op: [m.description for m in MUTANTS if m.operator == op] for op in {m.operator for m in MUTANTS}}
     assert set(ops) == {"guard", "compare", "boolean", "constant", "slice", "statement", "swap", "cast"}
     assert {m.line for m in MUTANTS} <= ADDED  # lines 1, 8, 9, 10 were not added: never mutated
@@ -45,9 +45,6 @@ def test_every_operator_mutates_the_added_lines_only() -> None:
     assert "swap arguments 1 and 2 of torch_npu.npu_fusion_attention" not in ops["swap"]  # k, k: no change
     assert "swap arguments 0 and 1 of torch_npu.npu_fusion_attention" in ops["swap"]
     assert "remove assign statement" in ops["statement"]
-
-
-def test_each_mutant_is_valid_python_differs_only_in_its_span_and_has_a_unique_key() -> None:
     for m in MUTANTS:
         ast.parse(m.text)
         assert m.text != SOURCE
@@ -164,7 +161,7 @@ def test_name_kinds_come_from_annotations_and_assignments_and_names_swap_within_
     assert kinds_mutants("name", 4) == []  # one name of each kind there: nothing to mistake it for
 
 
-def test_new_operators_mutate_the_added_lines_only_and_rewrite_them() -> None:
+def test_new_operators_mutate_the_added_lines_only_rewrite_them_and_are_selected() -> None:
     mutants = mutate.mutants_of("m.py", KINDS_SOURCE, {3})
     assert {m.line for m in mutants} == {3}
     assert {m.operator for m in mutants} >= {"conditional", "name"}
@@ -177,9 +174,6 @@ def test_new_operators_mutate_the_added_lines_only_and_rewrite_them() -> None:
     ops = {m.description for m in mutate.mutants_of("m.py", source, {2}) if m.operator == "arithmetic"}
     assert ops == {"/ -> //", "/ -> *", "* -> /"}
     assert not [m for m in mutate.mutants_of("m.py", "def f():\n    return None\n", {2}) if m.operator == "return"]
-
-
-def test_select_by_key_texts_and_operators() -> None:
     assert mutate.select(KINDS, [], []) == KINDS
     chosen = mutate.select(KINDS, ["kv_lens -> q_ends", "drop scale="], [])
     assert {m.description.split(" (")[0] for m in chosen} == {"kv_lens -> q_ends", "drop scale= from kernel"}
