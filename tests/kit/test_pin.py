@@ -9,11 +9,15 @@ from scripts import pin
 from scripts.gitcmd import git
 
 
-def test_shipped_pin_is_vllm_omni_0_30_0() -> None:
+def test_shipped_pin_is_vllm_omni_0_30_0_and_version_names_the_pin_and_takes_no_command(small_kit: Kit) -> None:
     shipped = pin.load_pin(KIT_ROOT / "patches" / "upstream.toml")
     assert (shipped.project, shipped.version, shipped.source) == ("vllm-omni", "0.30.0", "wheel")
     assert shipped.wheel_filename == "vllm_omni-0.30.0-py3-none-any.whl"
     assert shipped.git_url == "https://github.com/vllm-project/vllm-omni" and shipped.git_tag == "v0.30.0"
+    done = small_kit.run("--version")
+    assert done.returncode == 0 and done.stdout.startswith("vllm-omni NPU kit: ") and "(wheel)" in done.stdout
+    refused = small_kit.run("--version", "lint")
+    assert refused.returncode == 2 and refused.stderr.startswith("kit: error: --version takes no COMMAND")
 
 
 def test_cached_file_failing_its_digest_is_named_set_aside_and_fetched_again(small_kit: Kit) -> None:
@@ -123,10 +127,3 @@ def test_git_source_needs_a_recorded_commit_and_the_right_one(small_kit: Kit, tm
     proc = small_kit.run("apply", "--source", "git")
     assert proc.returncode == 2 and "could not fetch 111111111111" in proc.stderr
     assert not small_kit.checkout.exists()
-
-
-def test_version_names_the_pin_and_the_series_and_takes_no_command(small_kit: Kit) -> None:
-    done = small_kit.run("--version")
-    assert done.returncode == 0 and done.stdout.startswith("vllm-omni NPU kit: ") and "(wheel)" in done.stdout
-    refused = small_kit.run("--version", "lint")
-    assert refused.returncode == 2 and refused.stderr.startswith("kit: error: --version takes no COMMAND")

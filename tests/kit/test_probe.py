@@ -1,8 +1,5 @@
-"""The leg probe's cache (scripts/legs/probe.py): reused only while nothing its answer depends on moved.
-
-A fake venv stands in for a leg env: its bin/python counts its calls and answers like the real probe.
-Each row changes one thing and checks whether the next `test` would probe again.
-"""
+"""The leg probe's cache (scripts/legs/probe.py): reused only while nothing its answer depends on moved. A fake venv
+whose python counts its calls and answers like the probe stands in for a leg env; each row changes one thing."""
 
 import json
 import os
@@ -44,6 +41,11 @@ def test_unchanged_env_is_probed_once_whatever_unrelated_variables_say(tmp_path:
     monkeypatch.setenv("KIT_SOMETHING_ELSE", "1")
     assert probe.leg_versions(python, tmp_path / "pycache", cache) == (SIMULATED, True)
     assert runs(count) == 1
+    ld_cache = tmp_path / "ld.so.cache"
+    ld_cache.write_bytes(b"before")
+    before = probe.probe_key(python, {}, ld_cache)
+    os.utime(ld_cache, ns=(1, 1))  # ldconfig rewrote it (CANN registered its libraries): probe again
+    assert probe.probe_key(python, {}, ld_cache) != before
 
 
 CHANGES = {
@@ -73,15 +75,6 @@ def test_any_change_it_depends_on_probes_again(change, tmp_path: Path, monkeypat
     assert probe.leg_versions(python, tmp_path / "pycache", cache) == (SIMULATED, True)  # and kept again
 
 
-def test_a_loader_cache_update_probes_again(tmp_path: Path) -> None:
-    python, _, _ = fake_env(tmp_path / "env", SIMULATED)
-    ld_cache = tmp_path / "ld.so.cache"
-    ld_cache.write_bytes(b"before")
-    before = probe.probe_key(python, {}, ld_cache)
-    os.utime(ld_cache, ns=(1, 1))  # ldconfig rewrote it (CANN registered its libraries)
-    assert probe.probe_key(python, {}, ld_cache) != before
-
-
 @pytest.mark.parametrize(("answer", "cached"), [(REAL, True), (SIMULATED, False)], ids=["real_mode", "no_cache_file"])
 def test_real_mode_or_no_cache_file_always_probes(answer: dict[str, str], cached: bool, tmp_path: Path) -> None:
     python, count, cache = fake_env(tmp_path / "env", answer)  # no cache file: an interpreter given with --python
@@ -91,8 +84,6 @@ def test_real_mode_or_no_cache_file_always_probes(answer: dict[str, str], cached
 
 
 CARDS = {**REAL, "npu_available": "True", "npu_devices": "4"}
-
-
 SEEN = {
     "card": (CARDS, "real"),
     "import-only": (REAL, "simulated"),  # imports, but never asked for a card: an old probe answer is not mode real
