@@ -45,29 +45,25 @@ def test_parse_reads_types_optionality_defaults_aliases_namespaces_and_keyword_o
         parse_schema("npu_fusion_attention is documented below")
 
 
-@pytest.mark.parametrize(
-    ("altered", "problems"),
-    [
-        pytest.param(SMALL, [], id="unchanged"),
-        pytest.param(
-            SMALL.replace(") -> Tensor", ", int seed=0) -> Tensor"), ["missing parameter 'seed'"], id="longer"
-        ),
-        (SMALL.replace("float scale=1.", "float scale_value=1."), ["parameter 2 'scale_value': named 'scale'"]),
-        (SMALL.replace("scale=1.", "scale=2."), ["parameter 2 'scale': default 1.0, schema has 2.0"]),
-        (SMALL.replace(', str mode=""', ""), ["extra parameter 'mode'"]),
-        (SMALL.replace("int[]? prefix", "int[] prefix"), ["parameter 3 'prefix': optional True, schema has False"]),
-        (SMALL.replace("int head_num", "float head_num"), ["parameter 1 'head_num': kind 'int', schema has 'float'"]),
-        (
-            SMALL.replace("*, bool flag", "bool flag"),
-            [
-                "parameter 4 'flag': keyword_only True, schema has False",
-                "parameter 5 'mode': keyword_only True, schema has False",
-            ],
-        ),
-        (SMALL.replace("flag=True", "flag=1"), ["parameter 4 'flag': default True, schema has 1"]),
-    ],
-)
-def test_the_signature_is_compared_with_its_schema(altered: str, problems: list[str]) -> None:
+KW_ONLY = "keyword_only True, schema has False"
+ALTERED = {  # SMALL with one text replaced, and what comparing it with small's signature reports
+    "unchanged": (") -> Tensor", ") -> Tensor", []),
+    "longer": (") -> Tensor", ", int seed=0) -> Tensor", ["missing parameter 'seed'"]),
+    "renamed": ("float scale=1.", "float scale_value=1.", ["parameter 2 'scale_value': named 'scale'"]),
+    "redefaulted": ("scale=1.", "scale=2.", ["parameter 2 'scale': default 1.0, schema has 2.0"]),
+    "shorter": (', str mode=""', "", ["extra parameter 'mode'"]),
+    "required": ("int[]? prefix", "int[] prefix", ["parameter 3 'prefix': optional True, schema has False"]),
+    "retyped": ("int head_num", "float head_num", ["parameter 1 'head_num': kind 'int', schema has 'float'"]),
+    "positional": ("*, bool flag", "bool flag", [f"parameter 4 'flag': {KW_ONLY}", f"parameter 5 'mode': {KW_ONLY}"]),
+    "int_default": ("flag=True", "flag=1", ["parameter 4 'flag': default True, schema has 1"]),
+}
+
+
+@pytest.mark.parametrize("case", ALTERED)
+def test_the_signature_is_compared_with_its_schema(case: str) -> None:
+    old, new, problems = ALTERED[case]
+    altered = SMALL.replace(old, new)
+    assert (altered == SMALL) == (problems == [])  # the replacement took
     assert compare(parse_schema(altered), npu_schema.signature_params(small)) == problems
 
 
