@@ -12,7 +12,6 @@ from conftest import KIT_ROOT
 from scripts.errors import KitError
 from scripts.legs import legenv, legpins
 
-DEFAULT_INDEX = "https://pypi.org/simple/"
 CI_DIR = KIT_ROOT / "ci"
 
 
@@ -30,7 +29,7 @@ def uv() -> str:
     if found is None:
         pytest.fail("uv is missing: pip install -r ci/kit-tools.txt")
     args = index_args()
-    url = args[args.index("--index-url") + 1] if "--index-url" in args else DEFAULT_INDEX
+    url = args[args.index("--index-url") + 1] if "--index-url" in args else "https://pypi.org/simple/"
     try:
         urllib.request.urlopen(url.rstrip("/") + "/pip/", timeout=15).close()
     except (urllib.error.URLError, OSError) as exc:

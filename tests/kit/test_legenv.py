@@ -43,14 +43,6 @@ def test_pip_settings_reach_uv_with_pips_best_match_unless_uv_is_configured() ->
     assert legenv.uv_environ(SETTINGS, {"SSL_CERT_FILE": "/mine.pem"})["SSL_CERT_FILE"] == "/mine.pem"
 
 
-def test_leg_options_are_split_off_and_the_rest_goes_to_pytest() -> None:
-    got = parse_test_args(["npu", "-k", "fp32", "--python", "/usr/bin/python3", "--require=real", "-x"])
-    assert got.options == legenv.LegOptions(python=Path("/usr/bin/python3"), require="real")
-    assert got.pytest_args == ["-k", "fp32", "-x"]
-    got = parse_test_args(["stock", "-q"])
-    assert (got.options, got.pytest_args) == (legenv.LegOptions(), ["-q"])
-
-
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
@@ -65,7 +57,7 @@ def test_bad_leg_options_are_one_clear_error(argv: list[str], message: str) -> N
         parse_test_args(argv)
 
 
-def test_require_real_on_a_simulated_leg_fails_naming_the_import_error() -> None:
+def test_leg_options_are_split_off_and_require_real_on_a_simulated_leg_fails_naming_the_import_error() -> None:
     seen = {"torch_npu": "2.13.0", "torch_npu_import": "ImportError: libhccl.so: cannot open shared object file"}
     real = r"mode simulated, but --require real: import torch_npu failed: .*libhccl"
     with pytest.raises(legenv.ModeNotMet, match=real):
@@ -75,6 +67,11 @@ def test_require_real_on_a_simulated_leg_fails_naming_the_import_error() -> None
         legenv.require_mode("npu", "real", "simulated", seen)
     legenv.require_mode("npu", "simulated", "simulated", seen)  # met: no error
     legenv.require_mode("npu", "simulated", None, seen)  # nothing required
+    got = parse_test_args(["npu", "-k", "fp32", "--python", "/usr/bin/python3", "--require=real", "-x"])
+    assert got.options == legenv.LegOptions(python=Path("/usr/bin/python3"), require="real")
+    assert got.pytest_args == ["-k", "fp32", "-x"]
+    got = parse_test_args(["stock", "-q"])
+    assert (got.options, got.pytest_args) == (legenv.LegOptions(), ["-q"])
 
 
 def test_uv_plan_syncs_the_exact_pins_and_overlays_the_test_runner(tmp_path: Path) -> None:

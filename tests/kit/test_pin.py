@@ -1,9 +1,10 @@
-"""The pin: sha256 verification before extraction, registry errors, the git source."""
+"""The pin: sha256 verification before extraction, registry errors, the git source, the real 0.30.0 wheel."""
 
+import shutil
 from pathlib import Path
 
 import pytest
-from conftest import AUTHOR, KIT_ROOT, SMALL_UPSTREAM, Kit, build_wheel, commit_patch, pin_toml
+from conftest import AUTHOR, KIT_ROOT, SMALL_UPSTREAM, Kit, build_wheel, commit_patch, copy_kit, pin_toml
 
 from scripts import pin
 from scripts.gitcmd import git
@@ -127,3 +128,21 @@ def test_git_source_needs_a_recorded_commit_and_the_right_one(small_kit: Kit, tm
     proc = small_kit.run("apply", "--source", "git")
     assert proc.returncode == 2 and "could not fetch 111111111111" in proc.stderr
     assert not small_kit.checkout.exists()
+
+
+@pytest.mark.network  # the real 0.30.0 wheel: cached in .work/downloads or from the registry
+def test_real_wheel_apply_is_reproducible_and_refresh_is_byte_stable(tmp_path: Path) -> None:
+    kit = copy_kit(tmp_path / "kit", with_patches=True)
+    for wheel in (KIT_ROOT / ".work" / "downloads").glob("vllm_omni-0.30.0-*.whl"):
+        kit.seed_wheel(wheel)  # a cached copy spares the registry; its sha256 is still checked
+    first = kit.run("apply", check=True).stdout
+    assert "sha256 verified" in first
+    ids = kit.git("log", "--format=%H %T")
+    assert len(ids.splitlines()) == 1 + len(list(kit.patches.glob("*.patch")))
+    shutil.rmtree(kit.checkout)  # a fresh build, not a reuse, must give the same commit ids
+    kit.run("apply", check=True)
+    assert kit.git("log", "--format=%H %T") == ids
+    kit.run("refresh", check=True)
+    for patch in (KIT_ROOT / "patches").iterdir():
+        assert (kit.patches / patch.name).read_bytes() == patch.read_bytes(), patch.name
+    assert "0.30.0, pristine" in kit.git("log", "-1", "--format=%s", "pristine")
