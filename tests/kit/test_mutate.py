@@ -32,7 +32,7 @@ ADDED = {5, 6, 7}  # the guard, the gather, the kernel call
 MUTANTS = mutate.mutants_of("m.py", SOURCE, ADDED)
 
 
-def test_every_operator_mutates_the_added_lines_only_into_valid_distinct_python_with_unique_keys() -> None:
+def test_every_operator_mutates_the_added_lines_only_into_valid_distinct_python_run_in_the_right_legs() -> None:
     ops = {op: [m.description for m in MUTANTS if m.operator == op] for op in {m.operator for m in MUTANTS}}
     assert set(ops) == {"guard", "compare", "boolean", "constant", "slice", "statement", "swap", "cast"}
     assert {m.line for m in MUTANTS} <= ADDED  # lines 1, 8, 9, 10 were not added: never mutated
@@ -60,9 +60,7 @@ def test_every_operator_mutates_the_added_lines_only_into_valid_distinct_python_
     flip = next(m for m in MUTANTS if m.description == "drop .to(...)")
     changed = [(a, b) for a, b in zip(SOURCE.splitlines(), flip.text.splitlines(), strict=True) if a != b]
     assert changed == [("        ids = cache[0, : lens[0]].to(torch.long)", "        ids = (cache[0, :lens[0]])")]
-
-
-def test_npu_only_lines_run_in_the_npu_leg_guards_and_shared_lines_in_both_on_their_files_tests() -> None:
+    # npu-only lines run in the npu leg, guards and shared lines in both, on their file's tests
     guard = next(m for m in MUTANTS if m.operator == "guard")
     inside = next(m for m in MUTANTS if m.line == 6)
     assert mutate.legs_for(inside, npu_only={6, 7}) == ["npu"]
