@@ -1,6 +1,4 @@
-"""Fixtures for the kit's own tests: small upstreams the tests build, and a
-copy of the kit laid out as a fresh clone, driven through its front door: in-process (`Kit.run`,
-`main(args, Workspace(copy))`) or as a process of its own (`Kit.spawn`, `python -m scripts`)."""
+"""Fixtures of the kit's own tests: small upstreams, and copies of the kit driven through its front door."""
 
 from __future__ import annotations
 
@@ -20,6 +18,8 @@ import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
+from unittest import mock
 
 import e2e_prereq
 import pytest
@@ -27,13 +27,11 @@ import pytest
 from scripts import signals
 from scripts.__main__ import main
 from scripts.gitcmd import KIT_IDENTITY, git
-from scripts.pin import Pin
 from scripts.workspace import Workspace
 
 KIT_ROOT = Path(__file__).resolve().parents[2]
-# The fault tests send ending signals to the kit as a terminal or a CI runner does. A pytest started as a
-# script's background job ignores SIGINT and SIGQUIT and would pass that on: the kit, rightly, keeps an
-# ignored signal ignored (signals.takeable). Every test process and its children start from the defaults.
+# A pytest started as a background job ignores SIGINT and SIGQUIT, and the kit rightly keeps an ignored signal
+# ignored (signals.takeable): the fault tests' signals need every test process to start from the defaults.
 for _ending in signals.ENDING:
     if signal.getsignal(_ending) is signal.SIG_IGN:
         signal.signal(_ending, signal.default_int_handler if _ending == signal.SIGINT else signal.SIG_DFL)
@@ -42,14 +40,8 @@ FRONT_DOOR = (
     "import scripts.__main__ as front\nfront.install_run_handlers()\n"
     "sys.exit(front.main(sys.argv[1:], front.Workspace.of_kit()))"
 )
-AUTHOR = {
-    "GIT_AUTHOR_NAME": "Test Author",
-    "GIT_AUTHOR_EMAIL": "author@example.org",
-    "GIT_AUTHOR_DATE": "2026-01-02T03:04:05+00:00",
-    "GIT_COMMITTER_NAME": "Test Author",
-    "GIT_COMMITTER_EMAIL": "author@example.org",
-    "GIT_COMMITTER_DATE": "2026-01-02T03:04:05+00:00",
-}
+_WHO = {"NAME": "Test Author", "EMAIL": "author@example.org", "DATE": "2026-01-02T03:04:05+00:00"}
+AUTHOR = {f"GIT_{role}_{key}": value for role in ("AUTHOR", "COMMITTER") for key, value in _WHO.items()}
 # A patch as the kit's own series carries it: by the kit's identity (the submitter becomes its author upstream).
 KIT_AUTHOR = {**AUTHOR, **{k: v for k, v in KIT_IDENTITY.items() if k.startswith("GIT_AUTHOR_")}}
 SMALL_UPSTREAM = {
@@ -64,8 +56,7 @@ def build_wheel(dest: Path, files: dict[str, str], version: str = "0.1.0") -> tu
     wheel = dest / f"vllm_omni-{version}-py3-none-any.whl"
     with zipfile.ZipFile(wheel, "w") as zf:
         for name, text in sorted(files.items()):
-            info = zipfile.ZipInfo(name, date_time=(2026, 1, 1, 0, 0, 0))
-            zf.writestr(info, text)
+            zf.writestr(zipfile.ZipInfo(name, date_time=(2026, 1, 1, 0, 0, 0)), text)
         zf.writestr(zipfile.ZipInfo(f"vllm_omni-{version}.dist-info/METADATA", (2026, 1, 1, 0, 0, 0)), "Name: x\n")
     return wheel, hashlib.sha256(wheel.read_bytes()).hexdigest()
 
@@ -90,65 +81,45 @@ def commit_patch(
     git("commit", "-q", "-m", message, cwd=repo, env=author)
 
 
-@dataclass
-class Captured:
-    stdout: str = ""
-    stderr: str = ""
-
-
 @contextlib.contextmanager
-def captured_fds() -> Iterator[Captured]:
-    """Capture fds 1 and 2 (and sys.stdout/sys.stderr on them) into temporary files; restored after, exactly."""
-    out = Captured()
+def captured_fds() -> Iterator[SimpleNamespace]:
+    """Capture fds 1 and 2 (and sys.stdout/sys.stderr on them) into `.stdout`/`.stderr`; restored after, exactly."""
+    out = SimpleNamespace(stdout="", stderr="")
     sys.stdout.flush()
     sys.stderr.flush()
-    saved = os.dup(1), os.dup(2)
-    streams = sys.stdout, sys.stderr
+    saved, streams = (os.dup(1), os.dup(2)), (sys.stdout, sys.stderr)
     with tempfile.TemporaryFile() as fd1, tempfile.TemporaryFile() as fd2:
-        os.dup2(fd1.fileno(), 1)
-        os.dup2(fd2.fileno(), 2)
-        sys.stdout = open(1, "w", encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
-        sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
+        for fd, handle in ((1, fd1), (2, fd2)):
+            os.dup2(handle.fileno(), fd)
+        sys.stdout, sys.stderr = (
+            open(fd, "w", encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
+            for fd in (1, 2)
+        )
         try:
             yield out
         finally:
             sys.stdout.flush()
             sys.stderr.flush()
             sys.stdout, sys.stderr = streams
-            os.dup2(saved[0], 1)
-            os.dup2(saved[1], 2)
-            os.close(saved[0])
-            os.close(saved[1])
-            for handle, field in ((fd1, "stdout"), (fd2, "stderr")):
+            for fd, handle, field in ((1, fd1, "stdout"), (2, fd2, "stderr")):
+                os.dup2(saved[fd - 1], fd)
+                os.close(saved[fd - 1])
                 handle.seek(0)
                 setattr(out, field, handle.read().decode("utf-8", errors="replace"))
 
 
-@contextlib.contextmanager
-def environ(overrides: dict[str, str]) -> Iterator[None]:
-    """os.environ with `overrides` for the block, then exactly as it was."""
-    before = dict(os.environ)
-    os.environ.update(overrides)
-    try:
-        yield
-    finally:
-        os.environ.clear()
-        os.environ.update(before)
+Proc = subprocess.CompletedProcess[str]
 
 
 @dataclass(frozen=True)
 class Kit(Workspace):
-    """A copy of the kit (scripts/, ci/, patches/) in a temporary folder, like a fresh clone: a Workspace
-    (patches, checkout, ... where the commands find them) with the means to drive it."""
+    """A copy of the kit (scripts/, ci/, patches/) like a fresh clone: a Workspace with the means to drive it."""
 
-    def run(
-        self, *args: str, check: bool = False, env: dict[str, str] | None = None
-    ) -> subprocess.CompletedProcess[str]:
-        """The command in this process, on this copy (`main(args, Workspace(root))`), as a subprocess would show it:
-        fds 1 and 2 captured (the children it starts included), `env` set for the call only, and an exception
-        that escapes main as its traceback and exit 1. It runs from the copy's root, as the user would (a relative
-        --ruff, say, is the user's folder's)."""
-        with captured_fds() as out, environ({"CI": "", **(env or {})}), contextlib.chdir(self.root):
+    def run(self, *args: str, check: bool = False, env: dict[str, str] | None = None) -> Proc:
+        """`main(args, self)` in this process, from the copy's root, as a subprocess would show it: fds 1 and 2
+        captured, `env` for the call only, an escaping exception as its traceback and exit 1."""
+        overrides = {"CI": "", **(env or {})}
+        with captured_fds() as out, mock.patch.dict(os.environ, overrides), contextlib.chdir(self.root):
             try:
                 code = main(list(args), self)
             except SystemExit as stop:  # what sys.exit() in a command would have ended the process with
@@ -158,24 +129,16 @@ class Kit(Workspace):
             except BaseException:  # noqa: BLE001 -- the interpreter's own last word: a traceback, exit 1
                 traceback.print_exc()
                 code = 1
-        proc = subprocess.CompletedProcess(["main", *args], code, out.stdout, out.stderr)
-        return self.checked(proc, args, check)
+        return self.checked(subprocess.CompletedProcess(["main", *args], code, out.stdout, out.stderr), args, check)
 
-    def spawn(
-        self, *args: str, check: bool = False, env: dict[str, str] | None = None
-    ) -> subprocess.CompletedProcess[str]:
-        """`python -m scripts ARGS` as a process of its own: for real signals, the front door itself, a copy
-        whose scripts/ a test edited, and anything that needs a fresh interpreter."""
-        full_env = {**os.environ, "CI": "", **(env or {})}
-        proc = subprocess.run(
-            [sys.executable, "-m", "scripts", *args], cwd=self.root, capture_output=True, text=True, env=full_env
-        )
-        return self.checked(proc, args, check)
+    def spawn(self, *args: str, check: bool = False, env: dict[str, str] | None = None) -> Proc:
+        """`python -m scripts ARGS` as a process of its own (real signals, an edited scripts/, a fresh interpreter)."""
+        env = {**os.environ, "CI": "", **(env or {})}
+        argv = [sys.executable, "-m", "scripts", *args]
+        return self.checked(subprocess.run(argv, cwd=self.root, capture_output=True, text=True, env=env), args, check)
 
     @staticmethod
-    def checked(
-        proc: subprocess.CompletedProcess[str], args: tuple[str, ...], check: bool
-    ) -> subprocess.CompletedProcess[str]:
+    def checked(proc: Proc, args: tuple[str, ...], check: bool) -> Proc:
         if check and proc.returncode != 0:
             raise AssertionError(f"kit {args} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
         return proc
@@ -187,10 +150,8 @@ class Kit(Workspace):
         (self.patches / "upstream.toml").write_text(text, encoding="utf-8")
 
     def seed_wheel(self, wheel: Path) -> None:
-        """Put a wheel where the kit caches downloads (so small test upstreams need no registry)."""
-        downloads = self.root / ".work" / "downloads"
-        downloads.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(wheel, downloads / wheel.name)
+        (self.root / ".work" / "downloads").mkdir(parents=True, exist_ok=True)
+        shutil.copy2(wheel, self.root / ".work" / "downloads" / wheel.name)
 
 
 def copy_kit(dest: Path, with_patches: bool) -> Kit:
@@ -205,11 +166,8 @@ def copy_kit(dest: Path, with_patches: bool) -> Kit:
 
 
 def clone(template: Kit, dest: Path) -> Kit:
-    """A copy of a prepared kit, its .work (checkout and its git) included: nothing in it names its own path.
-
-    The fault tables start about 300 cases from the same few states; building each state once per worker and
-    copying it takes 0.03 s a case instead of the 0.45 s of copying, applying and refreshing again.
-    """
+    """A copy of a prepared kit, .work included (nothing in it names its own path): the fault tables start
+    about 300 cases from a few states, each built once per worker."""
     shutil.copytree(template.root, dest, symlinks=True)
     for wheel in template.root.parent.glob("*.whl"):  # where build_wheel left it, as a test's tmp_path holds it
         shutil.copy2(wheel, dest.parent / wheel.name)
@@ -232,12 +190,6 @@ def small_kit(small_kit_template: Kit, tmp_path: Path) -> Kit:
     return clone(small_kit_template, tmp_path / "kit")
 
 
-@pytest.fixture
-def small_pin(tmp_path: Path) -> tuple[Pin, Path]:
-    wheel, digest = build_wheel(tmp_path, SMALL_UPSTREAM)
-    return Pin("vllm-omni", "0.1.0", "wheel", wheel.name, digest, "https://example.invalid/x", "v0.1.0", ""), wheel
-
-
 def make_series(kit: Kit, patches: list[tuple[dict[str, str], str, str]], author: dict[str, str] = AUTHOR) -> None:
     """Apply the empty series, commit each (edits, subject, slug) as author, and refresh into patches/."""
     kit.run("apply", check=True)
@@ -250,11 +202,34 @@ def rope_with(changed: dict[int, str]) -> str:
     return "".join(f"{changed.get(i, f'line {i}')}\n" for i in range(1, 41))
 
 
-# ---- processes and ports of the e2e cases (stand-in servers, clients, e2e runs) ----
+# ---- what the lint and pr tests share: the kit's ruff, upstream's SPDX header, a submitter ----
+
+RUFF = shutil.which("ruff", path=str(Path(sys.executable).parent)) or "ruff"
+SPDX = (
+    "# SPDX-License-Identifier: Apache-2.0\n# SPDX-FileCopyrightText: Copyright contributors to the vLLM-Omni project\n"
+)
+# A CPU test as upstream marks one.
+MARKED_TEST = (
+    SPDX
+    + "import pytest\n\npytestmark = [pytest.mark.core_model, pytest.mark.cpu]\n\n\ndef test_x():\n    assert True\n"
+)
+ME = "Ada Lovelace <ada@example.org>"
+
+
+def lint(kit: Kit, *args: str) -> tuple[int, str]:
+    proc = kit.run("lint", "--ruff", RUFF, *args)
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+@pytest.fixture
+def identity(tmp_path: Path) -> dict[str, str]:
+    cfg = tmp_path / "gitconfig"
+    cfg.write_text("[user]\n\tname = Ada Lovelace\n\temail = ada@example.org\n")
+    return {"GIT_CONFIG_GLOBAL": str(cfg), "GIT_CONFIG_NOSYSTEM": "1"}
 
 
 def ephemeral_ports(range_file: Path = Path("/proc/sys/net/ipv4/ip_local_port_range")) -> range:
-    """The ports the kernel hands out to bind(0) and to outgoing connections (Linux's default if unreadable)."""
+    """The ports the kernel hands out to bind(0) and outgoing connections (Linux's default if unreadable)."""
     try:
         low, high = (int(n) for n in range_file.read_text().split())
     except (OSError, ValueError):
@@ -263,9 +238,8 @@ def ephemeral_ports(range_file: Path = Path("/proc/sys/net/ipv4/ip_local_port_ra
 
 
 def free_port(ephemeral: range | None = None) -> int:
-    """A free loopback port below the ephemeral range. A stand-in binds its port seconds after the case picks it
-    (it imports vllm first); a port from bind(0) was handed out again in that time (a gloo store of a leg run
-    beside it took one) and the case read a server that never bound it as a dead one."""
+    """A free loopback port below the ephemeral range: a stand-in binds its port seconds after the case picks it,
+    and a port from bind(0) could be handed out again in that time."""
     ephemeral = ephemeral or ephemeral_ports()
     low = max(1024, ephemeral.start - 20000)
     if ephemeral.start - low < 1000:  # a range that starts low: nothing below it to choose from
@@ -287,20 +261,13 @@ def free_port(ephemeral: range | None = None) -> int:
 def live_pids(wanted: Callable[[list[bytes]], bool]) -> list[int]:
     """Pids of live (not zombie) processes other than this one whose argv `wanted` accepts."""
     found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
+    for entry in (e for e in Path("/proc").iterdir() if e.name.isdigit() and int(e.name) != os.getpid()):
+        with contextlib.suppress(OSError):  # a process that ended meanwhile
             args = (entry / "cmdline").read_bytes().split(b"\0")
-            state = (entry / "stat").read_text().rsplit(")", 1)[-1].split()[0]
-        except OSError:
-            continue
-        if state != "Z" and wanted(args):
-            found.append(int(entry.name))
+            if (entry / "stat").read_text().rsplit(")", 1)[-1].split()[0] != "Z" and wanted(args):
+                found.append(int(entry.name))
     return found
 
-
-# ---- the three-patch kit of the fault tests ----
 
 THREE_PATCHES = [
     ({"vllm_omni/layers/rope.py": rope_with({10: "line 10 fixed"})}, "[Bugfix] Fix line ten", "fix-ten"),
@@ -324,17 +291,15 @@ def kit3(kit3_template: Kit, tmp_path: Path) -> Kit:
 
 @pytest.fixture(scope="session")
 def e2e_kit(tmp_path_factory: pytest.TempPathFactory) -> Workspace:
-    """A copy of the kit for the e2e tests (tests/kit/e2e_prereq.py): the developer's .work is never written."""
+    """A copy of the kit for the e2e tests (e2e_prereq.py): the developer's .work is never written."""
     return e2e_prereq.e2e_copy(tmp_path_factory.mktemp("e2e-kit"))
 
 
-# Caches shared with the developer's commands (the leg envs, keyed by their pins; downloads, each verified by its
-# sha256) and these tests' own reports.
+# Caches shared with the developer's commands (leg envs keyed by pins, downloads verified by sha256), test reports.
 SHARED_UNDER_WORK = ("envs", "downloads", "records/kit", "records/kit-heavy")
 
 
 def work_snapshot(work: Path) -> dict[str, tuple[int, int]]:
-    """Every file under the developer's .work but the shared parts, with its size and mtime."""
     if not work.is_dir():
         return {}
     found = {}
@@ -349,8 +314,7 @@ def work_snapshot(work: Path) -> dict[str, tuple[int, int]]:
 
 @pytest.fixture(scope="session", autouse=True)
 def developers_work_untouched() -> Iterator[None]:
-    """No test writes into the developer's .work: every command runs on a copy of the kit (fails the session if one
-    did, naming the files)."""
+    """No test writes into the developer's .work (fails the session naming the files if one did)."""
     before = work_snapshot(KIT_ROOT / ".work")
     yield
     changed = sorted({name for name, _ in set(before.items()) ^ set(work_snapshot(KIT_ROOT / ".work").items())})

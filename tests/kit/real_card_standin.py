@@ -1,9 +1,7 @@
-"""Stand-in for an Ascend card, for one purpose: collecting the npu leg in mode real on a CPU host.
+"""Stand-in for an Ascend card, only to collect the npu leg in mode real on a CPU host (test_real_mode.py).
 
-Loaded with ``-p real_card_standin`` before the regression suite's conftest, it installs the
-simulated NPU (tests/regression/npu_standin), so that the conftest's check for mode real
-(``torch.npu.is_available()``) holds on CPU. tests/kit/test_real_mode.py only collects with it:
-nothing collected here is a claim about a card.
+Loaded with ``-p real_card_standin`` before the regression suite's conftest, it installs the simulated NPU
+(tests/regression/npu_standin) so that ``torch.npu.is_available()`` holds: nothing collected is a claim about a card.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""The Ascend jobs as written: every workflow and Buildkite file that reaches a card, ci/ascend/.
-
-Each check reads the files as data (YAML, TOML) and names what is wrong; each has broken copies
-that it must reject. The shell pieces run for real in bash with a stand-in CANN tree whose
-set_env.sh scripts append to unset variables, as CANN's do.
-"""
+"""The Ascend jobs as written (workflow, Buildkite files, ci/ascend/), read as data; each check has broken
+copies it must refuse. The shell pieces run in bash, over a stand-in CANN tree and a stand-in `gh`."""
 
 from __future__ import annotations
 
@@ -31,6 +27,11 @@ JOB = KIT_ROOT / "ci" / "ascend" / "job.sh"
 ENV_SH = KIT_ROOT / "ci" / "ascend" / "env.sh"
 TARGETS = ascendci.load(KIT_ROOT / "ci", ascendci.TARGETS)
 RUNTIME_ENV = {"HF_HUB_OFFLINE": "1", "VLLM_WORKER_MULTIPROC_METHOD": "spawn"}
+# a stand-in CANN tree: where each set_env.sh is, the unset variable it appends to, the variable it sets
+CANN = {"ascend-toolkit": ("PYTHONPATH", "ASCEND_HOME_PATH"), "nnal/atb": ("LD_LIBRARY_PATH", "ATB_HOME_PATH")}
+DIGEST = "registry.example/kit/ascend-ci@sha256:" + "a" * 64
+APPROVED = "1" * 40
+GITHUB_HOSTED = {"ubuntu-24.04", "ubuntu-24.04-arm"}
 
 
 def load_yaml(text: str) -> Any:
@@ -155,41 +156,29 @@ BROKEN = [
 ]  # fmt: skip
 
 
-def _check(kind: str) -> tuple[Path, Callable[[str], list[str]]]:
-    return {
-        W: (WORKFLOW, workflow_problems),
-        P: (PIPELINE, lambda text: pipeline_problems(text, STEP.read_text())),
-        S: (STEP, lambda text: pipeline_problems(PIPELINE.read_text(), text)),
-        J: (JOB, job_script_problems),
-    }[kind]
+CHECKS: dict[str, tuple[Path, Callable[[str], list[str]]]] = {
+    W: (WORKFLOW, workflow_problems),
+    P: (PIPELINE, lambda text: pipeline_problems(text, STEP.read_text())),
+    S: (STEP, lambda text: pipeline_problems(PIPELINE.read_text(), text)),
+    J: (JOB, job_script_problems),
+}
 
 
 @pytest.mark.parametrize(("kind", "change", "problem"), BROKEN, ids=[f"{k}-{p}" for k, _, p in BROKEN])
 def test_a_broken_copy_is_refused(kind: str, change: tuple[str, str], problem: str) -> None:
-    path, check = _check(kind)
+    path, check = CHECKS[kind]
     broken = path.read_text().replace(*change, 1)
     assert broken != path.read_text(), change
     assert any(problem in p for p in check(broken)), check(broken)
 
 
-# ---- ci/ascend/env.sh, sourced for real -------------------------------------------------------
-
-# A stand-in CANN tree: both set_env.sh files append to variables the job never set, as CANN's do.
-TOOLKIT_ENV = "export PYTHONPATH=$PYTHONPATH:{root}/toolkit/python\nexport ASCEND_HOME_PATH={root}/toolkit\n"
-ATB_ENV = "export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:{root}/atb/lib\nexport ATB_HOME_PATH={root}/atb\n"
-
-
-def standin_cann(root: Path, atb: bool = True) -> Path:
-    (root / "ascend-toolkit").mkdir(parents=True)
-    (root / "ascend-toolkit" / "set_env.sh").write_text(TOOLKIT_ENV.format(root=root))
-    if atb:
-        (root / "nnal" / "atb").mkdir(parents=True)
-        (root / "nnal" / "atb" / "set_env.sh").write_text(ATB_ENV.format(root=root))
-    return root
-
-
-def source(env_sh: Path, root: Path) -> subprocess.CompletedProcess[str]:
-    """bash, strict from the first line, sourcing env.sh, then printing what the job's next commands see."""
+def source(tmp_path: Path, env_sh: Path = ENV_SH, atb: bool = True) -> subprocess.CompletedProcess[str]:
+    """Strict bash sourcing env.sh over a stand-in CANN tree at tmp_path/Ascend whose set_env.sh files append to
+    variables the job never set, as CANN's do; it prints what the job's next commands see."""
+    root = tmp_path / "Ascend"
+    for where, (appended, home) in list(CANN.items())[: 2 if atb else 1]:
+        (root / where).mkdir(parents=True)
+        (root / where / "set_env.sh").write_text(f"export {appended}=${appended}:x\nexport {home}={root}/{where}\n")
     script = (f'set -euo pipefail\nsource "{env_sh}"\n'
               'echo "$ASCEND_HOME_PATH $ATB_HOME_PATH $VLLM_WORKER_MULTIPROC_METHOD $HF_HUB_OFFLINE $-"\n')  # fmt: skip
     env = {"PATH": "/usr/bin:/bin", "ASCEND_ROOT": str(root)}
@@ -197,30 +186,24 @@ def source(env_sh: Path, root: Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_env_sh_sources_cann_and_atb_under_nounset(tmp_path: Path) -> None:
-    root = standin_cann(tmp_path / "Ascend")
-    done = source(ENV_SH, root)
+    done, root = source(tmp_path), tmp_path / "Ascend"
     assert done.returncode == 0, done.stderr
     home, atb, method, offline, flags = done.stdout.split()
-    assert (home, atb, method, offline) == (f"{root}/toolkit", f"{root}/atb", "spawn", "1")
+    assert (home, atb, method, offline) == (f"{root}/ascend-toolkit", f"{root}/nnal/atb", "spawn", "1")
     assert "u" in flags and "e" in flags  # the caller's strictness is back on after CANN's scripts
 
 
 def test_env_sh_check_bites_without_set_plus_u(tmp_path: Path) -> None:
-    root = standin_cann(tmp_path / "Ascend")
     broken = tmp_path / "env.sh"
     broken.write_text(ENV_SH.read_text().replace("set +u\n", ""))
-    done = source(broken, root)
+    done = source(tmp_path, broken)
     assert done.returncode != 0 and "unbound variable" in done.stderr
 
 
 def test_env_sh_refuses_an_image_without_atb_in_one_line(tmp_path: Path) -> None:
-    done = source(ENV_SH, standin_cann(tmp_path / "Ascend", atb=False))
-    assert done.returncode == 2
-    assert done.stderr.strip().startswith("kit: error: ") and "nnal/atb/set_env.sh not found" in done.stderr
-    assert len(done.stderr.strip().splitlines()) == 1
-
-
-# ---- ci/ascend/ as data ------------------------------------------------------------------------
+    done = source(tmp_path, atb=False)
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
+    assert done.stderr.startswith("kit: error: ") and "nnal/atb/set_env.sh not found" in done.stderr
 
 
 def test_every_target_names_known_hardware_and_the_bands_are_sane() -> None:
@@ -230,9 +213,6 @@ def test_every_target_names_known_hardware_and_the_bands_are_sane() -> None:
     for chip, entry in ascendci.load(KIT_ROOT / "ci", ascendci.BANDS).items():
         lo, hi = entry["band_ms"]
         assert 0 < lo < hi, chip
-
-
-DIGEST = "registry.example/kit/ascend-ci@sha256:" + "a" * 64
 
 
 @pytest.mark.parametrize(
@@ -246,9 +226,8 @@ DIGEST = "registry.example/kit/ascend-ci@sha256:" + "a" * 64
     ],
 )
 def test_image_lookup_refuses(system: str, name: str, image: str, error: str) -> None:
-    data = {**TARGETS, "image": {"a2": image, "a3": image}}
     with pytest.raises(KitError, match=error):
-        ascendci.image_for(data, system, name)
+        ascendci.image_for({**TARGETS, "image": {"a2": image, "a3": image}}, system, name)
 
 
 def test_image_lookup_gives_the_recorded_digest() -> None:
@@ -262,10 +241,9 @@ def test_band_per_chip_and_the_baseline() -> None:
     assert ascendci.band_for(bands, "910B1") == "2865:3167"
     assert ascendci.band_for(bands, "910B3") is None  # no run there yet: its first green run is the baseline
     assert ascendci.chip_of({0: "910B3 OK", 1: "910B3 OK"}, (0, 1)) == "910B3"
-    with pytest.raises(KitError, match="not one visible chip model"):
-        ascendci.chip_of({0: "910B3 OK", 1: "910B1 OK"}, (0, 1))
-    with pytest.raises(KitError, match="not one visible chip model"):
-        ascendci.chip_of({0: "910B3 OK"}, (0, 1))
+    for chips in ({0: "910B3 OK", 1: "910B1 OK"}, {0: "910B3 OK"}):
+        with pytest.raises(KitError, match="not one visible chip model"):
+            ascendci.chip_of(chips, (0, 1))
 
 
 def test_the_dockerfile_builds_on_a_digest_and_sources_cann_and_atb() -> None:
@@ -284,8 +262,7 @@ def runtime_requirements(metadata: str) -> list[str]:
 @pytest.mark.network  # the pinned wheel: from .work/downloads when cached, else the registry
 def test_the_images_requirements_are_the_pinned_wheels() -> None:
     ws = Workspace(KIT_ROOT)
-    wheel = fetch_wheel(load_pin(ws.pin_file), ws.downloads)
-    with zipfile.ZipFile(wheel) as whl:
+    with zipfile.ZipFile(fetch_wheel(load_pin(ws.pin_file), ws.downloads)) as whl:
         metadata = whl.read(next(n for n in whl.namelist() if n.endswith(".dist-info/METADATA"))).decode()
     listed = [line for line in (KIT_ROOT / "ci" / "ascend" / "omni-requirements.txt").read_text().splitlines()
               if line and not line.startswith("#")]  # fmt: skip
@@ -293,26 +270,25 @@ def test_the_images_requirements_are_the_pinned_wheels() -> None:
     assert runtime_requirements(metadata + "Requires-Dist: fa3-fwd==0.0.3\n") == listed  # CUDA-only, left out
 
 
-# ---- the gate's script, run for real in bash (a stand-in `gh` answers the PR's head) ----------
-
-APPROVED = "1" * 40
+def stub(path: Path, script: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"#!/bin/sh\n{script}")
+    path.chmod(0o755)
 
 
 def run_gate(tmp_path: Path, *, ref: str = "refs/heads/main", dispatched: str = APPROVED, pr: str = "0",
              head: str = APPROVED, image: str = "") -> subprocess.CompletedProcess[str]:  # fmt: skip
-    """The gate step of ascend-e2e.yml in a copy of the kit whose targets.toml records ``image`` for a2."""
+    """The gate step of ascend-e2e.yml in a copy of the kit whose targets.toml records ``image`` for a2; a
+    stand-in `gh` answers the PR's head."""
     kit = tmp_path / "kit"
     for part in ("scripts", "ci"):
         shutil.copytree(KIT_ROOT / part, kit / part, ignore=shutil.ignore_patterns("__pycache__"))
     targets = kit / "ci" / "ascend" / "targets.toml"
     targets.write_text(targets.read_text().replace('a2 = ""', f'a2 = "{image}"'))
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "gh").write_text(f"#!/bin/sh\necho {head}\n")
-    (bin_dir / "gh").chmod(0o755)
+    stub(tmp_path / "bin" / "gh", f"echo {head}\n")
     script = load_yaml(WORKFLOW.read_text())["jobs"]["gate"]["steps"][-1]["run"]
     output = tmp_path / "github_output"
-    env = {"PATH": f"{bin_dir}:{Path(sys.executable).parent}:/usr/bin:/bin", "REPO": "o/kit", "REF": ref,
+    env = {"PATH": f"{tmp_path / 'bin'}:{Path(sys.executable).parent}:/usr/bin:/bin", "REPO": "o/kit", "REF": ref,
            "DEFAULT_BRANCH": "main", "DISPATCHED_SHA": dispatched, "PR": pr, "SHA": APPROVED,
            "LABEL": "linux-aarch64-a2b3-4", "GITHUB_OUTPUT": str(output), "PYTHONPATH": str(kit)}  # fmt: skip
     done = subprocess.run(["bash", "-c", script], cwd=kit, env=env, capture_output=True, text=True, check=False)
@@ -344,38 +320,27 @@ def test_the_gate_passes_the_approved_commit_and_its_image(tmp_path: Path, case:
     assert f"sha={APPROVED}\nimage={DIGEST}\n" in done.stdout
 
 
-# ---- every workflow and pipeline file: a card is reached only through the checked Ascend files ----
-
-GITHUB_HOSTED = {"ubuntu-24.04", "ubuntu-24.04-arm"}
-
-
 def where_jobs_run(files: dict[str, str]) -> list[str]:
     """Each runs-on / agents.queue that is neither GitHub-hosted, a CPU queue, nor the checked Ascend choice."""
     odd = []
     for name, text in files.items():
         doc = load_yaml(text)
-        if name.endswith(".github"):
-            for job_id, job in doc["jobs"].items():
-                runs_on = job["runs-on"]
-                matrix = job.get("strategy", {}).get("matrix", {})
-                labels = set(matrix.get("runner", [])) if runs_on == "${{ matrix.runner }}" else {runs_on}
-                if not (labels <= GITHUB_HOSTED or (name == "ascend-e2e.yml.github" and job_id == "e2e")):
-                    odd.append(f"{name} job {job_id}: {runs_on}")
-        else:
-            for step in doc["steps"]:
-                queue = step.get("agents", {}).get("queue")
-                if queue not in (None, "cpu_queue_premerge", "${KIT_ASCEND_QUEUE}"):
-                    odd.append(f"{name} step {step.get('label', step.get('key'))}: queue {queue}")
+        for job_id, job in doc.get("jobs", {}).items():
+            runs_on = job["runs-on"]
+            matrix = job.get("strategy", {}).get("matrix", {})
+            labels = set(matrix.get("runner", [])) if runs_on == "${{ matrix.runner }}" else {runs_on}
+            if not (labels <= GITHUB_HOSTED or (name == "ascend-e2e.yml.github" and job_id == "e2e")):
+                odd.append(f"{name} job {job_id}: {runs_on}")
+        for step in doc.get("steps", []):
+            queue = step.get("agents", {}).get("queue")
+            if queue not in (None, "cpu_queue_premerge", "${KIT_ASCEND_QUEUE}"):
+                odd.append(f"{name} step {step.get('label', step.get('key'))}: queue {queue}")
     return odd
 
 
-def ci_files() -> dict[str, str]:
-    files = {f"{p.name}.github": p.read_text() for p in (KIT_ROOT / ".github" / "workflows").glob("*.yml")}
-    return files | {f"{p.name}.buildkite": p.read_text() for p in (KIT_ROOT / ".buildkite").glob("*.yml")}
-
-
 def test_only_the_checked_ascend_files_reach_a_card() -> None:
-    files = ci_files()
+    files = {f"{p.name}.github": p.read_text() for p in (KIT_ROOT / ".github" / "workflows").glob("*.yml")}
+    files |= {f"{p.name}.buildkite": p.read_text() for p in (KIT_ROOT / ".buildkite").glob("*.yml")}
     assert {"ascend-e2e.yml.buildkite", "ascend-e2e-step.yml.buildkite", "ascend-e2e.yml.github"} <= set(files)
     assert where_jobs_run(files) == []
     bad = {**files, "weekly.yml.github": files["weekly.yml.github"].replace("ubuntu-24.04-arm", "linux-aarch64-a2-4")}
@@ -396,8 +361,7 @@ def test_only_the_checked_ascend_files_reach_a_card() -> None:
 def test_the_band_command_reads_the_cards_chip(tmp_path: Path, chip: str, band: str, note: str) -> None:
     from test_e2e_units import POD_NPU_SMI
 
-    (tmp_path / "npu-smi").write_text(f"#!/bin/sh\ncat <<'EOF'\n{POD_NPU_SMI.replace('910B1', chip)}EOF\n")
-    (tmp_path / "npu-smi").chmod(0o755)
+    stub(tmp_path / "npu-smi", f"cat <<'EOF'\n{POD_NPU_SMI.replace('910B1', chip)}EOF\n")
     env = {"PATH": f"{tmp_path}:/usr/bin:/bin"}
     done = subprocess.run([sys.executable, "-m", "scripts", "ascendci", "band", "--cards", "0,1"], cwd=KIT_ROOT,
                           env=env, capture_output=True, text=True, check=False)  # fmt: skip

@@ -1,12 +1,5 @@
-"""The A/B (``python -m scripts e2e --ab BASE``): statistics on known data, then end to end on the stand-in.
-
-The statistics (bootstrap, verdicts, the summary's numbers and reason) are tested on made-up
-interval lists, with no server. The stand-in cases (marked ``e2e``) serve vllm-omni's handler
-from each variant's own checkout (A: ``pristine``, B: the current series) with per-variant
-stand-in knobs (``STANDIN_B_LATENCY_SCALE``, ``STANDIN_B_ALTER_FRAME``, ``STANDIN_B_FAULT``).
-Each trial starts a fresh server (tens of seconds on a 2-core runner), so there are two: one
-ABBA run whose B is both slower and changes one frame, and one whose B crashes (two servers).
-"""
+"""The A/B (``e2e --ab BASE``): statistics on made-up intervals, then two stand-in runs (marked e2e; each trial
+starts a server): one ABBA whose B is slower and changes a frame, one whose B crashes (STANDIN_B_* knobs)."""
 
 from __future__ import annotations
 
@@ -30,6 +23,11 @@ from scripts.workspace import Workspace
 
 pytest.importorskip("av", reason="frames are decoded with PyAV (ci/kit-dev-tools.txt)")
 
+LOSSLESS = {"a_deterministic": True, "lossless": True, "frames_equal": True, "md5_equal": True,
+            "first_diff_frame": None, "differing_frames": 0, "frame_counts": [45, 45, 45, 45]}  # fmt: skip
+FRAME_30 = {**LOSSLESS, "lossless": False, "frames_equal": False, "md5_equal": False, "first_diff_frame": 30,
+            "differing_frames": 16}  # fmt: skip
+
 
 def noisy_trials(median_ms: float, seed: int, trials: int = 2, intervals: int = 14) -> list[list[float]]:
     """Intervals with +-2 % jitter and a rare 2x spike, as a busy host produces them."""
@@ -51,12 +49,11 @@ def test_bootstrap_detects_a_five_percent_slowdown_and_not_a_null_change() -> No
 
 
 def test_bootstrap_interval_widens_with_the_trial_spread() -> None:
-    """Two B trials far apart: the same pooled median, but the interval must reach zero."""
+    # Two B trials far apart: the same pooled median, but the interval must reach zero.
     base = noisy_trials(300.0, seed=5)
     tight = ab.bootstrap_delta(base, noisy_trials(315.0, seed=6), 0.95)
-    split = ab.bootstrap_delta(
-        base, [noisy_trials(285.0, seed=7, trials=1)[0], noisy_trials(345.0, seed=8, trials=1)[0]], 0.95
-    )
+    far_apart = [noisy_trials(285.0, seed=7, trials=1)[0], noisy_trials(345.0, seed=8, trials=1)[0]]
+    split = ab.bootstrap_delta(base, far_apart, 0.95)
     assert split[2] - split[1] > 2 * (tight[2] - tight[1])
     assert ab.speed_verdict(split[1], split[2]) == "no significant change"
 
@@ -83,15 +80,12 @@ def trials(a: list[list[float]], b: list[list[float]], failed: str = "") -> list
     return out
 
 
-LOSSLESS = {"a_deterministic": True, "lossless": True, "frames_equal": True, "md5_equal": True,
-            "first_diff_frame": None, "differing_frames": 0, "frame_counts": [45, 45, 45, 45]}  # fmt: skip
-FRAME_30 = {**LOSSLESS, "lossless": False, "frames_equal": False, "md5_equal": False, "first_diff_frame": 30,
-            "differing_frames": 16}  # fmt: skip
+def summarize(*args: Any) -> dict[str, Any]:
+    return ab.summarize(parse_args(PARSING, ["--standin", "--ab", "pristine"], {}), *args)
 
 
 def test_summary_of_a_five_percent_slower_b_with_the_same_bytes() -> None:
-    config = parse_args(PARSING, ["--standin", "--ab", "pristine"], {})
-    doc = ab.summarize(config, trials(noisy_trials(300.0, seed=1), noisy_trials(315.0, seed=2)), LOSSLESS)
+    doc = summarize(trials(noisy_trials(300.0, seed=1), noisy_trials(315.0, seed=2)), LOSSLESS)
     assert doc["verdict"] == "slower", doc["reason"]
     assert doc["ci_pct"][0] > 0 and 2.0 < doc["delta_pct"] < 8.0
     assert doc["lossless"]["lossless"] is True  # slower, but the same bytes: the two verdicts are apart
@@ -102,8 +96,7 @@ def test_summary_of_a_five_percent_slower_b_with_the_same_bytes() -> None:
 
 
 def test_summary_of_one_frame_difference_at_unchanged_speed() -> None:
-    config = parse_args(PARSING, ["--standin", "--ab", "pristine"], {})
-    doc = ab.summarize(config, trials(noisy_trials(300.0, seed=1), noisy_trials(300.0, seed=4)), FRAME_30)
+    doc = summarize(trials(noisy_trials(300.0, seed=1), noisy_trials(300.0, seed=4)), FRAME_30)
     assert doc["verdict"] == "no significant change", doc["reason"]  # 0 % on known data (the host is not)
     assert "NOT lossless: decoded frames differ from frame 30 (16 frames)" in doc["reason"]
     assert ab.lossless_text({**FRAME_30, "frames_equal": True}) == (
@@ -113,8 +106,7 @@ def test_summary_of_one_frame_difference_at_unchanged_speed() -> None:
 
 
 def test_summary_of_a_crashed_b_trial_reports_no_delta() -> None:
-    config = parse_args(PARSING, ["--standin", "--ab", "pristine"], {})
-    doc = ab.summarize(config, trials(noisy_trials(300.0, seed=1), noisy_trials(300.0, seed=2), "server_died"), None)
+    doc = summarize(trials(noisy_trials(300.0, seed=1), noisy_trials(300.0, seed=2), "server_died"), None)
     assert doc["verdict"] == "trial_failed"
     assert [(t["variant"], t["status"]) for t in doc["trials"]] == [("A", "ok"), ("B", "server_died")]
     assert "trial 2 (B) server_died: server_died: it exited" in doc["reason"] and "no delta" in doc["reason"]
@@ -146,19 +138,16 @@ def run_ab(kit: Workspace, tmp_path: Path, interval_ms: int = 300,
            "--width", "64", "--height", "48", "--health-timeout-s", "300", "--bench-timeout-s", "120",
            "--stop-timeout-s", "5", "--evidence-root", str(root), "--lock-dir", str(tmp_path / "locks")]  # fmt: skip
     env = {k: v for k, v in os.environ.items() if not k.startswith(("STANDIN_", "KIT_E2E_"))}
-    env.update({"STANDIN_CHUNK_INTERVAL_MS": str(interval_ms),
-                **{f"STANDIN_B_{k.upper()}": v for k, v in knobs.items()}})  # fmt: skip
+    env |= {"STANDIN_CHUNK_INTERVAL_MS": str(interval_ms), **{f"STANDIN_B_{k.upper()}": v for k, v in knobs.items()}}
     done = subprocess.run(cmd, cwd=kit.root, env=env, capture_output=True, text=True, timeout=900)
     (folder,) = root.iterdir()
-    document = json.loads((folder / "ab.json").read_text())
-    assert (folder / "ab.md").read_text().startswith("## A/B Result")
-    assert "stand-in" in (folder / "ab.md").read_text()
-    return done, document
+    md = (folder / "ab.md").read_text()
+    assert md.startswith("## A/B Result") and "stand-in" in md
+    return done, json.loads((folder / "ab.json").read_text())
 
 
 @pytest.mark.e2e
 def test_standin_abba_detects_a_slower_b_and_its_changed_frame(e2e_kit: Workspace, tmp_path: Path) -> None:
-    """One ABBA run, B 5 % slower and one frame changed: the order, the speed and the lossless verdicts."""
     done, doc = run_ab(e2e_kit, tmp_path, latency_scale="1.05", alter_frame="30")
     assert done.returncode == 0, done.stdout + done.stderr
     assert [t["variant"] for t in doc["trials"]] == list("ABBA")

@@ -1,23 +1,21 @@
-"""Every e2e option, from its flag and from its KIT_E2E_* variable, is checked against its rule before
-anything starts. The bad values are made from the rule table (scripts/e2e/config.py OPTIONS), so an option
-added there is covered here without a new line; only options parsed by their own function list examples."""
+"""Every e2e option, from its flag and its KIT_E2E_* variable, is checked against its rule before anything starts.
+Bad values come from the rule table (scripts/e2e/config.py OPTIONS); only self-parsed options list examples."""
 
 from __future__ import annotations
 
+import argparse
 import re
 from pathlib import Path
 
 import pytest
 from conftest import KIT_ROOT
+from e2e_prereq import PARSING as WS
 
 from scripts.e2e import config, lock, run
 from scripts.e2e.config import OPTIONS, Option, number_text
 from scripts.errors import KitError
-from scripts.workspace import Workspace
 
-WS = Workspace(KIT_ROOT)  # parsing only: nothing is read or written there
-
-# Options of kind "parsed" check themselves; each needs bad examples here (test_every_parsed_option_has_examples).
+# Options of kind "parsed" check themselves; each needs bad examples here (a test checks).
 PARSED_BAD = {
     "band": ["3167:2865", "x", "1:", "nan:nan", "-1:2"],
     "cards": ["a,b", "-1", ","],
@@ -82,7 +80,7 @@ def test_the_default_and_the_allowed_bounds_pass() -> None:
 
 
 def test_every_option_of_a_checked_kind_is_refused_somewhere() -> None:
-    """Only free text and switches have no bad value; a new option of any other kind gets cases from its rule."""
+    # Only free text and switches have no bad value; a new option of any other kind gets cases from its rule.
     unchecked = {o.name for o in OPTIONS if not bad_values(o)}
     assert unchecked == {o.name for o in OPTIONS if o.kind in ("text", "flag")}
     assert {o.name for o in OPTIONS if o.kind == "parsed"} == set(PARSED_BAD)
@@ -97,9 +95,8 @@ def test_every_option_is_a_field_of_the_config_and_back() -> None:
 def test_a_flag_wins_over_its_variable_an_empty_variable_is_unset_and_only_named_variables_are_read() -> None:
     assert config.parse_args(WS, ["--cards", "4,5"], {"KIT_E2E_CARDS": "a,b"}).cards == (4, 5)  # the flag counts
     assert config.parse_args(WS, [], {"KIT_E2E_CARDS": ""}).cards == (0, 1, 2, 3)
-    assert config.parse_args(WS, [], {"KIT_E2E_LOCK_DIR": "/var/lock/k", "KIT_E2E_MODEL": "/m"}).lock_dir == Path(
-        "/var/lock/k"
-    )
+    lock_dir = config.parse_args(WS, [], {"KIT_E2E_LOCK_DIR": "/var/lock/k", "KIT_E2E_MODEL": "/m"}).lock_dir
+    assert lock_dir == Path("/var/lock/k")
     assert config.parse_args(WS, [], {"KIT_E2E_MODEL": "/m"}).model is None  # no job sets it: not read
     assert config.parse_args(WS, [], {"KIT_E2E_PORT": "abc", "KIT_E2E_STANDIN": "1"}).port == 8091  # not read
     # a variable only where an Ascend job sets one: the workflows, the Buildkite steps, job.sh, the docker-host form
@@ -110,8 +107,6 @@ def test_a_flag_wins_over_its_variable_an_empty_variable_is_unset_and_only_named
 
 
 def test_help_says_each_default_as_the_run_computes_it_and_each_name_once() -> None:
-    import argparse
-
     p = argparse.ArgumentParser(prog="e2e")
     config.add_options(p)
     text = " ".join(p.format_help().split())
@@ -131,9 +126,6 @@ def test_rules_read_as_words() -> None:
     assert by_name["ab-confidence"].rule() == "a number >= 0.5 and < 1"
     assert by_name["health-timeout-s"].rule() == "a number > 0 and <= 604800"
     assert by_name["warmup-chunks"].rule() == "an integer >= 0"
-
-
-# ---- the machine-wide card locks are for real cards only ----------------------------------
 
 
 def test_only_a_run_on_real_cards_takes_card_locks() -> None:

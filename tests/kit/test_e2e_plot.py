@@ -1,13 +1,5 @@
-"""The chunk-interval plot of the e2e and A/B evidence folders (scripts/e2e/plot.py).
-
-The plotted data is computed by pure functions, tested on known values; the PNG
-is drawn from synthetic benchmark JSONs in the clients' format and decoded back.
-The fault table writes summary.md the way ``nox -s e2e`` does (from summary.json
-and manifest.json; in this process, and in a python without site-packages for the
-row without matplotlib) and checks that a bad or missing
-run, a blocked PNG path or a python without matplotlib each give one line naming
-it, no traceback, and every evidence file left as it was.
-"""
+"""The chunk-interval plot (scripts/e2e/plot.py): its data from pure functions on known values, the PNG from
+synthetic benchmark JSONs, and summary.md's plot faults (one line each, nothing lost), written as `nox -s e2e` does."""
 
 from __future__ import annotations
 
@@ -34,6 +26,7 @@ pytest.importorskip("matplotlib", reason="the plot needs matplotlib (ci/kit-dev-
 BAND = (50.0, 400.0)
 WARMUP = 2
 CHUNKS = 8
+OK2 = (RunRecord(1, "ok"), RunRecord(2, "ok"))
 
 
 def chunk_list(intervals_ms: list[float]) -> list[dict[str, Any]]:
@@ -42,7 +35,7 @@ def chunk_list(intervals_ms: list[float]) -> list[dict[str, Any]]:
 
 def benchmark(*sessions: list[float]) -> dict[str, Any]:
     """A benchmark JSON as the clients write it, reduced to what the plot and metrics read."""
-    return {"config": {"target_fps": 16.0}, "sessions": [{"chunks": chunk_list(list(s))} for s in sessions]}
+    return {"config": {"target_fps": 16.0}, "sessions": [{"chunks": chunk_list(s)} for s in sessions]}
 
 
 def run_intervals(run: int) -> list[float]:
@@ -52,9 +45,6 @@ def run_intervals(run: int) -> list[float]:
 
 def planned(label: str, status: str = "ok") -> plot.Planned:
     return plot.Planned(label, label, status, Path("unused"))
-
-
-# ---- the plotted data, pure ------------------------------------------------------------------------------
 
 
 def test_figure_draws_intervals_after_chunk_zero_the_band_and_the_steady_window() -> None:
@@ -70,7 +60,7 @@ def test_figure_draws_intervals_after_chunk_zero_the_band_and_the_steady_window(
 
 @pytest.mark.parametrize(("warmup", "window"), [(0, (1, 7)), (1, (1, 7)), (7, (7, 7)), (8, None)])
 def test_steady_window_is_the_chunks_the_verdict_pools(warmup: int, window: tuple[int, int] | None) -> None:
-    """Invariant: the shaded chunks are exactly those metrics.steady_from_benchmark judges."""
+    # the shaded chunks are exactly those metrics.steady_from_benchmark judges
     document = benchmark(run_intervals(1))
     fig = plot.figure("t", [(planned("run 1"), document, "")], BAND, warmup)
     assert fig.steady == window
@@ -119,9 +109,6 @@ def test_planned_runs_and_trials_name_what_never_started() -> None:
     ]
 
 
-# ---- the PNG -----------------------------------------------------------------------------------------------
-
-
 def write_runs(folder: Path, runs: int) -> None:
     for r in range(1, runs + 1):
         (folder / f"run-{r}").mkdir(parents=True)
@@ -145,10 +132,9 @@ def test_png_decodes_at_the_fixed_size_and_is_byte_stable(tmp_path: Path) -> Non
 
 
 def test_ab_plot_names_the_failed_trial_and_those_never_run(tmp_path: Path) -> None:
-    """An A/B stops at its first failed trial: the plot draws the trials before it and names the rest."""
+    # An A/B stops at its first failed trial: the plot draws the trials before it and names the rest.
     write_runs(tmp_path, 1)
-    order = abba(1)
-    trials = plot.ab_trials(tmp_path, order, [{"trial": 1, "status": "ok"}, {"trial": 2, "status": "server_died"}],
+    trials = plot.ab_trials(tmp_path, abba(1), [{"trial": 1, "status": "ok"}, {"trial": 2, "status": "server_died"}],
                             {"A": "v1", "B": "HEAD"})  # fmt: skip
     lines = plot.section(tmp_path, "A/B (standin)", trials, BAND, WARMUP)
     assert lines[-1].endswith(
@@ -157,8 +143,6 @@ def test_ab_plot_names_the_failed_trial_and_those_never_run(tmp_path: Path) -> N
     assert "for A = v1: trials 1, 4 (steady median 314.5 ms); dashed" in lines[-1]
     assert (tmp_path / plot.PNG).is_file()
 
-
-# ---- summary.md, as `nox -s e2e` writes it, and its faults -------------------------------------------------
 
 WRITE_SUMMARY = """
 import json, sys
@@ -172,8 +156,9 @@ if __name__ == "__main__":
 """
 
 
-def e2e_folder(folder: Path, records: list[RunRecord]) -> None:
+def e2e_folder(tmp_path: Path, records: list[RunRecord]) -> Path:
     """An e2e evidence folder of two planned stand-in runs: manifest, summary.json, each record's JSON."""
+    folder = tmp_path / "e2e"
     config = parse_args(PARSING, ["--standin", "--chunks", str(CHUNKS), "--warmup-chunks", str(WARMUP), "--runs", "2"])
     folder.mkdir()
     manifest = {"mode": "standin", "config": asdict(config), "client": "kit", "versions": {}, "kit": {}}
@@ -182,23 +167,24 @@ def e2e_folder(folder: Path, records: list[RunRecord]) -> None:
     summary = evidence.summary_document(verdict="pass", reason="r", mode="standin", band_ms=BAND, runs=records,
                                         determinism=None, folder=folder)  # fmt: skip
     evidence.write_json(folder / "summary.json", summary)
+    return folder
 
 
 def write_summary(folder: Path, *python_flags: str) -> subprocess.CompletedProcess[str]:
-    """summary.md written as `nox -s e2e` writes it: in this process (matplotlib imported once a worker, not
-    3 s a row), or, for a row that needs another interpreter (flags such as -S), in a python of its own."""
+    """summary.md as `nox -s e2e` writes it: in this process (matplotlib imported once, not 3 s a row), or in a
+    python of its own for a row that needs one (flags such as -S)."""
     if python_flags:
         cmd = [sys.executable, *python_flags, "-c", WRITE_SUMMARY, str(folder)]
         return subprocess.run(cmd, cwd=PARSING.root, capture_output=True, text=True, timeout=300)
     here: dict[str, Any] = {"__name__": "write_summary"}
     exec(WRITE_SUMMARY, here)  # the same lines, as a module of this process
+    code = 1
     with captured_fds() as out:
         try:
             here["write"](folder)
             code = 0
         except Exception:  # noqa: BLE001 -- what the separate python would have printed and exited 1 with
             traceback.print_exc()
-            code = 1
     return subprocess.CompletedProcess(["write-summary"], code, out.stdout, out.stderr)
 
 
@@ -207,27 +193,15 @@ def evidence_files(folder: Path) -> dict[str, bytes]:
 
 
 def test_summary_md_links_the_png_with_a_caption(tmp_path: Path) -> None:
-    folder = tmp_path / "e2e"
-    e2e_folder(folder, [RunRecord(1, "ok"), RunRecord(2, "ok")])
+    folder = e2e_folder(tmp_path, [RunRecord(1, "ok"), RunRecord(2, "ok")])
     done = write_summary(folder)
     assert done.returncode == 0, done.stderr
     text = (folder / "summary.md").read_text()
     assert f"![e2e (standin): chunk intervals per run]({plot.PNG})" in text.splitlines()
     caption = next(line for line in text.splitlines() if line.startswith("Chunk intervals"))
-    assert (
-        "run 1 (steady median 314.5 ms); run 2 (steady median 324.5 ms)" in caption
-        and "band 50-400 ms" in caption
-        and f"chunks {WARMUP}-{CHUNKS - 1}" in caption
-    )
+    assert "run 1 (steady median 314.5 ms); run 2 (steady median 324.5 ms)" in caption
+    assert "band 50-400 ms" in caption and f"chunks {WARMUP}-{CHUNKS - 1}" in caption
     assert "Missing" not in caption and (folder / plot.PNG).is_file()
-
-
-def remove_run_2_json(folder: Path) -> None:
-    (folder / "run-2" / "benchmark.json").unlink()
-
-
-def block_png(folder: Path) -> None:
-    (folder / plot.PNG).mkdir()
 
 
 def edit_run_1(change: Callable[[str], str]) -> Callable[[Path], None]:
@@ -248,10 +222,10 @@ class Row:
     python_flags: tuple[str, ...] = ()
 
 
-OK2 = (RunRecord(1, "ok"), RunRecord(2, "ok"))
 ROWS = [
-    Row("failed run without JSON", (RunRecord(1, "ok"), RunRecord(2, "server_died")), remove_run_2_json,
-        "Missing: run 2 (server_died: no benchmark.json).", png=True),
+    Row("failed run without JSON", (RunRecord(1, "ok"), RunRecord(2, "server_died")),
+        lambda f: (f / "run-2" / "benchmark.json").unlink(), "Missing: run 2 (server_died: no benchmark.json).",
+        png=True),
     Row("run after the failure never started", (RunRecord(1, "server_died"),), lambda _f: None,
         "Missing: run 2 (not run).", png=True),
     Row("truncated JSON", OK2, edit_run_1(lambda t: t[: len(t) // 2]),
@@ -260,7 +234,7 @@ ROWS = [
         "Missing: run 1 (ok: no sessions list).", png=True),
     Row("chunk without its interval", OK2, edit_run_1(lambda t: t.replace('"inter_arrival_ms"', '"x"', 1)),
         "Missing: run 1 (ok: session 1's chunks lack index/inter_arrival_ms ('inter_arrival_ms')).", png=True),
-    Row("PNG path taken by a folder", OK2, block_png,
+    Row("PNG path taken by a folder", OK2, lambda f: (f / plot.PNG).mkdir(),
         "Chunk-interval plot not made: IsADirectoryError: ", png=False),
     Row("python without matplotlib", OK2, lambda _f: None,
         "Chunk-interval plot not made: No module named 'matplotlib' -- install the kit's tools: "
@@ -270,8 +244,7 @@ ROWS = [
 
 @pytest.mark.parametrize("row", ROWS, ids=[r.name for r in ROWS])
 def test_plot_fault_row(row: Row, tmp_path: Path) -> None:
-    folder = tmp_path / "e2e"
-    e2e_folder(folder, list(row.records))
+    folder = e2e_folder(tmp_path, list(row.records))
     row.setup(folder)
     before = evidence_files(folder)
     done = write_summary(folder, *row.python_flags)

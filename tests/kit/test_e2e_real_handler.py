@@ -1,11 +1,5 @@
-"""The kit's client against vllm-omni's own realtime video handler (stand-in engine only).
-
-The servers are ``tests/standins/omni_realtime_server.py`` in the stock leg's
-environment, serving ``OmniStreamingVideoOutputHandler`` from the patched
-checkout: the trailer, ``session.done``, the model-name check and the stall
-timeout are upstream's code. They start once for the module, in parallel (each
-imports torch and vllm: tens of seconds on a busy 2-core runner).
-"""
+"""The kit's client against vllm-omni's own realtime video handler (tests/standins/omni_realtime_server.py: only the
+engine stands in), served from the copy's checkout in the stock leg's env; the servers start once, in parallel."""
 
 from __future__ import annotations
 
@@ -26,28 +20,22 @@ from scripts.e2e import server
 from scripts.legs import legenv
 from scripts.workspace import Workspace
 
-pytestmark = pytest.mark.e2e  # vllm-omni's handler in the stock leg's env, on a copy of the kit
+pytestmark = pytest.mark.e2e
 
 av = pytest.importorskip("av", reason="frames are decoded with PyAV (ci/kit-dev-tools.txt)")
 
 CHUNKS = ["--num-chunks", "3", "--warmup-chunks", "1", "--width", "64", "--height", "48"]
 FRAMES = 9 + 12 + 12
-# The issue's stall case, scaled down: stall timeout 2 s, first chunk after 4 s.
-STALL = ["--stall-timeout-s", "2", "--first-chunk-delay-ms", "4000"]
-# Three servers (each start is seconds of CPU): "slow" serves the same frames later, so it is also the second
-# server whose bytes must equal a's.
-SERVERS = {
-    "a": [],
-    "slow": STALL,
-    "dies": ["--fault", "die-mid-session", "--fault-after-chunks", "2"],
-}
+# Three servers (each start is seconds of CPU). "slow" is the issue's stall case scaled down (stall timeout 2 s, first
+# chunk after 4 s); it serves the same frames later, so it is also the second server whose bytes must equal a's.
+SLOW = ["--stall-timeout-s", "2", "--first-chunk-delay-ms", "4000"]
+SERVERS = {"a": [], "slow": SLOW, "dies": ["--fault", "die-mid-session", "--fault-after-chunks", "2"]}
 
 
 @dataclass
 class Served:
     port: int
-    proc: subprocess.Popen[bytes]
-    log: Path
+    handle: server.Server
     kit: Workspace  # the copy of the kit whose checkout it serves (clients run there too)
 
 
@@ -64,18 +52,17 @@ def servers(e2e_kit: Workspace, tmp_path_factory: pytest.TempPathFactory) -> Ite
                "--chunk-interval-ms", "30", *extra]  # fmt: skip
         with (logs / f"{name}.log").open("wb") as log:
             proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-        started[name] = Served(port, proc, logs / f"{name}.log", e2e_kit)
+        started[name] = Served(port, server.Server(proc, logs / f"{name}.log"), e2e_kit)
     try:
         for name, s in started.items():
-            handle = server.Server(s.proc, s.log)
             try:
-                server.wait_healthy(handle, f"http://127.0.0.1:{s.port}/health", 300)
+                server.wait_healthy(s.handle, f"http://127.0.0.1:{s.port}/health", 300)
             except (server.ServerDiedError, server.ServerUnhealthyError) as error:
-                pytest.fail(f"server {name}: {error}\n{server.log_tail(s.log)}")
+                pytest.fail(f"server {name}: {error}\n{server.log_tail(s.handle.log_path)}")
         yield started
     finally:
         for s in started.values():
-            server.stop(server.Server(s.proc, s.log), 5)
+            server.stop(s.handle, 5)
 
 
 def bench(served: Served, tmp_path: Path, *extra: str, name: str = "b") -> subprocess.CompletedProcess[str]:
@@ -125,21 +112,25 @@ def test_pings_carry_a_slow_first_chunk_past_the_stall_timeout(servers: dict[str
 
 def test_without_pings_the_servers_stall_error_is_reported(servers: dict[str, Served], tmp_path: Path) -> None:
     done = bench(servers["slow"], tmp_path, "--ping-interval", "0")
-    assert done.returncode == 1
-    assert "Server rejected the session after 0 chunk(s): Stall timeout: no generation progress" in done.stderr
+    assert (
+        done.returncode == 1
+        and "Server rejected the session after 0 chunk(s): Stall timeout: no generation progress" in done.stderr
+    )
 
 
 def test_model_name_mismatch_is_reported(servers: dict[str, Served], tmp_path: Path) -> None:
     done = bench(servers["a"], tmp_path, "--model", "another-model")
-    assert done.returncode == 1
-    assert "Model mismatch: request specifies 'another-model' but server is running 'lingbot-world'" in done.stderr
+    assert (
+        done.returncode == 1
+        and "Model mismatch: request specifies 'another-model' but server is running 'lingbot-world'" in done.stderr
+    )
 
 
 def test_server_closing_mid_session_is_a_failure(servers: dict[str, Served], tmp_path: Path) -> None:
     done = bench(servers["dies"], tmp_path)
     assert done.returncode == 1
     assert "closed the connection after 2 chunk(s) without session.done" in done.stderr
-    assert servers["dies"].proc.wait(timeout=30) == 3
+    assert servers["dies"].handle.proc.wait(timeout=30) == 3
 
 
 def test_two_servers_give_identical_bytes(servers: dict[str, Served], tmp_path: Path) -> None:
@@ -166,4 +157,4 @@ def test_e2e_against_an_already_running_server(servers: dict[str, Served], tmp_p
     assert summary["determinism"]["frames_equal"] and summary["determinism"]["frame_counts"] == [FRAMES, FRAMES]
     assert "external server" in (folder / "summary.md").read_text()
     time.sleep(0.2)
-    assert servers["a"].proc.poll() is None  # left running: the e2e did not start it, so it does not stop it
+    assert servers["a"].handle.proc.poll() is None  # left running: the e2e did not start it, so it does not stop it

@@ -1,9 +1,5 @@
-"""The e2e driven end to end against the stand-in server: success and each fault's verdict.
-
-Every case runs ``python -m scripts e2e`` (what ``nox -s e2e`` runs) in a
-subprocess and then checks the verdict, the evidence files, and that no
-process of the case is left (by process group and by the case's unique port).
-"""
+"""`python -m scripts e2e --standin` in a subprocess, on a copy of the kit: the verdict, the evidence files, and
+no process of the case left (by process group and by the case's unique port), for success and each fault."""
 
 from __future__ import annotations
 
@@ -24,7 +20,6 @@ from scripts.e2e import evidence, server
 from scripts.legs import legenv
 from scripts.workspace import Workspace
 
-# Each case starts stand-in servers in the stock leg's env, on a copy of the kit (tests/kit/e2e_prereq.py).
 pytestmark = pytest.mark.e2e
 
 pytest.importorskip("av", reason="the stand-in needs PyAV (ci/kit-dev-tools.txt)")
@@ -35,13 +30,11 @@ RUN_FILES = {"server.log", "benchmark.log", "benchmark.json", "video.mp4", "fram
 
 @pytest.fixture(scope="module", autouse=True)
 def _checkout_and_stock_env(e2e_kit: Workspace) -> None:
-    """The stand-in serves the copy's checkout's handler from the stock leg's env."""
-    ensure_checkout_and_stock_env(e2e_kit)
+    ensure_checkout_and_stock_env(e2e_kit)  # the stand-in serves the copy's handler from the stock leg's env
 
 
 def processes_mentioning(port: int) -> list[int]:
-    """Pids whose command line names ``port`` (stand-in and client both take --port)."""
-    return live_pids(lambda args: str(port).encode() in args and b"--port" in args)
+    return live_pids(lambda args: str(port).encode() in args and b"--port" in args)  # stand-in and client: --port
 
 
 class Case:
@@ -59,36 +52,25 @@ class Case:
 
     @property
     def folder(self) -> Path:
-        folders = list(self.root.iterdir())
-        assert len(folders) == 1, folders
-        return folders[0]
-
-    @property
-    def summary(self) -> dict[str, Any]:
-        return dict(json.loads((self.folder / "summary.json").read_text()))
-
-    def assert_no_leftovers(self) -> None:
-        for run in self.summary["runs"] if self.root.exists() else []:
-            assert server.group_members(run["server_pgid"]) == []
-            with pytest.raises(ProcessLookupError):
-                os.killpg(run["server_pgid"], 0)
-        assert processes_mentioning(self.port) == []
-        assert server.port_free("127.0.0.1", self.port)
+        (folder,) = self.root.iterdir()
+        return folder
 
     def assert_verdict(self, verdict: str, code: int, runs: int) -> dict[str, Any]:
+        """The verdict and exit code, the evidence files, and no process of the case left."""
         assert self.done.returncode == code, self.done.stdout + self.done.stderr
-        summary = self.summary
-        assert summary["verdict"] == verdict
+        summary: dict[str, Any] = json.loads((self.folder / "summary.json").read_text())
+        assert summary["verdict"] == verdict and len(summary["runs"]) == runs
         assert summary["stand_in"] is True and summary["mode"] == "standin"
-        assert len(summary["runs"]) == runs
-        names = {p.name for p in self.folder.iterdir()}
-        assert {"manifest.json", "summary.json", "summary.md"} <= names
+        assert {"manifest.json", "summary.json", "summary.md"} <= {p.name for p in self.folder.iterdir()}
         assert "stand-in" in (self.folder / "summary.md").read_text()
         manifest = json.loads((self.folder / "manifest.json").read_text())
         assert manifest["ascend"] is False and manifest["mode"] == "standin"
         for run in summary["runs"]:
             assert (self.folder / f"run-{run['index']}" / "server.log").is_file()
-        self.assert_no_leftovers()
+            assert server.group_members(run["server_pgid"]) == []
+            with pytest.raises(ProcessLookupError):
+                os.killpg(run["server_pgid"], 0)
+        assert processes_mentioning(self.port) == [] and server.port_free("127.0.0.1", self.port)
         return summary
 
 
@@ -109,8 +91,8 @@ def test_deterministic_success(e2e_kit: Workspace, tmp_path: Path) -> None:
     assert not Path(manifest["server_cmd"][0]).is_relative_to(e2e_kit.root)  # by the env's real path, not the link
     handler = e2e_kit.checkout / evidence.HANDLER_REL
     assert manifest["versions"]["handler_sha256"] == hashlib.sha256(handler.read_bytes()).hexdigest()  # as sha256sum
-    assert "vllm-omni's own realtime video handler" in (case.folder / "summary.md").read_text()
-    assert "whole-session RTF" in (case.folder / "summary.md").read_text()
+    md = (case.folder / "summary.md").read_text()
+    assert "vllm-omni's own realtime video handler" in md and "whole-session RTF" in md
 
 
 def test_nondeterministic_bytes_name_the_first_frame(e2e_kit: Workspace, tmp_path: Path) -> None:
@@ -121,8 +103,7 @@ def test_nondeterministic_bytes_name_the_first_frame(e2e_kit: Workspace, tmp_pat
     assert det["first_diff_frame"] == 21 and det["differing_frames"] == 45 - 21
     assert det["max_abs_diff"] > 0 and det["psnr_db"] < 60
     assert "from frame 21" in summary["reason"]
-    lines = (case.folder / "run-2" / "frames.sha256").read_text().splitlines()
-    assert len(lines) == 45
+    assert len((case.folder / "run-2" / "frames.sha256").read_text().splitlines()) == 45
 
 
 def test_server_never_healthy(e2e_kit: Workspace, tmp_path: Path) -> None:
@@ -133,8 +114,7 @@ def test_server_never_healthy(e2e_kit: Workspace, tmp_path: Path) -> None:
 
 
 def test_server_dies_mid_session(e2e_kit: Workspace, tmp_path: Path) -> None:
-    case = Case(e2e_kit, tmp_path, "die-mid-session")
-    summary = case.assert_verdict("server_died", 1, runs=1)
+    summary = Case(e2e_kit, tmp_path, "die-mid-session").assert_verdict("server_died", 1, runs=1)
     assert "exited with code 3" in summary["reason"]
 
 
@@ -166,8 +146,7 @@ def test_port_already_taken_stops_at_preflight(e2e_kit: Workspace, tmp_path: Pat
         busy.listen()
         port = busy.getsockname()[1]
         case = Case(e2e_kit, tmp_path, "none", "--port", str(port))
-    assert case.done.returncode == 2
-    assert case.done.stderr.strip().count("\n") == 0
+    assert case.done.returncode == 2 and case.done.stderr.strip().count("\n") == 0
     assert f"port {port} on 127.0.0.1 is already in use" in case.done.stderr
     assert not case.root.exists() or not list(case.root.iterdir())
     assert processes_mentioning(port) == []
@@ -179,8 +158,7 @@ def test_cpu_host_without_standin_stops_at_preflight(e2e_kit: Workspace, tmp_pat
     env = {k: v for k, v in os.environ.items() if not k.startswith("KIT_E2E_")}
     done = subprocess.run([sys.executable, "-m", "scripts", "e2e", "--evidence-root", str(tmp_path / "ev")],
                           cwd=e2e_kit.root, env=env, capture_output=True, text=True, timeout=60)  # fmt: skip
-    assert done.returncode == 2
-    assert done.stdout == ""
+    assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.splitlines() == [
         "kit: error: no Ascend cards visible: npu-smi not found -- run on an Ascend runner with the driver mounted, "
         "or pass --standin to use the test stand-in"

@@ -7,7 +7,8 @@ from dataclasses import asdict
 from pathlib import Path
 
 import pytest
-from conftest import KIT_ROOT, ephemeral_ports, free_port
+from conftest import ephemeral_ports, free_port
+from e2e_prereq import PARSING as WS
 
 from scripts.e2e import benchclient, client, compare, config, determinism, evidence, metrics, preflight, run
 from scripts.e2e.evidence import RunRecord
@@ -15,9 +16,6 @@ from scripts.errors import KitError
 from scripts.legs import legenv, suite
 from scripts.pr import body
 from scripts.series import load_series, series_digest
-from scripts.workspace import Workspace
-
-WS = Workspace(KIT_ROOT)  # parsing only: nothing is read or written there
 
 NPU_SMI = """\
 +------------------------------------------------------------------------------------------------+
@@ -38,6 +36,9 @@ NPU_SMI = """\
 | 1       0                 | 424242        | python3                  | 51234                   |
 +===========================+===============+====================================================+
 """
+# What a pod given two of a host's cards sees: npu-smi lists the host's ids 4 and 5.
+POD_NPU_SMI = NPU_SMI.replace("| 0     910B1", "| 4     910B1").replace("| 1     910B1", "| 5     910B1")
+POD_NPU_SMI = POD_NPU_SMI.replace("| 1       0                 | 424242", "| 5       0                 | 424242")
 
 
 def test_npu_smi_tables() -> None:
@@ -53,14 +54,6 @@ def test_cards_check_names_missing_and_busy_cards() -> None:
     with pytest.raises(KitError, match="ASCEND_RT_VISIBLE_DEVICES=1 is already set"):
         preflight.check_cards((0,), NPU_SMI, {"ASCEND_RT_VISIBLE_DEVICES": "1"})
     assert preflight.check_cards((0,), NPU_SMI, {}).status == "ok"
-
-
-# What a pod given two of a host's cards sees: npu-smi lists the host's ids 4 and 5.
-POD_NPU_SMI = (
-    NPU_SMI.replace("| 0     910B1", "| 4     910B1")
-    .replace("| 1     910B1", "| 5     910B1")
-    .replace("| 1       0                 | 424242", "| 5       0                 | 424242")
-)
 
 
 def test_cards_are_logical_ids_of_the_devices_the_job_sees() -> None:
@@ -110,10 +103,8 @@ def test_steady_figures_follow_upstream_definitions() -> None:
 
 
 def test_steady_rtf_and_whole_session_rtf_differ_for_the_same_median() -> None:
-    """A 3016 ms steady median is steady RTF ~4.02; a slow first chunk lifts only the whole-session RTF.
-
-    32 chunks, first one at 45.6 s: whole-session RTF 5.84 for the same median (the README's example).
-    """
+    # A 3016 ms steady median is steady RTF ~4.02; a first chunk at 45.6 s lifts only the whole-session RTF, to 5.84
+    # for 32 chunks (docs/e2e.md's example).
     chunks = [metrics.Chunk(0, 45.6, 45.6, 1, 9)]
     chunks += [metrics.Chunk(i, 45.6 + 3.016 * i, 3.016, 1, 12) for i in range(1, 32)]
     m = metrics.session_metrics(chunks, fps=16, warmup_chunks=6, ttfc_s=45.6, wall_s=chunks[-1].arrival_s)
@@ -179,7 +170,7 @@ def test_verdict_order_failure_then_determinism_then_band() -> None:
 
 
 def test_both_clients_always_get_an_image(tmp_path: Path) -> None:
-    """Upstream's client downloads a default image without ``--image``: the kit always passes one."""
+    # Upstream's client downloads a default image without --image: the kit always passes one.
     cfg = config.parse_args(WS, ["--width", "16", "--height", "32"], {})
     image = benchclient.first_frame(cfg, tmp_path)
     assert Path(image).read_bytes().startswith(b"\x89PNG") and Path(image).parent == tmp_path
@@ -189,9 +180,6 @@ def test_both_clients_always_get_an_image(tmp_path: Path) -> None:
         assert ("--ping-interval" in cmd) == (name == "kit")  # upstream's script pings on its own
     given = config.parse_args(WS, ["--image", "/data/first.png"], {})
     assert benchclient.first_frame(given, tmp_path) == "/data/first.png"
-
-
-# ---- the manifest names the series by the one digest the records carry ----------------------
 
 
 def test_the_manifest_names_the_series_by_the_records_digest(tmp_path: Path) -> None:
@@ -233,8 +221,7 @@ def test_a_leg_reads_and_writes_its_own_bytecode(tmp_path: Path, monkeypatch: py
 
 
 def test_a_cases_port_is_free_and_below_the_ephemeral_range(tmp_path: Path) -> None:
-    """bind(0) and outgoing connections draw from the ephemeral range: a case's port from below it cannot be
-    handed to another process in the seconds before the case's server binds it."""
+    # bind(0) and outgoing connections draw from the ephemeral range: a port below it stays free till a case binds it.
     ranges = tmp_path / "ip_local_port_range"
     ranges.write_text("32768\t60999\n")
     assert ephemeral_ports(ranges) == range(32768, 61000)

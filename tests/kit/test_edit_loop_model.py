@@ -1,23 +1,9 @@
-"""A model-based test of the edit loop: random sequences of what a user does, checked after every step.
+"""A model-based test of the edit loop (docs/recovery.md lists the invariants it checks after every step).
 
-A hypothesis `RuleBasedStateMachine` drives the real CLI (its `main`, in this process; `python -m
-scripts ...`, a process of its own, for a Ctrl-C) and real git on a small synthetic kit. Its rules are
-the user's actions (a new commit with both trailers, an edit folded with `--fixup`/`--squash` aimed at a
-patch by commit, an amend of the top commit, a reorder, a squash and a drop with `git rebase -i`,
-refresh with or without `--drop`, apply, a patch file made not to apply and then resolved with `apply
---continue` or undone with `apply --abort`, Ctrl-C at a drawn moment of apply or refresh). The model is
-only a list of patches (slug, subject, file contents) for patches/ and one for the checkout; each patch
-owns its own upstream file, so no reorder or drop conflicts and every outcome is predictable.
-
-After every step (the edit loop's invariants: round trip, aim, endings): no traceback; a non-zero exit is
-2 (130 when interrupted) with exactly one `kit: error: <what> -- <fix>` line on stderr; a refusal
-changed nothing (patches/ bytes, the checkout's branch, HEAD, status and state); a success leaves
-patches/ and the checkout holding what the model says (diffs, messages, order) and
-keeps the bytes of every patch the user did not touch; no paused git operation the user did not
-start; no process of the kit's left behind.
-
-Profiles: `small` (default; fixed examples, short sequences, part of the kit's suite) and `long`
-(KIT_MODEL_PROFILE=long; the weekly workflow). A failure prints the shortest sequence of steps.
+A hypothesis `RuleBasedStateMachine` drives the real CLI and real git on a small synthetic kit: its rules are the
+user's actions, its model a list of patches (slug, subject, file contents) for patches/ and one for the checkout.
+Each patch owns its own upstream file, so no reorder or drop conflicts and every outcome is predictable.
+Profiles: `small` (default, part of the kit's suite) and `long` (KIT_MODEL_PROFILE=long; the weekly workflow).
 """
 
 from __future__ import annotations
@@ -35,13 +21,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from subprocess import PIPE, CompletedProcess
 
 import pytest
-from conftest import AUTHOR, KIT_ROOT, SMALL_UPSTREAM, Kit, build_wheel, copy_kit, pin_toml
-from hypothesis import HealthCheck, event, note, settings
+from conftest import AUTHOR, KIT_ROOT, SMALL_UPSTREAM, Kit, build_wheel, clone, copy_kit, pin_toml
+from hypothesis import HealthCheck, event, note, seed, settings
 from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition
+from hypothesis.stateful import rule as hypothesis_rule
 
 from scripts import worklock
 from scripts.gitcmd import git
@@ -51,6 +39,7 @@ LINES = 12
 EDITABLE = (2, 5, 9)  # lines a patch changes: far enough apart for separate hunks, each with context
 SUBJECTS = ("[NPU] Fix the guard", "[Bugfix] Größe der Blöcke", "[Misc] Tidy the cache")
 PAUSED = ("rebase-apply", "rebase-merge", "MERGE_HEAD", "CHERRY_PICK_HEAD", "REVERT_HEAD")
+FOLD_PREFIXES = ("fixup! ", "squash! ", "amend! ")
 USER_ENV = {**AUTHOR, "GIT_EDITOR": "true"}
 PROFILES = {
     "small": settings(max_examples=10, stateful_step_count=10, derandomize=True, database=None, deadline=None,
@@ -58,6 +47,9 @@ PROFILES = {
     "long": settings(max_examples=100, stateful_step_count=25, deadline=None, database=None,
                      suppress_health_check=list(HealthCheck), print_blob=True),
 }  # fmt: skip
+# The small profile's sessions, pinned: derandomized alone, hypothesis seeds them from the machine's source text, so
+# any edit of the class changed which sessions the default tier runs (and what they reach). The seed they had then:
+SMALL_SEED = 0x9E99FE24C7E50F76AAB3529AC0938E172CE071FA64750DDF0D5E061C4BF69C1DB47176A5FD38EE607FE7EFDE37EF45E5
 
 
 def slot_path(slot: int) -> str:
@@ -72,15 +64,12 @@ def as_text(lines: tuple[str, ...]) -> str:
     return "".join(f"{line}\n" for line in lines)
 
 
-UPSTREAM = {
-    **SMALL_UPSTREAM,
-    **{slot_path(s): as_text(upstream_lines(s)) for s in range(SLOTS)},
-}
+UPSTREAM = {**SMALL_UPSTREAM, **{slot_path(s): as_text(upstream_lines(s)) for s in range(SLOTS)}}
 
 
 @dataclass(frozen=True)
 class Change:
-    """The model of one patch: its identity, message and the lines it changes in the files it owns."""
+    """The model of one patch: its identity, message and the lines of the files it owns."""
 
     slug: str
     subject: str
@@ -88,7 +77,6 @@ class Change:
 
     @classmethod
     def new(cls, slug: str, subject: str, slot: int) -> Change:
-        """A patch that changes one line of the upstream file it owns."""
         return cls(slug, subject, ((slot, upstream_lines(slot)),)).edited(slot, 5, f"{slug} 1")
 
     @property
@@ -96,18 +84,15 @@ class Change:
         return f"{self.subject}\n\nWhy {self.slug}.\n\nUpstream-Status: Pending\nKit-Patch: {self.slug}\n"
 
     def edited(self, slot: int, line: int, text: str) -> Change:
-        files = tuple(
-            (s, lines[:line] + (text,) + lines[line + 1 :] if s == slot else lines) for s, lines in self.files
-        )
+        files = tuple((s, ls[:line] + (text,) + ls[line + 1 :] if s == slot else ls) for s, ls in self.files)
         return replace(self, files=files)
 
     def hunks(self) -> list[tuple[str, list[str], list[str]]]:
-        """(path, removed lines, added lines) as a diff of the file against upstream shows them."""
+        """(path, removed lines, added lines) as a diff of each file against upstream shows them."""
         out = []
         for slot, lines in sorted(self.files):
-            old = upstream_lines(slot)
-            changed = [i for i in range(LINES) if old[i] != lines[i]]
-            out.append((slot_path(slot), [old[i] for i in changed], [lines[i] for i in changed]))
+            changed = [(old, new) for old, new in zip(upstream_lines(slot), lines, strict=True) if old != new]
+            out.append((slot_path(slot), [old for old, _ in changed], [new for _, new in changed]))
         return out
 
 
@@ -116,15 +101,13 @@ def file_name(position: int, change: Change) -> str:
 
 
 def parsed_hunks(patch_text: str) -> list[tuple[str, list[str], list[str]]]:
-    """(path, removed, added) per file of a patch file's diff, the order of `Change.hunks`."""
+    """(path, removed, added) per file of a patch file's diff, as `Change.hunks` orders them."""
     out: list[tuple[str, list[str], list[str]]] = []
     for line in patch_text.splitlines():
         if line.startswith("diff --git a/"):
             out.append((line.split(" b/", 1)[1], [], []))
-        elif out and line.startswith("-") and not line.startswith("--- "):
-            out[-1][1].append(line[1:])
-        elif out and line.startswith("+") and not line.startswith("+++ "):
-            out[-1][2].append(line[1:])
+        elif out and line[:1] in ("-", "+") and not line.startswith(("--- ", "+++ ")):
+            out[-1][1 if line[0] == "-" else 2].append(line[1:])
     return sorted(out)
 
 
@@ -133,83 +116,69 @@ def snapshot(folder: Path) -> dict[str, bytes]:
     return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
-@dataclass(frozen=True)
-class Outcome:
-    code: int
-    stdout: str
-    stderr: str
-
-    @property
-    def last(self) -> str:
-        lines = [line for line in self.stderr.splitlines() if line.strip()]
-        return lines[-1] if lines else ""
+def last_line(stderr: str) -> str:
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    return lines[-1] if lines else ""
 
 
-# Interrupted: 130, or killed by SIGINT itself (Python does that when the signal comes as it starts or
-# exits; a shell shows both as 130).
+# Interrupted: 130, or killed by SIGINT itself (Python does that when the signal comes as it starts or exits).
 INTERRUPTED = (130, -signal.SIGINT)
 DURATION: dict[str, float] = {}  # apply's and refresh's run time after STARTUP, timed once on the template
+# How long a bare interpreter takes to start: no program can see a signal before that.
+_started = time.monotonic()
+subprocess.run([sys.executable, "-c", "pass"], check=True)
+STARTUP = time.monotonic() - _started
 
 
-def interpreter_startup() -> float:
-    """How long this machine takes to start a bare interpreter: no program can see a signal before that."""
-    started = time.monotonic()
-    subprocess.run([sys.executable, "-c", "pass"], check=True)
-    return time.monotonic() - started
-
-
-STARTUP = interpreter_startup()
-
-
-def run_kit(kit: Kit, *args: str, interrupt_after: float | None = None, spawned: bool = False) -> Outcome:
-    """The real CLI: in this process (`main`, as `Kit.run` drives it: 0.1 s a call instead of 0.6 s), or,
-    to be Ctrl-C'd after a delay or to run the copy's own scripts/ (`spawned`: a test broke them on
-    purpose), as a process of its own in its own process group (as a shell runs it).
-
-    Ctrl-C goes to the whole group, git children included, like a terminal's. When the kit has
-    returned, nothing it started may remain.
-    """
-    if interrupt_after is None and not spawned:
-        before = set(children())
-        done = kit.run(*args)
-        left = sorted(set(children()) - before)
-        assert not left, f"kit {args}: its children still run after it returned: {left}"
-        return judged(args, Outcome(done.returncode, done.stdout, done.stderr), interrupt_after)
-    proc = subprocess.Popen([sys.executable, "-m", "scripts", *args], cwd=kit.root, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "CI": ""},
-                            start_new_session=True)  # fmt: skip
-    if interrupt_after is not None:
+def spawn(kit: Kit, *args: str, signal_after: tuple[float, int] | None = None) -> subprocess.Popen[str]:
+    """`python -m scripts ARGS` in a process group of its own, as a shell runs it (a signal reaches its gits too),
+    sent `signal_after` = (seconds, signal) unless it ended before."""
+    cmd, env = [sys.executable, "-m", "scripts", *args], {**os.environ, "CI": ""}
+    proc = subprocess.Popen(cmd, cwd=kit.root, env=env, text=True, stdout=PIPE, stderr=PIPE, start_new_session=True)
+    if signal_after is not None:
         try:
-            proc.wait(timeout=interrupt_after)
+            proc.wait(timeout=signal_after[0])
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGINT)
-    try:
-        stdout, stderr = proc.communicate(timeout=300)
-    finally:
-        left = group_members(proc.pid)
-        if left:
-            os.killpg(proc.pid, signal.SIGKILL)
-    assert not left, f"kit {args}: still running after it exited: {left}"
-    return judged(args, Outcome(proc.returncode, stdout, stderr), interrupt_after)
+            os.killpg(proc.pid, signal_after[1])
+    return proc
 
 
-def judged(args: tuple[str, ...], outcome: Outcome, interrupt_after: float | None) -> Outcome:
-    """The endings every run must keep: no traceback, exit 0, 1 (a conflict) or 2 (or interrupted), one
-    `what -- fix` line."""
-    stdout, stderr = outcome.stdout, outcome.stderr
-    say(f"  kit {' '.join(args)}{f' (Ctrl-C after {interrupt_after} s)' if interrupt_after else ''}"
-         f" -> exit {outcome.code}: {outcome.last}")  # fmt: skip
+def run_kit(kit: Kit, *args: str, interrupt_after: float | None = None, spawned: bool = False) -> CompletedProcess:
+    """The real CLI in this process (0.1 s a call instead of 0.6 s), or spawned: to be Ctrl-C'd (SIGINT to the
+    group, as a terminal's) or to run a copy's scripts/ a test broke on purpose. Nothing it started may remain."""
+    if interrupt_after is None and not spawned:
+        before = set(processes(1, os.getpid()))
+        done = kit.run(*args)
+        left = sorted(set(processes(1, os.getpid())) - before)
+    else:
+        proc = spawn(kit, *args, signal_after=None if interrupt_after is None else (interrupt_after, signal.SIGINT))
+        try:
+            stdout, stderr = proc.communicate(timeout=300)
+        finally:
+            left = processes(2, proc.pid)
+            if left:
+                os.killpg(proc.pid, signal.SIGKILL)
+        done = CompletedProcess(args, proc.returncode, stdout, stderr)
+    assert not left, f"kit {args}: its processes still run after it returned: {left}"
+    return judged(args, done, interrupt_after)
+
+
+def judged(args: tuple[str, ...], outcome: CompletedProcess, interrupt_after: float | None) -> CompletedProcess:
+    """The endings every run must keep: no traceback, exit 0, 1 (a conflict) or 2 (or interrupted), and a failure
+    says one `kit: error: <what> -- <fix>` line."""
+    code, output, last = outcome.returncode, outcome.stdout + outcome.stderr, last_line(outcome.stderr)
+    signalled = f" (Ctrl-C after {interrupt_after} s)" if interrupt_after else ""
+    say(f"  kit {' '.join(args)}{signalled} -> exit {code}: {last}")
     if currently_in_test_context():  # the statistics: which outcomes the run reached
-        event(f"{args[0]}{' interrupted' if interrupt_after else ''} -> exit {outcome.code}")
-    assert "Traceback" not in stdout + stderr, f"kit {args}: a traceback\n{stdout}{stderr}"
-    failed = 1 if args[0] == "apply" and " does not apply: " in outcome.last else 2  # a conflict, as in rebase
-    codes = (0, failed, *INTERRUPTED) if interrupt_after else (0, failed)
-    assert outcome.code in codes, f"kit {args}: exit {outcome.code}\n{stdout}{stderr}"
-    if outcome.code != 0:  # whatever went wrong: one line naming the thing and the fix
-        lines = [line for line in stderr.splitlines() if line.strip()]
+        event(f"{args[0]}{' interrupted' if interrupt_after else ''} -> exit {code}")
+    assert "Traceback" not in output, f"kit {args}: a traceback\n{output}"
+    failed = 1 if args[0] == "apply" and " does not apply: " in last else 2  # a conflict, as in rebase
+    assert code in ((0, failed, *INTERRUPTED) if interrupt_after else (0, failed)), f"kit {args}: exit {code}\n{output}"
+    if code != 0:
+        lines = [line for line in outcome.stderr.splitlines() if line.strip()]
         # Killed by SIGINT itself, Python was before the kit's first line or past its last: no line is possible.
-        assert len(lines) == 1 or (outcome.code == -signal.SIGINT and not lines), (
-            f"kit {args}: exit {outcome.code} wants exactly one line on stderr:\n{stdout}{stderr}"
+        assert len(lines) == 1 or (code == -signal.SIGINT and not lines), (
+            f"kit {args}: exit {code} wants exactly one line on stderr:\n{output}"
         )
         assert all(ln.startswith("kit: error: ") and " -- " in ln for ln in lines), f"not '<what> -- <fix>': {lines}"
     return outcome
@@ -219,32 +188,33 @@ HISTORY: list[str] = []  # this session's steps and the kit's answers, for a fai
 
 
 def say(text: str) -> None:
-    """One line of the failure report (hypothesis prints it under the step)."""
     HISTORY.append(text)
     if currently_in_test_context():
-        note(text)
+        note(text)  # hypothesis prints it under the step
 
 
-def logged(step: Callable[..., None]) -> Callable[..., None]:
-    """Record the step, and put the session's steps into a failure it raises: a failure that depends on
-    when a signal landed may not replay, and then hypothesis cannot print the steps itself."""
+def rule(**strategies: st.SearchStrategy) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """hypothesis's rule, its steps logged: a failure it raises carries the session's steps (one that depends on
+    when a signal landed may not replay, and then hypothesis cannot print the steps itself)."""
 
-    @functools.wraps(step)
-    def run(machine: EditLoop, **kwargs: object) -> None:
-        HISTORY.append(f"state.{step.__name__}({', '.join(f'{k}={v!r}' for k, v in kwargs.items())})")
-        try:
-            step(machine, **kwargs)
-        except AssertionError as exc:
-            if "\nthis session:\n" in str(exc):
-                raise
-            raise AssertionError(f"{exc}\nthis session:\n" + "\n".join(HISTORY)) from exc
+    def logged(step: Callable[..., None]) -> Callable[..., None]:
+        @functools.wraps(step)
+        def run(machine: EditLoop, **kwargs: object) -> None:
+            HISTORY.append(f"state.{step.__name__}({', '.join(f'{k}={v!r}' for k, v in kwargs.items())})")
+            try:
+                step(machine, **kwargs)
+            except AssertionError as exc:
+                if "\nthis session:\n" in str(exc):
+                    raise
+                raise AssertionError(f"{exc}\nthis session:\n" + "\n".join(HISTORY)) from exc
 
-    return run
+        return hypothesis_rule(**strategies)(run)
+
+    return logged
 
 
-def members(belongs: Callable[[list[str]], bool]) -> list[str]:
-    """The live processes (pid, state, command line) whose /proc stat fields after the name (state, ppid,
-    pgrp, ...) pass `belongs` (Linux)."""
+def processes(field: int, value: int) -> list[str]:
+    """Live processes (pid, state, command line) whose /proc stat field after the name (1: ppid, 2: pgrp) is value."""
     found = []
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
@@ -252,45 +222,18 @@ def members(belongs: Callable[[list[str]], bool]) -> list[str]:
             cmdline = (stat.parent / "cmdline").read_bytes()
         except OSError:
             continue  # it ended while we looked
-        if fields[0] != "Z" and belongs(fields):
+        if fields[0] != "Z" and int(fields[field]) == value:
             found.append(f"{stat.parent.name} {fields[0]} " + cmdline.replace(b"\0", b" ").decode(errors="replace"))
     return found
 
 
-def children() -> list[str]:
-    """The live processes this one started."""
-    return members(lambda fields: int(fields[1]) == os.getpid())
-
-
-def group_members(pgid: int) -> list[str]:
-    """The live processes of a process group."""
-    return members(lambda fields: int(fields[2]) == pgid)
-
-
 @dataclass(frozen=True)
 class Scene:
-    """What a refusal must leave as it was."""
-
     patches: dict[str, bytes]
     branch: str
     head: str
     status: str
     state: bytes
-
-
-class Template:
-    """One small kit with a three-patch series, built once; each example works on a copy of it."""
-
-    root: Path | None = None
-
-    @classmethod
-    def copy(cls, dest: Path) -> Kit:
-        if cls.root is None:
-            cls.root = Path(tempfile.mkdtemp(prefix="kit-model-template-"))
-            atexit.register(shutil.rmtree, cls.root, ignore_errors=True)
-            build_template(cls.root)
-        shutil.copytree(cls.root, dest, symlinks=True)
-        return Kit(dest)
 
 
 INITIAL = (
@@ -305,14 +248,16 @@ def write_files(checkout: Path, change: Change) -> None:
         (checkout / slot_path(slot)).write_text(as_text(lines), encoding="utf-8")
 
 
-def build_template(root: Path) -> None:
-    kit = copy_kit(root, with_patches=False)
-    where = root / ".wheel"
-    where.mkdir()
+@functools.cache
+def template() -> Kit:
+    """One small kit with the INITIAL series, built once; each example works on a copy of it."""
+    where = Path(tempfile.mkdtemp(prefix="kit-model-template-"))
+    atexit.register(shutil.rmtree, where, ignore_errors=True)
+    kit = copy_kit(where / "kit", with_patches=False)
     wheel, digest = build_wheel(where, UPSTREAM)
     kit.write_pin(pin_toml("0.1.0", wheel.name, digest))
     kit.seed_wheel(wheel)
-    shutil.rmtree(where)
+    wheel.unlink()  # seeded: no copy of the kit needs it beside it
     kit.run("apply", check=True)
     for change in INITIAL:
         write_files(kit.checkout, change)
@@ -323,6 +268,7 @@ def build_template(root: Path) -> None:
         started = time.monotonic()
         kit.spawn(command, check=True)  # timed as run_kit runs it: a process of its own
         DURATION[command] = max(time.monotonic() - started - STARTUP, 0.1)
+    return kit
 
 
 class EditLoop(RuleBasedStateMachine):
@@ -331,7 +277,8 @@ class EditLoop(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.tmp = Path(tempfile.mkdtemp(prefix="kit-model-"))
-        self.kit = Template.copy(self.tmp / "kit")
+        self.kit = clone(template(), self.tmp / "kit")
+        self.checkout = self.kit.checkout
         self.exported: list[Change] = list(INITIAL)
         self.work: list[Change] = list(INITIAL)
         self.phase = "clean"  # or "conflict" (apply stopped at a patch), "interrupted" (an apply got Ctrl-C)
@@ -349,14 +296,8 @@ class EditLoop(RuleBasedStateMachine):
     def teardown(self) -> None:
         shutil.rmtree(self.tmp, ignore_errors=True)
 
-    # ---- helpers ------------------------------------------------------------------
-
-    def run_kit(self, *args: str, interrupt_after: float | None = None) -> Outcome:
+    def run_kit(self, *args: str, interrupt_after: float | None = None) -> CompletedProcess:
         return run_kit(self.kit, *args, interrupt_after=interrupt_after, spawned=self.own_code)
-
-    @property
-    def checkout(self) -> Path:
-        return self.kit.checkout
 
     def user_git(self, *args: str, env: dict[str, str] | None = None) -> str:
         return git(*args, cwd=self.checkout, env={**USER_ENV, **(env or {})})
@@ -376,10 +317,9 @@ class EditLoop(RuleBasedStateMachine):
         out = self.user_git("log", "--reverse", "--format=%H%x00%B%x1e", "pristine..HEAD")
         return [tuple(r.strip("\n").split("\x00", 1)) for r in out.split("\x1e") if r.strip("\n")]  # type: ignore[misc]
 
-    def commit_of(self, index: int) -> str:
-        """The commit that holds work[index] (by position; fold commits are not patches)."""
-        own = [c for c, m in self.commits() if not m.startswith(("fixup! ", "squash! ", "amend! "))]
-        return own[index]
+    def own_commits(self) -> list[tuple[str, str]]:
+        """The commits that hold work[i], in order (fold commits are not patches)."""
+        return [(c, m) for c, m in self.commits() if not m.startswith(FOLD_PREFIXES)]
 
     def used_slots(self) -> set[int]:
         return {slot for change in self.exported + self.work for slot, _ in change.files}
@@ -391,24 +331,19 @@ class EditLoop(RuleBasedStateMachine):
             if f"new{self.made}" not in taken:
                 return f"new{self.made}"
 
-    def refused(self, outcome: Outcome, before: Scene, *, needle: str = "") -> None:
+    def refused(self, outcome: CompletedProcess, before: Scene, *, needle: str = "") -> None:
         """Exit 2 (or 130), one line naming the thing and the fix, and nothing changed."""
-        assert outcome.code in (2, *INTERRUPTED), (
-            f"expected a refusal, got exit {outcome.code}:\n{outcome.stdout}{outcome.stderr}"
-        )
-        assert needle in outcome.last, f"the refusal should name {needle!r}: {outcome.last}"
+        assert outcome.returncode in (2, *INTERRUPTED), f"expected a refusal, got {outcome}"
+        assert needle in last_line(outcome.stderr), f"the refusal should name {needle!r}: {outcome.stderr}"
         self.unchanged(before)
 
     def unchanged(self, before: Scene) -> None:
+        """patches/, the checkout's branch, HEAD and status, and its kit state are as they were."""
         after = self.scene()
-        assert after.patches == before.patches, "a refusal changed patches/"
-        assert (after.branch, after.head, after.status) == (before.branch, before.head, before.status), (
-            f"a refusal changed the checkout: {before} -> {after}"
-        )
-        assert after.state == before.state, "a refusal changed the checkout's kit state"
+        assert after == before, f"a refusal changed {[k for k in vars(after) if getattr(after, k) != vars(before)[k]]}"
 
-    def succeeded(self, outcome: Outcome) -> None:
-        assert outcome.code == 0, f"expected success, got exit {outcome.code}:\n{outcome.stdout}{outcome.stderr}"
+    def succeeded(self, outcome: CompletedProcess) -> None:
+        assert outcome.returncode == 0, f"expected success, got {outcome}"
 
     def patches_are(self, changes: list[Change], before: Scene) -> None:
         """patches/ holds `changes` in order; a patch the user did not change keeps its bytes."""
@@ -417,9 +352,8 @@ class EditLoop(RuleBasedStateMachine):
         assert names == [file_name(i, c) for i, c in enumerate(changes, 1)], f"series is {names}"
         on_disk = sorted(p.name for p in self.kit.patches.iterdir() if p.is_file() and p.suffix == ".patch")
         assert on_disk == sorted(names), f"patches/ holds {on_disk}, the series {names}"
-        old = dict(zip([file_name(i, c) for i, c in enumerate(self.exported, 1)], self.exported, strict=True))
-        for i, change in enumerate(changes, 1):
-            name = file_name(i, change)
+        old = {file_name(i, c): c for i, c in enumerate(self.exported, 1)}
+        for name, change in zip(names, changes, strict=True):
             text = (self.kit.patches / name).read_text(encoding="utf-8")
             assert parsed_hunks(text) == change.hunks(), f"{name} does not hold the diff of {change.slug}"
             assert f"\nKit-Patch: {change.slug}\n" in text and "\nUpstream-Status: Pending\n" in text, name
@@ -431,162 +365,125 @@ class EditLoop(RuleBasedStateMachine):
 
     def checkout_is(self, changes: list[Change]) -> None:
         """The checkout's files and commit messages are the model's, and nothing is left uncommitted."""
-        expected = dict(UPSTREAM)
-        for change in changes:
-            for slot, lines in change.files:
-                expected[slot_path(slot)] = as_text(lines)
+        expected = {**UPSTREAM, **{slot_path(s): as_text(lines) for c in changes for s, lines in c.files}}
         for path, text in expected.items():
             assert (self.checkout / path).read_text(encoding="utf-8") == text, (
                 f"the checkout's {path} is not the model's"
             )
-        messages = [m for _, m in self.commits() if not m.startswith(("fixup! ", "squash! ", "amend! "))]
-        assert [m.rstrip("\n") for m in messages] == [c.message.rstrip("\n") for c in changes], (
-            f"commit messages {messages} are not {[c.message for c in changes]}"
-        )
+        messages = [m.rstrip("\n") for _, m in self.own_commits()]
+        assert messages == [c.message.rstrip("\n") for c in changes], f"commit messages {messages} are not the model's"
         assert self.user_git("status", "--porcelain") == "", "the checkout has uncommitted changes"
 
     def missing(self) -> list[str]:
         held = {c.slug for c in self.work}
         return [c.slug for c in self.exported if c.slug not in held]
 
+    def drops(self, drop: bool = True) -> list[str]:
+        """refresh's --drop for each patch the checkout left out."""
+        return [f"--drop={slug}" for slug in self.missing()] if drop else []
+
     def commit_user_edit(self, index: int, *args: str) -> None:
         """Edit work[index]'s file (a drawn line) and commit it with the given git commit options."""
         change = self.work[index]
-        slot = change.files[0][0]
         line = EDITABLE[(self.made + len(self.work)) % len(EDITABLE)]
         self.made += 1
-        self.work[index] = change.edited(slot, line, f"{change.slug} edit {self.made}")
+        self.work[index] = change.edited(change.files[0][0], line, f"{change.slug} edit {self.made}")
         write_files(self.checkout, self.work[index])
         self.user_git("commit", "-q", "-a", *args)
         self.synced = False
 
-    def rebase_todo(self, lines: list[str]) -> None:
-        """`git rebase -i pristine` with the todo the user would write (no fold commits are pending)."""
-        todo = self.tmp / "todo"
-        todo.write_text("".join(f"{line}\n" for line in lines or ["noop"]), encoding="utf-8")
-        self.user_git("rebase", "-q", "-i", "pristine", env={"GIT_SEQUENCE_EDITOR": f"cp {shlex.quote(str(todo))}"})
+    def rebase(self, todo: list[str], *, new_top: bool = True) -> None:
+        """`git rebase -i pristine` with the todo the user would write."""
+        path = self.tmp / "todo"
+        path.write_text("".join(f"{line}\n" for line in todo or ["noop"]), encoding="utf-8")
+        self.user_git("rebase", "-q", "-i", "pristine", env={"GIT_SEQUENCE_EDITOR": f"cp {shlex.quote(str(path))}"})
         self.synced = False
-        self.top = self.work[-1].slug if self.work else ""
+        self.top = (self.work[-1].slug if self.work else "") if new_top else self.top
 
-    def can_edit(self) -> bool:
-        return self.phase == "clean"
-
-    # ---- the user's edits in the checkout -----------------------------------------
-
-    @precondition(lambda self: self.can_edit() and len(self.used_slots()) < SLOTS)
+    @precondition(lambda self: self.phase == "clean" and len(self.used_slots()) < SLOTS)
     @rule(subject=st.sampled_from(SUBJECTS))
-    @logged
     def new_commit(self, subject: str) -> None:
         """A new patch: its own file, a commit with both trailers on top of the series branch."""
         slot = min(set(range(SLOTS)) - self.used_slots())
-        slug = self.fresh_slug()
-        change = Change.new(slug, subject, slot)
-        say(f"  new commit {slug!r} in slot{slot}.py, subject {subject!r}")
+        change = Change.new(self.fresh_slug(), subject, slot)
+        say(f"  new commit {change.slug!r} in slot{slot}.py")
         write_files(self.checkout, change)
         self.user_git("add", "-A")
         self.user_git("commit", "-q", "-m", change.message)
         self.work.append(change)
-        self.synced, self.top = False, slug
+        self.synced, self.top = False, change.slug
 
-    @precondition(lambda self: self.can_edit() and self.work)
+    @precondition(lambda self: self.phase == "clean" and self.work)
     @rule(index=st.integers(0, SLOTS - 1), how=st.sampled_from(["fixup", "squash", "fixup-by-commit"]))
-    @logged
     def fold(self, index: int, how: str) -> None:
-        """An edit of one patch's file, committed with --fixup=/--squash= aimed at that patch's commit, or as
-        `fixup! <commit>` (what the kit advises when a subject names two patches)."""
+        """An edit committed with --fixup=/--squash= aimed at a patch's commit, or as `fixup! <commit>`."""
         index %= len(self.work)  # drawn numbers are taken modulo the count: every draw is a valid step
-        target, change = self.commit_of(index), self.work[index]
+        target, change = self.own_commits()[index][0], self.work[index]
         # git writes `fixup! <subject>`: the kit can tell the target only if no other patch's subject starts so
         shared = how != "fixup-by-commit" and sum(c.subject.startswith(change.subject) for c in self.work) > 1
-        note_shared = ", a subject two patches share" if shared else ""
-        say(f"  git commit --{how}={target[:12]} (patch {change.slug!r}{note_shared})")
-        by_commit = ("-m", f"fixup! {target}")
-        self.commit_user_edit(index, *(by_commit if how == "fixup-by-commit" else (f"--{how}={target}",)))
+        say(f"  git commit --{how}={target[:12]} (patch {change.slug!r}{', a shared subject' if shared else ''})")
+        aim = ("-m", f"fixup! {target}") if how == "fixup-by-commit" else (f"--{how}={target}",)
+        self.commit_user_edit(index, *aim)
         self.folds.append((how.split("-")[0], change.slug, shared))
         self.top = change.slug
 
-    @precondition(lambda self: self.can_edit() and any(shared for _, _, shared in self.folds))
+    @precondition(lambda self: self.phase == "clean" and any(shared for _, _, shared in self.folds))
     @rule()
-    @logged
     def reword_folds(self) -> None:
         """What the kit says when a fold's subject names two patches: reword the fold to `<kind>! <commit>`."""
-        folds = iter(self.folds)
-        todo = []
+        folds, todo = iter(self.folds), []
         for commit, message in self.commits():
             todo.append(f"pick {commit}")
             if message.startswith(("fixup! ", "squash! ")):
                 kind, slug, shared = next(folds)
                 find = f"$(git log -1 --format=%H --grep='^Kit-Patch: {slug}$' pristine..HEAD)"
                 todo += [f'exec git commit --amend -q -m "{kind}! {find}"'] if shared else []
-        say("  git rebase -i pristine: reword each fold whose subject two patches share to '<kind>! <commit>'")
-        path = self.tmp / "todo"
-        path.write_text("".join(f"{line}\n" for line in todo), encoding="utf-8")
-        self.user_git("rebase", "-q", "-i", "pristine", env={"GIT_SEQUENCE_EDITOR": f"cp {shlex.quote(str(path))}"})
+        self.rebase(todo, new_top=False)
         self.folds = [(kind, slug, False) for kind, slug, _ in self.folds]
-        self.synced = False
 
-    @precondition(lambda self: self.can_edit() and self.top in {c.slug for c in self.work})
+    @precondition(lambda self: self.phase == "clean" and self.top in {c.slug for c in self.work})
     @rule()
-    @logged
     def amend(self) -> None:
         """An edit of the patch the top commit belongs to, then git commit --amend --no-edit."""
-        index = [c.slug for c in self.work].index(self.top)
-        say(f"  git commit --amend (top commit belongs to {self.top!r})")
-        self.commit_user_edit(index, "--amend", "--no-edit")
+        self.commit_user_edit([c.slug for c in self.work].index(self.top), "--amend", "--no-edit")
 
-    @precondition(lambda self: self.can_edit() and not self.folds and len(self.work) >= 2)
+    @precondition(lambda self: self.phase == "clean" and not self.folds and len(self.work) >= 2)
     @rule(first=st.integers(0, SLOTS - 1), second=st.integers(0, SLOTS - 1))
-    @logged
     def reorder(self, first: int, second: int) -> None:
         """Swap two patches with git rebase -i (they own different files: no conflict)."""
         first, second = first % len(self.work), second % len(self.work)
         second = second if second != first else (first + 1) % len(self.work)
-        commits = [self.commit_of(i) for i in range(len(self.work))]
+        commits = [c for c, _ in self.own_commits()]
         commits[first], commits[second] = commits[second], commits[first]
         self.work[first], self.work[second] = self.work[second], self.work[first]
-        say(f"  git rebase -i: order now {[c.slug for c in self.work]}")
-        self.rebase_todo([f"pick {c}" for c in commits])
+        self.rebase([f"pick {c}" for c in commits])
 
-    @precondition(lambda self: self.can_edit() and not self.folds and len(self.work) >= 2)
+    @precondition(lambda self: self.phase == "clean" and not self.folds and len(self.work) >= 2)
     @rule(index=st.integers(1, SLOTS - 1))
-    @logged
     def squash(self, index: int) -> None:
         """git rebase -i: `fixup` work[index] into the patch before it (that patch's message stays)."""
         index = 1 + (index - 1) % (len(self.work) - 1)
-        commits = [self.commit_of(i) for i in range(len(self.work))]
-        into, gone = self.work[index - 1], self.work[index]
-        say(f"  git rebase -i: squash {gone.slug!r} into {into.slug!r}")
+        into, gone = self.work[index - 1], self.work.pop(index)
         self.work[index - 1] = replace(into, files=tuple(sorted(into.files + gone.files)))
-        del self.work[index]
-        self.rebase_todo([f"{'fixup' if i == index else 'pick'} {c}" for i, c in enumerate(commits)])
+        self.rebase([f"{'fixup' if i == index else 'pick'} {c}" for i, (c, _) in enumerate(self.own_commits())])
 
-    @precondition(lambda self: self.can_edit() and not self.folds and self.work)
+    @precondition(lambda self: self.phase == "clean" and not self.folds and self.work)
     @rule(index=st.integers(0, SLOTS - 1))
-    @logged
     def remove(self, index: int) -> None:
         """git rebase -i: drop one patch's commit (refresh then needs --drop to agree)."""
         index %= len(self.work)
-        commits = [self.commit_of(i) for i in range(len(self.work))]
-        say(f"  git rebase -i: drop {self.work[index].slug!r}")
         del self.work[index]
-        self.rebase_todo([f"pick {c}" for i, c in enumerate(commits) if i != index])
-
-    # ---- the kit's commands ---------------------------------------------------------
+        self.rebase([f"pick {c}" for i, (c, _) in enumerate(self.own_commits()) if i != index])
 
     @rule(drop=st.booleans())
-    @logged
     def refresh(self, drop: bool) -> None:
         """refresh, with --drop for each patch the checkout left out when `drop`."""
-        drops = [f"--drop={slug}" for slug in self.missing()] if drop else []
         before = self.scene()
-        outcome = self.run_kit("refresh", *drops)
-        self.expect_refresh(outcome, before, drops)
+        self.expect_refresh(self.run_kit("refresh", *self.drops(drop)), before, self.drops(drop))
 
-    def expect_refresh(self, outcome: Outcome, before: Scene, drops: list[str]) -> None:
-        if self.phase == "conflict":
-            return self.refused(outcome, before)
-        if self.phase == "interrupted" and outcome.code != 0:
-            return self.refused(outcome, before)  # the apply may have been stopped before it changed anything
+    def expect_refresh(self, outcome: CompletedProcess, before: Scene, drops: list[str]) -> None:
+        if self.phase == "conflict" or (self.phase == "interrupted" and outcome.returncode != 0):
+            return self.refused(outcome, before)  # an interrupted apply may have stopped before it changed anything
         if any(shared for _, _, shared in self.folds):  # invariant 2: refused, never folded by a guess
             return self.refused(outcome, before, needle="" if self.missing() else "patches by subject")
         if self.missing() and not drops:
@@ -596,39 +493,36 @@ class EditLoop(RuleBasedStateMachine):
 
     def exported_now(self, before: Scene) -> None:
         self.patches_are(self.work, before)
-        self.checkout_is(self.work)
-        self.exported, self.folds, self.synced, self.hand_edited, self.phase = list(self.work), [], True, None, "clean"
-        self.top = self.work[-1].slug if self.work else ""
+        self.settled(self.work)
+        self.hand_edited = None
+
+    def settled(self, changes: list[Change], *, synced: bool = True) -> None:
+        """The checkout holds `changes`, as the model's patches/ now does: nothing is pending."""
+        self.checkout_is(changes)
+        self.work, self.exported, self.folds = list(changes), list(changes), []
+        self.synced, self.phase, self.top = synced, "clean", changes[-1].slug if changes else ""
 
     @rule()
-    @logged
     def apply(self) -> None:
         before = self.scene()
-        outcome = self.run_kit("apply")
-        self.expect_apply(outcome, before)
+        self.expect_apply(self.run_kit("apply"), before)
 
     def holds_unexported_work(self) -> bool:
         """The checkout holds work of the user's that patches/ does not: apply must refuse to discard it."""
         holds_more = self.work != self.exported or self.folds or self.hand_edited
         return self.phase == "clean" and not self.synced and bool(holds_more)
 
-    def expect_apply(self, outcome: Outcome, before: Scene) -> None:
+    def expect_apply(self, outcome: CompletedProcess, before: Scene) -> None:
         if self.phase == "conflict" or self.holds_unexported_work():
             return self.refused(outcome, before)  # it would discard the user's work
-        if self.phase == "clean" and not self.synced and outcome.code != 0:
+        if self.phase == "clean" and not self.synced and outcome.returncode != 0:
             return self.refused(outcome, before)  # rewritten commits with the same content: either is fine
         self.succeeded(outcome)
         assert snapshot(self.kit.patches) == before.patches, "apply changed patches/"
-        self.applied_now()
-
-    def applied_now(self) -> None:
-        self.checkout_is(self.exported)
-        self.work, self.folds, self.synced, self.phase = list(self.exported), [], True, "clean"
-        self.top = self.work[-1].slug if self.work else ""
+        self.settled(self.exported)
 
     @precondition(lambda self: self.phase == "clean" and self.synced and self.exported)
     @rule(index=st.integers(0, SLOTS - 1))
-    @logged
     def break_patch(self, index: int) -> None:
         """The user edits a context line of one patch file by hand; apply stops there, mid-git am."""
         index %= len(self.exported)
@@ -640,36 +534,29 @@ class EditLoop(RuleBasedStateMachine):
         lines[at] += " (edited by hand)"
         path.write_bytes("\n".join(lines).encode())
         self.hand_edited = (name, original)
-        say(f"  edit patches/{name} by hand: a context line no longer matches")
         before = self.scene()
         outcome = self.run_kit("apply")
-        assert outcome.code == 1, f"apply of a broken {name}: exit {outcome.code}\n{outcome.stdout}{outcome.stderr}"
-        assert name in outcome.last, f"the conflict should name {name}: {outcome.last}"
+        assert outcome.returncode == 1, f"apply of a broken {name}: {outcome}"
+        assert name in last_line(outcome.stderr), f"the conflict should name {name}: {outcome.stderr}"
         assert snapshot(self.kit.patches) == before.patches, "apply changed patches/"
         assert (self.checkout / ".git" / "rebase-apply").is_dir(), "apply stopped without the git am to resolve"
         self.phase = "conflict"
 
     @precondition(lambda self: self.phase == "conflict")
     @rule()
-    @logged
     def resolve_and_continue(self) -> None:
         """Write what the broken patch meant, git add, apply --continue; refresh must then write it back."""
         assert self.hand_edited is not None
-        name = self.hand_edited[0]
-        change = next(c for i, c in enumerate(self.exported, 1) if file_name(i, c) == name)
-        write_files(self.checkout, change)
+        meant = next(c for i, c in enumerate(self.exported, 1) if file_name(i, c) == self.hand_edited[0])
+        write_files(self.checkout, meant)
         self.user_git("add", "-A")
         before = self.scene()
-        outcome = self.run_kit("apply", "--continue")
-        self.succeeded(outcome)
+        self.succeeded(self.run_kit("apply", "--continue"))
         assert snapshot(self.kit.patches) == before.patches, "apply --continue changed patches/"
-        self.checkout_is(self.exported)
-        self.work, self.folds, self.synced, self.phase = list(self.exported), [], False, "clean"
-        self.top = self.work[-1].slug
+        self.settled(self.exported, synced=False)
 
     @precondition(lambda self: self.phase == "conflict")
     @rule()
-    @logged
     def continue_unresolved(self) -> None:
         """apply --continue before anything is resolved: refused, nothing changed."""
         before = self.scene()
@@ -677,13 +564,11 @@ class EditLoop(RuleBasedStateMachine):
 
     @precondition(lambda self: self.phase == "conflict")
     @rule()
-    @logged
     def abort(self) -> None:
         """apply --abort goes back to the checkout before that apply; the user restores the patch file."""
         assert self.hand_edited is not None
         before = self.scene()
-        outcome = self.run_kit("apply", "--abort")
-        self.succeeded(outcome)
+        self.succeeded(self.run_kit("apply", "--abort"))
         assert snapshot(self.kit.patches) == before.patches, "apply --abort changed patches/"
         name, original = self.hand_edited
         (self.kit.patches / name).write_bytes(original)
@@ -692,15 +577,13 @@ class EditLoop(RuleBasedStateMachine):
 
     @precondition(lambda self: self.phase == "clean")
     @rule(command=st.sampled_from(["apply", "refresh"]), at=st.sampled_from([0.2, 0.5, 0.7, 0.8, 0.85, 0.9, 0.95]))
-    @logged
     def ctrl_c(self, command: str, at: float) -> None:
-        """Ctrl-C (SIGINT to the process group) at a drawn fraction of the command's usual run time, then
-        the recovery the kit names. Whatever the moment, the model's state afterwards is the same
-        (hypothesis replays steps to shrink a failure, and the moment a signal lands is not reproducible)."""
-        drops = [f"--drop={slug}" for slug in self.missing()] if command == "refresh" else []
+        """Ctrl-C (SIGINT to the group) at a drawn fraction of the command's run time, then the recovery the kit
+        names. The model's state afterwards is the same whatever the moment (which a replay cannot reproduce)."""
+        drops = self.drops(command == "refresh")
         before = self.scene()
         outcome = self.run_kit(command, *drops, interrupt_after=round(STARTUP + at * DURATION[command], 2))
-        if outcome.code not in INTERRUPTED:  # it ended (or refused) before the signal: the usual expectations hold
+        if outcome.returncode not in INTERRUPTED:  # it ended (or refused) before the signal: the usual expectations
             if command == "refresh":
                 return self.expect_refresh(outcome, before, drops)
             return self.expect_apply(outcome, before)
@@ -713,45 +596,35 @@ class EditLoop(RuleBasedStateMachine):
             self.checkout_is(self.work)  # its autosquash may have run; the content is the same
             self.synced = False
             say("  run refresh again, as the kit says")
-            self.expect_refresh(self.run_kit("refresh", *drops), self.scene(), drops)
-            return None
+            return self.expect_refresh(self.run_kit("refresh", *drops), self.scene(), drops)
         assert snapshot(self.kit.patches) == before.patches, "an interrupted apply changed patches/"
         if self.holds_unexported_work():  # refused or interrupted, it must not have touched the user's work
             return self.unchanged(before)
         self.phase = "interrupted"
         self.refresh(drop=True)  # refuses (the checkout is not whole) or, stopped before any change, succeeds
         say("  run apply again, as the kit says")
-        self.expect_apply(self.run_kit("apply"), self.scene())
-        return None
-
-    # ---- what the user keeps, sets and runs beside the kit (invariants 7-10) ---------------
+        return self.expect_apply(self.run_kit("apply"), self.scene())
 
     @precondition(lambda self: self.phase == "clean")
     @rule()
-    @logged
     def keep_own_things(self) -> None:
         """A branch and a tag of the user's at HEAD, and a file in a folder the checkout's exclude ignores."""
         self.made += 1
-        at = self.user_git("rev-parse", "HEAD").strip()
+        at, path = self.user_git("rev-parse", "HEAD").strip(), f"notes/n{self.made}.txt"
         self.user_git("branch", f"keep{self.made}", at)
         self.user_git("tag", f"mine{self.made}", at)
         exclude = self.checkout / ".git" / "info" / "exclude"
         if "notes/\n" not in exclude.read_text(encoding="utf-8"):
-            with open(exclude, "a", encoding="utf-8") as f:
-                f.write("notes/\n")
-        path = f"notes/n{self.made}.txt"
+            exclude.write_text(exclude.read_text(encoding="utf-8") + "notes/\n", encoding="utf-8")
         (self.checkout / "notes").mkdir(exist_ok=True)
         (self.checkout / path).write_bytes(f"note {self.made}\n".encode())
         self.kept_refs |= {f"refs/heads/keep{self.made}": at, f"refs/tags/mine{self.made}": at}
         self.kept_files[path] = f"note {self.made}\n".encode()
-        say(f"  git branch keep{self.made}; git tag mine{self.made}; an ignored {path}")
 
     @precondition(lambda self: self.phase == "clean")
     @rule()
-    @logged
     def merge(self) -> None:
-        """A side branch with one commit, merged --no-ff into the series: refresh refuses, naming the merge; the
-        user takes the merge back out."""
+        """A side branch merged --no-ff into the series: refresh refuses, naming the merge; the user undoes it."""
         at = self.user_git("rev-parse", "HEAD").strip()
         self.user_git("checkout", "-q", "-b", "side", at)
         (self.checkout / "side.txt").write_text("side\n", encoding="utf-8")
@@ -759,7 +632,6 @@ class EditLoop(RuleBasedStateMachine):
         self.user_git("commit", "-q", "-m", "[NPU] Side\n\nUpstream-Status: Pending\nKit-Patch: side")
         self.user_git("checkout", "-q", "series")
         self.user_git("merge", "-q", "--no-ff", "-m", "Merge side", "side")
-        say("  git merge --no-ff side (one commit with both trailers)")
         before = self.scene()
         self.refused(self.run_kit("refresh"), before, needle="is a merge")
         self.user_git("reset", "-q", "--hard", at)
@@ -768,11 +640,9 @@ class EditLoop(RuleBasedStateMachine):
     @precondition(lambda self: self.phase == "clean")
     @rule(key=st.sampled_from(["format.signOff", "diff.noprefix", "core.autocrlf", "commit.gpgSign", "am.threeWay"]),
           command=st.sampled_from(["refresh", "apply"]))  # fmt: skip
-    @logged
     def checkout_config(self, key: str, command: str) -> None:
         """A setting in the checkout's own .git/config that would shape the kit's output: refused, named."""
         self.user_git("config", key, "true")
-        say(f"  git config {key} true (in the checkout)")
         before = self.scene()
         self.refused(self.run_kit(command), before, needle=f"sets {key.lower()}")
         self.user_git("config", "--unset-all", key)
@@ -780,17 +650,12 @@ class EditLoop(RuleBasedStateMachine):
     @precondition(lambda self: self.phase == "clean" and self.synced and len(self.exported) >= 2
                   and self.work == self.exported and not self.folds and self.hand_edited is None)  # fmt: skip
     @rule()
-    @logged
     def apply_waits_for_the_lock(self) -> None:
         """apply started while another kit command holds the checkout's lock; meanwhile that command takes the last
         patch out of the series. Once apply has the lock it applies the series as it is then (invariant 8)."""
-        gone = self.exported[-1]
-        name = file_name(len(self.exported), gone)
-        lock = self.kit.locks / f"{self.checkout.name}.lock"
-        with worklock.locked(lock, stamp="pid 4242 (kit refresh)", wait_s=0):
-            proc = subprocess.Popen([sys.executable, "-m", "scripts", "apply"], cwd=self.kit.root, text=True,
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "CI": ""},
-                                    start_new_session=True)  # fmt: skip
+        name = file_name(len(self.exported), self.exported[-1])
+        with worklock.locked(self.kit.locks / f"{self.checkout.name}.lock", stamp="pid 4242 (kit refresh)", wait_s=0):
+            proc = spawn(self.kit, "apply")
             assert proc.stdout is not None
             first = proc.stdout.readline()
             assert "waiting for" in first, first
@@ -798,34 +663,26 @@ class EditLoop(RuleBasedStateMachine):
             series.write_text(series.read_text(encoding="utf-8").replace(f"{name}\n", ""), encoding="utf-8")
             (self.kit.patches / name).unlink()
         stdout, stderr = proc.communicate(timeout=300)
-        say(f"  apply waited for the lock; meanwhile {name} left the series")
-        self.succeeded(judged(("apply",), Outcome(proc.returncode, first + stdout, stderr), None))
-        self.exported = self.exported[:-1]
-        self.applied_now()
+        self.succeeded(judged(("apply",), CompletedProcess(("apply",), proc.returncode, first + stdout, stderr), None))
+        self.settled(self.exported[:-1])
 
     @precondition(lambda self: self.phase == "clean")
     @rule(command=st.sampled_from(["apply", "refresh"]), at=st.sampled_from([0.2, 0.5, 0.8, 0.95]))
-    @logged
     def kill_9(self, command: str, at: float) -> None:
         """SIGKILL to the whole process group (kit and gits at once) at a drawn fraction of the command's run time,
         then the same command again: it heals what the killed one left (its locks, its paused rebase, a record it
         did not write) and ends as if the killed run had not happened, or had finished."""
-        drops = [f"--drop={slug}" for slug in self.missing()] if command == "refresh" else []
+        drops = self.drops(command == "refresh")
         before = self.scene()
-        proc = subprocess.Popen([sys.executable, "-m", "scripts", command, *drops], cwd=self.kit.root, text=True,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "CI": ""},
-                                start_new_session=True)  # fmt: skip
-        try:
-            proc.wait(timeout=round(STARTUP + at * DURATION[command], 2))
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
+        moment = round(STARTUP + at * DURATION[command], 2)
+        proc = spawn(self.kit, command, *drops, signal_after=(moment, signal.SIGKILL))
         stdout, stderr = proc.communicate()
         killed = proc.returncode == -signal.SIGKILL
         say(f"  kit {command} killed (SIGKILL to its group) after {at} of its run time: exit {proc.returncode}")
         if command == "refresh":
             if not killed:  # it ended (or refused) before the signal: the usual expectations hold
-                return self.expect_refresh(judged((command, *drops), Outcome(proc.returncode, stdout, stderr), None),
-                                           before, drops)  # fmt: skip
+                outcome = judged((command, *drops), CompletedProcess(command, proc.returncode, stdout, stderr), None)
+                return self.expect_refresh(outcome, before, drops)
             if snapshot(self.kit.patches) != before.patches:  # it swapped its files in: that refresh is whole
                 say("  it wrote patches/ before it died: the next refresh records it")
                 self.succeeded(self.run_kit("refresh"))
@@ -836,8 +693,6 @@ class EditLoop(RuleBasedStateMachine):
             return self.unchanged(before)
         self.phase = "interrupted" if killed else self.phase
         return self.expect_apply(self.run_kit("apply"), self.scene())
-
-    # ---- after every step -----------------------------------------------------------
 
     @invariant()
     def the_users_own_things_survive(self) -> None:
@@ -863,6 +718,8 @@ PROFILE = os.environ.get("KIT_MODEL_PROFILE", "small")
 if PROFILE not in PROFILES:
     raise pytest.UsageError(f"KIT_MODEL_PROFILE={PROFILE!r} is not a profile: use one of {', '.join(PROFILES)}")
 EditLoop.TestCase.settings = PROFILES[PROFILE]
+if PROFILE == "small":
+    seed(SMALL_SEED)(EditLoop)
 TestEditLoop = EditLoop.TestCase
 
 
@@ -875,17 +732,19 @@ def test_the_weekly_workflow_runs_the_long_profile() -> None:
 
 BITES = [
     pytest.param("scripts/refresh.py", "(patches_dir / name).unlink(missing_ok=True)", "pass",
-                 ["remove:index=1", "refresh:drop=True"], "patches/ holds", id="refresh-keeps-a-dropped-file"),
-    pytest.param("scripts/gitcmd.py", '"--zero-commit", ', "", ["new_commit:subject=x", "refresh:drop=False"],
-                 "rewritten although nothing changed", id="refresh-rewrites-untouched-patches"),
+                 [("remove", {"index": 1}), ("refresh", {"drop": True})], "patches/ holds",
+                 id="refresh-keeps-a-dropped-file"),
+    pytest.param("scripts/gitcmd.py", '"--zero-commit", ', "", [("new_commit", {"subject": "x"}),
+                 ("refresh", {"drop": False})], "rewritten although nothing changed",
+                 id="refresh-rewrites-untouched-patches"),
     pytest.param("scripts/report.py", "def fail(message: str) -> None:\n",
                  "def fail(message: str) -> None:\n    print('warning', file=sys.stderr)\n",
-                 ["new_commit:subject=x", "apply"], "exactly one line", id="a-refusal-in-two-lines"),
+                 [("new_commit", {"subject": "x"}), ("apply", {})], "exactly one line", id="a-refusal-in-two-lines"),
 ]  # fmt: skip
 
 
 @pytest.mark.parametrize(("path", "old", "new", "steps", "needle"), BITES)
-def test_the_machine_bites(path: str, old: str, new: str, steps: list[str], needle: str) -> None:
+def test_the_machine_bites(path: str, old: str, new: str, steps: list[tuple[str, dict]], needle: str) -> None:
     """The same steps on a kit broken on purpose (in the example's copy): the machine must object."""
     machine = EditLoop()
     try:
@@ -894,10 +753,7 @@ def test_the_machine_bites(path: str, old: str, new: str, steps: list[str], need
         source.write_text(source.read_text(encoding="utf-8").replace(old, new), encoding="utf-8")
         machine.own_code = True
         with pytest.raises(AssertionError, match=needle):
-            for step in steps:
-                name, _, arg = step.partition(":")
-                key, _, value = arg.partition("=")
-                kwargs = {key: {"True": True, "False": False}.get(value, int(value) if value.isdigit() else value)}
-                getattr(machine, name)(**(kwargs if key else {}))
+            for name, kwargs in steps:
+                getattr(machine, name)(**kwargs)
     finally:
         machine.teardown()

@@ -1,40 +1,45 @@
-"""The apply side's fault table: git isolation (hooks, GIT_* variables, a missing git),
-any bytes and any locale, a disk that fills, odd things at the checkout's path, the lock's
-timeout, and every signal that ends a run.
-
-Each case drives the real CLI on a small upstream and asserts the contract: the exit code,
-exactly one `kit: error: <thing> -- <fix>` line (or, for work that must succeed, exit 0 and
-no error line), no traceback, and patches/ byte-identical. Faults that cannot be made for
-real here (a full disk, a signal during one git call) are injected at the one call they hit,
-in a real kit process (test_faults.inject).
+"""The apply side's fault table: git isolation (hooks, GIT_* variables, a missing git), any bytes and any locale,
+a disk that fills, odd things at the checkout's path, the lock's timeout, and every signal that ends a run.
+The contract and the runner are test_faults' (for work that must succeed: exit 0 and no error line).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
-import zipfile
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import AUTHOR, FRONT_DOOR, SMALL_UPSTREAM, Kit, commit_patch, make_series, pin_toml
+from conftest import Kit, commit_patch, make_series
 from test_faults import (
-    HELD,
-    TERM_WHILE_SWAPPING,
-    fixup_commit,
+    C_LOCALE,
+    P1,
+    P2_STOPS,
+    SERIES,
+    STATE,
+    Env,
+    Row,
+    check,
+    commit_bytes,
+    edit,
+    finished,
     inject,
     interrupted_apply,
     lock_held,
+    lock_wait,
+    moved,
     new_upstream,
     one_line_error,
+    pin_files,
+    popen,
+    put,
+    run_row,
     snapshot,
+    state_of,
     stop_at_twenty,
 )
 
@@ -44,97 +49,27 @@ from scripts.checkout.foreign import is_generated
 from scripts.gitcmd import LOCATING, git, git_env
 from scripts.pin import git_blob_id
 
-C_LOCALE = {"LC_ALL": "C", "LANG": "C", "PYTHONCOERCECLOCALE": "0", "PYTHONUTF8": "0", "PYTHONIOENCODING": ""}
-Env = dict[str, str]
 
-
-@dataclass(frozen=True)
-class Case:
-    id: str
-    setup: Callable[[Kit, Path], Env | None]  # may return environment variables for the run
-    args: tuple[str, ...]
-    code: int  # 0: the work must succeed
-    needle: str  # in the one error line, or (code 0) in the output
-    env: tuple[tuple[str, str], ...] = ()
-    inject: str = ""  # code that replaces one call in the kit process (see test_faults.inject)
-
-
-def state_of(kit: Kit) -> dict[str, object]:
-    return json.loads((kit.checkout / ".git/kit-state.json").read_text(encoding="utf-8"))
-
-
-def run_case(kit: Kit, case: Case, extra: Env) -> subprocess.CompletedProcess[str]:
-    env = {**dict(case.env), **extra}
-    if not case.inject:  # a C locale takes effect at an interpreter's start only
-        return (kit.spawn if any(k in env for k in C_LOCALE) else kit.run)(*case.args, env=env)
-    return subprocess.run(
-        [sys.executable, "-c", injected(case.inject), *case.args],
-        cwd=kit.root,
-        capture_output=True,
-        text=True,
-        env={**os.environ, "CI": "", **env},
-    )
-
-
-def injected(code: str) -> str:
-    return f"import errno, os, signal, sys\n{code}\n" + FRONT_DOOR
-
-
-def check(proc: subprocess.CompletedProcess[str], code: int, needle: str) -> None:
-    if code:
-        one_line_error(proc, code, needle)
-        return
-    out = proc.stdout + proc.stderr
-    assert proc.returncode == 0 and "Traceback" not in out and "kit: error:" not in out, out
-    assert needle in out, out
-
-
-# ---- setups ----------------------------------------------------------------------------
-
-
-def nothing(_kit: Kit, _tmp: Path) -> None:
-    return None
-
-
-def pin_files(kit: Kit, tmp_path: Path, files: dict[str, bytes], version: str = "0.2.0") -> None:
-    """Pin the kit to a release holding SMALL_UPSTREAM plus files (any bytes)."""
-    where = tmp_path / f"release-{version}"
-    where.mkdir(exist_ok=True)
-    wheel = where / f"vllm_omni-{version}-py3-none-any.whl"
-    with zipfile.ZipFile(wheel, "w") as zf:
-        for name, data in sorted({**{k: v.encode() for k, v in SMALL_UPSTREAM.items()}, **files}.items()):
-            zf.writestr(zipfile.ZipInfo(name, (2026, 1, 1, 0, 0, 0)), data)
-        zf.writestr(zipfile.ZipInfo(f"vllm_omni-{version}.dist-info/METADATA", (2026, 1, 1, 0, 0, 0)), "Name: x\n")
-    kit.write_pin(pin_toml(version, wheel.name, hashlib.sha256(wheel.read_bytes()).hexdigest()))
-    kit.seed_wheel(wheel)
-
-
-def hook(name: str) -> Callable[[Kit, Path], None]:
+def hook(name: str, body: str = "echo HOOK-RAN >&2") -> Callable[[Kit, Path], None]:
     """A failing hook of that name in the checkout's .git/hooks (as a user or a template may install)."""
 
     def setup(kit: Kit, _tmp: Path) -> None:
         path = kit.checkout / ".git/hooks" / name
-        path.write_text("#!/bin/sh\necho HOOK-RAN >&2\nexit 1\n", encoding="utf-8")
+        path.write_text(f"#!/bin/sh\n{body}\nexit 1\n", encoding="utf-8")
         path.chmod(0o755)
 
     return setup
 
 
-def other_repo(tmp_path: Path) -> Path:
-    """Another repository (like the kit's own), on branch main: what a leaked GIT_* variable points at."""
-    repo = tmp_path / "kit-repo"
-    if not repo.exists():
+def leaked(variable: str, value: Callable[[Path], str]) -> Callable[[Kit, Path], Env]:
+    """variable set to value of another repository (like the kit's own, on branch main)."""
+
+    def setup(_kit: Kit, tmp_path: Path) -> Env:
+        repo = tmp_path / "kit-repo"
         repo.mkdir()
         git("init", "-q", "-b", "main", cwd=repo)
-        (repo / "README").write_text("kit\n", encoding="utf-8")
-        git("add", "-A", cwd=repo)
-        git("commit", "-q", "-m", "kit", cwd=repo, env=AUTHOR)
-    return repo
-
-
-def leaked(variable: str, value: Callable[[Path], str]) -> Callable[[Kit, Path], Env]:
-    def setup(_kit: Kit, tmp_path: Path) -> Env:
-        return {variable: value(other_repo(tmp_path))}
+        commit_patch(repo, {"README": "kit\n"}, "kit", "kit")
+        return {variable: value(repo)}
 
     return setup
 
@@ -145,45 +80,28 @@ def no_git_on_path(_kit: Kit, tmp_path: Path) -> Env:
     return {"PATH": str(bare)}
 
 
-def bom_series(kit: Kit, _tmp: Path) -> None:
-    series = kit.patches / "series"
-    series.write_bytes(b"\xef\xbb\xbf" + series.read_bytes())
-
-
-def bom_patch(kit: Kit, _tmp: Path) -> None:
-    patch = kit.patches / "0001-fix-ten.patch"
-    patch.write_bytes(b"\xef\xbb\xbf" + patch.read_bytes())
+def bom(path: str) -> Callable[[Kit, Path], None]:
+    return edit(path, lambda b: b"\xef\xbb\xbf" + b)
 
 
 def checkout_is_symlink(kit: Kit, tmp_path: Path) -> None:
     """A working kit checkout moved elsewhere and linked back: refused the same way by every command."""
-    elsewhere = tmp_path / "moved-checkout"
-    shutil.move(kit.checkout, elsewhere)
-    kit.checkout.symlink_to(elsewhere)
+    shutil.move(kit.checkout, tmp_path / "moved-checkout")
+    kit.checkout.symlink_to(tmp_path / "moved-checkout")
 
 
-def index_locked(kit: Kit, _tmp: Path) -> None:
-    """The lock file of another git (the user's, or one of theirs that died): never taken for the kit's own."""
-    (kit.checkout / ".git/index.lock").write_text("", encoding="utf-8")
-
-
-def killed_kit_marker(kit: Kit) -> None:
-    """What a kit process killed outright (kill -9) while its git ran leaves: the marker of a pid now dead."""
-    dead = subprocess.Popen(["true"])
-    dead.wait()
-    (kit.checkout / ".git" / f"kit-git-running.{dead.pid}").write_text("", encoding="utf-8")
+# The lock file of another git (the user's, or one of theirs that died): never taken for the kit's own.
+INDEX_LOCKED = put(".work/vllm-omni/.git/index.lock", b"")
 
 
 def creates_existing_file(kit: Kit, tmp_path: Path) -> None:
-    """Patch 0004 creates vllm_omni/extra.py; the new pin ships a file of that name."""
     commit_patch(kit.checkout, {"vllm_omni/extra.py": "ours = 1\n"}, "[NPU] Extra", "extra")
     kit.run("refresh", check=True)
     pin_files(kit, tmp_path, {"vllm_omni/extra.py": b"theirs = 1\n"})
 
 
-def context_moved_near_twenty(kit: Kit, tmp_path: Path) -> None:
-    """The new pin changes line 17 (in patch 0002's context, not next to its change): only 3-way applies it."""
-    new_upstream(kit, tmp_path, {17: "line 17 upstream"})
+# The new pin changes line 17 (in patch 0002's context, not next to its change): only 3-way applies it.
+CONTEXT_MOVED = moved({17: "line 17 upstream"})
 
 
 def non_ascii_patch(kit: Kit, _tmp: Path) -> None:
@@ -191,74 +109,54 @@ def non_ascii_patch(kit: Kit, _tmp: Path) -> None:
     kit.run("refresh", check=True)
 
 
-def upstream_with(files: dict[str, bytes], edits: dict[str, bytes]) -> Callable[[Kit, Path], None]:
-    """A pin whose release holds files (any bytes), and a patch 0004 that writes edits over them."""
+def upstream_with(
+    files: dict[str, bytes], edits: dict[str, bytes], refresh: bool = True
+) -> Callable[[Kit, Path], None]:
+    """A pin whose release holds files (any bytes), and a commit (patch 0004 once refreshed) writing edits over them."""
 
     def setup(kit: Kit, tmp_path: Path) -> None:
         pin_files(kit, tmp_path, files)
         kit.run("apply", check=True)
-        for name, data in edits.items():
-            (kit.checkout / name).write_bytes(data)
-        kit.git("add", "-A")
-        kit.git("commit", "-q", "-m", "[NPU] Bytes\n\nUpstream-Status: Pending\nKit-Patch: bytes\n")
-        kit.run("refresh", check=True)
+        commit_bytes(kit, edits, "bytes")
+        if refresh:
+            kit.run("refresh", check=True)
 
     return setup
 
 
-def latin1_edit(kit: Kit, tmp_path: Path) -> None:
-    """A pin with a latin-1 file, and a commit that edits it as text: its diff cannot be a UTF-8 patch."""
-    pin_files(kit, tmp_path, {"vllm_omni/legacy.py": b"# caf\xe9\nX = 1\n"})
-    kit.run("apply", check=True)
-    (kit.checkout / "vllm_omni/legacy.py").write_bytes(b"# caf\xe9\nX = 2\n")
-    kit.git("commit", "-qam", "[NPU] Legacy\n\nUpstream-Status: Pending\nKit-Patch: legacy\n")
+UNTRACKED_ODD_NAME = put(os.fsdecode(b".work/vllm-omni/vllm_omni/\xff-notes.txt"), b"\xff\xfe latin-1 \xe9\n")
 
 
-def untracked_odd_name(kit: Kit, _tmp: Path) -> None:
-    (kit.checkout / os.fsdecode(b"vllm_omni/\xff-notes.txt")).write_bytes(b"\xff\xfe latin-1 \xe9\n")
-
-
+NO_SPACE = "(No space left on device)"
 # Injected: the disk fills while the new pin's wheel is extracted (the 3rd file written fails).
-DISK_FULL_EXTRACTING = (
-    "import pathlib\n"
-    "real, calls = pathlib.Path.write_bytes, []\n"
-    "def write_bytes(self, data):\n"
-    "    calls.append(self)\n"
-    "    if len(calls) == 3:\n"
-    "        raise OSError(errno.ENOSPC, 'No space left on device')\n"
-    "    return real(self, data)\n"
-    "pathlib.Path.write_bytes = write_bytes"
-)
+FULL_EXTRACTING = """import pathlib
+real, calls = pathlib.Path.write_bytes, []
+def write_bytes(self, data):
+    calls.append(self)
+    if len(calls) == 3:
+        raise OSError(errno.ENOSPC, 'No space left on device')
+    return real(self, data)
+pathlib.Path.write_bytes = write_bytes"""
 # Injected: a write that loses its data without an error (a full disk under some file systems).
-SHORT_WRITE = (
-    "import pathlib\n"
-    "real = pathlib.Path.write_bytes\n"
-    "pathlib.Path.write_bytes = lambda self, data: real(self, data[: len(data) // 2])"
-)
-
+HALF_WRITES = """import pathlib
+real = pathlib.Path.write_bytes
+pathlib.Path.write_bytes = lambda self, data: real(self, data[: len(data) // 2])"""
 # Injected: the disk is full when the checkout's state is written.
-DISK_FULL_WRITING_STATE = (
-    "import pathlib\n"
-    "real = pathlib.Path.write_text\n"
-    "def write_text(self, *a, **k):\n"
-    "    if self.name == 'kit-state.json.tmp':\n"
-    "        raise OSError(errno.ENOSPC, 'No space left on device')\n"
-    "    return real(self, *a, **k)\n"
-    "pathlib.Path.write_text = write_text"
-)
-
+FULL_STATE = """import pathlib
+real = pathlib.Path.write_text
+def write_text(self, *a, **k):
+    if self.name == 'kit-state.json.tmp':
+        raise OSError(errno.ENOSPC, 'No space left on device')
+    return real(self, *a, **k)
+pathlib.Path.write_text = write_text"""
 # Injected: the disk fills while the pristine tree is copied out for side-by-side tests.
-DISK_FULL_EXPORTING = (
-    "import tarfile\n"
-    "def extractall(self, *a, **k):\n"
-    "    raise OSError(errno.ENOSPC, 'No space left on device')\n"
-    "tarfile.TarFile.extractall = extractall"
-)
+FULL_EXPORT = """import tarfile
+def extractall(self, *a, **k):
+    raise OSError(errno.ENOSPC, 'No space left on device')
+tarfile.TarFile.extractall = extractall"""
 
-HOOKS = (
-    "post-checkout", "applypatch-msg", "pre-applypatch", "post-applypatch", "pre-commit", "commit-msg",
-    "post-commit", "reference-transaction", "post-rewrite", "pre-auto-gc",
-)  # fmt: skip
+HOOKS = "post-checkout applypatch-msg pre-applypatch post-applypatch pre-commit commit-msg post-commit".split()
+HOOKS += ["reference-transaction", "post-rewrite", "pre-auto-gc"]
 VARIABLES = {
     "GIT_DIR": lambda r: str(r / ".git"),
     "GIT_WORK_TREE": str,
@@ -273,147 +171,76 @@ VARIABLES = {
 }
 
 
-def upgraded(kit: Kit, tmp_path: Path) -> None:
-    """The pin moved to a new upstream release (nothing else changed)."""
-    new_upstream(kit, tmp_path, {})
-
-
-CASES = [
+UPGRADED = moved({})  # the pin moved to a new upstream release (nothing else changed)
+# A latin-1 file upstream; the crlf and binary rows patch the file they add.
+LATIN1 = ({"vllm_omni/legacy.py": b"# caf\xe9\nX = 1\n"}, {"vllm_omni/attn.py": b"def attend(q):\n    return q * 3\n"})
+CRLF = ({"vllm_omni/win.py": b"a = 1\r\nb = 2\r\n"}, {"vllm_omni/win.py": b"a = 1\r\nb = 3\r\n"})
+# A commit that edits the latin-1 file as text: its diff cannot be a UTF-8 patch.
+LATIN1_EDITED = upstream_with(LATIN1[0], {"vllm_omni/legacy.py": b"# caf\xe9\nX = 2\n"}, refresh=False)
+BINARY = ({"vllm_omni/table.bin": bytes(range(256))}, {"vllm_omni/table.bin": bytes(reversed(range(256)))})
+ROWS = [
     # measured in the issue: a disk that fills, or a write cut short, in the middle of an apply
-    *[
-        Case(case_id, setup, ("apply",), 2, needle, inject=failure)
-        for case_id, setup, needle, failure in (
-            ("disk-full-while-extracting", upgraded, "cannot write .work/.vllm-omni.new/", DISK_FULL_EXTRACTING),
-            ("short-write-while-extracting", upgraded, "differs from vllm_omni-0.2.0-py3-none-any.whl", SHORT_WRITE),
-            (
-                "disk-full-writing-state",
-                nothing,
-                "cannot write .work/vllm-omni/.git/kit-state.json (No space left on device)",
-                DISK_FULL_WRITING_STATE,
-            ),
-            (
-                "disk-full-exporting-pristine",
-                nothing,
-                "cannot write .work/pristine (No space left on device)",
-                DISK_FULL_EXPORTING,
-            ),
-        )
-    ],  # fmt: skip
-    Case("another-gits-index-lock", index_locked, ("apply",), 2, "another git is working in .work/vllm-omni"),
-    Case("bom-in-series", bom_series, ("apply",), 2, "patches/series starts with a UTF-8 byte order mark"),
-    Case("bom-in-patch", bom_patch, ("apply",), 2, "patches/0001-fix-ten.patch starts with a UTF-8 byte order mark"),
-    Case("no-git-on-path", no_git_on_path, ("apply",), 2, "git was not found on PATH"),
-    Case("no-git-on-path-refresh", no_git_on_path, ("refresh",), 2, "install git"),
-    Case(
+    Row("disk-full-while-extracting", "apply", "cannot write .work/.vllm-omni.new/", UPGRADED, inject=FULL_EXTRACTING),
+    Row(
+        "short-write-while-extracting",
+        "apply",
+        "differs from vllm_omni-0.2.0-py3-none-any.whl",
+        UPGRADED,
+        inject=HALF_WRITES,
+    ),
+    Row("disk-full-writing-state", "apply", f"cannot write {STATE} {NO_SPACE}", inject=FULL_STATE),
+    Row("disk-full-exporting-pristine", "apply", f"cannot write .work/pristine {NO_SPACE}", inject=FULL_EXPORT),
+    Row("another-gits-index-lock", "apply", "another git is working in .work/vllm-omni", INDEX_LOCKED),
+    Row("bom-in-series", "apply", "patches/series starts with a UTF-8 byte order mark", bom(SERIES)),
+    Row("bom-in-patch", "apply", "patches/0001-fix-ten.patch starts with a UTF-8 byte order mark", bom(P1)),
+    Row("no-git-on-path", "apply", "git was not found on PATH", no_git_on_path),
+    Row("no-git-on-path-refresh", "refresh", "install git", no_git_on_path),
+    Row(
         "creates-file-that-exists-upstream",
-        creates_existing_file,
-        ("apply",),
-        1,
+        "apply",
         "0004-extra.patch does not apply: vllm_omni/extra.py (already exists in working directory)",
-    ),  # fmt: skip
-    Case("3way-across-pin-change", context_moved_near_twenty, ("apply", "--3way"), 0, "0002-twenty.patch: 3-way"),
-    Case(
-        "3way-conflict-says-gits-reason",
-        lambda k, t: new_upstream(k, t, {19: "x", 20: "y", 21: "z"}),
-        ("apply", "--3way"),
+        creates_existing_file,
         1,
-        "git: ",
-    ),  # fmt: skip
+    ),
+    Row("3way-across-pin-change", "apply --3way", "0002-twenty.patch: 3-way", CONTEXT_MOVED, 0),
+    Row("3way-conflict-says-gits-reason", "apply --3way", "git: ", moved({19: "x", 20: "y", 21: "z"}), 1),
     *[
-        Case(f"checkout-symlink-{'-'.join(args)}", checkout_is_symlink, args, 2, ".work/vllm-omni is a symbolic link")
-        for args in (
-            ("apply",),
-            ("apply", "--force"),
-            ("refresh",),
-            ("lint",),
-            ("apply", "--abort"),
-            ("apply", "--continue"),
-        )  # fmt: skip
+        Row(f"checkout-symlink-{a.replace(' ', '-')}", a, ".work/vllm-omni is a symbolic link", checkout_is_symlink)
+        for a in ("apply", "apply --force", "refresh", "lint", "apply --abort", "apply --continue")
     ],
     *[
-        Case(
-            f"lock-timeout-{value}",
-            lock_held,
-            ("apply",),
-            2,
-            "is not a number of seconds from 0 to 86400",
-            (("KIT_LOCK_TIMEOUT", value),),
-        )  # fmt: skip
-        for value in ("nan", "1e309", "inf", "-1", "soon")
+        Row(f"lock-timeout-{v}", "apply", "is not a number of seconds from 0 to 86400", lock_held, env=lock_wait(v))
+        for v in ("nan", "1e309", "inf", "-1", "soon")
     ],
     # invariant 5: hooks, GIT_* variables, bytes, locales
-    *[Case(f"failing-hook-{name}", hook(name), ("apply",), 0, "[3/3] 0003-double-attn.patch: clean") for name in HOOKS],
+    *[Row(f"failing-hook-{name}", "apply", "[3/3] 0003-double-attn.patch: clean", hook(name), 0) for name in HOOKS],
     *[
-        Case(f"leaked-{name}-refresh", leaked(name, value), ("refresh",), 0, "patches/ unchanged")
+        Row(f"leaked-{name}-refresh", "refresh", "patches/ unchanged", leaked(name, value), 0)
         for name, value in VARIABLES.items()
-    ],  # fmt: skip
-    Case("leaked-GIT_DIR-apply", leaked("GIT_DIR", lambda r: str(r / ".git")), ("apply",), 0, "[3/3]"),
-    Case("c-locale-refresh-non-ascii", non_ascii_patch, ("refresh",), 0, "patches/ unchanged", tuple(C_LOCALE.items())),
-    Case(
-        "c-locale-apply-non-ascii",
-        non_ascii_patch,
-        ("apply",),
-        0,
-        "[4/4] 0004-unicode.patch: clean",
-        tuple(C_LOCALE.items()),
-    ),  # fmt: skip
-    Case("c-locale-readme-non-ascii", non_ascii_patch, ("readme",), 0, "Gr\\xfc\\xdfe", tuple(C_LOCALE.items())),
-    Case(
-        "latin1-file-upstream",
-        upstream_with(
-            {"vllm_omni/legacy.py": b"# caf\xe9\nX = 1\n"}, {"vllm_omni/attn.py": b"def attend(q):\n    return q * 3\n"}
-        ),
-        ("apply", "--force"),
-        0,
-        "0004-bytes.patch",
-    ),  # fmt: skip
-    Case(
-        "crlf-file-upstream-patched",
-        upstream_with({"vllm_omni/win.py": b"a = 1\r\nb = 2\r\n"}, {"vllm_omni/win.py": b"a = 1\r\nb = 3\r\n"}),
-        ("apply", "--force"),
-        0,
-        "0004-bytes.patch: clean",
-    ),  # fmt: skip
-    Case(
-        "binary-file-upstream-patched",
-        upstream_with({"vllm_omni/table.bin": bytes(range(256))}, {"vllm_omni/table.bin": bytes(reversed(range(256)))}),
-        ("apply", "--force"),
-        0,
-        "0004-bytes.patch: clean",
-    ),  # fmt: skip
-    Case(
+    ],
+    Row("leaked-GIT_DIR-apply", "apply", "[3/3]", leaked("GIT_DIR", VARIABLES["GIT_DIR"]), 0),
+    Row("c-locale-refresh-non-ascii", "refresh", "patches/ unchanged", non_ascii_patch, 0, env=C_LOCALE),
+    Row("c-locale-apply-non-ascii", "apply", "[4/4] 0004-unicode.patch: clean", non_ascii_patch, 0, env=C_LOCALE),
+    Row("c-locale-readme-non-ascii", "readme", "Gr\\xfc\\xdfe", non_ascii_patch, 0, env=C_LOCALE),
+    Row("latin1-file-upstream", "apply --force", "0004-bytes.patch", upstream_with(*LATIN1), 0),
+    Row("crlf-file-upstream-patched", "apply --force", "0004-bytes.patch: clean", upstream_with(*CRLF), 0),
+    Row("binary-file-upstream-patched", "apply --force", "0004-bytes.patch: clean", upstream_with(*BINARY), 0),
+    Row(
         "latin1-file-edited-then-refresh",
-        latin1_edit,
-        ("refresh",),
-        2,
+        "refresh",
         "changes vllm_omni/legacy.py, whose diff is not UTF-8 text",
+        LATIN1_EDITED,
     ),
-    Case(
-        "untracked-non-utf8-name-c-locale",
-        untracked_odd_name,
-        ("apply",),
-        2,
-        "has uncommitted edits",
-        tuple(C_LOCALE.items()),
-    ),  # fmt: skip
+    Row("untracked-non-utf8-name-c-locale", "apply", "has uncommitted edits", UNTRACKED_ODD_NAME, env=C_LOCALE),
 ]
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
-def test_apply_fault(case: Case, kit3: Kit, tmp_path: Path) -> None:
-    extra = case.setup(kit3, tmp_path) or {}
-    before = snapshot(kit3.patches)
-    try:
-        proc = run_case(kit3, case, extra)
-    finally:
-        while HELD:
-            HELD.pop().close()  # type: ignore[attr-defined]
-    check(proc, case.code, case.needle)
-    assert snapshot(kit3.patches) == before  # nothing lost, nothing half-written
+@pytest.mark.parametrize("case", ROWS, ids=[c.id for c in ROWS])
+def test_apply_fault(case: Row, kit3: Kit, tmp_path: Path) -> None:
+    run_row(kit3, case, tmp_path)
     assert not (kit3.root / ".work/.vllm-omni.new").exists()  # no half-built checkout left behind
-    checkout = kit3.checkout
-    if checkout.is_dir() and not checkout.is_symlink():
-        assert not (checkout / ".git/rebase-apply").exists() or state_of(kit3)["status"] == "conflict"
+    if kit3.checkout.is_dir() and not kit3.checkout.is_symlink():
+        assert not (kit3.checkout / ".git/rebase-apply").exists() or state_of(kit3)["status"] == "conflict"
         if case.code:  # a run that failed never leaves a checkout that says it is complete and current
             state = state_of(kit3)
             assert state["status"] != "applied" or kit3.run("lint").returncode != 0 or "0.1.0" in str(state["pin"])
@@ -422,12 +249,11 @@ def test_apply_fault(case: Case, kit3: Kit, tmp_path: Path) -> None:
 # ---- provenance: a build that did not finish is never "applied"; every command says apply again ----
 
 
-GIT_FAILS_ONCE_APPLYING = (  # the kit's first git after the state says "applying" fails, as on a full disk
-    "import scripts.gitcmd as g\n"
-    "def failing(*args, **kwargs):\n"
-    "    raise g.GitFailed(('checkout', '-q'), '', 'fatal: Unable to write new index file')\n"
-    "g.start_branch = failing"
-)
+# The kit's first git after the state says "applying" fails, as on a full disk
+GIT_FAILS_ONCE_APPLYING = """import scripts.gitcmd as g
+def failing(*args, **kwargs):
+    raise g.GitFailed(('checkout', '-q'), '', 'fatal: Unable to write new index file')
+g.start_branch = failing"""
 
 
 @pytest.mark.parametrize("command", ["lint", "refresh", "test"])
@@ -441,7 +267,7 @@ def test_failed_apply_on_the_same_pin_makes_every_command_say_apply_again(kit3: 
 def test_disk_full_on_a_new_pin_keeps_the_old_checkout(kit3: Kit, tmp_path: Path) -> None:
     head = kit3.git("rev-parse", "HEAD")
     new_upstream(kit3, tmp_path, {})
-    one_line_error(inject(kit3, DISK_FULL_EXTRACTING, "apply"), 2, "No space left on device")
+    one_line_error(inject(kit3, FULL_EXTRACTING, "apply"), 2, "No space left on device")
     assert kit3.git("rev-parse", "HEAD") == head and state_of(kit3)["status"] == "applied"
     one_line_error(kit3.run("lint"), 2, "the pin is now vllm-omni 0.2.0")  # never "clean" for the old pin
     check(kit3.run("apply"), 0, "[3/3]")
@@ -450,9 +276,7 @@ def test_disk_full_on_a_new_pin_keeps_the_old_checkout(kit3: Kit, tmp_path: Path
 def test_hooks_never_run_and_state_tells_the_truth(kit3: Kit) -> None:
     marker = kit3.root / "hook-ran"
     for name in HOOKS:
-        path = kit3.checkout / ".git/hooks" / name
-        path.write_text(f"#!/bin/sh\ntouch {marker}\nexit 1\n", encoding="utf-8")
-        path.chmod(0o755)
+        hook(name, f"touch {marker}")(kit3, Path())
     check(kit3.run("apply"), 0, "[3/3]")
     check(kit3.run("refresh"), 0, "patches/ unchanged")
     assert not marker.exists()
@@ -460,9 +284,9 @@ def test_hooks_never_run_and_state_tells_the_truth(kit3: Kit) -> None:
 
 
 def test_three_way_across_a_pin_change_has_the_old_blobs(kit3: Kit, tmp_path: Path) -> None:
-    context_moved_near_twenty(kit3, tmp_path)
+    CONTEXT_MOVED(kit3, tmp_path)
     plain = kit3.run("apply")
-    one_line_error(plain, 1, "0002-twenty.patch does not apply")
+    one_line_error(plain, 1, P2_STOPS)
     assert "--3way" in plain.stderr
     kit3.run("apply", "--abort", check=True)
     merged = kit3.run("apply", "--3way", check=True).stdout
@@ -475,7 +299,7 @@ def test_a_real_conflict_under_3way_shows_gits_reason_and_no_advice_to_retry_it(
     stop_at_twenty(kit3, tmp_path)
     kit3.run("apply", "--abort", check=True)
     proc = kit3.run("apply", "--3way")
-    one_line_error(proc, 1, "0002-twenty.patch does not apply")
+    one_line_error(proc, 1, P2_STOPS)
     assert "CONFLICT" in proc.stderr or "git: " in proc.stderr, proc.stderr
     assert "retry with nox -s apply -- --3way" not in proc.stderr
 
@@ -496,63 +320,46 @@ def processes_in(folder: Path) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGQUIT, signal.SIGTERM, signal.SIGINT],
-                         ids=["hup", "quit", "term", "int"])  # fmt: skip
-def test_every_ending_signal_during_apply_is_recognised(small_kit: Kit, sig: signal.Signals) -> None:
-    many = [({f"vllm_omni/p{i}.py": f"x = {i}\n"}, f"[NPU] Part {i}", f"part-{i}") for i in range(40)]
-    make_series(small_kit, many)
-    before = snapshot(small_kit.patches)
-    proc = subprocess.Popen([sys.executable, "-m", "scripts", "apply"], cwd=small_kit.root, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "CI": ""})  # fmt: skip
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        if "[2/40]" in line:
-            proc.send_signal(sig)
-            break
-    out, err = proc.communicate(timeout=60)
-    one_line_error(subprocess.CompletedProcess(proc.args, proc.returncode, out, err), 130, "apply interrupted")
-    assert not processes_in(small_kit.checkout)
-    assert not (small_kit.checkout / ".git/rebase-apply").exists()  # no paused am the user did not start
-    assert state_of(small_kit)["status"] == "applying"
-    one_line_error(small_kit.run("lint"), 2, "an apply was interrupted")
-    one_line_error(small_kit.run("refresh"), 2, "an apply was interrupted")
-    assert snapshot(small_kit.patches) == before
-    assert small_kit.run("apply").returncode == 0
-
-
 # A signal that lands while `git am` runs: the am is left paused (as a killed am leaves it), then the signal.
-SIGNAL_DURING_AM = (
-    "import scripts.gitcmd as g, time\n"
-    "real = g.spawn\n"
-    "def spawn(argv, cwd, env, stdin=None):\n"
-    "    if argv[1:2] == ['am'] and argv[-1].endswith('0001-fix-ten.patch'):\n"
-    "        bad = cwd / '.git' / 'bad.patch'\n"
-    "        bad.write_text(open(argv[-1]).read().replace('-line 10', '-line 10 elsewhere'))\n"
-    "        real([*argv[:-1], str(bad)], cwd, env)\n"
-    "        os.kill(os.getpid(), signal.SIG{name})\n"
-    "        time.sleep(5)\n"
-    "    return real(argv, cwd, env, stdin)\n"
-    "g.spawn = spawn"
-)
+SIGNAL_DURING_AM = """import scripts.gitcmd as g, time
+real = g.spawn
+def spawn(argv, cwd, env, stdin=None):
+    if argv[1:2] == ['am'] and argv[-1].endswith('0001-fix-ten.patch'):
+        bad = cwd / '.git' / 'bad.patch'
+        bad.write_text(open(argv[-1]).read().replace('-line 10', '-line 10 elsewhere'))
+        real([*argv[:-1], str(bad)], cwd, env)
+        os.kill(os.getpid(), signal.SIG{name})
+        time.sleep(5)
+    return real(argv, cwd, env, stdin)
+g.spawn = spawn"""
 
 
+@pytest.mark.parametrize("during_am", [False, True], ids=["between-patches", "during-git-am"])
 @pytest.mark.parametrize("name", ["HUP", "QUIT", "TERM", "INT"])
-def test_a_signal_during_git_am_leaves_no_paused_am(kit3: Kit, name: str) -> None:
-    proc = inject(kit3, SIGNAL_DURING_AM.replace("{name}", name), "apply")
+def test_every_ending_signal_during_apply_is_recognised(
+    request: pytest.FixtureRequest, name: str, during_am: bool
+) -> None:
+    if during_am:
+        kit, last = request.getfixturevalue("kit3"), "[3/3]"
+        before = snapshot(kit.patches)
+        proc = inject(kit, SIGNAL_DURING_AM.replace("{name}", name), "apply")
+    else:
+        kit, last = request.getfixturevalue("small_kit"), "[40/40]"
+        make_series(kit, [({f"vllm_omni/p{i}.py": f"x = {i}\n"}, f"[NPU] Part {i}", f"part-{i}") for i in range(40)])
+        before = snapshot(kit.patches)
+        running = popen([sys.executable, "-m", "scripts", "apply"], kit.root)
+        assert running.stdout is not None
+        next(line for line in running.stdout if "[2/40]" in line)
+        running.send_signal(getattr(signal, f"SIG{name}"))
+        proc = finished(running)
     one_line_error(proc, 130, "apply interrupted")
-    assert not (kit3.checkout / ".git/rebase-apply").exists()
-    assert state_of(kit3)["status"] == "applying"
-    one_line_error(kit3.run("refresh"), 2, "an apply was interrupted")
-    check(kit3.run("apply"), 0, "[3/3]")
-
-
-@pytest.mark.parametrize("name", ["HUP", "QUIT"])
-def test_a_signal_while_refresh_swaps_finishes_the_swap(kit3: Kit, name: str) -> None:
-    fixup_commit(kit3, Path())
-    proc = inject(kit3, TERM_WHILE_SWAPPING.replace("SIGTERM", f"SIG{name}"), "refresh")
-    one_line_error(proc, 130, "refresh interrupted")
-    assert "line 20 better" in (kit3.patches / "0002-twenty.patch").read_text(encoding="utf-8")
-    assert "patches/ unchanged" in kit3.run("refresh", check=True).stdout
+    assert not processes_in(kit.checkout)
+    assert not (kit.checkout / ".git/rebase-apply").exists()  # no paused am the user did not start
+    assert state_of(kit)["status"] == "applying"
+    for command in ("lint", "refresh"):
+        one_line_error(kit.run(command), 2, "an apply was interrupted")
+    assert snapshot(kit.patches) == before
+    check(kit.run("apply"), 0, last)
 
 
 # ---- the pure rules behind the table --------------------------------------------------------
@@ -569,18 +376,8 @@ def test_git_env_drops_every_repository_locating_variable(variable: str) -> None
 
 @pytest.mark.parametrize(
     ("raw", "ok"),
-    [
-        ("", True),
-        ("0", True),
-        ("2.5", True),
-        ("86400", True),
-        ("86401", False),
-        ("nan", False),
-        ("inf", False),
-        ("1e309", False),
-        ("-1", False),
-        ("x", False),
-    ],
+    [(raw, True) for raw in ("", "0", "2.5", "86400")]
+    + [(r, False) for r in ("86401", "nan", "inf", "1e309", "-1", "x")],
 )
 def test_lock_timeout_range(raw: str, ok: bool) -> None:
     if ok:
@@ -590,13 +387,10 @@ def test_lock_timeout_range(raw: str, ok: bool) -> None:
             worklock.parse_timeout(raw)
 
 
-def test_failed_hunk_names_the_file_and_gits_reason() -> None:
+def test_failed_hunk_names_the_file_and_gits_reason_and_counts_its_hunks() -> None:
     out = "Checking patch vllm_omni/x.py...\nerror: vllm_omni/x.py: already exists in working directory\n"
     assert failed_hunk(out, "") == ("vllm_omni/x.py", "(already exists in working directory)")
     assert failed_hunk("Checking patch a.py...\n", "") is None
-
-
-def test_failed_hunk_counts_the_hunks_of_the_file_git_names() -> None:
     patch = (
         "diff --git a/old.py b/new.py\nrename from old.py\nrename to new.py\n--- a/old.py\n+++ b/new.py\n"
         "@@ -1 +1 @@\n--- a\n+b\n@@ -7 +7 @@\n-c\n+d\n"
@@ -608,13 +402,8 @@ def test_failed_hunk_counts_the_hunks_of_the_file_git_names() -> None:
 
 @pytest.mark.parametrize(
     ("path", "generated"),
-    [
-        ("a/__pycache__/x.pyc", True),
-        ("a/x.pyc", True),
-        ("a/x.py", False),
-        (".coverage.1", True),
-        ("a/pycache.py", False),
-    ],
+    [(p, True) for p in ("a/__pycache__/x.pyc", "a/x.pyc", ".coverage.1")]
+    + [(p, False) for p in ("a/x.py", "a/pycache.py")],
 )
 def test_is_generated(path: str, generated: bool) -> None:
     assert is_generated(path) is generated
@@ -629,12 +418,13 @@ def test_blob_ids_of_wheel_entries_are_gits(data: bytes, tmp_path: Path) -> None
     assert git_blob_id(data) == git("hash-object", "--no-filters", str(path), cwd=tmp_path).strip()
 
 
-@pytest.mark.parametrize("left", ["am-folder-git-reads", "am-folder-part-written", "dirty-file", "index.lock",
-                                  "refs/heads/series.lock"])  # fmt: skip
+LEFT = "am-folder-git-reads am-folder-part-written dirty-file index.lock refs/heads/series.lock".split()
+
+
+@pytest.mark.parametrize("left", LEFT)
 def test_apply_again_rebuilds_what_an_interrupted_apply_left(kit3: Kit, left: str) -> None:
-    """Found by the edit-loop model: Ctrl-C reaches git am's whole process group, and a kill part way can
-    leave .git/rebase-apply (read by git or not) or touched files. The state says "applying", so that is the
-    kit's own half-made tree: the next apply rebuilds it instead of refusing what the kit itself left."""
+    # Found by the edit-loop model: Ctrl-C reaches git am's whole process group, and a kill part way can leave
+    # .git/rebase-apply or touched files. The state says "applying": the next apply rebuilds the kit's own tree.
     interrupted_apply(kit3, Path())
     before = snapshot(kit3.patches)
     if left == "am-folder-git-reads":
@@ -644,8 +434,10 @@ def test_apply_again_rebuilds_what_an_interrupted_apply_left(kit3: Kit, left: st
         (kit3.checkout / ".git" / "rebase-apply" / "next").write_text("1\n")
     elif left == "dirty-file":
         (kit3.checkout / "vllm_omni" / "attn.py").write_text("half written\n")
-    else:  # the lock file of a git killed part way (kill -9 of the kit's process group)
-        killed_kit_marker(kit3)
+    else:  # the lock file of a git killed part way (kill -9 of the kit's process group), and the kit's marker
+        dead = subprocess.Popen(["true"])  # of that git: a pid now dead
+        dead.wait()
+        (kit3.checkout / ".git" / f"kit-git-running.{dead.pid}").write_text("", encoding="utf-8")
         (kit3.checkout / ".git" / left).write_text("")
     proc = kit3.run("apply")
     assert proc.returncode == 0 and "Traceback" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr

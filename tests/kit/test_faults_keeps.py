@@ -1,12 +1,7 @@
-"""The fault table of invariants 7-10 (docs/recovery.md), and the cases of the edit loop that made them:
-what the user keeps in and around the checkout, the checkout's own git config, the lock, stdout, file
-names and contents, trailer lookalikes, merges, and the recoveries (a deleted tag, another git's lock,
-a kill -9).
-
-Each row drives the real CLI on the three-patch kit and asserts the contract: the exit code, one
-`kit: error: <what> -- <fix>` line (or exit 0 and no error line), no traceback, patches/ as the row says,
-and what the user kept (files, refs) still there, byte for byte.
-"""
+"""The fault table of invariants 7-10 (docs/recovery.md) and the edit-loop cases behind them: what the user keeps in
+and around the checkout, its git config, the lock, stdout, names, contents, trailer lookalikes, merges, recoveries.
+Each row runs the real CLI on the three-patch kit: exit code, one error line (or exit 0 and the needle), no
+traceback, patches/ as the row says, and what the user kept (files, refs) byte for byte."""
 
 from __future__ import annotations
 
@@ -21,54 +16,39 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import Kit, commit_patch
+from conftest import AUTHOR, Kit, clone, rope_with
 from test_faults import new_upstream, one_line_error, snapshot
+from test_faults_apply import pin_files
 
 from scripts import worklock
 from scripts.diffparse import git_names, parse, unquoted
+from scripts.gitcmd import git
 from scripts.series import squashed_slugs, strip_kit_trailers, trailer_values
 
-Setup = Callable[[Kit, Path], dict[str, str] | None]
+Setup = Callable[[Kit, Path], dict[str, str] | None]  # may return environment variables for the run
+IDEA = {".idea/workspace.xml": "<project/>\n"}
+ATTN, ROPE = "vllm_omni/attn.py", "vllm_omni/layers/rope.py"
 
 
 @dataclass(frozen=True)
 class Row:
     id: str
-    setup: Setup  # may return environment variables for the run
-    args: tuple[str, ...]
+    setup: Setup
+    args: str
     code: int  # 0: the work must succeed
     needle: str  # in the one error line, or (code 0) in the output
     patches_kept: bool = True  # patches/ byte-identical after the run
 
 
-def run_row(kit: Kit, row: Row, tmp_path: Path) -> subprocess.CompletedProcess[str]:
-    env = row.setup(kit, tmp_path) or {}
-    before = snapshot(kit.patches)
-    kept = users_things(kit)
-    proc = kit.run(*row.args, env=env)
-    if row.code:
-        one_line_error(proc, row.code, row.needle)
-    else:
-        out = proc.stdout + proc.stderr
-        assert proc.returncode == 0 and "Traceback" not in out and "kit: error:" not in out, out
-        assert row.needle in out, out
-    if row.patches_kept:
-        assert snapshot(kit.patches) == before
-    assert users_things(kit) == kept, "something the user kept in the checkout is gone or changed"
-    return proc
-
-
 def users_things(kit: Kit) -> dict[str, bytes | str]:
-    """What the rows put in the checkout as the user's own: files under .idea/ and notes/, refs outside the kit's."""
+    """The user's own files under .idea/, notes/ and .venv/, and refs outside the kit's."""
     found: dict[str, bytes | str] = {}
     for folder in (".idea", "notes", ".venv"):
-        for path in sorted((kit.checkout / folder).rglob("*")) if (kit.checkout / folder).is_dir() else []:
+        for path in sorted((kit.checkout / folder).rglob("*")):
             if path.is_file():
                 found[str(path.relative_to(kit.checkout))] = path.read_bytes()
-    if (kit.checkout / ".git").is_dir():
-        refs = kit.git("for-each-ref", "--format=%(refname) %(objectname)", "refs/heads/keep", "refs/tags/mine",
-                       "refs/notes")  # fmt: skip
-        found["refs"] = refs
+    found["refs"] = kit.git("for-each-ref", "--format=%(refname) %(objectname)", "refs/heads/keep", "refs/tags/mine",
+                            "refs/notes")  # fmt: skip
     return found
 
 
@@ -76,66 +56,69 @@ def state_of(kit: Kit) -> dict[str, object]:
     return json.loads((kit.checkout / ".git/kit-state.json").read_text(encoding="utf-8"))
 
 
-# ---- setups ---------------------------------------------------------------------------------
+def put(root: Path, files: dict[str, str | bytes]) -> None:
+    for name, data in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_bytes(data if isinstance(data, bytes) else data.encode())
+
+
+def steps(*actions: dict[str, str | bytes] | tuple[str, ...] | str | Setup) -> Setup:
+    """In order: files written into the checkout (a dict), a git command in it (a tuple), a kit command (a str),
+    another setup (a callable)."""
+
+    def setup(kit: Kit, tmp_path: Path) -> None:
+        for action in actions:
+            if isinstance(action, dict):
+                put(kit.checkout, action)
+            elif isinstance(action, tuple):
+                kit.git(*action)
+            elif isinstance(action, str):
+                kit.run(action, check=True)
+            else:
+                action(kit, tmp_path)
+
+    return setup
+
+
+def commit(files: dict[str, str | bytes], text: str, slug: str, *then: str) -> Setup:
+    return steps(
+        files, ("add", "-A"), ("commit", "-q", "-m", f"{text}\n\nUpstream-Status: Pending\nKit-Patch: {slug}"), *then
+    )
 
 
 def global_excludes(kit: Kit, tmp_path: Path) -> dict[str, str]:
     """An editor's folder, ignored by the user's global excludes file ($XDG_CONFIG_HOME/git/ignore)."""
-    (tmp_path / "xdg" / "git").mkdir(parents=True)
-    (tmp_path / "xdg" / "git" / "ignore").write_text(".idea/\n", encoding="utf-8")
-    (kit.checkout / ".idea").mkdir()
-    (kit.checkout / ".idea" / "workspace.xml").write_text("<project/>\n", encoding="utf-8")
+    put(tmp_path, {"xdg/git/ignore": ".idea/\n"})
+    put(kit.checkout, IDEA)
     return {"XDG_CONFIG_HOME": str(tmp_path / "xdg")}
 
 
 def global_excludes_file_setting(kit: Kit, tmp_path: Path) -> dict[str, str]:
     """The same folder, ignored by an excludes file the user's ~/.gitconfig names (core.excludesFile)."""
-    (tmp_path / "home").mkdir()
-    (tmp_path / "home" / "my-ignores").write_text(".idea/\n", encoding="utf-8")
-    (tmp_path / "home" / ".gitconfig").write_text("[core]\n\texcludesFile = ~/my-ignores\n", encoding="utf-8")
-    (kit.checkout / ".idea").mkdir()
-    (kit.checkout / ".idea" / "workspace.xml").write_text("<project/>\n", encoding="utf-8")
+    put(tmp_path, {"home/my-ignores": ".idea/\n", "home/.gitconfig": "[core]\n\texcludesFile = ~/my-ignores\n"})
+    put(kit.checkout, IDEA)
     return {"HOME": str(tmp_path / "home"), "XDG_CONFIG_HOME": str(tmp_path / "no-xdg")}
 
 
-def own_exclude(kit: Kit, _tmp: Path) -> None:
-    """A folder of notes the checkout's own .git/info/exclude ignores."""
-    with open(kit.checkout / ".git/info/exclude", "a", encoding="utf-8") as f:
-        f.write("notes/\n.venv/\n")
-    (kit.checkout / "notes").mkdir()
-    (kit.checkout / "notes" / "todo.txt").write_bytes(b"do not lose me\n")
-    (kit.checkout / ".venv").mkdir()
-    (kit.checkout / ".venv" / "pyvenv.cfg").write_bytes(b"home = /usr\n")
+OWN = {"notes/todo.txt": b"do not lose me\n", ".venv/pyvenv.cfg": b"home = /usr\n"}  # the checkout's exclude ignores
+EXCLUDE = ".git/info/exclude"
+own_exclude = steps({EXCLUDE: "notes/\n.venv/\n", **OWN})
+users_refs = steps(("branch", "keep", "HEAD~1"), ("tag", "mine", "HEAD~2"), ("notes", "add", "-m", "a note of mine"))
+HOOK = ".git/hooks/pre-push"
 
 
 def own_git_files(kit: Kit, _tmp: Path) -> None:
-    """An attributes line and a hook of the user's in the checkout's .git."""
-    (kit.checkout / ".git/info/attributes").write_text("*.bin binary\n", encoding="utf-8")
-    hook = kit.checkout / ".git/hooks/pre-push"
-    hook.write_text("#!/bin/sh\nexit 0\n", encoding="utf-8")
-    hook.chmod(0o755)
-
-
-def users_refs(kit: Kit, _tmp: Path) -> None:
-    kit.git("branch", "keep", "HEAD~1")
-    kit.git("tag", "mine", "HEAD~2")
-    kit.git("notes", "add", "-m", "a note of mine", "HEAD")
+    put(kit.checkout, {".git/info/attributes": "*.bin binary\n", HOOK: "#!/bin/sh\nexit 0\n"})
+    (kit.checkout / HOOK).chmod(0o755)
 
 
 def pin_changed_with(*setups: Setup) -> Setup:
-    def setup(kit: Kit, tmp_path: Path) -> dict[str, str] | None:
-        env: dict[str, str] = {}
-        for one in setups:
-            env |= one(kit, tmp_path) or {}
+    def setup(kit: Kit, tmp_path: Path) -> dict[str, str]:
+        env = {k: v for one in setups for k, v in (one(kit, tmp_path) or {}).items()}
         new_upstream(kit, tmp_path, {})
         return env
 
     return setup
-
-
-def stash(kit: Kit, _tmp: Path) -> None:
-    (kit.checkout / "vllm_omni/attn.py").write_text("half a thought\n", encoding="utf-8")
-    kit.git("stash", "-q")
 
 
 def worktree(kit: Kit, tmp_path: Path) -> None:
@@ -144,184 +127,139 @@ def worktree(kit: Kit, tmp_path: Path) -> None:
 
 def ignored_clash(kit: Kit, tmp_path: Path) -> None:
     """An ignored file of the user's whose name the new pin's tree also has."""
-    own_exclude(kit, tmp_path)
-    with open(kit.checkout / ".git/info/exclude", "a", encoding="utf-8") as f:
-        f.write("vllm_omni/extra.py\n")
-    (kit.checkout / "vllm_omni/extra.py").write_text("mine\n", encoding="utf-8")
-    from test_faults_apply import pin_files
-
+    put(kit.checkout, {EXCLUDE: "notes/\n.venv/\nvllm_omni/extra.py\n", **OWN, "vllm_omni/extra.py": "mine\n"})
     pin_files(kit, tmp_path, {"vllm_omni/extra.py": b"upstream's\n"})
 
 
-def config(key: str, value: str) -> Setup:
-    def setup(kit: Kit, _tmp: Path) -> None:
-        kit.git("config", key, value)
-
-    return setup
-
-
-def new_commit(kit: Kit, _tmp: Path) -> None:
-    commit_patch(kit.checkout, {"vllm_omni/extra.py": "x = 1\n"}, "[NPU] Extra", "extra")
-
-
-def merge(kit: Kit, _tmp: Path) -> None:
-    """A side branch off HEAD~1 with one patch commit, merged --no-ff into series (both with trailers)."""
-    kit.git("checkout", "-q", "-b", "side", "HEAD~1")
-    commit_patch(kit.checkout, {"vllm_omni/side.py": "y = 2\n"}, "[NPU] Side", "side")
-    kit.git("checkout", "-q", "series")
-    kit.git("merge", "-q", "--no-ff", "-m", "Merge side\n\nUpstream-Status: Pending\nKit-Patch: merged", "side")
-
-
-def odd_names(kit: Kit, _tmp: Path) -> None:
-    commit_patch(kit.checkout, {"vllm_omni/ü.py": "u = 1\n", "vllm_omni/a b.py": "s = 1\n",
-                                'vllm_omni/q"t.py': "q = 1\n", "vllm_omni/x b/c.py": "c = 1\n"},
-                 "[NPU] Odd names", "odd-names")  # fmt: skip
-    assert git_run(kit, "refresh") == 0
-
-
-def git_run(kit: Kit, *args: str) -> int:
-    proc = kit.run(*args)
-    assert "Traceback" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
-    return proc.returncode
+# a side branch off HEAD~1 with one patch commit, merged --no-ff into series (both with trailers)
+merge = steps(
+    ("checkout", "-q", "-b", "side", "HEAD~1"),
+    commit({"vllm_omni/side.py": "y = 2\n"}, "[NPU] Side\n\nWhy this change.", "side"),
+    ("checkout", "-q", "series"),
+    ("merge", "-q", "--no-ff", "-m", "Merge side\n\nUpstream-Status: Pending\nKit-Patch: merged", "side"),
+)
+ODD_NAMES = {"vllm_omni/ü.py": "u = 1\n", "vllm_omni/a b.py": "s = 1\n", 'vllm_omni/q"t.py': "q = 1\n",
+             "vllm_omni/x b/c.py": "c = 1\n"}  # fmt: skip
+odd_names = commit(ODD_NAMES, "[NPU] Odd names\n\nWhy this change.", "odd-names", "refresh")
 
 
 def crlf_file(lines: int) -> Setup:
+    script = {"tools/run.bat": b"".join(b"echo line %d\r\n" % i for i in range(lines))}
+    return commit(script, "[NPU] A CRLF script\n\nWhy.", "bat", "refresh")
+
+
+def sha_of(kit: Kit, slug: str) -> str:
+    return kit.git("log", "-1", "--format=%H", f"--grep=^Kit-Patch: {slug}$", "pristine..HEAD").strip()
+
+
+def fixup(slug: str, edits: dict[str, str], kind: str = "fixup", *, add: bool = False) -> Setup:
+    """`git commit --fixup=<commit>` (or --squash / --fixup=amend:) aimed at slug's commit; add: new files too."""
+
     def setup(kit: Kit, _tmp: Path) -> None:
-        path = kit.checkout / "tools" / "run.bat"
-        path.parent.mkdir()
-        path.write_bytes(b"".join(b"echo line %d\r\n" % i for i in range(lines)))
-        kit.git("add", "-A")
-        kit.git("commit", "-q", "-m", "[NPU] A CRLF script\n\nWhy.\n\nUpstream-Status: Pending\nKit-Patch: bat")
-        assert git_run(kit, "refresh") == 0
+        put(kit.checkout, edits)
+        if add:
+            kit.git("add", "-A")
+        target = sha_of(kit, slug)
+        option = {"fixup": f"--fixup={target}", "squash": f"--squash={target}", "amend": f"--fixup=amend:{target}"}
+        git("commit", "-qa", option[kind], *(["-m", "more"] if kind == "squash" else []), cwd=kit.checkout,
+            env={**AUTHOR, "GIT_EDITOR": "sed -i 's/^Why this change.$/Why, amended./'"})  # fmt: skip
 
     return setup
 
 
-def lookalike(body: str) -> Setup:
-    def setup(kit: Kit, _tmp: Path) -> None:
-        (kit.checkout / "vllm_omni/extra.py").write_text("x = 1\n", encoding="utf-8")
-        kit.git("add", "-A")
-        message = f"[NPU] Extra\n\n{body}\n\nUpstream-Status: Pending\nKit-Patch: extra\n"
-        kit.git("commit", "-q", "-m", message)
-
-    return setup
+PAUSED = ("rebase-merge", "rebase-apply", "MERGE_HEAD", "CHERRY_PICK_HEAD")
 
 
-def pristine_deleted(kit: Kit, _tmp: Path) -> None:
-    kit.git("tag", "-d", "pristine")
+def paused(kit: Kit) -> list[str]:
+    return [e for e in PAUSED if (kit.checkout / ".git" / e).exists()]
 
 
-def pristine_moved(kit: Kit, _tmp: Path) -> None:
-    kit.git("tag", "-f", "pristine", "HEAD~1")
+def config(key: str, value: str) -> Setup:
+    return steps(("config", key, value))
 
 
-def others_lock(name: str) -> Setup:
-    def setup(kit: Kit, _tmp: Path) -> None:
-        (kit.checkout / ".git" / name).write_text("", encoding="utf-8")
-
-    return setup
-
-
-def latin1_file(kit: Kit, _tmp: Path) -> None:
-    (kit.checkout / "vllm_omni/legacy.txt").write_bytes("caf\xe9\n".encode("latin-1"))
-    kit.git("add", "-A")
-    kit.git("commit", "-q", "-m", "[NPU] Legacy\n\nWhy.\n\nUpstream-Status: Pending\nKit-Patch: legacy")
-
-
-def rst_underline(kit: Kit, _tmp: Path) -> None:
-    commit_patch(kit.checkout, {"guides/npu.rst": "NPU\n=======\n\nHow to run it.\n"}, "[Doc] NPU page", "npu-doc")
-
-
-def dirty(kit: Kit, _tmp: Path) -> None:
-    (kit.checkout / "vllm_omni/attn.py").write_text("edited\n", encoding="utf-8")
-
-
-def coveragerc(kit: Kit, _tmp: Path) -> None:
-    (kit.checkout / ".coveragerc").write_text("[run]\nbranch = true\n", encoding="utf-8")
-
-
-def nothing(_kit: Kit, _tmp: Path) -> None:
-    return None
-
+pristine_deleted = steps(("tag", "-d", "pristine"))
+coveragerc = steps({".coveragerc": "[run]\nbranch = true\n"})
+KEPT_IGNORED = "kept 3 ignored file(s)/folder(s) of yours"
+index_lock = steps({".git/index.lock": ""})  # another git's lock
+signoff = config("format.signOff", "true")
+autocrlf = config("core.autocrlf", "true")
+stash = steps({"vllm_omni/attn.py": "half a thought\n"}, ("stash", "-q"))
+latin1_file = commit({"vllm_omni/legacy.txt": "caf\xe9\n".encode("latin-1")}, "[NPU] Legacy\n\nWhy.", "legacy")
+rst_underline = commit({"guides/npu.rst": "NPU\n=======\n\nHow to run it.\n"}, "[Doc] NPU page\n\nWhy.", "npu-doc")
+EXTRA = {"vllm_omni/extra.py": "x = 1\n"}
+lookalike_in_body = commit(EXTRA, "[NPU] Extra\n\nSee the doc.\nKit-Patch: x\nmore text.", "extra")
+lookalike_paragraph = commit(EXTRA, "[NPU] Extra\n\nKit-Patch: x", "extra")
+new_commit = commit(EXTRA, "[NPU] Extra\n\nWhy this change.", "extra")
 
 ROWS = [
     # 7: what the kit did not make, it keeps
-    Row("global-excludes-kept-by-apply", global_excludes, ("apply",), 0, "[3/3]"),
-    Row("global-excludes-kept-by-apply-force", global_excludes, ("apply", "--force"), 0, "[3/3]"),
-    Row("excludes-file-setting-kept-by-apply", global_excludes_file_setting, ("apply", "--force"), 0, "[3/3]"),
-    Row("excludes-file-setting-not-an-edit", global_excludes_file_setting, ("refresh",), 0, "patches/ unchanged"),
-    Row("own-exclude-kept-by-apply-force", own_exclude, ("apply", "--force"), 0, "[3/3]"),
-    Row("ignored-named-by-refresh", own_exclude, ("refresh",), 0, "git ignores in .work/vllm-omni are in no patch"),
-    Row("coveragerc-is-not-ignored", coveragerc, ("refresh",), 2, "uncommitted edits"),
-    Row("users-refs-kept-by-apply-force", users_refs, ("apply", "--force"), 0, "[3/3]"),
-    Row("pin-change-keeps-refs", pin_changed_with(users_refs), ("apply",), 0, "[3/3]"),
-    Row(
-        "pin-change-keeps-ignored",
-        pin_changed_with(own_exclude, global_excludes),
-        ("apply",),
-        0,
-        "kept 3 ignored file(s)/folder(s) of yours",
-    ),  # fmt: skip
-    Row("pin-change-keeps-git-files", pin_changed_with(own_git_files), ("apply",), 0, "[3/3]"),
-    Row("pin-change-refuses-stash", pin_changed_with(stash), ("apply",), 2, "holds 1 stash entry"),
-    Row("pin-change-refuses-worktree", pin_changed_with(worktree), ("apply",), 2, "work tree(s) of yours"),
-    Row("pin-change-refuses-ignored-clash", ignored_clash, ("apply",), 2, "vllm_omni/extra.py (ignored by git, yours)"),
+    Row("global-excludes-kept-by-apply", global_excludes, "apply", 0, "[3/3]"),
+    Row("global-excludes-kept-by-apply-force", global_excludes, "apply --force", 0, "[3/3]"),
+    Row("excludes-file-setting-kept-by-apply", global_excludes_file_setting, "apply --force", 0, "[3/3]"),
+    Row("excludes-file-setting-not-an-edit", global_excludes_file_setting, "refresh", 0, "patches/ unchanged"),
+    Row("own-exclude-kept-by-apply-force", own_exclude, "apply --force", 0, "[3/3]"),
+    Row("ignored-named-by-refresh", own_exclude, "refresh", 0, "git ignores in .work/vllm-omni are in no patch"),
+    Row("coveragerc-is-not-ignored", coveragerc, "refresh", 2, "uncommitted edits"),
+    Row("users-refs-kept-by-apply-force", users_refs, "apply --force", 0, "[3/3]"),
+    Row("pin-change-keeps-refs", pin_changed_with(users_refs), "apply", 0, "[3/3]"),
+    Row("pin-change-keeps-ignored", pin_changed_with(own_exclude, global_excludes), "apply", 0, KEPT_IGNORED),
+    Row("pin-change-keeps-git-files", pin_changed_with(own_git_files), "apply", 0, "[3/3]"),
+    Row("pin-change-refuses-stash", pin_changed_with(stash), "apply", 2, "holds 1 stash entry"),
+    Row("pin-change-refuses-worktree", pin_changed_with(worktree), "apply", 2, "work tree(s) of yours"),
+    Row("pin-change-refuses-ignored-clash", ignored_clash, "apply", 2, "vllm_omni/extra.py (ignored by git, yours)"),
     # 9: only the kit's settings shape what it writes
-    Row("config-format-signoff-refresh", config("format.signOff", "true"), ("refresh",), 2, "sets format.signoff"),
-    Row("config-diff-noprefix-refresh", config("diff.noprefix", "true"), ("refresh",), 2, "sets diff.noprefix"),
-    Row("config-autocrlf-apply", config("core.autocrlf", "true"), ("apply",), 2, "sets core.autocrlf"),
-    Row("config-autocrlf-apply-force", config("core.autocrlf", "true"), ("apply", "--force"), 2, "core.autocrlf"),
-    Row("config-gpgsign-refresh", config("commit.gpgsign", "true"), ("refresh",), 2, "sets commit.gpgsign"),
-    Row("config-encoding-lint", config("i18n.commitEncoding", "latin1"), ("lint",), 2, "i18n.commitencoding"),
-    Row("config-include-refresh", config("include.path", "/tmp/elsewhere"), ("refresh",), 2, "include.path"),
-    Row("config-am-threeway-apply", config("am.threeWay", "true"), ("apply",), 2, "sets am.threeway"),
-    Row("config-user-name-is-harmless", config("user.name", "Me Myself"), ("refresh",), 0, "patches/ unchanged"),
+    Row("config-format-signoff-refresh", signoff, "refresh", 2, "sets format.signoff"),
+    Row("config-diff-noprefix-refresh", config("diff.noprefix", "true"), "refresh", 2, "sets diff.noprefix"),
+    Row("config-autocrlf-apply", autocrlf, "apply", 2, "sets core.autocrlf"),
+    Row("config-autocrlf-apply-force", autocrlf, "apply --force", 2, "core.autocrlf"),
+    Row("config-gpgsign-refresh", config("commit.gpgsign", "true"), "refresh", 2, "sets commit.gpgsign"),
+    Row("config-encoding-lint", config("i18n.commitEncoding", "latin1"), "lint", 2, "i18n.commitencoding"),
+    Row("config-include-refresh", config("include.path", "/tmp/elsewhere"), "refresh", 2, "include.path"),
+    Row("config-am-threeway-apply", config("am.threeWay", "true"), "apply", 2, "sets am.threeway"),
+    Row("config-user-name-is-harmless", config("user.name", "Me Myself"), "refresh", 0, "patches/ unchanged"),
     # merges, names, contents, trailers
-    Row("merge-in-series", merge, ("refresh",), 2, "is a merge"),
-    Row("odd-names-refresh-again", odd_names, ("refresh",), 0, "patches/ unchanged"),
-    Row("crlf-file-60-lines-apply", crlf_file(60), ("apply",), 0, "[4/4]"),
-    Row("crlf-file-2-lines-refresh-again", crlf_file(2), ("refresh",), 0, "patches/ unchanged"),
-    Row(
-        "trailer-lookalike-in-body",
-        lookalike("See the doc.\nKit-Patch: x\nmore text."),
-        ("refresh",),
-        0,
-        "0004-extra.patch: new",
-        patches_kept=False,
-    ),  # fmt: skip
-    Row(
-        "trailer-lookalike-paragraph",
-        lookalike("Kit-Patch: x"),
-        ("refresh",),
-        0,
-        "0004-extra.patch: new",
-        patches_kept=False,
-    ),  # fmt: skip
-    Row("rst-underline-is-text", rst_underline, ("refresh",), 0, "0004-npu-doc.patch: new", patches_kept=False),
-    Row("latin1-file-refused-with-travelling-advice", latin1_file, ("refresh",), 2, "tree's own .gitattributes"),
+    Row("merge-in-series", merge, "refresh", 2, "is a merge"),
+    Row("odd-names-refresh-again", odd_names, "refresh", 0, "patches/ unchanged"),
+    Row("crlf-file-60-lines-apply", crlf_file(60), "apply", 0, "[4/4]"),
+    Row("crlf-file-2-lines-refresh-again", crlf_file(2), "refresh", 0, "patches/ unchanged"),
+    Row("trailer-lookalike-in-body", lookalike_in_body, "refresh", 0, "0004-extra.patch: new", patches_kept=False),
+    Row("trailer-lookalike-paragraph", lookalike_paragraph, "refresh", 0, "0004-extra.patch: new", False),
+    Row("rst-underline-is-text", rst_underline, "refresh", 0, "0004-npu-doc.patch: new", patches_kept=False),
+    Row("latin1-file-refused-with-travelling-advice", latin1_file, "refresh", 2, "tree's own .gitattributes"),
     # recovery
-    Row("pristine-deleted-apply", pristine_deleted, ("apply",), 2, "git -C .work/vllm-omni tag -f pristine"),
-    Row("pristine-deleted-refresh", pristine_deleted, ("refresh",), 2, "tag is gone or moved"),
-    Row("pristine-deleted-lint", pristine_deleted, ("lint",), 2, "tag is gone or moved"),
-    Row("pristine-moved-apply", pristine_moved, ("apply",), 2, "tag is gone or moved"),
-    Row("pristine-deleted-apply-force", pristine_deleted, ("apply", "--force"), 0, "[3/3]"),
-    Row("others-index-lock-refresh", others_lock("index.lock"), ("refresh",), 2, "another git is working"),
-    Row("others-index-lock-apply", others_lock("index.lock"), ("apply",), 2, "rm .work/vllm-omni/.git/index.lock"),
-    Row("others-index-lock-apply-force", others_lock("index.lock"), ("apply", "--force"), 2, "another git"),
-    Row("others-head-lock-lint", others_lock("HEAD.lock"), ("lint",), 2, "HEAD.lock exists"),
+    Row("pristine-deleted-apply", pristine_deleted, "apply", 2, "git -C .work/vllm-omni tag -f pristine"),
+    Row("pristine-deleted-refresh", pristine_deleted, "refresh", 2, "tag is gone or moved"),
+    Row("pristine-deleted-lint", pristine_deleted, "lint", 2, "tag is gone or moved"),
+    Row("pristine-moved-apply", steps(("tag", "-f", "pristine", "HEAD~1")), "apply", 2, "tag is gone or moved"),
+    Row("pristine-deleted-apply-force", pristine_deleted, "apply --force", 0, "[3/3]"),
+    Row("others-index-lock-refresh", index_lock, "refresh", 2, "another git is working"),
+    Row("others-index-lock-apply", index_lock, "apply", 2, "rm .work/vllm-omni/.git/index.lock"),
+    Row("others-index-lock-apply-force", index_lock, "apply --force", 2, "another git"),
+    Row("others-head-lock-lint", steps({".git/HEAD.lock": ""}), "lint", 2, "HEAD.lock exists"),
     # unclear cases, decided
-    Row("continue-and-abort", nothing, ("apply", "--continue", "--abort"), 2, "not allowed with argument"),
+    Row("continue-and-abort", steps(), "apply --continue --abort", 2, "not allowed with argument"),
 ]
 
 
 @pytest.mark.parametrize("row", ROWS, ids=[r.id for r in ROWS])
 def test_keeps_row(row: Row, kit3: Kit, tmp_path: Path) -> None:
-    run_row(kit3, row, tmp_path)
+    env = row.setup(kit3, tmp_path) or {}
+    before, kept = snapshot(kit3.patches), users_things(kit3)
+    proc = kit3.run(*row.args.split(), env=env)
+    if row.code:
+        one_line_error(proc, row.code, row.needle)
+    else:
+        out = proc.stdout + proc.stderr
+        assert proc.returncode == 0 and "Traceback" not in out and "kit: error:" not in out, out
+        assert row.needle in out, out
+    assert not row.patches_kept or snapshot(kit3.patches) == before
+    assert users_things(kit3) == kept, "something the user kept in the checkout is gone or changed"
     if row.id.startswith(("pristine-", "others-")) and row.code:
         assert state_of(kit3)["status"] == "applied", "a refused apply flipped the state"
     if row.id == "pin-change-keeps-git-files":
         assert (kit3.checkout / ".git/info/attributes").read_text(encoding="utf-8") == "*.bin binary\n"
-        assert os.access(kit3.checkout / ".git/hooks/pre-push", os.X_OK)
+        assert os.access(kit3.checkout / HOOK, os.X_OK)
     if row.id.startswith("others-"):
         assert list((kit3.checkout / ".git").glob("*.lock")), "the kit deleted another git's lock"
 
@@ -332,14 +270,14 @@ def test_odd_names_are_read_by_lint_and_readme(kit3: Kit) -> None:
     proc = kit3.run("lint")
     out = proc.stdout + proc.stderr
     assert proc.returncode == 1 and "Traceback" not in out, out  # findings (no SPDX header), not a crash
-    for name in ("vllm_omni/ü.py", "vllm_omni/a b.py", 'vllm_omni/q"t.py', "vllm_omni/x b/c.py"):
+    for name in ODD_NAMES:
         assert f"{name}:1: KIT003" in out, name
     readme = kit3.run("readme")
     assert readme.returncode == 0 and "odd-names" in readme.stdout, readme.stdout + readme.stderr
 
 
 def test_a_refused_apply_says_nothing_of_applying(kit3: Kit) -> None:
-    dirty(kit3, Path())
+    steps({"vllm_omni/attn.py": "edited\n"})(kit3, Path())
     proc = kit3.run("apply")
     one_line_error(proc, 2, "uncommitted edits")
     assert "applying" not in proc.stdout, proc.stdout
@@ -358,66 +296,52 @@ def test_pin_change_carries_refs_and_their_commits(kit3: Kit, tmp_path: Path) ->
 
 def test_checkout_config_changes_no_byte_once_removed(kit3: Kit) -> None:
     """The refusal's own fix works: after it, refresh of the unchanged checkout changes nothing."""
-    kit3.git("config", "format.signOff", "true")
-    proc = kit3.run("refresh")
-    one_line_error(proc, 2, "git -C .work/vllm-omni config --unset-all format.signoff")
+    signoff(kit3, Path())
+    one_line_error(kit3.run("refresh"), 2, "git -C .work/vllm-omni config --unset-all format.signoff")
     kit3.git("config", "--unset-all", "format.signoff")
     assert "patches/ unchanged" in kit3.run("refresh").stdout
 
 
-# ---- 8: a command works on the inputs it holds the lock for --------------------------------
+def popen(kit: Kit, *args: str, **options: object) -> subprocess.Popen[str]:
+    """`python -m scripts ARGS` started, not waited for; stdout and stderr piped unless options say otherwise."""
+    streams = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, **options}
+    return subprocess.Popen([sys.executable, "-m", "scripts", *args], cwd=kit.root, text=True,
+                            env={**os.environ, "CI": ""}, **streams)  # fmt: skip
 
 
+# ---- 8: a command works on the inputs it holds the lock for
 def test_an_apply_that_waited_for_a_refresh_applies_the_new_series(kit3: Kit) -> None:
     """apply started while the lock is held; the series changes meanwhile (as the refresh it waited for writes
     it); once it has the lock, apply must build the new series, not the one it would have read before."""
-    new_commit(kit3, Path())
-    assert kit3.run("refresh").returncode == 0
-    four = snapshot(kit3.patches)
-    series = (kit3.patches / "series").read_text(encoding="utf-8")
-    (kit3.patches / "series").write_text(series.replace("0004-extra.patch\n", ""), encoding="utf-8")
-    (kit3.patches / "0004-extra.patch").unlink()
-    assert kit3.run("apply", "--force").returncode == 0  # the checkout: three patches
-    lock = kit3.locks / f"{kit3.checkout.name}.lock"
-    with worklock.locked(lock, stamp="pid 4242 (kit refresh)", wait_s=0):
-        waiting = subprocess.Popen([sys.executable, "-m", "scripts", "apply"], cwd=kit3.root, text=True,
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                   env={**os.environ, "CI": ""})  # fmt: skip
-        assert waiting.stdout is not None
+    twin = clone(kit3, kit3.root.parent / "twin" / "kit")
+    new_commit(twin, Path())
+    twin.run("refresh", check=True)  # its patches/: what the refresh apply waits for writes
+    with worklock.locked(kit3.locks / f"{kit3.checkout.name}.lock", stamp="pid 4242 (kit refresh)", wait_s=0):
+        waiting = popen(kit3, "apply")
         assert "waiting for .work/vllm-omni" in waiting.stdout.readline()
-        for name, data in four.items():
-            (kit3.patches / name).write_bytes(data)
+        put(kit3.patches, snapshot(twin.patches))
     out, err = waiting.communicate(timeout=120)
     assert waiting.returncode == 0, out + err
     assert "[4/4]" in out and "0004-extra.patch" in out, out
     assert "Kit-Patch: extra" in kit3.git("log", "-1", "--format=%B")
 
 
-# ---- 10: output failures are output failures ----------------------------------------------------
-
-
-def spawn_refresh(kit: Kit, stdout: object, command: str = "refresh") -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "scripts", command], cwd=kit.root, text=True,
-                            stdout=stdout, stderr=subprocess.PIPE, env={**os.environ, "CI": ""})  # type: ignore[arg-type]  # fmt: skip
-
-
+# ---- 10: output failures are output failures
 @pytest.mark.parametrize("where", ["dev-full", "closed-pipe"])
 def test_an_output_failure_is_said_as_such_and_the_work_is_whole(kit3: Kit, where: str) -> None:
     new_commit(kit3, Path())
     if where == "dev-full":
         with open("/dev/full", "w", encoding="utf-8") as full:
-            proc = spawn_refresh(kit3, full)
+            proc = popen(kit3, "refresh", stdout=full)
             _, err = proc.communicate(timeout=120)
         said = "No space left on device on stdout"
     else:
-        proc = spawn_refresh(kit3, subprocess.PIPE)
-        assert proc.stdout is not None
+        proc = popen(kit3, "refresh")
         proc.stdout.close()  # the reader went away (`| head -0`)
-        err = proc.stderr.read() if proc.stderr else ""
-        proc.wait(timeout=120)
+        err = proc.stderr.read()
         said = "Broken pipe on stdout"
     lines = [line for line in err.splitlines() if line.strip()]
-    assert proc.returncode == 2 and len(lines) == 1, err
+    assert proc.wait(timeout=120) == 2 and len(lines) == 1, err
     assert said in lines[0] and "its work is done" in lines[0] and "free space" not in lines[0], lines[0]
     assert "0004-extra.patch" in (kit3.patches / "series").read_text(encoding="utf-8")
     assert "patches/ unchanged" in kit3.run("refresh").stdout  # the state recorded what patches/ holds
@@ -426,42 +350,24 @@ def test_an_output_failure_is_said_as_such_and_the_work_is_whole(kit3: Kit, wher
 def test_an_apply_into_a_full_stdout_finishes_its_work(kit3: Kit) -> None:
     """apply prints a line per patch as it goes: a full stdout must not stop it between two patches."""
     with open("/dev/full", "w", encoding="utf-8") as full:
-        proc = spawn_refresh(kit3, full, "apply")
+        proc = popen(kit3, "apply", stdout=full)
         _, err = proc.communicate(timeout=120)
     assert proc.returncode == 2 and "apply finished, but its output could not be written" in err, err
     assert state_of(kit3)["status"] == "applied"
     assert kit3.run("lint").returncode in (0, 1)  # the checkout is whole: lint works on it
 
 
-# ---- kill -9 of the whole process group, at drawn moments --------------------------------------
-
-
+# ---- kill -9 of the whole process group, at drawn moments
 @pytest.mark.parametrize("fraction", [0.1, 0.3, 0.5, 0.7, 0.9])
 def test_a_refresh_killed_outright_is_healed_by_the_next(kit3: Kit, fraction: float) -> None:
-    """refresh that folds a fixup (a rebase of its own) killed with SIGKILL, kit and gits at once, at a drawn
-    fraction of its run time: the next refresh undoes or records what it left (no paused rebase, no lock of
-    its own) and writes exactly what an uninterrupted refresh writes."""
-    target = kit3.git("log", "--format=%H", "-1", "--grep=Kit-Patch: fix-ten").strip()
-    rope = kit3.checkout / "vllm_omni/layers/rope.py"
-    rope.write_text(rope.read_text().replace("line 30\n", "line 30 changed\n"), encoding="utf-8")
-    kit3.git("commit", "-qa", f"--fixup={target}")
-    start, patches_before = kit3.git("rev-parse", "HEAD").strip(), snapshot(kit3.patches)
-    state_file = kit3.checkout / ".git/kit-state.json"
-    state_before = state_file.read_bytes()
-    command = [sys.executable, "-m", "scripts", "refresh"]
-    env = {**os.environ, "CI": ""}
+    """refresh folding a fixup (a rebase of its own), its process group SIGKILLed at a fraction of its run time: the
+    next refresh undoes or records what it left and writes exactly what an uninterrupted refresh writes."""
+    fixup("fix-ten", {ROPE: rope_with({10: "line 10 fixed", 20: "line 20 fixed", 30: "line 30 changed"})})(kit3, Path())
+    twin = clone(kit3, kit3.root.parent / "twin" / "kit")  # the same checkout, patches/ and state: refreshed whole
     started = time.monotonic()
-    assert subprocess.run(command, cwd=kit3.root, capture_output=True, env=env, check=False).returncode == 0
+    twin.spawn("refresh", check=True)
     took = time.monotonic() - started
-    done = snapshot(kit3.patches)
-    kit3.git("reset", "-q", "--hard", start)  # the same checkout, patches/ and state as before that refresh
-    for name in {*done, *patches_before}:
-        (kit3.patches / name).unlink(missing_ok=True)
-    for name, data in patches_before.items():
-        (kit3.patches / name).write_bytes(data)
-    state_file.write_bytes(state_before)
-    proc = subprocess.Popen(command, cwd=kit3.root, start_new_session=True, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, env=env)  # fmt: skip
+    proc = popen(kit3, "refresh", start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         proc.wait(timeout=fraction * took)
     except subprocess.TimeoutExpired:
@@ -470,17 +376,14 @@ def test_a_refresh_killed_outright_is_healed_by_the_next(kit3: Kit, fraction: fl
     after = kit3.run("refresh")
     out = after.stdout + after.stderr
     assert after.returncode == 0 and "Traceback" not in out, out
-    paused = [e for e in ("rebase-merge", "rebase-apply", "CHERRY_PICK_HEAD") if (kit3.checkout / ".git" / e).exists()]
-    assert not paused, paused
+    assert paused(kit3) == []
     assert not list((kit3.checkout / ".git").glob("*.lock"))
     assert not list((kit3.checkout / ".git").glob("kit-git-running.*"))
-    assert snapshot(kit3.patches) == done
+    assert snapshot(kit3.patches) == snapshot(twin.patches)
     assert "patches/ unchanged" in kit3.run("refresh").stdout
 
 
-# ---- pure parts ------------------------------------------------------------------------------
-
-
+# ---- pure parts
 @pytest.mark.parametrize(
     ("rest", "names"),
     [('"a/\\303\\274.py" "b/\\303\\274.py"', ("ü.py", "ü.py")), ("a/x b/c.py b/x b/c.py", ("x b/c.py", "x b/c.py")),

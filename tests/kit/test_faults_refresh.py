@@ -1,25 +1,22 @@
-"""The refresh side of the edit loop: every way a user can reshape the checkout's commits.
-
-Each row drives the real CLI on the small three-patch kit and asserts the contract:
-the exit code, one `kit: error:` line naming the thing and the fix, no traceback,
-patches/ byte-identical, the checkout's HEAD where the user left it, and no git
-operation left paused that the user did not start (DESIGN invariants 1, 2, 4, 6).
-"""
+"""The refresh side of the edit loop: every way a user can reshape the checkout's commits. Each row runs the real
+CLI on the three-patch kit: exit code, one error line, no traceback, patches/ byte-identical, HEAD where the user
+left it, no git operation left paused that the user did not start (DESIGN invariants 1, 2, 4, 6)."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import signal
 import subprocess
-import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import AUTHOR, Kit, commit_patch, rope_with
-from test_faults import Row, inject, one_line_error, snapshot
+from conftest import AUTHOR, Kit, rope_with
+from test_faults import inject, one_line_error, snapshot
+from test_faults_keeps import ATTN, ROPE, commit, fixup, paused, popen, put, sha_of, steps
 
+from scripts import gitcmd, signals
 from scripts.gitcmd import git
 from scripts.refresh import CONFLICT_MARKER, Commit, FoldError, first_difference, fold_of, plan_folds
 from scripts.series import with_one_identity
@@ -27,237 +24,166 @@ from scripts.series import with_one_identity
 Setup = Callable[[Kit, Path], object]
 
 
-PAUSED = ("rebase-merge", "rebase-apply", "MERGE_HEAD", "CHERRY_PICK_HEAD")
+def rebase_i(kit: Kit, todo_editor: str, *flags: str) -> None:
+    """The user's `git rebase -i pristine`, the todo edited by todo_editor, messages kept as git joins them."""
+    git("rebase", "-q", "-i", *flags, "pristine", cwd=kit.checkout,
+        env={**AUTHOR, "GIT_SEQUENCE_EDITOR": todo_editor, "GIT_EDITOR": "true"})  # fmt: skip
 
 
-def sha_of(kit: Kit, slug: str) -> str:
-    """The checkout's commit carrying Kit-Patch: slug."""
-    return kit.git("log", "-1", "--format=%H", f"--grep=^Kit-Patch: {slug}$", "pristine..HEAD").strip()
+def squash_0003_into_0002(kit: Kit, _tmp: Path) -> None:
+    rebase_i(kit, "sed -i '3s/^pick/squash/'")
 
 
-def commit_message(kit: Kit, message: str, edits: dict[str, str] | None = None, *flags: str) -> None:
-    """A commit whose message is exactly `message` (no cleanup), as a user's editor could leave it."""
-    for name, text in (edits or {}).items():
-        (kit.checkout / name).parent.mkdir(parents=True, exist_ok=True)
-        (kit.checkout / name).write_text(text, encoding="utf-8", newline="")
-    kit.git("add", "-A")
-    msg = kit.root / "msg.txt"
-    msg.write_bytes(message.encode())
-    kit.git("commit", "-q", "--cleanup=verbatim", "-F", str(msg), *flags)
-    msg.unlink()
+TRIPLE = {ATTN: "def attend(q):\n    return q * 3\n"}
+UNDONE = {"double-attn": {ATTN: "def attend(q):\n    return q\n"}, "twenty": {ROPE: rope_with({10: "line 10 fixed"})}}
+undo = {slug: fixup(slug, edits) for slug, edits in UNDONE.items()}  # a fixup that makes slug's patch empty
+EXTRA = {"vllm_omni/extra.py": "x = 1\n"}
+TRAILERS = "\n\nUpstream-Status: Pending\nKit-Patch: extra\n"
+fix_ten_again = fixup("fix-ten", {ROPE: rope_with({10: "line 10 fixed twice", 20: "line 20 fixed"})})
+# 0002 again, new files, and a fixup aimed at it by commit (it would apply anywhere)
+same_subject_patch = steps(
+    commit(EXTRA, "[NPU] Twenty\n\nWhy this change.", "twenty-again"),
+    fixup("twenty-again", {"vllm_omni/extra2.py": "x = 2\n"}, add=True),
+)
+# a fourth patch whose subject 0003's subject prefixes, and a fixup aimed at 0003 by commit
+prefix_subject_patch = steps(
+    commit(EXTRA, "[NPU] Double attention twice\n\nWhy this change.", "double-twice"), fixup("double-attn", TRIPLE)
+)
+fold_naming_nothing = steps(TRIPLE, ("commit", "-qam", "fixup! [NPU] Something else entirely"))
+EMPTY = ("commit", "-q", "--allow-empty", "-m")
+empty_commit_new_slug = steps((*EMPTY, "[NPU] Nothing yet\n\nUpstream-Status: Pending\nKit-Patch: later"))
+TWO_SLUGS = "[NPU] Nothing\n\nUpstream-Status: Pending\nKit-Patch: nothing-a\n\nUpstream-Status: Pending\n"
+empty_commit_two_slugs = steps((*EMPTY, TWO_SLUGS + "Kit-Patch: nothing-b"))
+# a fixup aimed at 0001 that edits 0002's line: it cannot move under 0001 without a conflict
+fold_conflicts_when_moved = fixup("fix-ten", {ROPE: rope_with({10: "line 10 fixed", 20: "line 20 fixed again"})})
+MARKERS = "a: 1\n<<<<<<< HEAD\nb: 2\n=======\nb: 3\n>>>>>>> theirs\n"
 
 
-def fixup(slug: str, edits: dict[str, str], kind: str = "fixup") -> Setup:
-    """`git commit --fixup=<commit>` (or --squash / --fixup=amend:) aimed at slug's commit."""
-
-    def setup(kit: Kit, _tmp: Path) -> None:
-        for name, text in edits.items():
-            (kit.checkout / name).write_text(text)
-        target = sha_of(kit, slug)
-        option = {"fixup": f"--fixup={target}", "squash": f"--squash={target}", "amend": f"--fixup=amend:{target}"}
-        git("commit", "-qa", option[kind], *(["-m", "more"] if kind == "squash" else []), cwd=kit.checkout,
-            env={**AUTHOR, "GIT_EDITOR": "sed -i 's/^Why this change.$/Why, amended./'"})  # fmt: skip
-
-    return setup
-
-
-def rebase_todo(sed: str) -> Setup:
-    """`git rebase -i pristine` with the todo edited by sed, messages kept as git joins them."""
-
-    def setup(kit: Kit, _tmp: Path) -> None:
-        git("rebase", "-q", "-i", "pristine", cwd=kit.checkout,
-            env={**AUTHOR, "GIT_SEQUENCE_EDITOR": f"sed -i '{sed}'", "GIT_EDITOR": "true"})  # fmt: skip
-
-    return setup
-
-
-SQUASH_0003_INTO_0002 = rebase_todo("3s/^pick/squash/")
-ATTN = "vllm_omni/attn.py"
-ROPE = "vllm_omni/layers/rope.py"
-PRISTINE_ATTN = "def attend(q):\n    return q\n"
-
-
-def same_subject_patch(kit: Kit, _tmp: Path) -> None:
-    """A fourth patch with 0002's subject, and a fixup aimed at it by commit (it would apply anywhere)."""
-    commit_patch(kit.checkout, {"vllm_omni/extra.py": "x = 1\n"}, "[NPU] Twenty", "twenty-again")
-    (kit.checkout / "vllm_omni/extra2.py").write_text("x = 2\n")
-    kit.git("add", "-A")
-    kit.git("commit", "-q", f"--fixup={sha_of(kit, 'twenty-again')}")
-
-
-def prefix_subject_patch(kit: Kit, _tmp: Path) -> None:
-    """A fourth patch whose subject 0003's subject prefixes, and a fixup aimed at 0003 by commit."""
-    commit_patch(kit.checkout, {"vllm_omni/extra.py": "x = 1\n"}, "[NPU] Double attention twice", "double-twice")
-    fixup("double-attn", {ATTN: "def attend(q):\n    return q * 3\n"})(kit, _tmp)
-
-
-def fold_naming_nothing(kit: Kit, _tmp: Path) -> None:
-    (kit.checkout / ATTN).write_text("def attend(q):\n    return q * 3\n")
-    kit.git("commit", "-qam", "fixup! [NPU] Something else entirely")
-
-
-def empty_commit_new_slug(kit: Kit, _tmp: Path) -> None:
-    kit.git("commit", "-q", "--allow-empty", "-m", "[NPU] Nothing yet\n\nUpstream-Status: Pending\nKit-Patch: later")
-
-
-def empty_commit_two_slugs(kit: Kit, _tmp: Path) -> None:
-    kit.git("commit", "-q", "--allow-empty", "-m",
-            "[NPU] Nothing\n\nUpstream-Status: Pending\nKit-Patch: nothing-a\n\nUpstream-Status: Pending\n"
-            "Kit-Patch: nothing-b")  # fmt: skip
-
-
-def marker_in(name: str, slug: str | None) -> Setup:
+def marker_in(name: str, slug: str | None = None) -> Setup:
     """A resolution committed with its conflict markers left in, as a fixup of slug or as a new patch."""
-    text = "a: 1\n<<<<<<< HEAD\nb: 2\n=======\nb: 3\n>>>>>>> theirs\n"
-
-    def setup(kit: Kit, _tmp: Path) -> None:
-        if slug is None:
-            commit_patch(kit.checkout, {name: text}, "[NPU] Config", "config")
-        else:
-            (kit.checkout / name).write_text(text)
-            kit.git("add", "-A")
-            kit.git("commit", "-q", f"--fixup={sha_of(kit, slug)}")
-
-    return setup
+    if slug:
+        return fixup(slug, {name: MARKERS}, add=True)
+    return commit({name: MARKERS}, "[NPU] Config\n\nWhy this change.", "config")
 
 
-def marker_in_binary_attributed(kit: Kit, _tmp: Path) -> None:
-    """Markers in a file .gitattributes calls binary: still refused (any file type)."""
-    marker_in("vllm_omni/table.cfg", None)(kit, _tmp)
-    (kit.checkout / ".gitattributes").write_text("*.cfg binary\n")
-    kit.git("add", "-A")
-    kit.git("commit", "-q", "--fixup", sha_of(kit, "config"))
-
-
-def marker_in_binary_file(kit: Kit, _tmp: Path) -> None:
-    """Markers in a file git calls binary (a NUL byte, invalid UTF-8): still refused."""
-    (kit.checkout / "vllm_omni/blob.bin").write_bytes(b"\x00\xff\n<<<<<<< HEAD\n\x01\n=======\n\x02\n>>>>>>> x\n")
-    commit_patch(kit.checkout, {}, "[NPU] Blob", "blob")
+# markers in a file .gitattributes calls binary, and in one git calls binary (a NUL byte, invalid UTF-8)
+marker_in_binary_attributed = steps(
+    marker_in("vllm_omni/table.cfg"), fixup("config", {".gitattributes": "*.cfg binary\n"}, add=True)
+)
+BLOB = {"vllm_omni/blob.bin": b"\x00\xff\n<<<<<<< HEAD\n\x01\n=======\n\x02\n>>>>>>> x\n"}
+marker_in_binary_file = commit(BLOB, "[NPU] Blob\n\nWhy this change.", "blob")
 
 
 def fold_naming_pristine(kit: Kit, _tmp: Path) -> None:
     """`fixup! <sha>` of a commit that is no patch (the pristine one)."""
-    (kit.checkout / ATTN).write_text("def attend(q):\n    return q * 3\n")
+    put(kit.checkout, TRIPLE)
     kit.git("commit", "-qam", f"fixup! {kit.git('rev-parse', 'pristine').strip()}")
 
 
-def message_patch(message: str) -> Setup:
-    def setup(kit: Kit, _tmp: Path) -> None:
-        commit_message(kit, message, {"vllm_omni/extra.py": "x = 1\n"})
-
-    return setup
+def message_patch(body: str) -> Setup:
+    """A new patch whose message is exactly body + TRAILERS (no cleanup), as a user's editor could leave it."""
+    return steps(EXTRA, ("add", "-A"), ("commit", "-q", "--cleanup=verbatim", "-m", body + TRAILERS))
 
 
-def trailers(slug: str = "extra") -> str:
-    return f"\n\nUpstream-Status: Pending\nKit-Patch: {slug}\n"
-
-
-def fold_conflicts_when_moved(kit: Kit, _tmp: Path) -> None:
-    """A fixup aimed at 0001 that edits 0002's line: it cannot move under 0001 without a conflict."""
-    (kit.checkout / ROPE).write_text(rope_with({10: "line 10 fixed", 20: "line 20 fixed again"}))
-    kit.git("commit", "-qa", f"--fixup={sha_of(kit, 'fix-ten')}")
-
-
-def hand_edited_patch(kit: Kit, _tmp: Path) -> None:
+def hand_edited_patch(kit: Kit, tmp_path: Path) -> None:
     path = kit.patches / "0003-double-attn.patch"
     path.write_text(path.read_text().replace("Why this change.", "Why this change, edited by hand."))
-    fixup("twenty", {ROPE: rope_with({10: "line 10 fixed", 20: "line 20 better"})})(kit, _tmp)
+    fixup("twenty", {ROPE: rope_with({10: "line 10 fixed", 20: "line 20 better"})})(kit, tmp_path)
 
 
 def pin_moved(kit: Kit, _tmp: Path) -> None:
     """The pin now names other bytes (another build of the same release)."""
-    pin = kit.patches / "upstream.toml"
-    text = pin.read_text()
-    pin.write_text(text.replace(text.split('sha256 = "')[1][:64], "0" * 64))
+    text = (kit.patches / "upstream.toml").read_text()
+    put(kit.patches, {"upstream.toml": text.replace(text.split('sha256 = "')[1][:64], "0" * 64)})
 
 
 def renamed_patch(kit: Kit, _tmp: Path) -> None:
     (kit.patches / "0002-twenty.patch").rename(kit.patches / "0002-my-twenty.patch")
-    series = kit.patches / "series"
-    series.write_text(series.read_text().replace("0002-twenty.patch", "0002-my-twenty.patch"))
+    series = (kit.patches / "series").read_text()
+    put(kit.patches, {"series": series.replace("0002-twenty.patch", "0002-my-twenty.patch")})
+
+
+@dataclass(frozen=True)
+class Row:
+    id: str
+    setup: Setup
+    needle: str  # in the one error line; every row exits 2
+    args: str = "refresh"
 
 
 ROWS = [
     # 1. a squash of two patches is named, with the one --drop that finishes it
-    Row("squash-two-patches", SQUASH_0003_INTO_0002, ("refresh",), 2,
+    Row("squash-two-patches", squash_0003_into_0002,
         "holds patches twenty and double-attn (a squash) -- keep one identity: nox -s refresh -- --drop double-attn"),
-    Row("squash-drop-both", SQUASH_0003_INTO_0002, ("refresh", "--drop", "twenty", "--drop", "double-attn"), 2,
-        "holds patches twenty and double-attn"),
-    Row("squash-not-lacking", SQUASH_0003_INTO_0002, ("refresh",), 2, "(keeps twenty, whose subject it has)"),
+    Row("squash-drop-both", squash_0003_into_0002, "holds patches twenty and double-attn",
+        "refresh --drop twenty --drop double-attn"),
+    Row("squash-not-lacking", squash_0003_into_0002, "(keeps twenty, whose subject it has)"),
     # 2. a patch that became empty: one line, one --drop, no paused rebase
-    Row("fixup-reverts-last-patch", fixup("double-attn", {ATTN: PRISTINE_ATTN}), ("refresh",), 2,
-        "patch double-attn became empty: commit"),
-    Row("fixup-reverts-middle-patch", fixup("twenty", {ROPE: rope_with({10: "line 10 fixed"})}), ("refresh",), 2,
-        "patch twenty became empty"),
-    Row("empty-fixup-the-drop-it-names", fixup("twenty", {ROPE: rope_with({10: "line 10 fixed"})}), ("refresh",), 2,
-        "-- leave it out: nox -s refresh -- --drop twenty"),
-    Row("allow-empty-commit", empty_commit_new_slug, ("refresh",), 2, "patch later became empty"),
-    Row("allow-empty-two-slugs", empty_commit_two_slugs, ("refresh",), 2,
-        "became empty: commit"),
-    Row("allow-empty-two-slugs-fix", empty_commit_two_slugs, ("refresh",), 2,
+    Row("fixup-reverts-last-patch", undo["double-attn"], "patch double-attn became empty: commit"),
+    Row("fixup-reverts-middle-patch", undo["twenty"], "patch twenty became empty"),
+    Row("empty-fixup-the-drop-it-names", undo["twenty"], "-- leave it out: nox -s refresh -- --drop twenty"),
+    Row("allow-empty-commit", empty_commit_new_slug, "patch later became empty"),
+    Row("allow-empty-two-slugs", empty_commit_two_slugs, "became empty: commit"),
+    Row("allow-empty-two-slugs-fix", empty_commit_two_slugs,
         "-- leave it out: nox -s refresh -- --drop nothing-a --drop nothing-b"),
     Row("drop-a-patch-still-held-with-content", fixup("twenty", {ROPE: rope_with({10: "line 10 fixed", 20: "x"})}),
-        ("refresh", "--drop", "twenty"), 2, "--drop twenty: the checkout still holds that patch"),
+        "--drop twenty: the checkout still holds that patch", "refresh --drop twenty"),
     # 4. aim: a fold lands where the user aimed it, by commit, or is refused
-    Row("fold-same-subject", same_subject_patch, ("refresh",), 2, "matches 2 patches by subject"),
-    Row("fold-same-subject-fix", same_subject_patch, ("refresh",), 2, "reword it to 'fixup! <commit>' with <commit> ="),
-    Row("fold-prefix-subject", prefix_subject_patch, ("refresh",), 2, "matches 2 patches by subject"),
-    Row("fold-names-nothing", fold_naming_nothing, ("refresh",), 2, "names no patch before it"),
-    Row("fold-names-no-patch-commit", fold_naming_pristine, ("refresh",), 2, "names no patch before it"),
-    Row("fold-conflicts-when-moved", fold_conflicts_when_moved, ("refresh",), 2,
+    Row("fold-same-subject", same_subject_patch, "matches 2 patches by subject"),
+    Row("fold-same-subject-fix", same_subject_patch, "reword it to 'fixup! <commit>' with <commit> ="),
+    Row("fold-prefix-subject", prefix_subject_patch, "matches 2 patches by subject"),
+    Row("fold-names-nothing", fold_naming_nothing, "names no patch before it"),
+    Row("fold-names-no-patch-commit", fold_naming_pristine, "names no patch before it"),
+    Row("fold-conflicts-when-moved", fold_conflicts_when_moved,
         "moving the folds under their patches conflicts in vllm_omni/layers/rope.py"),
     # 7. resolutions: no conflict marker is exported, whatever the file type
-    Row("marker-in-yaml-new-patch", marker_in("vllm_omni/deploy.yaml", None), ("refresh",), 2,
+    Row("marker-in-yaml-new-patch", marker_in("vllm_omni/deploy.yaml"),
         "leaves a conflict marker at vllm_omni/deploy.yaml:2"),
-    Row("marker-in-fixup", marker_in(ATTN, "double-attn"), ("refresh",), 2, "conflict marker at vllm_omni/attn.py:2"),
-    Row("marker-in-binary-attributed-file", marker_in_binary_attributed, ("refresh",), 2,
-        "conflict marker at vllm_omni/table.cfg:2"),
-    Row("marker-in-binary-file", marker_in_binary_file, ("refresh",), 2, "conflict marker at vllm_omni/blob.bin:2"),
-    Row("marker-in-text-file", marker_in("vllm_omni/NOTES.txt", None), ("refresh",), 2, "vllm_omni/NOTES.txt:2"),
+    Row("marker-in-fixup", marker_in(ATTN, "double-attn"), "conflict marker at vllm_omni/attn.py:2"),
+    Row("marker-in-binary-attributed-file", marker_in_binary_attributed, "conflict marker at vllm_omni/table.cfg:2"),
+    Row("marker-in-binary-file", marker_in_binary_file, "conflict marker at vllm_omni/blob.bin:2"),
+    Row("marker-in-text-file", marker_in("vllm_omni/NOTES.txt"), "vllm_omni/NOTES.txt:2"),
     # 5. round trip: what format-patch/am cannot carry is refused before writing, naming the line
-    Row("body-line-dashes", message_patch("[NPU] Extra\n\nWhy.\n---\nMore." + trailers()), ("refresh",), 2,
-        "message line 4 '---' comes back as ''"),
-    Row("body-line-diff", message_patch("[NPU] Extra\n\nWhy.\ndiff --git a/x b/x\nMore." + trailers()),
-        ("refresh",), 2, "message line 4 'diff --git a/x b/x' comes back as ''"),
-    Row("trailing-space", message_patch("[NPU] Extra\n\nWhy.  \nMore." + trailers()), ("refresh",), 2,
+    Row("body-line-dashes", message_patch("[NPU] Extra\n\nWhy.\n---\nMore."), "message line 4 '---' comes back as ''"),
+    Row("body-line-diff", message_patch("[NPU] Extra\n\nWhy.\ndiff --git a/x b/x\nMore."),
+        "message line 4 'diff --git a/x b/x' comes back as ''"),
+    Row("trailing-space", message_patch("[NPU] Extra\n\nWhy.  \nMore."),
         "message line 3 'Why.  ' comes back as 'Why.'"),
-    Row("carriage-return", message_patch("[NPU] Extra\n\nWhy.\r\nMore." + trailers()), ("refresh",), 2,
-        "message line 3 'Why.\\r' comes back as"),
-    Row("leading-blank-line", message_patch("\n[NPU] Extra\n\nWhy." + trailers()), ("refresh",), 2,
-        "message line 1 '' comes back as '[NPU] Extra'"),
+    Row("carriage-return", message_patch("[NPU] Extra\n\nWhy.\r\nMore."), "message line 3 'Why.\\r' comes back as"),
+    Row("leading-blank-line", message_patch("\n[NPU] Extra\n\nWhy."), "message line 1 '' comes back as '[NPU] Extra'"),
     # 8. provenance
-    Row("patches-edited-by-hand", hand_edited_patch, ("refresh",), 2,
+    Row("patches-edited-by-hand", hand_edited_patch,
         "does not match patches/ (differs in 0003-double-attn.patch) -- refresh would export it over other inputs"),
-    Row("pin-changed", pin_moved, ("refresh",), 2, "the pin is now vllm-omni 0.1.0 (wheel) 000000000000"),
+    Row("pin-changed", pin_moved, "the pin is now vllm-omni 0.1.0 (wheel) 000000000000"),
     # 6. a renamed patch file is refused at load, by refresh and apply alike
-    Row("renamed-patch-refresh", renamed_patch, ("refresh",), 2,
+    Row("renamed-patch-refresh", renamed_patch,
         "carries Kit-Patch: twenty, so its name is 0002-twenty.patch -- rename it back: git mv"),
-    Row("renamed-patch-apply", renamed_patch, ("apply",), 2, "so its name is 0002-twenty.patch"),
+    Row("renamed-patch-apply", renamed_patch, "so its name is 0002-twenty.patch", "apply"),
 ]  # fmt: skip
 
 
-def paused(kit: Kit) -> list[str]:
-    return [entry for entry in PAUSED if (kit.checkout / ".git" / entry).exists()]
+def as_found(kit: Kit) -> tuple[dict[str, bytes], str]:
+    return snapshot(kit.patches), kit.git("rev-parse", "HEAD")
+
+
+def left_as_found(kit: Kit, found: tuple[dict[str, bytes], str]) -> None:
+    """patches/ unwritten, HEAD where the user left it, no git operation of the kit's paused, no scratch tree."""
+    assert as_found(kit) == found
+    assert paused(kit) == [] and not (kit.root / ".work/.vllm-omni.roundtrip").exists()
+    assert len(kit.git("worktree", "list").splitlines()) == 1
 
 
 @pytest.mark.parametrize("row", ROWS, ids=[r.id for r in ROWS])
 def test_refresh_fault_row(row: Row, kit3: Kit, tmp_path: Path) -> None:
     row.setup(kit3, tmp_path)
-    before, head = snapshot(kit3.patches), kit3.git("rev-parse", "HEAD")
-    proc = kit3.run(*row.args, env=dict(row.env))
-    one_line_error(proc, row.code, row.needle)
-    assert snapshot(kit3.patches) == before  # nothing written
-    assert kit3.git("rev-parse", "HEAD") == head  # the checkout as the user left it
-    assert paused(kit3) == []  # no git operation the kit started is left paused
-    assert not (kit3.root / ".work/.vllm-omni.roundtrip").exists()
-    assert len(kit3.git("worktree", "list").splitlines()) == 1
+    found = as_found(kit3)
+    one_line_error(kit3.run(*row.args.split()), 2, row.needle)
+    left_as_found(kit3, found)
 
 
-# ---- the fixes the rows name do finish the job -----------------------------------------
-
-
+# ---- the fixes the rows name do finish the job
 def test_squash_then_the_named_drop_keeps_one_identity(kit3: Kit) -> None:
-    SQUASH_0003_INTO_0002(kit3, Path())
+    squash_0003_into_0002(kit3, Path())
     out = kit3.run("refresh", "--drop", "double-attn", check=True).stdout
     assert "0003-double-attn.patch: dropped" in out
     text = (kit3.patches / "0002-twenty.patch").read_text()
@@ -268,15 +194,14 @@ def test_squash_then_the_named_drop_keeps_one_identity(kit3: Kit) -> None:
 
 
 def test_squash_keeping_the_other_identity(kit3: Kit) -> None:
-    SQUASH_0003_INTO_0002(kit3, Path())
+    squash_0003_into_0002(kit3, Path())
     kit3.run("refresh", "--drop", "twenty", check=True)
     assert sorted(p.name for p in kit3.patches.glob("*.patch")) == ["0001-fix-ten.patch", "0002-double-attn.patch"]
 
 
 @pytest.mark.parametrize("slug", ["double-attn", "twenty"])
 def test_an_empty_patch_goes_with_the_named_drop(kit3: Kit, slug: str) -> None:
-    edits = {"double-attn": {ATTN: PRISTINE_ATTN}, "twenty": {ROPE: rope_with({10: "line 10 fixed"})}}[slug]
-    fixup(slug, edits)(kit3, Path())
+    undo[slug](kit3, Path())
     out = kit3.run("refresh", "--drop", slug, check=True).stdout
     assert "dropped" in out and not list(kit3.patches.glob(f"*-{slug}.patch"))
     assert len(kit3.git("rev-list", "pristine..HEAD").split()) == 2  # the checkout lost the empty commit too
@@ -304,8 +229,7 @@ def test_a_fold_named_by_commit_lands_there(kit3: Kit) -> None:
 def test_git_autosquash_alone_would_fold_into_the_wrong_patch(kit3: Kit) -> None:
     """Why the kit plans folds itself: git matches `fixup! <subject>` to the FIRST such subject, with exit 0."""
     same_subject_patch(kit3, Path())
-    git("rebase", "-q", "-i", "--autosquash", "pristine", cwd=kit3.checkout,
-        env={**AUTHOR, "GIT_SEQUENCE_EDITOR": "true", "GIT_EDITOR": "true"})  # fmt: skip
+    rebase_i(kit3, "true", "--autosquash")
     assert "extra2.py" in kit3.git("show", "--format=", "--name-only", sha_of(kit3, "twenty"))  # the wrong patch
 
 
@@ -321,8 +245,7 @@ def test_each_fold_kind_lands_in_its_patch(kit3: Kit, kind: str) -> None:
     assert "patches/ unchanged" in kit3.run("refresh", check=True).stdout
 
 
-# ---- round trip: an invariant over messages, not a list of cases ----------------------
-
+# ---- round trip: an invariant over messages, not a list of cases
 MESSAGES = [
     "[NPU] Extra\n\nWhy.\n---\nMore.",
     "[NPU] Extra\n\nWhy.\ndiff --git a/x b/x\nMore.",
@@ -341,8 +264,7 @@ MESSAGES = [
 def test_a_message_survives_the_loop_or_refresh_refuses(kit3: Kit, body: str) -> None:
     """Invariant 1: commit -> refresh -> apply -> commit gives the same message bytes, or refresh refuses
     naming the commit and the line, and writes nothing."""
-    message = body + trailers()
-    commit_message(kit3, message, {"vllm_omni/extra.py": "x = 1\n"})
+    message_patch(body)(kit3, Path())
     before = snapshot(kit3.patches)
     proc = kit3.run("refresh")
     if proc.returncode != 0:
@@ -350,12 +272,10 @@ def test_a_message_survives_the_loop_or_refresh_refuses(kit3: Kit, body: str) ->
         assert "commit " in proc.stderr and snapshot(kit3.patches) == before
         return
     kit3.run("apply", check=True)
-    got = kit3.git("cat-file", "commit", "HEAD").split("\n\n", 1)[1]
-    assert got == message
+    assert kit3.git("cat-file", "commit", "HEAD").split("\n\n", 1)[1] == body + TRAILERS
 
 
-# ---- endings: a signal while the kit's rebase is paused or its scratch tree exists ------
-
+# ---- endings: a signal while the kit's rebase is paused or its scratch tree exists
 PAUSE_THE_REBASE = """
 import scripts.gitcmd as g
 real = g.run
@@ -383,37 +303,31 @@ g.am = am
 @pytest.mark.parametrize("sig", ["INT", "TERM", "HUP", "QUIT"])
 @pytest.mark.parametrize("where", ["paused-rebase", "round-trip"])
 def test_a_signal_undoes_the_kits_steps_and_says_so(kit3: Kit, sig: str, where: str) -> None:
-    fixup("fix-ten", {ROPE: rope_with({10: "line 10 fixed twice", 20: "line 20 fixed"})})(kit3, Path())
-    before, head = snapshot(kit3.patches), kit3.git("rev-parse", "HEAD")
+    fix_ten_again(kit3, Path())
+    found = as_found(kit3)
     code = (PAUSE_THE_REBASE if where == "paused-rebase" else SIGNAL_IN_ROUND_TRIP) % sig
     proc = inject(kit3, code, "refresh")
     one_line_error(proc, 130, f"refresh interrupted by SIG{sig}: the kit undid its own steps")
     assert "run nox -s refresh again" in proc.stderr
-    assert snapshot(kit3.patches) == before and kit3.git("rev-parse", "HEAD") == head
-    assert paused(kit3) == [] and not (kit3.root / ".work/.vllm-omni.roundtrip").exists()
-    assert len(kit3.git("worktree", "list").splitlines()) == 1
+    left_as_found(kit3, found)
     assert "0001-fix-ten.patch: updated" in kit3.run("refresh", check=True).stdout  # and running again works
 
 
 def test_real_ctrl_c_leaves_no_rebase(kit3: Kit) -> None:
     """A real SIGINT, wherever it lands: refresh finished, or it undid its steps; nothing is ever left paused."""
-    fixup("fix-ten", {ROPE: rope_with({10: "line 10 fixed twice", 20: "line 20 fixed"})})(kit3, Path())
-    before, head = snapshot(kit3.patches), kit3.git("rev-parse", "HEAD")
-    proc = subprocess.Popen([sys.executable, "-m", "scripts", "refresh"], cwd=kit3.root, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "CI": ""})  # fmt: skip
-    assert proc.stdout is not None
+    fix_ten_again(kit3, Path())
+    found = as_found(kit3)
+    proc = popen(kit3, "refresh")
     proc.stdout.readline()  # "folded ...": the replay is done, the checks and the round trip are under way
     proc.send_signal(signal.SIGINT)
     _out, err = proc.communicate(timeout=60)
     assert "Traceback" not in err and paused(kit3) == []
     if "undid its own steps" in err:
-        assert kit3.git("rev-parse", "HEAD") == head and snapshot(kit3.patches) == before
+        assert as_found(kit3) == found
     assert kit3.run("refresh").returncode == 0
 
 
-# ---- the pure parts, case by case ------------------------------------------------------
-
-
+# ---- the pure parts, case by case
 @pytest.mark.parametrize(
     ("subject", "fold"),
     [
@@ -427,28 +341,25 @@ def test_fold_of_reads_the_kind_and_the_name(subject: str, fold: tuple[str, str]
     assert fold_of(subject) == fold
 
 
-def commit(sha: str, message: str) -> Commit:
+def a_commit(sha: str, message: str) -> Commit:
     return Commit(sha, "t" + sha, "", ("a", "a@b", "0 +0000"), message)
 
 
 def test_plan_folds_follows_the_commit_named_not_the_first_subject() -> None:
-    a, b = commit("a" * 40, "[NPU] Same\n"), commit("b" * 40, "[NPU] Same\n")
-    by_commit = commit("c" * 40, f"fixup! {'b' * 12}\n")
-    chained = commit("d" * 40, f"fixup! {'c' * 12}\n")  # a fold of the fold goes where that fold went
+    a, b = a_commit("a" * 40, "[NPU] Same\n"), a_commit("b" * 40, "[NPU] Same\n")
+    by_commit = a_commit("c" * 40, f"fixup! {'b' * 12}\n")
+    chained = a_commit("d" * 40, f"fixup! {'c' * 12}\n")  # a fold of the fold goes where that fold went
     groups = plan_folds([a, b, by_commit, chained])
     assert [(g.patch.sha[0], [c.sha[0] for _, c in g.folds]) for g in groups] == [("a", []), ("b", ["c", "d"])]
     with pytest.raises(FoldError, match="matches 2 patches by subject"):
-        plan_folds([a, b, commit("e" * 40, "fixup! [NPU] Same\n")])
+        plan_folds([a, b, a_commit("e" * 40, "fixup! [NPU] Same\n")])
 
 
 def test_with_one_identity_keeps_both_texts_and_one_trailer_block() -> None:
-    squash = (
-        "[NPU] A\n\nWhy A.\n\nUpstream-Status: Pending\nKit-Patch: a\n\n"
-        "[NPU] B\n\nWhy B.\n\nUpstream-Status: Submitted [https://x/1]\nKit-Patch: b\n"
-    )
-    assert with_one_identity(squash, "b") == (
-        "[NPU] A\n\nWhy A.\n\n[NPU] B\n\nWhy B.\n\nUpstream-Status: Submitted [https://x/1]\nKit-Patch: b\n"
-    )
+    a, b = "[NPU] A\n\nWhy A.\n\n", "[NPU] B\n\nWhy B.\n\n"
+    b_trailers = "Upstream-Status: Submitted [https://x/1]\nKit-Patch: b\n"
+    squash = a + "Upstream-Status: Pending\nKit-Patch: a\n\n" + b + b_trailers
+    assert with_one_identity(squash, "b") == a + b + b_trailers
     assert with_one_identity(squash, "a").endswith("\n\nUpstream-Status: Pending\nKit-Patch: a\n")
 
 
@@ -471,7 +382,7 @@ def test_first_difference_names_the_line() -> None:
 def test_a_scratch_worktree_a_signal_left_locked_does_not_block_the_next_refresh(kit3: Kit) -> None:
     """Found by the edit-loop model: Ctrl-C inside refresh's `git worktree add` left the round trip's scratch
     worktree registered and locked; every later refresh then failed on `is a missing but locked worktree`."""
-    fixup("double-attn", {ATTN: "def attend(q):\n    return q * 3\n"})(kit3, Path())
+    fixup("double-attn", TRIPLE)(kit3, Path())
     scratch = kit3.checkout.with_name(f".{kit3.checkout.name}.roundtrip")
     kit3.git("worktree", "add", "-q", "--detach", str(scratch), "pristine")
     kit3.git("worktree", "lock", str(scratch))
@@ -485,21 +396,18 @@ def test_no_process_starts_while_refresh_holds_the_signals(kit3: Kit, monkeypatc
     """Ctrl-C goes to the whole process group: a git started while refresh swaps patches/ in and records the
     state would die of it, leaving patches/ new and the state old (the edit-loop model found it). So nothing
     in that stretch starts a process."""
-    import scripts.gitcmd
-    from scripts import signals
-
     started: list[list[str]] = []
-    real_spawn = scripts.gitcmd.spawn
+    real_spawn = gitcmd.spawn
 
     def spawn(argv: list[str], *args: object, **kwargs: object) -> subprocess.CompletedProcess[bytes]:
         if signals.holding():
             started.append(argv)
         return real_spawn(argv, *args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(scripts.gitcmd, "spawn", spawn)
-    fixup("fix-ten", {ROPE: rope_with({10: "line 10 fixed twice", 20: "line 20 fixed"})})(kit3, Path())
+    monkeypatch.setattr(gitcmd, "spawn", spawn)
+    fix_ten_again(kit3, Path())
     assert "0001-fix-ten.patch: updated" in kit3.run("refresh", check=True).stdout
     assert not signals.holding() and started == []
     with signals.held():  # the check bites: a git run inside the held stretch is seen
-        scripts.gitcmd.git("rev-parse", "HEAD", cwd=kit3.checkout)
+        git("rev-parse", "HEAD", cwd=kit3.checkout)
     assert len(started) == 1 and started[0][-2:] == ["rev-parse", "HEAD"]

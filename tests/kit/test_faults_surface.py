@@ -1,11 +1,7 @@
 """The fault table of the kit's surface: e2e, pr, lint and the front door.
 
-Each row drives the real CLI (`python -m scripts ...`) on a small upstream with three
-patches applied and asserts the contract: the exit code, exactly one `kit: error:` line
-naming the thing and the fix, no traceback, nothing lost (patches/ byte-identical) and
-nothing made (no .work/pr, no pr/ branch, no evidence folder, no card lock). The
-e2e's option rows come from the rule table itself (see test_e2e_options.py for every
-option); the signal rows end a real e2e whose server is a real process.
+test_faults' contract (exit code, one line, no traceback, patches/ byte-identical), and nothing made (no .work/pr,
+no pr/ branch, no evidence folder). The signal rows end a real e2e whose server is a real process.
 """
 
 from __future__ import annotations
@@ -23,8 +19,20 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import Kit, free_port, live_pids
-from test_faults import Row, interrupted_apply, new_upstream, one_line_error, snapshot
+from conftest import AUTHOR, Kit, free_port, live_pids
+from test_faults import (
+    Row,
+    finished,
+    inject,
+    interrupted_apply,
+    moved,
+    one_line_error,
+    popen,
+    put,
+    replaced,
+    run_row,
+    snapshot,
+)
 
 from scripts import signals
 from scripts.gitcmd import git
@@ -32,25 +40,13 @@ from scripts.pr import onto
 
 RUFF = shutil.which("ruff", path=str(Path(sys.executable).parent)) or "ruff"
 # The user's git identity for pr (it signs off with it), given as git's own environment configuration.
-IDENTITY = (("GIT_CONFIG_COUNT", "2"), ("GIT_CONFIG_KEY_0", "user.name"), ("GIT_CONFIG_VALUE_0", "Ada Lovelace"),
-            ("GIT_CONFIG_KEY_1", "user.email"), ("GIT_CONFIG_VALUE_1", "ada@example.org"))  # fmt: skip
+IDENTITY = {"GIT_CONFIG_COUNT": "2", "GIT_CONFIG_KEY_0": "user.name", "GIT_CONFIG_VALUE_0": "Ada Lovelace"}
+IDENTITY |= {"GIT_CONFIG_KEY_1": "user.email", "GIT_CONFIG_VALUE_1": "ada@example.org"}
 
 
-def nothing(_kit: Kit, _tmp: Path) -> None:
-    return None
-
-
-def patch_edited(kit: Kit, _tmp: Path) -> None:
-    """patches/ changed after the last apply: the checkout is no longer built from the series."""
-    path = kit.patches / "0003-double-attn.patch"
-    path.write_text(path.read_text().replace("Why this change.", "Why this change, said better."))
-
-
-def pin_moved(kit: Kit, tmp_path: Path) -> None:
-    """The pin names another release than the one the checkout was built from."""
-    new_upstream(kit, tmp_path, {19: "line 19 upstream"})
-
-
+# patches/ changed after the last apply: the checkout is no longer built from the series.
+PATCH_EDITED = replaced("patches/0003-double-attn.patch", b"Why this change.", b"Why this change, said better.")
+PIN_MOVED = moved({19: "line 19 upstream"})  # another release than the one the checkout was built from
 COVER = "[NPU] Attend on Ascend\n\nWhy the series.\n\n## Notes for reviewers\n\n- none\n"
 
 
@@ -64,76 +60,76 @@ def for_pr(setup: Callable[[Kit, Path], None]) -> Callable[[Kit, Path], None]:
     return both
 
 
-def e2e(*args: str) -> tuple[str, ...]:
-    return ("e2e", "--standin", *args)
+PR = ("pr", "--ruff", RUFF)  # a tuple: RUFF is a path
+
+
+E2E = "e2e --standin"
 
 
 ROWS = [
     # measured: option values that crashed or started a server first; every one stops before anything starts
-    Row("e2e-port-out-of-range", nothing, e2e("--port", "70000"), 2, "--port '70000' is not an integer from 1"),
-    Row("e2e-port-not-a-number", nothing, e2e("--port", "abc"), 2, "--port 'abc' is not an integer"),
-    Row("e2e-chunks-fraction", nothing, e2e("--chunks", "8.5"), 2, "--chunks '8.5' is not an integer >= 1"),
-    Row("e2e-width-negative", nothing, e2e("--width", "-64"), 2, "--width '-64' is not an integer multiple of 16"),
-    Row("e2e-width-zero", nothing, e2e("--width", "0"), 2, "pass --width an integer multiple of 16"),
-    Row("e2e-fps-zero", nothing, e2e("--fps", "0"), 2, "--fps '0' is not an integer from 1"),
+    Row("e2e-port-out-of-range", f"{E2E} --port 70000", "--port '70000' is not an integer from 1"),
+    Row("e2e-port-not-a-number", f"{E2E} --port abc", "--port 'abc' is not an integer"),
+    Row("e2e-chunks-fraction", f"{E2E} --chunks 8.5", "--chunks '8.5' is not an integer >= 1"),
+    Row("e2e-width-negative", f"{E2E} --width -64", "--width '-64' is not an integer multiple of 16"),
+    Row("e2e-width-zero", f"{E2E} --width 0", "pass --width an integer multiple of 16"),
+    Row("e2e-fps-zero", f"{E2E} --fps 0", "--fps '0' is not an integer from 1"),
     # the kit's own, from the same rules
-    Row("e2e-height-not-a-multiple", nothing, e2e("--height", "100"), 2, "the model works on 16-pixel patches"),
-    Row("e2e-timeout-nan", nothing, e2e("--health-timeout-s", "nan"), 2, "--health-timeout-s 'nan' is not a number"),
-    Row("e2e-lock-wait-infinite", nothing, e2e("--lock-wait-s", "1e309"), 2, "--lock-wait-s '1e309'"),
-    Row("e2e-band-env-inverted", nothing, e2e(), 2, "KIT_E2E_BAND: band '3167:2865' is not LO:HI",
-        (("KIT_E2E_BAND", "3167:2865"),)),
-    Row("e2e-cards-env-unclear", nothing, ("e2e",), 2, "KIT_E2E_CARDS: card list 'maybe' is not a comma-separated",
-        (("KIT_E2E_CARDS", "maybe"),)),
-    Row("e2e-client-unknown", nothing, e2e("--client", "mine"), 2, "--client 'mine' is not one of auto, upstream, kit"),
-    Row("e2e-abbreviated-flag", nothing, e2e("--chunk", "4"), 2, "unrecognized arguments: --chunk"),
-    Row("e2e-no-steady-chunk", nothing, e2e("--chunks", "4", "--warmup-chunks", "6"), 2,
-        "--chunks 4 leaves no steady chunk after --warmup-chunks 6"),
-    Row("e2e-server-url-not-ws", nothing, ("e2e", "--server-url", "http://h:1"), 2, "--server-url: server URL 'http://h:1'"),
+    Row("e2e-height-not-a-multiple", f"{E2E} --height 100", "the model works on 16-pixel patches"),
+    Row("e2e-timeout-nan", f"{E2E} --health-timeout-s nan", "--health-timeout-s 'nan' is not a number"),
+    Row("e2e-lock-wait-infinite", f"{E2E} --lock-wait-s 1e309", "--lock-wait-s '1e309'"),
+    Row("e2e-band-env-inverted", E2E, "KIT_E2E_BAND: band '3167:2865' is not LO:HI", env={"KIT_E2E_BAND": "3167:2865"}),
+    Row(
+        "e2e-cards-env-unclear",
+        "e2e",
+        "KIT_E2E_CARDS: card list 'maybe' is not a comma-separated",
+        env={"KIT_E2E_CARDS": "maybe"},
+    ),
+    Row("e2e-client-unknown", f"{E2E} --client mine", "--client 'mine' is not one of auto, upstream, kit"),
+    Row("e2e-abbreviated-flag", f"{E2E} --chunk 4", "unrecognized arguments: --chunk"),
+    Row(
+        "e2e-no-steady-chunk",
+        f"{E2E} --chunks 4 --warmup-chunks 6",
+        "--chunks 4 leaves no steady chunk after --warmup-chunks 6",
+    ),
+    Row("e2e-server-url-not-ws", "e2e --server-url http://h:1", "--server-url: server URL 'http://h:1'"),
     # provenance: the checkout must be exactly the pin plus the series
-    Row("e2e-patches-edited", patch_edited, e2e(), 2, "does not match patches/ (differs in 0003-double-attn.patch)"),
-    Row("e2e-pin-moved", pin_moved, e2e(), 2, "the pin is now vllm-omni 0.2.0"),
-    Row("e2e-interrupted-apply", interrupted_apply, e2e(), 2, "an apply was interrupted"),
-    Row("pr-patches-edited", for_pr(patch_edited), ("pr", "--ruff", RUFF), 2, "does not match patches/", IDENTITY),
-    Row("pr-pin-moved", for_pr(pin_moved), ("pr", "--ruff", RUFF), 2, "the pin is now vllm-omni 0.2.0", IDENTITY),
-    Row("pr-interrupted-apply", for_pr(interrupted_apply), ("pr", "--ruff", RUFF), 2, "an apply was interrupted",
-        IDENTITY),
+    Row("e2e-patches-edited", E2E, "does not match patches/ (differs in 0003-double-attn.patch)", PATCH_EDITED),
+    Row("e2e-pin-moved", E2E, "the pin is now vllm-omni 0.2.0", PIN_MOVED),
+    Row("e2e-interrupted-apply", E2E, "an apply was interrupted", interrupted_apply),
+    Row("pr-patches-edited", PR, "does not match patches/", for_pr(PATCH_EDITED), env=IDENTITY),
+    Row("pr-pin-moved", PR, "the pin is now vllm-omni 0.2.0", for_pr(PIN_MOVED), env=IDENTITY),
+    Row("pr-interrupted-apply", PR, "an apply was interrupted", for_pr(interrupted_apply), env=IDENTITY),
     # --ruff: resolved once from the caller's folder
-    Row("lint-ruff-relative-missing", nothing, ("lint", "--ruff", ".venv/bin/ruff"), 2,
-        "--ruff .venv/bin/ruff: no executable file at"),
-    Row("lint-ruff-not-on-path", nothing, ("lint", "--ruff", "no-such-ruff"), 2, "--ruff no-such-ruff: not found"),
-    Row("lint-ruff-is-not-ruff", nothing, ("lint", "--ruff", "true"), 2, "true is not ruff"),
-    Row("pr-ruff-relative-missing", nothing, ("pr", "--ruff", "bin/ruff"), 2, "--ruff bin/ruff: no executable file",
-        IDENTITY),
+    Row("lint-ruff-relative-missing", "lint --ruff .venv/bin/ruff", "--ruff .venv/bin/ruff: no executable file at"),
+    Row("lint-ruff-not-on-path", "lint --ruff no-such-ruff", "--ruff no-such-ruff: not found"),
+    Row("lint-ruff-is-not-ruff", "lint --ruff true", "true is not ruff"),
+    Row("pr-ruff-relative-missing", "pr --ruff bin/ruff", "--ruff bin/ruff: no executable file", env=IDENTITY),
     # the front door: usage errors are the kit's one line too
-    Row("no-command", nothing, (), 2, "the following arguments are required: COMMAND"),
-    Row("unknown-command", nothing, ("lnit",), 2, "invalid choice: 'lnit'"),
-    Row("unknown-flag", nothing, ("lint", "--fast"), 2, "unrecognized arguments: --fast"),
-    Row("flag-without-value", nothing, ("lint", "--ruff"), 2, "argument --ruff: expected one argument"),
+    Row("no-command", "", "the following arguments are required: COMMAND"),
+    Row("unknown-command", "lnit", "invalid choice: 'lnit'"),
+    Row("unknown-flag", "lint --fast", "unrecognized arguments: --fast"),
+    Row("flag-without-value", "lint --ruff", "argument --ruff: expected one argument"),
     # --open without gh: refused before anything is made or pushed, with the command to run later
-    Row("pr-open-without-gh", for_pr(nothing),
-        ("pr", "--ruff", RUFF, "--onto", "https://example.invalid/vllm-omni", "main", "--push-to",
-         "https://example.invalid/fork", "--open"), 2, "after the push, run: gh pr create --repo ",
-        (*IDENTITY, ("PATH", f"{Path(sys.executable).parent}:/usr/bin:/bin"))),
-]  # fmt: skip
-
-
-def made_nothing(kit: Kit, before: dict[str, bytes]) -> None:
-    assert snapshot(kit.patches) == before  # nothing lost, nothing recorded (revisions.toml included)
-    assert not (kit.root / ".work/pr").exists() and not (kit.root / ".work/evidence").exists()
-    if (kit.checkout / ".git").is_dir():
-        assert kit.git("branch", "--list", "pr/*").strip() == ""
+    Row(
+        "pr-open-without-gh",
+        (*PR, *"--onto https://example.invalid/vllm-omni main --push-to https://example.invalid/fork --open".split()),
+        "after the push, run: gh pr create --repo ",
+        put("patches/cover.md", COVER.encode()),
+        env={**IDENTITY, "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin"},
+    ),
+]
 
 
 @pytest.mark.parametrize("row", ROWS, ids=[r.id for r in ROWS])
-def test_surface_fault_row(row: Row, kit3: Kit, tmp_path: Path) -> None:  # noqa: F811 -- the fixture
-    row.setup(kit3, tmp_path)
-    before = snapshot(kit3.patches)
+def test_surface_fault_row(row: Row, kit3: Kit, tmp_path: Path) -> None:
     started = time.monotonic()
-    proc = kit3.run(*row.args, env=dict(row.env))
-    one_line_error(proc, row.code, row.needle)
-    made_nothing(kit3, before)
-    if row.args[:1] == ("e2e",):
-        assert time.monotonic() - started < 30  # refused up front: no server start (~40 s) came first
+    run_row(kit3, row, tmp_path)  # patches/ byte-identical: nothing recorded (revisions.toml included)
+    assert not (kit3.root / ".work/pr").exists() and not (kit3.root / ".work/evidence").exists()
+    if (kit3.checkout / ".git").is_dir():
+        assert kit3.git("branch", "--list", "pr/*").strip() == ""
+    if row.argv[:1] == ("e2e",):  # refused up front: no server start (~40 s) came first (the row's setup included)
+        assert time.monotonic() - started < 30
 
 
 # ---- git's real reason for a failed push ---------------------------------------------
@@ -144,12 +140,8 @@ def failed_push(tmp_path: Path, target: str, refspec: str = "main:refs/heads/mai
     if not repo.exists():
         repo.mkdir()
         git("init", "-q", "-b", "main", cwd=repo)
-        git("commit", "-q", "--allow-empty", "-m", "one", cwd=repo, env=IDENTITY_AUTHOR)
+        git("commit", "-q", "--allow-empty", "-m", "one", cwd=repo, env=AUTHOR)
     return subprocess.run(["git", "push", "--porcelain", target, refspec], cwd=repo, capture_output=True, text=True)
-
-
-IDENTITY_AUTHOR = {"GIT_AUTHOR_NAME": "A", "GIT_AUTHOR_EMAIL": "a@x", "GIT_COMMITTER_NAME": "A",
-                   "GIT_COMMITTER_EMAIL": "a@x"}  # fmt: skip
 
 
 def test_push_failure_quotes_gits_reason_not_its_advice(tmp_path: Path) -> None:
@@ -157,36 +149,28 @@ def test_push_failure_quotes_gits_reason_not_its_advice(tmp_path: Path) -> None:
     assert proc.returncode != 0 and "the repository exists" in proc.stderr  # git's advice is there...
     reason = onto.push_reason(proc.stdout, proc.stderr)
     assert reason.startswith("fatal: ") and "does not appear to be a git repository" in reason  # ...the reason wins
-
-
-def test_push_failure_names_a_refused_ref(tmp_path: Path) -> None:
-    fork = tmp_path / "fork.git"
+    with pytest.raises(onto.OntoError) as caught:  # in the kit's line too
+        onto.push(tmp_path / "repo", str(tmp_path / "no-such-fork"), "main", force=False)
+    assert "does not appear to be a git repository" in caught.value.what
+    assert "repository exists" not in caught.value.what
+    fork = tmp_path / "fork.git"  # a refused ref is named
     git("init", "-q", "--bare", str(fork), cwd=tmp_path)
     assert failed_push(tmp_path, str(fork)).returncode == 0
-    repo = tmp_path / "repo"
-    git("commit", "-q", "--amend", "--allow-empty", "-m", "rewritten", cwd=repo, env=IDENTITY_AUTHOR)
+    git("commit", "-q", "--amend", "--allow-empty", "-m", "rewritten", cwd=tmp_path / "repo", env=AUTHOR)
     proc = failed_push(tmp_path, str(fork))
     assert proc.returncode != 0
     assert onto.push_reason(proc.stdout, proc.stderr) == "[rejected] (non-fast-forward)"
 
 
-def test_push_error_in_the_kit_line(tmp_path: Path) -> None:
-    failed_push(tmp_path, str(tmp_path / "no-such-fork"))  # makes the repo
-    with pytest.raises(onto.OntoError) as caught:
-        onto.push(tmp_path / "repo", str(tmp_path / "no-such-fork"), "main", force=False)
-    assert "does not appear to be a git repository" in caught.value.what
-    assert "repository exists" not in caught.value.what
-
-
 # ---- the front door from any folder of the kit ----------------------------------------
 
 
-def test_the_kit_runs_from_a_subfolder_by_its_path(kit3: Kit) -> None:  # noqa: F811 -- the fixture
+def test_the_kit_runs_from_a_subfolder_by_its_path(kit3: Kit) -> None:
     """`python -m scripts` resolves the package from the working folder (Python's rule, exit 1 elsewhere);
     `python <kit>/scripts` works from any folder and means the same kit."""
     for folder, path in ((kit3.patches, "../scripts"), (kit3.checkout / "vllm_omni", "../../../scripts")):
-        proc = subprocess.run([sys.executable, path, "e2e", "--port", "0"], cwd=folder, capture_output=True,
-                              text=True, env={**os.environ, "CI": ""})  # fmt: skip
+        argv = [sys.executable, path, "e2e", "--port", "0"]
+        proc = subprocess.run(argv, cwd=folder, capture_output=True, text=True, env={**os.environ, "CI": ""})
         one_line_error(proc, 2, "--port '0' is not an integer from 1 to 65535")
     proc = subprocess.run([sys.executable, "../scripts", "apply"], cwd=kit3.patches, capture_output=True, text=True)
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
@@ -195,24 +179,17 @@ def test_the_kit_runs_from_a_subfolder_by_its_path(kit3: Kit) -> None:  # noqa: 
 # ---- endings: every signal that ends an e2e leaves no server and says what happened ----
 
 
-def sleeper_cmd(marker: str, ignore_term: bool = False) -> str:
-    """A server that never answers /health (so the e2e waits on it), recognisable by marker."""
-    code = "import signal, time\n" + ("signal.signal(signal.SIGTERM, signal.SIG_IGN)\n" if ignore_term else "")
-    code += "time.sleep(600)"
-    return f"{sys.executable} -c '{code}' {marker}"
-
-
 def processes_with(marker: str) -> list[int]:
     return live_pids(lambda args: marker.encode() in args)
 
 
 def start_e2e(kit: Kit, tmp_path: Path, marker: str, ignore_term: bool = False) -> subprocess.Popen[str]:
-    port = free_port()
-    cmd = [sys.executable, "-m", "scripts", "e2e", "--standin", "--port", str(port), "--server-cmd",
-           sleeper_cmd(marker, ignore_term), "--health-timeout-s", "300", "--stop-timeout-s", "3",
-           "--evidence-root", str(tmp_path / "evidence")]  # fmt: skip
-    proc = subprocess.Popen(cmd, cwd=kit.root, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env={**os.environ, "CI": ""})  # fmt: skip
+    # Its server never answers /health (so the e2e waits on it), recognisable by marker.
+    code = "import signal, time\n" + ("signal.signal(signal.SIGTERM, signal.SIG_IGN)\n" if ignore_term else "")
+    server = f"{sys.executable} -c '{code}time.sleep(600)' {marker}"
+    options = f"{E2E} --port {free_port()} --health-timeout-s 300 --stop-timeout-s 3 --evidence-root"
+    cmd = [sys.executable, "-m", "scripts", *options.split(), str(tmp_path / "evidence"), "--server-cmd", server]
+    proc = popen(cmd, kit.root)
     deadline = time.monotonic() + 60
     # Ready once it exists and, for ignore_term, has set SIGTERM aside: its python starts before that line runs,
     # and a SIGTERM in between ends it at once (the stop then takes no time to land a second signal in).
@@ -237,70 +214,62 @@ def summary_of(tmp_path: Path) -> dict[str, object]:
     return dict(json.loads((folder / "summary.json").read_text()))
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT],
-                         ids=lambda s: s.name)  # fmt: skip
-def test_a_signal_during_the_e2e_leaves_no_server(kit3: Kit, tmp_path: Path, sig: signal.Signals) -> None:  # noqa: F811
+SIGNALS = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT]
+
+
+@pytest.mark.parametrize(
+    ("sig", "then"),
+    [(sig, None) for sig in SIGNALS] + [(signal.SIGTERM, signal.SIGINT)],
+    ids=[sig.name for sig in SIGNALS] + ["a-second-signal-does-not-cut-the-server-stop-short"],
+)
+def test_a_signal_during_the_e2e_leaves_no_server(
+    kit3: Kit, tmp_path: Path, sig: signal.Signals, then: signal.Signals | None
+) -> None:
+    # then: the server ignores SIGTERM, so stopping it takes --stop-timeout-s then SIGKILL; a Ctrl-C meanwhile waits.
     marker = f"kit-e2e-sleeper-{uuid.uuid4().hex}"
     before = snapshot(kit3.patches)
-    proc = start_e2e(kit3, tmp_path, marker)
+    proc = start_e2e(kit3, tmp_path, marker, ignore_term=then is not None)
     proc.send_signal(sig)
-    out, err = proc.communicate(timeout=60)
-    one_line_error(subprocess.CompletedProcess(proc.args, proc.returncode, out, err), 130,
-                   f"e2e interrupted by {sig.name}")  # fmt: skip
+    if then:
+        time.sleep(1)  # inside the stop's wait
+        proc.send_signal(then)
+    last = then or sig  # the one the run names
+    one_line_error(finished(proc), 130, f"e2e interrupted by {last.name}")
     assert processes_with(marker) == []
     summary = summary_of(tmp_path)
     assert summary["verdict"] == "interrupted"
-    assert f"stopped by {sig.name} during run 1 of 2" in str(summary["reason"])
+    assert f"stopped by {last.name} during run 1 of 2" in str(summary["reason"])
     assert snapshot(kit3.patches) == before
 
 
-def test_a_second_signal_does_not_cut_the_server_stop_short(kit3: Kit, tmp_path: Path) -> None:  # noqa: F811
-    """The server ignores SIGTERM, so stopping it takes --stop-timeout-s then SIGKILL; Ctrl-C meanwhile waits."""
-    marker = f"kit-e2e-sleeper-{uuid.uuid4().hex}"
-    proc = start_e2e(kit3, tmp_path, marker, ignore_term=True)
-    proc.send_signal(signal.SIGTERM)
-    time.sleep(1)  # inside the stop's wait
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130 and "Traceback" not in out + err, err
-    assert processes_with(marker) == []
-    assert summary_of(tmp_path)["verdict"] == "interrupted"
-
-
-def test_a_signal_in_a_held_block_is_raised_when_it_ends() -> None:
+def test_a_signal_in_a_held_block_is_raised_when_it_ends_and_not_masked() -> None:
+    # Held by a handler, not by the mask: a child inherits a mask, and a server deaf to SIGTERM outlives stops.
     def named(signum: int, _frame: object) -> None:
         raise KeyboardInterrupt(signal.Signals(signum).name)
 
+    probe = "import signal; print(sorted(signal.pthread_sigmask(signal.SIG_BLOCK, [])))"
     before = signal.signal(signal.SIGTERM, named)
     try:
         with pytest.raises(KeyboardInterrupt, match="SIGTERM"):
             with signals.held():
+                out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
                 os.kill(os.getpid(), signal.SIGTERM)
                 time.sleep(0.2)  # delivered, recorded, not raised: the block finishes its work
                 finished = True
-        assert finished
+        assert finished and out.strip() == "[]"
     finally:
         signal.signal(signal.SIGTERM, before)
 
 
-def test_a_process_started_in_a_held_block_hears_every_signal() -> None:
-    """Held by a handler, not by the mask: a child inherits a mask, and a server deaf to SIGTERM outlives stops."""
-    probe = "import signal; print(sorted(signal.pthread_sigmask(signal.SIG_BLOCK, [])))"
-    with signals.held():
-        out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "[]"
-
-
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT], ids=lambda s: s.name)
-def test_a_signal_while_the_commands_load_is_one_line(kit3: Kit, sig: signal.Signals) -> None:  # noqa: F811 -- fixture
+@pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: s.name)
+def test_a_signal_while_the_commands_load_is_one_line(kit3: Kit, sig: signal.Signals) -> None:
     # The edit-loop model found it: a Ctrl-C in the first second (imports) printed a KeyboardInterrupt traceback.
     before = snapshot(kit3.patches)
-    program = (
-        "import os, signal, sys\nimport scripts.__main__ as front\nloaded = front.command_modules\n"
-        f"def loading():\n    os.kill(os.getpid(), {int(sig)})\n    return loaded()\n"
-        "front.command_modules = loading\nfront.install_run_handlers()\n"
-        "sys.exit(front.main(sys.argv[1:], front.Workspace.of_kit()))"
-    )
-    proc = subprocess.run([sys.executable, "-c", program, "refresh"], cwd=kit3.root, capture_output=True, text=True)
-    one_line_error(proc, 130, f"interrupted by {sig.name} before any command started")
+    code = f"""import scripts.__main__ as front
+loaded = front.command_modules
+def loading():
+    os.kill(os.getpid(), {int(sig)})
+    return loaded()
+front.command_modules = loading"""
+    one_line_error(inject(kit3, code, "refresh"), 130, f"interrupted by {sig.name} before any command started")
     assert snapshot(kit3.patches) == before

@@ -1,11 +1,6 @@
-"""One git gateway: scripts/gitcmd.py is the only module of scripts/ that builds a git command line.
-
-Everything else calls its named operations (gitcmd.patch_id, gitcmd.push, ...), so every git call the
-kit makes ignores the user's config, hooks and repository-locating variables in one place (and the one
-exception, the user's own identity and push, is a named function there too). Checked on the source: a
-list or tuple that starts with "git", or a call of the raw gateway (run, git, git_bytes, spawn,
-as_user) outside gitcmd.py, is a finding.
-"""
+"""One git gateway: scripts/gitcmd.py is the only module of scripts/ that builds a git command line (a list or
+tuple starting with "git", or a call of its raw functions), so every git call of the kit ignores the user's
+config, hooks and repository-locating variables in one place; and how that gateway runs git."""
 
 from __future__ import annotations
 
@@ -27,52 +22,27 @@ GATEWAY = "gitcmd.py"  # the one module of scripts/ allowed to build git argv
 RAW = {"run", "git", "git_bytes", "spawn", "as_user"}  # gitcmd's functions that take git argv
 
 
-def raw_names(tree: ast.AST) -> set[str]:
-    """Local names bound to gitcmd's raw functions (`from scripts.gitcmd import run as git_run` -> git_run)."""
-    return {
-        alias.asname or alias.name
-        for node in ast.walk(tree)
-        if isinstance(node, ast.ImportFrom) and node.module == "scripts.gitcmd"
-        for alias in node.names
-        if alias.name in RAW
-    }
-
-
 def argv_findings(source: str, name: str) -> list[str]:
     """`file:line: what` for each git command line a source file builds itself."""
     tree = ast.parse(source)
-    raw = raw_names(tree)
+    imports = [n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module == "scripts.gitcmd"]
+    raw = {a.asname or a.name for n in imports for a in n.names if a.name in RAW}  # `run as git_run` -> git_run
     found: list[tuple[int, str]] = []
     for node in ast.walk(tree):
-        if isinstance(node, (ast.List, ast.Tuple)) and node.elts:
-            first = node.elts[0]
-            if isinstance(first, ast.Constant) and first.value == "git":
-                found.append((node.lineno, "a command line starting with 'git'"))
-        elif isinstance(node, ast.Call):
-            func = node.func
-            if isinstance(func, ast.Name) and func.id in raw:
-                found.append((node.lineno, f"{func.id}(...) of scripts.gitcmd"))
-            elif (
-                isinstance(func, ast.Attribute)
-                and func.attr in RAW
-                and isinstance(func.value, ast.Name)
-                and func.value.id == "gitcmd"
-            ):
-                found.append((node.lineno, f"gitcmd.{func.attr}(...)"))
+        first = node.elts[0] if isinstance(node, ast.List | ast.Tuple) and node.elts else None
+        func = node.func if isinstance(node, ast.Call) else None
+        if isinstance(first, ast.Constant) and first.value == "git":
+            found.append((node.lineno, "a command line starting with 'git'"))
+        elif isinstance(func, ast.Name) and func.id in raw:
+            found.append((node.lineno, f"{func.id}(...) of scripts.gitcmd"))
+        elif isinstance(func, ast.Attribute) and func.attr in RAW and getattr(func.value, "id", None) == "gitcmd":
+            found.append((node.lineno, f"gitcmd.{func.attr}(...)"))
     return [f"{name}:{line}: {what}" for line, what in sorted(found)]
 
 
 def git_argv_outside_gateway(scripts: Path) -> list[str]:
-    return [
-        finding
-        for path in sorted(scripts.rglob("*.py"))
-        if path.relative_to(scripts).as_posix() != GATEWAY
-        for finding in argv_findings(path.read_text(encoding="utf-8"), path.relative_to(scripts).as_posix())
-    ]
-
-
-def test_only_gitcmd_builds_git_command_lines() -> None:
-    assert git_argv_outside_gateway(ROOT / "scripts") == []
+    named = {path.relative_to(scripts).as_posix(): path for path in sorted(scripts.rglob("*.py"))}
+    return [f for n, path in named.items() if n != GATEWAY for f in argv_findings(path.read_text("utf-8"), n)]
 
 
 PLANTED = """
@@ -89,7 +59,8 @@ def status(repo):
 """
 
 
-def test_the_gateway_check_finds_a_planted_module(tmp_path: Path) -> None:
+def test_only_gitcmd_builds_git_command_lines(tmp_path: Path) -> None:
+    assert git_argv_outside_gateway(ROOT / "scripts") == []
     scripts = tmp_path / "scripts"
     (scripts / "stage").mkdir(parents=True)
     (scripts / GATEWAY).write_text('def run(*args):\n    return ["git", *args]\n', encoding="utf-8")
@@ -98,8 +69,6 @@ def test_the_gateway_check_finds_a_planted_module(tmp_path: Path) -> None:
     assert [f.split(": ", 1)[0] for f in found] == [f"stage/planted.py:{n}" for n in (7, 8, 9, 10)], found
     assert not any(f.startswith(GATEWAY) for f in found)
 
-
-# ---- stdin through the gateway, on a real repository -----------------------------------------
 
 AUTHOR = {"GIT_AUTHOR_NAME": "A U Thor", "GIT_AUTHOR_EMAIL": "author@example.org"}
 
@@ -116,25 +85,23 @@ def repo(tmp_path: Path) -> Path:
     return repo
 
 
-def test_patch_id_reads_the_diff_from_stdin(repo: Path) -> None:
+def test_git_reads_stdin_and_keeps_a_message_byte_for_byte(repo: Path) -> None:
     diff = gitcmd.diff(repo, "HEAD~1", "HEAD")
     pid = gitcmd.patch_id(repo, diff)
-    # the same diff through git itself, piped by hand
-    piped = subprocess.run(
+    piped = subprocess.run(  # the same diff through git itself, piped by hand
         ["git", "patch-id", "--stable"], input=diff, cwd=repo, env=gitcmd.git_env(), capture_output=True, text=True
     )
     assert len(pid) == 40 and pid == piped.stdout.split()[0]
-    # and the history's ids name the commit that made it
     assert dict(gitcmd.patch_ids(repo, gitcmd.history_diffs(repo, ["a.txt"])))[pid] == gitcmd.head(repo)
     assert gitcmd.patch_id(repo, "") == ""
-
-
-def test_stdin_bytes_and_text(repo: Path) -> None:
+    # stdin as bytes and as text
     data = b"not utf-8: \xff\xfe\n"
     assert gitcmd.git_bytes("hash-object", "--stdin", cwd=repo, stdin=data).decode().strip() == git_blob_id(data)
     assert gitcmd.git("hash-object", "--stdin", cwd=repo, stdin="text\n").strip() == git_blob_id(b"text\n")
-    hunk = gitcmd.diff(repo, "HEAD~1", "HEAD")
-    assert gitcmd.applies(repo, hunk, "-R") and not gitcmd.applies(repo, hunk)
+    assert gitcmd.applies(repo, diff, "-R") and not gitcmd.applies(repo, diff)
+    message = "subject\n\nbody without a final newline"
+    sha = gitcmd.commit_object(repo, gitcmd.rev_parse(repo, "HEAD^{tree}"), gitcmd.head(repo), message, AUTHOR)
+    assert gitcmd.cat_commit(repo, sha).split(b"\n\n", 1)[1] == message.encode()
 
 
 def test_a_remote_ref_is_the_peeled_tag_first_and_a_branch_only_where_asked(repo: Path) -> None:
@@ -152,20 +119,13 @@ def test_a_remote_ref_is_the_peeled_tag_first_and_a_branch_only_where_asked(repo
     assert at("absent", True) is None
 
 
-def test_commit_object_keeps_the_message_byte_for_byte(repo: Path) -> None:
-    message = "subject\n\nbody without a final newline"
-    sha = gitcmd.commit_object(repo, gitcmd.rev_parse(repo, "HEAD^{tree}"), gitcmd.head(repo), message, AUTHOR)
-    assert gitcmd.cat_commit(repo, sha).split(b"\n\n", 1)[1] == message.encode()
-
-
 def test_user_git_is_the_users_own_but_not_another_repository(
     repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    home = tmp_path / "home"
+    home, elsewhere = tmp_path / "home", tmp_path / "elsewhere"
     home.mkdir()
-    (home / ".gitconfig").write_text("[user]\n\tname = Real Person\n\temail = real@example.org\n", encoding="utf-8")
-    elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
+    (home / ".gitconfig").write_text("[user]\n\tname = Real Person\n\temail = real@example.org\n", encoding="utf-8")
     gitcmd.init(elsewhere)
     subprocess.run(["git", "config", "user.name", "Wrong Repo"], cwd=elsewhere, check=True)
     monkeypatch.setenv("HOME", str(home))
@@ -177,8 +137,7 @@ def test_user_git_is_the_users_own_but_not_another_repository(
     assert gitcmd.run("config", "--get", "user.name", cwd=repo).stdout == ""
 
 
-# A process of its own (its own group, as a terminal's foreground job is): a Ctrl-C to the whole group lands
-# while the kit waits on a child, inside signals.held() or not. It prints the child's exit and output.
+# In its own process group (a terminal's foreground job): a Ctrl-C to the group while the kit waits on a child.
 CTRL_C_DURING_A_CHILD = """
 import contextlib, os, signal, sys, threading
 from pathlib import Path
@@ -196,9 +155,8 @@ except KeyboardInterrupt:
 
 @pytest.mark.parametrize(("where", "expected"), [("held", "0 whole"), ("free", "interrupted")])
 def test_a_ctrl_c_never_cuts_a_git_the_kit_waits_out(where: str, expected: str) -> None:
-    """While the signals are held (refresh undoing its steps, or swapping patches/ in) the kit's git is not in
-    the terminal's process group: it finishes, and the signal is raised after the block. Elsewhere a Ctrl-C
-    still stops the command at once (the check bites both ways)."""
+    """While the signals are held (refresh undoing its steps) the kit's git finishes and the signal is raised
+    after the block; elsewhere a Ctrl-C still stops the command at once (the check bites both ways)."""
     done = subprocess.run([sys.executable, "-c", CTRL_C_DURING_A_CHILD, where], cwd=ROOT, capture_output=True,
                           text=True, timeout=30, start_new_session=True)  # fmt: skip
     wanted = [expected, "interrupted"] if where == "held" else [expected]  # held: the signal comes after the block
@@ -234,9 +192,8 @@ def test_a_signal_ignored_as_the_kit_started_stays_ignored_by_it_and_its_git(sta
     assert done.stdout.splitlines() == expected, done.stdout + done.stderr
 
 
-# The front door's handlers, then SIGTERM to the kit alone (as `kill PID` or a CI's cancel sends it), once the
-# child is ready: while the kit waits on it ("running"), or as Popen hands it over ("starting"). The child
-# stands for a git: it cleans up on SIGTERM (git removes its .lock files then) and would otherwise run on.
+# SIGTERM to the kit alone (`kill PID`, a CI's cancel) while it waits on its child ("running") or as Popen hands
+# it over ("starting"). The child stands for a git: it cleans up on SIGTERM and would otherwise run on.
 SIGTERM_TO_THE_KIT_ALONE = """
 import os, signal, subprocess, sys, threading, time
 from pathlib import Path
@@ -267,9 +224,8 @@ except KeyboardInterrupt as stop:
 
 @pytest.mark.parametrize("when", ["running", "starting"])
 def test_a_signal_to_the_kit_alone_ends_its_git_cleanly_and_waits_for_it(when: str, tmp_path: Path) -> None:
-    """Whatever the moment, the kit never goes on (undoing its steps, exiting) while a git it started still
-    runs, and never SIGKILLs one: subprocess.run did, and a killed git leaves HEAD.lock or index.lock behind
-    (the next command then refuses); a signal as Popen returned left the git running unwatched."""
+    """The kit never goes on while a git it started still runs, and never SIGKILLs one (a killed git leaves
+    HEAD.lock or index.lock behind, and the next command refuses)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     argv = [sys.executable, "-c", SIGTERM_TO_THE_KIT_ALONE, when]
     proc = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -287,9 +243,8 @@ def test_a_signal_to_the_kit_alone_ends_its_git_cleanly_and_waits_for_it(when: s
 def test_a_git_ended_by_a_signal_leaves_none_of_its_locks_and_no_older_one_is_touched(
     where: str, repo: Path, tmp_path: Path
 ) -> None:
-    """git itself leaves its .lock files when a signal lands at the wrong moment (SIGINT at a random moment
-    of `git status`: index.lock left 47 times in 600), and the kit's next git then refuses the repository.
-    The stand-in git makes its locks, then is killed by SIGINT as a Ctrl-C kills it."""
+    """git itself leaves its .lock files when a signal lands at the wrong moment, and the kit's next git then
+    refuses the repository. The stand-in git makes its locks, then is killed by SIGINT as a Ctrl-C kills it."""
     cwd = repo
     if where == "worktree":
         cwd = tmp_path / "scratch"

@@ -11,11 +11,11 @@ from scripts.checkout.guards import GUARDS, Condition, Inspection, guard
 
 
 class Given(Inspection):
-    """An inspection whose conditions are given (no git): the table's logic alone."""
+    """An inspection where the given conditions hold (no git): the table's logic alone."""
 
-    def __init__(self, given: dict[Condition, dict[str, str]]) -> None:
+    def __init__(self, given: tuple[Condition, ...]) -> None:
         super().__init__(Path("/nowhere/.work/vllm-omni"), None)
-        self.given = given
+        self.given = {condition: {} if condition in BARE else FACTS for condition in given}
         self.asked: list[Condition] = []
 
     def holds(self, condition: Condition) -> dict[str, str] | None:
@@ -23,6 +23,8 @@ class Given(Inspection):
         return self.given.get(condition)
 
 
+Ins = Inspection
+BARE = (Ins.no_repository, Ins.absent)  # conditions whose messages name no fact but the checkout's place
 FACTS = {"patch": "0002-x.patch", "op": "git rebase", "on": "branch mine", "dirty": "a.py", "built": "0.28.0",
          "now": "0.30.0", "differs": "0003-y.patch", "key": "format.signoff", "more": "", "lock": ".git/index.lock",
          "commit": "0" * 40}  # fmt: skip
@@ -37,10 +39,7 @@ def test_every_row_holds_a_condition_the_inspection_reads_and_formats(purpose: s
 
 
 def test_a_row_whose_condition_is_not_the_inspections_fails_the_check(monkeypatch: pytest.MonkeyPatch) -> None:
-    def stray(seen: Inspection) -> dict[str, str] | None:
-        return None
-
-    monkeypatch.setitem(GUARDS, "use", ((stray, StaleCheckout, "x", "y"),))
+    monkeypatch.setitem(GUARDS, "use", ((lambda seen: None, StaleCheckout, "x", "y"),))
     with pytest.raises(AssertionError):
         test_every_row_holds_a_condition_the_inspection_reads_and_formats("use")
 
@@ -49,47 +48,38 @@ def test_a_row_whose_condition_is_not_the_inspections_fails_the_check(monkeypatc
     ("purpose", "holds", "error", "message"),
     [
         # built from other inputs and dirty: a run of it says the inputs first, refresh the edits first
-        (
-            "use",
-            {Inspection.other_pin: FACTS, Inspection.dirty: FACTS},
-            StaleCheckout,
-            "was built from 0.28.0, the pin is now 0.30.0",
-        ),
-        ("export", {Inspection.other_pin: FACTS, Inspection.dirty: FACTS}, LocalEdits, "has uncommitted edits"),
+        ("use", (Ins.other_pin, Ins.dirty), StaleCheckout, "was built from 0.28.0, the pin is now 0.30.0"),
+        ("export", (Ins.other_pin, Ins.dirty), LocalEdits, "has uncommitted edits"),
         # the kit's own unfinished apply: apply rebuilds it, every other purpose refuses it
-        ("replace", {Inspection.applying: FACTS, Inspection.dirty: FACTS}, None, ""),
-        ("use", {Inspection.applying: FACTS, Inspection.dirty: FACTS}, StaleCheckout, "an apply was interrupted"),
-        ("export", {Inspection.applying: FACTS}, IncompleteCheckout, "does not hold the whole series"),
+        ("replace", (Ins.applying, Ins.dirty), None, ""),
+        ("use", (Ins.applying, Ins.dirty), StaleCheckout, "an apply was interrupted"),
+        ("export", (Ins.applying,), IncompleteCheckout, "does not hold the whole series"),
         # commits not exported: what refresh is for, what apply must not discard
-        ("export", {Inspection.unexported: FACTS}, None, ""),
-        ("replace", {Inspection.unexported: FACTS}, LocalEdits, "not exported to patches/"),
-        ("replace", {Inspection.elsewhere: FACTS}, LocalEdits, "is on branch mine, not on series"),
-        ("replace", {Inspection.no_repository: {}, Inspection.dirty: FACTS}, None, ""),
-        ("use", {Inspection.absent: {}}, StaleCheckout, "no checkout at"),
+        ("export", (Ins.unexported,), None, ""),
+        ("replace", (Ins.unexported,), LocalEdits, "not exported to patches/"),
+        ("replace", (Ins.elsewhere,), LocalEdits, "is on branch mine, not on series"),
+        ("replace", (Ins.no_repository, Ins.dirty), None, ""),
+        ("use", (Ins.absent,), StaleCheckout, "no checkout at"),
         # the user's own settings and gits come before everything the kit would do (invariant 9)
-        ("export", {Inspection.configured: FACTS, Inspection.dirty: FACTS}, LocalEdits, "sets format.signoff"),
-        ("foreign", {Inspection.git_busy: FACTS}, LocalEdits, "another git is working"),
-        ("use", {Inspection.git_busy: FACTS, Inspection.applying: FACTS}, LocalEdits, "another git is working"),
-        (
-            "replace",
-            {Inspection.pristine_moved: FACTS, Inspection.applying: FACTS},
-            StaleCheckout,
-            "tag is gone or moved",
-        ),
-        ("use", {Inspection.refresh_killed: FACTS, Inspection.dirty: FACTS}, StaleCheckout, "a refresh was killed"),
+        ("export", (Ins.configured, Ins.dirty), LocalEdits, "sets format.signoff"),
+        ("foreign", (Ins.git_busy,), LocalEdits, "another git is working"),
+        ("use", (Ins.git_busy, Ins.applying), LocalEdits, "another git is working"),
+        ("replace", (Ins.pristine_moved, Ins.applying), StaleCheckout, "tag is gone or moved"),
+        ("use", (Ins.refresh_killed, Ins.dirty), StaleCheckout, "a refresh was killed"),
     ],
 )
-def test_the_first_row_that_holds_decides(purpose: str, holds: dict, error: type | None, message: str) -> None:
+def test_the_first_row_that_holds_decides(purpose: str, holds: tuple, error: type | None, message: str) -> None:
+    seen = Given(holds)
     if error is None:
-        guard(purpose, Given(holds))
+        guard(purpose, seen)
         return
     with pytest.raises(error, match=message) as raised:
-        guard(purpose, Given(holds))
+        guard(purpose, seen)
     assert "{" not in str(raised.value)  # every field filled in
 
 
 def test_a_paused_checkout_is_refused_before_git_is_asked_about_its_tree() -> None:
-    seen = Given({Inspection.paused: FACTS, Inspection.dirty: FACTS})
+    seen = Given((Ins.paused, Ins.dirty))
     with pytest.raises(LocalEdits, match="in the middle of a git rebase"):
         guard("export", seen)
     assert Inspection.dirty not in seen.asked and seen.asked[-1] is Inspection.paused

@@ -1,35 +1,20 @@
-"""The layout shows the pipeline: no module of scripts/ imports from a later stage, and the
-regression suite (which runs next to upstream's own `scripts/` folder) never imports the kit.
-
-docs/internals.md, "Layout", explains the stages; STAGES below is the same list, checked both ways:
-every module of scripts/ has a stage, and every import goes to the same or an earlier one.
-"""
+"""The layout shows the pipeline: no module of scripts/ imports from a later stage (STAGES, the list of
+docs/internals.md's "Layout", checked both ways), and the regression suite never imports the kit.
+One test per rule, each also run on planted sources it must catch."""
 
 from __future__ import annotations
 
 import ast
+import graphlib
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-
-import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
 # stage number -> modules (a name ending in "." is a whole subpackage); 0 is the plumbing.
 STAGES: dict[int, tuple[str, ...]] = {
-    0: (
-        "errors",
-        "workspace",
-        "digests",
-        "report",
-        "records",
-        "gitcmd",
-        "worklock",
-        "diffparse",
-        "kittools",
-        "signals",
-    ),
+    0: tuple("errors workspace digests report records gitcmd worklock diffparse kittools signals".split()),
     1: ("pin", "registry"),
     2: ("series", "revisions"),
     3: ("checkout.", "refresh"),
@@ -44,10 +29,9 @@ STAGES: dict[int, tuple[str, ...]] = {
 
 
 def stage_of(module: str) -> int | None:
-    """The stage of a module of scripts/ given without the `scripts.` prefix (None: not in the map)."""
     for number, names in STAGES.items():
         for name in names:
-            if module == name or module == name.rstrip(".") or (name.endswith(".") and module.startswith(name)):
+            if module in (name, name.rstrip(".")) or (name.endswith(".") and module.startswith(name)):
                 return number
     return None
 
@@ -60,17 +44,14 @@ def kit_imports(source: str) -> set[str]:
             sub = node.module.removeprefix("scripts").removeprefix(".")
             for alias in node.names:
                 child = f"{sub}.{alias.name}".lstrip(".")
-                is_module = (ROOT / "scripts" / Path(*child.split("."))).with_suffix(".py").is_file() or (
-                    ROOT / "scripts" / Path(*child.split("."))
-                ).is_dir()
-                found.add(child if is_module or not sub else sub)
+                where = ROOT / "scripts" / Path(*child.split("."))
+                found.add(child if where.with_suffix(".py").is_file() or where.is_dir() or not sub else sub)
         elif isinstance(node, ast.Import):
             found.update(a.name.removeprefix("scripts.") for a in node.names if a.name.split(".")[0] == "scripts")
     return found
 
 
 def backward_imports(modules: dict[str, str]) -> list[str]:
-    """`importer -> imported` for every import of a later stage, and `module: no stage` for unmapped ones."""
     problems = []
     for name, source in sorted(modules.items()):
         own = stage_of(name)
@@ -88,14 +69,9 @@ def kit_modules() -> dict[str, str]:
     out = {}
     for path in sorted((ROOT / "scripts").rglob("*.py")):
         rel = path.relative_to(ROOT / "scripts").with_suffix("")
-        parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
-        if parts:
+        if parts := rel.parts[:-1] if rel.name == "__init__" else rel.parts:
             out[".".join(parts)] = path.read_text(encoding="utf-8")
     return out
-
-
-def test_no_module_imports_a_later_stage() -> None:
-    assert backward_imports(kit_modules()) == []
 
 
 def layout_names(doc: str) -> set[str]:
@@ -105,72 +81,52 @@ def layout_names(doc: str) -> set[str]:
     return {name.removesuffix(".py").rstrip("/") for entry in entries for name in entry.split(", ")}
 
 
-def unlisted(names: set[str]) -> list[str]:
+def unlisted(doc: str) -> list[str]:
+    names = layout_names(doc)
     return [n for stage in STAGES.values() for n in stage if n.rstrip(".") not in names]
 
 
-def test_the_layout_in_the_docs_names_every_stage_module() -> None:
-    assert unlisted(layout_names((ROOT / "docs/internals.md").read_text(encoding="utf-8"))) == []
+def catches_each(check: Callable[[str, str], list[str]], planted: list[tuple[str, str, str]]) -> None:
+    for name, source, expected in planted:
+        problems = check(name, source)
+        assert len(problems) == 1 and problems[0].startswith(expected), problems
 
 
-def test_the_layout_check_bites() -> None:
-    doc = (ROOT / "docs/internals.md").read_text(encoding="utf-8")
-    assert unlisted(layout_names(doc.replace("errors, digests, report", "errors, report"))) == ["digests"]
-    assert unlisted(layout_names(doc.replace("  legs/  ", "  leg/   "))) == ["legs."]
-
-
-@pytest.mark.parametrize(
-    ("name", "source", "expected"),
-    [
+def test_no_module_imports_a_later_stage_and_the_docs_layout_names_every_stage() -> None:
+    assert backward_imports(kit_modules()) == []
+    planted = [
         ("checkout", "from scripts.legs import suite\n", "checkout (stage 3) -> legs.suite (stage 5)"),
         ("series", "from scripts import checkout as co\n", "series (stage 2) -> checkout (stage 3)"),
         ("legs.suite", "from scripts.commands.common import current\n", "legs.suite (stage 5) -> commands.common"),
         ("pin", "import scripts.pr.branch\n", "pin (stage 1) -> pr.branch (stage 8)"),
         ("newthing", "", "newthing: no stage"),
-    ],
-)
-def test_the_layering_check_bites(name: str, source: str, expected: str) -> None:
-    problems = backward_imports({name: source})
-    assert len(problems) == 1 and problems[0].startswith(expected), problems
+    ]
+    catches_each(lambda name, source: backward_imports({name: source}), planted)
+    forward = "from scripts import checkout, pin\nfrom scripts.checks import lint\n"
+    assert backward_imports({"pr.prepare": forward}) == []
+    doc = (ROOT / "docs/internals.md").read_text(encoding="utf-8")
+    assert unlisted(doc) == []
+    assert unlisted(doc.replace("errors, digests, report", "errors, report")) == ["digests"]
+    assert unlisted(doc.replace("  legs/  ", "  leg/   ")) == ["legs."]
 
 
 def import_cycle(modules: dict[str, str]) -> list[str]:
     """One cycle of the import graph (late imports inside functions included: they hide a cycle, they do not
     remove it), as [a, b, ..., a]; [] when there is none. Same-stage imports are allowed, cycles are not."""
-    graph = {name: sorted(kit_imports(source) & modules.keys()) for name, source in modules.items()}
-    done: set[str] = set()
-
-    def visit(name: str, path: list[str]) -> list[str]:
-        if name in path:
-            return [*path[path.index(name) :], name]
-        if name in done:
-            return []
-        for imported in graph.get(name, []):
-            if imported != name and (cycle := visit(imported, [*path, name])):
-                return cycle
-        done.add(name)
-        return []
-
-    return next((cycle for name in sorted(graph) if (cycle := visit(name, []))), [])
+    graph = {name: (kit_imports(source) & modules.keys()) - {name} for name, source in modules.items()}
+    try:
+        graphlib.TopologicalSorter(graph).prepare()
+    except graphlib.CycleError as cycle:
+        return list(cycle.args[1])
+    return []
 
 
 def test_no_import_cycle_even_inside_a_stage() -> None:
     assert import_cycle(kit_modules()) == []
-
-
-def test_the_cycle_check_bites_on_a_late_import_inside_a_stage() -> None:
-    modules = {
-        "e2e.run": "from scripts.e2e import ab\n",
-        "e2e.ab": "def f():\n    from scripts.e2e import run\n",
-        "e2e.benchclient": "",
-    }
-    assert import_cycle(modules) == ["e2e.ab", "e2e.run", "e2e.ab"]
-    assert import_cycle({**modules, "e2e.ab": ""}) == []
-
-
-def test_forward_imports_pass() -> None:
-    source = "from scripts import checkout, pin\nfrom scripts.checks import lint\n"
-    assert backward_imports({"pr.prepare": source}) == []
+    late = {"e2e.run": "from scripts.e2e import ab\n", "e2e.ab": "def f():\n    from scripts.e2e import run\n"}
+    planted = {**late, "e2e.benchclient": ""}
+    assert import_cycle(planted) == ["e2e.run", "e2e.ab", "e2e.run"]
+    assert import_cycle({**planted, "e2e.ab": ""}) == []
 
 
 def test_the_regression_suite_and_standins_never_import_the_kit() -> None:
@@ -181,12 +137,12 @@ def test_the_regression_suite_and_standins_never_import_the_kit() -> None:
         if (found := kit_imports(path.read_text(encoding="utf-8")))
     ]
     assert offenders == []
-
-
-@pytest.mark.parametrize("source", ["from scripts import legenv\n", "import scripts.legs.suite\n",
-                                    "def f():\n    from scripts.legs import suite\n"])  # fmt: skip
-def test_the_suite_check_bites(source: str) -> None:
-    assert kit_imports(source), source
+    for planted in (
+        "from scripts import legenv\n",
+        "import scripts.legs.suite\n",
+        "def f():\n    from scripts.legs import suite\n",
+    ):
+        assert kit_imports(planted), planted
 
 
 def located_at_import(name: str, source: str) -> list[str]:
@@ -200,14 +156,14 @@ def located_at_import(name: str, source: str) -> list[str]:
             f"{name}:{n.lineno}: __file__" for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id == "__file__"
         ]
 
+    definitions = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom)
+
     def module_level(body: list[ast.stmt]) -> Iterator[ast.stmt]:
         for stmt in body:
-            if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Import | ast.ImportFrom):
-                continue
             if isinstance(stmt, ast.If | ast.Try | ast.With):  # their bodies run at import too
                 yield from module_level([*getattr(stmt, "body", []), *getattr(stmt, "orelse", [])])
-                continue
-            yield stmt
+            elif not isinstance(stmt, definitions):
+                yield stmt
 
     for stmt in module_level(tree.body):
         for n in ast.walk(stmt):
@@ -221,41 +177,19 @@ def located_at_import(name: str, source: str) -> list[str]:
 
 def test_no_module_finds_the_kit_by_itself() -> None:
     assert [p for name, source in kit_modules().items() for p in located_at_import(name, source)] == []
-
-
-@pytest.mark.parametrize(
-    ("name", "source", "expected"),
-    [
+    ws = "from scripts.workspace import Workspace\n"
+    made = ws + 'REBASE_DIR = Workspace.of_kit().work / "rebase"\n'
+    in_if = 'import os\nif os.name:\n    EVIDENCE = Path(".work") / "evidence"\n'
+    planted = [
         ("pin", "from pathlib import Path\nROOT = Path(__file__).parent.parent\n", "pin:2: __file__"),
         ("legs.suite", "def f():\n    return __file__\n", "legs.suite:2: __file__"),
-        (
-            "rebase.trial",
-            'from scripts.workspace import Workspace\nREBASE_DIR = Workspace.of_kit().work / "rebase"\n',
-            "rebase.trial:2: a workspace location",
-        ),
+        ("rebase.trial", made, "rebase.trial:2: a workspace location"),
         ("e2e.install", 'from pathlib import Path\nVENV = Path(".work/e2e-venv")\n', "e2e.install:2: a workspace"),
-        (
-            "e2e.config",
-            'import os\nif os.name:\n    EVIDENCE = Path(".work") / "evidence"\n',
-            "e2e.config:3: a workspace",
-        ),
-    ],
-)
-def test_the_kit_location_check_bites(name: str, source: str, expected: str) -> None:
-    problems = located_at_import(name, source)
-    assert len(problems) == 1 and problems[0].startswith(expected), problems
-
-
-def test_a_workspace_passed_in_passes_the_location_check() -> None:
-    source = (
-        "from scripts.workspace import Workspace\n"
-        'def reports(ws: Workspace) -> object:\n    return ws.work / "rebase"\n'
-        'NOTE = "written under .work/rebase"\n'
-    )
-    assert located_at_import("rebase.trial", source) == []
-
-
-# --- the noxfile's venvs get bytecode ------------------------------------------------------------------------
+        ("e2e.config", in_if, "e2e.config:3: a workspace"),
+    ]
+    catches_each(located_at_import, planted)
+    passed_in = 'def reports(ws: Workspace) -> object:\n    return ws.work / "rebase"\n'
+    assert located_at_import("rebase.trial", ws + passed_in + 'NOTE = "written under .work/rebase"\n') == []
 
 
 def raw_installs(source: str) -> list[int]:
@@ -263,8 +197,8 @@ def raw_installs(source: str) -> list[int]:
     tree = ast.parse(source)
     helper = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "install"), None)
     inside = {id(n) for n in ast.walk(helper)} if helper else set()
-    return [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
-            and n.func.attr == "install" and id(n) not in inside]  # fmt: skip
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)]
+    return [n.lineno for n in calls if n.func.attr == "install" and id(n) not in inside]
 
 
 def test_every_nox_install_writes_bytecode() -> None:
@@ -272,6 +206,7 @@ def test_every_nox_install_writes_bytecode() -> None:
     import noxfile
 
     assert raw_installs((ROOT / "noxfile.py").read_text(encoding="utf-8")) == []
+    assert raw_installs("def install(s, *a):\n    s.install(*a, env={})\n\n\ndef kit(s):\n    s.install('x')\n") == [6]
     calls: list[tuple[tuple[str, ...], dict[str, object]]] = []
 
     class Session:  # records what nox's Session.install is given (nox itself is not run here)
@@ -280,8 +215,3 @@ def test_every_nox_install_writes_bytecode() -> None:
 
     noxfile.install(Session(), "-r", "x.txt")  # type: ignore[arg-type]
     assert calls == [(("-r", "x.txt"), {"env": {"UV_COMPILE_BYTECODE": "1"}})]
-
-
-def test_the_bytecode_check_bites_on_a_raw_install() -> None:
-    source = "def install(s, *a):\n    s.install(*a, env={})\n\n\ndef kit(s):\n    s.install('x')\n"
-    assert raw_installs(source) == [6]

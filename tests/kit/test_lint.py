@@ -2,35 +2,24 @@
 
 from __future__ import annotations
 
-import shutil
-import sys
 from pathlib import Path
 
 import pytest
 import tomllib
-from conftest import KIT_ROOT, Kit, make_series
+from conftest import KIT_ROOT, MARKED_TEST, RUFF, SPDX, Kit, lint, make_series
 
 from scripts import kittools
 from scripts.checks.hooks import hook_version, load_hooks
 from scripts.checks.lint import RULES, check_file, npu_only_lines
 from scripts.diffparse import FileDiff, parse
 from scripts.pr import body
-from scripts.pr.body import PLAN
 
-RUFF = shutil.which("ruff", path=str(Path(sys.executable).parent)) or "ruff"
-SPDX = (
-    "# SPDX-License-Identifier: Apache-2.0\n# SPDX-FileCopyrightText: Copyright contributors to the vLLM-Omni project\n"
-)
 GOOD_ATTN = (
     "def attend(q):\n"
     '    if q.device.type == "npu":\n'
     "        import torch_npu\n\n"
     '        return torch_npu.npu_fusion_attention(q, q, q, 1, "TND")[0]\n'
     "    return q\n"
-)
-GOOD_TEST = (
-    SPDX
-    + "import pytest\n\npytestmark = [pytest.mark.core_model, pytest.mark.cpu]\n\n\ndef test_x():\n    assert True\n"
 )
 
 # (rule, file edits) — each breaks exactly one rule.
@@ -45,16 +34,16 @@ BAD = {
 }
 
 
-def lint(kit: Kit) -> tuple[int, str]:
-    proc = kit.run("lint", "--ruff", RUFF)
-    return proc.returncode, proc.stdout + proc.stderr
-
-
-def test_good_series_is_clean(small_kit: Kit) -> None:
-    make_series(small_kit, [({"vllm_omni/attn.py": GOOD_ATTN, "tests/test_attn_npu.py": GOOD_TEST}, "[NPU] ok", "ok")])
+def test_good_series_is_clean_with_long_test_lines_and_a_relative_ruff_path(small_kit: Kit) -> None:
+    long_test = MARKED_TEST + '\n\ndef test_y():\n    assert "' + "a" * 130 + '"\n'  # upstream lets tests/ exceed it
+    make_series(small_kit, [({"vllm_omni/attn.py": GOOD_ATTN, "tests/test_attn_npu.py": long_test}, "[NPU] ok", "ok")])
     code, out = lint(small_kit)
-    assert code == 0, out
-    assert "lint clean" in out
+    assert code == 0 and "lint clean" in out, out
+    # `--ruff .venv/bin/ruff`: resolved once where the user stands, although ruff runs in the checkout
+    (small_kit.root / ".venv/bin").mkdir(parents=True)
+    (small_kit.root / ".venv/bin/ruff").symlink_to(Path(RUFF).resolve())
+    proc = small_kit.run("lint", "--ruff", ".venv/bin/ruff")
+    assert proc.returncode == 0 and "lint clean" in proc.stdout, proc.stdout + proc.stderr
 
 
 @pytest.mark.parametrize("rule", sorted(BAD))
@@ -66,62 +55,28 @@ def test_each_own_check_fails_on_a_bad_patch(small_kit: Kit, rule: str) -> None:
     assert "(fix: " in finding and ":" in finding.split(f" {rule} ")[0]  # file:line, rule, fix
 
 
-def test_ruff_upstream_settings_flag_added_lines(small_kit: Kit) -> None:
-    long_line = "X = " + '"' + "a" * 130 + '"\n'
-    make_series(small_kit, [({"vllm_omni/attn.py": SPDX + "import os\n" + long_line}, "[NPU] ruff", "ruff-bad")])
+def test_lint_command_bites_on_a_hidden_torch_npu_import(small_kit: Kit) -> None:
+    hidden = "def npu_attend(q):\n    import os, torch_npu\n\n    return os.sep, torch_npu.x(q)\n"
+    make_series(small_kit, [({"vllm_omni/attn.py": hidden}, "[NPU] hidden import", "hidden")])
     code, out = lint(small_kit)
-    assert code == 1
-    assert "vllm_omni/attn.py:4: ruff-check E501" in out and "vllm_omni/attn.py:3: ruff-check F401" in out
+    assert code == 1 and "vllm_omni/attn.py:2: KIT002 imports torch_npu outside an NPU-only branch" in out, out
 
 
-def test_tests_tree_may_exceed_line_length_as_upstream_allows(small_kit: Kit) -> None:
-    long_test = GOOD_TEST + '\n\ndef test_y():\n    assert "' + "a" * 130 + '"\n'
-    make_series(small_kit, [({"tests/test_attn_npu.py": long_test}, "[NPU] long test", "long-test")])
-    code, out = lint(small_kit)
-    assert code == 0, out
-
-
-def test_npu_only_lines_leave_out_docstrings_that_never_run() -> None:
+def test_npu_only_lines_are_the_if_body_not_else_nor_a_docstring() -> None:
     src = 'def f(x):\n    if x.device.type == "npu":\n        return g(x)\n    return x\n\n\n'
     src += 'def g(x):\n    """Doc."""\n    return x\n'
     assert npu_only_lines(src) == {3, 9}  # g's docstring (line 8) is no statement coverage can run
-
-
-def test_npu_only_lines_cover_if_body_not_else() -> None:
     src = 'def f(x):\n    if x.device.type == "npu":\n        import torch_npu\n    else:\n        import torch_npu\n'
-    lines = npu_only_lines(src)
-    assert 3 in lines and 5 not in lines
+    assert 3 in npu_only_lines(src) and 5 not in npu_only_lines(src)
 
 
-def test_added_line_numbers_follow_hunks() -> None:
-    patch = (
-        "diff --git a/vllm_omni/a.py b/vllm_omni/a.py\n--- a/vllm_omni/a.py\n+++ b/vllm_omni/a.py\n"
-        "@@ -10,2 +10,3 @@\n ctx\n+    y = x.is_npu\n ctx\n"
-    )
-    (diff,) = parse(patch)
-    assert diff.added == ((11, "    y = x.is_npu"),)
-    assert [f.rule for f in check_file(diff, None)] == ["KIT001"]
-
-
-def test_every_rule_has_a_bad_patch_that_it_bites() -> None:
+def test_every_rule_has_a_bad_patch_and_a_line_in_the_pr_test_plan() -> None:
     assert sorted(BAD) == [rule.id for rule in RULES]
-
-
-def test_pr_body_test_plan_names_every_rule_from_the_registry() -> None:
-    (lint_plan,) = [how for name, _, how in PLAN if name == "lint"]
+    (lint_plan,) = [how for name, _, how in body.PLAN if name == "lint"]
     assert all(rule.requires in lint_plan for rule in RULES)
 
 
-def test_upstreams_ruff_version_is_typed_only_in_ci() -> None:
-    """Upstream's ruff pin lives in ci/upstream-hooks.toml; the kit lints its own code with the same ruff."""
-    ruff = hook_version(load_hooks(KIT_ROOT / "ci" / "upstream-hooks.toml"), "ruff-check")
-    assert kittools.version("ruff", KIT_ROOT / "ci" / "kit-dev-tools.txt") == ruff
-    assert f"ruff v{ruff} " in body.plan_lines(ruff)[0]
-    typed = [p.relative_to(KIT_ROOT) for p in (KIT_ROOT / "scripts").rglob("*.py") if ruff in p.read_text("utf-8")]
-    assert typed == [], f"ruff {ruff} typed in {typed}: read it from ci/upstream-hooks.toml (hooks.hook_version)"
-
-
-def test_tool_pins_are_found_by_their_normalized_name(tmp_path: Path) -> None:
+def test_tool_pins_are_found_by_their_normalized_name_and_upstreams_ruff_is_typed_only_in_ci(tmp_path: Path) -> None:
     (tmp_path / "user.txt").write_text("# tools\npytest==9.2.0\n", encoding="utf-8")
     tools = tmp_path / "tools.txt"
     tools.write_text("# tools\nPyYAML==6.0.3\npytest-benchmark==5.3.1\n-r user.txt\n", encoding="utf-8")
@@ -132,10 +87,15 @@ def test_tool_pins_are_found_by_their_normalized_name(tmp_path: Path) -> None:
         kittools.pinned("pytest-cov", tools)
     assert kittools.normalize("Foo.Bar__baz-Qux") == "foo-bar-baz-qux"
     assert kittools.dist_name("vllm-omni") == kittools.dist_name("VLLM.Omni") == "vllm_omni"
+    # upstream's ruff version is typed only in ci/
+    ruff = hook_version(load_hooks(KIT_ROOT / "ci" / "upstream-hooks.toml"), "ruff-check")
+    assert kittools.version("ruff", KIT_ROOT / "ci" / "kit-dev-tools.txt") == ruff
+    assert f"ruff v{ruff} " in body.plan_lines(ruff)[0]
+    typed = [p.relative_to(KIT_ROOT) for p in (KIT_ROOT / "scripts").rglob("*.py") if ruff in p.read_text("utf-8")]
+    assert typed == [], f"ruff {ruff} typed in {typed}: read it from ci/upstream-hooks.toml (hooks.hook_version)"
 
 
-# ---- KIT002: every form of importing torch_npu, and NPU-only decided by the device guard, not by names ----
-
+# ---- KIT002: every form of importing torch_npu; NPU-only decided by the device guard, not by names ----
 GUARD = 'def f(q):\n    if q.device.type == "npu":\n'
 OFF_NPU = 'def f(q):\n    if q.device.type != "npu":\n'
 # (form, source of a new file, flagged): the import is always on an added line; the rows are data
@@ -150,42 +110,27 @@ def new_file_diff(path: str, source: str) -> FileDiff:
     return FileDiff(path, True, tuple(enumerate(source.splitlines(), 1)), 0)
 
 
+def kit002(diff: FileDiff, source: str) -> list[int]:
+    return [f.line for f in check_file(diff, source) if f.rule == "KIT002"]
+
+
 @pytest.mark.parametrize(("form", "source", "flagged"), TORCH_NPU_FORMS, ids=[f[0] for f in TORCH_NPU_FORMS])
 def test_torch_npu_import_forms(form: str, source: str, flagged: bool) -> None:
-    found = [f for f in check_file(new_file_diff("vllm_omni/x.py", source), source) if f.rule == "KIT002"]
+    found = kit002(new_file_diff("vllm_omni/x.py", source), source)
     assert bool(found) == flagged, (form, found)
 
 
-def test_torch_npu_import_on_an_unchanged_line_is_not_the_series_doing() -> None:
-    source = "import torch_npu\nX = 1\n"
-    diff = FileDiff("vllm_omni/x.py", False, ((2, "X = 1"),), 0)
-    assert [f for f in check_file(diff, source) if f.rule == "KIT002"] == []
-
-
-def test_torch_npu_import_in_a_file_that_does_not_parse_is_still_found() -> None:
-    source = "import os, torch_npu\ndef broken(:\n"
-    assert [f.line for f in check_file(new_file_diff("vllm_omni/x.py", source), source) if f.rule == "KIT002"] == [1]
-
-
-def test_torch_npu_in_a_non_python_file_is_not_an_import() -> None:
+def test_checks_judge_added_lines_and_torch_npu_counts_even_where_the_file_does_not_parse() -> None:
+    patch = (  # added line numbers follow the hunks
+        "diff --git a/vllm_omni/a.py b/vllm_omni/a.py\n--- a/vllm_omni/a.py\n+++ b/vllm_omni/a.py\n"
+        "@@ -10,2 +10,3 @@\n ctx\n+    y = x.is_npu\n ctx\n"
+    )
+    (diff,) = parse(patch)
+    assert diff.added == ((11, "    y = x.is_npu"),)
+    assert [f.rule for f in check_file(diff, None)] == ["KIT001"]
+    unchanged = "import torch_npu\nX = 1\n"  # on an unchanged line: not the series' doing
+    assert kit002(FileDiff("vllm_omni/x.py", False, ((2, "X = 1"),), 0), unchanged) == []
+    broken = "import os, torch_npu\ndef broken(:\n"
+    assert kit002(new_file_diff("vllm_omni/x.py", broken), broken) == [1]
     text = "Call `import torch_npu` first.\n"
-    assert check_file(new_file_diff("CHANGES.txt", text), text) == []
-
-
-def test_lint_command_bites_on_a_hidden_torch_npu_import(small_kit: Kit) -> None:
-    """Through the real command: forms the old line pattern and the old name rule let through."""
-    hidden = "def npu_attend(q):\n    import os, torch_npu\n\n    return os.sep, torch_npu.x(q)\n"
-    make_series(small_kit, [({"vllm_omni/attn.py": hidden}, "[NPU] hidden import", "hidden")])
-    code, out = lint(small_kit)
-    assert code == 1, out
-    assert "vllm_omni/attn.py:2: KIT002 imports torch_npu outside an NPU-only branch" in out
-
-
-def test_a_relative_ruff_path_is_read_from_the_callers_folder(small_kit: Kit) -> None:
-    """`--ruff .venv/bin/ruff`: resolved once where the user stands, although ruff runs in the checkout."""
-    make_series(small_kit, [({"vllm_omni/attn.py": GOOD_ATTN}, "[NPU] ok", "ok")])
-    (small_kit.root / ".venv/bin").mkdir(parents=True)
-    (small_kit.root / ".venv/bin/ruff").symlink_to(Path(RUFF).resolve())
-    proc = small_kit.run("lint", "--ruff", ".venv/bin/ruff")
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "lint clean" in proc.stdout
+    assert check_file(new_file_diff("CHANGES.txt", text), text) == []  # not Python: not an import

@@ -1,9 +1,5 @@
-"""The fast edit-test loop: the pristine oracle cache, legs in parallel, and --changed selection.
-
-The cache's rules run on real files here (hashing, a manifest, damaged copies); a carrier's loop in a
-copy of the kit (marked ``legs``: a full run, an edit, --changed, a torn cache) shows the suite
-selecting the changed modules and using, refusing and rebuilding the cache.
-"""
+"""The fast edit-test loop: the pristine oracle cache (on real files), legs in parallel, --changed selection, and
+a carrier's loop in a copy of the kit (``legs``) that selects changed modules and uses or rebuilds the cache."""
 
 from __future__ import annotations
 
@@ -61,29 +57,21 @@ def test_fresh_cache_is_trusted(cache: tuple[Path, Path, Path]) -> None:
 )
 def test_any_change_or_damage_makes_the_cache_stale(cache: tuple[Path, Path, Path], change: str, expected: str) -> None:
     cache_dir, oracle, pristine = cache
-    key = dict(KEY)
-    if change == "another_pin":
-        key = oracle_cache.oracle_key("b" * 40, "stamp-1", 2)
-    elif change == "another_env":
-        key = oracle_cache.oracle_key("a" * 40, "stamp-2", 2)
-    elif change == "other_threads":
-        key = oracle_cache.oracle_key("a" * 40, "stamp-1", 1)
-    elif change == "oracle_edited":
-        oracle.write_text("CASES = [1, 2, 3]\n", encoding="utf-8")
-    elif change == "pristine_file_edited":
-        pristine.write_text("VERSION = '0.31.0'\n", encoding="utf-8")
-    elif change == "oracle_gone":
-        oracle.unlink()
-    elif change == "results_truncated":
-        path = cache_dir / oracle_cache.ORACLE_RESULTS
-        path.write_bytes(path.read_bytes()[:100])
-    elif change == "results_deleted":
-        (cache_dir / oracle_cache.ORACLE_RESULTS).unlink()
-    elif change == "manifest_garbage":
-        (cache_dir / oracle_cache.ORACLE_MANIFEST).write_text('{"key": ', encoding="utf-8")
-    elif change == "manifest_gone":
-        (cache_dir / oracle_cache.ORACLE_MANIFEST).unlink()
-    reason = oracle_cache.oracle_stale_reason(cache_dir, key)
+    results, manifest = cache_dir / oracle_cache.ORACLE_RESULTS, cache_dir / oracle_cache.ORACLE_MANIFEST
+    changes = {  # each returns the key to check with (the same one where it damages the cache instead)
+        "another_pin": lambda: oracle_cache.oracle_key("b" * 40, "stamp-1", 2),
+        "another_env": lambda: oracle_cache.oracle_key("a" * 40, "stamp-2", 2),
+        "other_threads": lambda: oracle_cache.oracle_key("a" * 40, "stamp-1", 1),
+        "oracle_edited": lambda: oracle.write_text("CASES = [1, 2, 3]\n", encoding="utf-8"),
+        "pristine_file_edited": lambda: pristine.write_text("VERSION = '0.31.0'\n", encoding="utf-8"),
+        "oracle_gone": oracle.unlink,
+        "results_truncated": lambda: results.write_bytes(results.read_bytes()[:100]),
+        "results_deleted": results.unlink,
+        "manifest_garbage": lambda: manifest.write_text('{"key": ', encoding="utf-8"),
+        "manifest_gone": manifest.unlink,
+    }
+    key = changes[change]()
+    reason = oracle_cache.oracle_stale_reason(cache_dir, key if isinstance(key, dict) else KEY)
     assert reason is not None and expected in reason, reason
 
 
@@ -117,9 +105,6 @@ def test_storing_again_repairs_a_damaged_cache(cache: tuple[Path, Path, Path], t
 def parse_test_args(argv: list[str]) -> suite.TestArgs:
     """`python -m scripts test ARGV` as its run() reads it."""
     return test_command.choices(cli.parse(["test", *argv]))
-
-
-# --- the command line, the thread budget, the status line ----------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -181,8 +166,6 @@ def test_run_parallel_prints_one_block_per_leg(tmp_path: Path, capsys: pytest.Ca
     assert out.index("leg fast: FAILED (exit 3)") < out.index("out of fast") < out.index("end of leg fast")
     assert out.index("end of leg fast") < out.index("leg slow: passed") < out.index("out of slow")
 
-
-# --- --changed ------------------------------------------------------------------------------------
 
 CONTEXT = {"pin": "p1", "env": "e1", "mode": "none", "kit": "k1"}
 PATCHES = {"0001-rope.patch": "d1", "0002-test.patch": "d2", "0006-config.patch": "d6"}
@@ -247,20 +230,6 @@ def test_modules_by_file_reads_coverage_contexts(tmp_path: Path) -> None:
     }
 
 
-def edit_patch_0001(kit: Path) -> None:
-    """A one-line edit of patch 0001's comment in the checkout, committed as a fixup of its commit."""
-    checkout = kit / ".work" / "vllm-omni"
-    rope = checkout / "vllm_omni" / "diffusion" / "layers" / "rope.py"
-    text = rope.read_text(encoding="utf-8")
-    line = next(x for x in text.splitlines() if "cos/sin: broadcast over batch and heads" in x)
-    rope.write_text(text.replace(line, line + " (edited)"), encoding="utf-8")
-    target = git("log", "--format=%H", "--grep=^Kit-Patch: rope-2d-cos-sin$", cwd=checkout).split()[0]
-    git("commit", "-q", "-a", "--fixup", target, cwd=checkout)  # as the kit commits (its identity, no hooks)
-
-
-# --- the cache in a real leg run (minutes: marked legs) --------------------------------------------
-
-
 @pytest.mark.legs
 def test_a_carriers_loop_runs_changed_modules_and_keeps_and_rebuilds_the_oracle_cache(tmp_path: Path) -> None:
     # The loop of a carrier in one copy of the kit (each leg run starts vllm: seconds of CPU apiece): a green
@@ -290,7 +259,13 @@ def test_a_carriers_loop_runs_changed_modules_and_keeps_and_rebuilds_the_oracle_
     cache = oracle_cache.oracle_entry(root, used)  # this thread budget's entry
     assert [p.name for p in root.iterdir()] == [cache.name]
 
-    edit_patch_0001(kit.root)
+    # a one-line edit of patch 0001's comment, committed as a fixup of its commit (as the kit commits: no hooks)
+    rope = kit.checkout / "vllm_omni" / "diffusion" / "layers" / "rope.py"
+    text = rope.read_text(encoding="utf-8")
+    line = next(x for x in text.splitlines() if "cos/sin: broadcast over batch and heads" in x)
+    rope.write_text(text.replace(line, line + " (edited)"), encoding="utf-8")
+    target = git("log", "--format=%H", "--grep=^Kit-Patch: rope-2d-cos-sin$", cwd=kit.checkout).split()[0]
+    git("commit", "-q", "-a", "--fixup", target, cwd=kit.checkout)
     kit.run("refresh", check=True)
     changed = kit.run("test", "stock", "--changed")
     assert oracle_used(changed, "test-stock-changed")["source"] == "cache"

@@ -10,17 +10,15 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import Kit, copy_kit
+from conftest import ME, RUFF, Kit, Proc, copy_kit
 from upstreams import ROPE, commit_all, edit, real_wheel, release_repo
 
 from scripts.gitcmd import git
 from scripts.pr.cover import load
 from scripts.series import load_series
 
+Env = dict[str, str]
 pytestmark = pytest.mark.network  # the real pinned wheel: from .work/downloads when cached, else the registry
-
-RUFF = shutil.which("ruff", path=str(Path(sys.executable).parent)) or "ruff"
-ME = "Ada Lovelace <ada@example.org>"
 
 
 @pytest.fixture(scope="module")
@@ -57,29 +55,30 @@ def fork(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def identity(tmp_path: Path) -> dict[str, str]:
-    cfg = tmp_path / "gitconfig"
-    cfg.write_text("[user]\n\tname = Ada Lovelace\n\temail = ada@example.org\n")
-    return {"GIT_CONFIG_GLOBAL": str(cfg), "GIT_CONFIG_NOSYSTEM": "1", "PATH": str(Path(sys.executable).parent)
-            + ":/usr/bin:/bin"}  # fmt: skip
+def identity(identity: Env) -> Env:
+    return {**identity, "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin"}  # no gh on it
+
+
+def pr(kit: Kit, identity: Env, *args: str) -> Proc:
+    return kit.run("pr", "--ruff", RUFF, *args, env=identity)
 
 
 def branches(fork: Path) -> list[str]:
     return git("for-each-ref", "--format=%(refname)", cwd=fork).split()
 
 
-def test_onto_main_pushes_a_signed_branch_on_upstream_history(kit: Kit, upstream: Path, fork: Path,
-                                                             identity: dict[str, str]) -> None:  # fmt: skip
+def test_onto_main_pushes_a_signed_branch_on_upstream_history(
+    kit: Kit, upstream: Path, fork: Path, identity: Env
+) -> None:
     url = upstream.as_uri()
-    proc = kit.run("pr", "--ruff", RUFF, "--onto", url, "main", "--push-to", str(fork), env=identity)
+    proc = pr(kit, identity, "--onto", url, "main", "--push-to", str(fork))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (branch,) = branches(fork)
-    name = branch.removeprefix("refs/heads/")
-    assert re.fullmatch(r"pr/v\d+", name)
+    assert re.fullmatch(r"pr/v\d+", name := branch.removeprefix("refs/heads/"))
     main = git("rev-parse", "main", cwd=upstream).strip()
     assert git("merge-base", "--is-ancestor", main, branch, cwd=fork) == ""  # REF is an ancestor
-    messages = [m.strip() for m in git("log", "--format=%B%x00", f"{main}..{branch}", cwd=fork).split("\x00")
-                if m.strip()]  # fmt: skip
+    log = git("log", "--format=%B%x00", f"{main}..{branch}", cwd=fork)
+    messages = [m.strip() for m in log.split("\x00") if m.strip()]
     assert len(messages) == len(load_series(kit.patches))
     for m in messages:
         assert m.endswith(f"Signed-off-by: {ME}") and "Kit-Patch" not in m and "Upstream-Status" not in m
@@ -93,8 +92,7 @@ def test_onto_main_pushes_a_signed_branch_on_upstream_history(kit: Kit, upstream
     body = (out / "pr-body.md").read_text()
     assert body.startswith(f"## Purpose\n\n{cover.purpose.splitlines()[0]}")
     assert "Commits:\n\n- [Bugfix] Broadcast 2-D cos/sin over batch and heads in RotaryEmbeddingWan\n" in body
-    gh = next(line for line in proc.stdout.splitlines() if line.startswith("gh pr create"))
-    args = shlex.split(gh)
+    args = shlex.split(next(line for line in proc.stdout.splitlines() if line.startswith("gh pr create")))
     assert args[args.index("--title") + 1] == cover.title
     assert args[args.index("--base") + 1] == "main" and args[args.index("--head") + 1].endswith(f":{name}")
     assert args[args.index("--body-file") + 1] == str(out / "pr-body.md")
@@ -102,56 +100,43 @@ def test_onto_main_pushes_a_signed_branch_on_upstream_history(kit: Kit, upstream
     cover_txt = (out / "cover.txt").read_text()
     assert f"Each patch on {url} main ({main[:12]}):" in cover_txt
     assert re.search(r"^1  0001-rope-2d-cos-sin\.patch +offset +hunk #1 at line \d+ \(offset 1\)$", cover_txt, re.M)
-    again = kit.run("pr", "--ruff", RUFF, "--onto", url, "main", "--push-to", str(fork), "--force", env=identity)
+    again = pr(kit, identity, "--onto", url, "main", "--push-to", str(fork), "--force")
     assert again.returncode == 0, again.stdout + again.stderr
     assert git("rev-parse", branch, cwd=fork).strip() == pushed  # the same revision, prepared again: the same ids
 
 
-def test_onto_without_push_to_leaves_nothing_remote(kit: Kit, upstream: Path, fork: Path,
-                                                    identity: dict[str, str]) -> None:  # fmt: skip
-    proc = kit.run("pr", "--ruff", RUFF, "--onto", str(upstream), "main", env=identity)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "nothing pushed" in proc.stdout and "gh pr create" not in proc.stdout
-    assert branches(fork) == []
-    clone = kit.root / ".work/upstream"
-    assert (clone / ".git/kit-upstream-clone").is_file()
-    assert re.fullmatch(r"pr/v\d+", git("branch", "--show-current", cwd=clone).strip())
-    main = git("rev-parse", "main", cwd=upstream).strip()
-    count = len(load_series(kit.patches))
-    assert git("rev-parse", f"HEAD~{count}", cwd=clone).strip() == main  # one upstream-form commit per patch, on main
+CONFLICT = "0001-rope-2d-cos-sin.patch conflicts with upstream: vllm_omni/diffusion/layers/rope.py hunk #1"
+NO_GH = "cannot open the PR: gh is not installed; nothing was made or pushed"
+REFUSALS = {  # case -> (what follows --onto URL, None for no --onto; what stderr says), each with --push-to FORK
+    "conflict": (["conflicting"], [CONFLICT]),
+    "open without gh": (["main", "--open"], [NO_GH, "after the push, run: gh pr create --repo ", "--head "]),
+    "push flags need onto": (None, ["--push-to work only with --onto URL REF"]),
+}
 
 
-def test_conflict_is_named_and_nothing_is_pushed(kit: Kit, upstream: Path, fork: Path,
-                                                 identity: dict[str, str]) -> None:  # fmt: skip
-    proc = kit.run("pr", "--ruff", RUFF, "--onto", str(upstream), "conflicting", "--push-to", str(fork), env=identity)
-    assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert "0001-rope-2d-cos-sin.patch conflicts with upstream: vllm_omni/diffusion/layers/rope.py hunk #1" in (
-        proc.stderr
-    )
-    assert "Traceback" not in proc.stderr and branches(fork) == []
-    assert not (kit.root / ".work/pr").exists()
-
-
-def test_open_without_gh_refuses_before_pushing(kit: Kit, upstream: Path, fork: Path,
-                                                identity: dict[str, str]) -> None:  # fmt: skip
+@pytest.mark.parametrize("case", REFUSALS)
+def test_a_refusal_pushes_nothing(kit: Kit, upstream: Path, fork: Path, identity: Env, case: str) -> None:
+    onto, said = REFUSALS[case]
     assert shutil.which("gh", path=identity["PATH"]) is None
-    proc = kit.run("pr", "--ruff", RUFF, "--onto", str(upstream), "main", "--push-to", str(fork), "--open",
-                   env=identity)  # fmt: skip
-    assert proc.returncode == 2 and "cannot open the PR: gh is not installed; nothing was made or pushed" in proc.stderr
-    assert "after the push, run: gh pr create --repo " in proc.stderr and "--head " in proc.stderr  # the command
-    assert branches(fork) == [] and not (kit.root / ".work/pr").exists()
+    proc = pr(kit, identity, *(["--onto", str(upstream), *onto] if onto else []), "--push-to", str(fork))
+    assert proc.returncode == 2 and all(line in proc.stderr for line in said), proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr and branches(fork) == [] and not (kit.root / ".work/pr").exists()
 
 
-def test_push_flags_need_onto(kit: Kit, identity: dict[str, str], fork: Path) -> None:
-    proc = kit.run("pr", "--ruff", RUFF, "--push-to", str(fork), env=identity)
-    assert proc.returncode == 2 and "--push-to work only with --onto URL REF" in proc.stderr
-    assert branches(fork) == []
-
-
-def test_foreign_folder_in_the_clone_place_is_refused(kit: Kit, upstream: Path, identity: dict[str, str]) -> None:
+def test_onto_without_push_to_leaves_nothing_remote(kit: Kit, upstream: Path, fork: Path, identity: Env) -> None:
+    # first, a folder of the user's own where the kit's clone goes is refused
     mine = kit.root / ".work/upstream"
     mine.mkdir()
     (mine / "notes.txt").write_text("mine")
-    proc = kit.run("pr", "--ruff", RUFF, "--onto", str(upstream), "main", env=identity)
+    proc = pr(kit, identity, "--onto", str(upstream), "main")
     assert proc.returncode == 2 and ".work/upstream exists and was not made by the kit" in proc.stderr
     assert (mine / "notes.txt").read_text() == "mine"
+    shutil.rmtree(mine)
+    proc = pr(kit, identity, "--onto", str(upstream), "main")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "nothing pushed" in proc.stdout and "gh pr create" not in proc.stdout and branches(fork) == []
+    assert (mine / ".git/kit-upstream-clone").is_file()
+    assert re.fullmatch(r"pr/v\d+", git("branch", "--show-current", cwd=mine).strip())
+    main = git("rev-parse", "main", cwd=upstream).strip()
+    # one upstream-form commit per patch, on main
+    assert git("rev-parse", f"HEAD~{len(load_series(kit.patches))}", cwd=mine).strip() == main

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import re
 import zipfile
+from pathlib import Path
+from subprocess import CompletedProcess
 
 import pytest
 from conftest import KIT_ROOT, SMALL_UPSTREAM, Kit, copy_kit, make_series, rope_with
@@ -19,39 +20,42 @@ TWO_PATCHES = [
     ({"vllm_omni/layers/rope.py": rope_with({10: "line 10 fixed"})}, "[Bugfix] Fix line ten", "fix-ten"),
     ({"vllm_omni/attn.py": "def attend(q):\n    return q * 2\n"}, "[NPU] Double attention", "double-attn"),
 ]
+SHIFTED = {**SMALL_UPSTREAM, "vllm_omni/layers/rope.py": "extra\n" + rope_with({})}  # 0001 applies at an offset
+AROUND_TEN = {
+    **SMALL_UPSTREAM,
+    "vllm_omni/layers/rope.py": rope_with({9: "u9", 10: "u10", 11: "u11"}),
+}  # 0001 conflicts
+WHEEL_020 = "vllm_omni-0.2.0-py3-none-any.whl"
 
 
-def wheel_bytes(files: dict[str, str], version: str) -> bytes:
-    """A wheel pip accepts (METADATA and WHEEL), holding files."""
+@pytest.fixture
+def kit2(small_kit: Kit) -> Kit:
+    make_series(small_kit, TWO_PATCHES)
+    return small_kit
+
+
+def offer(tmp_path: Path, files: dict[str, str], version: str = "0.2.0") -> str:
+    """A wheel pip accepts published on a local package index; returns its sha256."""
+    project = tmp_path / "index" / "vllm-omni"
+    project.mkdir(parents=True, exist_ok=True)
     info = f"vllm_omni-{version}.dist-info"
     meta = {
         f"{info}/METADATA": f"Metadata-Version: 2.1\nName: vllm-omni\nVersion: {version}\n",
         f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: kit-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
     }
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w") as zf:
+    with zipfile.ZipFile(project / f"vllm_omni-{version}-py3-none-any.whl", "w") as zf:
         for name, text in sorted({**files, **meta}.items()):
             zf.writestr(zipfile.ZipInfo(name, date_time=(2026, 1, 1, 0, 0, 0)), text)
-    return buf.getvalue()
-
-
-def offer(tmp_path, files: dict[str, str], version: str = "0.2.0") -> str:
-    """Publish a release on a local package index (see index_env); returns its sha256."""
-    project = tmp_path / "index" / "vllm-omni"
-    project.mkdir(parents=True, exist_ok=True)
-    name = f"vllm_omni-{version}-py3-none-any.whl"
-    data = wheel_bytes(files, version)
-    (project / name).write_bytes(data)
-    digest = hashlib.sha256(data).hexdigest()
-    links = [f'<a href="{w.name}#sha256={hashlib.sha256(w.read_bytes()).hexdigest()}">{w.name}</a>'
-             for w in sorted(project.glob("*.whl"))]  # fmt: skip
+    digests = {w.name: hashlib.sha256(w.read_bytes()).hexdigest() for w in sorted(project.glob("*.whl"))}
+    links = [f'<a href="{name}#sha256={digest}">{name}</a>' for name, digest in digests.items()]
     (project / "index.html").write_text("<html><body>" + "\n".join(links) + "</body></html>\n")
-    return digest
+    return digests[f"vllm_omni-{version}-py3-none-any.whl"]
 
 
-def index_env(tmp_path) -> dict[str, str]:
-    """pip (and the kit's digest look-up) pointed at the local index only."""
-    return {"PIP_INDEX_URL": (tmp_path / "index").as_uri(), "PIP_EXTRA_INDEX_URL": "", "PIP_FIND_LINKS": ""}
+def rebase(kit: Kit, tmp_path: Path, *args: str, check: bool = False) -> CompletedProcess[str]:
+    """`rebase ARGS` with pip (and the kit's digest look-up) pointed at the local index only."""
+    index = {"PIP_INDEX_URL": (tmp_path / "index").as_uri(), "PIP_EXTRA_INDEX_URL": "", "PIP_FIND_LINKS": ""}
+    return kit.run("rebase", *args, env=index, check=check)
 
 
 def outcomes(kit: Kit, target: str) -> dict[str, dict[str, str]]:
@@ -59,111 +63,99 @@ def outcomes(kit: Kit, target: str) -> dict[str, dict[str, str]]:
     return {p["name"]: p for p in data["patches"]}
 
 
-def test_all_apply_and_checkout_untouched(small_kit: Kit, tmp_path) -> None:
-    make_series(small_kit, TWO_PATCHES)
-    state = (small_kit.checkout / ".git/kit-state.json").read_bytes()
-    head = small_kit.git("rev-parse", "HEAD")
-    offer(tmp_path, {**SMALL_UPSTREAM, "vllm_omni/layers/rope.py": "extra\n" + rope_with({})})
-    proc = small_kit.run("rebase", "0.2.0", env=index_env(tmp_path))
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+def pin_text(kit: Kit) -> str:
+    return (kit.patches / "upstream.toml").read_text()
+
+
+def test_all_apply_and_checkout_untouched(kit2: Kit, tmp_path) -> None:
+    offer(tmp_path, SHIFTED)
+    state = (kit2.checkout / ".git/kit-state.json").read_bytes()
+    head = kit2.git("rev-parse", "HEAD")
+    proc = rebase(kit2, tmp_path, "0.2.0", check=True)
     rows = [line.split()[:3] for line in proc.stdout.splitlines() if line[:1].isdigit()]
     assert rows == [["1", "0001-fix-ten.patch", "offset"], ["2", "0002-double-attn.patch", "clean"]]
-    got = outcomes(small_kit, "0.2.0")
+    got = outcomes(kit2, "0.2.0")
     assert got["0001-fix-ten.patch"]["outcome"] == "offset" and "offset 1" in got["0001-fix-ten.patch"]["detail"]
-    assert (small_kit.checkout / ".git/kit-state.json").read_bytes() == state
-    assert small_kit.git("rev-parse", "HEAD") == head
-    assert "0.1.0" in (small_kit.patches / "upstream.toml").read_text()  # no --move: the pin stays
+    assert (kit2.checkout / ".git/kit-state.json").read_bytes() == state
+    assert kit2.git("rev-parse", "HEAD") == head
+    assert "0.1.0" in pin_text(kit2)  # no --move: the pin stays
 
 
-def test_conflict_named_with_file_and_hunk_rest_still_tried(small_kit: Kit, tmp_path) -> None:
-    make_series(small_kit, TWO_PATCHES)
-    offer(tmp_path, {**SMALL_UPSTREAM, "vllm_omni/layers/rope.py": rope_with({9: "u9", 10: "u10", 11: "u11"})})
-    proc = small_kit.run("rebase", "0.2.0", env=index_env(tmp_path))
-    assert proc.returncode == 1
-    got = outcomes(small_kit, "0.2.0")
+def test_conflict_named_with_file_and_hunk_rest_still_tried(kit2: Kit, tmp_path) -> None:
+    offer(tmp_path, AROUND_TEN)
+    assert rebase(kit2, tmp_path, "0.2.0").returncode == 1
+    got = outcomes(kit2, "0.2.0")
     assert got["0001-fix-ten.patch"]["outcome"] == "conflict"
     assert got["0001-fix-ten.patch"]["detail"].startswith("vllm_omni/layers/rope.py hunk #1")
     assert got["0002-double-attn.patch"]["outcome"] == "clean"
-    moved = small_kit.run("rebase", "0.2.0", "--move", env=index_env(tmp_path))
+    moved = rebase(kit2, tmp_path, "0.2.0", "--move")
     assert moved.returncode == 2 and "not moving the pin: 0001-fix-ten.patch" in moved.stderr
-    assert "0.1.0" in (small_kit.patches / "upstream.toml").read_text()
+    assert "0.1.0" in pin_text(kit2)
 
 
-def test_already_upstream_and_fuzz(small_kit: Kit, tmp_path) -> None:
-    make_series(small_kit, TWO_PATCHES)
-    files = {**SMALL_UPSTREAM, "vllm_omni/attn.py": "def attend(q):\n    return q * 2\n",
-             "vllm_omni/layers/rope.py": rope_with({7: "line 7 moved upstream"})}  # fmt: skip
-    offer(tmp_path, files)
-    proc = small_kit.run("rebase", "0.2.0", env=index_env(tmp_path))
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    got = outcomes(small_kit, "0.2.0")
+def test_already_upstream_and_fuzz(kit2: Kit, tmp_path) -> None:
+    offer(tmp_path, {**SMALL_UPSTREAM, "vllm_omni/attn.py": "def attend(q):\n    return q * 2\n",
+                                "vllm_omni/layers/rope.py": rope_with({7: "line 7 moved upstream"})})  # fmt: skip
+    rebase(kit2, tmp_path, "0.2.0", check=True)
+    got = outcomes(kit2, "0.2.0")
     assert got["0002-double-attn.patch"]["outcome"] == "upstream-verbatim"
     assert got["0001-fix-ten.patch"]["outcome"] == "fuzz"
 
 
-def test_move_pin_then_series_is_byte_stable(small_kit: Kit, tmp_path) -> None:
-    make_series(small_kit, TWO_PATCHES)
-    digest = offer(tmp_path, {**SMALL_UPSTREAM, "vllm_omni/layers/rope.py": "extra\n" + rope_with({})})
-    proc = small_kit.run("rebase", "0.2.0", "--move", env=index_env(tmp_path))
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    pin = parse_pin((small_kit.patches / "upstream.toml").read_text())
+def test_move_pin_then_series_is_byte_stable(kit2: Kit, tmp_path) -> None:
+    digest = offer(tmp_path, SHIFTED)
+    rebase(kit2, tmp_path, "0.2.0", "--move", check=True)
+    pin = parse_pin(pin_text(kit2))
     assert (pin.version, pin.wheel_sha256, pin.git_tag, pin.git_commit) == ("0.2.0", digest, "v0.2.0", "")
-    assert "@@ -8,7 +8,7 @@ line 6" in (small_kit.patches / "0001-fix-ten.patch").read_text()  # refreshed context
-    applied = small_kit.run("apply", env={"CI": "true"})  # strict: no offsets left
-    assert applied.returncode == 0, applied.stdout + applied.stderr
-    before = {p.name: p.read_bytes() for p in small_kit.patches.iterdir()}
-    assert "patches/ unchanged" in small_kit.run("refresh", check=True).stdout
-    assert {p.name: p.read_bytes() for p in small_kit.patches.iterdir()} == before
+    assert "@@ -8,7 +8,7 @@ line 6" in (kit2.patches / "0001-fix-ten.patch").read_text()  # refreshed context
+    kit2.run("apply", env={"CI": "true"}, check=True)  # strict: no offsets left
+    before = {p.name: p.read_bytes() for p in kit2.patches.iterdir()}
+    assert "patches/ unchanged" in kit2.run("refresh", check=True).stdout
+    assert {p.name: p.read_bytes() for p in kit2.patches.iterdir()} == before
 
 
-def test_cached_target_wheel_is_checked_and_pin_takes_the_registry_digest(small_kit: Kit, tmp_path) -> None:
-    make_series(small_kit, TWO_PATCHES)
-    digest = offer(tmp_path, {**SMALL_UPSTREAM, "vllm_omni/layers/rope.py": "extra\n" + rope_with({})})
-    good = (tmp_path / "index/vllm-omni/vllm_omni-0.2.0-py3-none-any.whl").read_bytes()
-    cached = small_kit.root / ".work/downloads/vllm_omni-0.2.0-py3-none-any.whl"
+def test_cached_target_wheel_is_checked_and_pin_takes_the_registry_digest(kit2: Kit, tmp_path) -> None:
+    digest = offer(tmp_path, SHIFTED)
+    good = (tmp_path / "index/vllm-omni" / WHEEL_020).read_bytes()
+    cached = kit2.root / ".work/downloads" / WHEEL_020
     cached.write_bytes(good[: len(good) // 2])  # a truncated download left in the cache
-    proc = small_kit.run("rebase", "0.2.0", "--move", env=index_env(tmp_path))
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert ".work/downloads/vllm_omni-0.2.0-py3-none-any.whl fails its sha256: set aside as" in proc.stdout
+    proc = rebase(kit2, tmp_path, "0.2.0", "--move", check=True)
+    assert f".work/downloads/{WHEEL_020} fails its sha256: set aside as" in proc.stdout
     assert "Traceback" not in proc.stderr
     assert cached.read_bytes() == good  # fetched again
     assert [p.read_bytes() for p in cached.parent.glob("*.bad-*")] == [good[: len(good) // 2]]  # kept, named
-    assert parse_pin((small_kit.patches / "upstream.toml").read_text()).wheel_sha256 == digest
+    assert parse_pin(pin_text(kit2)).wheel_sha256 == digest
 
 
-def test_index_without_a_digest_is_refused_and_nothing_moves(small_kit: Kit, tmp_path) -> None:
-    make_series(small_kit, TWO_PATCHES)
-    offer(tmp_path, {**SMALL_UPSTREAM})
+def test_index_without_a_digest_is_refused_and_nothing_moves(kit2: Kit, tmp_path) -> None:
+    offer(tmp_path, SMALL_UPSTREAM)
     page = tmp_path / "index/vllm-omni/index.html"
     page.write_text(re.sub(r"#sha256=[0-9a-f]+", "", page.read_text()))
-    before = (small_kit.patches / "upstream.toml").read_text()
-    proc = small_kit.run("rebase", "0.2.0", "--move", env=index_env(tmp_path))
+    before = pin_text(kit2)
+    proc = rebase(kit2, tmp_path, "0.2.0", "--move")
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
-    assert "no package index publishes a sha256 for vllm_omni-0.2.0-py3-none-any.whl" in proc.stderr
-    assert (small_kit.patches / "upstream.toml").read_text() == before
+    assert f"no package index publishes a sha256 for {WHEEL_020}" in proc.stderr
+    assert pin_text(kit2) == before
 
 
-def test_baseline_fails_only_on_new_conflicts(small_kit: Kit, tmp_path) -> None:
-    make_series(small_kit, TWO_PATCHES)
-    offer(tmp_path, {**SMALL_UPSTREAM, "vllm_omni/layers/rope.py": rope_with({9: "u9", 10: "u10", 11: "u11"})})
-    watch = ["rebase", "0.2.0", "--report-name", "drift", "--baseline"]
-    first = small_kit.run(*watch, str(tmp_path / "no-earlier-run.json"), env=index_env(tmp_path))
+def test_baseline_fails_only_on_new_conflicts(kit2: Kit, tmp_path) -> None:
+    offer(tmp_path, AROUND_TEN)
+    watch = ["0.2.0", "--report-name", "drift", "--baseline"]
+    first = rebase(kit2, tmp_path, *watch, str(tmp_path / "no-earlier-run.json"))
     assert first.returncode == 1 and "newly conflicting since no-earlier-run.json: 0001-fix-ten.patch" in first.stdout
     baseline = tmp_path / "last-week.json"
-    baseline.write_bytes((small_kit.root / ".work/rebase/drift.json").read_bytes())
-    again = small_kit.run(*watch, str(baseline), env=index_env(tmp_path))
-    assert again.returncode == 0, again.stdout + again.stderr  # the same conflict as last week: reported, not failed
+    baseline.write_bytes((kit2.root / ".work/rebase/drift.json").read_bytes())
+    # the same conflict as last week: reported, not failed
+    again = rebase(kit2, tmp_path, *watch, str(baseline), check=True)
     assert "conflict" in again.stdout and "newly conflicting" not in again.stdout
 
 
-def test_latest_is_the_newest_release_on_the_index(small_kit: Kit, tmp_path) -> None:
-    make_series(small_kit, TWO_PATCHES)
+def test_latest_is_the_newest_release_on_the_index(kit2: Kit, tmp_path) -> None:
     offer(tmp_path, SMALL_UPSTREAM, version="0.2.0")
     offer(tmp_path, SMALL_UPSTREAM, version="0.10.0")
-    proc = small_kit.run("rebase", "latest", env=index_env(tmp_path))
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    proc = rebase(kit2, tmp_path, "latest", check=True)
     assert "latest release of vllm-omni on the package index: 0.10.0" in proc.stdout
-    assert json.loads((small_kit.root / ".work/rebase/latest.json").read_text())["target"]["version"] == "0.10.0"
+    assert json.loads((kit2.root / ".work/rebase/latest.json").read_text())["target"]["version"] == "0.10.0"
 
 
 @pytest.mark.network

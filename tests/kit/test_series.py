@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import AUTHOR
+from conftest import commit_patch
 
 from scripts.gitcmd import FORMAT_PATCH, git
 from scripts.series import strip_kit_trailers, subject
@@ -19,12 +19,9 @@ SUBJECTS = (
 @pytest.mark.parametrize("text", SUBJECTS)
 def test_subject_round_trips_through_format_patch(tmp_path: Path, text: str) -> None:
     git("init", "-q", cwd=tmp_path)
-    (tmp_path / "a.txt").write_text("a\n", encoding="utf-8")
-    git("add", "-A", cwd=tmp_path)
-    git("commit", "-q", "-m", text, cwd=tmp_path, env=AUTHOR)
+    commit_patch(tmp_path, {"a.txt": "a\n"}, text, "a")
     patch = git(*FORMAT_PATCH, "--root", "HEAD", cwd=tmp_path)
-    header = patch.split("\n\n", 1)[0]
-    assert "\n " in header  # folded, so unfolding is exercised too
+    assert "\n " in patch.split("\n\n", 1)[0]  # the header is folded, so unfolding is exercised too
     assert subject(patch) == text
 
 

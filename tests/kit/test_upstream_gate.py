@@ -3,30 +3,16 @@ proof (KIT007), each shown to bite on a deliberately broken patch."""
 
 from __future__ import annotations
 
-import shutil
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import KIT_ROOT, Kit, make_series
+from conftest import KIT_ROOT, SPDX, Kit, lint, make_series
 
 from scripts.checks import hooks
 from scripts.checks.lint import Declared, OffNpuProof, declarations, judge_off_npu
 from scripts.checks.offnpu import off_npu_changes
 
-RUFF = shutil.which("ruff", path=str(Path(sys.executable).parent)) or "ruff"
-SPDX = (
-    "# SPDX-License-Identifier: Apache-2.0\n# SPDX-FileCopyrightText: Copyright contributors to the vLLM-Omni project\n"
-)
-
-
-def lint(kit: Kit) -> tuple[int, str]:
-    proc = kit.run("lint", "--ruff", RUFF)
-    return proc.returncode, proc.stdout + proc.stderr
-
-
-# ---- upstream's pre-commit hooks ----------------------------------------------------------------
-
+HOOKS = KIT_ROOT / "ci" / "upstream-hooks.toml"
 # (case, file edits of one patch, the finding upstream's hook reports, as the lint prints it)
 HOOK_BITES = [
     ("typo", {"vllm_omni/attn.py": SPDX + "# the mis-broadcast of tables\n\n\ndef attend(q):\n    return q\n"},
@@ -38,6 +24,9 @@ HOOK_BITES = [
     ("bad YAML", {"tests/npu.yaml": "stages: [1\n"}, "tests/npu.yaml:2: check-yaml"),
     ("debug statement", {"vllm_omni/attn.py": "def attend(q):\n    breakpoint()\n    return q\n"},
      "vllm_omni/attn.py:2: debug-statements"),
+    ("ruff with upstream's settings", {"vllm_omni/attn.py": SPDX + "import os\n" + "X = " + '"' + "a" * 130 + '"\n'},
+     "vllm_omni/attn.py:4: ruff-check E501"),
+    ("ruff unused import", {"vllm_omni/attn.py": SPDX + "import os\n"}, "vllm_omni/attn.py:3: ruff-check F401"),
 ]  # fmt: skip
 
 
@@ -46,41 +35,33 @@ def test_each_hook_fails_an_added_line_under_its_upstream_id(small_kit: Kit, cas
     make_series(small_kit, [(edits, f"[NPU] {case}", "bad")])
     before = {p: (small_kit.checkout / p).read_bytes() for p in edits}
     code, out = lint(small_kit)
-    assert code == 1, out
-    assert said in out, out
-    assert "Traceback" not in out
+    assert code == 1 and said in out and "Traceback" not in out, out
     assert {p: (small_kit.checkout / p).read_bytes() for p in edits} == before  # fixers ran on a scratch copy
 
 
-def test_hooks_count_only_what_the_series_adds(tmp_path: Path) -> None:
-    """A trailing blank on upstream's own line is upstream's: shown as pre-existing, not counted; a file the series
-    adds counts whole."""
+def test_every_hook_of_upstreams_config_is_listed_and_its_gate_counts_what_the_series_adds(tmp_path: Path) -> None:
+    table = hooks.load_hooks(HOOKS)
+    assert [h.id for h in table] == [
+        "check-yaml", "debug-statements", "end-of-file-fixer", "mixed-line-ending", "trailing-whitespace",
+        "ruff-check", "ruff-format", "typos", "actionlint", "signoff-commit", "check-test-ci-coverage",
+        "check-tts-adapter-migration", "check-forbidden-imports", "suggestion",
+    ]  # fmt: skip
+    assert all(h.why for h in table if h.run == "no") and all(h.package for h in table if h.run != "no")
+    assert hooks.packages(table) == ["pre-commit-hooks==6.0.0", "ruff==0.14.10", "typos==1.40.1"]
+    # A trailing blank on upstream's own line is upstream's: pre-existing, not counted; an added file counts whole.
     (tmp_path / "vllm_omni").mkdir()
     (tmp_path / "vllm_omni/a.py").write_text("x = 1  \ny = 2  \n")
     (tmp_path / "vllm_omni/b.py").write_text("z = 3 \n")
-    table = [h for h in hooks.load_hooks(KIT_ROOT / "ci" / "upstream-hooks.toml") if h.id == "trailing-whitespace"]
-    gate = hooks.run_gate(table, tmp_path, {"vllm_omni/a.py": {2}, "vllm_omni/b.py": set()}, {"vllm_omni/b.py"},
+    trailing = [h for h in table if h.id == "trailing-whitespace"]
+    gate = hooks.run_gate(trailing, tmp_path, {"vllm_omni/a.py": {2}, "vllm_omni/b.py": set()}, {"vllm_omni/b.py"},
                           None, KIT_ROOT / "ci")  # fmt: skip
     assert [(f.file, f.line) for f in gate.counted] == [("vllm_omni/a.py", 2), ("vllm_omni/b.py", 1)]
     assert [(f.file, f.line) for f in gate.pre_existing] == [("vllm_omni/a.py", 1)]
     assert (tmp_path / "vllm_omni/a.py").read_text() == "x = 1  \ny = 2  \n"  # never fixed in place
-
-
-def test_every_hook_of_upstreams_config_is_listed_and_a_hook_that_cannot_run_says_why() -> None:
-    table = hooks.load_hooks(KIT_ROOT / "ci" / "upstream-hooks.toml")
-    ids = [h.id for h in table]
-    assert ids == ["check-yaml", "debug-statements", "end-of-file-fixer", "mixed-line-ending", "trailing-whitespace",
-                   "ruff-check", "ruff-format", "typos", "actionlint", "signoff-commit", "check-test-ci-coverage",
-                   "check-tts-adapter-migration", "check-forbidden-imports", "suggestion"]  # fmt: skip
-    assert all(h.why for h in table if h.run == "no") and all(h.package for h in table if h.run != "no")
-    assert hooks.packages(table) == ["pre-commit-hooks==6.0.0", "ruff==0.14.10", "typos==1.40.1"]
-
-
-def test_a_series_touching_what_an_unrunnable_hook_checks_fails_as_unchecked(tmp_path: Path) -> None:
     (tmp_path / ".github/workflows").mkdir(parents=True)
     (tmp_path / ".github/workflows/npu.yml").write_text("on: push\n")
-    table = [h for h in hooks.load_hooks(KIT_ROOT / "ci" / "upstream-hooks.toml") if h.run == "no"]
-    gate = hooks.run_gate(table, tmp_path, {".github/workflows/npu.yml": {1}}, set(), None, KIT_ROOT / "ci")
+    unrunnable = [h for h in table if h.run == "no"]
+    gate = hooks.run_gate(unrunnable, tmp_path, {".github/workflows/npu.yml": {1}}, set(), None, KIT_ROOT / "ci")
     assert [(f.hook, f.file) for f in gate.counted] == [("actionlint", ".github/workflows/npu.yml")]
     assert gate.counted[0].message.startswith("unchecked: upstream pins actionlint v1.7.7")
 
@@ -98,13 +79,6 @@ def test_a_malformed_hook_table_is_one_line(text: str, said: str) -> None:
     assert said in f"{err.value.what} -- {err.value.fix}"
 
 
-def test_a_missing_hook_program_is_named_with_the_fix(small_kit: Kit, tmp_path: Path) -> None:
-    make_series(small_kit, [({"vllm_omni/attn.py": "def attend(q):\n    return q  # x\n"}, "[NPU] x", "x")])
-    proc = small_kit.run("lint", "--ruff", RUFF, "--hooks-bin", str(tmp_path))
-    out = proc.stdout + proc.stderr
-    assert proc.returncode == 2 and "was not found in" in out and "nox -s lint" in out and "Traceback" not in out
-
-
 def test_fixer_lines_and_located_output() -> None:
     assert hooks.changed_lines("a\nb \nc", "a\nb\nc\n") == [2, 3]
     assert hooks.changed_lines("a\n", "a\n") == []
@@ -119,8 +93,7 @@ def test_fixer_lines_and_located_output() -> None:
     assert hooks.message("x.py:3:1: error: `teh`", "x.py", 3) == "`teh`"
 
 
-# ---- KIT007: the off-NPU proof ------------------------------------------------------------------
-
+# ---- KIT007: the off-NPU proof ----
 PRISTINE = '''\
 import torch
 
@@ -218,11 +191,19 @@ def pick(q):
 '''
 
 
-def test_npu_only_changes_project_to_the_pristine_module() -> None:
-    """Guards by device.type (==, != with an early return, an if/elif chain, `in` with "npu", `or` in a condition),
-    a helper, a cache and an import used only on NPU, docstrings and comments: off NPU this is upstream's module,
-    function by function."""
+def test_what_changes_nothing_off_npu() -> None:
+    # Guards by device.type (==, != with an early return, if/elif, `in`, `or`), NPU-only helper, cache and import,
+    # docstrings and comments: off NPU this is upstream's module, function by function.
     assert off_npu_changes("vllm_omni/a.py", PRISTINE, NPU_ONLY) == []
+    later = NPU_ONLY.replace("lens = list(", "lens = tuple(")  # a later patch to an NPU-only helper
+    assert off_npu_changes("vllm_omni/a.py", NPU_ONLY, later) == []
+    cpu_edit = NPU_ONLY.replace("        return dense(q)\n", "        return q\n")
+    assert off_npu_changes("vllm_omni/a.py", NPU_ONLY, cpu_edit)  # while its CPU code is still judged
+    reformatted = PRISTINE.replace('"""Upstream\'s helper."""', '"""Another docstring."""').replace(
+        "return t.to(device)", "return t.to(\n            device\n        )  # same call"
+    )
+    assert off_npu_changes("vllm_omni/a.py", PRISTINE, reformatted) == []  # formatting and docstrings alone
+    assert off_npu_changes("vllm_omni/a.py", PRISTINE, "def broken(:\n") == []  # does not parse: left to ruff
 
 
 # (case, the edit of PRISTINE, the unit and the first differing statement KIT007 names)
@@ -251,61 +232,35 @@ OFF_NPU_BITES = [
 
 @pytest.mark.parametrize(("case", "edit", "unit", "statement"), OFF_NPU_BITES, ids=[c[0] for c in OFF_NPU_BITES])
 def test_an_off_npu_change_is_named_by_function_and_statement(case, edit, unit, statement) -> None:
-    old, new = edit
-    assert old in PRISTINE
-    changes = off_npu_changes("vllm_omni/a.py", PRISTINE, PRISTINE.replace(old, new))
+    assert edit[0] in PRISTINE
+    changes = off_npu_changes("vllm_omni/a.py", PRISTINE, PRISTINE.replace(*edit))
     assert [(c.unit, c.statement) for c in changes][:1] == [(unit, statement)], changes
 
 
-def test_a_later_patch_to_an_npu_only_helper_changes_nothing_off_npu() -> None:
-    """Patch by patch: 0004 editing the NPU helper 0003 added is NPU-only on both sides of its own step."""
-    later = NPU_ONLY.replace("lens = list(", "lens = tuple(")
-    assert off_npu_changes("vllm_omni/a.py", NPU_ONLY, later) == []
-    cpu_edit = NPU_ONLY.replace("        return dense(q)\n", "        return q\n")
-    assert off_npu_changes("vllm_omni/a.py", NPU_ONLY, cpu_edit)  # while its CPU code is still judged
-
-
-def test_formatting_and_docstrings_alone_change_nothing() -> None:
-    reformatted = PRISTINE.replace('"""Upstream\'s helper."""', '"""Another docstring."""').replace(
-        "return t.to(device)", "return t.to(\n            device\n        )  # same call"
-    )
-    assert off_npu_changes("vllm_omni/a.py", PRISTINE, reformatted) == []
-
-
-def test_a_module_that_does_not_parse_is_left_to_ruff() -> None:
-    assert off_npu_changes("vllm_omni/a.py", PRISTINE, "def broken(:\n") == []
-
-
-def test_declarations_cover_their_change_and_a_stale_one_is_a_finding() -> None:
-    changes = off_npu_changes(
-        "vllm_omni/a.py", PRISTINE, PRISTINE.replace("return k.index_select(0, ids)", "return k[ids]")
-    )
+def test_declarations_cover_their_change_a_stale_one_is_a_finding_and_the_pr_says_so() -> None:
+    gathered = PRISTINE.replace("return k.index_select(0, ids)", "return k[ids]")
+    changes = off_npu_changes("vllm_omni/a.py", PRISTINE, gathered)
     message = "S\n\nBody.\n\nUpstream-Status: Pending\nKit-Patch: x\nKit-Off-NPU: _gather: indexing is faster here\n"
     assert declarations(message) == {"_gather": "indexing is faster here"}
-    findings, declared = judge_off_npu("0001-x.patch", changes, declarations(message))
-    assert findings == [] and declared == [
-        Declared("0001-x.patch", "vllm_omni/a.py", "_gather", "indexing is faster here")
-    ]
+    declared = Declared("0001-x.patch", "vllm_omni/a.py", "_gather", "indexing is faster here")
+    assert judge_off_npu("0001-x.patch", changes, declarations(message)) == ([], [declared])
     findings, _ = judge_off_npu("0001-x.patch", [], {"attend": "why"})
-    assert [f.message for f in findings] == [
-        "declares Kit-Off-NPU: attend, but off NPU attend is unchanged by this patch"
-    ]
+    stale = "declares Kit-Off-NPU: attend, but off NPU attend is unchanged by this patch"
+    assert [f.message for f in findings] == [stale]
     assert "not declare it" in judge_off_npu("0001-x.patch", changes, {})[0][0].message
-
-
-def test_the_prs_words_about_other_devices_come_from_the_proof() -> None:
+    # the PR's words about other devices come from the proof
     assert "nothing changes" in OffNpuProof([], []).claim()
     said = OffNpuProof([], [Declared("0001-x.patch", "vllm_omni/a.py", "_gather", "the fix")]).claim()
     assert said.startswith("Off NPU nothing changes except, on purpose: `_gather` (vllm_omni/a.py): the fix.")
-    changes = off_npu_changes("vllm_omni/a.py", PRISTINE, PRISTINE.replace("ids)\n", "ids).t()\n", 1))
-    assert OffNpuProof(judge_off_npu("0001-x.patch", changes, {})[0], []).claim().startswith("Off NPU: NOT proven")
+    transposed = off_npu_changes("vllm_omni/a.py", PRISTINE, PRISTINE.replace("ids)\n", "ids).t()\n", 1))
+    assert OffNpuProof(judge_off_npu("0001-x.patch", transposed, {})[0], []).claim().startswith("Off NPU: NOT proven")
 
 
-def test_lint_names_the_undeclared_change_and_its_patch(small_kit: Kit) -> None:
-    """Through the command, on a series: the patch that changes CPU code and does not say so is named."""
+def test_lint_names_the_undeclared_change_and_its_patch_and_a_missing_hook_program(small_kit: Kit, tmp_path) -> None:
     make_series(small_kit, [({"vllm_omni/attn.py": "def attend(q):\n    return q.float()\n"}, "[NPU] x", "sneaky")])
+    code, out = lint(small_kit, "--hooks-bin", str(tmp_path))
+    assert code == 2 and "was not found in" in out and "nox -s lint" in out and "Traceback" not in out
     code, out = lint(small_kit)
-    assert code == 1
-    assert ("vllm_omni/attn.py:2: KIT007 off NPU, attend differs from upstream (`return q.float()`) and "
-            "0001-sneaky.patch does not declare it") in out  # fmt: skip
+    said = "vllm_omni/attn.py:2: KIT007 off NPU, attend differs from upstream (`return q.float()`) and 0001-sneaky"
+    assert code == 1 and said + ".patch does not declare it" in out
     assert "Off NPU: NOT proven (1 undeclared difference(s)" in out

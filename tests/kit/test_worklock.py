@@ -11,20 +11,17 @@ import pytest
 from scripts import worklock
 
 
-class Taken(Exception):
-    pass
-
-
-def test_a_non_blocking_try_on_a_held_lock_fails_at_once_naming_the_holder(tmp_path: Path) -> None:
-    lock_file, told = tmp_path / "locks" / "x.lock", []
+def test_a_non_blocking_try_on_a_held_lock_fails_at_once_naming_the_holder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lock_file, told, slept = tmp_path / "locks" / "x.lock", [], []
     with worklock.locked(lock_file, stamp="pid 1 (first)", wait_s=None):
-        started = time.monotonic()
-        with pytest.raises(Taken, match=r"^pid 1 \(first\)$"):
-            with worklock.locked(
-                lock_file, stamp="second", wait_s=0, busy=lambda t: Taken(t.strip()), on_wait=told.append
-            ):
+        refusal = lambda holder: LookupError(holder.strip())  # noqa: E731  (the caller's own refusal)
+        with monkeypatch.context() as patched, pytest.raises(LookupError, match=r"^pid 1 \(first\)$"):
+            patched.setattr(worklock.time, "sleep", slept.append)  # at once: it never waits for the holder
+            with worklock.locked(lock_file, stamp="second", wait_s=0, busy=refusal, on_wait=told.append):
                 pass
-        assert time.monotonic() - started < 1 and told == []  # a try tells no one it waits
+        assert slept == [] and told == []  # a try tells no one it waits
         with pytest.raises(worklock.Busy, match="x.lock is in use by pid 1"):  # the default refusal
             with worklock.locked(lock_file, stamp="third", wait_s=0.3, poll_s=0.05, on_wait=told.append):
                 pass

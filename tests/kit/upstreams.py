@@ -1,22 +1,16 @@
-"""Synthetic upstream git repositories built from the real pinned release (the
-0.30.0 wheel's tree, as upstream's v0.30.0 would hold it) and the real series.
-
-Each "next" upstream is a branch of one repository, made the way upstream would
-make it: `git am` of a patch (verbatim), the same change typed again in other
-words (reformatted, other comments, the YAML in another layout), one hunk of a
-patch, a rename of a touched file, a merge that was later reverted.
-"""
+"""Synthetic upstreams from the real pinned release (the 0.30.0 wheel's tree as v0.30.0) and the real series: each
+"next" upstream a branch made as upstream would make it (a patch verbatim, the same change in other words, one hunk
+of a patch, a rename of a touched file, a merge later reverted)."""
 
 from __future__ import annotations
 
 import shutil
-import subprocess
 from pathlib import Path
 
 from conftest import AUTHOR, KIT_ROOT
 
 from scripts.diffparse import hunks
-from scripts.gitcmd import git, git_env
+from scripts.gitcmd import git
 from scripts.pin import extract_wheel, fetch_wheel, load_pin
 
 PATCHES = KIT_ROOT / "patches"
@@ -54,8 +48,7 @@ stages:
 """
 
 
-# One of upstream's own CPU tests, as the git tree carries them (the wheel has none), for a module
-# the series still touches after --move (paged_attention).
+# One of upstream's own CPU tests (the wheel has none), for a module the series still touches after --move.
 UPSTREAM_TEST = "tests/diffusion/ar_diffusion/test_paged_attention_cpu_copy.py"
 UPSTREAM_TEST_TEXT = """\
 # SPDX-License-Identifier: Apache-2.0
@@ -97,11 +90,6 @@ def am(repo: Path, patch_file: Path) -> None:
     git("am", "-q", "-k", patch_file.as_posix(), cwd=repo, env=AUTHOR)
 
 
-def apply_text(repo: Path, diff: str, message: str) -> None:
-    subprocess.run(["git", "apply", "--index", "-"], input=diff, cwd=repo, env=git_env(), text=True, check=True)
-    git("commit", "-q", "-m", message, cwd=repo, env=AUTHOR)
-
-
 def edit(repo: Path, path: str, old: str, new: str) -> None:
     f = repo / path
     text = f.read_text(encoding="utf-8")
@@ -127,15 +115,12 @@ def make_next_upstreams(repo: Path) -> None:
     """Branches `merged`, `renamed` and `reverted` of the release repository."""
     branch(repo, "merged")
     am(repo, patch("0001"))  # verbatim: its patch-id is in the history ...
-    edit(
-        repo,
-        ROPE,
-        "        sin: torch.Tensor,\n    ) -> torch.Tensor:\n        if cos.dim",
-        "        sin: torch.Tensor,  # (S, D/2) or (B, S, 1, D/2)\n    ) -> torch.Tensor:\n        if cos.dim",
-    )
+    sin, rest = "        sin: torch.Tensor,", "\n    ) -> torch.Tensor:\n        if cos.dim"
+    edit(repo, ROPE, sin + rest, sin + "  # (S, D/2) or (B, S, 1, D/2)" + rest)
     commit_all(repo, "Document the cos/sin layouts")  # ... and a later edit of its context stops reverse-apply
-    third = hunks(patch("0003").read_text(encoding="utf-8"))[2]
-    apply_text(repo, third.text, "Build the block table once per step")  # half of 0003: one of its hunks
+    third = hunks(patch("0003").read_text(encoding="utf-8"))[2].text  # half of 0003: one of its hunks
+    git("apply", "--index", "-", cwd=repo, stdin=third)
+    commit_all(repo, "Build the block table once per step")
     git("apply", "--index", patch("0005").as_posix(), cwd=repo)
     edit(repo, LINGBOT, REPLAY_SERIES, REPLAY_UPSTREAM)
     commit_all(repo, "LingBot replay: paged entry on NPU")  # 0005 in other words

@@ -1,41 +1,17 @@
 """vllm-omni's own realtime video handler, served with a fake engine client: the e2e's test server.
 
-What is real: ``OmniStreamingVideoOutputHandler`` from the patched checkout
-(``vllm_omni/entrypoints/openai/serving_video_output_stream.py``): the protocol,
-request validation, the model-name check, the fMP4 encoder and its trailer,
-``session.done``, the stall timeout and ``session.ping``/``session.pong``. It runs
-on the stack upstream's API server uses for ``/v1/realtime/video``: a FastAPI
-WebSocket route served by uvicorn.
+Real: ``OmniStreamingVideoOutputHandler`` from the patched checkout (protocol, request validation,
+model-name check, fMP4 encoder and trailer, ``session.done``, stall timeout, ping/pong), behind a
+FastAPI WebSocket route under uvicorn, as upstream's API server serves ``/v1/realtime/video``.
+Stand-in: the engine client (no 14B model, no Ascend cards here). It keeps the contract the handler
+calls (``stage_configs``, ``default_sampling_params_list``, ``generate`` yielding ``OmniRequestOutput``
+built as the diffusion output formatter builds it, ``abort``, ``submit_interaction_async``) and yields
+deterministic frames: 9 for chunk 0, then 12 per chunk. ``/health`` and the WebSocket route are the
+kit's (upstream's api_server.py imports every serving class, torchaudio among their imports; so
+``vllm_omni.entrypoints.openai`` is registered as a bare package and its ``__init__`` does not run).
 
-What stands in: the engine client (``FakeEngineClient``), because the 14B model and
-the Ascend cards do not exist here. It follows the contract the handler calls
-(``stage_configs``, ``default_sampling_params_list``, ``generate(prompt=...,
-request_id=..., sampling_params_list=...)`` yielding ``OmniRequestOutput`` built as
-the diffusion output formatter builds it, ``abort``, ``submit_interaction_async``)
-and yields small deterministic frames: 9 for chunk 0, then 12 per chunk.
-
-Two routes are the kit's own, ten lines each in upstream's api_server.py: ``GET
-/health`` (200, or 503 under the never-healthy fault) and the WebSocket route
-that hands the session to the handler. Upstream's api_server.py itself is not
-imported: it pulls in every serving class (speech, chat, ...) and their
-dependencies (torchaudio among them), which the stock leg does not have. For the
-same reason ``vllm_omni.entrypoints.openai`` is registered as a bare package, so
-its ``__init__`` (which imports api_server.py) does not run; the handler's own
-imports run unchanged.
-
-A/B knobs: ``--latency-scale`` (STANDIN_LATENCY_SCALE) multiplies every delay,
-``--alter-frame`` (STANDIN_ALTER_FRAME) changes one frame; the A/B passes
-``STANDIN_A_*`` / ``STANDIN_B_*`` to one variant's servers only.
-
-Faults (``--fault`` or STANDIN_FAULT), all through the fake engine or the health
-route, so the handler's real reaction is what the client sees:
-nondeterministic (noise from frame ``--nondet-from-frame`` on), never-healthy,
-die-mid-session (the process exits after ``--fault-after-chunks`` chunks), error
-(the engine output carries an error there: the handler sends ``error``), stall
-(the engine stops yielding there: the handler's stall timeout fires).
-
-Run by the stock leg's python with the checkout on ``sys.path``
-(``--checkout``). Binds loopback addresses only.
+Knobs and faults (each flag also read from ``STANDIN_<FLAG>``; docs/e2e.md) act through the fake
+engine or the health route, so the client sees the handler's real reaction. Binds loopback only.
 """
 
 from __future__ import annotations
@@ -57,6 +33,18 @@ from fastapi.responses import PlainTextResponse
 
 FAULTS = ("none", "nondeterministic", "never-healthy", "die-mid-session", "error", "stall")
 HANDLER_MODULE = "vllm_omni.entrypoints.openai.serving_video_output_stream"
+# flag, type, default, help: the default is read from STANDIN_<FLAG> first
+KNOBS = [
+    ("model", str, "lingbot-world", "the served model name"),
+    ("fault", str, "none", None),
+    ("fault-after-chunks", int, "1", "the chunk a fault strikes at (die-mid-session exits with code 3)"),
+    ("nondet-from-frame", int, "9", "nondeterministic: noise from this frame on"),
+    ("chunk-interval-ms", float, "100", None),
+    ("first-chunk-delay-ms", float, "", "[default: --chunk-interval-ms]"),
+    ("latency-scale", float, "1", "multiplies every delay (A/B: a known slowdown)"),
+    ("alter-frame", int, "-1", "this frame differs (A/B: a known output change); -1: none"),
+    ("stall-timeout-s", float, "60", None),
+]
 
 
 def chunk_frame_counts(num_frames: int) -> list[int]:
@@ -67,17 +55,8 @@ def chunk_frame_counts(num_frames: int) -> list[int]:
 
 def frames(start: int, count: int, width: int, height: int, seed: int) -> np.ndarray:
     """(count, height, width, 3) uint8: a moving gradient fully determined by (frame index, seed)."""
-    index = np.arange(start, start + count, dtype=np.int64)[:, None, None, None]
-    y = np.arange(height, dtype=np.int64)[None, :, None, None]
-    x = np.arange(width, dtype=np.int64)[None, None, :, None]
-    channel = np.array([0, 85, 170], dtype=np.int64)[None, None, None, :]
+    index, y, x, channel = np.ogrid[start : start + count, :height, :width, 0:255:85]  # channel: 0, 85, 170
     return ((x * 4 + y * 2 + index * 5 + seed + channel) & 0xFF).astype(np.uint8)
-
-
-def add_noise(video: np.ndarray) -> np.ndarray:
-    """Strong per-process random noise: survives compression, differs between servers."""
-    noise = np.frombuffer(os.urandom(video.size), dtype=np.uint8).reshape(video.shape) & 0x3F
-    return video ^ noise
 
 
 class FakeEngineClient:
@@ -89,29 +68,26 @@ class FakeEngineClient:
         self.args = args
         self.stage_configs = [{"stage_type": "diffusion", "final_output": True, "final_output_type": "video"}]
         self.default_sampling_params_list = [OmniDiffusionSamplingParams()]
-        self.aborted: list[str] = []
-
-    def _delay_s(self, index: int) -> float:
-        delay_ms = self.args.first_chunk_delay_ms if index == 0 else self.args.chunk_interval_ms
-        return delay_ms * self.args.latency_scale / 1000.0
 
     async def generate(
         self, prompt: Any, request_id: str = "", *, sampling_params_list: Sequence[Any] | None = None, **_: Any
     ) -> AsyncGenerator[Any, None]:
         from vllm_omni.outputs import OmniRequestOutput
 
+        args = self.args
         params = (sampling_params_list or self.default_sampling_params_list)[0]
         counts = chunk_frame_counts(int(params.num_frames))
         start = 0
         for index, count in enumerate(counts):
             await self._fault(index)
-            await asyncio.sleep(self._delay_s(index))
+            delay_ms = args.chunk_interval_ms if index else args.first_chunk_delay_ms
+            await asyncio.sleep(delay_ms * args.latency_scale / 1000.0)
             video = frames(start, count, int(params.width), int(params.height), int(params.seed or 0))
-            if start <= self.args.alter_frame < start + count:
-                video[self.args.alter_frame - start] ^= 0x80  # one frame visibly different, the rest unchanged
-            noisy_from = max(0, self.args.nondet_from_frame - start)
-            if self.args.fault == "nondeterministic" and noisy_from < count:
-                video[noisy_from:] = add_noise(video[noisy_from:])
+            if start <= args.alter_frame < start + count:
+                video[args.alter_frame - start] ^= 0x80  # one frame visibly different, the rest unchanged
+            noisy = video[max(0, args.nondet_from_frame - start) :]
+            if args.fault == "nondeterministic" and noisy.size:  # per-process noise: survives compression
+                noisy ^= np.frombuffer(os.urandom(noisy.size), dtype=np.uint8).reshape(noisy.shape) & 0x3F
             start += count
             stream = {"generation_chunk_index": index, "started_event_ids": [], "active_event_ids": []}
             yield OmniRequestOutput.from_diffusion(
@@ -134,7 +110,7 @@ class FakeEngineClient:
             await asyncio.Event().wait()
 
     async def abort(self, request_id: str, **_: Any) -> None:
-        self.aborted.append(request_id)
+        pass
 
     async def submit_interaction_async(self, request_id: str, *, interaction: Any) -> None:
         raise RuntimeError("the stand-in engine does not take interactions")
@@ -162,9 +138,8 @@ def build_app(args: argparse.Namespace) -> FastAPI:
 
     @app.get("/health")
     async def health() -> PlainTextResponse:
-        if args.fault == "never-healthy":
-            return PlainTextResponse("loading\n", status_code=503)
-        return PlainTextResponse("ok\n")
+        never = args.fault == "never-healthy"
+        return PlainTextResponse("loading\n", status_code=503) if never else PlainTextResponse("ok\n")
 
     # FastAPI reads the annotation to inject the WebSocket: it must resolve in this module's globals.
     @app.websocket("/v1/realtime/video")
@@ -175,25 +150,17 @@ def build_app(args: argparse.Namespace) -> FastAPI:
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    env = os.environ
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--checkout", required=True, help="the patched vllm-omni tree")
-    p.add_argument("--model", default=env.get("STANDIN_MODEL", "lingbot-world"), help="the served model name")
-    p.add_argument("--fault", choices=FAULTS, default=env.get("STANDIN_FAULT", "none"))
-    p.add_argument("--fault-after-chunks", type=int, default=int(env.get("STANDIN_FAULT_AFTER_CHUNKS", "1")))
-    p.add_argument("--nondet-from-frame", type=int, default=int(env.get("STANDIN_NONDET_FROM_FRAME", "9")))
-    p.add_argument("--chunk-interval-ms", type=float, default=float(env.get("STANDIN_CHUNK_INTERVAL_MS", "100")))
-    p.add_argument("--first-chunk-delay-ms", type=float, default=None, help="[default: --chunk-interval-ms]")
-    p.add_argument("--latency-scale", type=float, default=float(env.get("STANDIN_LATENCY_SCALE", "1")),
-                   help="multiplies every delay (A/B: a known slowdown)")  # fmt: skip
-    p.add_argument("--alter-frame", type=int, default=int(env.get("STANDIN_ALTER_FRAME", "-1")),
-                   help="this frame differs (A/B: a known output change); -1: none")  # fmt: skip
-    p.add_argument("--stall-timeout-s", type=float, default=float(env.get("STANDIN_STALL_TIMEOUT_S", "60")))
+    for flag, kind, default, help_text in KNOBS:
+        value = os.environ.get("STANDIN_" + flag.upper().replace("-", "_"), default)
+        choices = FAULTS if flag == "fault" else None
+        p.add_argument(f"--{flag}", type=kind, default=kind(value) if value else None, choices=choices, help=help_text)
     args = p.parse_args(argv)
     if args.first_chunk_delay_ms is None:
-        args.first_chunk_delay_ms = float(env.get("STANDIN_FIRST_CHUNK_DELAY_MS", args.chunk_interval_ms))
+        args.first_chunk_delay_ms = args.chunk_interval_ms
     if not args.host.startswith("127.") and args.host not in ("localhost", "::1"):
         p.error("the stand-in binds loopback addresses only")
     return args
