@@ -14,31 +14,11 @@ HEADERS = "diff --git a/notes.txt b/notes.txt\n--- a/notes.txt\n+++ b/notes.txt\
 HEADER_LOOKALIKES = HEADERS + "@@ -1,4 +1,4 @@\n start\n--- x\n--- y\n+++ x\n+++ y\n end\n@@ -9 +9,2 @@\n nine\n+ten\n"
 
 
-def test_header_lookalike_lines_inside_a_hunk_are_counted() -> None:
-    (diff,) = parse(HEADER_LOOKALIKES)
-    assert diff.path == "notes.txt"
-    assert diff.removed == 2
-    assert diff.added == ((2, "++ x"), (3, "++ y"), (10, "ten"))
-
-
-def test_a_hunk_shorter_than_its_header_does_not_swallow_the_next_file() -> None:
+def test_a_short_hunk_does_not_swallow_the_next_file_a_no_newline_marker_stays_and_names_are_read() -> None:
     truncated = "diff --git a/a.py b/a.py\n--- a/a.py\n+++ b/a.py\n@@ -1,5 +1,6 @@\n x\n+y\n"
     second = "diff --git a/b.py b/b.py\n--- a/b.py\n+++ b/b.py\n@@ -1 +1 @@\n-old\n+new\n"
     got = [(d.path, d.added, d.removed) for d in parse(truncated + second)]
     assert got == [("a.py", ((2, "y"),), 0), ("b.py", ((1, "new"),), 1)]
-
-
-def test_hunks_carry_their_file_headers_start_and_lines() -> None:
-    first, second = hunks(HEADER_LOOKALIKES)
-    assert (first.path, first.number, first.old_start) == ("notes.txt", 1, 1)
-    assert first.removed == ("-- x", "-- y") and first.added == ("++ x", "++ y")  # not taken for file headers
-    assert first.text == HEADERS + "".join(f"{x}\n" for x in HEADER_LOOKALIKES.splitlines()[3:10])
-    assert (second.number, second.old_start, second.added) == (2, 9, ("ten",))
-    assert second.label == "notes.txt hunk #2 (@@ -9)"
-    assert second.text == HEADERS + "@@ -9 +9,2 @@\n nine\n+ten\n"
-
-
-def test_a_missing_newline_marker_stays_with_its_hunk_and_names_are_read() -> None:
     renamed = (
         "diff --git a/old.py b/new.py\nsimilarity index 90%\nrename from old.py\nrename to new.py\n"
         "--- a/old.py\n+++ b/new.py\n@@ -3 +3 @@\n-x\n\\ No newline at end of file\n+y\n"
@@ -53,12 +33,29 @@ def test_a_missing_newline_marker_stays_with_its_hunk_and_names_are_read() -> No
     assert new.hunks[0].text == created
 
 
+def test_header_lookalike_lines_inside_a_hunk_are_counted_and_hunks_carry_their_headers_start_and_lines() -> None:
+    (diff,) = parse(HEADER_LOOKALIKES)
+    assert (diff.path, diff.removed, diff.added) == ("notes.txt", 2, ((2, "++ x"), (3, "++ y"), (10, "ten")))
+    first, second = hunks(HEADER_LOOKALIKES)
+    assert (first.path, first.number, first.old_start) == ("notes.txt", 1, 1)
+    assert first.removed == ("-- x", "-- y") and first.added == ("++ x", "++ y")  # not taken for file headers
+    assert first.text == HEADERS + "".join(f"{x}\n" for x in HEADER_LOOKALIKES.splitlines()[3:10])
+    assert (second.number, second.old_start, second.added) == (2, 9, ("ten",))
+    assert second.label == "notes.txt hunk #2 (@@ -9)"
+    assert second.text == HEADERS + "@@ -9 +9,2 @@\n nine\n+ten\n"
+
+
+def worktree_diff(root: Path, name: str, before: str, after: str) -> str:
+    git("init", "-q", cwd=root)
+    (root / name).write_text(before, encoding="utf-8")
+    git("add", "-A", cwd=root)
+    (root / name).write_text(after, encoding="utf-8")
+    return git("diff", cwd=root)
+
+
 def test_each_hunk_of_a_real_diff_applies_alone(tmp_path: Path) -> None:
-    git("init", "-q", cwd=tmp_path)
-    (tmp_path / "a.txt").write_text("".join(f"{n}\n" for n in range(30)), encoding="utf-8")
-    git("add", "-A", cwd=tmp_path)
-    (tmp_path / "a.txt").write_text("".join(f"{n}\n" for n in range(30) if n not in (2, 25)), encoding="utf-8")
-    parts = hunks(git("diff", cwd=tmp_path))
+    lines = [f"{n}\n" for n in range(30)]
+    parts = hunks(worktree_diff(tmp_path, "a.txt", "".join(lines), "".join(lines[:2] + lines[3:25] + lines[26:])))
     git("checkout", "--", "a.txt", cwd=tmp_path)
     assert [h.old_start for h in parts] == [1, 23]
     for h in parts:
@@ -76,12 +73,9 @@ def counts(patch_text: str) -> list[tuple[int, int, str]]:
 
 
 def test_counts_match_git_on_a_real_diff_with_lookalike_lines(tmp_path: Path) -> None:
-    git("init", "-q", cwd=tmp_path)
-    (tmp_path / "notes.txt").write_text("start\n-- x\n-- y\n- \nend\n", encoding="utf-8")
-    git("add", "-A", cwd=tmp_path)
-    (tmp_path / "notes.txt").write_text("start\n++ x\n++ y\n+ \nend\n", encoding="utf-8")
+    diff = worktree_diff(tmp_path, "notes.txt", "start\n-- x\n-- y\n- \nend\n", "start\n++ x\n++ y\n+ \nend\n")
     patch = tmp_path / "change.patch"
-    patch.write_text(git("diff", cwd=tmp_path) + "-- \n2.47.0\n", encoding="utf-8")  # format-patch's signature
+    patch.write_text(diff + "-- \n2.47.0\n", encoding="utf-8")  # format-patch's signature
     assert counts(patch.read_text(encoding="utf-8")) == numstat(patch, tmp_path) == [(3, 3, "notes.txt")]
 
 

@@ -12,7 +12,6 @@ from conftest import KIT_ROOT
 from scripts.errors import KitError
 from scripts.legs import legenv, legpins
 
-DEFAULT_INDEX = "https://pypi.org/simple/"
 CI_DIR = KIT_ROOT / "ci"
 
 
@@ -30,7 +29,7 @@ def uv() -> str:
     if found is None:
         pytest.fail("uv is missing: pip install -r ci/kit-tools.txt")
     args = index_args()
-    url = args[args.index("--index-url") + 1] if "--index-url" in args else DEFAULT_INDEX
+    url = args[args.index("--index-url") + 1] if "--index-url" in args else "https://pypi.org/simple/"
     try:
         urllib.request.urlopen(url.rstrip("/") + "/pip/", timeout=15).close()
     except (urllib.error.URLError, OSError) as exc:
@@ -39,7 +38,8 @@ def uv() -> str:
 
 
 @pytest.mark.network  # uv resolves against the package registry
-def test_the_resolve_check_bites_on_a_pin_without_an_aarch64_wheel(uv: str, tmp_path: Path) -> None:
+def test_the_resolve_and_staleness_checks_bite_and_the_recorded_time_matters(uv: str, tmp_path: Path) -> None:
+    # The resolve check bites on a pin without an aarch64 wheel.
     text = stock_pins()
     unmarked = text.replace("intel-openmp==2024.2.1 ; platform_machine == 'x86_64'", "intel-openmp==2024.2.1")
     assert unmarked != text
@@ -47,10 +47,6 @@ def test_the_resolve_check_bites_on_a_pin_without_an_aarch64_wheel(uv: str, tmp_
     legpins.check_resolves(CI_DIR, uv, tmp_path / "leg-stock.txt", legpins.PLATFORMS["x86_64"], index_args())
     with pytest.raises(KitError, match="aarch64.*intel-openmp"):
         legpins.check_resolves(CI_DIR, uv, tmp_path / "leg-stock.txt", legpins.PLATFORMS["aarch64"], index_args())
-
-
-@pytest.mark.network  # uv resolves against the package registry
-def test_the_staleness_check_bites_on_an_edited_top_section(uv: str, tmp_path: Path) -> None:
     # Same recorded time, one more top-level requirement: the closure gains its dependencies, so the file is stale.
     top, closure = legpins.split_pin_file(stock_pins())
     edited = f"{top}requests==2.32.3\n\n{legpins.CLOSURE_MARKER}{closure}"
@@ -59,32 +55,27 @@ def test_the_staleness_check_bites_on_an_edited_top_section(uv: str, tmp_path: P
         (tmp_path / other).write_text((CI_DIR / other).read_text(encoding="utf-8"), encoding="utf-8")
     as_of = legpins.recorded_as_of(tmp_path, "leg-stock.txt")
     assert legpins.regenerate(tmp_path, "leg-stock.txt", uv, index_args(), as_of, keep=True) != edited
-
-
-@pytest.mark.network  # uv resolves against the package registry
-def test_a_resolve_as_of_an_earlier_time_takes_earlier_releases(uv: str) -> None:
     # --exclude-newer really moves the answer: the recorded time is what makes the check reproducible.
     then = legpins.regenerate(CI_DIR, "leg-stock.txt", uv, index_args(), "2026-11-20T00:00:00Z")
     assert legpins.changed_pins(stock_pins(), then), "a resolve ten days earlier pinned the same closure"
 
 
-def test_the_resolution_time_is_read_from_under_the_marker_and_its_absence_is_refused(tmp_path: Path) -> None:
+def test_pin_file_sections_time_newer_releases_and_platform_markers(tmp_path: Path) -> None:
     untimed = f"# head\ntorch==1\n\n{legpins.CLOSURE_MARKER}\na==1\n"
     timed = untimed.replace("\na==1", f"\n{legpins.AS_OF_PREFIX}2026-11-30T14:43:33Z\na==1")
     assert legpins.resolved_as_of(timed) == "2026-11-30T14:43:33Z" and legpins.resolved_as_of(untimed) is None
     (tmp_path / "leg-x.txt").write_text(untimed, encoding="utf-8")
     with pytest.raises(KitError, match="records no resolution time.*python -m scripts legpins"):
         legpins.recorded_as_of(tmp_path, "leg-x.txt")
-
-
-def test_newer_releases_are_listed_by_name_and_versions() -> None:
+    top, closure = legpins.split_pin_file(untimed)
+    assert top == "# head\ntorch==1\n" and closure == "\na==1\n"
+    generated = legpins.generated_file(top, ["a==1"], "2026-11-30T14:43:33Z")
+    assert generated == f"{top}\n{legpins.CLOSURE_MARKER}\n{legpins.AS_OF_PREFIX}2026-11-30T14:43:33Z\na==1\n"
     old = f"top\n\n{legpins.CLOSURE_MARKER}\n{legpins.AS_OF_PREFIX}t\na==1\nb==2\n"
     new = f"top\n\n{legpins.CLOSURE_MARKER}\n{legpins.AS_OF_PREFIX}u\na==1\nb==3\nc==1\n"
     assert legpins.changed_pins(old, new) == ["b 2 -> 3", "c - -> 1"]
     assert legpins.changed_pins(old, old.replace("\nt\n", "\nu\n")) == []  # only the time differs: nothing newer
-
-
-def test_platforms_merge_with_markers_only_where_wheels_differ() -> None:
+    # platforms merge with markers only where wheels differ
     resolved = {
         "x86_64": {"torch": "2.13.0", "intel-openmp": "2024.2.1", "numpy": "2.3.5"},
         "aarch64": {"torch": "2.13.0", "numpy": "2.3.4"},
@@ -94,13 +85,6 @@ def test_platforms_merge_with_markers_only_where_wheels_differ() -> None:
         "numpy==2.3.4 ; platform_machine == 'aarch64'",
         "numpy==2.3.5 ; platform_machine == 'x86_64'",
     ]
-
-
-def test_closure_section_is_found_after_its_marker() -> None:
-    top, closure = legpins.split_pin_file(f"# head\ntorch==1\n\n{legpins.CLOSURE_MARKER}\na==1\n")
-    assert top == "# head\ntorch==1\n" and closure == "\na==1\n"
-    generated = legpins.generated_file(top, ["a==1"], "2026-11-30T14:43:33Z")
-    assert generated == f"{top}\n{legpins.CLOSURE_MARKER}\n{legpins.AS_OF_PREFIX}2026-11-30T14:43:33Z\na==1\n"
 
 
 @pytest.mark.network  # uv resolves against the package registry

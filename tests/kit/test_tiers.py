@@ -33,16 +33,14 @@ def tier_problems(ini_text: str) -> list[str]:
     return problems
 
 
-def test_the_tiers_split_the_tests_by_pytest_ini_markers() -> None:
+def test_the_tiers_split_the_tests_by_pytest_ini_markers_and_the_check_bites() -> None:
     assert tier_problems((KIT_ROOT / "pytest.ini").read_text(encoding="utf-8")) == []
     assert kit_tests_command("default", ["-x"])[-2:] == ["--junitxml=.work/records/kit/junit.xml", "-x"]
     assert "--junitxml=.work/records/kit-heavy/junit.xml" in kit_tests_command("heavy", [])
     assert "-n" in KIT_TIERS["default"] and "-n" in KIT_TIERS["heavy"]  # each test makes what it writes
     assert "loadfile" in KIT_TIERS["heavy"]  # a module's servers / copies are set up once, on one worker
     assert "worksteal" in KIT_TIERS["default"]  # no worker idles while the other still holds queued tests
-
-
-def test_the_tier_check_bites_on_a_marker_no_tier_knows() -> None:
+    # Bites on a marker no tier knows.
     ini = (KIT_ROOT / "pytest.ini").read_text(encoding="utf-8") + "    slow: takes long\n"
     declared = "['e2e', 'legs', 'network', 'slow']"
     assert tier_problems(ini) == [f"pytest.ini declares {declared}, the tiers know {HEAVY_MARKERS}"]
@@ -96,12 +94,10 @@ def unmarked_heavy_tests(source: str) -> list[str]:
     return problems
 
 
-def test_every_heavy_test_is_marked() -> None:
+def test_every_heavy_test_is_marked_and_the_check_bites() -> None:
     found = {p.name: unmarked_heavy_tests(p.read_text("utf-8")) for p in (KIT_ROOT / "tests/kit").glob("test_*.py")}
     assert {name: tests for name, tests in found.items() if tests} == {}
-
-
-def test_the_marker_check_bites_through_fixtures_and_helpers() -> None:
+    # Bites through fixtures and helpers.
     source = (
         "import pytest\n"
         "def helper():\n    return legenv.ensure_env('stock')\n"

@@ -35,7 +35,7 @@ TESTS = {
 def run_leg(root: Path, attend_body: str) -> upstream_tests.Comparison | None:
     """The leg on a git upstream with tests/ (pristine) and a series that makes attend `attend_body` (patched)."""
     repo, out = root / "repo", root / "out"
-    repo.mkdir()
+    repo.mkdir(parents=True)
     out.mkdir()
     git("init", "-q", "-b", "main", cwd=repo)
     commit_patch(repo, TESTS, "upstream with tests", "upstream")
@@ -46,34 +46,25 @@ def run_leg(root: Path, attend_body: str) -> upstream_tests.Comparison | None:
     return upstream_tests.in_leg(Path(sys.executable), env, KIT_ROOT, root / "pristine", root / "patched", out, diff)
 
 
-def test_a_series_that_keeps_behaviour_passes(tmp_path: Path) -> None:
-    found = run_leg(tmp_path, "    if q is None:\n        raise ValueError('q')\n    return q\n")
-    assert found is not None
-    assert found.files == ["tests/test_attn.py"]  # imports the touched module, CPU-marked; not gpu, not other
-    assert found.ok and found.regressions == [] and found.passed == 2
-    assert found.both_fail == ["tests.test_attn::test_known_broken_upstream"]  # reported, not counted
+def test_a_series_that_breaks_an_upstream_test_or_its_collection_is_named(tmp_path: Path) -> None:
+    kept = run_leg(tmp_path / "kept", "    if q is None:\n        raise ValueError('q')\n    return q\n")
+    assert kept is not None
+    assert kept.files == ["tests/test_attn.py"]  # imports the touched module, CPU-marked; not gpu, not other
+    assert kept.ok and kept.regressions == [] and kept.passed == 2
+    assert kept.both_fail == ["tests.test_attn::test_known_broken_upstream"]  # reported, not counted
+    broken = run_leg(tmp_path / "broken", "    return int(q)\n")
+    assert broken is not None and not broken.ok
+    assert broken.regressions == ["tests.test_attn::test_type_kept"]
+    assert broken.both_fail == ["tests.test_attn::test_known_broken_upstream"]
+    assert broken.as_record()["ok"] is False
+    uncollected = run_leg(tmp_path / "uncollected", "    return q\nraise ImportError('broken by the series')\n")
+    assert uncollected is not None and not uncollected.ok and uncollected.regressions
 
 
-def test_a_series_that_breaks_an_upstream_test_is_named(tmp_path: Path) -> None:
-    found = run_leg(tmp_path, "    return int(q)\n")
-    assert found is not None and not found.ok
-    assert found.regressions == ["tests.test_attn::test_type_kept"]
-    assert found.both_fail == ["tests.test_attn::test_known_broken_upstream"]
-    assert found.as_record()["ok"] is False
-
-
-def test_a_series_that_breaks_collection_is_a_regression(tmp_path: Path) -> None:
-    found = run_leg(tmp_path, "    return q\nraise ImportError('broken by the series')\n")
-    assert found is not None and not found.ok and found.regressions
-
-
-def test_wheel_source_has_no_upstream_tests(tmp_path: Path) -> None:
+def test_selection_by_module_name_and_none_from_a_wheel_source(tmp_path: Path) -> None:
     tree = tmp_path / "pristine"
     tree.mkdir()
     assert upstream_tests.in_leg(Path(sys.executable), dict(os.environ), KIT_ROOT, tree, tree, tmp_path, "") is None
-
-
-def test_selection_by_module_name() -> None:
     files = {
         "tests/a/test_rope.py": "import pytest\nfrom vllm_omni.diffusion.layers.rope import R\npytest.mark.cpu\n",
         "tests/a/test_ropey.py": "from vllm_omni.diffusion.layers.ropey import R\npytest.mark.cpu\n",
