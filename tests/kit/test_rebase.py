@@ -99,9 +99,20 @@ def test_each_patch_is_tried_and_the_checkout_untouched(kit2: Kit, tmp_path, cas
         assert "0.1.0" in pin_text(kit2)
 
 
-def test_move_pin_then_series_is_byte_stable(kit2: Kit, tmp_path) -> None:
+@pytest.mark.parametrize("cache", ["empty", "truncated-wheel"])
+def test_move_pin_then_series_is_byte_stable(kit2: Kit, tmp_path, cache: str) -> None:
+    """--move pins the registry's digest (a truncated download in the cache set aside, named, fetched again)."""
     digest = offer(tmp_path, SHIFTED)
-    rebase(kit2, tmp_path, "0.2.0", "--move", check=True)
+    good = (tmp_path / "index/vllm-omni" / WHEEL_020).read_bytes()
+    cached = kit2.root / ".work/downloads" / WHEEL_020
+    bad = [good[: len(good) // 2]] if cache == "truncated-wheel" else []
+    for data in bad:
+        cached.write_bytes(data)
+    proc = rebase(kit2, tmp_path, "0.2.0", "--move", check=True)
+    assert (f".work/downloads/{WHEEL_020} fails its sha256: set aside as" in proc.stdout) == bool(bad), proc.stdout
+    assert "Traceback" not in proc.stderr
+    assert cached.read_bytes() == good
+    assert [p.read_bytes() for p in cached.parent.glob("*.bad-*")] == bad  # kept, named
     pin = parse_pin(pin_text(kit2))
     assert (pin.version, pin.wheel_sha256, pin.git_tag, pin.git_commit) == ("0.2.0", digest, "v0.2.0", "")
     assert "@@ -8,7 +8,7 @@ line 6" in (kit2.patches / "0001-fix-ten.patch").read_text()  # refreshed context
@@ -109,19 +120,6 @@ def test_move_pin_then_series_is_byte_stable(kit2: Kit, tmp_path) -> None:
     before = {p.name: p.read_bytes() for p in kit2.patches.iterdir()}
     assert "patches/ unchanged" in kit2.run("refresh", check=True).stdout
     assert {p.name: p.read_bytes() for p in kit2.patches.iterdir()} == before
-
-
-def test_cached_target_wheel_is_checked_and_pin_takes_the_registry_digest(kit2: Kit, tmp_path) -> None:
-    digest = offer(tmp_path, SHIFTED)
-    good = (tmp_path / "index/vllm-omni" / WHEEL_020).read_bytes()
-    cached = kit2.root / ".work/downloads" / WHEEL_020
-    cached.write_bytes(good[: len(good) // 2])  # a truncated download left in the cache
-    proc = rebase(kit2, tmp_path, "0.2.0", "--move", check=True)
-    assert f".work/downloads/{WHEEL_020} fails its sha256: set aside as" in proc.stdout
-    assert "Traceback" not in proc.stderr
-    assert cached.read_bytes() == good  # fetched again
-    assert [p.read_bytes() for p in cached.parent.glob("*.bad-*")] == [good[: len(good) // 2]]  # kept, named
-    assert parse_pin(pin_text(kit2)).wheel_sha256 == digest
 
 
 def test_index_without_a_digest_is_refused_and_nothing_moves(kit2: Kit, tmp_path) -> None:
