@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import AUTHOR, Kit, rope_with
 from test_faults import inject, one_line_error, snapshot
-from test_faults_keeps import ATTN, ROPE, commit, fixup, paused, popen, put, sha_of, steps
+from test_faults_keeps import ATTN, EXTRA, ROPE, commit, fixup, paused, popen, put, sha_of, steps
 
 from scripts import gitcmd, signals
 from scripts.gitcmd import git
@@ -37,7 +37,6 @@ def squash_0003_into_0002(kit: Kit, _tmp: Path) -> None:
 TRIPLE = {ATTN: "def attend(q):\n    return q * 3\n"}
 UNDONE = {"double-attn": {ATTN: "def attend(q):\n    return q\n"}, "twenty": {ROPE: rope_with({10: "line 10 fixed"})}}
 undo = {slug: fixup(slug, edits) for slug, edits in UNDONE.items()}  # a fixup that makes slug's patch empty
-EXTRA = {"vllm_omni/extra.py": "x = 1\n"}
 TRAILERS = "\n\nUpstream-Status: Pending\nKit-Patch: extra\n"
 fix_ten_again = fixup("fix-ten", {ROPE: rope_with({10: "line 10 fixed twice", 20: "line 20 fixed"})})
 # 0002 again, new files, and a fixup aimed at it by commit (it would apply anywhere)
@@ -182,55 +181,46 @@ def test_refresh_fault_row(row: Row, kit3: Kit, tmp_path: Path) -> None:
 
 
 # ---- the fixes the rows name do finish the job
-def test_squash_then_the_named_drop_keeps_one_identity(kit3: Kit) -> None:
+@pytest.mark.parametrize(("dropped", "kept"), [("0003-double-attn", "twenty"), ("0002-twenty", "double-attn")])
+def test_squash_then_the_named_drop_keeps_one_identity(kit3: Kit, dropped: str, kept: str) -> None:
     squash_0003_into_0002(kit3, Path())
-    out = kit3.run("refresh", "--drop", "double-attn", check=True).stdout
-    assert "0003-double-attn.patch: dropped" in out
-    text = (kit3.patches / "0002-twenty.patch").read_text()
-    assert text.count("Kit-Patch:") == 1 and text.count("Upstream-Status:") == 1 and "Kit-Patch: twenty\n" in text
+    out = kit3.run("refresh", "--drop", dropped[5:], check=True).stdout
+    assert f"{dropped}.patch: dropped" in out
+    text = (kit3.patches / f"0002-{kept}.patch").read_text()
+    assert text.count("Kit-Patch:") == 1 and text.count("Upstream-Status:") == 1 and f"Kit-Patch: {kept}\n" in text
     assert "return q * 2" in text and "line 20 fixed" in text  # both contents kept
-    assert sorted(p.name for p in kit3.patches.glob("*.patch")) == ["0001-fix-ten.patch", "0002-twenty.patch"]
+    assert sorted(p.name for p in kit3.patches.glob("*.patch")) == ["0001-fix-ten.patch", f"0002-{kept}.patch"]
     assert "patches/ unchanged" in kit3.run("refresh", check=True).stdout
 
 
-def test_squash_keeping_the_other_identity(kit3: Kit) -> None:
-    squash_0003_into_0002(kit3, Path())
-    kit3.run("refresh", "--drop", "twenty", check=True)
-    assert sorted(p.name for p in kit3.patches.glob("*.patch")) == ["0001-fix-ten.patch", "0002-double-attn.patch"]
-
-
-@pytest.mark.parametrize("slug", ["double-attn", "twenty"])
+@pytest.mark.parametrize("slug", ["double-attn", "twenty", "later"])
 def test_an_empty_patch_goes_with_the_named_drop(kit3: Kit, slug: str) -> None:
-    undo[slug](kit3, Path())
+    """A patch a fixup emptied, or a new empty commit (later): patches/ then stays as it was."""
+    before = snapshot(kit3.patches)
+    {**undo, "later": empty_commit_new_slug}[slug](kit3, Path())
     out = kit3.run("refresh", "--drop", slug, check=True).stdout
+    if slug == "later":
+        assert snapshot(kit3.patches) == before
+        return
     assert "dropped" in out and not list(kit3.patches.glob(f"*-{slug}.patch"))
     assert len(kit3.git("rev-list", "pristine..HEAD").split()) == 2  # the checkout lost the empty commit too
     assert kit3.run("apply", check=True).returncode == 0
     assert "patches/ unchanged" in kit3.run("refresh", check=True).stdout
 
 
-def test_an_empty_new_commit_goes_with_the_named_drop(kit3: Kit) -> None:
-    before = snapshot(kit3.patches)
-    empty_commit_new_slug(kit3, Path())
-    kit3.run("refresh", "--drop", "later", check=True)
-    assert snapshot(kit3.patches) == before
-
-
-def test_a_fold_named_by_commit_lands_there(kit3: Kit) -> None:
-    """The fix the refusal names: `fixup! <sha>` lands in the patch it names, not in the first same subject."""
+@pytest.mark.parametrize("by", ["kit-by-commit", "git-autosquash"])
+def test_a_fold_named_by_commit_lands_there(kit3: Kit, by: str) -> None:
+    """The fix the refusal names: `fixup! <sha>` lands in the patch it names, not in the first same subject. Why
+    the kit plans folds itself: git alone matches `fixup! <subject>` to the FIRST such subject, with exit 0."""
     same_subject_patch(kit3, Path())
-    target = sha_of(kit3, "twenty-again")
-    kit3.git("commit", "-q", "--amend", "-m", f"fixup! {target[:12]}")
+    if by == "git-autosquash":
+        rebase_i(kit3, "true", "--autosquash")
+        assert "extra2.py" in kit3.git("show", "--format=", "--name-only", sha_of(kit3, "twenty"))  # the wrong patch
+        return
+    kit3.git("commit", "-q", "--amend", "-m", f"fixup! {sha_of(kit3, 'twenty-again')[:12]}")
     kit3.run("refresh", check=True)
     assert "extra2.py" in (kit3.patches / "0004-twenty-again.patch").read_text()
     assert "extra2.py" not in (kit3.patches / "0002-twenty.patch").read_text()
-
-
-def test_git_autosquash_alone_would_fold_into_the_wrong_patch(kit3: Kit) -> None:
-    """Why the kit plans folds itself: git matches `fixup! <subject>` to the FIRST such subject, with exit 0."""
-    same_subject_patch(kit3, Path())
-    rebase_i(kit3, "true", "--autosquash")
-    assert "extra2.py" in kit3.git("show", "--format=", "--name-only", sha_of(kit3, "twenty"))  # the wrong patch
 
 
 @pytest.mark.parametrize("kind", ["fixup", "squash", "amend"])

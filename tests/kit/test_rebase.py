@@ -14,6 +14,7 @@ from conftest import KIT_ROOT, SMALL_UPSTREAM, Kit, copy_kit, make_series, rope_
 
 from scripts.pin import load_pin, parse_pin
 from scripts.rebase import equivalence
+from scripts.rebase.verdicts import SHOWN
 from scripts.series import parse_series
 
 TWO_PATCHES = [
@@ -25,7 +26,15 @@ AROUND_TEN = {
     **SMALL_UPSTREAM,
     "vllm_omni/layers/rope.py": rope_with({9: "u9", 10: "u10", 11: "u11"}),
 }  # 0001 conflicts
+ALREADY = {**SMALL_UPSTREAM, "vllm_omni/attn.py": "def attend(q):\n    return q * 2\n",
+           "vllm_omni/layers/rope.py": rope_with({7: "line 7 moved upstream"})}  # fmt: skip
 WHEEL_020 = "vllm_omni-0.2.0-py3-none-any.whl"
+FIX_TEN, DOUBLE = "0001-fix-ten.patch", "0002-double-attn.patch"
+OUTCOMES = {  # the target's files -> per patch: its outcome, and a pattern its detail starts with
+    "offset": (SHIFTED, {FIX_TEN: ("offset", ".*offset 1"), DOUBLE: ("clean", "")}),
+    "conflict": (AROUND_TEN, {FIX_TEN: ("conflict", "vllm_omni/layers/rope.py hunk #1"), DOUBLE: ("clean", "")}),
+    "upstream-and-fuzz": (ALREADY, {FIX_TEN: ("fuzz", ""), DOUBLE: ("upstream-verbatim", "")}),
+}
 
 
 @pytest.fixture
@@ -67,44 +76,43 @@ def pin_text(kit: Kit) -> str:
     return (kit.patches / "upstream.toml").read_text()
 
 
-def test_all_apply_and_checkout_untouched(kit2: Kit, tmp_path) -> None:
-    offer(tmp_path, SHIFTED)
-    state = (kit2.checkout / ".git/kit-state.json").read_bytes()
-    head = kit2.git("rev-parse", "HEAD")
-    proc = rebase(kit2, tmp_path, "0.2.0", check=True)
-    rows = [line.split()[:3] for line in proc.stdout.splitlines() if line[:1].isdigit()]
-    assert rows == [["1", "0001-fix-ten.patch", "offset"], ["2", "0002-double-attn.patch", "clean"]]
+@pytest.mark.parametrize("case", OUTCOMES)
+def test_each_patch_is_tried_and_the_checkout_untouched(kit2: Kit, tmp_path, case: str) -> None:
+    """Each patch named with its outcome (a conflict stops none); the checkout, its state and the pin untouched."""
+    files, want = OUTCOMES[case]
+    offer(tmp_path, files)
+    state, head = (kit2.checkout / ".git/kit-state.json").read_bytes(), kit2.git("rev-parse", "HEAD")
+    proc = rebase(kit2, tmp_path, "0.2.0")
+    assert proc.returncode == (case == "conflict"), proc.stdout + proc.stderr
+    rows = [line.split(None, 2) for line in proc.stdout.splitlines() if line[:1].isdigit()]  # number, name, verdict
+    assert [row[:2] for row in rows] == [[str(i), name] for i, name in enumerate(want, 1)]
+    assert all(row[2].startswith(SHOWN.get(o, o)) for row, (o, _) in zip(rows, want.values(), strict=True)), rows
     got = outcomes(kit2, "0.2.0")
-    assert got["0001-fix-ten.patch"]["outcome"] == "offset" and "offset 1" in got["0001-fix-ten.patch"]["detail"]
-    assert (kit2.checkout / ".git/kit-state.json").read_bytes() == state
-    assert kit2.git("rev-parse", "HEAD") == head
+    assert {name: p["outcome"] for name, p in got.items()} == {name: o for name, (o, _) in want.items()}
+    for name, (_, detail) in want.items():
+        assert re.match(detail, got[name]["detail"]), got[name]
+    assert (kit2.checkout / ".git/kit-state.json").read_bytes() == state and kit2.git("rev-parse", "HEAD") == head
     assert "0.1.0" in pin_text(kit2)  # no --move: the pin stays
+    if case == "conflict":
+        moved = rebase(kit2, tmp_path, "0.2.0", "--move")
+        assert moved.returncode == 2 and "not moving the pin: 0001-fix-ten.patch" in moved.stderr
+        assert "0.1.0" in pin_text(kit2)
 
 
-def test_conflict_named_with_file_and_hunk_rest_still_tried(kit2: Kit, tmp_path) -> None:
-    offer(tmp_path, AROUND_TEN)
-    assert rebase(kit2, tmp_path, "0.2.0").returncode == 1
-    got = outcomes(kit2, "0.2.0")
-    assert got["0001-fix-ten.patch"]["outcome"] == "conflict"
-    assert got["0001-fix-ten.patch"]["detail"].startswith("vllm_omni/layers/rope.py hunk #1")
-    assert got["0002-double-attn.patch"]["outcome"] == "clean"
-    moved = rebase(kit2, tmp_path, "0.2.0", "--move")
-    assert moved.returncode == 2 and "not moving the pin: 0001-fix-ten.patch" in moved.stderr
-    assert "0.1.0" in pin_text(kit2)
-
-
-def test_already_upstream_and_fuzz(kit2: Kit, tmp_path) -> None:
-    offer(tmp_path, {**SMALL_UPSTREAM, "vllm_omni/attn.py": "def attend(q):\n    return q * 2\n",
-                                "vllm_omni/layers/rope.py": rope_with({7: "line 7 moved upstream"})})  # fmt: skip
-    rebase(kit2, tmp_path, "0.2.0", check=True)
-    got = outcomes(kit2, "0.2.0")
-    assert got["0002-double-attn.patch"]["outcome"] == "upstream-verbatim"
-    assert got["0001-fix-ten.patch"]["outcome"] == "fuzz"
-
-
-def test_move_pin_then_series_is_byte_stable(kit2: Kit, tmp_path) -> None:
+@pytest.mark.parametrize("cache", ["empty", "truncated-wheel"])
+def test_move_pin_then_series_is_byte_stable(kit2: Kit, tmp_path, cache: str) -> None:
+    """--move pins the registry's digest (a truncated download in the cache set aside, named, fetched again)."""
     digest = offer(tmp_path, SHIFTED)
-    rebase(kit2, tmp_path, "0.2.0", "--move", check=True)
+    good = (tmp_path / "index/vllm-omni" / WHEEL_020).read_bytes()
+    cached = kit2.root / ".work/downloads" / WHEEL_020
+    bad = [good[: len(good) // 2]] if cache == "truncated-wheel" else []
+    for data in bad:
+        cached.write_bytes(data)
+    proc = rebase(kit2, tmp_path, "0.2.0", "--move", check=True)
+    assert (f".work/downloads/{WHEEL_020} fails its sha256: set aside as" in proc.stdout) == bool(bad), proc.stdout
+    assert "Traceback" not in proc.stderr
+    assert cached.read_bytes() == good
+    assert [p.read_bytes() for p in cached.parent.glob("*.bad-*")] == bad  # kept, named
     pin = parse_pin(pin_text(kit2))
     assert (pin.version, pin.wheel_sha256, pin.git_tag, pin.git_commit) == ("0.2.0", digest, "v0.2.0", "")
     assert "@@ -8,7 +8,7 @@ line 6" in (kit2.patches / "0001-fix-ten.patch").read_text()  # refreshed context
@@ -112,19 +120,6 @@ def test_move_pin_then_series_is_byte_stable(kit2: Kit, tmp_path) -> None:
     before = {p.name: p.read_bytes() for p in kit2.patches.iterdir()}
     assert "patches/ unchanged" in kit2.run("refresh", check=True).stdout
     assert {p.name: p.read_bytes() for p in kit2.patches.iterdir()} == before
-
-
-def test_cached_target_wheel_is_checked_and_pin_takes_the_registry_digest(kit2: Kit, tmp_path) -> None:
-    digest = offer(tmp_path, SHIFTED)
-    good = (tmp_path / "index/vllm-omni" / WHEEL_020).read_bytes()
-    cached = kit2.root / ".work/downloads" / WHEEL_020
-    cached.write_bytes(good[: len(good) // 2])  # a truncated download left in the cache
-    proc = rebase(kit2, tmp_path, "0.2.0", "--move", check=True)
-    assert f".work/downloads/{WHEEL_020} fails its sha256: set aside as" in proc.stdout
-    assert "Traceback" not in proc.stderr
-    assert cached.read_bytes() == good  # fetched again
-    assert [p.read_bytes() for p in cached.parent.glob("*.bad-*")] == [good[: len(good) // 2]]  # kept, named
-    assert parse_pin(pin_text(kit2)).wheel_sha256 == digest
 
 
 def test_index_without_a_digest_is_refused_and_nothing_moves(kit2: Kit, tmp_path) -> None:
