@@ -1,15 +1,8 @@
-"""The NPU branch of AR-Diffusion paged attention, on NPU tensors, against the CPU reference.
+"""The NPU branch of AR-Diffusion paged attention on NPU tensors (npu leg: simulated NPU or an Ascend card),
+against upstream's ``_reference_paged_attention`` on CPU copies of the same inputs.
 
-npu leg only (deselected in the stock leg). ``simulated``: the NPU branch really runs, with the
-simulated ``npu_fusion_attention`` (a CPU reference with the real schema, which also enforces
-TND's cumulative host lengths). ``real``: the same tests on an Ascend card.
-
-Ground truth is upstream's ``_reference_paged_attention`` on CPU copies of the same inputs.
-
-Dtypes: CANN 7.0's op page lists fp16 and bf16 only (fp32 came later), so the numerics over dtypes
-(here and in test_npu_paged_contracts.py) run fp16 and bf16 beside fp32. Simulator-only (marked so,
-never collected in mode ``real``, where nothing counts host syncs): the tests that use
-``sync_counter()``.
+CANN 7.0's op page lists fp16 and bf16 only (fp32 came later): the numerics over dtypes run both beside fp32.
+The tests that count host syncs (``sync_counter()``) are simulator-only.
 """
 
 from __future__ import annotations
@@ -23,15 +16,14 @@ import _oracle
 import pytest
 import torch
 from _npu_leg import moved_bytes, record_syncs, sync_counter
+from _oracle import DTYPES
+from _oracle import paged_attention_call as paged
 
 pytestmark = [pytest.mark.npu_leg, pytest.mark.core_model, pytest.mark.npu]
 
-DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
-# (atol, rtol) against upstream's reference. Both compute the scores and the softmax in fp32 and round
-# the probabilities to the input dtype before P.V (the fused kernel does: see the simulated NPU), then
-# round the fp32 accumulation to the output dtype. What differs is the fp32 summation order, which can
-# move a probability or an output across a rounding boundary: one unit in the last place of the half
-# dtype (its eps, relative; as absolute for |out| < 1). fp32: the summation order alone, a few 1e-6.
+# (atol, rtol) against upstream's reference. Both compute scores and softmax in fp32 and round the probabilities
+# to the input dtype before P.V (as the kernel does); the fp32 summation order differs, which can move a value
+# across a rounding boundary: one ulp of the half dtype (its eps). fp32: the summation order alone, a few 1e-6.
 TOLERANCE = {
     "fp32": (2e-5, 2e-5),
     "bf16": (torch.finfo(torch.bfloat16).eps, torch.finfo(torch.bfloat16).eps),
@@ -111,13 +103,6 @@ def make_inputs(geometry: Geometry, dtype: torch.dtype, seed: int = 0) -> dict[s
 def on(device: torch.device, inputs: dict[str, Any], *, host: tuple[str, ...] = ()) -> dict[str, Any]:
     """The same inputs with every tensor on ``device``, except the names in ``host``."""
     return {k: v.to(device) if isinstance(v, torch.Tensor) and k not in host else v for k, v in inputs.items()}
-
-
-def paged(inputs: dict[str, Any], **extra: Any) -> torch.Tensor:
-    from vllm_omni.experimental.ar_diffusion.kv_cache.paged_attention import ar_diffusion_paged_attention
-
-    tensors = {k: v for k, v in inputs.items() if k not in ("query", "key_cache", "value_cache")}
-    return ar_diffusion_paged_attention(inputs["query"], inputs["key_cache"], inputs["value_cache"], **tensors, **extra)
 
 
 def reference(inputs: dict[str, Any]) -> torch.Tensor:
