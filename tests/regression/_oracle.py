@@ -178,11 +178,11 @@ class FakeKVManager:
         return list(range(20 + start, 20 + start + count))
 
 
-def forward_context(*, history_block_ids: list[int], seq_len: int, max_video_tokens: int):
+def forward_context(*, history_block_ids: list[int], seq_len: int, max_video_tokens: int, kv_cache=None):
     from vllm_omni.experimental.ar_diffusion.kv_cache.paged_attention import ARDiffusionPagedForwardContext
 
     return ARDiffusionPagedForwardContext(
-        kv_cache=FakeKVManager(),
+        kv_cache=kv_cache or FakeKVManager(),
         adapter=SimpleNamespace(num_computed_tokens=0),
         kv_branch="cond",
         history_block_ids=history_block_ids,

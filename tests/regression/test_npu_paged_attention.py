@@ -322,22 +322,14 @@ HEADS, HEAD_DIM, BLOCK = 2, 8, 4
 
 def npu_forward_context(npu_device: torch.device, dtype: torch.dtype = torch.float32) -> Any:
     """A forward context over a KV manager whose pools live on the NPU (staging disabled)."""
-    from vllm_omni.experimental.ar_diffusion.kv_cache.paged_attention import ARDiffusionPagedForwardContext
-
     manager = _oracle.FakeKVManager(block_size=BLOCK, num_blocks=32, heads=HEADS, head_dim=HEAD_DIM)
     g = torch.Generator().manual_seed(7)
     pools = [torch.randn(32 * BLOCK, HEADS, HEAD_DIM, generator=g).to(dtype) for _ in "kv"]
     for pool in pools:
         pool[:BLOCK] = 0  # the null block
     manager._k_pools, manager._v_pools = [pools[0].to(npu_device)], [pools[1].to(npu_device)]
-    return ARDiffusionPagedForwardContext(
-        kv_cache=manager,
-        adapter=object(),
-        kv_branch="cond",
-        history_block_ids=[3, 1],
-        seq_len=2 * BLOCK,
-        commit_current=False,
-        max_video_tokens=6 * BLOCK,
+    return _oracle.forward_context(
+        history_block_ids=[3, 1], seq_len=2 * BLOCK, max_video_tokens=6 * BLOCK, kv_cache=manager
     )
 
 
