@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import torch
 from _npu_leg import moved_bytes
-from test_npu_paged_attention import stub_kernel
+from test_npu_paged_attention import stubbed_kernel  # noqa: F401  (fixture)
 
 pytestmark = [pytest.mark.npu_leg, pytest.mark.benchmark]
 
@@ -112,11 +112,8 @@ def moved_by_call(npu_device: torch.device, stage: bool, reuse: bool) -> int:
     return counter.bytes
 
 
-def test_bytes_moved_per_chunk_with_staging_off_and_on(npu_device: torch.device,
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
-    import torch_npu
-
-    monkeypatch.setattr(torch_npu, "npu_fusion_attention", stub_kernel)
+@pytest.mark.usefixtures("stubbed_kernel")
+def test_bytes_moved_per_chunk_with_staging_off_and_on(npu_device: torch.device) -> None:
     steps = 4  # denoising steps per chunk (num_inference_steps in the deploy config)
     off = moved_by_call(npu_device, stage=False, reuse=False)
     full = moved_by_call(npu_device, stage=True, reuse=False)  # first step of a chunk: the whole window
@@ -173,12 +170,10 @@ def call_figures(npu_device: torch.device, rows: int) -> dict[str, int]:
             "visible_kv_bytes": 2 * sum(kv_lens) * HEADS * HEAD_DIM * 2}  # fmt: skip
 
 
-def test_syncs_and_bytes_per_call_batch_1_and_2(npu_device: torch.device, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.usefixtures("stubbed_kernel")
+def test_syncs_and_bytes_per_call_batch_1_and_2(npu_device: torch.device) -> None:
     if not _simulated():
         pytest.skip("syncs are counted by the simulated NPU; run it in simulated mode")
-    import torch_npu
-
-    monkeypatch.setattr(torch_npu, "npu_fusion_attention", stub_kernel)
     for rows in (1, 2):
         figures = call_figures(npu_device, rows)
         assert figures["moved_bytes"] >= figures["visible_kv_bytes"]  # the count sees the gathers
@@ -227,10 +222,10 @@ def npu_branch_bytes(heads: int, query: int, kv: int, head_dim: int, block: int)
     return 2 * blocks * block * heads * head_dim * 2 + query * heads * head_dim * 2 + 2 * query * heads * 8 * 4
 
 
-def test_peak_memory_npu_branch_vs_reference(npu_device: torch.device, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.usefixtures("stubbed_kernel")  # the fused kernel allocates exactly its outputs (its workspace is on-chip)
+def test_peak_memory_npu_branch_vs_reference(npu_device: torch.device) -> None:
     if not _simulated():
         pytest.skip("measured through the simulated NPU (CPU allocation events); run it in simulated mode")
-    import torch_npu
     from vllm_omni.experimental.ar_diffusion.kv_cache import paged_attention as pa
 
     # Scaled so the CPU reference fits: 2 heads, one frame of queries; block and table as shipped.
@@ -245,7 +240,6 @@ def test_peak_memory_npu_branch_vs_reference(npu_device: torch.device, monkeypat
     reference = peak_allocated(
         lambda: pa._reference_paged_attention(query, *cache, table, q_loc, seq_lens, scale, causal=False)
     )
-    monkeypatch.setattr(torch_npu, "npu_fusion_attention", stub_kernel)
     dev = [t.to(npu_device) for t in (query, *cache, table, q_loc)]
     npu_branch = peak_allocated(
         lambda: pa.ar_diffusion_paged_attention(

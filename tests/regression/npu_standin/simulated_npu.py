@@ -143,11 +143,6 @@ def _to_cpu_arg(value: Any) -> Any:
     return value
 
 
-def _explicit_device(kwargs: dict[str, Any]) -> torch.device | None:
-    device = kwargs.get("device")
-    return torch.device(device) if device is not None else None
-
-
 class SimulatedNPU:
     """The installed simulation: device, counters, the torch_npu stand-in module."""
 
@@ -219,7 +214,7 @@ class SimulatedNPU:
             self.record("data_dependent_shape")
         if func not in _MIXED_DEVICE_OK:
             _check_same_device(func, args, kwargs)
-        target = _explicit_device(kwargs)
+        target = None if kwargs.get("device") is None else torch.device(kwargs["device"])
         if target is not None and target.type == "cpu" and any(_is_npu(a) for a in args):
             if kwargs.get("non_blocking"):
                 return self._arrives_at_synchronize(self._run_on_cpu(func, args, kwargs, wrap=False))
