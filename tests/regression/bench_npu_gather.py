@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 import torch
 from _npu_leg import moved_bytes
+from npu_standin import simulated_npu
 from test_npu_paged_attention import stubbed_kernel  # noqa: F401  (fixture)
 
 pytestmark = [pytest.mark.npu_leg, pytest.mark.benchmark]
@@ -54,17 +55,11 @@ def per_token_gather(cache: torch.Tensor, table: torch.Tensor, kv_len: int) -> t
 def synchronized(fn: Callable[..., torch.Tensor], device: torch.device) -> Callable[..., torch.Tensor]:
     def run(*args: Any) -> torch.Tensor:
         out = fn(*args)
-        if device.type == "npu" and not _simulated():
+        if device.type == "npu" and simulated_npu.installed() is None:
             torch.npu.synchronize()  # time the card's work, not the launch
         return out
 
     return run
-
-
-def _simulated() -> bool:
-    from npu_standin import simulated_npu
-
-    return simulated_npu.installed() is not None
 
 
 @pytest.mark.benchmark(group="gather-shipped-geometry")
@@ -148,7 +143,6 @@ def call_figures(npu_device: torch.device, rows: int) -> dict[str, int]:
     Row r sees the shared history (17 blocks) plus r + 1 blocks of its own frames: the rows' block tables
     share their first 17 entries.
     """
-    from npu_standin import simulated_npu
     from vllm_omni.experimental.ar_diffusion.kv_cache import paged_attention as pa
 
     cache, table, _ = gather_inputs(npu_device)
@@ -172,7 +166,7 @@ def call_figures(npu_device: torch.device, rows: int) -> dict[str, int]:
 
 @pytest.mark.usefixtures("stubbed_kernel")
 def test_syncs_and_bytes_per_call_batch_1_and_2(npu_device: torch.device) -> None:
-    if not _simulated():
+    if simulated_npu.installed() is None:
         pytest.skip("syncs are counted by the simulated NPU; run it in simulated mode")
     for rows in (1, 2):
         figures = call_figures(npu_device, rows)
@@ -224,7 +218,7 @@ def npu_branch_bytes(heads: int, query: int, kv: int, head_dim: int, block: int)
 
 @pytest.mark.usefixtures("stubbed_kernel")  # the fused kernel allocates exactly its outputs (its workspace is on-chip)
 def test_peak_memory_npu_branch_vs_reference(npu_device: torch.device) -> None:
-    if not _simulated():
+    if simulated_npu.installed() is None:
         pytest.skip("measured through the simulated NPU (CPU allocation events); run it in simulated mode")
     from vllm_omni.experimental.ar_diffusion.kv_cache import paged_attention as pa
 
@@ -269,18 +263,15 @@ def test_peak_memory_npu_branch_vs_reference(npu_device: torch.device) -> None:
 
 def test_zz_report() -> None:
     """Print the ratios (and write them to $KIT_BENCH_OUT when set); runs last in this file."""
-    whole = FIGURES.get("gather_whole_block_index_select_median_s")
-    per_token = FIGURES.get("gather_per_token_index_median_s")
-    if whole and per_token:
-        FIGURES["gather_ratio_per_token_over_whole_block"] = per_token / whole
-    reused, plain = (
-        FIGURES.get("gather_whole_block_reused_destination_median_s"),
-        FIGURES.get("gather_plain_copy_same_bytes_median_s"),
-    )
-    if reused and plain:
-        FIGURES["gather_ratio_reused_over_plain_copy"] = reused / plain
-    if reused and whole:
-        FIGURES["gather_ratio_fresh_over_reused"] = whole / reused
+    ratios = {  # name: (numerator, denominator), each a gather method's median
+        "per_token_over_whole_block": ("per_token_index", "whole_block_index_select"),
+        "reused_over_plain_copy": ("whole_block_reused_destination", "plain_copy_same_bytes"),
+        "fresh_over_reused": ("whole_block_index_select", "whole_block_reused_destination"),
+    }
+    for name, methods in ratios.items():
+        num, den = (FIGURES.get(f"gather_{method}_median_s") for method in methods)
+        if num and den:
+            FIGURES[f"gather_ratio_{name}"] = num / den
     if not FIGURES:
         pytest.skip("no figures: the benchmarks above were deselected")
     print(json.dumps(FIGURES, indent=2, sort_keys=True))

@@ -12,6 +12,7 @@ import _oracle
 import pytest
 import torch
 from _npu_leg import record_syncs, sync_counter
+from npu_standin import simulated_npu
 
 pytestmark = [pytest.mark.npu_leg, pytest.mark.core_model, pytest.mark.npu]
 
@@ -41,7 +42,7 @@ def paged_entry_calls(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     calls: list[dict[str, Any]] = []
 
     def spy(query: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
-        sim = _simulation()
+        sim = simulated_npu.installed()
         if sim is None:
             calls.append({"device": query.device, "syncs": None})
             return real_entry(query, *args, **kwargs)
@@ -53,12 +54,6 @@ def paged_entry_calls(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
 
     monkeypatch.setattr(transformer, "ar_diffusion_paged_attention", spy)
     return calls
-
-
-def _simulation() -> Any:
-    from npu_standin import simulated_npu
-
-    return simulated_npu.installed()
 
 
 def test_direct_replay_on_npu_takes_the_paged_entry_and_equals_dense_cpu_fp32(
