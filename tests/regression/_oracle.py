@@ -121,28 +121,12 @@ def fused_op_call(index: int) -> dict[str, torch.Tensor]:
     k_curr = torch.randn(q_len, *key_pool.shape[1:], generator=g).to(key_pool.dtype)
     v_curr = torch.randn(q_len, *value_pool.shape[1:], generator=g).to(value_pool.dtype)
     query = inputs["query"].reshape(-1, *inputs["query"].shape[-2:])
-    out = torch.ops.vllm_omni.ar_diffusion_paged_write_attn(
-        query,
-        k_curr,
-        v_curr,
-        None,
-        None,
-        key_pool,
-        value_pool,
-        block_size,
-        slots,
-        torch.empty(0, dtype=torch.long),
-        inputs["block_table"],
-        inputs["query_start_loc"],
-        inputs["seq_lens"],
-        inputs["max_query_len"],
-        inputs["max_seq_len"],
-        inputs["softmax_scale"],
-        None,
-        None,
-        False,
-        0,
-    )
+    # The op's arguments: the chunk (no action tokens), the pools and write slots, the paged metadata, no staging.
+    chunk = (query, k_curr, v_curr, None, None)
+    pools = (key_pool, value_pool, block_size, slots, torch.empty(0, dtype=torch.long))
+    metadata = ("block_table", "query_start_loc", "seq_lens", "max_query_len", "max_seq_len", "softmax_scale")
+    staging = (None, None, False, 0)
+    out = torch.ops.vllm_omni.ar_diffusion_paged_write_attn(*chunk, *pools, *(inputs[k] for k in metadata), *staging)
     return {"out": out, "key_pool": key_pool, "value_pool": value_pool}
 
 
@@ -345,10 +329,7 @@ def compute_all(sections=tuple(SECTIONS)) -> dict:
 
 
 def loaded_outside_env() -> list[str]:
-    """Files this process loaded from outside its environment: the oracle's code and the pristine tree.
-
-    The leg's environment is covered by its stamp; these are what the cached results also depend on.
-    """
+    """Files loaded from outside the env (covered by its stamp): the oracle's code and the pristine tree."""
     env_roots = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
     files = {str(Path(__file__).resolve())}
     for module in list(sys.modules.values()):

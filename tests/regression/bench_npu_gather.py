@@ -138,11 +138,8 @@ def where_lengths_go(npu_device: torch.device) -> dict[str, torch.device]:
 
 
 def call_figures(npu_device: torch.device, rows: int) -> dict[str, int]:
-    """Host syncs and bytes moved by one call of the patched entry (kernel stubbed), ``rows`` sequences.
-
-    Row r sees the shared history (17 blocks) plus r + 1 blocks of its own frames: the rows' block tables
-    share their first 17 entries.
-    """
+    """Host syncs and bytes moved by one call of the patched entry (kernel stubbed), ``rows`` sequences: row r
+    sees the shared history (the tables' first 17 blocks) plus r + 1 blocks of its own frames."""
     from vllm_omni.experimental.ar_diffusion.kv_cache import paged_attention as pa
 
     cache, table, _ = gather_inputs(npu_device)

@@ -224,9 +224,7 @@ def _tnd(
 ) -> tuple[torch.Tensor, ...]:
     gen = torch.Generator().manual_seed(0)
     q = torch.randn(sum(q_lens), heads, 16, generator=gen).to(dtype)
-    k = torch.randn(sum(kv_lens), kv_heads, 16, generator=gen).to(dtype)
-    v = torch.randn(sum(kv_lens), kv_heads, 16, generator=gen).to(dtype)
-    return q, k, v
+    return (q, *(torch.randn(sum(kv_lens), kv_heads, 16, generator=gen).to(dtype) for _ in "kv"))
 
 
 @needs_sim
@@ -251,9 +249,9 @@ def test_fusion_attention_matches_naive_softmax(heads: int, kv_heads: int, dtype
     assert torch.allclose(result[0].cpu().double(), expected, atol=atol, rtol=0)
 
 
-def _npu_tnd(q_lens: list[int], kv_lens: list[int], heads: int = 2, kv_heads: int = 2,
-             dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, ...]:  # fmt: skip
-    return tuple(t.npu() for t in _tnd(q_lens, kv_lens, heads, kv_heads, dtype))
+def _npu_tnd() -> tuple[torch.Tensor, ...]:
+    """fp32 q, k, v on the NPU: two heads, two sequences of 3 and 5 queries over 4 and 9 keys."""
+    return tuple(t.npu() for t in _tnd([3, 5], [4, 9], 2, 2, torch.float32))
 
 
 def _call(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, **kwargs: object) -> object:
@@ -266,7 +264,7 @@ def _call(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, **kwargs: object) -
 
 @needs_sim
 def test_fusion_attention_rejects_per_sequence_lengths() -> None:
-    q, k, v = _npu_tnd([3, 5], [4, 9])
+    q, k, v = _npu_tnd()
     with pytest.raises(ValueError, match=r"kit rule, stricter than the real op\): actual_seq_qlen must be cumulative"):
         _call(q, k, v, actual_seq_qlen=[3, 5], actual_seq_kvlen=[4, 13])
     with pytest.raises(RuntimeError, match=r"actual_seq_qlen must be cumulative \(non-decreasing\)"):
@@ -340,7 +338,7 @@ def test_the_same_calls_pass_when_unbroken() -> None:
 
 @needs_sim
 def test_graph_mode_is_refused() -> None:
-    q, k, v = _npu_tnd([3, 5], [4, 9])
+    q, k, v = _npu_tnd()
     with torch.npu.graph(None), pytest.raises(RuntimeError, match="graph mode .* is not supported"):
         _call(q, k, v)
     _call(q, k, v)  # eager again after the capture
@@ -386,7 +384,7 @@ def test_probabilities_are_cast_to_the_input_dtype_before_p_v() -> None:
     ],
 )
 def test_fusion_attention_refuses_what_it_does_not_model(name: str, value: object) -> None:
-    q, k, v = _npu_tnd([3, 5], [4, 9])
+    q, k, v = _npu_tnd()
     with pytest.raises(NotImplementedError, match=f"{name}="):
         _call(q, k, v, **{name: value})
 
