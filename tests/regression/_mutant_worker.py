@@ -1,12 +1,9 @@
-"""Fork server for ``nox -s mutate``: one leg process prepared once, one forked pytest run per mutant.
+"""Fork server for ``nox -s mutate`` (started by scripts/legs/mutate.py with a leg's interpreter and env).
 
-Started by the kit (scripts/legs/mutate.py) with a leg's interpreter and environment. It imports what
-every run needs and nothing of vllm_omni (each run imports the mutated tree itself): torch, vllm
-and, in the npu leg's simulated mode, the simulated NPU, which must be installed before vllm is
-imported. Then, per line on stdin ``{"args": [...], "timeout": s}``, it forks; the child runs
-``pytest.main(args)`` with its output in a file; the reply on stdout is ``{"rc": int | null,
-"output": tail}`` (rc null: killed at the timeout). Importing vllm once instead of per run is
-what makes a mutant cost seconds instead of a minute.
+It imports torch, vllm and (simulated mode) the simulated NPU once, never vllm_omni (each run imports the
+mutated tree): a mutant costs seconds instead of a minute. Per stdin line ``{"args": [...], "timeout": s}`` it
+forks a ``pytest.main(args)`` with its output in a file and replies ``{"rc": int | null, "output": tail}``
+(rc null: killed at the timeout).
 """
 
 from __future__ import annotations

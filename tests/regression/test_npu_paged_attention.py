@@ -1,15 +1,8 @@
-"""The NPU branch of AR-Diffusion paged attention, on NPU tensors, against the CPU reference.
+"""The NPU branch of AR-Diffusion paged attention on NPU tensors (npu leg: simulated NPU or an Ascend card),
+against upstream's ``_reference_paged_attention`` on CPU copies of the same inputs.
 
-npu leg only (deselected in the stock leg). ``simulated``: the NPU branch really runs, with the
-simulated ``npu_fusion_attention`` (a CPU reference with the real schema, which also enforces
-TND's cumulative host lengths). ``real``: the same tests on an Ascend card.
-
-Ground truth is upstream's ``_reference_paged_attention`` on CPU copies of the same inputs.
-
-Dtypes: CANN 7.0's op page lists fp16 and bf16 only (fp32 came later), so the numerics over dtypes
-(here and in test_npu_paged_contracts.py) run fp16 and bf16 beside fp32. Simulator-only (marked so,
-never collected in mode ``real``, where nothing counts host syncs): the tests that use
-``sync_counter()``.
+CANN 7.0's op page lists fp16 and bf16 only (fp32 came later): the numerics over dtypes run both beside fp32.
+The tests that count host syncs (``sync_counter()``) are simulator-only.
 """
 
 from __future__ import annotations
@@ -23,20 +16,15 @@ import _oracle
 import pytest
 import torch
 from _npu_leg import moved_bytes, record_syncs, sync_counter
+from _oracle import DTYPES
+from _oracle import paged_attention_call as paged
 
 pytestmark = [pytest.mark.npu_leg, pytest.mark.core_model, pytest.mark.npu]
 
-DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
-# (atol, rtol) against upstream's reference. Both compute the scores and the softmax in fp32 and round
-# the probabilities to the input dtype before P.V (the fused kernel does: see the simulated NPU), then
-# round the fp32 accumulation to the output dtype. What differs is the fp32 summation order, which can
-# move a probability or an output across a rounding boundary: one unit in the last place of the half
-# dtype (its eps, relative; as absolute for |out| < 1). fp32: the summation order alone, a few 1e-6.
-TOLERANCE = {
-    "fp32": (2e-5, 2e-5),
-    "bf16": (torch.finfo(torch.bfloat16).eps, torch.finfo(torch.bfloat16).eps),
-    "fp16": (torch.finfo(torch.float16).eps, torch.finfo(torch.float16).eps),
-}
+# (atol, rtol) against upstream's reference. Both compute scores and softmax in fp32 and round the probabilities
+# to the input dtype before P.V (as the kernel does); the fp32 summation order differs, which can move a value
+# across a rounding boundary: one ulp of the half dtype (its eps). fp32: the summation order alone, a few 1e-6.
+TOLERANCE = {"fp32": (2e-5, 2e-5), **{half: (torch.finfo(DTYPES[half]).eps,) * 2 for half in ("bf16", "fp16")}}
 # Production (LingBot-World serves bf16) and fp32, for the tests that are not about numerics over dtypes.
 SERVED = ["fp32", "bf16"]
 # Host syncs per NPU attention call: none with host lengths (what prepare() and direct replay make on NPU), for
@@ -113,13 +101,6 @@ def on(device: torch.device, inputs: dict[str, Any], *, host: tuple[str, ...] = 
     return {k: v.to(device) if isinstance(v, torch.Tensor) and k not in host else v for k, v in inputs.items()}
 
 
-def paged(inputs: dict[str, Any], **extra: Any) -> torch.Tensor:
-    from vllm_omni.experimental.ar_diffusion.kv_cache.paged_attention import ar_diffusion_paged_attention
-
-    tensors = {k: v for k, v in inputs.items() if k not in ("query", "key_cache", "value_cache")}
-    return ar_diffusion_paged_attention(inputs["query"], inputs["key_cache"], inputs["value_cache"], **tensors, **extra)
-
-
 def reference(inputs: dict[str, Any]) -> torch.Tensor:
     """Upstream's reference on CPU tensors, shaped like the query."""
     from vllm_omni.experimental.ar_diffusion.kv_cache.paged_attention import _reference_paged_attention
@@ -181,25 +162,29 @@ def test_padding_blocks_are_never_read(dtype_name: str, npu_device: torch.device
 
 
 def stub_kernel(query: torch.Tensor, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
-    """The fused kernel's outputs without its work: what the branch itself moves is what gets counted."""
     stats = query.new_empty(*query.shape[:2], 8, dtype=torch.float32)
     return torch.empty_like(query), stats, torch.empty_like(stats), query.new_empty(0), 0, 0, 0
+
+
+@pytest.fixture
+def stubbed_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fused kernel allocates its outputs and does no work: what the branch itself moves is what gets counted."""
+    import torch_npu
+
+    monkeypatch.setattr(torch_npu, "npu_fusion_attention", stub_kernel)
 
 
 GATHER_CASES = ["block16_kv_not_block_multiple", "block1560_width19_aligned", "kv_shorter_than_one_block"]
 
 
+@pytest.mark.usefixtures("stubbed_kernel")
 @pytest.mark.parametrize("name", GATHER_CASES)
-def test_batch1_gathers_exactly_the_visible_blocks_once(name: str, npu_device: torch.device,
-                                                         monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_batch1_gathers_exactly_the_visible_blocks_once(name: str, npu_device: torch.device) -> None:
     # The gather is the branch's whole cost: K and V, whole blocks up to the KV length, each written once.
     # An extra block (cut away later), a concatenation of a single sequence or a second copy all cost
     # bandwidth on the card without changing the result, so only a count of the bytes moved sees them.
-    import torch_npu
-
     geometry = BY_NAME[name]
     inputs = on(npu_device, make_inputs(geometry, torch.bfloat16), host=("seq_lens",))
-    monkeypatch.setattr(torch_npu, "npu_fusion_attention", stub_kernel)
     kv_len = geometry.seqs[0][1]
     with moved_bytes() as counter:
         paged(inputs)
@@ -209,14 +194,12 @@ def test_batch1_gathers_exactly_the_visible_blocks_once(name: str, npu_device: t
     assert kv_bytes <= counter.bytes <= kv_bytes + index_bytes
 
 
-def test_batch2_gathers_each_visible_token_once(npu_device: torch.device, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.usefixtures("stubbed_kernel")
+def test_batch2_gathers_each_visible_token_once(npu_device: torch.device) -> None:
     # Two sequences: one gather per K and V writes both back to back, as TND packs them. Per-sequence gathers
     # joined by torch.cat would write every byte twice (and whole blocks), which only a count of bytes sees.
-    import torch_npu
-
     geometry = BY_NAME["two_sequences_different_lengths"]
     inputs = on(npu_device, make_inputs(geometry, torch.bfloat16), host=HOST_LENGTHS)
-    monkeypatch.setattr(torch_npu, "npu_fusion_attention", stub_kernel)
     with moved_bytes() as counter:
         paged(inputs)
     kv_lens = [kv_len for _, kv_len in geometry.seqs]
@@ -308,19 +291,16 @@ def test_reused_history_restages_only_the_current_chunk(dtype_name: str, npu_dev
     assert torch.equal(stage_key.cpu()[32:48], inputs["key_cache"][current])
 
 
+@pytest.mark.usefixtures("stubbed_kernel")
 @pytest.mark.parametrize("dtype_name", SERVED)
-def test_staging_gathers_only_the_window_of_a_wider_table(dtype_name: str, npu_device: torch.device,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_staging_gathers_only_the_window_of_a_wider_table(dtype_name: str, npu_device: torch.device) -> None:
     # The realtime block table runs past the staged window (the action block, unused capacity). Staging
     # gathers the window's blocks and nothing more: one block beyond it costs bandwidth on every layer and
     # step, and with spare buffer capacity it also lands past the window.
-    import torch_npu
-
     window_blocks = 3  # of the table's 5
     inputs, stage_key, stage_value = staged_inputs(npu_device, STAGED.width * 16, dtype_name)
     inputs["max_seq_len"] = window_blocks * 16
     device_inputs = on(npu_device, inputs, host=("seq_lens",))
-    monkeypatch.setattr(torch_npu, "npu_fusion_attention", stub_kernel)
     with moved_bytes() as counter:
         paged(device_inputs, stage_key=stage_key, stage_value=stage_value)
     window_bytes = 2 * window_blocks * 16 * STAGED.heads * STAGED.head_dim * DTYPES[dtype_name].itemsize
@@ -337,22 +317,14 @@ HEADS, HEAD_DIM, BLOCK = 2, 8, 4
 
 def npu_forward_context(npu_device: torch.device, dtype: torch.dtype = torch.float32) -> Any:
     """A forward context over a KV manager whose pools live on the NPU (staging disabled)."""
-    from vllm_omni.experimental.ar_diffusion.kv_cache.paged_attention import ARDiffusionPagedForwardContext
-
     manager = _oracle.FakeKVManager(block_size=BLOCK, num_blocks=32, heads=HEADS, head_dim=HEAD_DIM)
     g = torch.Generator().manual_seed(7)
     pools = [torch.randn(32 * BLOCK, HEADS, HEAD_DIM, generator=g).to(dtype) for _ in "kv"]
     for pool in pools:
         pool[:BLOCK] = 0  # the null block
     manager._k_pools, manager._v_pools = [pools[0].to(npu_device)], [pools[1].to(npu_device)]
-    return ARDiffusionPagedForwardContext(
-        kv_cache=manager,
-        adapter=object(),
-        kv_branch="cond",
-        history_block_ids=[3, 1],
-        seq_len=2 * BLOCK,
-        commit_current=False,
-        max_video_tokens=6 * BLOCK,
+    return _oracle.forward_context(
+        history_block_ids=[3, 1], seq_len=2 * BLOCK, max_video_tokens=6 * BLOCK, kv_cache=manager
     )
 
 

@@ -1,9 +1,7 @@
 """The series' NPU paged-attention contracts, fast: GQA, strided queries, dtypes, history staging sequences.
 
-npu leg only, mode ``simulated`` and ``real`` alike (nothing here counts syncs or bytes). Small
-geometries on purpose: ``nox -s mutate`` runs this module first for the paged-attention file, so a
-mutant that breaks one of these contracts is killed in seconds. fp16 and bf16 (what every CANN
-release takes) run wherever a test is about numerics; fp32 beside them where it is cheap.
+npu leg (simulated and real alike). Small geometries on purpose: ``nox -s mutate`` runs this module first for the
+paged-attention file, so such a mutant dies in seconds. fp16 and bf16 wherever numerics matter, fp32 where cheap.
 """
 
 from __future__ import annotations

@@ -32,7 +32,6 @@ def test_cpu_paged_attention_matches_dense_attention(index):
     inputs = _oracle.paged_inputs(index)
     seqs = _oracle.PAGED_CASES[index][6]
     query = inputs["query"].reshape(-1, *inputs["query"].shape[-2:])
-    block_size = inputs["key_cache"].shape[1]
     expected, q_start = [], 0
     for row, (q_len, kv_len, _) in enumerate(seqs):
         ids = inputs["block_table"][row].long()
@@ -45,13 +44,7 @@ def test_cpu_paged_attention_matches_dense_attention(index):
     out = _oracle.paged_attention_call(inputs)
     assert out.shape == inputs["query"].shape
     tol = 1e-5 if out.dtype == torch.float32 else 2e-2
-    torch.testing.assert_close(
-        out.reshape(-1, *out.shape[-2:]).float(),
-        torch.cat(expected),
-        atol=tol,
-        rtol=tol,
-    )
-    del block_size
+    torch.testing.assert_close(out.reshape(-1, *out.shape[-2:]).float(), torch.cat(expected), atol=tol, rtol=tol)
 
 
 @pytest.mark.parametrize("index", range(len(PAGED)), ids=PAGED)
@@ -70,8 +63,7 @@ def test_strided_query_gives_the_same_output(index):
 def test_empty_stage_buffers_read_as_no_staging(index):
     inputs = _oracle.paged_inputs(index)
     key_cache = inputs["key_cache"]
-    empty_k = key_cache.new_empty((0, *key_cache.shape[2:]))
-    empty_v = key_cache.new_empty((0, *key_cache.shape[2:]))
+    empty_k, empty_v = (key_cache.new_empty((0, *key_cache.shape[2:])) for _ in "kv")
     out = _oracle.paged_attention_call(inputs, stage_key=empty_k, stage_value=empty_v)
     assert torch.equal(out, _oracle.paged_attention_call(inputs))
 
@@ -102,9 +94,7 @@ def test_staging_disabled_gives_none_on_cpu():
 
 
 def test_host_to_device_copy_on_cpu_target_is_a_plain_copy():
-    from vllm_omni.experimental.ar_diffusion.kv_cache.paged_attention import (
-        _to_device_async,
-    )
+    from vllm_omni.experimental.ar_diffusion.kv_cache.paged_attention import _to_device_async
 
     t = torch.arange(6, dtype=torch.int32)
     out = _to_device_async(t, torch.device("cpu"))

@@ -1,11 +1,8 @@
 """The series' own upstream-style tests (every test file it adds under tests/) run and pass from the checkout.
 
-Each runs in this process, through ``pytest.main``: the checkout's ``vllm_omni`` is already the one
-imported here (``test_stock_leg.py`` checks it), so a fresh interpreter would only pay for importing
-torch and vllm a second time (about 12 s of a leg). Upstream's settings still apply: its own
-marker list with ``--strict-markers``, its test file collected and run by pytest, outcomes
-counted from pytest's own reports. In the npu leg they run beside the simulated NPU: each test
-brings its own stand-ins and must pass with either.
+Each runs in this process through ``pytest.main`` (the checkout's ``vllm_omni`` is already imported here; a fresh
+interpreter would pay ~12 s to import torch and vllm again), under upstream's marker list with
+``--strict-markers``, outcomes counted from pytest's reports. In the npu leg they run beside the simulated NPU.
 """
 
 from __future__ import annotations

@@ -1,15 +1,14 @@
-"""Self-check of the simulated NPU (npu_standin/simulated_npu.py), run in the npu leg's process.
+"""Self-check of the simulated NPU (npu_standin/simulated_npu.py), installed by the npu leg's conftest.
 
-The leg's conftest installs the simulation before anything imports vllm_omni; these tests
-then check it. Without it installed (stock leg) only the subprocess checks run: installing here
-would rename PrivateUse1 for the rest of the process. The whole module is simulator-only: in mode
-``real`` torch_npu's autoload gives every tensor ``is_npu`` and there is no simulator to check.
+Without it (stock leg) only the subprocess and wheel checks run: installing here would rename PrivateUse1 for
+the rest of the process. Simulator-only: in mode ``real`` there is no simulator to check.
 """
 
 from __future__ import annotations
 
 import subprocess
 import sys
+from itertools import accumulate
 from pathlib import Path
 
 import pytest
@@ -225,13 +224,7 @@ def _tnd(
 ) -> tuple[torch.Tensor, ...]:
     gen = torch.Generator().manual_seed(0)
     q = torch.randn(sum(q_lens), heads, 16, generator=gen).to(dtype)
-    k = torch.randn(sum(kv_lens), kv_heads, 16, generator=gen).to(dtype)
-    v = torch.randn(sum(kv_lens), kv_heads, 16, generator=gen).to(dtype)
-    return q, k, v
-
-
-def _cumulative(lengths: list[int]) -> list[int]:
-    return [sum(lengths[: i + 1]) for i in range(len(lengths))]
+    return (q, *(torch.randn(sum(kv_lens), kv_heads, 16, generator=gen).to(dtype) for _ in "kv"))
 
 
 @needs_sim
@@ -247,7 +240,7 @@ def test_fusion_attention_matches_naive_softmax(heads: int, kv_heads: int, dtype
     with sim.count_syncs() as syncs:
         result = torch_npu.npu_fusion_attention(
             q.npu(), k.npu(), v.npu(), heads, "TND", scale=0.25,
-            actual_seq_qlen=_cumulative(q_lens), actual_seq_kvlen=_cumulative(kv_lens),
+            actual_seq_qlen=list(accumulate(q_lens)), actual_seq_kvlen=list(accumulate(kv_lens)),
         )  # fmt: skip
     assert len(result) == 7 and result[4:] == (0, 0, 0)
     assert result[0].device.type == "npu" and result[0].dtype == dtype and result[1].shape == (9, heads, 8)
@@ -256,9 +249,9 @@ def test_fusion_attention_matches_naive_softmax(heads: int, kv_heads: int, dtype
     assert torch.allclose(result[0].cpu().double(), expected, atol=atol, rtol=0)
 
 
-def _npu_tnd(q_lens: list[int], kv_lens: list[int], heads: int = 2, kv_heads: int = 2,
-             dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, ...]:  # fmt: skip
-    return tuple(t.npu() for t in _tnd(q_lens, kv_lens, heads, kv_heads, dtype))
+def _npu_tnd() -> tuple[torch.Tensor, ...]:
+    """fp32 q, k, v on the NPU: two heads, two sequences of 3 and 5 queries over 4 and 9 keys."""
+    return tuple(t.npu() for t in _tnd([3, 5], [4, 9], 2, 2, torch.float32))
 
 
 def _call(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, **kwargs: object) -> object:
@@ -271,7 +264,7 @@ def _call(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, **kwargs: object) -
 
 @needs_sim
 def test_fusion_attention_rejects_per_sequence_lengths() -> None:
-    q, k, v = _npu_tnd([3, 5], [4, 9])
+    q, k, v = _npu_tnd()
     with pytest.raises(ValueError, match=r"kit rule, stricter than the real op\): actual_seq_qlen must be cumulative"):
         _call(q, k, v, actual_seq_qlen=[3, 5], actual_seq_kvlen=[4, 13])
     with pytest.raises(RuntimeError, match=r"actual_seq_qlen must be cumulative \(non-decreasing\)"):
@@ -284,27 +277,26 @@ def test_fusion_attention_rejects_per_sequence_lengths() -> None:
         _call(q, k, v, actual_seq_qlen=torch.tensor([3, 8]))
 
 
-def _rule_cases() -> list[tuple[str, dict[str, object], str]]:
-    """(name, how the call is broken, the real op's message) for each rule of the real operator."""
-    return [
-        ("cpu_tensors", {"on_host": True}, r"query, key, value must be NPU tensors"),
-        ("key_upcast", {"key_dtype": torch.float32}, r"The data type of query\[DT_BF16\], key\[DT_FLOAT\], "
-                                                     r"value\[DT_BF16\] are not equal\."),
-        ("value_upcast", {"value_dtype": torch.float32}, r"value\[DT_FLOAT\] are not equal"),
-        ("float64", {"dtype": torch.float64}, r"The data type of query, key, value is not supported"),
-        ("head_num_not_query_n", {"head_num": 3}, r"head_num is \[3\], but got query dim1 \[2\]\."),
-        ("head_num_zero", {"head_num": 0}, r"head_num must > 0, but got 0"),
-        ("gqa_not_a_multiple", {"heads": 6, "kv_heads": 4}, r"n1Size \[6\] should be a multiple of n2Size \[4\]\."),
-        ("too_many_heads", {"heads": 258, "kv_heads": 2}, r"query N must be in 1~256, but got 258"),
-        ("head_dim_too_large", {"head_dim": 776}, r"Head dim must <= 768, but got 776"),
-        ("four_dims", {"four_dims": True}, r"not support input_layout TND with dim_num 4"),
-        ("lists_differ_in_length", {"actual_seq_kvlen": [13]},
-         r"the size of actual_seq_qlen and actual_seq_kvlen must be the same and cannot be empty\."),
-        ("empty_lists", {"actual_seq_qlen": [], "actual_seq_kvlen": []}, r"must be the same and cannot be empty"),
-        ("too_many_sequences", {"sequences": 2049}, r"actual_seq_qlen must have 1~2K entries, but got 2049"),
-        ("sum_exceeds_t", {"actual_seq_qlen": [3, 9]},
-         r"Query T\(8\) and key T\(13\) need larger than respectively sum of seqLen\(9\) and sekvLen\(13\)\."),
-    ]  # fmt: skip
+# (name, how the call is broken, the real op's message) for each rule of the real operator.
+RULE_CASES: list[tuple[str, dict[str, object], str]] = [
+    ("cpu_tensors", {"on_host": True}, r"query, key, value must be NPU tensors"),
+    ("key_upcast", {"key_dtype": torch.float32}, r"The data type of query\[DT_BF16\], key\[DT_FLOAT\], "
+                                                 r"value\[DT_BF16\] are not equal\."),
+    ("value_upcast", {"value_dtype": torch.float32}, r"value\[DT_FLOAT\] are not equal"),
+    ("float64", {"dtype": torch.float64}, r"The data type of query, key, value is not supported"),
+    ("head_num_not_query_n", {"head_num": 3}, r"head_num is \[3\], but got query dim1 \[2\]\."),
+    ("head_num_zero", {"head_num": 0}, r"head_num must > 0, but got 0"),
+    ("gqa_not_a_multiple", {"heads": 6, "kv_heads": 4}, r"n1Size \[6\] should be a multiple of n2Size \[4\]\."),
+    ("too_many_heads", {"heads": 258, "kv_heads": 2}, r"query N must be in 1~256, but got 258"),
+    ("head_dim_too_large", {"head_dim": 776}, r"Head dim must <= 768, but got 776"),
+    ("four_dims", {"four_dims": True}, r"not support input_layout TND with dim_num 4"),
+    ("lists_differ_in_length", {"actual_seq_kvlen": [13]},
+     r"the size of actual_seq_qlen and actual_seq_kvlen must be the same and cannot be empty\."),
+    ("empty_lists", {"actual_seq_qlen": [], "actual_seq_kvlen": []}, r"must be the same and cannot be empty"),
+    ("too_many_sequences", {"sequences": 2049}, r"actual_seq_qlen must have 1~2K entries, but got 2049"),
+    ("sum_exceeds_t", {"actual_seq_qlen": [3, 9]},
+     r"Query T\(8\) and key T\(13\) need larger than respectively sum of seqLen\(9\) and sekvLen\(13\)\."),
+]  # fmt: skip
 
 
 def _broken_call(how: dict[str, object]) -> None:
@@ -328,7 +320,7 @@ def _broken_call(how: dict[str, object]) -> None:
 
 
 @needs_sim
-@pytest.mark.parametrize(("name", "how", "message"), _rule_cases(), ids=[c[0] for c in _rule_cases()])
+@pytest.mark.parametrize(("name", "how", "message"), RULE_CASES, ids=[c[0] for c in RULE_CASES])
 def test_a_call_that_breaks_a_rule_of_the_real_op_raises_its_message(name: str, how: dict[str, object],
                                                                        message: str) -> None:  # fmt: skip
     with pytest.raises(RuntimeError, match=message) as raised:
@@ -346,7 +338,7 @@ def test_the_same_calls_pass_when_unbroken() -> None:
 
 @needs_sim
 def test_graph_mode_is_refused() -> None:
-    q, k, v = _npu_tnd([3, 5], [4, 9])
+    q, k, v = _npu_tnd()
     with torch.npu.graph(None), pytest.raises(RuntimeError, match="graph mode .* is not supported"):
         _call(q, k, v)
     _call(q, k, v)  # eager again after the capture
@@ -392,13 +384,9 @@ def test_probabilities_are_cast_to_the_input_dtype_before_p_v() -> None:
     ],
 )
 def test_fusion_attention_refuses_what_it_does_not_model(name: str, value: object) -> None:
-    import torch_npu
-
-    q, k, v = _npu_tnd([3, 5], [4, 9])
+    q, k, v = _npu_tnd()
     with pytest.raises(NotImplementedError, match=f"{name}="):
-        torch_npu.npu_fusion_attention(
-            q, k, v, 2, "TND", actual_seq_qlen=[3, 8], actual_seq_kvlen=[4, 13], **{name: value}
-        )
+        _call(q, k, v, **{name: value})
 
 
 @needs_sim

@@ -1,37 +1,23 @@
-"""A simulated Ascend NPU: the stand-in the `npu` test leg uses where no Ascend card and no CANN exist.
+"""A simulated Ascend NPU: the npu test leg's stand-in where no Ascend card and no CANN exist.
 
-What it is
-    ``install()`` renames torch's PrivateUse1 backend to ``"npu"`` (as torch_npu does), so
-    ``Tensor.is_npu``, ``Tensor.npu()``, ``torch.npu`` and device ``npu:0`` exist. Tensors on
-    ``npu:0`` are :class:`SimulatedNPUTensor` wrappers around a CPU tensor: every aten op is run
-    on the CPU storage and the result is wrapped back onto ``npu:0``, so in-place writes (also
-    from custom ops with mutable arguments) reach the CPU storage. ``sys.modules["torch_npu"]``
-    becomes a module whose ``npu_fusion_attention`` is a CPU reference with the real schema of
-    the pinned torch_npu (``torch_npu_schema.py`` beside this file checks it against the wheel).
+``install()`` renames torch's PrivateUse1 backend to ``"npu"`` (as torch_npu does): ``Tensor.is_npu``,
+``Tensor.npu()``, ``torch.npu`` and device ``npu:0`` exist. Tensors on ``npu:0`` wrap a CPU tensor; every
+aten op runs on that storage (in-place writes, also from custom ops, reach it). ``sys.modules["torch_npu"]``
+gets ``npu_fusion_attention``, a CPU reference with the pinned wheel's schema (checked by torch_npu_schema.py).
+Not torch_npu, CANN or a performance model: results are CPU results, reported as "simulated NPU". The rename
+cannot be undone in a process: install only in a dedicated one (the npu leg's, or a subprocess).
 
-What it is not
-    Not torch_npu, not CANN, not a performance model. Results are CPU results. Whoever reports
-    a run made with it must say "simulated NPU".
-
-Irreversible
-    The PrivateUse1 rename cannot be undone inside a process: install it only in a dedicated
-    process (the npu leg's pytest process, or a subprocess), never in the ``stock`` leg.
-
-Host <-> device traffic is counted (``SimulatedNPU.syncs``, ``SimulatedNPU.count_syncs()``):
-D2H reads (``.item()``, ``bool()``/``int()``/``float()``, ``.tolist()``, ``.cpu()``,
-``.to("cpu")``, copies into CPU tensors, printing), ``torch.npu.synchronize()``, and ops whose
-output shape depends on device data (``nonzero``, boolean indexing, ...). H2D copies are
-recorded with whether they were non-blocking from pinned memory.
-
-Pinned memory: stock torch pins only through an accelerator's C++ hooks, which a Python
-backend cannot provide, so ``install()`` replaces ``Tensor.pin_memory``/``Tensor.is_pinned``:
-``pin_memory()`` returns a CPU copy whose storage is remembered as pinned, ``is_pinned()``
-answers from that record. ``torch.empty(..., pin_memory=True)`` is not simulated.
+Counted (``SimulatedNPU.syncs``, ``count_syncs()``): D2H reads (``.item()``, ``bool()``, ``.tolist()``,
+``.cpu()``, copies into CPU tensors, printing), ``torch.npu.synchronize()``, ops whose output shape depends
+on device data (``nonzero``, boolean indexing, ...), and every H2D copy with whether it was non-blocking from
+pinned memory. Stock torch pins only through an accelerator's C++ hooks, so ``Tensor.pin_memory`` returns a
+CPU copy whose storage is remembered as pinned (``torch.empty(..., pin_memory=True)`` is not simulated).
 """
 
 from __future__ import annotations
 
 import importlib.machinery
+import inspect
 import sys
 import types
 import weakref
@@ -47,7 +33,6 @@ from torch.utils.backend_registration import _setup_privateuseone_for_python_bac
 
 BACKEND = "npu"
 CPU = torch.device("cpu")
-_INT32_MAX = 2147483647
 
 aten = torch.ops.aten
 
@@ -69,28 +54,10 @@ _MIXED_DEVICE_OK = {
     aten.index_put_.default,
     aten._index_put_impl_.default,
 }
-# Factory overloads that land on the PrivateUse1 key with no tensor argument to wrap.
-_FACTORIES = (
-    "empty.memory_format",
-    "empty_strided",
-    "arange",
-    "arange.start",
-    "arange.start_step",
-    "full",
-    "zeros",
-    "ones",
-    "scalar_tensor",
-    "randn",
-    "randn.generator",
-    "rand",
-    "rand.generator",
-    "randint",
-    "randint.low",
-    "randperm",
-    "linspace",
-    "eye",
-    "eye.m",
-)
+# Factory overloads that land on the PrivateUse1 key with no tensor argument to wrap: filled, ranged, random.
+_FILLED = ("empty.memory_format", "empty_strided", "full", "zeros", "ones", "scalar_tensor", "eye", "eye.m")
+_RANGED = ("arange", "arange.start", "arange.start_step", "linspace")
+_RANDOM = ("randn", "randn.generator", "rand", "rand.generator", "randint", "randint.low", "randperm")
 
 
 @dataclass(frozen=True)
@@ -122,10 +89,6 @@ class SyncCounter:
     def blocking_h2d(self) -> int:
         """H2D copies the host had to wait for (pageable source or non_blocking=False)."""
         return sum(1 for c in self.h2d if not c.asynchronous)
-
-    def reset(self) -> None:
-        self.by_kind.clear()
-        self.h2d.clear()
 
 
 class SimulatedNPUTensor(torch.Tensor):
@@ -180,11 +143,6 @@ def _to_cpu_arg(value: Any) -> Any:
     return value
 
 
-def _explicit_device(kwargs: dict[str, Any]) -> torch.device | None:
-    device = kwargs.get("device")
-    return torch.device(device) if device is not None else None
-
-
 class SimulatedNPU:
     """The installed simulation: device, counters, the torch_npu stand-in module."""
 
@@ -198,7 +156,6 @@ class SimulatedNPU:
         self._pending: list[tuple[torch.Tensor, torch.Tensor]] = []  # non-blocking D2H copies in flight
         self.torch_npu = _torch_npu_module(self)
 
-    # -- counting ---------------------------------------------------------------------------
     def record(self, kind: str) -> None:
         for counter in (self.syncs, *self._scopes):
             counter.by_kind[kind] += 1
@@ -232,7 +189,6 @@ class SimulatedNPU:
         finally:
             self.capturing = False
 
-    # -- pinned memory ----------------------------------------------------------------------
     def pin_memory(self, tensor: torch.Tensor, device: Any = None) -> torch.Tensor:
         if _is_npu(tensor) or tensor.device.type != "cpu":
             raise RuntimeError(f"cannot pin '{tensor.device}' memory: only dense CPU tensors can be pinned")
@@ -247,7 +203,6 @@ class SimulatedNPU:
             return False
         return tensor.untyped_storage() in self._pinned
 
-    # -- dispatch ---------------------------------------------------------------------------
     def dispatch(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if func.namespace != "aten":
             return self._custom_op(func, args, kwargs)
@@ -259,7 +214,7 @@ class SimulatedNPU:
             self.record("data_dependent_shape")
         if func not in _MIXED_DEVICE_OK:
             _check_same_device(func, args, kwargs)
-        target = _explicit_device(kwargs)
+        target = None if kwargs.get("device") is None else torch.device(kwargs["device"])
         if target is not None and target.type == "cpu" and any(_is_npu(a) for a in args):
             if kwargs.get("non_blocking"):
                 return self._arrives_at_synchronize(self._run_on_cpu(func, args, kwargs, wrap=False))
@@ -294,11 +249,7 @@ class SimulatedNPU:
         return dst
 
     def _arrives_at_synchronize(self, host: torch.Tensor) -> torch.Tensor:
-        """A non-blocking device->host copy: the host tensor holds garbage until ``torch.npu.synchronize()``.
-
-        The host does not wait (no sync is counted); reading the tensor before synchronizing reads NaN
-        (floats) or the dtype's minimum (integers), as a real card gives whatever was there before.
-        """
+        """A non-blocking D2H copy (no sync counted): ``host`` reads NaN or the dtype's minimum until synchronize()."""
         if host.dtype == torch.bool or host.numel() == 0:
             return host  # nothing to poison that a reader could tell apart
         self._pending.append((host, host.clone()))
@@ -315,7 +266,6 @@ class SimulatedNPU:
         keys = torch._C.DispatchKeySet(torch._C.DispatchKey.PrivateUse1)
         return func.redispatch(keys, *args, **kwargs)
 
-    # -- factories --------------------------------------------------------------------------
     def factory(self, func: Any, *args: Any, **kwargs: Any) -> Any:
         kwargs["device"] = CPU
         if kwargs.get("pin_memory"):
@@ -341,11 +291,8 @@ def _check_same_device(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any])
 
 
 def _reject_none_for_mutable_tensor(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-    """None for a mutable ``Tensor?`` argument fails, as it was seen to on Ascend (docs/upstream-facts.md).
-
-    A model of that observation, not of torch: torch 2.13's own dispatch accepts None there (the self-check
-    test_torch_itself_accepts_none_for_the_series_op_mutable_stage_args). Patch 0004 passes zero-size buffers.
-    """
+    """None for a mutable ``Tensor?`` fails, as seen on Ascend (docs/upstream-facts.md); torch itself accepts it
+    (test_torch_itself_accepts_none_for_the_series_op_mutable_stage_args). Patch 0004 passes zero-size buffers."""
     for index, arg in enumerate(func._schema.arguments):
         mutable = arg.alias_info is not None and arg.alias_info.is_write
         value = args[index] if index < len(args) else kwargs.get(arg.name)
@@ -371,6 +318,11 @@ MAX_HEAD_DIM = 768  # ACLNN HEAD_DIM_MAX; DOC: D 1~768
 MAX_TOKENS = 1024 * 1024  # DOC: varlen T (B*S) 1~1M
 MAX_SEQUENCES = 2048  # DOC: actual_seq_qlen has 1~2K entries (varlen B 1~2K)
 _DTYPE_NAMES = {torch.float16: "DT_FLOAT16", torch.bfloat16: "DT_BF16", torch.float32: "DT_FLOAT"}
+# What the reference computes; gen_mask_parallel, sync, seed and offset only steer dropout, which keep_prob=1
+# switches off (accepted, no effect). Any other argument that differs from its default is refused.
+_MODELLED = {"query", "key", "value", "head_num", "input_layout", "scale", "actual_seq_qlen", "actual_seq_kvlen"}
+_MODELLED |= {"gen_mask_parallel", "sync", "seed", "offset"}
+_Outputs = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, int, int, int]
 
 
 def _op_error(message: str, source: str) -> RuntimeError:
@@ -467,24 +419,10 @@ def _check_eager() -> None:
 
 
 def _check_unmodelled(given: dict[str, Any]) -> None:
-    defaults = {
-        "pse": None,
-        "padding_mask": None,
-        "atten_mask": None,
-        "keep_prob": 1.0,
-        "pre_tockens": _INT32_MAX,
-        "next_tockens": _INT32_MAX,
-        "inner_precise": 0,
-        "prefix": None,
-        "sparse_mode": 0,
-        "softmax_layout": "",
-        "sink": None,
-        "dropout_mask": None,
-    }
-    for name, default in defaults.items():
-        value = given[name]
+    for name, param in inspect.signature(npu_fusion_attention).parameters.items():
+        value, default = given[name], param.default
         changed = value is not None if default is None else value != default
-        if changed:
+        if name not in _MODELLED and changed:
             raise _unmodelled(name, value)
 
 
@@ -513,17 +451,11 @@ def npu_fusion_attention(
     dropout_mask: torch.Tensor | None = None,
     seed: int = 0,
     offset: int = 0,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, int, int, int]:
-    """CPU reference of torch_npu.npu_fusion_attention, layout TND, full attention, no dropout.
+) -> _Outputs:
+    """CPU reference of torch_npu.npu_fusion_attention, layout TND (GQA allowed), full attention, no dropout.
 
-    Modelled: query (T_q, N, D), key/value (T_kv, N_kv, D) with N % N_kv == 0 (GQA), cumulative
-    host lists actual_seq_qlen / actual_seq_kvlen, head_num, scale. gen_mask_parallel, sync, seed
-    and offset only steer dropout, which keep_prob=1 switches off: accepted, no effect. Anything
-    else that differs from its default raises NotImplementedError. The real op's rules on devices,
-    dtypes, shapes and lengths are enforced (RuntimeError with the op's message and the rule's
-    source; see the _check_* functions). Scores and softmax in fp32, probabilities cast to the input
-    dtype before P.V as the kernel does; returns (attention in query dtype, softmax_max,
-    softmax_sum (T_q, N, 8) fp32, empty softmax_out, 0, 0, 0).
+    The real op's rules (devices, dtypes, shapes, lengths) raise RuntimeError with its message and the rule's
+    source. Returns (attention in query dtype, softmax_max, softmax_sum (T_q, N, 8) fp32, empty, 0, 0, 0).
     """
     _check_unmodelled(locals())
     if input_layout != "TND":
@@ -543,13 +475,8 @@ def _spans(ends: list[int]) -> list[tuple[int, int]]:
 
 
 def _tnd_attention(
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    ends_q: list[int],
-    ends_kv: list[int],
-    scale: float,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, int, int, int]:
+    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, ends_q: list[int], ends_kv: list[int], scale: float
+) -> _Outputs:
     heads, groups = query.shape[1], query.shape[1] // key.shape[1]
     out = torch.zeros(query.shape[0], heads, value.shape[2], dtype=torch.float32, device=query.device)
     row_max = torch.zeros(query.shape[0], heads, dtype=torch.float32, device=query.device)
@@ -626,7 +553,7 @@ def _torch_npu_module(sim: SimulatedNPU) -> types.ModuleType:
 
 def _register_factories(sim: SimulatedNPU) -> torch.library.Library:
     lib = torch.library.Library("aten", "IMPL")
-    for name in _FACTORIES:
+    for name in (*_FILLED, *_RANGED, *_RANDOM):
         packet, _, overload = name.partition(".")
         func = getattr(getattr(aten, packet), overload or "default")
         lib.impl(name, lambda *a, _f=func, **k: sim.factory(_f, *a, **k), "PrivateUse1")
@@ -673,16 +600,3 @@ def installed() -> SimulatedNPU | None:
 def count_syncs() -> AbstractContextManager[SyncCounter]:
     """``with count_syncs() as c:`` counts the block's syncs on the installed simulation."""
     return _state().count_syncs()
-
-
-__all__ = [
-    "BACKEND",
-    "HostToDeviceCopy",
-    "SimulatedNPU",
-    "SimulatedNPUTensor",
-    "SyncCounter",
-    "count_syncs",
-    "install",
-    "installed",
-    "npu_fusion_attention",
-]

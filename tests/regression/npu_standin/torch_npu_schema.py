@@ -1,11 +1,8 @@
-"""Check a Python stand-in's signature against an op schema read, as text, from the torch_npu wheel.
+"""Check a Python stand-in's signature against an op schema read, as text, from the torch_npu wheel (never imported).
 
-The wheel is never imported (torch_npu needs CANN). The schema comes from
-``torch_npu/csrc/aten/npu_native_functions_by_codegen.yaml``: plain text, one ``func:`` line
-per op, the input of the code generator that registers the ops. It is confirmed against
-``torch_npu/lib/libtorch_npu.so``, which must hold the same schema string (what is really
-registered). ``torch_npu/_op_plugin_docs.py`` is not used: its prototype can lag the
-registered schema (2.14.0's lacks ``sink``, ``dropout_mask``, ``seed``, ``offset``).
+The schema is the ``func:`` line of the code generator's input (SCHEMA_MEMBER), confirmed in libtorch_npu.so
+(what is really registered). Not ``_op_plugin_docs.py``: its prototype can lag (2.14.0's lacks ``sink``,
+``dropout_mask``, ``seed``, ``offset``).
 """
 
 from __future__ import annotations
@@ -32,7 +29,7 @@ NO_DEFAULT = "<required>"
 
 
 class WheelSchemaError(Exception):
-    """The wheel or its schema is not what the check needs; the message names the thing and the fix."""
+    """The wheel or its schema is not what the check needs: what, and the fix."""
 
     def __init__(self, what: str, fix: str) -> None:
         super().__init__(f"{what} -- {fix}")
@@ -40,16 +37,10 @@ class WheelSchemaError(Exception):
         self.fix = fix
 
 
-# Schema base types and the Python annotations that stand for them.
+# Aliases of the base types (Tensor, int, float, bool, str, int[]), in schemas and Python annotations.
 _PY_TYPES = {
-    "Tensor": "Tensor",
     "torch.Tensor": "Tensor",
-    "int": "int",
     "SymInt": "int",
-    "float": "float",
-    "bool": "bool",
-    "str": "str",
-    "int[]": "int[]",
     "SymInt[]": "int[]",
     "list[int]": "int[]",
     "Sequence[int]": "int[]",
@@ -104,14 +95,8 @@ def _schema_param(text: str, keyword_only: bool) -> Param:
         raise ValueError(f"cannot read schema argument {text!r}")
     type_text = re.sub(r"\(\w!?\)", "", match["type"])  # alias annotations, e.g. Tensor(a!)
     base = re.sub(r"\[\d+\]", "[]", type_text.rstrip("?"))
-    default = match["default"]
-    return Param(
-        name=match["name"],
-        kind=_PY_TYPES.get(base, base),
-        optional=type_text.endswith("?"),
-        default=NO_DEFAULT if default is None else _schema_default(default),
-        keyword_only=keyword_only,
-    )
+    default = NO_DEFAULT if match["default"] is None else _schema_default(match["default"])
+    return Param(match["name"], _PY_TYPES.get(base, base), type_text.endswith("?"), default, keyword_only)
 
 
 def parse_schema(text: str) -> list[Param]:
@@ -141,16 +126,9 @@ def signature_params(fn: Callable[..., Any]) -> list[Param]:
     params = []
     for p in inspect.signature(fn).parameters.values():
         annotation = p.annotation if isinstance(p.annotation, str) else getattr(p.annotation, "__name__", "")
-        kind, optional = _annotation_kind(annotation)
-        params.append(
-            Param(
-                name=p.name,
-                kind=kind,
-                optional=optional,
-                default=NO_DEFAULT if p.default is inspect.Parameter.empty else p.default,
-                keyword_only=p.kind is inspect.Parameter.KEYWORD_ONLY,
-            )
-        )
+        default = NO_DEFAULT if p.default is inspect.Parameter.empty else p.default
+        keyword_only = p.kind is inspect.Parameter.KEYWORD_ONLY
+        params.append(Param(p.name, *_annotation_kind(annotation), default, keyword_only))
     return params
 
 
