@@ -78,6 +78,16 @@ def shared_env_ready(kit: Kit, leg: str) -> None:
     assert done.stdout.strip() == "True", f"the copy would rebuild the shared {leg} env: {done.stdout}{done.stderr}"
 
 
+def assert_control_passed(kit: Kit, leg: str) -> None:
+    """Control: on the shipped series the tests that catch this leg's mutations ran and passed, so a failure of a
+    broken series is the mutation's doing (also test_loop.py's, for the stock leg)."""
+    assert failed_tests(kit, leg) == []
+    passed = [c.get("name", "") for c in junit_cases(kit, leg) if c.find("skipped") is None]
+    for m in MUTATIONS:
+        if m.leg == leg:
+            assert any(m.caught_by in name for name in passed), (m.name, passed)
+
+
 def run_leg(kit: Kit, leg: str, select: str) -> tuple[int, str]:
     shared_env_ready(kit, leg)
     kit.run("apply", check=True)
@@ -89,13 +99,9 @@ def run_leg(kit: Kit, leg: str, select: str) -> tuple[int, str]:
 def test_broken_series_fails_its_leg(mutation: Mutation, tmp_path: Path) -> None:
     kit = leg_kit(tmp_path / "kit")
     if mutation.leg == "npu":  # the stock leg's control is test_loop.py's first run (the full suite, a leg_kit copy)
-        # Control: on the shipped series the catching tests ran and passed, so a failure is the mutation's doing.
         rc, output = run_leg(kit, mutation.leg, mutation.select)
-        assert rc == 0 and failed_tests(kit, mutation.leg) == [], output[-3000:]
-        passed = [c.get("name", "") for c in junit_cases(kit, mutation.leg) if c.find("skipped") is None]
-        for m in MUTATIONS:
-            if m.leg == mutation.leg:
-                assert any(m.caught_by in name for name in passed), (m.name, passed)
+        assert rc == 0, output[-3000:]
+        assert_control_passed(kit, mutation.leg)
     patch = kit.patches / mutation.patch
     patch.write_text(mutate(patch.read_text(encoding="utf-8"), mutation.old, mutation.new), encoding="utf-8")
     rc, output = run_leg(kit, mutation.leg, mutation.select)
