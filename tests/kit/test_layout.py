@@ -1,5 +1,6 @@
 """The layout shows the pipeline: no module of scripts/ imports from a later stage (STAGES, the list of
-docs/internals.md's "Layout", checked both ways), and the regression suite never imports the kit.
+docs/internals.md's "Layout", checked both ways), the regression suite never imports the kit, and an import
+between test modules names what that module defines.
 One test per rule, each also run on planted sources it must catch."""
 
 from __future__ import annotations
@@ -215,3 +216,37 @@ def test_every_nox_install_writes_bytecode() -> None:
 
     noxfile.install(Session(), "-r", "x.txt")  # type: ignore[arg-type]
     assert calls == [(("-r", "x.txt"), {"env": {"UV_COMPILE_BYTECODE": "1"}})]
+
+
+def unresolved_test_imports(sources: dict[str, str]) -> list[str]:
+    """`from test_x import name` between the kit's test modules (by module name -> source) where test_x does not
+    define name at its top level: an import inside a heavy-tier test would fail only in that tier."""
+    defined: dict[str, set[str]] = {}
+    for module, source in sources.items():
+        names = defined.setdefault(module, set())
+        for node in ast.parse(source).body:
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                names.add(node.name)
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                names.update((a.asname or a.name).split(".")[0] for a in node.names)
+            elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                names.update(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
+    return [
+        f"{module}: {node.module}.{alias.name}"
+        for module, source in sources.items()
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.ImportFrom) and node.module in defined
+        for alias in node.names
+        if alias.name not in defined[node.module]
+    ]
+
+
+def test_every_import_between_test_modules_names_what_it_defines() -> None:
+    sources = {path.stem: path.read_text(encoding="utf-8") for path in (ROOT / "tests" / "kit").glob("*.py")}
+    assert unresolved_test_imports(sources) == []
+    planted = {
+        "test_a": "X = 1\n\ndef helper():\n    pass\n",
+        "test_b": "def test():\n    from test_a import X, gone\n",
+    }
+    assert unresolved_test_imports(planted) == ["test_b: test_a.gone"]
