@@ -30,7 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -472,6 +472,15 @@ def _build(leg: str, env: Path, digest: str, base: Path, pins: Path | None, tool
     return tool
 
 
+@contextlib.contextmanager
+def requirements_file(name: str, text: str) -> Iterator[Path]:
+    """A requirements file the kit derives for one build (a layer's pins, an overlay's test tools)."""
+    with tempfile.TemporaryDirectory(prefix="kit-") as tmp:
+        path = Path(tmp) / name
+        path.write_text(text, encoding="utf-8")
+        yield path
+
+
 def _leg_lock(envs: Path, name: str) -> contextlib.AbstractContextManager[None]:
     """One builder per leg env at a time: a second caller waits, then finds the env built."""
 
@@ -496,17 +505,14 @@ def _ensure(ws: Workspace, leg: str, env: Path, base: Path | None) -> str:
             shutil.rmtree(env)
         try:
             if lower is not None:
-                with tempfile.TemporaryDirectory(prefix="kit-layer-") as tmp:
-                    pins = Path(tmp) / f"leg-{leg}-layer.txt"
-                    pins.write_text(layer_pins(leg_pins(ws, leg), leg_pins(ws, LAYERS[leg])), encoding="utf-8")
+                layer = layer_pins(leg_pins(ws, leg), leg_pins(ws, LAYERS[leg]))
+                with requirements_file(f"leg-{leg}-layer.txt", layer) as pins:
                     tool = _build(leg, env, current_digest(ws, leg), Path(sys.executable), pins, None, lower)
             elif base is None:
                 pins = ws.ci_dir / f"leg-{leg}.txt"
                 tool = _build(leg, env, current_digest(ws, leg), Path(sys.executable), pins, None)
             else:
-                with tempfile.TemporaryDirectory(prefix="kit-tools-") as tmp:
-                    tools = Path(tmp) / "test-tools.txt"
-                    tools.write_text(tools_text(ws), encoding="utf-8")
+                with requirements_file("test-tools.txt", tools_text(ws)) as tools:
                     tool = _build(leg, env, current_digest(ws, leg, base), base, None, tools)
         except BaseException:
             shutil.rmtree(env, ignore_errors=True)  # never leave a half-built env behind

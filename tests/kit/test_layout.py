@@ -221,10 +221,11 @@ def test_every_nox_install_writes_bytecode() -> None:
 def unresolved_test_imports(sources: dict[str, str]) -> list[str]:
     """`from test_x import name` between the kit's test modules (by module name -> source) where test_x does not
     define name at its top level: an import inside a heavy-tier test would fail only in that tier."""
+    trees = {module: ast.parse(source) for module, source in sources.items()}
     defined: dict[str, set[str]] = {}
-    for module, source in sources.items():
+    for module, tree in trees.items():
         names = defined.setdefault(module, set())
-        for node in ast.parse(source).body:
+        for node in tree.body:
             if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
                 names.add(node.name)
             elif isinstance(node, (ast.Import, ast.ImportFrom)):
@@ -234,8 +235,8 @@ def unresolved_test_imports(sources: dict[str, str]) -> list[str]:
                 names.update(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
     return [
         f"{module}: {node.module}.{alias.name}"
-        for module, source in sources.items()
-        for node in ast.walk(ast.parse(source))
+        for module, tree in trees.items()
+        for node in ast.walk(tree)
         if isinstance(node, ast.ImportFrom) and node.module in defined
         for alias in node.names
         if alias.name not in defined[node.module]
