@@ -19,7 +19,7 @@ from conftest import AUTHOR, Kit, clone, rope_with
 from test_faults import check, new_upstream, snapshot, state_of
 from test_faults_apply import pin_files
 
-from scripts import worklock
+from scripts.commands.common import checkout_lock
 from scripts.diffparse import git_names, parse, unquoted
 from scripts.gitcmd import git
 from scripts.series import squashed_slugs, strip_kit_trailers, trailer_values
@@ -280,19 +280,24 @@ def popen(kit: Kit, *args: str, **options: object) -> subprocess.Popen[str]:
 
 # ---- 8: a command works on the inputs it holds the lock for
 def test_an_apply_that_waited_for_a_refresh_applies_the_new_series(kit3: Kit) -> None:
-    """apply started while the lock is held; the series changes meanwhile (as the refresh it waited for writes
-    it); once it has the lock, apply must build the new series, not the one it would have read before."""
+    """apply started while the lock is held waits, naming the holder, and cannot go on; the series changes meanwhile
+    (as the refresh it waited for writes it); once it has the lock, apply must build the new series, not the one it
+    would have read before."""
     twin = clone(kit3, kit3.root.parent / "twin" / "kit")
     new_commit(twin, Path())
     twin.run("refresh", check=True)  # its patches/: what the refresh apply waits for writes
-    with worklock.locked(kit3.locks / f"{kit3.checkout.name}.lock", stamp="pid 4242 (kit refresh)", wait_s=0):
+    with checkout_lock(kit3):  # held as a kit command holds it
         waiting = popen(kit3, "apply")
-        assert "waiting for .work/vllm-omni" in waiting.stdout.readline()
+        assert f"waiting for .work/vllm-omni: in use by pid {os.getpid()}" in waiting.stdout.readline()
         put(kit3.patches, snapshot(twin.patches))
+        assert waiting.poll() is None
     out, err = waiting.communicate(timeout=120)
-    assert waiting.returncode == 0, out + err
+    assert waiting.returncode == 0 and "Traceback" not in out + err, out + err
     assert "[4/4]" in out and "0004-extra.patch" in out, out
     assert "Kit-Patch: extra" in kit3.git("log", "-1", "--format=%B")
+    state = state_of(kit3)
+    assert state["status"] == "applied" and state["head"] == kit3.git("rev-parse", "HEAD").strip()
+    assert len(kit3.git("rev-list", "pristine..HEAD").split()) == 4
 
 
 # ---- 10: output failures are output failures (apply, which prints as it goes, does not stop between two patches)
@@ -360,14 +365,6 @@ def test_git_names_reads_quoted_and_spaced_names(rest: str, names: tuple[str, st
     assert git_names(rest) == names
 
 
-def test_a_quoted_name_parses_as_its_file() -> None:
-    assert unquoted('"b/caf\\351.py"')[0] == "b/caf\udce9.py"  # bytes that are not UTF-8 kept
-    text = ('diff --git "a/vllm_omni/\\303\\274.py" "b/vllm_omni/\\303\\274.py"\nnew file mode 100644\n'
-            '--- /dev/null\n+++ "b/vllm_omni/\\303\\274.py"\n@@ -0,0 +1 @@\n+u = 1\n')  # fmt: skip
-    [f] = parse(text)
-    assert (f.path, f.new_file, f.added) == ("vllm_omni/ü.py", True, ((1, "u = 1"),))
-
-
 SQUASH = (
     "A\n\nWhy a.\n\nUpstream-Status: Pending\nKit-Patch: a\n\nB\n\nWhy b.\n\nUpstream-Status: Pending\nKit-Patch: b\n"
 )
@@ -383,13 +380,18 @@ def test_only_trailer_blocks_hold_trailers(message: str, slugs: list[str]) -> No
     assert squashed_slugs(message) == slugs
 
 
-def test_lines_end_at_newlines_only() -> None:
-    """A form feed or U+2028 inside a line, and a CRLF file's CR, do not end a line: counts and hunks stay right."""
+def test_parse_reads_quoted_names_and_ends_lines_at_newlines_only() -> None:
+    """A quoted name is its file (bytes that are not UTF-8 kept); a form feed or U+2028 inside a line, and a CRLF
+    file's CR, do not end a line: counts and hunks stay right."""
+    assert unquoted('"b/caf\\351.py"')[0] == "b/caf\udce9.py"
     text = ("diff --git a/x.py b/x.py\n--- a/x.py\n+++ b/x.py\n@@ -1,2 +1,3 @@\n a\x0cb\n+c\u2028d\n+e\r\n f\n"
-            "diff --git a/y.py b/y.py\n--- a/y.py\n+++ b/y.py\n@@ -1 +1 @@\n-g\n+h\n")  # fmt: skip
-    x, y = parse(text)
+            "diff --git a/y.py b/y.py\n--- a/y.py\n+++ b/y.py\n@@ -1 +1 @@\n-g\n+h\n"
+            'diff --git "a/vllm_omni/\\303\\274.py" "b/vllm_omni/\\303\\274.py"\nnew file mode 100644\n'
+            '--- /dev/null\n+++ "b/vllm_omni/\\303\\274.py"\n@@ -0,0 +1 @@\n+u = 1\n')  # fmt: skip
+    x, y, u = parse(text)
     assert x.added == ((2, "c\u2028d"), (3, "e")) and "+e\r\n" in x.hunks[0].text
     assert (y.path, y.added, y.removed) == ("y.py", ((1, "h"),), 1)
+    assert (u.path, u.new_file, u.added) == ("vllm_omni/ü.py", True, ((1, "u = 1"),))
 
 
 def test_a_body_line_like_a_trailer_stays_in_the_upstream_message() -> None:
