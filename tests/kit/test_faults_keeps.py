@@ -16,8 +16,7 @@ from pathlib import Path
 
 import pytest
 from conftest import AUTHOR, Kit, clone, rope_with
-from test_faults import Row, new_upstream, run_row, snapshot, state_of
-from test_faults_apply import pin_files
+from test_faults import Row, new_upstream, pin_files, run_row, snapshot, state_of
 
 from scripts.commands.common import checkout_lock
 from scripts.diffparse import git_names, parse, unquoted
