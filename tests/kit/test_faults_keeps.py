@@ -11,15 +11,14 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from conftest import AUTHOR, Kit, clone, rope_with
-from test_faults import check, new_upstream, snapshot, state_of
-from test_faults_apply import pin_files
+from test_faults import Row, new_upstream, pin_files, run_row, snapshot, state_of
 
-from scripts import worklock
+from scripts.commands.common import checkout_lock
 from scripts.diffparse import git_names, parse, unquoted
 from scripts.gitcmd import git
 from scripts.series import squashed_slugs, strip_kit_trailers, trailer_values
@@ -27,16 +26,6 @@ from scripts.series import squashed_slugs, strip_kit_trailers, trailer_values
 Setup = Callable[[Kit, Path], dict[str, str] | None]  # may return environment variables for the run
 IDEA = {".idea/workspace.xml": "<project/>\n"}
 ATTN, ROPE = "vllm_omni/attn.py", "vllm_omni/layers/rope.py"
-
-
-@dataclass(frozen=True)
-class Row:
-    id: str
-    setup: Setup
-    args: str
-    code: int  # 0: the work must succeed
-    needle: str  # in the one error line, or (code 0) in the output
-    patches_kept: bool = True  # patches/ byte-identical after the run
 
 
 def users_things(kit: Kit) -> dict[str, bytes | str]:
@@ -188,64 +177,62 @@ new_commit = commit(EXTRA, "[NPU] Extra\n\nWhy this change.", "extra")
 
 ROWS = [
     # 7: what the kit did not make, it keeps
-    Row("global-excludes-kept-by-apply", global_excludes, "apply", 0, "[3/3]"),
-    Row("global-excludes-kept-by-apply-force", global_excludes, "apply --force", 0, "[3/3]"),
-    Row("excludes-file-setting-kept-by-apply", global_excludes_file_setting, "apply --force", 0, "[3/3]"),
-    Row("excludes-file-setting-not-an-edit", global_excludes_file_setting, "refresh", 0, "patches/ unchanged"),
-    Row("own-exclude-kept-by-apply-force", own_exclude, "apply --force", 0, "[3/3]"),
-    Row("ignored-named-by-refresh", own_exclude, "refresh", 0, "git ignores in .work/vllm-omni are in no patch"),
-    Row("coveragerc-is-not-ignored", coveragerc, "refresh", 2, "uncommitted edits"),
-    Row("users-refs-kept-by-apply-force", users_refs, "apply --force", 0, "[3/3]"),
-    Row("pin-change-keeps-refs", pin_changed_with(users_refs), "apply", 0, "[3/3]"),
-    Row("pin-change-keeps-ignored", pin_changed_with(own_exclude, global_excludes), "apply", 0, KEPT_IGNORED),
-    Row("pin-change-keeps-git-files", pin_changed_with(own_git_files), "apply", 0, "[3/3]"),
-    Row("pin-change-refuses-stash", pin_changed_with(stash), "apply", 2, "holds 1 stash entry"),
-    Row("pin-change-refuses-worktree", pin_changed_with(worktree), "apply", 2, "work tree(s) of yours"),
-    Row("pin-change-refuses-ignored-clash", ignored_clash, "apply", 2, "vllm_omni/extra.py (ignored by git, yours)"),
+    Row("global-excludes-kept-by-apply", "apply", "[3/3]", global_excludes, 0),
+    Row("global-excludes-kept-by-apply-force", "apply --force", "[3/3]", global_excludes, 0),
+    Row("excludes-file-setting-kept-by-apply", "apply --force", "[3/3]", global_excludes_file_setting, 0),
+    Row("excludes-file-setting-not-an-edit", "refresh", "patches/ unchanged", global_excludes_file_setting, 0),
+    Row("own-exclude-kept-by-apply-force", "apply --force", "[3/3]", own_exclude, 0),
+    Row("ignored-named-by-refresh", "refresh", "git ignores in .work/vllm-omni are in no patch", own_exclude, 0),
+    Row("coveragerc-is-not-ignored", "refresh", "uncommitted edits", coveragerc),
+    Row("users-refs-kept-by-apply-force", "apply --force", "[3/3]", users_refs, 0),
+    Row("pin-change-keeps-refs", "apply", "[3/3]", pin_changed_with(users_refs), 0),
+    Row("pin-change-keeps-ignored", "apply", KEPT_IGNORED, pin_changed_with(own_exclude, global_excludes), 0),
+    Row("pin-change-keeps-git-files", "apply", "[3/3]", pin_changed_with(own_git_files), 0),
+    Row("pin-change-refuses-stash", "apply", "holds 1 stash entry", pin_changed_with(stash)),
+    Row("pin-change-refuses-worktree", "apply", "work tree(s) of yours", pin_changed_with(worktree)),
+    Row("pin-change-refuses-ignored-clash", "apply", "vllm_omni/extra.py (ignored by git, yours)", ignored_clash),
     # 9: only the kit's settings shape what it writes
-    Row("config-format-signoff-refresh", signoff, "refresh", 2, "sets format.signoff"),
-    Row("config-diff-noprefix-refresh", config("diff.noprefix", "true"), "refresh", 2, "sets diff.noprefix"),
-    Row("config-autocrlf-apply", autocrlf, "apply", 2, "sets core.autocrlf"),
-    Row("config-autocrlf-apply-force", autocrlf, "apply --force", 2, "core.autocrlf"),
-    Row("config-gpgsign-refresh", config("commit.gpgsign", "true"), "refresh", 2, "sets commit.gpgsign"),
-    Row("config-encoding-lint", config("i18n.commitEncoding", "latin1"), "lint", 2, "i18n.commitencoding"),
-    Row("config-include-refresh", config("include.path", "/tmp/elsewhere"), "refresh", 2, "include.path"),
-    Row("config-am-threeway-apply", config("am.threeWay", "true"), "apply", 2, "sets am.threeway"),
-    Row("config-user-name-is-harmless", config("user.name", "Me Myself"), "refresh", 0, "patches/ unchanged"),
+    Row("config-format-signoff-refresh", "refresh", "sets format.signoff", signoff),
+    Row("config-diff-noprefix-refresh", "refresh", "sets diff.noprefix", config("diff.noprefix", "true")),
+    Row("config-autocrlf-apply", "apply", "sets core.autocrlf", autocrlf),
+    Row("config-autocrlf-apply-force", "apply --force", "core.autocrlf", autocrlf),
+    Row("config-gpgsign-refresh", "refresh", "sets commit.gpgsign", config("commit.gpgsign", "true")),
+    Row("config-encoding-lint", "lint", "i18n.commitencoding", config("i18n.commitEncoding", "latin1")),
+    Row("config-include-refresh", "refresh", "include.path", config("include.path", "/tmp/elsewhere")),
+    Row("config-am-threeway-apply", "apply", "sets am.threeway", config("am.threeWay", "true")),
+    Row("config-user-name-is-harmless", "refresh", "patches/ unchanged", config("user.name", "Me Myself"), 0),
     # merges, names, contents, trailers
-    Row("merge-in-series", merge, "refresh", 2, "is a merge"),
-    Row("odd-names-refresh-again", odd_names, "refresh", 0, "patches/ unchanged"),
-    Row("crlf-file-60-lines-apply", crlf_file(60), "apply", 0, "[4/4]"),
-    Row("crlf-file-2-lines-refresh-again", crlf_file(2), "refresh", 0, "patches/ unchanged"),
-    Row("trailer-lookalike-in-body", lookalike_in_body, "refresh", 0, "0004-extra.patch: new", patches_kept=False),
-    Row("trailer-lookalike-paragraph", lookalike_paragraph, "refresh", 0, "0004-extra.patch: new", False),
-    Row("rst-underline-is-text", rst_underline, "refresh", 0, "0004-npu-doc.patch: new", patches_kept=False),
-    Row("latin1-file-refused-with-travelling-advice", latin1_file, "refresh", 2, "tree's own .gitattributes"),
+    Row("merge-in-series", "refresh", "is a merge", merge),
+    Row("odd-names-refresh-again", "refresh", "patches/ unchanged", odd_names, 0),
+    Row("crlf-file-60-lines-apply", "apply", "[4/4]", crlf_file(60), 0),
+    Row("crlf-file-2-lines-refresh-again", "refresh", "patches/ unchanged", crlf_file(2), 0),
+    Row("trailer-lookalike-in-body", "refresh", "0004-extra.patch: new", lookalike_in_body, 0, patches_kept=False),
+    Row("trailer-lookalike-paragraph", "refresh", "0004-extra.patch: new", lookalike_paragraph, 0, patches_kept=False),
+    Row("rst-underline-is-text", "refresh", "0004-npu-doc.patch: new", rst_underline, 0, patches_kept=False),
+    Row("latin1-file-refused-with-travelling-advice", "refresh", "tree's own .gitattributes", latin1_file),
     # recovery
-    Row("pristine-deleted-apply", pristine_deleted, "apply", 2, "git -C .work/vllm-omni tag -f pristine"),
-    Row("pristine-deleted-refresh", pristine_deleted, "refresh", 2, "tag is gone or moved"),
-    Row("pristine-deleted-lint", pristine_deleted, "lint", 2, "tag is gone or moved"),
-    Row("pristine-moved-apply", steps(("tag", "-f", "pristine", "HEAD~1")), "apply", 2, "tag is gone or moved"),
-    Row("pristine-deleted-apply-force", pristine_deleted, "apply --force", 0, "[3/3]"),
-    Row("others-index-lock-refresh", index_lock, "refresh", 2, "another git is working"),
-    Row("others-index-lock-apply", index_lock, "apply", 2, "rm .work/vllm-omni/.git/index.lock"),
-    Row("others-index-lock-apply-force", index_lock, "apply --force", 2, "another git"),
-    Row("others-head-lock-lint", steps({".git/HEAD.lock": ""}), "lint", 2, "HEAD.lock exists"),
+    Row("pristine-deleted-apply", "apply", "git -C .work/vllm-omni tag -f pristine", pristine_deleted),
+    Row("pristine-deleted-refresh", "refresh", "tag is gone or moved", pristine_deleted),
+    Row("pristine-deleted-lint", "lint", "tag is gone or moved", pristine_deleted),
+    Row("pristine-moved-apply", "apply", "tag is gone or moved", steps(("tag", "-f", "pristine", "HEAD~1"))),
+    Row("pristine-deleted-apply-force", "apply --force", "[3/3]", pristine_deleted, 0),
+    Row("others-index-lock-refresh", "refresh", "another git is working", index_lock),
+    Row("others-index-lock-apply", "apply", "rm .work/vllm-omni/.git/index.lock", index_lock),
+    Row("others-index-lock-apply-force", "apply --force", "another git", index_lock),
+    Row("others-head-lock-lint", "lint", "HEAD.lock exists", steps({".git/HEAD.lock": ""})),
     # unclear cases, decided
-    Row("continue-and-abort", steps(), "apply --continue --abort", 2, "not allowed with argument"),
-    Row("refused-apply-says-nothing-of-applying", steps({ATTN: "edited\n"}), "apply", 2, "uncommitted edits"),
+    Row("continue-and-abort", "apply --continue --abort", "not allowed with argument", steps()),
+    Row("refused-apply-says-nothing-of-applying", "apply", "uncommitted edits", steps({ATTN: "edited\n"})),
 ]
 
 
 @pytest.mark.parametrize("row", ROWS, ids=[r.id for r in ROWS])
 def test_keeps_row(row: Row, kit3: Kit, tmp_path: Path) -> None:
-    env = row.setup(kit3, tmp_path) or {}
-    before, kept = snapshot(kit3.patches), users_things(kit3)
-    proc = kit3.run(*row.args.split(), env=env)
-    check(proc, row.code, row.needle)
+    env = row.setup(kit3, tmp_path)
+    kept = users_things(kit3)  # what the setup left the user
+    proc = run_row(kit3, replace(row, setup=lambda _kit, _tmp: env), tmp_path)
     refused_early = row.code and not row.id.startswith("pin-change")  # those refuse once the new pin is fetched
     assert not refused_early or "applying" not in proc.stdout, proc.stdout
-    assert not row.patches_kept or snapshot(kit3.patches) == before
     assert users_things(kit3) == kept, "something the user kept in the checkout is gone or changed"
     if row.id.startswith(("pristine-", "others-")) and row.code:
         assert state_of(kit3)["status"] == "applied", "a refused apply flipped the state"
@@ -280,19 +267,24 @@ def popen(kit: Kit, *args: str, **options: object) -> subprocess.Popen[str]:
 
 # ---- 8: a command works on the inputs it holds the lock for
 def test_an_apply_that_waited_for_a_refresh_applies_the_new_series(kit3: Kit) -> None:
-    """apply started while the lock is held; the series changes meanwhile (as the refresh it waited for writes
-    it); once it has the lock, apply must build the new series, not the one it would have read before."""
+    """apply started while the lock is held waits, naming the holder, and cannot go on; the series changes meanwhile
+    (as the refresh it waited for writes it); once it has the lock, apply must build the new series, not the one it
+    would have read before."""
     twin = clone(kit3, kit3.root.parent / "twin" / "kit")
     new_commit(twin, Path())
     twin.run("refresh", check=True)  # its patches/: what the refresh apply waits for writes
-    with worklock.locked(kit3.locks / f"{kit3.checkout.name}.lock", stamp="pid 4242 (kit refresh)", wait_s=0):
+    with checkout_lock(kit3):  # held as a kit command holds it
         waiting = popen(kit3, "apply")
-        assert "waiting for .work/vllm-omni" in waiting.stdout.readline()
+        assert f"waiting for .work/vllm-omni: in use by pid {os.getpid()}" in waiting.stdout.readline()
         put(kit3.patches, snapshot(twin.patches))
+        assert waiting.poll() is None
     out, err = waiting.communicate(timeout=120)
-    assert waiting.returncode == 0, out + err
+    assert waiting.returncode == 0 and "Traceback" not in out + err, out + err
     assert "[4/4]" in out and "0004-extra.patch" in out, out
     assert "Kit-Patch: extra" in kit3.git("log", "-1", "--format=%B")
+    state = state_of(kit3)
+    assert state["status"] == "applied" and state["head"] == kit3.git("rev-parse", "HEAD").strip()
+    assert len(kit3.git("rev-list", "pristine..HEAD").split()) == 4
 
 
 # ---- 10: output failures are output failures (apply, which prints as it goes, does not stop between two patches)
@@ -360,14 +352,6 @@ def test_git_names_reads_quoted_and_spaced_names(rest: str, names: tuple[str, st
     assert git_names(rest) == names
 
 
-def test_a_quoted_name_parses_as_its_file() -> None:
-    assert unquoted('"b/caf\\351.py"')[0] == "b/caf\udce9.py"  # bytes that are not UTF-8 kept
-    text = ('diff --git "a/vllm_omni/\\303\\274.py" "b/vllm_omni/\\303\\274.py"\nnew file mode 100644\n'
-            '--- /dev/null\n+++ "b/vllm_omni/\\303\\274.py"\n@@ -0,0 +1 @@\n+u = 1\n')  # fmt: skip
-    [f] = parse(text)
-    assert (f.path, f.new_file, f.added) == ("vllm_omni/ü.py", True, ((1, "u = 1"),))
-
-
 SQUASH = (
     "A\n\nWhy a.\n\nUpstream-Status: Pending\nKit-Patch: a\n\nB\n\nWhy b.\n\nUpstream-Status: Pending\nKit-Patch: b\n"
 )
@@ -383,13 +367,18 @@ def test_only_trailer_blocks_hold_trailers(message: str, slugs: list[str]) -> No
     assert squashed_slugs(message) == slugs
 
 
-def test_lines_end_at_newlines_only() -> None:
-    """A form feed or U+2028 inside a line, and a CRLF file's CR, do not end a line: counts and hunks stay right."""
+def test_parse_reads_quoted_names_and_ends_lines_at_newlines_only() -> None:
+    """A quoted name is its file (bytes that are not UTF-8 kept); a form feed or U+2028 inside a line, and a CRLF
+    file's CR, do not end a line: counts and hunks stay right."""
+    assert unquoted('"b/caf\\351.py"')[0] == "b/caf\udce9.py"
     text = ("diff --git a/x.py b/x.py\n--- a/x.py\n+++ b/x.py\n@@ -1,2 +1,3 @@\n a\x0cb\n+c\u2028d\n+e\r\n f\n"
-            "diff --git a/y.py b/y.py\n--- a/y.py\n+++ b/y.py\n@@ -1 +1 @@\n-g\n+h\n")  # fmt: skip
-    x, y = parse(text)
+            "diff --git a/y.py b/y.py\n--- a/y.py\n+++ b/y.py\n@@ -1 +1 @@\n-g\n+h\n"
+            'diff --git "a/vllm_omni/\\303\\274.py" "b/vllm_omni/\\303\\274.py"\nnew file mode 100644\n'
+            '--- /dev/null\n+++ "b/vllm_omni/\\303\\274.py"\n@@ -0,0 +1 @@\n+u = 1\n')  # fmt: skip
+    x, y, u = parse(text)
     assert x.added == ((2, "c\u2028d"), (3, "e")) and "+e\r\n" in x.hunks[0].text
     assert (y.path, y.added, y.removed) == ("y.py", ((1, "h"),), 1)
+    assert (u.path, u.new_file, u.added) == ("vllm_omni/ü.py", True, ((1, "u = 1"),))
 
 
 def test_a_body_line_like_a_trailer_stays_in_the_upstream_message() -> None:
