@@ -137,13 +137,7 @@ def test_the_regression_suite_and_standins_never_import_the_kit() -> None:
         for path in sorted((ROOT / folder).rglob("*.py"))
         if (found := kit_imports(path.read_text(encoding="utf-8")))
     ]
-    assert offenders == []
-    for planted in (
-        "from scripts import legenv\n",
-        "import scripts.legs.suite\n",
-        "def f():\n    from scripts.legs import suite\n",
-    ):
-        assert kit_imports(planted), planted
+    assert offenders == []  # kit_imports bites on each import form: the planted sources of the two tests above
 
 
 def located_at_import(name: str, source: str) -> list[str]:
