@@ -13,11 +13,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import AUTHOR, KIT_ROOT
 
 from scripts import gitcmd
 from scripts.pin import git_blob_id
 
-ROOT = Path(__file__).resolve().parents[2]
 GATEWAY = "gitcmd.py"  # the one module of scripts/ allowed to build git argv
 RAW = {"run", "git", "git_bytes", "spawn", "as_user"}  # gitcmd's functions that take git argv
 
@@ -60,17 +60,13 @@ def status(repo):
 
 
 def test_only_gitcmd_builds_git_command_lines(tmp_path: Path) -> None:
-    assert git_argv_outside_gateway(ROOT / "scripts") == []
+    assert git_argv_outside_gateway(KIT_ROOT / "scripts") == []
     scripts = tmp_path / "scripts"
     (scripts / "stage").mkdir(parents=True)
     (scripts / GATEWAY).write_text('def run(*args):\n    return ["git", *args]\n', encoding="utf-8")
     (scripts / "stage" / "planted.py").write_text(PLANTED, encoding="utf-8")
     found = git_argv_outside_gateway(scripts)
     assert [f.split(": ", 1)[0] for f in found] == [f"stage/planted.py:{n}" for n in (7, 8, 9, 10)], found
-    assert not any(f.startswith(GATEWAY) for f in found)
-
-
-AUTHOR = {"GIT_AUTHOR_NAME": "A U Thor", "GIT_AUTHOR_EMAIL": "author@example.org"}
 
 
 @pytest.fixture
@@ -157,7 +153,7 @@ except KeyboardInterrupt:
 def test_a_ctrl_c_never_cuts_a_git_the_kit_waits_out(where: str, expected: str) -> None:
     """While the signals are held (refresh undoing its steps) the kit's git finishes and the signal is raised
     after the block; elsewhere a Ctrl-C still stops the command at once (the check bites both ways)."""
-    done = subprocess.run([sys.executable, "-c", CTRL_C_DURING_A_CHILD, where], cwd=ROOT, capture_output=True,
+    done = subprocess.run([sys.executable, "-c", CTRL_C_DURING_A_CHILD, where], cwd=KIT_ROOT, capture_output=True,
                           text=True, timeout=30, start_new_session=True)  # fmt: skip
     wanted = [expected, "interrupted"] if where == "held" else [expected]  # held: the signal comes after the block
     assert done.stdout.strip().splitlines() == wanted, done.stdout + done.stderr
@@ -187,7 +183,7 @@ except KeyboardInterrupt as stop:
     ids=["nohup", "default"],
 )
 def test_a_signal_ignored_as_the_kit_started_stays_ignored_by_it_and_its_git(start: int, expected: list[str]) -> None:
-    done = subprocess.run([sys.executable, "-c", HANGUP_UNDER_NOHUP], cwd=ROOT, capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-c", HANGUP_UNDER_NOHUP], cwd=KIT_ROOT, capture_output=True, text=True,
                           timeout=30, preexec_fn=lambda: signal.signal(signal.SIGHUP, start))  # fmt: skip
     assert done.stdout.splitlines() == expected, done.stdout + done.stderr
 
@@ -226,7 +222,7 @@ except KeyboardInterrupt as stop:
 def test_a_signal_to_the_kit_alone_ends_its_git_cleanly_and_waits_for_it(when: str, tmp_path: Path) -> None:
     """The kit never goes on while a git it started still runs, and never SIGKILLs one (a killed git leaves
     HEAD.lock or index.lock behind, and the next command refuses)."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": str(KIT_ROOT)}
     argv = [sys.executable, "-c", SIGTERM_TO_THE_KIT_ALONE, when]
     proc = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)  # fmt: skip

@@ -122,15 +122,9 @@ DOCUMENTED_PREFIX = (
 
 
 @pytest.mark.network  # the pinned torch-npu wheel, downloaded once into .work/downloads
-def test_real_wheel_schema_extends_the_documented_prototype_and_the_check_bites_on_alterations() -> None:
+def test_real_wheel_schema_extends_the_documented_prototype() -> None:
     real_schema = npu_schema.wheel_schema(npu_schema.download_wheel(npu_schema.pinned_version()))
     real = parse_schema(real_schema)
     assert real_schema.startswith(DOCUMENTED_PREFIX)
     assert real_schema.endswith("-> (Tensor, Tensor, Tensor, Tensor, int, int, int)")
     assert [p.name for p in real[20:]] == ["sink", "dropout_mask", "seed", "offset"]
-    renamed = parse_schema(real_schema.replace("int[]? actual_seq_qlen", "int[]? actual_seq_len"))
-    redefaulted = parse_schema(real_schema.replace("float keep_prob=1.", "float keep_prob=0.9"))
-    dropped = parse_schema(real_schema.replace(", int offset=0", ""))
-    assert compare(renamed, real) == ["parameter 14 'actual_seq_len': named 'actual_seq_qlen'"]
-    assert compare(redefaulted, real) == ["parameter 9 'keep_prob': default 1.0, schema has 0.9"]
-    assert compare(dropped, real) == ["extra parameter 'offset'"]

@@ -30,22 +30,10 @@ def test_cached_file_failing_its_digest_is_named_set_aside_and_fetched_again(sma
     # the registry has no such small test wheel: the refetch fails, and the error says what happened to the cache
     assert "failed its sha256 (set aside as .work/downloads/vllm_omni-0.1.0-py3-none-any.whl.bad-" in proc.stderr
     assert "could not download vllm-omni==0.1.0" in proc.stderr
-    downloads = small_kit.root / ".work" / "downloads"
-    assert [p.name for p in downloads.glob("*.bad-*")] and not (downloads / "vllm_omni-0.1.0-py3-none-any.whl").exists()
+    left = sorted(p.name for p in (small_kit.root / ".work" / "downloads").iterdir())
+    assert len(left) == 2 and left[0] == ".lock"  # the lock and the set-aside file: no wheel, no partial download
+    assert left[1].startswith("vllm_omni-0.1.0-py3-none-any.whl.bad-")
     assert not small_kit.checkout.exists()  # nothing extracted
-
-
-def test_a_download_failing_its_digest_or_its_version_is_refused_in_one_line(tmp_path: Path) -> None:
-    wheel, _ = build_wheel(tmp_path, SMALL_UPSTREAM)
-    with pytest.raises(pin.DigestMismatch, match=f"does not match the pin's {'0' * 64}"):
-        pin.verify_digest(wheel, "0" * 64)
-    unknown = pin.Pin("vllm-omni", "0.0.999", "wheel", "vllm_omni-0.0.999-py3-none-any.whl", "0" * 64, "", "", "")
-    (downloads := tmp_path / "downloads").mkdir()
-    with pytest.raises(pin.PinError) as err:
-        pin.fetch_wheel(unknown, downloads)
-    assert "could not download vllm-omni==0.0.999" in str(err.value)
-    assert "\n" not in str(err.value)
-    assert [p.name for p in downloads.iterdir()] == [".lock"]  # no partial download left behind
 
 
 def test_one_fetch_serves_a_release_of_unknown_file_name_and_its_cache(tmp_path: Path, monkeypatch) -> None:
@@ -69,7 +57,8 @@ def test_one_fetch_serves_a_release_of_unknown_file_name_and_its_cache(tmp_path:
     served.clear()  # from now on the registry serves nothing: the cache must do
     assert pin.fetch_verified("vllm-omni", "0.1.0", downloads, None, registry_digest) == got
     served.append(wheel)
-    with pytest.raises(pin.PinError, match="cached .* failed its sha256 .* fetching it again failed: .*sha256"):
+    again = "cached .* failed its sha256 .* fetching it again failed: .*sha256 [0-9a-f]{64} does not match the pin's"
+    with pytest.raises(pin.PinError, match=f"{again} {'0' * 64}"):
         pin.fetch_verified("vllm-omni", "0.1.0", downloads, None, lambda _name: "0" * 64)
     served.append(wheel.with_name("vllm_omni-0.1.0-py3-none-manylinux.whl"))
     with pytest.raises(pin.PinError, match="served 2 wheels for vllm-omni==0.1.0"):
@@ -111,10 +100,7 @@ def test_git_source_against_a_local_repository(small_kit: Kit, tmp_path: Path) -
 
 def test_record_git_refuses_a_tag_whose_files_differ_from_the_wheel(small_kit: Kit, tmp_path: Path) -> None:
     repo, _ = make_git_upstream(tmp_path, small_kit)
-    wheel, _ = build_wheel(tmp_path, SMALL_UPSTREAM)
-    assert pin.wheel_matches_tree(wheel, repo) == []
     commit_patch(repo, {"vllm_omni/attn.py": "not the release\n"}, "drift", "drift")
-    assert pin.wheel_matches_tree(wheel, repo) == ["vllm_omni/attn.py"]
     git("tag", "-f", "-a", "v0.1.0", "-m", "v0.1.0", cwd=repo, env=AUTHOR)
     proc = small_kit.run("pin", "--record-git")
     assert proc.returncode == 2 and "differs from the pinned wheel in 1 file(s), e.g. vllm_omni/attn.py" in proc.stderr
