@@ -14,7 +14,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -319,13 +318,11 @@ ROWS = [
 
 @pytest.mark.parametrize("row", ROWS, ids=[r.id for r in ROWS])
 def test_fault_row(row: Row, kit3: Kit, tmp_path: Path) -> None:
-    started = time.monotonic()
     proc = run_row(kit3, row, tmp_path)
     kept = {"checkout-is-a-file": kit3.checkout, "foreign-folder-at-checkout": kit3.checkout / "notes.txt"}
     if row.id in kept:  # the user's own files
         assert kept[row.id].read_text() == NOTES
-    if row.id == "two-callers":  # it waited the whole timeout and said for whom
-        assert time.monotonic() - started >= 1
+    if row.id == "two-callers":  # it said for whom it waited (how long: test_worklock)
         assert "waiting for .work/vllm-omni: in use by pid 4242 (kit refresh)" in proc.stdout
 
 
