@@ -34,17 +34,12 @@ def e2e_copy(dest: Path) -> Workspace:
     return ws
 
 
-def ensure_checkout(ws: Workspace) -> None:
-    """``ws.checkout`` exactly the pin + the series (applied once per copy)."""
+def ensure_checkout_and_stock_env(ws: Workspace) -> Path:
+    """The stock leg's python, with ``ws.checkout`` exactly the pin + the series (applied once per copy)."""
     try:
         verify_current(ws.checkout, load_pin(ws.pin_file), load_series(ws.patches))
     except KitError:
         done = subprocess.run([sys.executable, "-m", "scripts", "apply"], cwd=ws.root, capture_output=True, text=True)
         assert done.returncode == 0, done.stdout + done.stderr
         verify_current(ws.checkout, load_pin(ws.pin_file), load_series(ws.patches))  # raises unless current now
-
-
-def ensure_checkout_and_stock_env(ws: Workspace) -> Path:
-    """The stock leg's python, with ``ws.checkout`` exactly the pin + the series."""
-    ensure_checkout(ws)
     return legenv.ensure_env(ws, "stock")

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from conftest import free_port
-from e2e_prereq import PARSING, ensure_checkout, ensure_checkout_and_stock_env
+from e2e_prereq import PARSING, ensure_checkout_and_stock_env
 
 from scripts.e2e import ab
 from scripts.e2e.config import parse_args
@@ -38,14 +38,10 @@ def noisy_trials(median_ms: float, seed: int, trials: int = 2, intervals: int = 
     ]
 
 
-def test_bootstrap_detects_a_five_percent_slowdown_not_a_null_change_nor_a_wide_spread() -> None:
-    base = noisy_trials(300.0, seed=1)
-    delta, low, high = ab.bootstrap_delta(base, noisy_trials(315.0, seed=2), 0.95)
-    assert low > 0 and ab.speed_verdict(low, high) == "slower" and delta == pytest.approx(15.0, abs=5.0)
-    delta, low, high = ab.bootstrap_delta(noisy_trials(315.0, seed=3), base, 0.95)
+def test_bootstrap_detects_a_faster_b_not_a_wide_spread() -> None:
+    # slower and no change: the summaries below (the same bootstrap on the same intervals)
+    _, low, high = ab.bootstrap_delta(noisy_trials(315.0, seed=3), noisy_trials(300.0, seed=1), 0.95)
     assert ab.speed_verdict(low, high) == "faster"
-    delta, low, high = ab.bootstrap_delta(base, noisy_trials(300.0, seed=4), 0.95)
-    assert low < 0 < high and ab.speed_verdict(low, high) == "no significant change"
     # Two B trials far apart: the same pooled median, but the interval widens with the spread and reaches zero.
     base = noisy_trials(300.0, seed=5)
     tight = ab.bootstrap_delta(base, noisy_trials(315.0, seed=6), 0.95)
@@ -84,7 +80,7 @@ def summarize(*args: Any) -> dict[str, Any]:
 def test_summary_of_a_five_percent_slower_b_with_the_same_bytes() -> None:
     doc = summarize(trials(noisy_trials(300.0, seed=1), noisy_trials(315.0, seed=2)), LOSSLESS)
     assert doc["verdict"] == "slower", doc["reason"]
-    assert doc["ci_pct"][0] > 0 and 2.0 < doc["delta_pct"] < 8.0
+    assert doc["ci_pct"][0] > 0 and doc["delta_ms"] == pytest.approx(15.0, abs=5.0)
     assert doc["lossless"]["lossless"] is True  # slower, but the same bytes: the two verdicts are apart
     assert [t["variant"] for t in doc["trials"]] == list("ABBA")
     assert doc["median_b_ms"] == pytest.approx(doc["median_a_ms"] + doc["delta_ms"])
@@ -95,6 +91,7 @@ def test_summary_of_a_five_percent_slower_b_with_the_same_bytes() -> None:
 def test_summary_of_one_frame_difference_at_unchanged_speed() -> None:
     doc = summarize(trials(noisy_trials(300.0, seed=1), noisy_trials(300.0, seed=4)), FRAME_30)
     assert doc["verdict"] == "no significant change", doc["reason"]  # 0 % on known data (the host is not)
+    assert doc["ci_pct"][0] < 0 < doc["ci_pct"][1]
     assert "NOT lossless: decoded frames differ from frame 30 (16 frames)" in doc["reason"]
     assert ab.lossless_text({**FRAME_30, "frames_equal": True}) == (
         "NOT lossless: containers differ (md5) although the decoded frames are equal"
@@ -114,22 +111,6 @@ def test_summary_of_a_crashed_b_trial_reports_no_delta() -> None:
     doc = summarize(trials(noisy_trials(300.0, seed=1), noisy_trials(300.0, seed=2), "server_died"), None)
     assert_crashed_b(doc)
     assert "trial 2 (B) server_died: server_died: it exited" in doc["reason"]
-
-
-@pytest.mark.e2e  # applies the series in a copy of the kit
-def test_unknown_base_is_one_clear_line(e2e_kit: Workspace, tmp_path: Path) -> None:
-    ensure_checkout(e2e_kit)
-    done = subprocess.run(
-        [sys.executable, "-m", "scripts", "e2e", "--standin", "--ab", "no-such-revision", "--port", str(free_port()),
-         "--evidence-root", str(tmp_path / "ev"), "--lock-dir", str(tmp_path / "locks")],
-        cwd=e2e_kit.root, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert done.returncode == 2
-    assert not (tmp_path / "ev").exists() or not list((tmp_path / "ev").iterdir())  # nothing half-made
-    assert done.stderr.strip().splitlines() == [
-        "kit: error: --ab 'no-such-revision' is not a revision in patches/revisions.toml, a git ref, or pristine "
-        "-- pass e.g. --ab v1, --ab main~3 or --ab pristine"
-    ]
 
 
 def run_ab(kit: Workspace, tmp_path: Path, interval_ms: int = 300,

@@ -54,8 +54,6 @@ def test_figure_draws_intervals_after_chunk_zero_the_band_the_steady_window_and_
     assert fig.lines[0].chunks == tuple(range(1, CHUNKS))
     assert fig.lines[1].intervals_ms == tuple(320.0 + i for i in range(1, CHUNKS))
     assert fig.band_ms == BAND and fig.missing == ()
-    assert fig.steady == (WARMUP, CHUNKS - 1)
-    assert fig.medians == {"run 1": 314.5, "run 2": 324.5}  # 300 + 10 * run + the median of chunks 2..7
     # sessions are lines of their own, and chunks are ordered by index
     document = benchmark([900.0, 301.0, 302.0], [800.0, 311.0, 312.0])
     document["sessions"][1]["chunks"].reverse()
@@ -90,43 +88,10 @@ def test_a_variants_median_is_the_ab_summarys_pooled_median() -> None:
         assert fig.medians[group] == statistics.median(pooled)
 
 
-def test_planned_runs_and_trials_name_what_never_started() -> None:
-    folder = Path("evidence")
-    runs = plot.e2e_runs(folder, [asdict(RunRecord(1, "ok")), asdict(RunRecord(2, "server_died"))], 3)
-    assert [(p.label, p.status, p.path) for p in runs] == [
-        ("run 1", "ok", folder / "run-1" / "benchmark.json"),
-        ("run 2", "server_died", folder / "run-2" / "benchmark.json"),
-        ("run 3", "not run", folder / "run-3" / "benchmark.json"),
-    ]
-    trials = plot.ab_trials(folder, abba(1), [{"trial": 1, "status": "ok"}], {"A": "v1", "B": "HEAD"})
-    assert [(p.label, p.group, p.status) for p in trials] == [
-        ("trial 1 (A)", "A = v1: trials 1, 4", "ok"),
-        ("trial 2 (B)", "B = HEAD: trials 2, 3", "not run"),
-        ("trial 3 (B)", "B = HEAD: trials 2, 3", "not run"),
-        ("trial 4 (A)", "A = v1: trials 1, 4", "not run"),
-    ]
-
-
 def write_runs(folder: Path, runs: int) -> None:
     for r in range(1, runs + 1):
         (folder / f"run-{r}").mkdir(parents=True)
         evidence.write_json(folder / f"run-{r}" / "benchmark.json", benchmark(run_intervals(r)))
-
-
-def test_png_decodes_at_the_fixed_size_and_is_byte_stable(tmp_path: Path) -> None:
-    from matplotlib.image import imread
-
-    write_runs(tmp_path, 2)
-    runs = plot.e2e_runs(tmp_path, [asdict(RunRecord(1, "ok")), asdict(RunRecord(2, "ok"))], 2)
-    lines = plot.section(tmp_path, "e2e (standin)", runs, BAND, WARMUP)
-    assert lines[0] == f"![e2e (standin)]({plot.PNG})"
-    first = (tmp_path / plot.PNG).read_bytes()
-    width, height = (round(side * plot.DPI) for side in plot.SIZE_IN)
-    assert imread(tmp_path / plot.PNG).shape[:2] == (height, width)
-    assert b"matplotlib" not in first.lower()  # no version in the metadata: same data, same bytes
-    plot.section(tmp_path, "e2e (standin)", runs, BAND, WARMUP)
-    assert (tmp_path / plot.PNG).read_bytes() == first
-    assert sorted(p.name for p in tmp_path.iterdir()) == [plot.PNG, "run-1", "run-2"]  # no partial file left
 
 
 def test_ab_plot_names_the_failed_trial_and_those_never_run(tmp_path: Path) -> None:
@@ -190,16 +155,25 @@ def evidence_files(folder: Path) -> dict[str, bytes]:
     return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
-def test_summary_md_links_the_png_with_a_caption(tmp_path: Path) -> None:
+def test_summary_md_links_a_byte_stable_png_of_the_fixed_size_with_a_caption(tmp_path: Path) -> None:
+    from matplotlib.image import imread
+
     folder = e2e_folder(tmp_path, [RunRecord(1, "ok"), RunRecord(2, "ok")])
     done = write_summary(folder)
     assert done.returncode == 0, done.stderr
     text = (folder / "summary.md").read_text()
     assert f"![e2e (standin): chunk intervals per run]({plot.PNG})" in text.splitlines()
     caption = next(line for line in text.splitlines() if line.startswith("Chunk intervals"))
+    # 300 + 10 * run + the median of chunks 2..7
     assert "run 1 (steady median 314.5 ms); run 2 (steady median 324.5 ms)" in caption
-    assert "band 50-400 ms" in caption and f"chunks {WARMUP}-{CHUNKS - 1}" in caption
-    assert "Missing" not in caption and (folder / plot.PNG).is_file()
+    assert "band 50-400 ms" in caption and f"chunks {WARMUP}-{CHUNKS - 1}" in caption and "Missing" not in caption
+    first = (folder / plot.PNG).read_bytes()
+    width, height = (round(side * plot.DPI) for side in plot.SIZE_IN)
+    assert imread(folder / plot.PNG).shape[:2] == (height, width)
+    assert b"matplotlib" not in first.lower()  # no version in the metadata: same data, same bytes
+    assert write_summary(folder).returncode == 0 and (folder / plot.PNG).read_bytes() == first
+    files = ["manifest.json", plot.PNG, "run-1", "run-2", "summary.json", "summary.md"]
+    assert sorted(p.name for p in folder.iterdir()) == sorted(files)  # no partial file left
 
 
 def edit_run_1(change: Callable[[str], str]) -> Callable[[Path], None]:

@@ -73,17 +73,9 @@ def test_parameters_flags_env_defaults_and_the_server_url() -> None:
     assert cfg.deploy_config.name == "npu_usp4_eager.yaml" and not cfg.standin
     assert config.parse_args(WS, [], {}).band_ms == config.ASCEND_BAND_MS
     assert config.parse_args(WS, ["--standin"], {}).band_ms == config.STANDIN_BAND_MS
-    with pytest.raises(KitError, match="band"):
-        config.parse_band("3093:3034")
-    with pytest.raises(KitError, match="card list"):
-        config.parse_cards("a,b")
     assert config.fill_cmd(["x", "--port", "{port}"], {"port": "5"}) == ["x", "--port", "5"]
     cfg = config.parse_args(WS, ["--server-url", "ws://10.0.0.5:8091/v1/realtime/video"], {})
     assert (cfg.host, cfg.port, cfg.mode, cfg.starts_server) == ("10.0.0.5", 8091, "external", False)
-    assert config.parse_server_url("ws://h:1") == ("h", 1)
-    for bad in ("http://h:1", "ws://h", "ws://h:1/other", "ws://h:x"):
-        with pytest.raises(KitError, match="is not ws://HOST:PORT"):
-            config.parse_server_url(bad)
     with pytest.raises(KitError, match="both given"):
         config.parse_args(WS, ["--standin", "--server-url", "ws://h:1"], {})
 

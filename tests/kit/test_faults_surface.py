@@ -92,7 +92,17 @@ ROWS = [
         f"{E2E} --chunks 4 --warmup-chunks 6",
         "--chunks 4 leaves no steady chunk after --warmup-chunks 6",
     ),
-    Row("e2e-server-url-not-ws", "e2e --server-url http://h:1", "--server-url: server URL 'http://h:1'"),
+    Row(
+        "e2e-server-url-not-ws",
+        "e2e --server-url http://h:1",
+        "--server-url: server URL 'http://h:1' is not ws://HOST:PORT",
+    ),
+    Row(
+        "e2e-ab-unknown-base",
+        f"{E2E} --ab no-such-revision",
+        "kit: error: --ab 'no-such-revision' is not a revision in patches/revisions.toml, a git ref, or pristine "
+        "-- pass e.g. --ab v1, --ab main~3 or --ab pristine",
+    ),
     # provenance: the checkout must be exactly the pin plus the series
     Row("e2e-patches-edited", E2E, "does not match patches/ (differs in 0003-double-attn.patch)", PATCH_EDITED),
     Row("e2e-pin-moved", E2E, "the pin is now vllm-omni 0.2.0", PIN_MOVED),
