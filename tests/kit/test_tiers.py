@@ -10,7 +10,7 @@ from scripts.kittools import HEAVY_MARKERS, KIT_TIERS, kit_tests_command
 
 # Helpers whose use makes a test heavy, by the marker that says so.
 HEAVY_CALLS = {
-    "e2e": {"ensure_checkout", "ensure_checkout_and_stock_env"},  # applies the series in a copy of the kit
+    "e2e": {"ensure_checkout_and_stock_env"},  # applies the series in a copy of the kit
     "legs": {"ensure_env", "leg_kit", "shared_env_ready"},
     "network": {"real_wheel", "urlopen"},  # the real release wheel: from the cache or the registry
 }
