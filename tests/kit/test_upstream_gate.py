@@ -247,13 +247,8 @@ def test_declarations_cover_their_change_a_stale_one_is_a_finding_and_the_pr_say
     findings, _ = judge_off_npu("0001-x.patch", [], {"attend": "why"})
     stale = "declares Kit-Off-NPU: attend, but off NPU attend is unchanged by this patch"
     assert [f.message for f in findings] == [stale]
-    assert "not declare it" in judge_off_npu("0001-x.patch", changes, {})[0][0].message
-    # the PR's words about other devices come from the proof
-    assert "nothing changes" in OffNpuProof([], []).claim()
     said = OffNpuProof([], [Declared("0001-x.patch", "vllm_omni/a.py", "_gather", "the fix")]).claim()
     assert said.startswith("Off NPU nothing changes except, on purpose: `_gather` (vllm_omni/a.py): the fix.")
-    transposed = off_npu_changes("vllm_omni/a.py", PRISTINE, PRISTINE.replace("ids)\n", "ids).t()\n", 1))
-    assert OffNpuProof(judge_off_npu("0001-x.patch", transposed, {})[0], []).claim().startswith("Off NPU: NOT proven")
 
 
 def test_lint_names_the_undeclared_change_and_its_patch_and_a_missing_hook_program(small_kit: Kit, tmp_path) -> None:
