@@ -25,7 +25,7 @@ GOOD_ATTN = (
 # (rule, file edits) — each breaks exactly one rule.
 BAD = {
     "KIT001": {"vllm_omni/attn.py": "def attend(q):\n    if q.is_npu:\n        return q\n    return q\n"},
-    "KIT002": {"vllm_omni/attn.py": "import torch_npu\n\n\ndef attend(q):\n    return torch_npu.x(q)\n"},
+    "KIT002": {"vllm_omni/attn.py": "def npu_attend(q):\n    import os, torch_npu\n\n    return os.sep, torch_npu\n"},
     "KIT003": {"vllm_omni/extra.py": "X = 1\n"},
     "KIT004": {"tests/test_extra.py": SPDX + "\n\ndef test_x():\n    assert True\n"},
     "KIT005": {"vllm_omni/attn.py": "import pickle\n\n\ndef attend(q):\n    return pickle.dumps(q)\n"},
@@ -53,13 +53,8 @@ def test_each_own_check_fails_on_a_bad_patch(small_kit: Kit, rule: str) -> None:
     assert code == 1, out
     finding = next(line for line in out.splitlines() if f" {rule} " in line)
     assert "(fix: " in finding and ":" in finding.split(f" {rule} ")[0]  # file:line, rule, fix
-
-
-def test_lint_command_bites_on_a_hidden_torch_npu_import(small_kit: Kit) -> None:
-    hidden = "def npu_attend(q):\n    import os, torch_npu\n\n    return os.sep, torch_npu.x(q)\n"
-    make_series(small_kit, [({"vllm_omni/attn.py": hidden}, "[NPU] hidden import", "hidden")])
-    code, out = lint(small_kit)
-    assert code == 1 and "vllm_omni/attn.py:2: KIT002 imports torch_npu outside an NPU-only branch" in out, out
+    checked = next(r for r in RULES if r.id == rule)
+    assert checked.check is None or f" {rule} {checked.message}" in finding  # KIT007 words each finding itself
 
 
 def test_npu_only_lines_are_the_if_body_not_else_nor_a_docstring() -> None:
