@@ -32,6 +32,7 @@ BAD = {
     "KIT006": {"vllm_omni/attn.py": "import torch\n\n\ndef attend(q):\n    torch.cuda.empty_cache()\n    return q\n"},
     "KIT007": {"vllm_omni/attn.py": "def attend(q):\n    return q * 2\n"},
 }
+AT = {"KIT001": 2, "KIT002": 2, "KIT003": 1, "KIT004": 1, "KIT005": 1, "KIT006": 5, "KIT007": 2}  # each finding's line
 
 
 def test_good_series_is_clean_with_long_test_lines_and_a_relative_ruff_path(small_kit: Kit) -> None:
@@ -52,8 +53,9 @@ def test_each_own_check_fails_on_a_bad_patch(small_kit: Kit, rule: str) -> None:
     code, out = lint(small_kit)
     assert code == 1, out
     finding = next(line for line in out.splitlines() if f" {rule} " in line)
-    assert "(fix: " in finding and ":" in finding.split(f" {rule} ")[0]  # file:line, rule, fix
+    (path,) = BAD[rule]
     checked = next(r for r in RULES if r.id == rule)
+    assert finding.startswith(f"{path}:{AT[rule]}: {rule} ") and "(fix: " in finding, finding  # file:line, rule, fix
     assert checked.check is None or f" {rule} {checked.message}" in finding  # KIT007 words each finding itself
 
 
