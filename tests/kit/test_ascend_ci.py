@@ -207,7 +207,6 @@ def test_env_sh_refuses_an_image_without_atb_in_one_line(tmp_path: Path) -> None
 
 def test_every_target_names_known_hardware_and_the_bands_are_sane_per_chip() -> None:
     for system in ascendci.SYSTEMS:
-        assert ascendci.targets(TARGETS, system)
         assert {t["hardware"] for t in TARGETS[system].values()} <= set(TARGETS["image"])
     bands = ascendci.load(KIT_ROOT / "ci", ascendci.BANDS)
     for chip, entry in bands.items():

@@ -25,13 +25,14 @@ GOOD_ATTN = (
 # (rule, file edits) — each breaks exactly one rule.
 BAD = {
     "KIT001": {"vllm_omni/attn.py": "def attend(q):\n    if q.is_npu:\n        return q\n    return q\n"},
-    "KIT002": {"vllm_omni/attn.py": "import torch_npu\n\n\ndef attend(q):\n    return torch_npu.x(q)\n"},
+    "KIT002": {"vllm_omni/attn.py": "def npu_attend(q):\n    import os, torch_npu\n\n    return os.sep, torch_npu\n"},
     "KIT003": {"vllm_omni/extra.py": "X = 1\n"},
     "KIT004": {"tests/test_extra.py": SPDX + "\n\ndef test_x():\n    assert True\n"},
     "KIT005": {"vllm_omni/attn.py": "import pickle\n\n\ndef attend(q):\n    return pickle.dumps(q)\n"},
     "KIT006": {"vllm_omni/attn.py": "import torch\n\n\ndef attend(q):\n    torch.cuda.empty_cache()\n    return q\n"},
     "KIT007": {"vllm_omni/attn.py": "def attend(q):\n    return q * 2\n"},
 }
+AT = {"KIT001": 2, "KIT002": 2, "KIT003": 1, "KIT004": 1, "KIT005": 1, "KIT006": 5, "KIT007": 2}  # each finding's line
 
 
 def test_good_series_is_clean_with_long_test_lines_and_a_relative_ruff_path(small_kit: Kit) -> None:
@@ -52,14 +53,10 @@ def test_each_own_check_fails_on_a_bad_patch(small_kit: Kit, rule: str) -> None:
     code, out = lint(small_kit)
     assert code == 1, out
     finding = next(line for line in out.splitlines() if f" {rule} " in line)
-    assert "(fix: " in finding and ":" in finding.split(f" {rule} ")[0]  # file:line, rule, fix
-
-
-def test_lint_command_bites_on_a_hidden_torch_npu_import(small_kit: Kit) -> None:
-    hidden = "def npu_attend(q):\n    import os, torch_npu\n\n    return os.sep, torch_npu.x(q)\n"
-    make_series(small_kit, [({"vllm_omni/attn.py": hidden}, "[NPU] hidden import", "hidden")])
-    code, out = lint(small_kit)
-    assert code == 1 and "vllm_omni/attn.py:2: KIT002 imports torch_npu outside an NPU-only branch" in out, out
+    (path,) = BAD[rule]
+    checked = next(r for r in RULES if r.id == rule)
+    assert finding.startswith(f"{path}:{AT[rule]}: {rule} ") and "(fix: " in finding, finding  # file:line, rule, fix
+    assert checked.check is None or f" {rule} {checked.message}" in finding  # KIT007 words each finding itself
 
 
 def test_npu_only_lines_are_the_if_body_not_else_nor_a_docstring() -> None:

@@ -70,6 +70,14 @@ def branches(fork: Path) -> list[str]:
 def test_onto_main_pushes_a_signed_branch_on_upstream_history(
     kit: Kit, upstream: Path, fork: Path, identity: Env
 ) -> None:
+    # first, a folder of the user's own where the kit's clone goes is refused
+    mine = kit.root / ".work/upstream"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("mine")
+    proc = pr(kit, identity, "--onto", str(upstream), "main")
+    assert proc.returncode == 2 and ".work/upstream exists and was not made by the kit" in proc.stderr
+    assert (mine / "notes.txt").read_text() == "mine"
+    shutil.rmtree(mine)
     url = upstream.as_uri()
     proc = pr(kit, identity, "--onto", url, "main", "--push-to", str(fork))
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -100,9 +108,13 @@ def test_onto_main_pushes_a_signed_branch_on_upstream_history(
     cover_txt = (out / "cover.txt").read_text()
     assert f"Each patch on {url} main ({main[:12]}):" in cover_txt
     assert re.search(r"^1  0001-rope-2d-cos-sin\.patch +offset +hunk #1 at line \d+ \(offset 1\)$", cover_txt, re.M)
-    again = pr(kit, identity, "--onto", url, "main", "--push-to", str(fork), "--force")
-    assert again.returncode == 0, again.stdout + again.stderr
-    assert git("rev-parse", branch, cwd=fork).strip() == pushed  # the same revision, prepared again: the same ids
+    # prepared again without --push-to: the same revision, the same ids, in the kit's clone only
+    proc = pr(kit, identity, "--onto", str(upstream), "main", "--force")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "nothing pushed" in proc.stdout and "gh pr create" not in proc.stdout
+    assert (mine / ".git/kit-upstream-clone").is_file() and git("branch", "--show-current", cwd=mine).strip() == name
+    assert git("rev-parse", "HEAD", cwd=mine).strip() == pushed
+    assert git("rev-parse", f"HEAD~{len(messages)}", cwd=mine).strip() == main  # one upstream-form commit per patch
 
 
 CONFLICT = "0001-rope-2d-cos-sin.patch conflicts with upstream: vllm_omni/diffusion/layers/rope.py hunk #1"
@@ -121,22 +133,3 @@ def test_a_refusal_pushes_nothing(kit: Kit, upstream: Path, fork: Path, identity
     proc = pr(kit, identity, *(["--onto", str(upstream), *onto] if onto else []), "--push-to", str(fork))
     assert proc.returncode == 2 and all(line in proc.stderr for line in said), proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr and branches(fork) == [] and not (kit.root / ".work/pr").exists()
-
-
-def test_onto_without_push_to_leaves_nothing_remote(kit: Kit, upstream: Path, fork: Path, identity: Env) -> None:
-    # first, a folder of the user's own where the kit's clone goes is refused
-    mine = kit.root / ".work/upstream"
-    mine.mkdir()
-    (mine / "notes.txt").write_text("mine")
-    proc = pr(kit, identity, "--onto", str(upstream), "main")
-    assert proc.returncode == 2 and ".work/upstream exists and was not made by the kit" in proc.stderr
-    assert (mine / "notes.txt").read_text() == "mine"
-    shutil.rmtree(mine)
-    proc = pr(kit, identity, "--onto", str(upstream), "main")
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "nothing pushed" in proc.stdout and "gh pr create" not in proc.stdout and branches(fork) == []
-    assert (mine / ".git/kit-upstream-clone").is_file()
-    assert re.fullmatch(r"pr/v\d+", git("branch", "--show-current", cwd=mine).strip())
-    main = git("rev-parse", "main", cwd=upstream).strip()
-    # one upstream-form commit per patch, on main
-    assert git("rev-parse", f"HEAD~{len(load_series(kit.patches))}", cwd=mine).strip() == main

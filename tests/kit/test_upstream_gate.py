@@ -48,14 +48,12 @@ def test_every_hook_of_upstreams_config_is_listed_and_its_gate_counts_what_the_s
     ]  # fmt: skip
     assert all(h.why for h in table if h.run == "no") and all(h.package for h in table if h.run != "no")
     assert hooks.packages(table) == ["pre-commit-hooks==6.0.0", "ruff==0.14.10", "typos==1.40.1"]
-    # A trailing blank on upstream's own line is upstream's: pre-existing, not counted; an added file counts whole.
+    # A trailing blank on upstream's own line is upstream's: pre-existing, not counted.
     (tmp_path / "vllm_omni").mkdir()
     (tmp_path / "vllm_omni/a.py").write_text("x = 1  \ny = 2  \n")
-    (tmp_path / "vllm_omni/b.py").write_text("z = 3 \n")
     trailing = [h for h in table if h.id == "trailing-whitespace"]
-    gate = hooks.run_gate(trailing, tmp_path, {"vllm_omni/a.py": {2}, "vllm_omni/b.py": set()}, {"vllm_omni/b.py"},
-                          None, KIT_ROOT / "ci")  # fmt: skip
-    assert [(f.file, f.line) for f in gate.counted] == [("vllm_omni/a.py", 2), ("vllm_omni/b.py", 1)]
+    gate = hooks.run_gate(trailing, tmp_path, {"vllm_omni/a.py": {2}}, set(), None, KIT_ROOT / "ci")
+    assert [(f.file, f.line) for f in gate.counted] == [("vllm_omni/a.py", 2)]
     assert [(f.file, f.line) for f in gate.pre_existing] == [("vllm_omni/a.py", 1)]
     assert (tmp_path / "vllm_omni/a.py").read_text() == "x = 1  \ny = 2  \n"  # never fixed in place
     (tmp_path / ".github/workflows").mkdir(parents=True)
@@ -79,18 +77,10 @@ def test_a_malformed_hook_table_is_one_line(text: str, said: str) -> None:
     assert said in f"{err.value.what} -- {err.value.fix}"
 
 
-def test_fixer_lines_and_located_output() -> None:
-    assert hooks.changed_lines("a\nb \nc", "a\nb\nc\n") == [2, 3]
-    assert hooks.changed_lines("a\n", "a\n") == []
-    out = 'x.py:3:1: error: `teh` should be `the`\nwhile parsing\n  in "c.yaml", line 7, column 2\nother.py:1: no\n'
-    out += "a b.py - Could not parse ast\n"
-    assert hooks.located(out, ["x.py", "c.yaml", "a b.py"]) == [
-        ("x.py", 3, "x.py:3:1: error: `teh` should be `the`"),
-        ("c.yaml", 7, 'in "c.yaml", line 7, column 2'),
-        ("a b.py", 1, "a b.py - Could not parse ast"),
-    ]
+def test_located_output_of_a_file_named_with_a_space_and_no_line() -> None:
+    out = "other.py:1: no\na b.py - Could not parse ast\n"
+    assert hooks.located(out, ["a b.py"]) == [("a b.py", 1, "a b.py - Could not parse ast")]
     assert hooks.message("a b.py - Could not parse ast", "a b.py", 1) == "Could not parse ast"
-    assert hooks.message("x.py:3:1: error: `teh`", "x.py", 3) == "`teh`"
 
 
 # ---- KIT007: the off-NPU proof ----
@@ -247,13 +237,8 @@ def test_declarations_cover_their_change_a_stale_one_is_a_finding_and_the_pr_say
     findings, _ = judge_off_npu("0001-x.patch", [], {"attend": "why"})
     stale = "declares Kit-Off-NPU: attend, but off NPU attend is unchanged by this patch"
     assert [f.message for f in findings] == [stale]
-    assert "not declare it" in judge_off_npu("0001-x.patch", changes, {})[0][0].message
-    # the PR's words about other devices come from the proof
-    assert "nothing changes" in OffNpuProof([], []).claim()
     said = OffNpuProof([], [Declared("0001-x.patch", "vllm_omni/a.py", "_gather", "the fix")]).claim()
     assert said.startswith("Off NPU nothing changes except, on purpose: `_gather` (vllm_omni/a.py): the fix.")
-    transposed = off_npu_changes("vllm_omni/a.py", PRISTINE, PRISTINE.replace("ids)\n", "ids).t()\n", 1))
-    assert OffNpuProof(judge_off_npu("0001-x.patch", transposed, {})[0], []).claim().startswith("Off NPU: NOT proven")
 
 
 def test_lint_names_the_undeclared_change_and_its_patch_and_a_missing_hook_program(small_kit: Kit, tmp_path) -> None:

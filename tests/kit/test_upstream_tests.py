@@ -68,7 +68,6 @@ def test_selection_by_module_name_and_none_from_a_wheel_source(tmp_path: Path) -
     files = {
         "tests/a/test_rope.py": "import pytest\nfrom vllm_omni.diffusion.layers.rope import R\npytest.mark.cpu\n",
         "tests/a/test_ropey.py": "from vllm_omni.diffusion.layers.ropey import R\npytest.mark.cpu\n",
-        "tests/a/test_gpu_rope.py": "from vllm_omni.diffusion.layers.rope import R\npytest.mark.cuda\n",
     }
     touched = ["vllm_omni/diffusion/layers/rope.py", "benchmarks/x.yaml"]
     assert upstream_tests.select(files, touched) == ["tests/a/test_rope.py"]
