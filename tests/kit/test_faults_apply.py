@@ -365,9 +365,7 @@ def test_lock_timeout_range(raw: str, ok: bool) -> None:
             worklock.parse_timeout(raw)
 
 
-def test_failed_hunk_names_the_file_and_gits_reason_and_counts_its_hunks() -> None:
-    out = "Checking patch vllm_omni/x.py...\nerror: vllm_omni/x.py: already exists in working directory\n"
-    assert failed_hunk(out, "") == ("vllm_omni/x.py", "(already exists in working directory)")
+def test_failed_hunk_counts_a_renamed_files_hunks_and_is_none_where_git_names_no_failure() -> None:
     assert failed_hunk("Checking patch a.py...\n", "") is None
     patch = (
         "diff --git a/old.py b/new.py\nrename from old.py\nrename to new.py\n--- a/old.py\n+++ b/new.py\n"
