@@ -45,6 +45,7 @@ from scripts import worklock
 from scripts.checkout.apply import failed_hunk
 from scripts.checkout.foreign import is_generated
 from scripts.gitcmd import LOCATING, git, git_env
+from scripts.pin import git_blob_id
 
 
 def hook(name: str, body: str = "echo HOOK-RAN >&2") -> Callable[[Kit, Path], None]:
@@ -383,6 +384,15 @@ def test_failed_hunk_counts_a_renamed_files_hunks_and_is_none_where_git_names_no
 )
 def test_is_generated(path: str, generated: bool) -> None:
     assert is_generated(path) is generated
+
+
+@pytest.mark.parametrize(
+    "data", [b"", b"x\n", b"caf\xe9\r\n", bytes(range(256))], ids=["empty", "text", "latin1", "binary"]
+)
+def test_blob_ids_of_wheel_entries_are_gits(data: bytes, tmp_path: Path) -> None:
+    path = tmp_path / "f"
+    path.write_bytes(data)
+    assert git_blob_id(data) == git("hash-object", "--no-filters", str(path), cwd=tmp_path).strip()
 
 
 LEFT = "am-folder-git-reads am-folder-part-written dirty-file index.lock refs/heads/series.lock".split()
