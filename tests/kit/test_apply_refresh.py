@@ -6,14 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import SMALL_UPSTREAM, Kit, build_wheel, commit_patch, pin_toml, rope_with
-
-
-def repin(kit: Kit, where: Path, rope: str) -> None:
-    """Pin the kit to a new upstream 0.2.0 whose rope.py is `rope`."""
-    wheel, digest = build_wheel(where, {**SMALL_UPSTREAM, "vllm_omni/layers/rope.py": rope}, version="0.2.0")
-    kit.write_pin(pin_toml("0.2.0", wheel.name, digest))
-    kit.seed_wheel(wheel)
+from conftest import Kit, commit_patch, rope_with
+from test_faults import new_upstream, pin_files
 
 
 def test_an_unchanged_series_exports_applies_and_refreshes_to_the_same_bytes(kit3: Kit) -> None:
@@ -40,19 +34,8 @@ def test_an_unchanged_series_exports_applies_and_refreshes_to_the_same_bytes(kit
     assert {p.name: p.read_bytes() for p in kit3.patches.iterdir()} == before
 
 
-def test_refresh_folds_fixup_commits(kit3: Kit) -> None:
-    target = kit3.git("rev-list", "-1", "HEAD~2").strip()
-    rope = rope_with({10: "line 10 fixed better", 20: "line 20 fixed"})  # patch 0002's line 20 stays
-    (kit3.checkout / "vllm_omni/layers/rope.py").write_text(rope)
-    kit3.git("commit", "-qam", "tweak", f"--fixup={target}")
-    out = kit3.run("refresh", check=True).stdout
-    assert "folded fixup!" in out and "0001-fix-ten.patch: updated" in out
-    assert "line 10 fixed better" in (kit3.patches / "0001-fix-ten.patch").read_text()
-    assert len(kit3.git("log", "--format=%H").split()) == 4
-
-
 def test_conflict_names_patch_file_and_hunk_and_keeps_pristine(kit3: Kit, tmp_path: Path) -> None:
-    repin(kit3, tmp_path, rope_with({9: "line 9 upstream", 11: "line 11 upstream"}))  # patch 1's context moves
+    new_upstream(kit3, tmp_path, {9: "line 9 upstream", 11: "line 11 upstream"})  # patch 1's context moves
     proc = kit3.run("apply")
     assert proc.returncode == 1  # a conflict: the work ran and found it (as rebase's)
     err = proc.stderr.strip().splitlines()
@@ -64,10 +47,11 @@ def test_conflict_names_patch_file_and_hunk_and_keeps_pristine(kit3: Kit, tmp_pa
     assert "0.2.0, pristine" in kit3.git("log", "-1", "--format=%s", "pristine")
     lint = kit3.run("lint")  # lint/test refuse a checkout that stopped half way
     assert lint.returncode == 2 and "stopped at patch 0001-fix-ten.patch" in lint.stderr
+    assert "restored the checkout of the previous pin" in kit3.run("apply", "--abort", check=True).stdout
 
 
 def test_offset_is_reported_as_needs_refresh_and_fails_in_ci(kit3: Kit, tmp_path: Path) -> None:
-    repin(kit3, tmp_path, "extra 1\nextra 2\n" + rope_with({}))
+    pin_files(kit3, tmp_path, {"vllm_omni/layers/rope.py": ("extra 1\nextra 2\n" + rope_with({})).encode()})
     local = kit3.run("apply")
     assert local.returncode == 0 and "needs refresh" in local.stdout and "offset 2" in local.stdout
     ci = kit3.run("apply", env={"CI": "true"})

@@ -8,10 +8,11 @@ from conftest import KIT_ROOT
 from scripts.diffparse import hunks, parse
 from scripts.gitcmd import git
 
-# Removes two lines `-- x`/`-- y` and adds `++ x`/`++ y`: in the diff they read `--- x` and `+++ x`, like file
-# headers, which a parser without hunk lengths skips (0/0).
+# Removes lines `-- x`/`-- y`/`- ` and adds `++ x`/`++ y`/`+ `: in the diff they read `--- x`, `+++ x` and `-- `,
+# like file headers and format-patch's signature, which a parser without hunk lengths skips (0/0).
 HEADERS = "diff --git a/notes.txt b/notes.txt\n--- a/notes.txt\n+++ b/notes.txt\n"
-HEADER_LOOKALIKES = HEADERS + "@@ -1,4 +1,4 @@\n start\n--- x\n--- y\n+++ x\n+++ y\n end\n@@ -9 +9,2 @@\n nine\n+ten\n"
+HUNK_1 = "@@ -1,5 +1,5 @@\n start\n--- x\n--- y\n-- \n+++ x\n+++ y\n++ \n end\n"
+HEADER_LOOKALIKES = HEADERS + HUNK_1 + "@@ -9 +9,2 @@\n nine\n+ten\n"
 
 
 def test_a_short_hunk_does_not_swallow_the_next_file_a_no_newline_marker_stays_and_names_are_read() -> None:
@@ -33,13 +34,16 @@ def test_a_short_hunk_does_not_swallow_the_next_file_a_no_newline_marker_stays_a
     assert new.hunks[0].text == created
 
 
-def test_header_lookalike_lines_inside_a_hunk_are_counted_and_hunks_carry_their_headers_start_and_lines() -> None:
+def test_lookalike_lines_in_a_hunk_count_as_git_counts_and_hunks_carry_headers_start_lines(tmp_path: Path) -> None:
     (diff,) = parse(HEADER_LOOKALIKES)
-    assert (diff.path, diff.removed, diff.added) == ("notes.txt", 2, ((2, "++ x"), (3, "++ y"), (10, "ten")))
+    assert (diff.path, diff.removed, diff.added) == ("notes.txt", 3, ((2, "++ x"), (3, "++ y"), (4, "+ "), (10, "ten")))
+    patch = tmp_path / "change.patch"
+    patch.write_text(HEADER_LOOKALIKES + "-- \n2.47.0\n", encoding="utf-8")  # format-patch's signature
+    assert counts(patch.read_text(encoding="utf-8")) == numstat(patch, tmp_path) == [(4, 3, "notes.txt")]
     first, second = hunks(HEADER_LOOKALIKES)
     assert (first.path, first.number, first.old_start) == ("notes.txt", 1, 1)
-    assert first.removed == ("-- x", "-- y") and first.added == ("++ x", "++ y")  # not taken for file headers
-    assert first.text == HEADERS + "".join(f"{x}\n" for x in HEADER_LOOKALIKES.splitlines()[3:10])
+    assert first.removed == ("-- x", "-- y", "- ") and first.added == ("++ x", "++ y", "+ ")  # not file headers
+    assert first.text == HEADERS + HUNK_1
     assert (second.number, second.old_start, second.added) == (2, 9, ("ten",))
     assert second.label == "notes.txt hunk #2 (@@ -9)"
     assert second.text == HEADERS + "@@ -9 +9,2 @@\n nine\n+ten\n"
@@ -70,13 +74,6 @@ def numstat(patch: Path, cwd: Path) -> list[tuple[int, int, str]]:
 
 def counts(patch_text: str) -> list[tuple[int, int, str]]:
     return [(len(d.added), d.removed, d.path) for d in parse(patch_text)]
-
-
-def test_counts_match_git_on_a_real_diff_with_lookalike_lines(tmp_path: Path) -> None:
-    diff = worktree_diff(tmp_path, "notes.txt", "start\n-- x\n-- y\n- \nend\n", "start\n++ x\n++ y\n+ \nend\n")
-    patch = tmp_path / "change.patch"
-    patch.write_text(diff + "-- \n2.47.0\n", encoding="utf-8")  # format-patch's signature
-    assert counts(patch.read_text(encoding="utf-8")) == numstat(patch, tmp_path) == [(3, 3, "notes.txt")]
 
 
 @pytest.mark.parametrize("patch", sorted((KIT_ROOT / "patches").glob("*.patch")), ids=lambda p: p.stem)

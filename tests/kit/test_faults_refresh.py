@@ -5,7 +5,6 @@ left it, no git operation left paused that the user did not start (DESIGN invari
 from __future__ import annotations
 
 import shutil
-import signal
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -14,11 +13,11 @@ from pathlib import Path
 import pytest
 from conftest import AUTHOR, Kit, rope_with
 from test_faults import inject, one_line_error, snapshot
-from test_faults_keeps import ATTN, EXTRA, ROPE, commit, fixup, paused, popen, put, sha_of, steps
+from test_faults_keeps import ATTN, EXTRA, ROPE, commit, fixup, paused, put, sha_of, steps
 
 from scripts import gitcmd, signals
 from scripts.gitcmd import git
-from scripts.refresh import CONFLICT_MARKER, Commit, FoldError, first_difference, fold_of, plan_folds
+from scripts.refresh import CONFLICT_MARKER, Commit, FoldError, fold_of, plan_folds
 from scripts.series import with_one_identity
 
 Setup = Callable[[Kit, Path], object]
@@ -226,7 +225,9 @@ def test_a_fold_named_by_commit_lands_there(kit3: Kit, by: str) -> None:
 @pytest.mark.parametrize("kind", ["fixup", "squash", "amend"])
 def test_each_fold_kind_lands_in_its_patch(kit3: Kit, kind: str) -> None:
     fixup("fix-ten", {ROPE: rope_with({10: "line 10 fixed twice", 20: "line 20 fixed"})}, kind)(kit3, Path())
-    kit3.run("refresh", check=True)
+    out = kit3.run("refresh", check=True).stdout
+    assert "folded fixup!/squash!/amend! commits" in out and "0001-fix-ten.patch: updated" in out
+    assert len(kit3.git("rev-list", "pristine..HEAD").split()) == 3  # the fold is gone from the checkout too
     first = (kit3.patches / "0001-fix-ten.patch").read_text()
     assert "+line 10 fixed twice" in first and first.count("Kit-Patch: fix-ten") == 1
     assert ("Why, amended." in first) == (kind == "amend") and ("\nmore\n" in first) == (kind == "squash")
@@ -303,20 +304,6 @@ def test_a_signal_undoes_the_kits_steps_and_says_so(kit3: Kit, sig: str, where: 
     assert "0001-fix-ten.patch: updated" in kit3.run("refresh", check=True).stdout  # and running again works
 
 
-def test_real_ctrl_c_leaves_no_rebase(kit3: Kit) -> None:
-    """A real SIGINT, wherever it lands: refresh finished, or it undid its steps; nothing is ever left paused."""
-    fix_ten_again(kit3, Path())
-    found = as_found(kit3)
-    proc = popen(kit3, "refresh")
-    proc.stdout.readline()  # "folded ...": the replay is done, the checks and the round trip are under way
-    proc.send_signal(signal.SIGINT)
-    _out, err = proc.communicate(timeout=60)
-    assert "Traceback" not in err and paused(kit3) == []
-    if "undid its own steps" in err:
-        assert as_found(kit3) == found
-    assert kit3.run("refresh").returncode == 0
-
-
 # ---- the pure parts, case by case
 @pytest.mark.parametrize(
     ("subject", "fold"),
@@ -361,12 +348,6 @@ def test_with_one_identity_keeps_both_texts_and_one_trailer_block() -> None:
 def test_conflict_marker_is_gits_marker_of_size_seven(line: str, marker: bool) -> None:
     """A lone `=======` (an RST underline) is text: between the others it is a marker, and they are refused."""
     assert bool(CONFLICT_MARKER.match(line)) is marker
-
-
-def test_first_difference_names_the_line() -> None:
-    assert first_difference("a\nb\nc\n", "a\nb\nc\n") is None
-    assert first_difference("a\nb \n", "a\nb\n") == (2, "b ", "b")
-    assert first_difference("a\n---\nb\n", "a\n") == (2, "---", "")
 
 
 def test_a_scratch_worktree_a_signal_left_locked_does_not_block_the_next_refresh(kit3: Kit) -> None:

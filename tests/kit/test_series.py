@@ -25,11 +25,6 @@ def test_subject_round_trips_through_format_patch(tmp_path: Path, text: str) -> 
     assert subject(patch) == text
 
 
-def test_encoded_words_are_decoded() -> None:
-    header = "Subject: =?UTF-8?q?[NPU]=20Caf=C3=A9?=\n =?UTF-8?q?=20on=20Ascend?=\n\nbody\n"
-    assert subject(header) == "[NPU] Café on Ascend"
-
-
 def test_every_kit_trailer_is_stripped_for_upstream() -> None:
     message = (
         "Fix it\n\nBody.\n\nUpstream-Status: Pending\n"
