@@ -18,6 +18,7 @@ import subprocess
 import sys
 import time
 import xml.etree.ElementTree as ET
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -90,11 +91,14 @@ def pytest_command(python: Path, junit: Path, cov_json: Path, cov_config: Path |
 
 
 def counts_from_junit(xml_text: str) -> Counts:
-    root = ET.fromstring(xml_text)
-    suites = [root] if root.tag == "testsuite" else root.findall("testsuite")
-    total = {k: sum(int(s.get(k, 0)) for s in suites) for k in ("tests", "failures", "errors", "skipped")}
-    passed = total["tests"] - total["failures"] - total["errors"] - total["skipped"]
-    return Counts(passed, total["failures"], total["errors"], total["skipped"])
+    """Tests by outcome, each test counted once. pytest writes a second <testcase> for an error in a test's
+    teardown and counts it in the suite's totals: a leg whose every test erred twice showed passed below zero."""
+    kinds: dict[tuple[str | None, str | None], set[str]] = {}
+    for case in ET.fromstring(xml_text).iter("testcase"):
+        kinds.setdefault((case.get("classname"), case.get("name")), set()).update(child.tag for child in case)
+    worst = ("failure", "error", "skipped")  # a test that failed and then erred in teardown failed
+    outcomes = Counter(next((k for k in worst if k in seen), "passed") for seen in kinds.values())
+    return Counts(outcomes["passed"], outcomes["failure"], outcomes["error"], outcomes["skipped"])
 
 
 def npu_branch_lines(series_diff: str, checkout: Path) -> dict[str, set[int]]:

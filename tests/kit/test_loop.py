@@ -207,6 +207,37 @@ def test_nothing_changed_runs_nothing_and_says_so() -> None:
     assert selection.targets == [] and selection.skipped == MODULES and "no patch changed" in selection.reason
 
 
+OUTCOMES = """
+import pytest
+
+@pytest.fixture
+def broken():
+    raise RuntimeError("setup")
+
+@pytest.fixture
+def torn():
+    yield
+    raise RuntimeError("teardown")
+
+def test_passes(): pass
+def test_fails(): assert False
+def test_fails_and_tears(torn): assert False
+def test_errors_twice(torn, broken): pass
+def test_tears(torn): pass
+def test_skips(): pytest.skip("no")
+"""
+
+
+def test_each_test_is_counted_once_by_its_outcome(tmp_path: Path) -> None:
+    # pytest's junit.xml of a real run: the suite's totals count each error (setup and teardown), not each test.
+    (tmp_path / "test_outcomes.py").write_text(OUTCOMES, encoding="utf-8")
+    junit = tmp_path / "junit.xml"
+    pytest_args = ["-q", "-p", "no:cacheprovider", "-p", "no:randomly", f"--junitxml={junit}", "test_outcomes.py"]
+    subprocess.run([sys.executable, "-m", "pytest", *pytest_args], cwd=tmp_path, capture_output=True, check=False)
+    counts = suite.counts_from_junit(junit.read_text(encoding="utf-8"))
+    assert counts == suite.Counts(passed=1, failed=2, errors=2, skipped=1) and not counts.ok
+
+
 def test_modules_by_file_reads_coverage_contexts(tmp_path: Path) -> None:
     checkout = tmp_path / ".work" / "vllm-omni"
     seen = ["tests/regression/test_rope.py::test_a[x]|run", "tests/regression/test_replay.py::test_b|setup"]
@@ -244,7 +275,8 @@ def test_a_carriers_loop_runs_changed_modules_and_keeps_and_rebuilds_the_oracle_
     first = kit.run("test", "stock", "--changed")
     used = oracle_used(first, "test-stock")
     assert "no green run of this leg recorded yet" in first.stdout and "running the full suite" in first.stdout
-    assert json.loads((records / "test-stock.json").read_text())["npu_branch_lines_total"] > 0  # measured
+    full = json.loads((records / "test-stock.json").read_text())
+    assert full["npu_branch_lines_total"] > 0 and full["npu_branch_lines_executed"] > 0  # measured, tests traced
     assert used["source"] == "computed" and used["reason"] == "no cached results yet"
     assert_control_passed(kit, "stock")  # test_leg_mutations' stock control: the full suite on the shipped series
     cache = oracle_cache.oracle_entry(root, used)  # this thread budget's entry
