@@ -71,14 +71,23 @@ def refuse_short_tree(repo: Path, differing: list[str], source: str) -> None:
         )
 
 
+EXPORTED = ".kit-exported"  # in an exported tree: the tree id it holds, written once all of it is there
+
+
 def export_tree(checkout: Path, rev: str, dest: Path) -> None:
-    """A plain copy of the tree at rev (e.g. the pristine tree for side-by-side tests)."""
+    """A plain copy of the tree at rev (e.g. the pristine tree for side-by-side tests); a copy of that same tree,
+    whole, is kept (writing 2k files again was most of an apply that changed nothing)."""
+    tree = gitcmd.rev_parse(checkout, f"{rev}^{{tree}}")
+    stamp = dest / EXPORTED
+    if stamp.is_file() and stamp.read_text(encoding="utf-8").strip() == tree:
+        return
     data = gitcmd.archive(checkout, rev)
     remove_kit_made(dest) if (dest / ".git").exists() else shutil.rmtree(dest, ignore_errors=True)
     try:
         dest.mkdir(parents=True)
         with tarfile.open(fileobj=io.BytesIO(data)) as tar:
             tar.extractall(dest, filter="data")
+        stamp.write_text(f"{tree}\n", encoding="utf-8")
     except OSError as exc:  # named here: a failed write(2) names no file of its own
         shutil.rmtree(dest, ignore_errors=True)  # no partial copy left to be taken for the whole tree
         raise CheckoutError(

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from conftest import KIT_ROOT, commit_patch
 
-from scripts.checkout.pristine import export_tree
+from scripts.checkout.pristine import EXPORTED, export_tree
 from scripts.gitcmd import git
 from scripts.legs import upstream_tests
 
@@ -44,6 +44,25 @@ def run_leg(root: Path, attend_body: str) -> upstream_tests.Comparison | None:
     export_tree(repo, "HEAD", root / "patched")
     diff, env = git("diff", "HEAD~1", "HEAD", cwd=repo), {**os.environ, "KIT_NPU_MODE": "none"}
     return upstream_tests.in_leg(Path(sys.executable), env, KIT_ROOT, root / "pristine", root / "patched", out, diff)
+
+
+def test_an_export_of_the_same_tree_is_kept_and_another_tree_replaces_it(tmp_path: Path) -> None:
+    repo, dest = tmp_path / "repo", tmp_path / "pristine"
+    repo.mkdir()
+    git("init", "-q", "-b", "main", cwd=repo)
+    commit_patch(repo, TESTS, "upstream with tests", "upstream")
+    export_tree(repo, "HEAD", dest)
+    (dest / "vllm_omni" / "other.py").unlink()  # a file gone since: only a new export would bring it back
+    export_tree(repo, "HEAD", dest)
+    assert not (dest / "vllm_omni" / "other.py").exists()  # the same tree: kept as it was
+    commit_patch(repo, {"vllm_omni/attn.py": "def attend(q):\n    return -q\n"}, "the series", "series")
+    export_tree(repo, "HEAD", dest)  # another tree: exported whole
+    assert (dest / "vllm_omni" / "attn.py").read_text() == "def attend(q):\n    return -q\n"
+    assert (dest / "vllm_omni" / "other.py").read_text() == TESTS["vllm_omni/other.py"]
+    (dest / EXPORTED).unlink()  # a copy cut short (its stamp is written last): exported again
+    (dest / "vllm_omni" / "other.py").unlink()
+    export_tree(repo, "HEAD", dest)
+    assert (dest / "vllm_omni" / "other.py").is_file()
 
 
 def test_a_series_that_breaks_an_upstream_test_or_its_collection_is_named(tmp_path: Path) -> None:
