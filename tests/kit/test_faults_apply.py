@@ -44,6 +44,7 @@ from test_faults import (
 from scripts import worklock
 from scripts.checkout.apply import failed_hunk
 from scripts.checkout.foreign import is_generated
+from scripts.checkout.pristine import EXPORTED
 from scripts.gitcmd import LOCATING, git, git_env
 from scripts.pin import git_blob_id
 
@@ -149,6 +150,13 @@ def write_text(self, *a, **k):
         raise OSError(errno.ENOSPC, 'No space left on device')
     return real(self, *a, **k)
 pathlib.Path.write_text = write_text"""
+
+
+def export_cut_short(kit: Kit, _tmp: Path) -> None:
+    """The last copy of the pristine tree never finished (its stamp is written last): apply copies it again."""
+    (kit.root / ".work" / "pristine" / EXPORTED).unlink()
+
+
 # Injected: the disk fills while the pristine tree is copied out for side-by-side tests.
 FULL_EXPORT = """import tarfile
 def extractall(self, *a, **k):
@@ -189,7 +197,13 @@ ROWS = [
         inject=HALF_WRITES,
     ),
     Row("disk-full-writing-state", "apply", f"cannot write {STATE} {NO_SPACE}", inject=FULL_STATE),
-    Row("disk-full-exporting-pristine", "apply", f"cannot write .work/pristine {NO_SPACE}", inject=FULL_EXPORT),
+    Row(
+        "disk-full-exporting-pristine",
+        "apply",
+        f"cannot write .work/pristine {NO_SPACE}",
+        export_cut_short,
+        inject=FULL_EXPORT,
+    ),
     Row("another-gits-index-lock", "apply", "another git is working in .work/vllm-omni", INDEX_LOCKED),
     Row("bom-in-series", "apply", "patches/series starts with a UTF-8 byte order mark", bom(SERIES)),
     Row("bom-in-patch", "apply", "patches/0001-fix-ten.patch starts with a UTF-8 byte order mark", bom(P1)),
