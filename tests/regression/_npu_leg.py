@@ -18,6 +18,8 @@ the platform, so hiding it hides nothing they depend on.
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import json
 import os
 from pathlib import Path
@@ -44,6 +46,22 @@ def prepare(mode: str) -> Any:
         raise pytest.UsageError(f"KIT_NPU_MODE={mode} but torch has no available npu device")
     _resolve_omni_platform_without_npu(torch)
     return sim
+
+
+# The modules the suite tests (they import what else it reaches): both legs import them up front when coverage.py
+# measures, and benchmarks/main_job.py times the same imports as the legs' floor.
+CODE_UNDER_TEST = (
+    "vllm_omni.diffusion.models.lingbot_world.transformer",
+    "vllm_omni.experimental.ar_diffusion.kv_cache.paged_attention",
+)
+
+
+def import_code_under_test() -> None:
+    """Import CODE_UNDER_TEST now; a module that fails (a broken patch, a mutant) is left to the tests importing
+    it, each of which then fails with the error."""
+    for name in CODE_UNDER_TEST:
+        with contextlib.suppress(Exception):
+            importlib.import_module(name)
 
 
 def _resolve_omni_platform_without_npu(torch: Any) -> None:

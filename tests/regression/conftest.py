@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import importlib
 import json
 import os
 import subprocess
@@ -89,10 +88,6 @@ def _coverage_started() -> object | None:
 # it waits while this file's imports (the code under test's too) and the collection's run, and starts again for
 # the first test. A line that runs only at import time reads as run by no test: an undercount, never a false "run".
 _COVERAGE = _coverage_started()
-CODE_UNDER_TEST = (
-    "vllm_omni.diffusion.models.lingbot_world.transformer",
-    "vllm_omni.experimental.ar_diffusion.kv_cache.paged_attention",
-)
 if _COVERAGE is not None:
     _COVERAGE.stop()
 
@@ -106,9 +101,7 @@ with _long_lived():
 
     SIMULATED_NPU = _npu_leg.prepare(NPU_MODE)
     if _COVERAGE is not None:  # what the tests import (the code under test), now, while coverage.py waits
-        for name in CODE_UNDER_TEST:
-            with contextlib.suppress(Exception):  # broken (a patch's, a mutant's): each test importing it says so
-                importlib.import_module(name)
+        _npu_leg.import_code_under_test()
 
 
 @pytest.hookimpl(wrapper=True)
