@@ -93,6 +93,17 @@ def test_a_new_store_repairs_a_damaged_cache(cache: tuple[Path, Path, Path], tmp
     assert (cache_dir / oracle_cache.ORACLE_RESULTS).read_bytes() == b"recomputed"
 
 
+def test_the_oracle_inputs_are_what_no_env_stamp_covers(tmp_path: Path) -> None:
+    """A layered env (the npu leg's) imports its lower env's packages through a .pth: its stamp covers them, so
+    they are not hashed on every run; the pristine tree and the oracle's code, on the path too, are."""
+    layer, lower_site = tmp_path / "envs/npu", tmp_path / "envs/stock/lib/python3.11/site-packages"
+    pristine, oracle = tmp_path / "pristine/vllm_omni/__init__.py", tmp_path / "tests/regression/_oracle.py"
+    layer_module = layer / "lib/python3.11/site-packages/torch_npu/__init__.py"
+    loaded = {layer_module, lower_site / "torch/__init__.py", pristine, oracle}
+    path = [str(oracle.parent), str(pristine.parent.parent), str(lower_site)]
+    assert oracle_cache.outside_env(loaded, {layer}, path) == sorted(map(str, (oracle, pristine)))
+
+
 def parse_test_args(argv: list[str]) -> suite.TestArgs:
     """`python -m scripts test ARGV` as its run() reads it."""
     return test_command.choices(cli.parse(["test", *argv]))

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
+import oracle_cache
 import torch
 
 CPU = torch.device("cpu")
@@ -330,15 +331,12 @@ def compute_all(sections=tuple(SECTIONS)) -> dict:
 
 def loaded_outside_env() -> list[str]:
     """Files loaded from outside the env (covered by its stamp): the oracle's code and the pristine tree."""
-    env_roots = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
-    files = {str(Path(__file__).resolve())}
+    files = {Path(__file__).resolve()}
     for module in list(sys.modules.values()):
         name = getattr(module, "__file__", None)
         if name and Path(name).is_file():
-            path = Path(name).resolve()
-            if not any(path.is_relative_to(root) for root in env_roots):
-                files.add(str(path))
-    return sorted(files)
+            files.add(Path(name).resolve())
+    return oracle_cache.outside_env(files, {Path(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}, sys.path)
 
 
 if __name__ == "__main__":

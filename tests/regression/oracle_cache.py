@@ -30,6 +30,14 @@ def oracle_entry(cache: Path, key: dict[str, str]) -> Path:
     return cache / f"threads-{key['threads']}"
 
 
+def outside_env(files: set[Path], prefixes: set[Path], path_entries: list[str]) -> list[str]:
+    """The files among ``files`` that the env's stamp does not cover: those under none of its prefixes and
+    none of the site-packages on the path (a layered env's lower env is one: its .pth puts it there)."""
+    sites = {Path(p) for p in path_entries if Path(p).name in ("site-packages", "dist-packages")}
+    roots = {root.resolve() for root in prefixes | sites}
+    return sorted(str(f) for f in files if not any(f.is_relative_to(root) for root in roots))
+
+
 def oracle_inputs_digest(inputs: dict[str, str]) -> str:
     """One digest over the oracle's code and inputs: every file it loaded outside the env, by content."""
     return hashlib.sha256(json.dumps(sorted(inputs.items())).encode()).hexdigest()
