@@ -46,10 +46,10 @@ class Geometry:
 
 
 GEOMETRIES = [
-    # LingBot-World's block (one latent frame, 1560 tokens) and table width (19), with heads and
-    # head_dim scaled down so the CPU reference stays fast: three full frames visible.
-    Geometry("block1560_width19_aligned", 1560, 2, 16, ((1560, 3 * 1560),), 19),
-    Geometry("block1560_partial_last_block", 1560, 2, 16, ((390, 2 * 1560 + 780),), 19, batched_query=True),
+    # LingBot-World's block (one latent frame, 1560 tokens) and table width (19), with heads, head_dim and
+    # query tokens scaled down so the CPU reference stays fast: three full frames visible.
+    Geometry("block1560_width19_aligned", 1560, 2, 16, ((390, 3 * 1560),), 19),
+    Geometry("block1560_partial_last_block", 1560, 2, 16, ((156, 2 * 1560 + 780),), 19, batched_query=True),
     Geometry("block16_partial_null_padded", 16, 4, 32, ((32, 40),), 6),
     Geometry("block16_kv_not_block_multiple", 16, 2, 32, ((16, 53),), 8, batched_query=True),
     Geometry("block1_every_token_a_block", 1, 2, 8, ((5, 7),), 9),
