@@ -438,7 +438,7 @@ class Worker:
 
     def run(self, tests: list[str], timeout: float) -> tuple[str, str]:
         """("passed" | "failed" | "timeout", first failure) of one pytest run that stops at the first failure."""
-        args = [*tests, "-x", "-q", "-rfE", "-p", "no:cacheprovider", "--no-header"]
+        args = [*tests, "-x", "-q", "-rfE", *suite.PLUGINS_OFF, "--no-header"]
         assert self.proc.stdin is not None
         self.proc.stdin.write(json.dumps({"args": args, "timeout": timeout}) + "\n")
         self.proc.stdin.flush()

@@ -82,12 +82,19 @@ def coverage_config(files: list[Path]) -> str:
     return "[run]\ninclude =\n" + "".join(f"    {f}\n" for f in files) + "[json]\nshow_contexts = True\n"
 
 
+# Plugins the suite's runs go without. The cache: the legs keep no state between runs. Logging: pytest's
+# log capture attaches its handler to every non-propagating logger around each test phase, and vllm's imports
+# leave thousands of loggers (about a tenth of a leg's tests' time); a record still reaches the test's
+# captured output through vllm's own handler or Python's last-resort one.
+PLUGINS_OFF = ["-p", "no:cacheprovider", "-p", "no:logging"]
+
+
 def pytest_command(python: Path, junit: Path, cov_json: Path, cov_config: Path | None, targets: list[str],
                    extra: list[str]) -> list[str]:  # fmt: skip
     """The leg's pytest; coverage (per-test contexts, JSON report) only when a coverage config is given."""
     cov = ["--cov", f"--cov-config={cov_config}", "--cov-context=test", f"--cov-report=json:{cov_json}",
            "--cov-report="] if cov_config else []  # fmt: skip
-    return [str(python), "-m", "pytest", *targets, "-p", "no:cacheprovider", f"--junitxml={junit}", *cov, *extra]
+    return [str(python), "-m", "pytest", *targets, *PLUGINS_OFF, f"--junitxml={junit}", *cov, *extra]
 
 
 def counts_from_junit(xml_text: str) -> Counts:
