@@ -3,6 +3,7 @@ text and compared with Python signatures (no torch)."""
 
 from __future__ import annotations  # signature_params reads the annotations as text
 
+import io
 import subprocess
 import zipfile
 from pathlib import Path
@@ -96,6 +97,14 @@ def test_the_schema_is_the_exact_op_in_the_yaml_and_confirmed_in_the_library(tmp
     for yaml, binary, refusal in [(YAML, other, "does not register"), (None, b"", "is not a torch_npu wheel")]:
         with pytest.raises(WheelSchemaError, match=refusal):
             npu_schema.wheel_schema(_wheel(wheel, yaml, binary))
+
+
+@pytest.mark.parametrize("at", range(8))
+def test_the_library_is_searched_across_its_reads(at: int) -> None:
+    needle = b"schema"
+    data = b"x" * at + needle + b"y" * 5
+    assert npu_schema.contains(io.BytesIO(data), needle, chunk=4)  # every offset, straddling reads or not
+    assert not npu_schema.contains(io.BytesIO(data.replace(needle, b"schemA")), needle, chunk=4)
 
 
 def test_the_pinned_wheel_is_read_from_the_leg_pins_and_the_cache(tmp_path: Path, monkeypatch) -> None:

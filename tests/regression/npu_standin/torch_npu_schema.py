@@ -15,7 +15,7 @@ import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 DEFAULT_VERSION = "2.14.0"
 OP = "npu_fusion_attention"
@@ -194,13 +194,26 @@ def download_wheel(version: str, cache: Path = DOWNLOADS) -> Path:
     return cached[0]
 
 
+def contains(stream: BinaryIO, needle: bytes, chunk: int = 1 << 20) -> bool:
+    """Whether the stream holds ``needle``, read up to its first match: the library is about 100 MB unpacked and
+    the schema string sits in its first sixth (reading all of it took most of this check's time)."""
+    kept = b""
+    while block := stream.read(chunk):
+        window = kept + block
+        if needle in window:
+            return True
+        kept = window[-(len(needle) - 1) :] if len(needle) > 1 else b""  # a match may straddle reads
+    return False
+
+
 def wheel_schema(wheel: Path, op: str = OP) -> str:
     """The schema text of ``op`` from the wheel's codegen YAML, confirmed in libtorch_npu.so."""
     try:
         with zipfile.ZipFile(wheel) as archive:
             yaml_text = archive.read(SCHEMA_MEMBER).decode()
             schema = schema_line(yaml_text, op)
-            registered = schema.encode() in archive.read(BINARY_MEMBER)
+            with archive.open(BINARY_MEMBER) as library:
+                registered = contains(library, schema.encode())
     except (KeyError, zipfile.BadZipFile) as error:
         raise WheelSchemaError(
             f"{wheel.name} is not a torch_npu wheel with {SCHEMA_MEMBER} ({error})", "delete it and rerun"
