@@ -89,7 +89,8 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
     with checkout_lock(ws, shared=True):
         state = current(ws)
         at_once, threads = suite.plan_jobs(len(opts.legs), opts.jobs, os.cpu_count() or 1)
-        planned = {leg: plan_leg(ws, state, leg, opts) for leg in opts.legs}
+        series_diff = combined_diff(ws.checkout)
+        planned = {leg: plan_leg(ws, state, leg, opts, series_diff) for leg in opts.legs}
         runs = {leg: run for leg, run in planned.items() if run is not None}  # None: nothing changed since green
         if at_once > 1 and len(runs) > 1:
             progress(f"legs {', '.join(runs)} in parallel, {threads} thread(s) each (-- --jobs 1: one after the other)")
@@ -100,9 +101,12 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
         else:
             done = {leg: run_one(ws, r) for leg, r in runs.items()}
         codes, unreported = {}, []
+        # the lines every measured leg is read against: one AST pass over the patched files for all legs
+        measured = any(not r.why_not_measured for r in runs.values())
+        wanted = suite.npu_branch_lines(series_diff, ws.checkout) if measured else {}
         for leg, r in runs.items():  # every leg's record, even when another leg's pytest left no report
             try:
-                codes[leg] = finish_leg(ws, state, r, done[leg][0])
+                codes[leg] = finish_leg(ws, state, r, done[leg][0], wanted)
             except suite.SuiteDidNotRun as exc:
                 codes[leg] = exc.exit_code
                 unreported.append(exc)
@@ -135,7 +139,7 @@ class LegRun:
     opts: suite.TestArgs
 
 
-def plan_leg(ws: Workspace, state: State, leg: str, opts: suite.TestArgs) -> LegRun | None:
+def plan_leg(ws: Workspace, state: State, leg: str, opts: suite.TestArgs, series_diff: str) -> LegRun | None:
     """The leg's interpreter (built or reused), mode and pytest command; None when --changed finds nothing to run."""
     out = ws.records / f"test-{leg}"
     python, mode, versions, env = suite.prepare(ws, leg, out, opts.options)
@@ -158,7 +162,6 @@ def plan_leg(ws: Workspace, state: State, leg: str, opts: suite.TestArgs) -> Leg
         if not targets:
             return None  # nothing changed since the last green run: its record stands
     full = targets == [suite.SUITE]
-    series_diff = combined_diff(ws.checkout)
     # Only the whole suite measures coverage: a --changed subset runs what the last full run's map selects, a
     # run narrowed by pytest arguments is no full record either (full_suite false, no green map), and
     # coverage.py's tracer costs such a run half again its time.
@@ -175,7 +178,7 @@ def run_one(ws: Workspace, run: LegRun) -> tuple[int, float]:
     return subprocess.run(run.command, cwd=ws.root, env=run.env).returncode, time.monotonic() - started
 
 
-def finish_leg(ws: Workspace, state: State, run: LegRun, rc: int) -> int:
+def finish_leg(ws: Workspace, state: State, run: LegRun, rc: int, wanted: dict[str, set[int]]) -> int:
     """The leg's record (counts, coverage of the NPU branches, oracle use, upstream's tests), its green map, its row."""
     leg, out, opts = run.leg, run.out, run.opts
     junit, cov_json, syncs = out / "junit.xml", out / "coverage.json", out / "npu-syncs.json"
@@ -185,7 +188,6 @@ def finish_leg(ws: Workspace, state: State, run: LegRun, rc: int) -> int:
     coverage, by_file = None, None
     if not run.why_not_measured:
         cov_text = cov_json.read_text(encoding="utf-8") if cov_json.is_file() else '{"files": {}}'
-        wanted = suite.npu_branch_lines(run.series_diff, ws.checkout)
         coverage = suite.executed(cov_text, ws.root, ws.checkout, wanted)
         by_file = suite.modules_by_file(cov_text, ws.root, ws.checkout)
     data = suite.record(leg, run.mode, run.versions, counts, coverage, state.series_digest)

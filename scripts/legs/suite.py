@@ -244,6 +244,10 @@ def _tail(path: Path, size: int = 4096) -> bytes:
         return handle.read()
 
 
+# A leg's end is seen within POLL_S (the job ends with its last leg); the status line changes every STATUS_S.
+POLL_S, STATUS_S = 0.05, 0.5
+
+
 def run_parallel(commands: dict[str, list[str]], envs: dict[str, dict[str, str]], logs: dict[str, Path],
                  cwd: Path, *, live: bool) -> dict[str, tuple[int, float]]:  # fmt: skip
     """Run each leg's command at once; print each leg's output as one block when it ends.
@@ -253,6 +257,7 @@ def run_parallel(commands: dict[str, list[str]], envs: dict[str, dict[str, str]]
     """
     procs: dict[str, tuple[subprocess.Popen[bytes], float]] = {}
     done: dict[str, tuple[int, float]] = {}
+    shown = 0.0
     with stopped_if_left() as owned:
         for leg, cmd in commands.items():
             logs[leg].parent.mkdir(parents=True, exist_ok=True)
@@ -260,7 +265,7 @@ def run_parallel(commands: dict[str, list[str]], envs: dict[str, dict[str, str]]
                 owned.append(subprocess.Popen(cmd, cwd=cwd, env=envs[leg], stdout=log, stderr=subprocess.STDOUT))
             procs[leg] = (owned[-1], time.monotonic())
         while len(done) < len(procs):
-            time.sleep(0.5)
+            time.sleep(POLL_S)
             now = time.monotonic()
             for leg, (proc, started) in procs.items():
                 if leg in done or proc.poll() is None:
@@ -273,7 +278,8 @@ def run_parallel(commands: dict[str, list[str]], envs: dict[str, dict[str, str]]
                 sys.stdout.write(logs[leg].read_text(encoding="utf-8", errors="replace"))
                 print(f"===== end of leg {leg} (kept in {logs[leg]}) =====", flush=True)
             running = {leg: (started, _tail(logs[leg])) for leg, (p, started) in procs.items() if leg not in done}
-            if live and running:
+            if live and running and now - shown >= STATUS_S:
+                shown = now
                 sys.stdout.write("\r\x1b[2K" + status_line(running, now)[:200])
                 sys.stdout.flush()
     return done
