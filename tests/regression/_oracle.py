@@ -330,7 +330,7 @@ def compute_all(sections=tuple(SECTIONS)) -> dict:
 
 
 def loaded_outside_env() -> list[str]:
-    """Files loaded from outside the env (covered by its stamp): the oracle's code and the pristine tree."""
+    """Files loaded from outside the env (covered by its stamp): the oracle's code, the stand-in, the pristine tree."""
     files = {Path(__file__).resolve()}
     for module in list(sys.modules.values()):
         name = getattr(module, "__file__", None)

@@ -195,8 +195,8 @@ def download_wheel(version: str, cache: Path = DOWNLOADS) -> Path:
 
 
 def contains(stream: BinaryIO, needle: bytes, chunk: int = 1 << 20) -> bool:
-    """Whether the stream holds ``needle``, read up to its first match: the library is about 100 MB unpacked and
-    the schema string sits in its first sixth (reading all of it took most of this check's time)."""
+    """Whether the stream holds ``needle``, read up to its first match: the library is about 100 MB unpacked (2.13.0
+    holds the schema 15 MB in), and reading all of it was most of this check's time."""
     kept = b""
     while block := stream.read(chunk):
         window = kept + block
