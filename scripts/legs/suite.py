@@ -277,9 +277,9 @@ def run_parallel(commands: dict[str, list[str]], envs: dict[str, dict[str, str]]
                 print(f"===== leg {leg}: {verdict} in {now - started:.1f} s =====", flush=True)
                 sys.stdout.write(logs[leg].read_text(encoding="utf-8", errors="replace"))
                 print(f"===== end of leg {leg} (kept in {logs[leg]}) =====", flush=True)
-            running = {leg: (started, _tail(logs[leg])) for leg, (p, started) in procs.items() if leg not in done}
-            if live and running and now - shown >= STATUS_S:
+            if live and len(done) < len(procs) and now - shown >= STATUS_S:  # the logs' tails read only for it
                 shown = now
+                running = {leg: (started, _tail(logs[leg])) for leg, (_, started) in procs.items() if leg not in done}
                 sys.stdout.write("\r\x1b[2K" + status_line(running, now)[:200])
                 sys.stdout.flush()
     return done
