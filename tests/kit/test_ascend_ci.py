@@ -3,6 +3,7 @@ copies it must refuse. The shell pieces run in bash, over a stand-in CANN tree a
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -45,11 +46,16 @@ def stages(command: str) -> list[str]:
 
 
 def stage_problems(names: list[str]) -> list[str]:
+    if names[:1] != ["commit"]:
+        return ["the approved commit is not checked first (job.sh commit)"]
     if "leg" not in names:
         return ["no step runs the npu leg in mode real (job.sh leg)"]
     if "e2e" not in names or names.index("leg") > names.index("e2e"):
         return ["the real npu leg does not run before the e2e"]
     return []
+
+
+TRUSTED_UPLOAD = "git show FETCH_HEAD:ci/ascend/buildkite-upload.sh | bash -s --"
 
 
 def workflow_problems(text: str) -> list[str]:
@@ -97,7 +103,16 @@ def pipeline_problems(pipeline: str, step: str) -> list[str]:
     upload = next((s for s in steps if "ci/ascend/buildkite-upload.sh" in s.get("command", "")), {})
     if not block or upload.get("depends_on") != block.get("key"):
         problems.append("the upload does not wait for the block step (the approval)")
+    if not (block or {}).get("allowed_teams"):
+        problems.append("the block step has no allowed_teams: anyone with build access could approve")
+    if TRUSTED_UPLOAD + " step" not in upload.get("command", "") or "$$BUILDKITE_PIPELINE_DEFAULT_BRANCH" not in upload.get("command", ""):
+        problems.append("the upload step does not run the default branch's ci/ascend/buildkite-upload.sh step")
     (job,) = load_yaml(step)["steps"]
+    secrets = [p.get("kubernetes", {}).get("podSpecPatch", {}).get("imagePullSecrets") for p in job.get("plugins", [])]
+    if not any(secrets):
+        problems.append("the NPU step has no kubernetes plugin with imagePullSecrets (the cluster's pull secret)")
+    if 'KIT_ASCEND_COMMIT="$$BUILDKITE_COMMIT"' not in job.get("command", ""):
+        problems.append("the NPU step does not check its commit against BUILDKITE_COMMIT")
     if job.get("agents") != {"queue": "${KIT_ASCEND_QUEUE}", "resource_class": "npu-4"}:
         problems.append(f"agents are not the chosen queue with resource_class npu-4: {job.get('agents')}")
     if job.get("image") != "${KIT_ASCEND_IMAGE}":
@@ -142,7 +157,14 @@ BROKEN = [
     (P, ("    depends_on: approve\n", ""), "does not wait for the block step"),
     (S, ('      resource_class: "npu-4"', '      resource_class: "npu-1"'), "resource_class npu-4"),
     (S, ('      VLLM_WORKER_MULTIPROC_METHOD: spawn', '      VLLM_WORKER_MULTIPROC_METHOD: fork'), "spawn"),
-    (S, ("job.sh tools apply leg e2e", "job.sh tools apply e2e leg"), "does not run before the e2e"),
+    (S, ("job.sh commit tools apply leg e2e", "job.sh commit tools apply e2e leg"), "does not run before the e2e"),
+    (S, ("job.sh commit tools", "job.sh tools"), "the approved commit is not checked first"),
+    (S, ("              - name: swr-secret\n", ""), "no kubernetes plugin with imagePullSecrets"),
+    (S, ('KIT_ASCEND_COMMIT="$$BUILDKITE_COMMIT" ', ""), "does not check its commit against BUILDKITE_COMMIT"),
+    (P, ("    allowed_teams:\n      - ascend-ci-approvers\n", ""), "no allowed_teams"),
+    (P, ('"$$BUILDKITE_PIPELINE_DEFAULT_BRANCH"', '"$$BUILDKITE_BRANCH"'), "does not run the default branch's"),
+    (W, ("        run: ci/ascend/job.sh commit\n", '        run: test "$(git rev-parse HEAD)" = "$KIT_ASCEND_COMMIT"\n'),
+     "the approved commit is not checked first"),
     (J, ("set -eo pipefail\n", "set -euo pipefail\n"), "set -u before ci/ascend/env.sh"),
     (J, ("      source ci/ascend/env.sh\n      set -u\n      \"$tools/bin/nox\" -s \"test",
          "      \"$tools/bin/nox\" -s \"test"), "stage leg runs without ci/ascend/env.sh"),
@@ -246,12 +268,25 @@ def test_the_dockerfile_builds_on_a_digest_and_sources_cann_and_atb() -> None:
     assert "ARG BASE\nFROM ${BASE}" in text and "@sha256:[0-9a-f]{64}$" in text
     assert "ascend-toolkit/set_env.sh" in text and "nnal/atb/set_env.sh" in text
     assert "ENV VLLM_WORKER_MULTIPROC_METHOD=spawn" in text and "-c /tmp/kit/held.txt" in text
+    assert "python3 -m scripts ascendci held > /tmp/kit/held.txt" in text and "pip freeze" not in text
+    assert "quay.io/atlas-ci/vllm-ascend:v0.30.0@sha256:" in text and "quay.io/ascend/" not in text
+    assert "--index-url" not in text and "pypi.org" not in text  # the pool's index comes from the environment
+
+
+# The wheel's CUDA builds and what the NPU image takes instead (None: nothing), as upstream's setup picks.
+FOR_NPU = {"fa3-fwd": None, "onnxruntime": "onnxruntime-cann"}
 
 
 def runtime_requirements(metadata: str) -> list[str]:
-    """A wheel's Requires-Dist lines without extras, as ci/ascend/omni-requirements.txt lists them."""
+    """A wheel's Requires-Dist lines without extras, for NPU, as ci/ascend/omni-requirements.txt lists them."""
     lines = [line.split(": ", 1)[1] for line in metadata.splitlines() if line.startswith("Requires-Dist: ")]
-    return [req for req in lines if "extra ==" not in req and not req.startswith("fa3-fwd")]
+    out = []
+    for req in (line for line in lines if "extra ==" not in line):
+        name = re.match(r"[A-Za-z0-9._-]+", req)[0]  # type: ignore[index]
+        swapped = FOR_NPU.get(name, name)
+        if swapped:
+            out.append(swapped + req[len(name) :])
+    return out
 
 
 @pytest.mark.network  # the pinned wheel: from .work/downloads when cached, else the registry
@@ -263,6 +298,7 @@ def test_the_images_requirements_are_the_pinned_wheels() -> None:
               if line and not line.startswith("#")]  # fmt: skip
     assert listed == runtime_requirements(metadata)
     assert runtime_requirements(metadata + "Requires-Dist: fa3-fwd==0.0.3\n") == listed  # CUDA-only, left out
+    assert "onnxruntime-cann>=1.23.2" in listed and not any(r.startswith("onnxruntime>") for r in listed)
 
 
 def stub(path: Path, script: str) -> None:
