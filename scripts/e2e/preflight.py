@@ -176,7 +176,9 @@ def check_image(image: str | None) -> Check:
         return Check("image", "ok", "the kit's grey first frame")
     if image.partition(":")[0] in ("http", "https", "data") or os.access(image, os.R_OK) and Path(image).is_file():
         return Check("image", "ok", image)
-    raise PreflightError(f"--image {image} is neither a readable file nor a URL", "pass a PNG/JPEG path or an http(s) URL")
+    raise PreflightError(
+        f"--image {image} is neither a readable file nor a URL", "pass a PNG/JPEG path or an http(s) URL"
+    )
 
 
 def check_client_python(python: str | None) -> Check:
@@ -227,7 +229,8 @@ def check_checkout(ws: Workspace) -> Check:
 
 
 def inputs(config: E2EConfig, client_python: str | None) -> list[Check]:
-    """The run's own inputs, checked before anything on the machine: a typo is found on any host."""
+    """The run's own inputs, checked before anything on the machine (after the checkout, which holds the
+    default deploy config): a typo is found on any host, before a server starts."""
     return [
         check_file("deploy_config", config.deploy_config, "run nox -s apply, or pass --deploy-config"),
         check_server_cmd(config.server_cmd),
@@ -247,10 +250,10 @@ def run(ws: Workspace, config: E2EConfig, python: str | None, env: Mapping[str, 
         skipped = ("cards", "cann", "torch_npu", "vllm")
         checks = [Check(n, "skipped", "stand-in mode") for n in skipped]
         model = check_model(config.model) if config.model else Check("model", "skipped", "stand-in mode")
-        return [*checks, model, *inputs(config, None), check_checkout(ws), check_port(config.host, config.port)]
+        return [*checks, model, check_checkout(ws), *inputs(config, None), check_port(config.host, config.port)]
     # Ascend: upstream's client runs in the e2e venv, which sees the base python's packages; the kit's in this one.
     client_python = python if benchclient.choose_client(config) == "upstream" else None
-    checks = [check_model(config.model), *inputs(config, client_python), check_checkout(ws)]
+    checks = [check_model(config.model), check_checkout(ws), *inputs(config, client_python)]
     checks += [check_cards(config.cards, npu_smi_info(f"{NO_CARDS_FIX}, or pass --standin"), env), check_cann(env)]
     if python is None:
         raise PreflightError("no base python found on PATH", "pass --python (the runner's python with torch_npu)")

@@ -106,7 +106,9 @@ def pipeline_problems(pipeline: str, step: str) -> list[str]:
         problems.append("the upload does not wait for the block step (the approval)")
     if not (block or {}).get("allowed_teams"):
         problems.append("the block step has no allowed_teams: anyone with build access could approve")
-    if TRUSTED_UPLOAD + " step" not in upload.get("command", "") or "$$BUILDKITE_PIPELINE_DEFAULT_BRANCH" not in upload.get("command", ""):
+    if TRUSTED_UPLOAD + " step" not in upload.get(
+        "command", ""
+    ) or "$$BUILDKITE_PIPELINE_DEFAULT_BRANCH" not in upload.get("command", ""):
         problems.append("the upload step does not run the default branch's ci/ascend/buildkite-upload.sh step")
     (job,) = load_yaml(step)["steps"]
     secrets = [p.get("kubernetes", {}).get("podSpecPatch", {}).get("imagePullSecrets") for p in job.get("plugins", [])]
@@ -164,7 +166,7 @@ BROKEN = [
     (S, ('KIT_ASCEND_COMMIT="$$BUILDKITE_COMMIT" ', ""), "does not check its commit against BUILDKITE_COMMIT"),
     (P, ("    allowed_teams:\n      - ascend-ci-approvers\n", ""), "no allowed_teams"),
     (P, ('"$$BUILDKITE_PIPELINE_DEFAULT_BRANCH"', '"$$BUILDKITE_BRANCH"'), "does not run the default branch's"),
-    (W, ("        run: ci/ascend/job.sh commit\n", '        run: test "$(git rev-parse HEAD)" = "$KIT_ASCEND_COMMIT"\n'),
+    (W, ("run: ci/ascend/job.sh commit\n", 'run: test "$(git rev-parse HEAD)" = "$KIT_ASCEND_COMMIT"\n'),
      "the approved commit is not checked first"),
     (J, ("set -eo pipefail\n", "set -euo pipefail\n"), "set -u before ci/ascend/env.sh"),
     (J, ("      source ci/ascend/env.sh\n      set -u\n      \"$tools/bin/nox\" -s \"test",
@@ -430,10 +432,10 @@ LAYOUTS: list[tuple[str, dict[str, str], Callable[[Path], Path]]] = [
     ("hub-cache in the pool's home", {}, lambda t: hub_cache(t / "pool/.cache/huggingface/hub")),
     ("local_dir under HF_HOME", {"HF_HOME": "{t}/hf"}, lambda t: model_at(t / "hf/org/model.v2")),
     ("local_dir in the pool's home", {}, lambda t: model_at(t / "pool/.cache/huggingface/org/model.v2")),
-    ("modelscope via MODELSCOPE_CACHE", {"MODELSCOPE_CACHE": "{t}/ms"}, lambda t: model_at(t / "ms/models/org/model___v2")),
+    ("modelscope via its variable", {"MODELSCOPE_CACHE": "{t}/ms"}, lambda t: model_at(t / "ms/models/org/model___v2")),
     ("modelscope default", {}, lambda t: model_at(t / "pool/.cache/modelscope/hub/models/org/model___v2")),
     ("modelscope, older release", {}, lambda t: model_at(t / "home/.cache/modelscope/hub/org/model___v2")),
-]  # fmt: skip
+]
 
 
 def places(tmp_path: Path, env: dict[str, str], explicit: str | None = None) -> list[ascendci.ModelPlace]:
@@ -491,16 +493,25 @@ def image_site(tmp_path: Path, vllm: str = "0.30.0+empty") -> Path:
 
 
 def held(site: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "scripts", "ascendci", "held", "--path", str(site)],
-                          cwd=KIT_ROOT, capture_output=True, text=True, check=False)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "scripts", "ascendci", "held", "--path", str(site)],
+        cwd=KIT_ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
 
 
 def test_the_hold_keeps_editable_vllm_and_vllm_ascend_and_refuses_vanilla_onnxruntime(tmp_path: Path) -> None:
     done = held(image_site(tmp_path))
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == [
-        "torch==2.13.0", "torch-npu==2.13.0", "vllm==0.30.0+empty", "vllm-ascend==0.30.0", "onnxruntime<0"
-    ]  # fmt: skip
+        "torch==2.13.0",
+        "torch-npu==2.13.0",
+        "vllm==0.30.0+empty",
+        "vllm-ascend==0.30.0",
+        "onnxruntime<0",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -521,8 +532,15 @@ def test_the_hold_refuses_an_image_that_is_not_the_matching_release(tmp_path: Pa
 
 # --- the pool's package index ------------------------------------------------------------------
 
-INDEX_VARS = ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_TRUSTED_HOST", "UV_DEFAULT_INDEX", "UV_INDEX_URL",
-              "UV_INDEX", "UV_INSECURE_HOST")  # fmt: skip
+INDEX_VARS = (
+    "PIP_INDEX_URL",
+    "PIP_EXTRA_INDEX_URL",
+    "PIP_TRUSTED_HOST",
+    "UV_DEFAULT_INDEX",
+    "UV_INDEX_URL",
+    "UV_INDEX",
+    "UV_INSECURE_HOST",
+)
 MIRROR = "http://cache.pool.local/pypi/simple"
 
 
@@ -530,21 +548,33 @@ MIRROR = "http://cache.pool.local/pypi/simple"
     ("given", "expected"),
     [
         ({"UV_INDEX_URL": MIRROR}, {"PIP_INDEX_URL": MIRROR, "UV_INDEX_URL": MIRROR}),
-        ({"PIP_INDEX_URL": MIRROR, "PIP_TRUSTED_HOST": "cache.pool.local"},
-         {"PIP_INDEX_URL": MIRROR, "UV_DEFAULT_INDEX": MIRROR, "PIP_TRUSTED_HOST": "cache.pool.local",
-          "UV_INSECURE_HOST": "cache.pool.local"}),
-        ({"PIP_EXTRA_INDEX_URL": "http://a/simple http://b/simple"},
-         {"PIP_EXTRA_INDEX_URL": "http://a/simple http://b/simple", "UV_INDEX": "http://a/simple http://b/simple"}),
+        (
+            {"PIP_INDEX_URL": MIRROR, "PIP_TRUSTED_HOST": "cache.pool.local"},
+            {
+                "PIP_INDEX_URL": MIRROR,
+                "UV_DEFAULT_INDEX": MIRROR,
+                "PIP_TRUSTED_HOST": "cache.pool.local",
+                "UV_INSECURE_HOST": "cache.pool.local",
+            },
+        ),
+        (
+            {"PIP_EXTRA_INDEX_URL": "http://a/simple http://b/simple"},
+            {"PIP_EXTRA_INDEX_URL": "http://a/simple http://b/simple", "UV_INDEX": "http://a/simple http://b/simple"},
+        ),
         ({}, {}),  # nothing set: nothing named, each installer keeps its own default
     ],
     ids=["uv-only", "pip-only", "extra-indexes", "none"],
-)  # fmt: skip
+)
 def test_the_job_takes_the_pools_index_from_its_environment(
     tmp_path: Path, given: dict[str, str], expected: dict[str, str]
 ) -> None:
     script = f'source "{KIT_ROOT}/ci/ascend/index.sh"\n' + "".join(f'echo "{v}=${{{v}:-}}"\n' for v in INDEX_VARS)
-    env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": str(tmp_path),
-           "PIP_CONFIG_FILE": os.devnull, **given}  # fmt: skip
+    env = {
+        "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "PIP_CONFIG_FILE": os.devnull,
+        **given,
+    }
     done = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
     seen = dict(line.split("=", 1) for line in done.stdout.splitlines())
@@ -561,8 +591,9 @@ KIT_PARTS = (".buildkite", "ci", "scripts", "patches/upstream.toml")
 
 
 def git(cwd: Path, *args: str) -> str:
-    done = subprocess.run(["git", *GIT_ID, *args], cwd=cwd, capture_output=True, text=True, check=True,
-                          env={**os.environ, **GIT_ENV})  # fmt: skip
+    done = subprocess.run(
+        ["git", *GIT_ID, *args], cwd=cwd, capture_output=True, text=True, check=True, env={**os.environ, **GIT_ENV}
+    )
     return done.stdout.strip()
 
 
@@ -583,25 +614,39 @@ def kit_repo(dest: Path, image: str = DIGEST) -> str:
     return git(dest, "rev-parse", "HEAD")
 
 
-SETTINGS_STEP = next(line.strip() for line in (KIT_ROOT / "docs" / "ascend-ci.md").read_text().splitlines()
-                     if line.strip().startswith("git fetch") and line.strip().endswith("bash -s -- pipeline"))  # fmt: skip
+SETTINGS_STEP = next(
+    line.strip()
+    for line in (KIT_ROOT / "docs" / "ascend-ci.md").read_text().splitlines()
+    if line.strip().startswith("git fetch") and line.strip().endswith("bash -s -- pipeline")
+)
 
 
-def agent_run(agent: Path, bin_dir: Path, command: str) -> tuple[subprocess.CompletedProcess[str], list[tuple[str, str]]]:
+def agent_run(
+    agent: Path, bin_dir: Path, command: str
+) -> tuple[subprocess.CompletedProcess[str], list[tuple[str, str]]]:
     """``command`` as a Buildkite agent runs it in its checkout (``$$`` is Buildkite's escaped ``$``), with a
     stand-in buildkite-agent that records each upload (the file, and the queue and image it is filled with)
     and answers the block step's field."""
     records = bin_dir / "uploads"
     shutil.rmtree(records, ignore_errors=True)
     records.mkdir(parents=True)
-    stub(bin_dir / "buildkite-agent", 'case "$1 $2" in\n'
-         '  "pipeline upload") n=$(ls "$RECORDS" | wc -l); cp "$3" "$RECORDS/$n.yml"\n'
-         '    echo "queue=$KIT_ASCEND_QUEUE image=$KIT_ASCEND_IMAGE" > "$RECORDS/$n.env";;\n'
-         '  "meta-data get") echo ascend-a2b3;;\n  *) exit 9;;\nesac\n')  # fmt: skip
-    env = {**GIT_ENV, "PATH": f"{bin_dir}:{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": str(agent.parent),
-           "RECORDS": str(records), "BUILDKITE_PIPELINE_DEFAULT_BRANCH": "main"}  # fmt: skip
-    done = subprocess.run(["bash", "-c", command.replace("$$", "$")], cwd=agent, env=env, capture_output=True,
-                          text=True, check=False)  # fmt: skip
+    stub(
+        bin_dir / "buildkite-agent",
+        'case "$1 $2" in\n'
+        '  "pipeline upload") n=$(ls "$RECORDS" | wc -l); cp "$3" "$RECORDS/$n.yml"\n'
+        '    echo "queue=$KIT_ASCEND_QUEUE image=$KIT_ASCEND_IMAGE" > "$RECORDS/$n.env";;\n'
+        '  "meta-data get") echo ascend-a2b3;;\n  *) exit 9;;\nesac\n',
+    )
+    env = {
+        **GIT_ENV,
+        "PATH": f"{bin_dir}:{Path(sys.executable).parent}:/usr/bin:/bin",
+        "HOME": str(agent.parent),
+        "RECORDS": str(records),
+        "BUILDKITE_PIPELINE_DEFAULT_BRANCH": "main",
+    }
+    done = subprocess.run(
+        ["bash", "-c", command.replace("$$", "$")], cwd=agent, env=env, capture_output=True, text=True, check=False
+    )
     uploads = sorted(records.glob("*.yml"))
     return done, [(u.read_text(), u.with_suffix(".env").read_text().strip()) for u in uploads]
 
@@ -649,16 +694,28 @@ def test_a_pr_that_edits_the_pipeline_cannot_skip_the_approval(tmp_path: Path) -
 # --- dry runs in a pool's container: another uid owns the checkout, HOME is empty ----------------
 
 MODEL = TARGETS["model"]["repo"]
-NO_CARD = ("kit: error: no Ascend cards visible: npu-smi not found -- run on an Ascend runner with the driver "
-           "mounted (npu-smi on PATH)")  # fmt: skip
+NO_CARD = (
+    "kit: error: no Ascend cards visible: npu-smi not found -- run on an Ascend runner with the driver "
+    "mounted (npu-smi on PATH)"
+)
 POOL_LAYOUTS: list[tuple[str, Callable[[Path], tuple[dict[str, str], Path]]]] = [
-    ("hub-cache", lambda c: ({"HF_HUB_CACHE": f"{c}/hub"},
-                             model_at(c / f"hub/models--{MODEL.replace('/', '--')}/snapshots/{'d' * 40}"))),
+    (
+        "hub-cache",
+        lambda c: (
+            {"HF_HUB_CACHE": f"{c}/hub"},
+            model_at(c / f"hub/models--{MODEL.replace('/', '--')}/snapshots/{'d' * 40}"),
+        ),
+    ),
     ("local_dir", lambda c: ({"HF_HOME": f"{c}/huggingface"}, model_at(c / "huggingface" / MODEL))),
-    ("modelscope", lambda c: ({"MODELSCOPE_CACHE": f"{c}/modelscope/hub", "VLLM_USE_MODELSCOPE": "True"},
-                              model_at(c / "modelscope/hub/models" / MODEL))),
+    (
+        "modelscope",
+        lambda c: (
+            {"MODELSCOPE_CACHE": f"{c}/modelscope/hub", "VLLM_USE_MODELSCOPE": "True"},
+            model_at(c / "modelscope/hub/models" / MODEL),
+        ),
+    ),
     ("explicit", lambda c: ({"KIT_ASCEND_MODEL_DIR": f"{c}/mine"}, model_at(c / "mine"))),
-]  # fmt: skip
+]
 
 
 def cann_tree(root: Path) -> Path:
@@ -670,9 +727,17 @@ def cann_tree(root: Path) -> Path:
 
 
 def pool_job(tmp_path: Path, *stages: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["bash", str(tmp_path / "checkout/ci/ascend/job.sh"), *stages], capture_output=True,
-                          text=True, check=False, env={"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
-                          "ASCEND_ROOT": str(cann_tree(tmp_path / "Ascend")), **env})  # fmt: skip
+    return subprocess.run(
+        ["bash", str(tmp_path / "checkout/ci/ascend/job.sh"), *stages],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={
+            "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
+            "ASCEND_ROOT": str(cann_tree(tmp_path / "Ascend")),
+            **env,
+        },
+    )
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="handing the checkout to another uid (chown) needs root")
@@ -687,8 +752,14 @@ def test_dry_run_in_a_pool_container_gets_to_the_first_step_that_needs_a_card(
     model_env, where = lay_out(tmp_path / "cache")
     env = {"HOME": str(home), "KIT_ASCEND_COMMIT": head, **model_env}
     # what the old step did there: git reads nothing from a checkout another uid owns
-    old = subprocess.run(["bash", "-c", 'test "$(git rev-parse HEAD)" = "$KIT_ASCEND_COMMIT"'], cwd=checkout,
-                         env={**env, "PATH": "/usr/bin:/bin"}, capture_output=True, text=True, check=False)  # fmt: skip
+    old = subprocess.run(
+        ["bash", "-c", 'test "$(git rev-parse HEAD)" = "$KIT_ASCEND_COMMIT"'],
+        cwd=checkout,
+        env={**env, "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert old.returncode == 1 and "dubious ownership" in old.stderr
 
     done = pool_job(tmp_path, "commit", "e2e", env=env)
@@ -709,7 +780,7 @@ JOB_ROWS = [
     ("commit-unset", ("commit",), {"KIT_ASCEND_COMMIT": ""}, "KIT_ASCEND_COMMIT='' is not a full 40-hex commit id"),
     ("commit-other", ("commit",), {"KIT_ASCEND_COMMIT": "1" * 40}, f"not the approved {'1' * 40} -- check out the"),
     ("e2e-no-model", ("e2e",), {}, "model robbyant/lingbot-world-v2-14b-causal-fast-diffusers is not in any place"),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(("case", "stages", "given", "error"), JOB_ROWS, ids=[row[0] for row in JOB_ROWS])
@@ -726,15 +797,26 @@ def test_the_job_refuses_in_one_line(
 
 
 def test_env_sh_run_instead_of_sourced_is_refused(tmp_path: Path) -> None:
-    done = subprocess.run(["bash", str(ENV_SH)], capture_output=True, text=True, check=False,
-                          env={"PATH": "/usr/bin:/bin", "ASCEND_ROOT": str(cann_tree(tmp_path / "Ascend"))})  # fmt: skip
+    done = subprocess.run(
+        ["bash", str(ENV_SH)],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={"PATH": "/usr/bin:/bin", "ASCEND_ROOT": str(cann_tree(tmp_path / "Ascend"))},
+    )
     assert done.returncode == 2 and done.stderr == (
         "kit: error: ci/ascend/env.sh was run, not sourced -- source it: source ci/ascend/env.sh\n"
     )
 
 
 def test_the_band_command_without_npu_smi_names_no_option_it_lacks() -> None:
-    done = subprocess.run([sys.executable, "-m", "scripts", "ascendci", "band"], cwd=KIT_ROOT, capture_output=True,
-                          text=True, check=False, env={"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin"})  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "scripts", "ascendci", "band"],
+        cwd=KIT_ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+        env={"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin"},
+    )
     assert done.returncode == 2 and done.stderr == NO_CARD + "\n"
     assert "--standin" not in done.stderr  # an e2e option: ascendci band has none
