@@ -272,7 +272,7 @@ OPTIONS: tuple[Option, ...] = (
         "server-cmd",
         "text",
         None,
-        "serve command override; {host} {port} {model} {deploy_config} {python} are filled in",
+        "serve command override; {host} {port} {model} {deploy_config} {python} {checkout} are filled in",
     ),  # fmt: skip
     Option("client", "choice", "auto", choices=CLIENTS),
     _pixels("width", "832"),
