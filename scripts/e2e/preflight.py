@@ -242,8 +242,10 @@ def inputs(config: E2EConfig, client_python: str | None) -> list[Check]:
 def run(ws: Workspace, config: E2EConfig, python: str | None, env: Mapping[str, str] = os.environ) -> list[Check]:
     """All checks in order; the first failure raises."""
     if config.mode == "external":
-        skipped = ("cards", "cann", "torch_npu", "model", "checkout", "deploy_config", "port")
-        return [Check(n, "skipped", f"external server at {config.server_url}") for n in skipped]
+        # Nothing is started here; the client still runs here, with its first frame.
+        skipped = ("cards", "cann", "torch_npu", "vllm", "model", "checkout", "deploy_config", "port")
+        checks = [Check(n, "skipped", f"external server at {config.server_url}") for n in skipped]
+        return [*checks, check_image(config.image), check_client_python(None)]
     if config.standin:
         # The stand-in serves upstream's handler from the checkout with a stand-in engine: it needs no model
         # (one given must exist) and no card, but the deploy config the Ascend run would read must exist.

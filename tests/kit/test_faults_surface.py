@@ -125,6 +125,11 @@ ROWS = [
         f"{E2E} --deploy-config patches/series --image no/such.png",
         "--image no/such.png is neither a readable file nor a URL",
     ),
+    Row(
+        "e2e-external-image-missing",
+        "e2e --server-url ws://127.0.0.1:9 --image no/such.png",
+        "--image no/such.png is neither a readable file nor a URL",
+    ),
     # provenance: the checkout must be exactly the pin plus the series
     Row("e2e-patches-edited", E2E, "does not match patches/ (differs in 0003-double-attn.patch)", PATCH_EDITED),
     Row("e2e-pin-moved", E2E, "the pin is now vllm-omni 0.2.0", PIN_MOVED),
