@@ -1,7 +1,8 @@
 """Where the kit's Ascend CI runs, read from ci/ascend/: the fixed runner labels and Buildkite queues
-(targets.toml), the CI image each runs, the model it takes from the pool's cache, and the
-steady-median band per chip (bands.toml). The jobs ask `python -m scripts ascendci`; tests check
-that the workflow and the pipeline offer exactly these labels and queues.
+(targets.toml), the CI image each runs, the model it takes from the pool's cache (in each layout the
+pools use), the steady-median band per chip (bands.toml), and the version hold the CI image is built
+under. The jobs ask `python -m scripts ascendci`; tests check that the workflow and the pipeline offer
+exactly these labels and queues.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -162,8 +164,6 @@ REFUSED = ("onnxruntime",)
 
 def installed_versions(paths: Sequence[str] | None = None) -> dict[str, str]:
     """Normalized name -> version of every distribution on ``paths`` (default: this interpreter's sys.path)."""
-    from importlib import metadata
-
     found = metadata.distributions() if paths is None else metadata.distributions(path=list(paths))
     return {normalize(d.metadata["Name"]): d.version for d in found if d.metadata["Name"]}
 
