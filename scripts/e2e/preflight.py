@@ -1,9 +1,11 @@
 """Checks before anything starts; each failure is one KitError line with its fix.
 
-Ascend mode checks cards, CANN, torch_npu, model, deploy config, port and the
-checkout. Stand-in mode (asked for explicitly) checks the checkout (its handler
-is served) and the port, and records the other checks as skipped; an external
-server (--server-url) is checked by nobody here: all are recorded as skipped.
+The run's own inputs come first (model, checkout, deploy config, server command, first frame,
+the benchmark client's websockets), so a typo is found on any host and before any server
+starts; then, in Ascend mode, the machine (cards, CANN, torch_npu, vLLM's release) and the port.
+Stand-in mode (asked for explicitly) needs no model and no card: a model given must exist, the
+rest of the inputs are checked as on Ascend. An external server (--server-url) is checked by
+nobody here; the client's first frame and websockets still are.
 """
 
 from __future__ import annotations
@@ -163,7 +165,8 @@ def check_server_cmd(template: Sequence[str] | None) -> Check:
             f"use only {', '.join('{' + p + '}' for p in PLACEHOLDERS)}",
         )
     program = template[0] if template else ""
-    if program != "{python}" and not (shutil.which(program) if "/" not in program else os.access(program, os.X_OK)):
+    filled_later = "{" in program  # e.g. {python}: known once the venv or the stock env exists
+    if not filled_later and not (shutil.which(program) if "/" not in program else os.access(program, os.X_OK)):
         raise PreflightError(
             f"--server-cmd program {program!r} is not an executable on PATH", "pass its full path, or fix its name"
         )

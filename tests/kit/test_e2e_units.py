@@ -291,3 +291,7 @@ def test_preflight_checks_the_first_frame_before_starting_anything(tmp_path: Pat
     for bad in (str(tmp_path / "missing.png"), str(tmp_path)):
         with pytest.raises(KitError, match="is neither a readable file nor a URL"):
             preflight.check_image(bad)
+
+
+def test_a_server_command_whose_program_is_filled_in_later_is_not_looked_up_now() -> None:
+    assert preflight.check_server_cmd(("{checkout}/serve.sh", "--port", "{port}")).status == "ok"
