@@ -1,9 +1,34 @@
 #!/usr/bin/env bash
-# Buildkite: upload the e2e step for the queue picked in the block step of .buildkite/ascend-e2e.yml.
-# The queue must be one of ci/ascend/targets.toml's; its hardware's CI image must be recorded there
-# by digest. Either refusal is one line and a failed step: nothing is uploaded.
+# Buildkite's two uploads, each made from the default branch's copy of the kit, never from the build's
+# commit: a PR that edits its own .buildkite/ascend-e2e.yml could otherwise drop the block step (the
+# approval), and one that edits ci/ascend/targets.toml could pick its own image.
+#   pipeline  upload .buildkite/ascend-e2e.yml: the block step, then the step that runs `step` below
+#   step      after the block: refuse a queue not in ci/ascend/targets.toml or a hardware without a recorded
+#             image, and upload .buildkite/ascend-e2e-step.yml for the chosen queue
+# This file itself runs as the default branch holds it: the pipeline's settings step (which only a
+# Buildkite admin can edit) and the upload step both run
+#   git fetch --quiet origin "$BUILDKITE_PIPELINE_DEFAULT_BRANCH" \
+#     && git show FETCH_HEAD:ci/ascend/buildkite-upload.sh | bash -s -- MODE
+# Every refusal is one line and a failed step: nothing is uploaded.
 set -euo pipefail
-cd "$(dirname "$0")/../.."
+kit_fail() {
+  echo "kit: error: $1 -- $2" >&2
+  exit 2
+}
+mode="${1:-}"
+[[ "$mode" == pipeline || "$mode" == step ]] || kit_fail "unknown mode '$mode'" "pass pipeline or step"
+branch="${BUILDKITE_PIPELINE_DEFAULT_BRANCH:-}"
+[ -n "$branch" ] || kit_fail "BUILDKITE_PIPELINE_DEFAULT_BRANCH is not set" "run this in a Buildkite step"
+git fetch --quiet origin "refs/heads/$branch" \
+  || kit_fail "cannot fetch $branch from origin" "check the agent's access to the repository"
+trusted="$(mktemp -d)"
+trap 'rm -rf "$trusted"' EXIT
+git archive FETCH_HEAD .buildkite ci scripts | tar -x -C "$trusted"
+cd "$trusted"
+if [ "$mode" = pipeline ]; then
+  buildkite-agent pipeline upload .buildkite/ascend-e2e.yml
+  exit 0
+fi
 queue="$(buildkite-agent meta-data get ascend-queue)"
 image="$(python3 -m scripts ascendci image buildkite "$queue")"
 KIT_ASCEND_QUEUE="$queue" KIT_ASCEND_IMAGE="$image" buildkite-agent pipeline upload .buildkite/ascend-e2e-step.yml

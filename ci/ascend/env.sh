@@ -4,6 +4,10 @@
 # local cache only). CANN's scripts append to variables that may be unset (PYTHONPATH,
 # LD_LIBRARY_PATH, ...); under `set -u` the first such append ends the shell. So nounset is off
 # while they run and back on after, if it was on.
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then # run, not sourced: its settings would end with its own shell
+  echo "kit: error: ci/ascend/env.sh was run, not sourced -- source it: source ci/ascend/env.sh" >&2
+  exit 2
+fi
 kit_ascend_nounset=${-//[^u]/}
 set +u
 for kit_ascend_env in "${ASCEND_ROOT:-/usr/local/Ascend}/ascend-toolkit/set_env.sh" \

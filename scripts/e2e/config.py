@@ -107,14 +107,18 @@ def parse_band(text: str) -> tuple[float, float]:
 
 
 def parse_cards(text: str) -> tuple[int, ...]:
-    """``"0,1,2,3"`` -> (0, 1, 2, 3), sorted and unique."""
+    """``"0,1,2,3"`` -> (0, 1, 2, 3), sorted; a card named twice is refused (it would silently be one card less)."""
     try:
-        cards = tuple(sorted({int(part) for part in text.split(",") if part.strip()}))
+        listed = [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
-        cards = ()
-    if not cards or min(cards) < 0:
+        listed = []
+    if not listed or min(listed) < 0:
         raise KitError(f"card list {text!r} is not a comma-separated list of card ids", "pass e.g. --cards 0,1,2,3")
-    return cards
+    twice = sorted({c for c in listed if listed.count(c) > 1})
+    if twice:
+        names = ", ".join(map(str, twice))
+        raise KitError(f"card list {text!r} names card {names} more than once", "list each card once, e.g. 0,1,2,3")
+    return tuple(sorted(listed))
 
 
 def number_text(x: float) -> str:
@@ -268,7 +272,7 @@ OPTIONS: tuple[Option, ...] = (
         "server-cmd",
         "text",
         None,
-        "serve command override; {host} {port} {model} {deploy_config} {python} are filled in",
+        "serve command override; {host} {port} {model} {deploy_config} {python} {checkout} are filled in",
     ),  # fmt: skip
     Option("client", "choice", "auto", choices=CLIENTS),
     _pixels("width", "832"),

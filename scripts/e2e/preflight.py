@@ -1,23 +1,28 @@
 """Checks before anything starts; each failure is one KitError line with its fix.
 
-Ascend mode checks cards, CANN, torch_npu, model, deploy config, port and the
-checkout. Stand-in mode (asked for explicitly) checks the checkout (its handler
-is served) and the port, and records the other checks as skipped; an external
-server (--server-url) is checked by nobody here: all are recorded as skipped.
+The run's own inputs come first (model, checkout, deploy config, server command, first frame,
+the benchmark client's websockets), so a typo is found on any host and before any server
+starts; then, in Ascend mode, the machine (cards, CANN, torch_npu, vLLM's release) and the port.
+Stand-in mode (asked for explicitly) needs no model and no card: a model given must exist, the
+rest of the inputs are checked as on Ascend. An external server (--server-url) is checked by
+nobody here; the client's first frame and websockets still are.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import shutil
 import subprocess
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from scripts import ascendci
 from scripts.checkout.guards import verify_current
-from scripts.e2e import server
+from scripts.e2e import benchclient, server
 from scripts.e2e.config import E2EConfig
 from scripts.errors import KitError
 from scripts.pin import load_pin
@@ -54,12 +59,13 @@ def parse_busy_cards(npu_smi_info: str) -> dict[int, list[int]]:
     return busy
 
 
-def npu_smi_info() -> str:
+NO_CARDS_FIX = "run on an Ascend runner with the driver mounted (npu-smi on PATH)"
+
+
+def npu_smi_info(fix: str = NO_CARDS_FIX) -> str:
+    """``npu-smi info``; ``fix``: what the caller's user can do without cards (e2e: its --standin)."""
     if shutil.which("npu-smi") is None:
-        raise PreflightError(
-            "no Ascend cards visible: npu-smi not found",
-            "run on an Ascend runner with the driver mounted, or pass --standin to use the test stand-in",
-        )
+        raise PreflightError("no Ascend cards visible: npu-smi not found", fix)
     done = subprocess.run(["npu-smi", "info"], capture_output=True, text=True, timeout=60, check=False)
     if done.returncode != 0:
         raise PreflightError(
@@ -137,9 +143,71 @@ def check_torch_npu(python: str) -> Check:
 def check_model(model: str | None) -> Check:
     if not model:
         raise PreflightError("no model path given", "pass the model directory as the first argument")
-    if not Path(model).is_dir():
-        raise PreflightError(f"model path {model} is not a directory", "download the model there or fix the path")
+    if not ascendci.is_model_dir(Path(model)):
+        raise PreflightError(
+            f"model path {model} is not a model directory (no {' or '.join(ascendci.MODEL_MARKERS)})",
+            "pass the model's directory (on Ascend CI: python -m scripts ascendci model)",
+        )
     return Check("model", "ok", model)
+
+
+PLACEHOLDERS = ("host", "port", "model", "deploy_config", "python", "checkout")
+
+
+def check_server_cmd(template: Sequence[str] | None) -> Check:
+    """--server-cmd: only known placeholders, and a program that exists (else Popen's error comes later)."""
+    if template is None:
+        return Check("server_cmd", "ok", "the kit's own")
+    unknown = sorted({m for arg in template for m in re.findall(r"\{(\w+)\}", arg)} - set(PLACEHOLDERS))
+    if unknown:
+        raise PreflightError(
+            f"--server-cmd names unknown placeholder(s) {', '.join('{' + u + '}' for u in unknown)}",
+            f"use only {', '.join('{' + p + '}' for p in PLACEHOLDERS)}",
+        )
+    program = template[0] if template else ""
+    filled_later = "{" in program  # e.g. {python}: known once the venv or the stock env exists
+    if not filled_later and not (shutil.which(program) if "/" not in program else os.access(program, os.X_OK)):
+        raise PreflightError(
+            f"--server-cmd program {program!r} is not an executable on PATH", "pass its full path, or fix its name"
+        )
+    return Check("server_cmd", "ok", " ".join(template))
+
+
+def check_image(image: str | None) -> Check:
+    """--image: a URL the client can send, or a readable file (else the client fails with the server up)."""
+    if image is None:
+        return Check("image", "ok", "the kit's grey first frame")
+    if image.partition(":")[0] in ("http", "https", "data") or os.access(image, os.R_OK) and Path(image).is_file():
+        return Check("image", "ok", image)
+    raise PreflightError(
+        f"--image {image} is neither a readable file nor a URL", "pass a PNG/JPEG path or an http(s) URL"
+    )
+
+
+def check_client_python(python: str | None) -> Check:
+    """The benchmark client's python can import websockets (else it fails with the server up)."""
+    if python is None:
+        ok = importlib.util.find_spec("websockets") is not None
+        python = sys.executable
+    else:
+        ok = subprocess.run([python, "-c", "import websockets"], capture_output=True, timeout=120).returncode == 0
+    if not ok:
+        raise PreflightError(
+            f"the benchmark client's python {python} cannot import websockets",
+            f"install it there ({python} -m pip install websockets)",
+        )
+    return Check("client", "ok", f"websockets importable by {python}")
+
+
+def check_vllm(python: str, omni_version: str) -> Check:
+    """The image's vLLM is the major.minor the pinned vllm-omni release is made for."""
+    probe = "import importlib.metadata as m; print(m.version('vllm'))"
+    done = subprocess.run([python, "-c", probe], capture_output=True, text=True, timeout=120, check=False)
+    version = done.stdout.strip() if done.returncode == 0 else "(not installed)"
+    why = ascendci.vllm_mismatch(version, omni_version)
+    if why:
+        raise PreflightError(f"{why} ({python})", "run in the CI image built on the matching vllm-ascend release")
+    return Check("vllm", "ok", f"{version} ({python})")
 
 
 def check_file(name: str, path: Path, fix: str) -> Check:
@@ -163,22 +231,38 @@ def check_checkout(ws: Workspace) -> Check:
     return Check("checkout", "ok", f"{state.pin} + series {state.series_digest[:12]}")
 
 
+def inputs(config: E2EConfig, client_python: str | None) -> list[Check]:
+    """The run's own inputs, checked before anything on the machine (after the checkout, which holds the
+    default deploy config): a typo is found on any host, before a server starts."""
+    return [
+        check_file("deploy_config", config.deploy_config, "run nox -s apply, or pass --deploy-config"),
+        check_server_cmd(config.server_cmd),
+        check_image(config.image),
+        check_client_python(client_python),
+    ]
+
+
 def run(ws: Workspace, config: E2EConfig, python: str | None, env: Mapping[str, str] = os.environ) -> list[Check]:
     """All checks in order; the first failure raises."""
     if config.mode == "external":
-        skipped = ("cards", "cann", "torch_npu", "model", "checkout", "deploy_config", "port")
-        return [Check(n, "skipped", f"external server at {config.server_url}") for n in skipped]
+        # Nothing is started here; the client still runs here, with its first frame.
+        skipped = ("cards", "cann", "torch_npu", "vllm", "model", "checkout", "deploy_config", "port")
+        checks = [Check(n, "skipped", f"external server at {config.server_url}") for n in skipped]
+        return [*checks, check_image(config.image), check_client_python(None)]
     if config.standin:
-        # The stand-in serves upstream's handler from the checkout: that one check stays.
-        skipped = ("cards", "cann", "torch_npu", "model", "deploy_config")
+        # The stand-in serves upstream's handler from the checkout with a stand-in engine: it needs no model
+        # (one given must exist) and no card, but the deploy config the Ascend run would read must exist.
+        skipped = ("cards", "cann", "torch_npu", "vllm")
         checks = [Check(n, "skipped", "stand-in mode") for n in skipped]
-        return [*checks, check_checkout(ws), check_port(config.host, config.port)]
-    checks = [check_cards(config.cards, npu_smi_info(), env), check_cann(env)]
+        model = check_model(config.model) if config.model else Check("model", "skipped", "stand-in mode")
+        return [*checks, model, check_checkout(ws), *inputs(config, None), check_port(config.host, config.port)]
+    # Ascend: upstream's client runs in the e2e venv, which sees the base python's packages; the kit's in this one.
+    client_python = python if benchclient.choose_client(config) == "upstream" else None
+    checks = [check_model(config.model), check_checkout(ws), *inputs(config, client_python)]
+    checks += [check_cards(config.cards, npu_smi_info(f"{NO_CARDS_FIX}, or pass --standin"), env), check_cann(env)]
     if python is None:
         raise PreflightError("no base python found on PATH", "pass --python (the runner's python with torch_npu)")
     checks.append(check_torch_npu(python))
-    checks.append(check_model(config.model))
-    checks.append(check_checkout(ws))
-    checks.append(check_file("deploy_config", config.deploy_config, "run nox -s apply, or pass --deploy-config"))
+    checks.append(check_vllm(python, load_pin(ws.pin_file).version))
     checks.append(check_port(config.host, config.port))
     return checks

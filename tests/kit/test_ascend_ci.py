@@ -3,6 +3,8 @@ copies it must refuse. The shell pieces run in bash, over a stand-in CANN tree a
 
 from __future__ import annotations
 
+import os
+import re
 import shutil
 import subprocess
 import sys
@@ -45,11 +47,16 @@ def stages(command: str) -> list[str]:
 
 
 def stage_problems(names: list[str]) -> list[str]:
+    if names[:1] != ["commit"]:
+        return ["the approved commit is not checked first (job.sh commit)"]
     if "leg" not in names:
         return ["no step runs the npu leg in mode real (job.sh leg)"]
     if "e2e" not in names or names.index("leg") > names.index("e2e"):
         return ["the real npu leg does not run before the e2e"]
     return []
+
+
+TRUSTED_UPLOAD = "git show FETCH_HEAD:ci/ascend/buildkite-upload.sh | bash -s --"
 
 
 def workflow_problems(text: str) -> list[str]:
@@ -97,7 +104,18 @@ def pipeline_problems(pipeline: str, step: str) -> list[str]:
     upload = next((s for s in steps if "ci/ascend/buildkite-upload.sh" in s.get("command", "")), {})
     if not block or upload.get("depends_on") != block.get("key"):
         problems.append("the upload does not wait for the block step (the approval)")
+    if not (block or {}).get("allowed_teams"):
+        problems.append("the block step has no allowed_teams: anyone with build access could approve")
+    if TRUSTED_UPLOAD + " step" not in upload.get(
+        "command", ""
+    ) or "$$BUILDKITE_PIPELINE_DEFAULT_BRANCH" not in upload.get("command", ""):
+        problems.append("the upload step does not run the default branch's ci/ascend/buildkite-upload.sh step")
     (job,) = load_yaml(step)["steps"]
+    secrets = [p.get("kubernetes", {}).get("podSpecPatch", {}).get("imagePullSecrets") for p in job.get("plugins", [])]
+    if not any(secrets):
+        problems.append("the NPU step has no kubernetes plugin with imagePullSecrets (the cluster's pull secret)")
+    if 'KIT_ASCEND_COMMIT="$$BUILDKITE_COMMIT"' not in job.get("command", ""):
+        problems.append("the NPU step does not check its commit against BUILDKITE_COMMIT")
     if job.get("agents") != {"queue": "${KIT_ASCEND_QUEUE}", "resource_class": "npu-4"}:
         problems.append(f"agents are not the chosen queue with resource_class npu-4: {job.get('agents')}")
     if job.get("image") != "${KIT_ASCEND_IMAGE}":
@@ -142,7 +160,14 @@ BROKEN = [
     (P, ("    depends_on: approve\n", ""), "does not wait for the block step"),
     (S, ('      resource_class: "npu-4"', '      resource_class: "npu-1"'), "resource_class npu-4"),
     (S, ('      VLLM_WORKER_MULTIPROC_METHOD: spawn', '      VLLM_WORKER_MULTIPROC_METHOD: fork'), "spawn"),
-    (S, ("job.sh tools apply leg e2e", "job.sh tools apply e2e leg"), "does not run before the e2e"),
+    (S, ("job.sh commit tools apply leg e2e", "job.sh commit tools apply e2e leg"), "does not run before the e2e"),
+    (S, ("job.sh commit tools", "job.sh tools"), "the approved commit is not checked first"),
+    (S, ("              - name: swr-secret\n", ""), "no kubernetes plugin with imagePullSecrets"),
+    (S, ('KIT_ASCEND_COMMIT="$$BUILDKITE_COMMIT" ', ""), "does not check its commit against BUILDKITE_COMMIT"),
+    (P, ("    allowed_teams:\n      - ascend-ci-approvers\n", ""), "no allowed_teams"),
+    (P, ('"$$BUILDKITE_PIPELINE_DEFAULT_BRANCH"', '"$$BUILDKITE_BRANCH"'), "does not run the default branch's"),
+    (W, ("run: ci/ascend/job.sh commit\n", 'run: test "$(git rev-parse HEAD)" = "$KIT_ASCEND_COMMIT"\n'),
+     "the approved commit is not checked first"),
     (J, ("set -eo pipefail\n", "set -euo pipefail\n"), "set -u before ci/ascend/env.sh"),
     (J, ("      source ci/ascend/env.sh\n      set -u\n      \"$tools/bin/nox\" -s \"test",
          "      \"$tools/bin/nox\" -s \"test"), "stage leg runs without ci/ascend/env.sh"),
@@ -246,12 +271,25 @@ def test_the_dockerfile_builds_on_a_digest_and_sources_cann_and_atb() -> None:
     assert "ARG BASE\nFROM ${BASE}" in text and "@sha256:[0-9a-f]{64}$" in text
     assert "ascend-toolkit/set_env.sh" in text and "nnal/atb/set_env.sh" in text
     assert "ENV VLLM_WORKER_MULTIPROC_METHOD=spawn" in text and "-c /tmp/kit/held.txt" in text
+    assert "python3 -m scripts ascendci held > /tmp/kit/held.txt" in text and "pip freeze" not in text
+    assert "quay.io/atlas-ci/vllm-ascend:v0.30.0@sha256:" in text and "quay.io/ascend/" not in text
+    assert "--index-url" not in text and "pypi.org" not in text  # the pool's index comes from the environment
+
+
+# The wheel's CUDA builds and what the NPU image takes instead (None: nothing), as upstream's setup picks.
+FOR_NPU = {"fa3-fwd": None, "onnxruntime": "onnxruntime-cann"}
 
 
 def runtime_requirements(metadata: str) -> list[str]:
-    """A wheel's Requires-Dist lines without extras, as ci/ascend/omni-requirements.txt lists them."""
+    """A wheel's Requires-Dist lines without extras, for NPU, as ci/ascend/omni-requirements.txt lists them."""
     lines = [line.split(": ", 1)[1] for line in metadata.splitlines() if line.startswith("Requires-Dist: ")]
-    return [req for req in lines if "extra ==" not in req and not req.startswith("fa3-fwd")]
+    out = []
+    for req in (line for line in lines if "extra ==" not in line):
+        name = re.match(r"[A-Za-z0-9._-]+", req)[0]  # type: ignore[index]
+        swapped = FOR_NPU.get(name, name)
+        if swapped:
+            out.append(swapped + req[len(name) :])
+    return out
 
 
 @pytest.mark.network  # the pinned wheel: from .work/downloads when cached, else the registry
@@ -263,6 +301,7 @@ def test_the_images_requirements_are_the_pinned_wheels() -> None:
               if line and not line.startswith("#")]  # fmt: skip
     assert listed == runtime_requirements(metadata)
     assert runtime_requirements(metadata + "Requires-Dist: fa3-fwd==0.0.3\n") == listed  # CUDA-only, left out
+    assert "onnxruntime-cann>=1.23.2" in listed and not any(r.startswith("onnxruntime>") for r in listed)
 
 
 def stub(path: Path, script: str) -> None:
@@ -363,3 +402,421 @@ def test_the_band_command_reads_the_cards_chip(tmp_path: Path, chip: str, band: 
     assert done.returncode == 0, done.stderr
     assert done.stdout == f"{band}\n"  # stdout is the band alone: the job reads it into KIT_E2E_BAND
     assert note in done.stderr
+
+
+# --- the model, as each pool lays it out ---------------------------------------------------------
+
+REPO = "org/model.v2"  # a dot: ModelScope writes it "___" on disk
+
+
+def model_at(path: Path) -> Path:
+    path.mkdir(parents=True)
+    (path / "model_index.json").write_text("{}")
+    return path
+
+
+def hub_cache(hub: Path, refs: bool = True) -> Path:
+    repo = hub / "models--org--model.v2"
+    snapshot = model_at(repo / "snapshots" / ("c" * 40))
+    if refs:
+        (repo / "refs").mkdir()
+        (repo / "refs" / "main").write_text("c" * 40 + "\n")
+    return snapshot
+
+
+# (layout, environment given, how the pool wrote the model) -> where it must be found
+LAYOUTS: list[tuple[str, dict[str, str], Callable[[Path], Path]]] = [
+    ("hub-cache via HF_HUB_CACHE", {"HF_HUB_CACHE": "{t}/hub"}, lambda t: hub_cache(t / "hub")),
+    ("hub-cache via HF_HOME", {"HF_HOME": "{t}/hf"}, lambda t: hub_cache(t / "hf" / "hub")),
+    ("hub-cache in HOME, no refs/main", {}, lambda t: hub_cache(t / "home/.cache/huggingface/hub", refs=False)),
+    ("hub-cache in the pool's home", {}, lambda t: hub_cache(t / "pool/.cache/huggingface/hub")),
+    ("local_dir under HF_HOME", {"HF_HOME": "{t}/hf"}, lambda t: model_at(t / "hf/org/model.v2")),
+    ("local_dir in the pool's home", {}, lambda t: model_at(t / "pool/.cache/huggingface/org/model.v2")),
+    ("modelscope via its variable", {"MODELSCOPE_CACHE": "{t}/ms"}, lambda t: model_at(t / "ms/models/org/model___v2")),
+    ("modelscope default", {}, lambda t: model_at(t / "pool/.cache/modelscope/hub/models/org/model___v2")),
+    ("modelscope, older release", {}, lambda t: model_at(t / "home/.cache/modelscope/hub/org/model___v2")),
+]
+
+
+def places(tmp_path: Path, env: dict[str, str], explicit: str | None = None) -> list[ascendci.ModelPlace]:
+    env = {k: v.format(t=tmp_path) for k, v in env.items()}
+    return ascendci.model_places(REPO, env, [tmp_path / "home", tmp_path / "pool"], explicit)
+
+
+@pytest.mark.parametrize(("layout", "env", "lay_out"), LAYOUTS, ids=[row[0] for row in LAYOUTS])
+def test_the_model_is_found_in_each_layout_the_pools_use(
+    tmp_path: Path, layout: str, env: dict[str, str], lay_out: Callable[[Path], Path]
+) -> None:
+    where = lay_out(tmp_path)
+    assert ascendci.find_model(REPO, places(tmp_path, env)) == where
+    # the same tree with the model's files gone: refused, and the line names the place it was in
+    (where / "model_index.json").unlink()
+    with pytest.raises(KitError) as refused:
+        ascendci.find_model(REPO, places(tmp_path, env))
+    assert str(where) in str(refused.value) and "\n" not in str(refused.value)
+
+
+def test_the_refusal_names_every_place_and_an_explicit_path_is_the_only_one(tmp_path: Path) -> None:
+    everywhere = places(tmp_path, {"HF_HUB_CACHE": "{t}/hub", "HF_HOME": "{t}/hf", "MODELSCOPE_CACHE": "{t}/ms"})
+    with pytest.raises(KitError) as refused:
+        ascendci.find_model(REPO, everywhere)
+    message = str(refused.value)
+    assert len(everywhere) == 13 and all(str(p.path.parent) in message for p in everywhere)
+    assert message.endswith(ascendci.MODEL_LIST_FIX)
+    hub_cache(tmp_path / "hub")  # in the cache, but an explicit path is the only place looked at
+    explicit = places(tmp_path, {"HF_HUB_CACHE": "{t}/hub"}, str(tmp_path / "mine"))
+    with pytest.raises(KitError, match=f"no model_index.json or config.json in: {tmp_path}/mine"):
+        ascendci.find_model(REPO, explicit)
+    assert ascendci.find_model(REPO, explicit[:0] + [ascendci.ModelPlace("explicit", model_at(tmp_path / "mine"))])
+
+
+# --- the version hold, from the distributions' metadata ----------------------------------------
+
+
+def dist(site: Path, name: str, version: str, editable: str | None = None) -> None:
+    info = site / f"{name.replace('-', '_')}-{version}.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    if editable:  # what pip writes for `pip install -e`: pip freeze prints `-e <path>` for it
+        (info / "direct_url.json").write_text(f'{{"url": "file://{editable}", "dir_info": {{"editable": true}}}}')
+
+
+def image_site(tmp_path: Path, vllm: str = "0.30.0+empty") -> Path:
+    """A stand-in for a vllm-ascend image's site-packages: vllm and vllm-ascend editable, as they are there."""
+    site = tmp_path / "site"
+    dist(site, "torch", "2.13.0")
+    dist(site, "torch_npu", "2.13.0")
+    dist(site, "vllm", vllm, editable="/vllm-workspace/vllm")
+    dist(site, "vllm_ascend", "0.30.0", editable="/vllm-workspace/vllm-ascend")
+    dist(site, "transformers", "5.13.1")
+    return site
+
+
+def held(site: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "scripts", "ascendci", "held", "--path", str(site)],
+        cwd=KIT_ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def test_the_hold_keeps_editable_vllm_and_vllm_ascend_and_refuses_vanilla_onnxruntime(tmp_path: Path) -> None:
+    done = held(image_site(tmp_path))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "torch==2.13.0",
+        "torch-npu==2.13.0",
+        "vllm==0.30.0+empty",
+        "vllm-ascend==0.30.0",
+        "onnxruntime<0",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("change", "error"),
+    [
+        ("vllm 0.28", "vLLM 0.28.2 is not the 0.30 release vllm-omni 0.30.0 is made for"),
+        ("no vllm-ascend", "the base image has no vllm-ascend installed: not a vllm-ascend release image"),
+    ],
+)
+def test_the_hold_refuses_an_image_that_is_not_the_matching_release(tmp_path: Path, change: str, error: str) -> None:
+    site = image_site(tmp_path, vllm="0.28.2" if change == "vllm 0.28" else "0.30.0")
+    if change == "no vllm-ascend":
+        shutil.rmtree(next(site.glob("vllm_ascend-*")))
+    done = held(site)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.startswith("kit: error: ") and error in done.stderr and done.stderr.count("\n") == 1
+
+
+# --- the pool's package index ------------------------------------------------------------------
+
+INDEX_VARS = (
+    "PIP_INDEX_URL",
+    "PIP_EXTRA_INDEX_URL",
+    "PIP_TRUSTED_HOST",
+    "UV_DEFAULT_INDEX",
+    "UV_INDEX_URL",
+    "UV_INDEX",
+    "UV_INSECURE_HOST",
+)
+MIRROR = "http://cache.pool.local/pypi/simple"
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        ({"UV_INDEX_URL": MIRROR}, {"PIP_INDEX_URL": MIRROR, "UV_INDEX_URL": MIRROR}),
+        (
+            {"PIP_INDEX_URL": MIRROR, "PIP_TRUSTED_HOST": "cache.pool.local"},
+            {
+                "PIP_INDEX_URL": MIRROR,
+                "UV_DEFAULT_INDEX": MIRROR,
+                "PIP_TRUSTED_HOST": "cache.pool.local",
+                "UV_INSECURE_HOST": "cache.pool.local",
+            },
+        ),
+        (
+            {"PIP_EXTRA_INDEX_URL": "http://a/simple http://b/simple"},
+            {"PIP_EXTRA_INDEX_URL": "http://a/simple http://b/simple", "UV_INDEX": "http://a/simple http://b/simple"},
+        ),
+        ({}, {}),  # nothing set: nothing named, each installer keeps its own default
+    ],
+    ids=["uv-only", "pip-only", "extra-indexes", "none"],
+)
+def test_the_job_takes_the_pools_index_from_its_environment(
+    tmp_path: Path, given: dict[str, str], expected: dict[str, str]
+) -> None:
+    script = f'source "{KIT_ROOT}/ci/ascend/index.sh"\n' + "".join(f'echo "{v}=${{{v}:-}}"\n' for v in INDEX_VARS)
+    env = {
+        "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "PIP_CONFIG_FILE": os.devnull,
+        **given,
+    }
+    done = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    seen = dict(line.split("=", 1) for line in done.stdout.splitlines())
+    assert {k: v for k, v in seen.items() if v} == expected
+    for path in (JOB, KIT_ROOT / "ci/ascend/buildkite-upload.sh", KIT_ROOT / "ci/ascend/Dockerfile"):
+        assert "pypi.org" not in path.read_text() and "--index-url" not in path.read_text()
+
+
+# --- Buildkite: what is uploaded comes from the default branch ---------------------------------
+
+GIT_ID = ["-c", "user.name=Kit Test", "-c", "user.email=kit@example.com", "-c", "init.defaultBranch=main"]
+GIT_ENV = {"GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+KIT_PARTS = (".buildkite", "ci", "scripts", "patches/upstream.toml")
+
+
+def git(cwd: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", *GIT_ID, *args], cwd=cwd, capture_output=True, text=True, check=True, env={**os.environ, **GIT_ENV}
+    )
+    return done.stdout.strip()
+
+
+def kit_repo(dest: Path, image: str = DIGEST) -> str:
+    """A git repository of the kit's CI files with ``image`` recorded for a2; returns its commit."""
+    for part in KIT_PARTS:
+        src, to = KIT_ROOT / part, dest / part
+        if src.is_dir():
+            shutil.copytree(src, to, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            to.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, to)
+    targets = dest / "ci" / "ascend" / "targets.toml"
+    targets.write_text(targets.read_text().replace('a2 = ""', f'a2 = "{image}"'))
+    git(dest, "init", "-q")
+    git(dest, "add", "-A")
+    git(dest, "commit", "-qm", "kit")
+    return git(dest, "rev-parse", "HEAD")
+
+
+SETTINGS_STEP = next(
+    line.strip()
+    for line in (KIT_ROOT / "docs" / "ascend-ci.md").read_text().splitlines()
+    if line.strip().startswith("git fetch") and line.strip().endswith("bash -s -- pipeline")
+)
+
+
+def agent_run(
+    agent: Path, bin_dir: Path, command: str
+) -> tuple[subprocess.CompletedProcess[str], list[tuple[str, str]]]:
+    """``command`` as a Buildkite agent runs it in its checkout (``$$`` is Buildkite's escaped ``$``), with a
+    stand-in buildkite-agent that records each upload (the file, and the queue and image it is filled with)
+    and answers the block step's field."""
+    records = bin_dir / "uploads"
+    shutil.rmtree(records, ignore_errors=True)
+    records.mkdir(parents=True)
+    stub(
+        bin_dir / "buildkite-agent",
+        'case "$1 $2" in\n'
+        '  "pipeline upload") n=$(ls "$RECORDS" | wc -l); cp "$3" "$RECORDS/$n.yml"\n'
+        '    echo "queue=$KIT_ASCEND_QUEUE image=$KIT_ASCEND_IMAGE" > "$RECORDS/$n.env";;\n'
+        '  "meta-data get") echo ascend-a2b3;;\n  *) exit 9;;\nesac\n',
+    )
+    env = {
+        **GIT_ENV,
+        "PATH": f"{bin_dir}:{Path(sys.executable).parent}:/usr/bin:/bin",
+        "HOME": str(agent.parent),
+        "RECORDS": str(records),
+        "BUILDKITE_PIPELINE_DEFAULT_BRANCH": "main",
+    }
+    done = subprocess.run(
+        ["bash", "-c", command.replace("$$", "$")], cwd=agent, env=env, capture_output=True, text=True, check=False
+    )
+    uploads = sorted(records.glob("*.yml"))
+    return done, [(u.read_text(), u.with_suffix(".env").read_text().strip()) for u in uploads]
+
+
+def test_a_pr_that_edits_the_pipeline_cannot_skip_the_approval(tmp_path: Path) -> None:
+    main = tmp_path / "src"
+    kit_repo(main)
+    git(main, "checkout", "-qb", "pr")
+    pipeline = main / ".buildkite" / "ascend-e2e.yml"
+    edited = load_yaml(pipeline.read_text())
+    edited["steps"] = [s for s in edited["steps"] if "block" not in s]  # no approval: straight to the cards
+    edited["steps"][0].pop("depends_on")
+    pipeline.write_text(yaml.safe_dump(edited))
+    upload_sh = main / "ci" / "ascend" / "buildkite-upload.sh"
+    upload_sh.write_text(upload_sh.read_text().replace("refs/heads/$branch", "HEAD"))
+    targets = main / "ci" / "ascend" / "targets.toml"
+    targets.write_text(targets.read_text().replace(DIGEST, DIGEST[:-64] + "b" * 64))
+    git(main, "commit", "-qam", "skip the block, pick my image")
+    git(tmp_path, "clone", "-q", "--bare", str(main), "origin.git")
+    git(tmp_path, "clone", "-q", "origin.git", "agent")
+    agent = tmp_path / "agent"
+    git(agent, "checkout", "-q", "--detach", "origin/pr")  # the build's commit: the PR's
+    bin_dir = tmp_path / "bin"
+
+    # the pipeline's settings step: the default branch's pipeline, block step included
+    done, uploads = agent_run(agent, bin_dir, SETTINGS_STEP)
+    assert done.returncode == 0, done.stderr
+    main_pipeline = git(main, "show", "main:.buildkite/ascend-e2e.yml") + "\n"
+    assert [text for text, _ in uploads] == [main_pipeline]
+    assert pipeline_problems(main_pipeline, STEP.read_text()) == []
+    # after the block: the step and the image are the default branch's too
+    upload_step = next(s for s in load_yaml(main_pipeline)["steps"] if s.get("key") == "upload-ascend-e2e")
+    done, uploads = agent_run(agent, bin_dir, upload_step["command"])
+    assert done.returncode == 0, done.stderr
+    main_step = git(main, "show", "main:.buildkite/ascend-e2e-step.yml") + "\n"
+    assert uploads == [(main_step, f"queue=ascend-a2b3 image={DIGEST}")]
+
+    # the check bites: the old settings step uploads the PR's own file, which has no approval
+    done, uploads = agent_run(agent, bin_dir, "buildkite-agent pipeline upload .buildkite/ascend-e2e.yml")
+    assert done.returncode == 0 and "block" not in uploads[0][0]
+    problems = pipeline_problems(uploads[0][0], STEP.read_text())
+    assert "no block step offers exactly ci/ascend/targets.toml's queues" in problems
+
+
+# --- dry runs in a pool's container: another uid owns the checkout, HOME is empty ----------------
+
+MODEL = TARGETS["model"]["repo"]
+NO_CARD = (
+    "kit: error: no Ascend cards visible: npu-smi not found -- run on an Ascend runner with the driver "
+    "mounted (npu-smi on PATH)"
+)
+POOL_LAYOUTS: list[tuple[str, Callable[[Path], tuple[dict[str, str], Path]]]] = [
+    (
+        "hub-cache",
+        lambda c: (
+            {"HF_HUB_CACHE": f"{c}/hub"},
+            model_at(c / f"hub/models--{MODEL.replace('/', '--')}/snapshots/{'d' * 40}"),
+        ),
+    ),
+    ("local_dir", lambda c: ({"HF_HOME": f"{c}/huggingface"}, model_at(c / "huggingface" / MODEL))),
+    (
+        "modelscope",
+        lambda c: (
+            {"MODELSCOPE_CACHE": f"{c}/modelscope/hub", "VLLM_USE_MODELSCOPE": "True"},
+            model_at(c / "modelscope/hub/models" / MODEL),
+        ),
+    ),
+    ("explicit", lambda c: ({"KIT_ASCEND_MODEL_DIR": f"{c}/mine"}, model_at(c / "mine"))),
+]
+
+
+def cann_tree(root: Path) -> Path:
+    """A stand-in CANN install: each set_env.sh appends to a variable the job never set, as CANN's do."""
+    for where, (appended, home) in CANN.items():
+        (root / where).mkdir(parents=True)
+        (root / where / "set_env.sh").write_text(f"export {appended}=${appended}:x\nexport {home}={root}/{where}\n")
+    return root
+
+
+def pool_job(tmp_path: Path, *stages: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["bash", str(tmp_path / "checkout/ci/ascend/job.sh"), *stages],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={
+            "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
+            "ASCEND_ROOT": str(cann_tree(tmp_path / "Ascend")),
+            **env,
+        },
+    )
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="handing the checkout to another uid (chown) needs root")
+@pytest.mark.parametrize(("layout", "lay_out"), POOL_LAYOUTS, ids=[row[0] for row in POOL_LAYOUTS])
+def test_dry_run_in_a_pool_container_gets_to_the_first_step_that_needs_a_card(
+    tmp_path: Path, layout: str, lay_out: Callable[[Path], tuple[dict[str, str], Path]]
+) -> None:
+    checkout, home = tmp_path / "checkout", tmp_path / "home"
+    head = kit_repo(checkout)
+    subprocess.run(["chown", "-R", "nobody", str(checkout)], check=True)
+    home.mkdir()
+    model_env, where = lay_out(tmp_path / "cache")
+    env = {"HOME": str(home), "KIT_ASCEND_COMMIT": head, **model_env}
+    # what the old step did there: git reads nothing from a checkout another uid owns
+    old = subprocess.run(
+        ["bash", "-c", 'test "$(git rev-parse HEAD)" = "$KIT_ASCEND_COMMIT"'],
+        cwd=checkout,
+        env={**env, "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert old.returncode == 1 and "dubious ownership" in old.stderr
+
+    done = pool_job(tmp_path, "commit", "e2e", env=env)
+    assert done.returncode == 2 and done.stderr.splitlines() == [NO_CARD], done.stderr
+    assert f"kit: the checkout is the approved commit {head}\n" in done.stdout
+    assert f"kit: the model: {where}\n" in done.stdout
+    assert (home / ".gitconfig").read_text() == f"[safe]\n\tdirectory = {checkout}\n"  # the workspace, once
+
+
+# --- the job's refusals: one line each, nothing run ----------------------------------------------
+
+JOB_ROWS = [
+    ("no-stage", (), {}, "no stage given -- run ci/ascend/job.sh STAGE..., stages: commit tools apply leg e2e"),
+    ("typo-stage", ("tools", "aply"), {}, "unknown stage aply -- use stages from: commit tools apply leg e2e"),
+    ("apply-without-tools", ("apply",), {}, "the kit's tools are not in {t}/none (no bin/nox) -- run the tools stage"),
+    ("leg-without-tools", ("leg",), {}, "the kit's tools are not in {t}/none (no bin/nox)"),
+    ("commit-not-a-sha", ("commit",), {"KIT_ASCEND_COMMIT": "HEAD"}, "KIT_ASCEND_COMMIT='HEAD' is not a full 40-hex"),
+    ("commit-unset", ("commit",), {"KIT_ASCEND_COMMIT": ""}, "KIT_ASCEND_COMMIT='' is not a full 40-hex commit id"),
+    ("commit-other", ("commit",), {"KIT_ASCEND_COMMIT": "1" * 40}, f"not the approved {'1' * 40} -- check out the"),
+    ("e2e-no-model", ("e2e",), {}, "model robbyant/lingbot-world-v2-14b-causal-fast-diffusers is not in any place"),
+]
+
+
+@pytest.mark.parametrize(("case", "stages", "given", "error"), JOB_ROWS, ids=[row[0] for row in JOB_ROWS])
+def test_the_job_refuses_in_one_line(
+    tmp_path: Path, case: str, stages: tuple[str, ...], given: dict[str, str], error: str
+) -> None:
+    kit_repo(tmp_path / "checkout")
+    (tmp_path / "home").mkdir()
+    env = {"HOME": str(tmp_path / "home"), "KIT_TOOLS_VENV": str(tmp_path / "none"), **given}
+    done = pool_job(tmp_path, *stages, env=env)
+    assert done.returncode == 2 and len(done.stderr.splitlines()) == 1, done.stderr
+    assert done.stderr.startswith("kit: error: ") and error.format(t=tmp_path) in done.stderr
+    assert "Traceback" not in done.stdout + done.stderr and not (tmp_path / "none").exists()
+
+
+def test_env_sh_run_instead_of_sourced_is_refused(tmp_path: Path) -> None:
+    done = subprocess.run(
+        ["bash", str(ENV_SH)],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={"PATH": "/usr/bin:/bin", "ASCEND_ROOT": str(cann_tree(tmp_path / "Ascend"))},
+    )
+    assert done.returncode == 2 and done.stderr == (
+        "kit: error: ci/ascend/env.sh was run, not sourced -- source it: source ci/ascend/env.sh\n"
+    )
+
+
+def test_the_band_command_without_npu_smi_names_no_option_it_lacks() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "scripts", "ascendci", "band"],
+        cwd=KIT_ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+        env={"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin"},
+    )
+    assert done.returncode == 2 and done.stderr == NO_CARD + "\n"
+    assert "--standin" not in done.stderr  # an e2e option: ascendci band has none

@@ -149,11 +149,14 @@ def test_port_already_taken_stops_at_preflight(e2e_kit: Workspace, tmp_path: Pat
                     reason="an Ascend host: the no-card preflight line cannot be shown here")  # fmt: skip
 def test_cpu_host_without_standin_stops_at_preflight(e2e_kit: Workspace, tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("KIT_E2E_")}
-    done = subprocess.run([sys.executable, "-m", "scripts", "e2e", "--evidence-root", str(tmp_path / "ev")],
-                          cwd=e2e_kit.root, env=env, capture_output=True, text=True, timeout=60)  # fmt: skip
+    model = tmp_path / "model"  # the run's own inputs pass: the first check that fails is the machine's
+    model.mkdir()
+    (model / "model_index.json").write_text("{}")
+    argv = [sys.executable, "-m", "scripts", "e2e", str(model), "--evidence-root", str(tmp_path / "ev")]
+    done = subprocess.run(argv, cwd=e2e_kit.root, env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.splitlines() == [
-        "kit: error: no Ascend cards visible: npu-smi not found -- run on an Ascend runner with the driver mounted, "
-        "or pass --standin to use the test stand-in"
+        "kit: error: no Ascend cards visible: npu-smi not found -- run on an Ascend runner with the driver mounted "
+        "(npu-smi on PATH), or pass --standin"
     ]
     assert not (tmp_path / "ev").exists()

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import re
 import shutil
+import subprocess
+import sys
 from dataclasses import asdict
 from pathlib import Path
 
@@ -225,3 +228,70 @@ def test_the_ascend_server_env_spawns_workers_stays_offline_and_maps_logical_car
     assert determinism.recorded(env)["VLLM_WORKER_MULTIPROC_METHOD"] == "spawn"
     standin = determinism.server_env({"PATH": "/bin"}, (), ascend=False)
     assert "VLLM_WORKER_MULTIPROC_METHOD" not in standin and "ASCEND_RT_VISIBLE_DEVICES" not in standin
+
+
+def bare_python(where: Path, vllm: str | None = None) -> str:
+    """A real python with nothing installed (no websockets), and optionally a vllm distribution's metadata."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(where)], check=True)
+    if vllm:
+        (site,) = where.glob("lib/python*/site-packages")
+        info = site / f"vllm-{vllm}.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: vllm\nVersion: {vllm}\n")
+    return str(where / "bin" / "python")
+
+
+def test_preflight_finds_a_client_python_without_websockets_before_any_server(tmp_path: Path) -> None:
+    bare = bare_python(tmp_path / "bare")
+    with pytest.raises(KitError, match=f"the benchmark client's python {bare} cannot import websockets"):
+        preflight.check_client_python(bare)
+    assert preflight.check_client_python(sys.executable).status == "ok"
+    assert preflight.check_client_python(None).status == "ok"  # the kit's client runs in this interpreter
+
+
+@pytest.mark.parametrize(
+    ("vllm", "error"),
+    [
+        ("0.30.1.dev4+g1234", ""),
+        ("0.28.0", "vLLM 0.28.0 is not the 0.30"),
+        (None, "vLLM (not installed) is not the 0.30 release"),
+    ],
+)
+def test_preflight_refuses_a_vllm_of_another_release(tmp_path: Path, vllm: str | None, error: str) -> None:
+    python = bare_python(tmp_path / "py", vllm)
+    if error:
+        with pytest.raises(KitError, match=re.escape(error)):
+            preflight.check_vllm(python, "0.30.0")
+    else:
+        assert preflight.check_vllm(python, "0.30.0").detail == f"{vllm} ({python})"
+
+
+@pytest.mark.parametrize(
+    ("template", "error"),
+    [
+        (("{python}", "serve.py", "--port", "{port}"), ""),
+        (("sh", "-c", "{model} {deploy_config} {host} {checkout}"), ""),
+        (("{nosuch}",), "--server-cmd names unknown placeholder(s) {nosuch}"),
+        (("/no/such/vllm-omni", "serve"), "--server-cmd program '/no/such/vllm-omni' is not an executable"),
+    ],
+)
+def test_preflight_checks_the_server_command_before_starting_it(template: tuple[str, ...], error: str) -> None:
+    if error:
+        with pytest.raises(KitError, match=re.escape(error)):
+            preflight.check_server_cmd(template)
+    else:
+        assert preflight.check_server_cmd(template).status == "ok"
+
+
+def test_preflight_checks_the_first_frame_before_starting_anything(tmp_path: Path) -> None:
+    frame = tmp_path / "frame.png"
+    frame.write_bytes(b"png")
+    for ok in (None, str(frame), "https://example.invalid/frame.png", "data:image/png;base64,AA=="):
+        assert preflight.check_image(ok).status == "ok"
+    for bad in (str(tmp_path / "missing.png"), str(tmp_path)):
+        with pytest.raises(KitError, match="is neither a readable file nor a URL"):
+            preflight.check_image(bad)
+
+
+def test_a_server_command_whose_program_is_filled_in_later_is_not_looked_up_now() -> None:
+    assert preflight.check_server_cmd(("{checkout}/serve.sh", "--port", "{port}")).status == "ok"

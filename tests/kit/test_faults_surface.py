@@ -99,9 +99,36 @@ ROWS = [
     ),
     Row(
         "e2e-ab-unknown-base",
-        f"{E2E} --ab no-such-revision",
+        f"{E2E} --deploy-config patches/series --ab no-such-revision",
         "kit: error: --ab 'no-such-revision' is not a revision in patches/revisions.toml, a git ref, or pristine "
         "-- pass e.g. --ab v1, --ab main~3 or --ab pristine",
+    ),
+    # the run's own inputs, found before any server starts (the stand-in needs no model, but one given must be
+    # there; the deploy config an Ascend run would read must exist)
+    Row("e2e-cards-twice", f"{E2E} --cards 0,0,1,2", "card list '0,0,1,2' names card 0 more than once"),
+    Row("e2e-cards-env-twice", E2E, "KIT_E2E_CARDS: card list '1,1' names card 1", env={"KIT_E2E_CARDS": "1,1"}),
+    Row("e2e-standin-no-deploy-config", E2E, "npu_usp4_eager.yaml not found -- run nox -s apply, or pass --deploy"),
+    Row("e2e-standin-deploy-config-typo", f"{E2E} --deploy-config nosuch.yaml", "deploy_config nosuch.yaml not found"),
+    Row("e2e-standin-model-typo", f"{E2E} /no/such/model", "model path /no/such/model is not a model directory"),
+    Row(
+        "e2e-server-cmd-unknown-placeholder",
+        (*E2E.split(), "--deploy-config", "patches/series", "--server-cmd", "{nosuch} --port {port}"),
+        "--server-cmd names unknown placeholder(s) {nosuch} -- use only {host}, {port}",
+    ),
+    Row(
+        "e2e-server-cmd-no-program",
+        (*E2E.split(), "--deploy-config", "patches/series", "--server-cmd", "no-such-server --port {port}"),
+        "--server-cmd program 'no-such-server' is not an executable on PATH",
+    ),
+    Row(
+        "e2e-image-missing",
+        f"{E2E} --deploy-config patches/series --image no/such.png",
+        "--image no/such.png is neither a readable file nor a URL",
+    ),
+    Row(
+        "e2e-external-image-missing",
+        "e2e --server-url ws://127.0.0.1:9 --image no/such.png",
+        "--image no/such.png is neither a readable file nor a URL",
     ),
     # provenance: the checkout must be exactly the pin plus the series
     Row("e2e-patches-edited", E2E, "does not match patches/ (differs in 0003-double-attn.patch)", PATCH_EDITED),
@@ -195,7 +222,10 @@ def start_e2e(kit: Kit, tmp_path: Path, marker: str, ignore_term: bool = False) 
     # Its server never answers /health (so the e2e waits on it), recognisable by marker.
     code = "import signal, time\n" + ("signal.signal(signal.SIGTERM, signal.SIG_IGN)\n" if ignore_term else "")
     server = f"{sys.executable} -c '{code}time.sleep(600)' {marker}"
-    options = f"{E2E} --port {free_port()} --health-timeout-s 300 --stop-timeout-s 3 --evidence-root"
+    options = (
+        f"{E2E} --port {free_port()} --health-timeout-s 300 --stop-timeout-s 3 --deploy-config {kit.patches}/series"
+    )
+    options += " --evidence-root"
     cmd = [sys.executable, "-m", "scripts", *options.split(), str(tmp_path / "evidence"), "--server-cmd", server]
     proc = popen(cmd, kit.root)
     deadline = time.monotonic() + 60
