@@ -13,6 +13,7 @@ statements). What differs must be declared by the patch that makes it differ, in
 from __future__ import annotations
 
 import ast
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -20,6 +21,10 @@ NPU = "npu"
 TERMINAL = (ast.Return, ast.Raise, ast.Continue, ast.Break)
 BLOCKS = ("body", "orelse", "finalbody")
 MODULE = "<module>"
+TENSOR, DEVICE = "torch.Tensor", "torch.device"
+# Reading one of these from a name proves it a tensor (numpy arrays, modules and lists have none of them).
+TENSOR_READS = frozenset({"device", "is_cuda", "dim", "numel", "unflatten", "unbind", "index_select", "new_empty",
+                          "new_zeros", "element_size", "is_contiguous", "data_ptr"})  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -67,16 +72,194 @@ def truth(node: ast.AST) -> bool | None:
     return node.value if isinstance(node, ast.Constant) and isinstance(node.value, bool) else None
 
 
+def is_full_test(node: ast.Compare) -> bool:
+    """An NPU device test that folds to a constant (its operand is then no longer evaluated in the projection)."""
+    return isinstance(npu_test(node), ast.Constant)
+
+
+def stores(node: ast.AST) -> set[str]:
+    """Every name node binds or deletes anywhere inside it (assignments, loops, imports, defs, handlers)."""
+    out: set[str] = set()
+    for n in ast.walk(node):
+        if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
+            out.add(n.id)
+        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n is not node:
+            out.add(n.name)
+        elif isinstance(n, (ast.Import, ast.ImportFrom)):
+            out |= {(a.asname or a.name).split(".")[0] for a in n.names}
+        elif isinstance(n, ast.ExceptHandler) and n.name:
+            out.add(n.name)
+    return out
+
+
+def parameters(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.arg]:
+    a = fn.args
+    return [*a.posonlyargs, *a.args, *a.kwonlyargs]
+
+
+def stable_params(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
+    """The parameters of fn that no statement of its body rebinds."""
+    rebound = set().union(*(stores(stmt) for stmt in fn.body))
+    return {arg.arg for arg in parameters(fn)} - rebound
+
+
+def declared(annotation: ast.expr | None) -> str | None:
+    """What an annotation promises: TENSOR, DEVICE, the name of a class (a NamedTuple's fields), or None
+    (Optional, a union, anything else)."""
+    if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
+        try:
+            annotation = ast.parse(annotation.value, mode="eval").body
+        except SyntaxError:
+            return None
+    if annotation is None:
+        return None
+    text = ast.unparse(annotation)
+    return {"torch.Tensor": TENSOR, "Tensor": TENSOR, "torch.device": DEVICE}.get(
+        text, text if isinstance(annotation, ast.Name) else None
+    )
+
+
+def named_tuples(module: ast.Module) -> dict[str, dict[str, str | None]]:
+    """class name -> field -> declared type, for the module's own NamedTuple classes (fields always set)."""
+    return {
+        node.name: {
+            s.target.id: declared(s.annotation)
+            for s in node.body
+            if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)
+        }
+        for node in module.body
+        if isinstance(node, ast.ClassDef) and any(ast.unparse(b).endswith("NamedTuple") for b in node.bases)
+    }
+
+
+class Evidence:
+    """Which device tests are total off NPU: walks each function in evaluation order, remembering the names it
+    has already read as tensors, and records the tests (and `.is_npu` reads) whose operand is then certainly
+    a tensor or a torch.device (the module docstring lists the forms)."""
+
+    def __init__(self, module: ast.Module) -> None:
+        self.tuples = named_tuples(module)
+        self.accounted: set[int] = set()
+        self.types: dict[str, str | None] = {}
+        self.scope(module.body, {})
+
+    def scope(self, body: list[ast.stmt], types: dict[str, str | None]) -> None:
+        outer, self.types = self.types, types
+        self.block(body, set())
+        self.types = outer
+
+    def typed(self, node: ast.expr, known: set[str]) -> str | None:
+        """TENSOR, DEVICE or a NamedTuple's name when node certainly is one, evaluated without failing."""
+        if isinstance(node, ast.Name):
+            return TENSOR if node.id in known else self.types.get(node.id)
+        if isinstance(node, ast.Attribute):
+            owner = self.typed(node.value, known)
+            if owner == TENSOR and node.attr == "device":
+                return DEVICE
+            return self.tuples.get(owner or "", {}).get(node.attr)
+        is_torch_device = isinstance(node, ast.Call) and ast.unparse(node.func) == "torch.device"
+        if is_torch_device and len(node.args) == 1 and not node.keywords:  # type: ignore[union-attr]
+            return DEVICE if self.typed(node.args[0], known) == DEVICE else None  # type: ignore[union-attr]
+        return None
+
+    def block(self, body: list[ast.stmt], known: set[str]) -> None:
+        for stmt in body:
+            self.statement(stmt, known)
+
+    def statement(self, stmt: ast.stmt, known: set[str]) -> None:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for node in [*stmt.decorator_list, *stmt.args.defaults, *filter(None, stmt.args.kw_defaults)]:
+                self.expression(node, known)
+            rebound = set().union(*(stores(s) for s in stmt.body))
+            types = {a.arg: declared(a.annotation) for a in parameters(stmt) if a.arg not in rebound}
+            self.scope(stmt.body, types)
+        elif isinstance(stmt, ast.ClassDef):
+            for node in [*stmt.decorator_list, *stmt.bases, *(k.value for k in stmt.keywords)]:
+                self.expression(node, known)
+            self.scope(stmt.body, {})
+        else:  # headers are evaluated now, blocks maybe: what a block learns stays in it
+            headers = [v for f, v in ast.iter_fields(stmt) if f not in (*BLOCKS, "handlers", "cases")]
+            if isinstance(stmt, (ast.While, ast.For, ast.AsyncFor)):
+                known -= stores(stmt)  # a loop's later rounds see what its body rebinds
+            for value in headers:
+                for node in value if isinstance(value, list) else [value]:
+                    if isinstance(node, ast.expr):
+                        self.expression(node, known)
+                    elif isinstance(node, ast.withitem):
+                        self.expression(node.context_expr, known)
+            for field in BLOCKS:
+                self.block(getattr(stmt, field, []), set(known))
+            for inner in [*getattr(stmt, "handlers", []), *getattr(stmt, "cases", [])]:
+                self.block(inner.body, set(known))
+        known -= {stmt.name} if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else stores(stmt)
+
+    def expression(self, node: ast.expr, known: set[str]) -> None:
+        """Walk node in evaluation order; what is evaluated only maybe learns nothing for later."""
+        if isinstance(node, ast.Compare):
+            operands = [side.value for side in (node.left, node.comparators[0]) if is_device_type(side)]
+            if is_full_test(node) and self.typed(operands[0], known) == DEVICE:  # type: ignore[attr-defined]
+                self.accounted.add(id(node))
+            self.expression(node.left, known)
+            self.expression(node.comparators[0], known)
+            for later in node.comparators[1:]:
+                self.expression(later, set(known))
+            return
+        if isinstance(node, ast.Attribute):
+            if node.attr == "is_npu" and self.typed(node.value, known) == TENSOR:
+                self.accounted.add(id(node))
+            self.expression(node.value, known)
+            if isinstance(node.value, ast.Name) and node.attr in TENSOR_READS:
+                known.add(node.value.id)
+            return
+        if isinstance(node, ast.BoolOp):
+            self.expression(node.values[0], known)
+            maybe = set(known)
+            for value in node.values[1:]:
+                self.expression(value, maybe)
+            return
+        if isinstance(node, ast.IfExp):
+            self.expression(node.test, known)
+            self.expression(node.body, set(known))
+            self.expression(node.orelse, set(known))
+            return
+        if isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            self.expression(node.generators[0].iter, known)  # the rest runs in its own scope, maybe
+            return
+        if isinstance(node, ast.Lambda):
+            return
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.expr):
+                self.expression(child, known)
+        if isinstance(node, ast.NamedExpr):
+            known.discard(node.target.id)
+
+
 class OffNpu(ast.NodeTransformer):
-    """Every NPU device test as false, constant conditions folded, dead statements dropped."""
+    """Every accounted NPU device test as false, constant conditions folded, dead statements dropped.
+
+    `accounted`: the ids of the device tests (and `.is_npu` reads) whose evaluation off NPU is total
+    (Evidence below); any other test is left as written, so its statement stays and differs."""
+
+    def __init__(self, accounted: set[int]) -> None:
+        self.accounted = accounted
+        self.params: list[set[str]] = [set()]  # the enclosing function's parameters no statement rebinds
+
+    def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.AST:
+        self.params.append(stable_params(node))
+        self.generic_visit(node)
+        self.params.pop()
+        return node
+
+    visit_AsyncFunctionDef = visit_FunctionDef
 
     def visit_Compare(self, node: ast.Compare) -> ast.expr:
+        fold = id(node) in self.accounted or not is_full_test(node)  # a partial fold keeps its operand
         self.generic_visit(node)
-        return npu_test(node) or node
+        return (npu_test(node) if fold else None) or node
 
     def visit_Attribute(self, node: ast.Attribute) -> ast.expr:
         self.generic_visit(node)
-        return constant(False, node) if node.attr == "is_npu" else node
+        return constant(False, node) if node.attr == "is_npu" and id(node) in self.accounted else node
 
     def visit_UnaryOp(self, node: ast.UnaryOp) -> ast.expr:
         self.generic_visit(node)
@@ -89,12 +272,29 @@ class OffNpu(ast.NodeTransformer):
         values: list[ast.expr] = []
         for v in node.values:  # a and (b and c) -> a and b and c, as both sides are compared
             values += v.values if isinstance(v, ast.BoolOp) and type(v.op) is type(node.op) else [v]
-        if any(truth(v) is (not is_and) for v in values):  # `a and False`, `a or True`
-            return constant(not is_and, node)
+        end = next((i for i, v in enumerate(values) if truth(v) is (not is_and)), None)  # `a and False`
+        if end is not None:
+            before = [v for v in values[:end] if truth(v) is None]  # still evaluated off NPU, truth taken
+            if all(self.pure(v) for v in before):
+                return constant(not is_and, node)
+            return ast.copy_location(ast.BoolOp(node.op, [*before, values[end]]), node)
         kept = [v for v in values if truth(v) is None]  # `a and True` -> a, `a or False` -> a
         if not kept:
             return constant(is_and, node)
         return kept[0] if len(kept) == 1 else ast.copy_location(ast.BoolOp(node.op, kept), node)
+
+    def pure(self, node: ast.expr) -> bool:
+        """Evaluating node (and its truth) can neither fail nor act: a constant, a parameter no statement rebinds,
+        `not` or `is (not)` of such."""
+        if isinstance(node, ast.Constant):
+            return True
+        if isinstance(node, ast.Name):
+            return node.id in self.params[-1]
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            return self.pure(node.operand)
+        if isinstance(node, ast.Compare) and all(isinstance(op, (ast.Is, ast.IsNot)) for op in node.ops):
+            return all(self.pure(n) for n in (node.left, *node.comparators))
+        return False
 
     def visit_IfExp(self, node: ast.IfExp) -> ast.expr:
         self.generic_visit(node)
@@ -160,21 +360,83 @@ def used_names(whole: ast.AST, outside: ast.AST | None = None) -> set[str]:
 
 def prune(projected: ast.Module, original: ast.Module) -> None:
     """Drop definitions and imports whose every use was in dropped code: used in the unprojected module, used
-    nowhere in its projection (a name the module never uses itself is API: it stays). Module and class blocks,
-    to a fixed point. Both sides of a comparison are pruned alike, so an NPU-only helper an earlier patch added
-    is out of both."""
+    nowhere in its projection (a name the module never uses itself is API: it stays), and inert (binding it
+    evaluates nothing that could fail or act: see inert_binding). Module and class blocks, to a fixed point.
+    Both sides of a comparison are pruned alike, so an NPU-only helper an earlier patch added is out of both."""
     used_before = used_names(original)
+    lazy = postponed_annotations(original)
     changed = True
     while changed:
         changed = False
         for block in blocks_of(projected):
             for stmt in list(block):
                 names = bound_names(stmt)
-                if not names or not names & used_before:
+                if not names or not names & used_before or not inert_binding(stmt, lazy):
                     continue
                 if not names & used_names(projected, outside=stmt):
                     block.remove(stmt)
                     changed = True
+
+
+def postponed_annotations(module: ast.Module) -> bool:
+    """`from __future__ import annotations`: annotations are then never evaluated."""
+    return any(
+        isinstance(s, ast.ImportFrom) and s.module == "__future__" and any(a.name == "annotations" for a in s.names)
+        for s in module.body
+    )
+
+
+def inert(node: ast.expr | None) -> bool:
+    """A value whose evaluation cannot fail or act: a constant, a name, a container or arithmetic of such."""
+    if node is None or isinstance(node, (ast.Constant, ast.Name)):
+        return True
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return all(map(inert, node.elts))
+    if isinstance(node, ast.Dict):
+        return all(map(inert, [*node.keys, *node.values]))
+    if isinstance(node, ast.UnaryOp):
+        return inert(node.operand)
+    if isinstance(node, ast.BinOp):
+        return isinstance(node.left, ast.Constant) and isinstance(node.right, ast.Constant)
+    return False
+
+
+def annotation_inert(node: ast.expr | None, lazy: bool) -> bool:
+    """An annotation is a type expression (names, dotted names, subscripts, `|`), or never evaluated."""
+    return lazy or node is None or all(
+        isinstance(n, (ast.Name, ast.Attribute, ast.Subscript, ast.Constant, ast.BinOp, ast.Tuple, ast.List,
+                       ast.Load, ast.BitOr))
+        for n in ast.walk(node)
+    )  # fmt: skip
+
+
+def inert_binding(stmt: ast.stmt, lazy: bool) -> bool:
+    """Executing stmt (at import, or when its class is made) only binds names: a def without decorators and
+    with inert defaults, a class of such, an inert assignment, an import of the standard library."""
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        a = stmt.args
+        notes = [x.annotation for x in [*parameters(stmt), a.vararg, a.kwarg] if x is not None] + [stmt.returns]
+        return (
+            not stmt.decorator_list
+            and all(map(inert, [*a.defaults, *a.kw_defaults]))
+            and all(annotation_inert(n, lazy) for n in notes)
+        )
+    if isinstance(stmt, ast.ClassDef):
+        return (
+            not stmt.decorator_list
+            and not stmt.keywords
+            and all(isinstance(b, ast.Name) for b in stmt.bases)
+            and all(is_docstring(s) or isinstance(s, ast.Pass) or inert_binding(s, lazy) for s in stmt.body)
+        )
+    if isinstance(stmt, ast.Assign):
+        return inert(stmt.value) and all(isinstance(t, ast.Name) for t in stmt.targets)
+    if isinstance(stmt, ast.AnnAssign):
+        return inert(stmt.value) and annotation_inert(stmt.annotation, lazy)
+    if isinstance(stmt, ast.Import):
+        return all(a.name.split(".")[0] in sys.stdlib_module_names for a in stmt.names)
+    if isinstance(stmt, ast.ImportFrom):
+        return stmt.level == 0 and (stmt.module or "").split(".")[0] in sys.stdlib_module_names
+    return False
 
 
 def blocks_of(module: ast.Module) -> Iterator[list[ast.stmt]]:
@@ -184,7 +446,8 @@ def blocks_of(module: ast.Module) -> Iterator[list[ast.stmt]]:
 
 def projection(source: str) -> ast.Module:
     """The module as it runs off NPU (see the module docstring)."""
-    return OffNpu().visit(ast.parse(source))
+    tree = ast.parse(source)
+    return OffNpu(Evidence(tree).accounted).visit(tree)
 
 
 def units(module: ast.Module) -> dict[str, list[ast.stmt]]:
