@@ -33,6 +33,7 @@ class OffNpuChange:
     unit: str  # a qualified name ("Class.method", "function"), a class's own statements ("Class"), or "<module>"
     statement: str  # the first statement that differs off NPU (patched side; "removed: ..." when only pristine has it)
     line: int  # its line in the patched file (the unit's first line when it was removed)
+    reason: str = ""  # why it counts, where that is not plain: an NPU test left unfolded, import-time code
 
 
 def is_device_type(node: ast.expr) -> bool:
@@ -103,64 +104,82 @@ def stable_params(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
     return {arg.arg for arg in parameters(fn)} - rebound
 
 
-def declared(annotation: ast.expr | None) -> str | None:
-    """What an annotation promises: TENSOR, DEVICE, the name of a class (a NamedTuple's fields), or None
-    (Optional, a union, anything else)."""
+def declared(annotation: ast.expr | None, optional: bool = False) -> str | None:
+    """What an annotation promises: TENSOR or DEVICE, or None (anything else). optional: also `X | None` and
+    `Optional[X]`, as X (for a value already tested `is not None`)."""
     if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
         try:
             annotation = ast.parse(annotation.value, mode="eval").body
         except SyntaxError:
             return None
-    if annotation is None:
-        return None
-    text = ast.unparse(annotation)
-    return {"torch.Tensor": TENSOR, "Tensor": TENSOR, "torch.device": DEVICE}.get(
-        text, text if isinstance(annotation, ast.Name) else None
-    )
+    if optional and isinstance(annotation, ast.BinOp) and isinstance(annotation.op, ast.BitOr):
+        sides = [annotation.left, annotation.right]
+        rest = [x for x in sides if not (isinstance(x, ast.Constant) and x.value is None)]
+        annotation = rest[0] if len(rest) == 1 else None
+    elif optional and isinstance(annotation, ast.Subscript) and ast.unparse(annotation.value).endswith("Optional"):
+        annotation = annotation.slice
+    text = ast.unparse(annotation) if annotation is not None else ""
+    return {"torch.Tensor": TENSOR, "Tensor": TENSOR, "torch.device": DEVICE}.get(text)
 
 
-def named_tuples(module: ast.Module) -> dict[str, dict[str, str | None]]:
-    """class name -> field -> declared type, for the module's own NamedTuple classes (fields always set)."""
+def dataclass_fields(node: ast.ClassDef) -> dict[str, ast.expr]:
+    """field -> annotation of a @dataclass's fields that have a default: a class attribute as well, so reading
+    it from an instance never fails."""
+    if not any(ast.unparse(d).split("(")[0].endswith("dataclass") for d in node.decorator_list):
+        return {}
     return {
-        node.name: {
-            s.target.id: declared(s.annotation)
-            for s in node.body
-            if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)
-        }
-        for node in module.body
-        if isinstance(node, ast.ClassDef) and any(ast.unparse(b).endswith("NamedTuple") for b in node.bases)
+        s.target.id: s.annotation
+        for s in node.body
+        if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name) and s.value is not None
     }
 
 
 class Evidence:
-    """Which device tests are total off NPU: walks each function in evaluation order, remembering the names it
-    has already read as tensors, and records the tests (and `.is_npu` reads) whose operand is then certainly
-    a tensor or a torch.device (the module docstring lists the forms)."""
+    """Which device tests are total off NPU: walks each function in evaluation order, remembering what it has
+    already read as a tensor or tested `is not None`, and records the tests (and `.is_npu` reads) whose operand
+    is then certainly a tensor or a torch.device, and the `is (not) None` tests of a field that cannot fail
+    (the module docstring lists the forms)."""
 
     def __init__(self, module: ast.Module) -> None:
-        self.tuples = named_tuples(module)
-        self.accounted: set[int] = set()
-        self.types: dict[str, str | None] = {}
-        self.scope(module.body, {})
+        self.accounted: set[int] = set()  # device tests and .is_npu reads that may fold
+        self.pure: set[int] = set()  # `self.<field> is (not) None`: total, so it may fold beside a test
+        self.types: dict[str, str | None] = {}  # parameter -> its declared type, while no statement rebinds it
+        self.fields: dict[str, ast.expr] = {}  # the enclosing dataclass's fields with a default
+        self.owner = ""  # the method's first parameter (self), while no statement rebinds it
+        self.scope(module.body, {}, {}, "")
 
-    def scope(self, body: list[ast.stmt], types: dict[str, str | None]) -> None:
-        outer, self.types = self.types, types
+    def scope(self, body: list[ast.stmt], types: dict[str, str | None], fields: dict[str, ast.expr],
+              owner: str) -> None:  # fmt: skip
+        saved = self.types, self.fields, self.owner
+        self.types, self.fields, self.owner = types, fields, owner
         self.block(body, set())
-        self.types = outer
+        self.types, self.fields, self.owner = saved
+
+    def field(self, node: ast.expr) -> ast.expr | None:
+        """The annotation of node when it reads a field of the method's own dataclass instance."""
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == self.owner:
+            return self.fields.get(node.attr)
+        return None
 
     def typed(self, node: ast.expr, known: set[str]) -> str | None:
-        """TENSOR, DEVICE or a NamedTuple's name when node certainly is one, evaluated without failing."""
+        """TENSOR or DEVICE when node certainly is one, evaluated without failing."""
         if isinstance(node, ast.Name):
             return TENSOR if node.id in known else self.types.get(node.id)
-        if isinstance(node, ast.Attribute):
-            owner = self.typed(node.value, known)
-            if owner == TENSOR and node.attr == "device":
-                return DEVICE
-            return self.tuples.get(owner or "", {}).get(node.attr)
+        if isinstance(node, ast.Attribute) and node.attr == "device" and self.typed(node.value, known) == TENSOR:
+            return DEVICE
+        if (annotation := self.field(node)) is not None:
+            return declared(annotation, optional=ast.unparse(node) in known)
         is_torch_device = isinstance(node, ast.Call) and ast.unparse(node.func) == "torch.device"
         if is_torch_device and len(node.args) == 1 and not node.keywords:  # type: ignore[union-attr]
             return DEVICE if self.typed(node.args[0], known) == DEVICE else None  # type: ignore[union-attr]
         return None
+
+    def none_test(self, node: ast.expr) -> str:
+        """The field `self.<f> is not None` (or `is None`) tests, "" for anything else."""
+        is_test = isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.Is, ast.IsNot))
+        if is_test and isinstance(node.comparators[0], ast.Constant) and node.comparators[0].value is None:  # type: ignore[union-attr]
+            return ast.unparse(node.left) if self.field(node.left) is not None else ""  # type: ignore[union-attr]
+        return ""
 
     def block(self, body: list[ast.stmt], known: set[str]) -> None:
         for stmt in body:
@@ -171,12 +190,15 @@ class Evidence:
             for node in [*stmt.decorator_list, *stmt.args.defaults, *filter(None, stmt.args.kw_defaults)]:
                 self.expression(node, known)
             rebound = set().union(*(stores(s) for s in stmt.body))
-            types = {a.arg: declared(a.annotation) for a in parameters(stmt) if a.arg not in rebound}
-            self.scope(stmt.body, types)
+            args = [a for a in parameters(stmt) if a.arg not in rebound]
+            types = {a.arg: declared(a.annotation) for a in args}
+            method = self.fields and not self.owner and not stmt.decorator_list  # in a dataclass's body
+            first = parameters(stmt)[0].arg if method and parameters(stmt) else ""
+            self.scope(stmt.body, types, self.fields if method else {}, first if first in types else "")
         elif isinstance(stmt, ast.ClassDef):
             for node in [*stmt.decorator_list, *stmt.bases, *(k.value for k in stmt.keywords)]:
                 self.expression(node, known)
-            self.scope(stmt.body, {})
+            self.scope(stmt.body, {}, dataclass_fields(stmt), "")
         else:  # headers are evaluated now, blocks maybe: what a block learns stays in it
             headers = [v for f, v in ast.iter_fields(stmt) if f not in (*BLOCKS, "handlers", "cases")]
             if isinstance(stmt, (ast.While, ast.For, ast.AsyncFor)):
@@ -214,8 +236,13 @@ class Evidence:
         if isinstance(node, ast.BoolOp):
             self.expression(node.values[0], known)
             maybe = set(known)
-            for value in node.values[1:]:
-                self.expression(value, maybe)
+            for i, value in enumerate(node.values):
+                if i:
+                    self.expression(value, maybe)
+                if tested := self.none_test(value):
+                    self.pure.add(id(value))
+                    if isinstance(node.op, ast.And) and isinstance(value.ops[0], ast.IsNot):  # type: ignore[attr-defined]
+                        maybe.add(tested)  # `self.f is not None and <here self.f is not None>`
             return
         if isinstance(node, ast.IfExp):
             self.expression(node.test, known)
@@ -240,8 +267,9 @@ class OffNpu(ast.NodeTransformer):
     `accounted`: the ids of the device tests (and `.is_npu` reads) whose evaluation off NPU is total
     (Evidence below); any other test is left as written, so its statement stays and differs."""
 
-    def __init__(self, accounted: set[int]) -> None:
-        self.accounted = accounted
+    def __init__(self, evidence: Evidence) -> None:
+        self.accounted = evidence.accounted
+        self.pure_tests = evidence.pure
         self.params: list[set[str]] = [set()]  # the enclosing function's parameters no statement rebinds
 
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.AST:
@@ -285,8 +313,8 @@ class OffNpu(ast.NodeTransformer):
 
     def pure(self, node: ast.expr) -> bool:
         """Evaluating node (and its truth) can neither fail nor act: a constant, a parameter no statement rebinds,
-        `not` or `is (not)` of such."""
-        if isinstance(node, ast.Constant):
+        a dataclass field with a default tested `is (not) None`, `not` or `is (not)` of such."""
+        if isinstance(node, ast.Constant) or id(node) in self.pure_tests:
             return True
         if isinstance(node, ast.Name):
             return node.id in self.params[-1]
@@ -361,7 +389,8 @@ def used_names(whole: ast.AST, outside: ast.AST | None = None) -> set[str]:
 def prune(projected: ast.Module, original: ast.Module) -> None:
     """Drop definitions and imports whose every use was in dropped code: used in the unprojected module, used
     nowhere in its projection (a name the module never uses itself is API: it stays), and inert (binding it
-    evaluates nothing that could fail or act: see inert_binding). Module and class blocks, to a fixed point.
+    evaluates nothing that could fail or act: see inert_binding). Module blocks, and the methods of classes
+    (a class's fields are its API: a dataclass's are its constructor's arguments), to a fixed point.
     Both sides of a comparison are pruned alike, so an NPU-only helper an earlier patch added is out of both."""
     used_before = used_names(original)
     lazy = postponed_annotations(original)
@@ -371,7 +400,8 @@ def prune(projected: ast.Module, original: ast.Module) -> None:
         for block in blocks_of(projected):
             for stmt in list(block):
                 names = bound_names(stmt)
-                if not names or not names & used_before or not inert_binding(stmt, lazy):
+                field = block is not projected.body and not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef))
+                if field or not names or not names & used_before or not inert_binding(stmt, lazy):
                     continue
                 if not names & used_names(projected, outside=stmt):
                     block.remove(stmt)
@@ -447,7 +477,7 @@ def blocks_of(module: ast.Module) -> Iterator[list[ast.stmt]]:
 def projection(source: str) -> ast.Module:
     """The module as it runs off NPU (see the module docstring)."""
     tree = ast.parse(source)
-    return OffNpu(Evidence(tree).accounted).visit(tree)
+    return OffNpu(Evidence(tree)).visit(tree)
 
 
 def units(module: ast.Module) -> dict[str, list[ast.stmt]]:
@@ -475,6 +505,14 @@ def units(module: ast.Module) -> dict[str, list[ast.stmt]]:
     return out
 
 
+def unit_names(source: str | None) -> set[str]:
+    """The units a declaration may name in a file's text (none when it is absent or does not parse)."""
+    try:
+        return set(units(ast.parse(source))) if source is not None else set()
+    except SyntaxError:
+        return set()
+
+
 def shape(node: ast.AST) -> str:
     return ast.dump(node, include_attributes=False)
 
@@ -484,9 +522,10 @@ def header(node: ast.AST) -> str:
     return shape(type(node)(**{f: v for f, v in ast.iter_fields(node) if f not in (*BLOCKS, "handlers")}))
 
 
-def first_difference(new: list[ast.stmt], old: list[ast.stmt]) -> tuple[str, int]:
-    """(the first differing statement, its line): a compound statement whose header is the same (a def's
-    signature, an `if`'s test, ...) is entered, so the answer is the innermost statement that differs."""
+def first_difference(new: list[ast.stmt], old: list[ast.stmt]) -> tuple[str, int, ast.stmt | None]:
+    """(the first differing statement, its line, its node on the patched side): a compound statement whose
+    header is the same (a def's signature, an `if`'s test, ...) is entered, so the answer is the innermost
+    statement that differs."""
     for i in range(max(len(new), len(old))):
         a, b = (new[i] if i < len(new) else None), (old[i] if i < len(old) else None)
         if a is not None and b is not None and shape(a) == shape(b):
@@ -497,9 +536,9 @@ def first_difference(new: list[ast.stmt], old: list[ast.stmt]) -> tuple[str, int
                 if [shape(x) for x in inner_a] != [shape(x) for x in inner_b]:
                     return first_difference(inner_a, inner_b)
         if a is None:
-            return f"removed: {one_line(b)}", getattr(new[-1], "lineno", 1) if new else 1
-        return one_line(a), getattr(a, "lineno", 1)
-    return "", 1
+            return f"removed: {one_line(b)}", getattr(new[-1], "lineno", 1) if new else 1, None
+        return one_line(a), getattr(a, "lineno", 1), a
+    return "", 1, None
 
 
 def one_line(node: ast.AST | None) -> str:
@@ -507,9 +546,28 @@ def one_line(node: ast.AST | None) -> str:
     return text if len(text) <= 100 else text[:97] + "..."
 
 
-def off_npu_changes(path: str, before: str | None, after: str | None) -> list[OffNpuChange]:
-    """Units of path whose off-NPU projection differs between before and after (None: no such file). A side
-    that does not parse proves nothing here: ruff reports it (E999) and lint fails there."""
+def why(stmt: ast.stmt | None, projected: ast.Module, lazy: bool) -> str:
+    """Why a differing statement counts, where it is not plain CPU/CUDA code: an NPU test left unfolded, or a
+    binding only NPU code uses that still runs on import."""
+    if stmt is None:
+        return ""
+    header_only = type(stmt)(**{f: v for f, v in ast.iter_fields(stmt) if f not in (*BLOCKS, "handlers", "body")})
+    for node in ast.walk(header_only):
+        if isinstance(node, ast.Compare) and is_full_test(node):
+            side = next(s for s in (node.left, node.comparators[0]) if is_device_type(s))
+            return (f"evaluates `{ast.unparse(side)}` on every device, where it may fail or act: not "
+                    "certainly a tensor's device or a torch.device")  # fmt: skip
+    names = bound_names(stmt)
+    if names and not inert_binding(stmt, lazy) and not names & used_names(projected, outside=stmt):
+        return "only NPU code uses it, but it runs at import (or def) time on every device"
+    return ""
+
+
+def off_npu_changes(path: str, before: str | None, after: str | None, renamed_from: str = "") -> list[OffNpuChange]:
+    """Units of path whose off-NPU projection differs between before and after (None: no such file; before is
+    renamed_from's text when the patch renamed that module to path: its importers break on every device, one
+    change, and its units are compared with the source's). A side that does not parse proves nothing here:
+    ruff reports it (E999) and lint fails there."""
     try:
         old_tree, new_tree = ast.parse(before or ""), ast.parse(after or "")
     except SyntaxError:
@@ -518,10 +576,12 @@ def off_npu_changes(path: str, before: str | None, after: str | None) -> list[Of
     prune(old, old_tree)
     prune(new, new_tree)
     old_units, new_units = units(old), units(new)
-    changes = []
+    lazy = postponed_annotations(new_tree)
+    changes = [OffNpuChange(path, MODULE, f"renamed from {renamed_from}", 1, "code importing the old module "
+                            "fails on every device")] if renamed_from else []  # fmt: skip
     for name in dict.fromkeys([*new_units, *old_units]):
         a, b = new_units.get(name, []), old_units.get(name, [])
         if [shape(s) for s in a] != [shape(s) for s in b]:
-            statement, line = first_difference(a, b)
-            changes.append(OffNpuChange(path, name, statement, line))
+            statement, line, node = first_difference(a, b)
+            changes.append(OffNpuChange(path, name, statement, line, why(node, new, lazy)))
     return changes
