@@ -557,6 +557,9 @@ def why(stmt: ast.stmt | None, projected: ast.Module, lazy: bool) -> str:
             side = next(s for s in (node.left, node.comparators[0]) if is_device_type(s))
             return (f"evaluates `{ast.unparse(side)}` on every device, where it may fail or act: not "
                     "certainly a tensor's device or a torch.device")  # fmt: skip
+        if isinstance(node, ast.BoolOp) and any(truth(v) is not None for v in node.values):
+            beside = " and ".join(f"`{ast.unparse(v)}`" for v in node.values if truth(v) is None)
+            return f"evaluates {beside} beside an NPU test, on every device"
     names = bound_names(stmt)
     if names and not inert_binding(stmt, lazy) and not names & used_names(projected, outside=stmt):
         return "only NPU code uses it, but it runs at import (or def) time on every device"
@@ -579,9 +582,11 @@ def off_npu_changes(path: str, before: str | None, after: str | None, renamed_fr
     lazy = postponed_annotations(new_tree)
     changes = [OffNpuChange(path, MODULE, f"renamed from {renamed_from}", 1, "code importing the old module "
                             "fails on every device")] if renamed_from else []  # fmt: skip
+    written = {n.lineno: n for n in ast.walk(new_tree) if isinstance(n, ast.stmt)}  # as the patch wrote them
     for name in dict.fromkeys([*new_units, *old_units]):
         a, b = new_units.get(name, []), old_units.get(name, [])
         if [shape(s) for s in a] != [shape(s) for s in b]:
             statement, line, node = first_difference(a, b)
-            changes.append(OffNpuChange(path, name, statement, line, why(node, new, lazy)))
+            shown = one_line(written[line]) if node is not None and line in written else statement
+            changes.append(OffNpuChange(path, name, shown, line, why(node, new, lazy)))
     return changes
