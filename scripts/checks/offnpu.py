@@ -122,6 +122,19 @@ def declared(annotation: ast.expr | None, optional: bool = False) -> str | None:
     return {"torch.Tensor": TENSOR, "Tensor": TENSOR, "torch.device": DEVICE}.get(text)
 
 
+def given(arg: ast.arg, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None:
+    """What a parameter certainly holds: what its annotation declares (TENSOR, DEVICE); unannotated and
+    without a default (every caller passes it), TENSOR: the tensor the function is given. One with a default
+    (None is a value it can hold) or another annotation: nothing."""
+    if arg.annotation is not None:
+        return declared(arg.annotation)
+    a = fn.args
+    positional = [x.arg for x in (*a.posonlyargs, *a.args)]
+    defaulted = set(positional[len(positional) - len(a.defaults) :])
+    defaulted |= {x.arg for x, d in zip(a.kwonlyargs, a.kw_defaults, strict=True) if d is not None}
+    return None if arg.arg in defaulted else TENSOR
+
+
 def dataclass_fields(node: ast.ClassDef) -> dict[str, ast.expr]:
     """field -> annotation of a @dataclass's fields that have a default: a class attribute as well, so reading
     it from an instance never fails."""
@@ -146,14 +159,15 @@ class Evidence:
         self.types: dict[str, str | None] = {}  # parameter -> its declared type, while no statement rebinds it
         self.fields: dict[str, ast.expr] = {}  # the enclosing dataclass's fields with a default
         self.owner = ""  # the method's first parameter (self), while no statement rebinds it
+        self.in_class = False  # walking a class's own body
         self.scope(module.body, {}, {}, "")
 
     def scope(self, body: list[ast.stmt], types: dict[str, str | None], fields: dict[str, ast.expr],
-              owner: str) -> None:  # fmt: skip
-        saved = self.types, self.fields, self.owner
-        self.types, self.fields, self.owner = types, fields, owner
+              owner: str, in_class: bool = False) -> None:  # fmt: skip
+        saved = self.types, self.fields, self.owner, self.in_class
+        self.types, self.fields, self.owner, self.in_class = types, fields, owner, in_class
         self.block(body, set())
-        self.types, self.fields, self.owner = saved
+        self.types, self.fields, self.owner, self.in_class = saved
 
     def field(self, node: ast.expr) -> ast.expr | None:
         """The annotation of node when it reads a field of the method's own dataclass instance."""
@@ -190,15 +204,14 @@ class Evidence:
             for node in [*stmt.decorator_list, *stmt.args.defaults, *filter(None, stmt.args.kw_defaults)]:
                 self.expression(node, known)
             rebound = set().union(*(stores(s) for s in stmt.body))
-            args = [a for a in parameters(stmt) if a.arg not in rebound]
-            types = {a.arg: declared(a.annotation) for a in args}
-            method = self.fields and not self.owner and not stmt.decorator_list  # in a dataclass's body
-            first = parameters(stmt)[0].arg if method and parameters(stmt) else ""
-            self.scope(stmt.body, types, self.fields if method else {}, first if first in types else "")
+            receiver = parameters(stmt)[0].arg if self.in_class and parameters(stmt) else ""
+            types = {a.arg: given(a, stmt) for a in parameters(stmt) if a.arg not in rebound and a.arg != receiver}
+            method = self.fields and not stmt.decorator_list  # in a dataclass's body
+            self.scope(stmt.body, types, self.fields if method else {}, receiver if receiver not in rebound else "")
         elif isinstance(stmt, ast.ClassDef):
             for node in [*stmt.decorator_list, *stmt.bases, *(k.value for k in stmt.keywords)]:
                 self.expression(node, known)
-            self.scope(stmt.body, {}, dataclass_fields(stmt), "")
+            self.scope(stmt.body, {}, dataclass_fields(stmt), "", in_class=True)
         else:  # headers are evaluated now, blocks maybe: what a block learns stays in it
             headers = [v for f, v in ast.iter_fields(stmt) if f not in (*BLOCKS, "handlers", "cases")]
             if isinstance(stmt, (ast.While, ast.For, ast.AsyncFor)):

@@ -42,7 +42,7 @@ def reference(q, k):
     return q
 
 
-def attend(q: torch.Tensor, k):
+def attend(q: torch.Tensor, k, mask=None):
     return reference(q, k)
 
 
@@ -69,7 +69,7 @@ ROTATE = (
 UPSTREAM = {**SMALL_UPSTREAM, CTX: PRISTINE, OTHER: ROTATE}
 
 STAGE = "        if not self.staging:\n            return None, None\n"
-ATTEND = "def attend(q: torch.Tensor, k):\n"
+ATTEND = "def attend(q: torch.Tensor, k, mask=None):\n"
 REPLAY = "    if q.is_cuda and q.shape[0] == 1:\n        return reference(q, q)\n"
 COPY = '    if torch.device(device).type != "cuda":\n'
 
@@ -90,8 +90,8 @@ BAD = [
      "attend", "if q.float().device.type == 'npu':"),
     ("a property", (STAGE, npu_return('self.pool.device.type == "npu"', "        ") + STAGE),
      "Context.stage", "if self.pool.device.type == 'npu':"),
-    ("a parameter nothing has used yet", (REPLAY, npu_return('q.device.type == "npu"', "    ", "q") + REPLAY),
-     "replay", "if q.device.type == 'npu':"),
+    ("a parameter that may be None", (ATTEND, ATTEND + npu_return('mask.device.type == "npu"', "    ", "q")),
+     "attend", "if mask.device.type == 'npu':"),
     ("a name bound only later",
      (ATTEND, ATTEND + npu_return('out.device.type == "npu"', "    ", "out") + "    out = q\n"),
      "attend", "if out.device.type == 'npu':"),
