@@ -369,16 +369,21 @@ def declarations(patch: str, message: str) -> dict[tuple[str, str], str]:
         target, _, why = value.partition(": ")
         file, scoped, unit = target.strip().partition("::")
         if not (scoped and file.strip() and unit.strip()):
-            raise BadDeclaration(f"{patch}: the trailer 'Kit-Off-NPU: {target.strip()}: ...' does not name the file "
-                                 "and unit it covers",
-                                 f"write {DECLARATION_FORM} in {patch}'s message")  # fmt: skip
+            raise BadDeclaration(
+                f"{patch}: the trailer 'Kit-Off-NPU: {target.strip()}: ...' does not name the file and unit it covers",
+                f"write {DECLARATION_FORM} in {patch}'s message",
+            )
         if not why.strip():
-            raise BadDeclaration(f"{patch}: 'Kit-Off-NPU: {target.strip()}' gives no reason",
-                                 "say why after ': ' (the PR states it to reviewers)")  # fmt: skip
+            raise BadDeclaration(
+                f"{patch}: 'Kit-Off-NPU: {target.strip()}' gives no reason",
+                "say why after ': ' (the PR states it to reviewers)",
+            )
         key = (file.strip(), unit.strip())
         if key in out:
-            raise BadDeclaration(f"{patch}: 'Kit-Off-NPU: {target.strip()}' is declared twice",
-                                 "keep one trailer per unit, with the reasons joined")  # fmt: skip
+            raise BadDeclaration(
+                f"{patch}: 'Kit-Off-NPU: {target.strip()}' is declared twice",
+                "keep one trailer per unit, with the reasons joined",
+            )
         out[key] = why.strip()
     return out
 
@@ -388,11 +393,15 @@ def check_declared_units(patch: str, declared: dict[tuple[str, str], str], units
     units: each changed file -> the units of its two versions."""
     for file, unit in declared:
         if file not in units:
-            raise BadDeclaration(f"{patch}: 'Kit-Off-NPU: {file}::{unit}' names a file {patch} does not change",
-                                 f"name one of its files ({', '.join(sorted(units)) or 'none'}) or drop the trailer")  # fmt: skip
+            raise BadDeclaration(
+                f"{patch}: 'Kit-Off-NPU: {file}::{unit}' names a file {patch} does not change",
+                f"name a file it changes ({', '.join(sorted(units)) or 'none'}) or drop the trailer",
+            )
         if unit not in units[file]:
-            raise BadDeclaration(f"{patch}: 'Kit-Off-NPU: {file}::{unit}': {file} has no unit {unit}",
-                                 "name a function as Class.method or function, a class, or <module>")  # fmt: skip
+            raise BadDeclaration(
+                f"{patch}: 'Kit-Off-NPU: {file}::{unit}': {file} has no unit {unit}",
+                "name a function as Class.method or function, a class, or <module>",
+            )
 
 
 def judge_off_npu(

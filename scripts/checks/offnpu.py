@@ -1,4 +1,5 @@
-"""The off-NPU proof (KIT007): off NPU, a patched module is the pristine module, function by function.
+"""The off-NPU proof (KIT007): off NPU, a patched module is the pristine module, function by function, and
+evaluates nothing the pristine module does not.
 
 Each module is projected to what runs on every device but NPU: every NPU device test is taken as false
 (`<x>.type == "npu"` -> False, `!=` -> True, `<x>.type in ("cuda", "npu")` -> `<x>.type == "cuda"`,
@@ -6,8 +7,26 @@ Each module is projected to what runs on every device but NPU: every NPU device 
 what follows a `return`/`raise` in a block is dropped, and so are new definitions and imports whose every
 use was in dropped code. Docstrings, comments and formatting do not count. The projections of both
 sides are then compared per unit (a function or method by qualified name; a class's or the module's own
-statements). What differs must be declared by the patch that makes it differ, in its message:
-`Kit-Off-NPU: <unit>: <why>` (a kit trailer: stripped from what goes upstream).
+statements).
+
+Sound, not only complete: a test folds to a constant only where evaluating it off NPU is certainly total
+(it cannot fail or act), as its operand `<E>.type` is then `t.device` of a tensor `t` or a torch.device:
+- t a parameter annotated `torch.Tensor`, or unannotated without a default (every caller passes it);
+  never one with a default or another annotation (None, or anything, may come);
+- t a name the function has already read as a tensor (`t.dim()`, `t.is_cuda`, `t.device`, ... in
+  TENSOR_READS), on every path to the test, since t was last bound: `q.is_cuda or q.device.type == "npu"`;
+- `self.<field>` of a @dataclass field with a default annotated `torch.Tensor | None`, right after
+  `self.<field> is not None and` (the `is not None` test reads a field that always exists);
+- `torch.device(d).type` or `d.type` for a parameter d annotated `torch.device`.
+The method receiver (`self`), an attribute of anything else, an index, a call, a property and a name bound
+later are never taken as total: the test is left as written and its statement differs. Conditions beside
+a folded test that are still evaluated (`a and <test>`) fold only when pure (a constant, a parameter, a
+field's `is (not) None`). A new module-level or class-level binding is dropped only when binding it runs
+nothing (inert_binding: no decorator, no call in a default value or assigned value, a standard-library
+import): `_BUF = torch.empty(1 << 28)` used only on NPU still runs at import, and stays a difference.
+
+What differs must be declared by the patch that makes it differ, in its message:
+`Kit-Off-NPU: <file>::<unit>: <why>` (a kit trailer: stripped from what goes upstream).
 """
 
 from __future__ import annotations
@@ -23,8 +42,22 @@ BLOCKS = ("body", "orelse", "finalbody")
 MODULE = "<module>"
 TENSOR, DEVICE = "torch.Tensor", "torch.device"
 # Reading one of these from a name proves it a tensor (numpy arrays, modules and lists have none of them).
-TENSOR_READS = frozenset({"device", "is_cuda", "dim", "numel", "unflatten", "unbind", "index_select", "new_empty",
-                          "new_zeros", "element_size", "is_contiguous", "data_ptr"})  # fmt: skip
+TENSOR_READS = frozenset(
+    {
+        "device",
+        "is_cuda",
+        "dim",
+        "numel",
+        "unflatten",
+        "unbind",
+        "index_select",
+        "new_empty",
+        "new_zeros",
+        "element_size",
+        "is_contiguous",
+        "data_ptr",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -162,8 +195,14 @@ class Evidence:
         self.in_class = False  # walking a class's own body
         self.scope(module.body, {}, {}, "")
 
-    def scope(self, body: list[ast.stmt], types: dict[str, str | None], fields: dict[str, ast.expr],
-              owner: str, in_class: bool = False) -> None:  # fmt: skip
+    def scope(
+        self,
+        body: list[ast.stmt],
+        types: dict[str, str | None],
+        fields: dict[str, ast.expr],
+        owner: str,
+        in_class: bool = False,
+    ) -> None:
         saved = self.types, self.fields, self.owner, self.in_class
         self.types, self.fields, self.owner, self.in_class = types, fields, owner, in_class
         self.block(body, set())
@@ -226,7 +265,8 @@ class Evidence:
                 self.block(getattr(stmt, field, []), set(known))
             for inner in [*getattr(stmt, "handlers", []), *getattr(stmt, "cases", [])]:
                 self.block(inner.body, set(known))
-        known -= {stmt.name} if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else stores(stmt)
+        defines = isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+        known -= {stmt.name} if defines else stores(stmt)  # type: ignore[union-attr]
 
     def expression(self, node: ast.expr, known: set[str]) -> None:
         """Walk node in evaluation order; what is evaluated only maybe learns nothing for later."""
@@ -291,7 +331,8 @@ class OffNpu(ast.NodeTransformer):
         self.params.pop()
         return node
 
-    visit_AsyncFunctionDef = visit_FunctionDef
+    def visit_AsyncFunctionDef(self, node: ast.AsyncFunctionDef) -> ast.AST:
+        return self.visit_FunctionDef(node)
 
     def visit_Compare(self, node: ast.Compare) -> ast.expr:
         fold = id(node) in self.accounted or not is_full_test(node)  # a partial fold keeps its operand
@@ -446,11 +487,27 @@ def inert(node: ast.expr | None) -> bool:
 
 def annotation_inert(node: ast.expr | None, lazy: bool) -> bool:
     """An annotation is a type expression (names, dotted names, subscripts, `|`), or never evaluated."""
-    return lazy or node is None or all(
-        isinstance(n, (ast.Name, ast.Attribute, ast.Subscript, ast.Constant, ast.BinOp, ast.Tuple, ast.List,
-                       ast.Load, ast.BitOr))
-        for n in ast.walk(node)
-    )  # fmt: skip
+    return (
+        lazy
+        or node is None
+        or all(
+            isinstance(
+                n,
+                (
+                    ast.Name,
+                    ast.Attribute,
+                    ast.Subscript,
+                    ast.Constant,
+                    ast.BinOp,
+                    ast.Tuple,
+                    ast.List,
+                    ast.Load,
+                    ast.BitOr,
+                ),
+            )
+            for n in ast.walk(node)
+        )
+    )
 
 
 def inert_binding(stmt: ast.stmt, lazy: bool) -> bool:
@@ -568,8 +625,10 @@ def why(stmt: ast.stmt | None, projected: ast.Module, lazy: bool) -> str:
     for node in ast.walk(header_only):
         if isinstance(node, ast.Compare) and is_full_test(node):
             side = next(s for s in (node.left, node.comparators[0]) if is_device_type(s))
-            return (f"evaluates `{ast.unparse(side)}` on every device, where it may fail or act: not "
-                    "certainly a tensor's device or a torch.device")  # fmt: skip
+            return (
+                f"evaluates `{ast.unparse(side)}` on every device, where it may fail or act: not "
+                "certainly a tensor's device or a torch.device"
+            )
         if isinstance(node, ast.BoolOp) and any(truth(v) is not None for v in node.values):
             beside = " and ".join(f"`{ast.unparse(v)}`" for v in node.values if truth(v) is None)
             return f"evaluates {beside} beside an NPU test, on every device"
@@ -593,8 +652,15 @@ def off_npu_changes(path: str, before: str | None, after: str | None, renamed_fr
     prune(new, new_tree)
     old_units, new_units = units(old), units(new)
     lazy = postponed_annotations(new_tree)
-    changes = [OffNpuChange(path, MODULE, f"renamed from {renamed_from}", 1, "code importing the old module "
-                            "fails on every device")] if renamed_from else []  # fmt: skip
+    changes = (
+        [
+            OffNpuChange(
+                path, MODULE, f"renamed from {renamed_from}", 1, "code importing the old module fails on every device"
+            )
+        ]
+        if renamed_from
+        else []
+    )
     written = {n.lineno: n for n in ast.walk(new_tree) if isinstance(n, ast.stmt)}  # as the patch wrote them
     for name in dict.fromkeys([*new_units, *old_units]):
         a, b = new_units.get(name, []), old_units.get(name, [])

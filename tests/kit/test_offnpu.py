@@ -17,7 +17,7 @@ from scripts.gitcmd import git
 
 CTX = "vllm_omni/ctx.py"
 OTHER = "vllm_omni/other.py"
-PRISTINE = '''\
+PRISTINE = """\
 from dataclasses import dataclass
 
 import torch
@@ -60,7 +60,7 @@ def copy(t, device: torch.device):
 
 def rotate_half(x):
     return x
-'''
+"""
 # upstream's files carry either project's header; a module moved keeps its own
 ROTATE = (
     "# SPDX-License-Identifier: Apache-2.0\n# SPDX-FileCopyrightText: Copyright contributors to the vLLM project\n\n\n"
@@ -80,33 +80,73 @@ def npu_return(condition: str, indent: str, value: str = "None, None") -> str:
 
 # (case, (old, new) edit of PRISTINE, the unit and the statement KIT007 names); each a member of the class
 BAD = [
-    ("a field that may be None",
-     (STAGE, STAGE.replace("            return None, None\n", npu_return(
-         'self.block_table.device.type == "npu"', "            ") + "            return None, None\n")),
-     "Context.stage", "if self.block_table.device.type == 'npu':"),
-    ("an index", (STAGE, npu_return('self.block_table[i].device.type == "npu"', "        ") + STAGE),
-     "Context.stage", "if self.block_table[i].device.type == 'npu':"),
-    ("a call", (ATTEND, ATTEND + npu_return('q.float().device.type == "npu"', "    ", "q")),
-     "attend", "if q.float().device.type == 'npu':"),
-    ("a property", (STAGE, npu_return('self.pool.device.type == "npu"', "        ") + STAGE),
-     "Context.stage", "if self.pool.device.type == 'npu':"),
-    ("a parameter that may be None", (ATTEND, ATTEND + npu_return('mask.device.type == "npu"', "    ", "q")),
-     "attend", "if mask.device.type == 'npu':"),
-    ("a name bound only later",
-     (ATTEND, ATTEND + npu_return('out.device.type == "npu"', "    ", "out") + "    out = q\n"),
-     "attend", "if out.device.type == 'npu':"),
-    ("a condition beside the test", (ATTEND, ATTEND + npu_return('k.ready() and q.device.type == "npu"', "    ", "q")),
-     "attend", "if k.ready() and q.device.type == 'npu':"),
-    ("an allocation at import, used only on NPU",
-     ("def reference(", "_NPU_WORKSPACE = torch.empty(1 << 28)\n\n\ndef reference("), "<module>",
-     "_NPU_WORKSPACE = torch.empty(1 << 28)"),
-    ("a default value made at def time, used only on NPU",
-     ("def reference(", "def _npu_attend(q, workspace=torch.empty(1 << 28)):\n    return q\n\n\ndef reference("),
-     "_npu_attend", "def _npu_attend(q, workspace=torch.empty(1 << 28)):"),
-    ("a decorator run at def time, used only on NPU",
-     ("def reference(", "@torch.no_grad()\ndef _npu_attend(q):\n    return q\n\n\ndef reference("),
-     "_npu_attend", "@torch.no_grad()"),
-]  # fmt: skip
+    (
+        "a field that may be None",
+        (
+            STAGE,
+            STAGE.replace(
+                "            return None, None\n",
+                npu_return('self.block_table.device.type == "npu"', "            ") + "            return None, None\n",
+            ),
+        ),
+        "Context.stage",
+        "if self.block_table.device.type == 'npu':",
+    ),
+    (
+        "an index",
+        (STAGE, npu_return('self.block_table[i].device.type == "npu"', "        ") + STAGE),
+        "Context.stage",
+        "if self.block_table[i].device.type == 'npu':",
+    ),
+    (
+        "a call",
+        (ATTEND, ATTEND + npu_return('q.float().device.type == "npu"', "    ", "q")),
+        "attend",
+        "if q.float().device.type == 'npu':",
+    ),
+    (
+        "a property",
+        (STAGE, npu_return('self.pool.device.type == "npu"', "        ") + STAGE),
+        "Context.stage",
+        "if self.pool.device.type == 'npu':",
+    ),
+    (
+        "a parameter that may be None",
+        (ATTEND, ATTEND + npu_return('mask.device.type == "npu"', "    ", "q")),
+        "attend",
+        "if mask.device.type == 'npu':",
+    ),
+    (
+        "a name bound only later",
+        (ATTEND, ATTEND + npu_return('out.device.type == "npu"', "    ", "out") + "    out = q\n"),
+        "attend",
+        "if out.device.type == 'npu':",
+    ),
+    (
+        "a condition beside the test",
+        (ATTEND, ATTEND + npu_return('k.ready() and q.device.type == "npu"', "    ", "q")),
+        "attend",
+        "if k.ready() and q.device.type == 'npu':",
+    ),
+    (
+        "an allocation at import, used only on NPU",
+        ("def reference(", "_NPU_WORKSPACE = torch.empty(1 << 28)\n\n\ndef reference("),
+        "<module>",
+        "_NPU_WORKSPACE = torch.empty(1 << 28)",
+    ),
+    (
+        "a default value made at def time, used only on NPU",
+        ("def reference(", "def _npu_attend(q, workspace=torch.empty(1 << 28)):\n    return q\n\n\ndef reference("),
+        "_npu_attend",
+        "def _npu_attend(q, workspace=torch.empty(1 << 28)):",
+    ),
+    (
+        "a decorator run at def time, used only on NPU",
+        ("def reference(", "@torch.no_grad()\ndef _npu_attend(q):\n    return q\n\n\ndef reference("),
+        "_npu_attend",
+        "@torch.no_grad()",
+    ),
+]
 # The NPU code that uses what the last three cases add (one test each, itself total).
 USES = {
     "an allocation at import, used only on NPU": "_NPU_WORKSPACE",
@@ -117,16 +157,29 @@ USES = {
 # The total forms the series uses, all in one module: off NPU this is upstream's module.
 GOOD = (
     PRISTINE.replace("import torch\n", "import itertools\n\nimport torch\n\n_NPU_CACHE: dict = {}\n")
-    .replace(STAGE, STAGE.replace("            return None, None\n", npu_return(
-        'self.block_table is not None and self.block_table.device.type == "npu"', "            ",
-        "_npu_pair(self.block_table)") + "            return None, None\n"))
-    .replace("def reference(", "def _npu_pair(t):\n    return list(itertools.repeat(t, 2)), _NPU_CACHE\n\n\n"
-             "def reference(")
+    .replace(
+        STAGE,
+        STAGE.replace(
+            "            return None, None\n",
+            npu_return(
+                'self.block_table is not None and self.block_table.device.type == "npu"',
+                "            ",
+                "_npu_pair(self.block_table)",
+            )
+            + "            return None, None\n",
+        ),
+    )
+    .replace(
+        "def reference(", "def _npu_pair(t):\n    return list(itertools.repeat(t, 2)), _NPU_CACHE\n\n\ndef reference("
+    )
     .replace(ATTEND, ATTEND + npu_return('q.device.type == "npu" and k.ready()', "    ", "q"))
     .replace(REPLAY, REPLAY.replace("q.is_cuda and", '(q.is_cuda or q.device.type == "npu") and'))
-    .replace(COPY, npu_return('torch.device(device).type == "npu"', "    ", "t") + COPY.replace(
-        '!= "cuda"', 'not in ("cuda", "npu")'))
-)  # fmt: skip
+    .replace(
+        COPY,
+        npu_return('torch.device(device).type == "npu"', "    ", "t")
+        + COPY.replace('!= "cuda"', 'not in ("cuda", "npu")'),
+    )
+)
 
 
 def bad_module(case: str, edit: tuple[str, str]) -> str:
@@ -178,8 +231,9 @@ def test_the_total_forms_the_series_uses_change_nothing_off_npu() -> None:
     assert off_npu_changes(CTX, PRISTINE, GOOD) == []
 
 
-@pytest.mark.parametrize("case", ["a field that may be None", "a condition beside the test",
-                                  "an allocation at import, used only on NPU"])  # fmt: skip
+@pytest.mark.parametrize(
+    "case", ["a field that may be None", "a condition beside the test", "an allocation at import, used only on NPU"]
+)
 def test_lint_names_file_function_and_statement(offnpu_kit: Kit, case: str) -> None:
     _, edit, unit, statement = next(row for row in BAD if row[0] == case)
     text = bad_module(case, edit)
@@ -216,8 +270,14 @@ def test_a_declaration_covers_its_own_file_only(offnpu_kit: Kit) -> None:
 def test_a_renamed_module_is_one_finding_and_keeps_its_header(offnpu_kit: Kit) -> None:
     offnpu_kit.run("apply", check=True)
     git("mv", OTHER, "vllm_omni/moved.py", cwd=offnpu_kit.checkout)
-    git("commit", "-q", "-m", "[NPU] Move\n\nWhy.\n\nUpstream-Status: Pending\nKit-Patch: move\n",
-        cwd=offnpu_kit.checkout, env=AUTHOR)  # fmt: skip
+    git(
+        "commit",
+        "-q",
+        "-m",
+        "[NPU] Move\n\nWhy.\n\nUpstream-Status: Pending\nKit-Patch: move\n",
+        cwd=offnpu_kit.checkout,
+        env=AUTHOR,
+    )
     offnpu_kit.run("refresh", check=True)
     code, out = lint(offnpu_kit)
     (finding,) = kit007(out)  # not one per unit of the module
