@@ -232,7 +232,7 @@ def is_new_py_file(diff: FileDiff) -> bool:
 
 
 def lacks_spdx(diff: FileDiff, source: Source) -> Hits:
-    head = [text for _, text in diff.added[:5]]
+    head = [text.removeprefix("\ufeff") for _, text in diff.added[:5]]  # a BOM is not a missing header
     if is_new_py_file(diff) and not all(line in head for line in SPDX):
         yield 1, ""
 

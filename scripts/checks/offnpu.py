@@ -647,6 +647,8 @@ def off_npu_changes(path: str, before: str | None, after: str | None, renamed_fr
         old_tree, new_tree = ast.parse(before or ""), ast.parse(after or "")
     except SyntaxError:
         return []
+    if after is None and before is not None:  # one finding, not one per unit it had
+        return [OffNpuChange(path, MODULE, "removed: the module", 1, "code importing it fails on every device")]
     old, new = projection(before or ""), projection(after or "")
     prune(old, old_tree)
     prune(new, new_tree)

@@ -10,9 +10,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import AUTHOR, RUFF, SMALL_UPSTREAM, Kit, build_wheel, clone, copy_kit, lint, pin_toml
+from conftest import AUTHOR, RUFF, SMALL_UPSTREAM, SPDX, Kit, build_wheel, clone, copy_kit, lint, pin_toml
 
+from scripts.checks.lint import check_file
 from scripts.checks.offnpu import off_npu_changes
+from scripts.diffparse import parse
 from scripts.gitcmd import git
 
 CTX = "vllm_omni/ctx.py"
@@ -307,3 +309,21 @@ def test_a_bad_declaration_is_refused_in_one_line(offnpu_kit: Kit, case: str, tr
     assert len(errors) == 1 and errors[0].startswith("kit: error: 0001-case.patch: ") and said in errors[0], errors
     assert " -- " in errors[0]  # then the fix
     assert {p.name: p.read_bytes() for p in offnpu_kit.patches.iterdir()} == patches
+
+
+def test_a_removed_module_is_one_change() -> None:
+    (change,) = off_npu_changes(CTX, PRISTINE, None)
+    assert (change.unit, change.statement) == ("<module>", "removed: the module")
+
+
+@pytest.mark.parametrize("start", ["\ufeff", ""], ids=["bom", "crlf"])
+def test_spdx_lines_behind_a_bom_or_with_crlf_are_a_header(start: str) -> None:
+    lines = [f"{start}# SPDX-License-Identifier: Apache-2.0", SPDX.splitlines()[1], "X = 1"]
+    diff = "".join(
+        [f"diff --git a/{CTX} b/{CTX}\nnew file mode 100644\n--- /dev/null\n+++ b/{CTX}\n@@ -0,0 +1,3 @@\n"]
+        + [f"+{line}\r\n" for line in lines]
+    )
+    (file_diff,) = parse(diff)
+    assert [f for f in check_file(file_diff, "\n".join(lines)) if f.rule == "KIT003"] == []
+    bare = diff.replace("SPDX-FileCopyrightText", "Copyright")  # the header really missing: still KIT003
+    assert [f.rule for f in check_file(parse(bare)[0], "") if f.rule == "KIT003"] == ["KIT003"]
