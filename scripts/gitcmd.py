@@ -465,6 +465,27 @@ def changed_in(repo: Path, rev: str) -> list[str]:
     return names(git("show", "-z", "--name-only", "--format=", rev, cwd=repo))
 
 
+def renamed_in(repo: Path, rev: str) -> dict[str, str]:
+    """new name -> old name of each file commit rev renames (git's rename detection, as changed_in uses)."""
+    return renames(git("show", "-z", "--name-status", "-M", "--format=", rev, cwd=repo))
+
+
+def renamed_between(repo: Path, old: str, new: str) -> dict[str, str]:
+    """new name -> old name of each file renamed from old to new."""
+    return renames(git("diff", "-z", "--name-status", "-M", old, new, cwd=repo))
+
+
+def renames(out: str) -> dict[str, str]:
+    """The renames of a -z --name-status listing (status, name; R and C rows carry two names)."""
+    fields, found, i = out.strip("\n").split("\0"), {}, 0
+    while i < len(fields) - 1:
+        status = fields[i].strip("\n")
+        if status.startswith("R"):
+            found[fields[i + 2]] = fields[i + 1]
+        i += 3 if status.startswith(("R", "C")) else 2
+    return found
+
+
 def names(out: str) -> list[str]:
     """File names from a -z listing: as they are (spaces, non-ASCII), never C-quoted, no empty ones."""
     return [name for name in out.strip("\n").split("\0") if name]

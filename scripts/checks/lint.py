@@ -15,7 +15,7 @@ import re
 import shutil
 import subprocess
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from scripts import gitcmd
@@ -232,7 +232,7 @@ def is_new_py_file(diff: FileDiff) -> bool:
 
 
 def lacks_spdx(diff: FileDiff, source: Source) -> Hits:
-    head = [text for _, text in diff.added[:5]]
+    head = [text.removeprefix("\ufeff") for _, text in diff.added[:5]]  # a BOM is not a missing header
     if is_new_py_file(diff) and not all(line in head for line in SPDX):
         yield 1, ""
 
@@ -304,7 +304,8 @@ RULES = (
          "check-forbidden-imports"),
     Rule("KIT007", "off-npu",
          "off NPU (every NPU device test taken as false) each touched `vllm_omni/` module equals upstream's, function "
-         "by function, except what a patch declares with `Kit-Off-NPU: <function>: <why>`",
+         "by function, and evaluates nothing upstream does not (the NPU tests' own operands, import and def time), "
+         "except what a patch declares with `Kit-Off-NPU: <file>::<unit>: <why>`",
          "differs from upstream off NPU, undeclared", 'guard it by `.device.type == "npu"` or declare it', None),
 )  # fmt: skip
 OFF_NPU = RULES[-1]
@@ -319,10 +320,13 @@ def check_file(diff: FileDiff, new_source: str | None) -> list[Finding]:
     return [finding for rule in RULES for finding in rule.findings(diff, source)]
 
 
-def own_checks(series_diff: str, tree: Path) -> list[Finding]:
-    """The kit's checks over the lines the series adds; series_diff is pristine..HEAD of the patched tree."""
+def own_checks(series_diff: str, tree: Path, moved: frozenset[str] = frozenset()) -> list[Finding]:
+    """The kit's checks over the lines the series adds; series_diff is pristine..HEAD of the patched tree.
+    A file in moved (renamed from an upstream file) is not new: it keeps its source's header."""
     findings = []
     for diff in parse(series_diff):
+        if diff.path in moved:
+            diff = replace(diff, new_file=False)
         path = tree / diff.path
         # a file in another encoding (latin-1, carried as binary) is read, not a crash: its lines are still checked
         source = path.read_bytes().decode("utf-8", "replace") if path.is_file() else None
@@ -350,14 +354,58 @@ class Declared:
     why: str
 
 
-def declarations(message: str) -> dict[str, str]:
-    """unit -> why of each `Kit-Off-NPU: <unit>: <why>` trailer of a patch's message."""
-    pairs = (value.partition(": ") for value in trailer_values(message, OFF_NPU_TRAILER))
-    return {unit.strip(): why.strip() for unit, _, why in pairs}
+class BadDeclaration(KitError):
+    """A `Kit-Off-NPU:` trailer that does not say which unit, or why, or says it twice."""
+
+
+DECLARATION_FORM = "'Kit-Off-NPU: <file>::<unit>: <why>' (unit: Class.method, function, Class or <module>)"
+
+
+def declarations(patch: str, message: str) -> dict[tuple[str, str], str]:
+    """(file, unit) -> why of each `Kit-Off-NPU: <file>::<unit>: <why>` trailer of a patch's message; a trailer
+    without a file and unit, without a reason, or naming a unit twice is refused."""
+    out: dict[tuple[str, str], str] = {}
+    for value in trailer_values(message, OFF_NPU_TRAILER):
+        target, _, why = value.partition(": ")
+        file, scoped, unit = target.strip().partition("::")
+        if not (scoped and file.strip() and unit.strip()):
+            raise BadDeclaration(
+                f"{patch}: the trailer 'Kit-Off-NPU: {target.strip()}: ...' does not name the file and unit it covers",
+                f"write {DECLARATION_FORM} in {patch}'s message",
+            )
+        if not why.strip():
+            raise BadDeclaration(
+                f"{patch}: 'Kit-Off-NPU: {target.strip()}' gives no reason",
+                "say why after ': ' (the PR states it to reviewers)",
+            )
+        key = (file.strip(), unit.strip())
+        if key in out:
+            raise BadDeclaration(
+                f"{patch}: 'Kit-Off-NPU: {target.strip()}' is declared twice",
+                "keep one trailer per unit, with the reasons joined",
+            )
+        out[key] = why.strip()
+    return out
+
+
+def check_declared_units(patch: str, declared: dict[tuple[str, str], str], units: dict[str, set[str]]) -> None:
+    """Refuse a declaration naming a file the patch does not change, or a unit that file does not have;
+    units: each changed file -> the units of its two versions."""
+    for file, unit in declared:
+        if file not in units:
+            raise BadDeclaration(
+                f"{patch}: 'Kit-Off-NPU: {file}::{unit}' names a file {patch} does not change",
+                f"name a file it changes ({', '.join(sorted(units)) or 'none'}) or drop the trailer",
+            )
+        if unit not in units[file]:
+            raise BadDeclaration(
+                f"{patch}: 'Kit-Off-NPU: {file}::{unit}': {file} has no unit {unit}",
+                "name a function as Class.method or function, a class, or <module>",
+            )
 
 
 def judge_off_npu(
-    patch: str, changes: list[offnpu.OffNpuChange], declared: dict[str, str]
+    patch: str, changes: list[offnpu.OffNpuChange], declared: dict[tuple[str, str], str]
 ) -> tuple[list[Finding], list[Declared]]:
     """(findings, declared differences) of one patch: an undeclared difference, and a declaration naming
     no difference (its claim would be false), are findings."""
@@ -366,26 +414,28 @@ def judge_off_npu(
             c.file,
             c.line,
             OFF_NPU.id,
-            f"off NPU, {c.unit} differs from upstream (`{c.statement}`) and {patch} does not declare it",
-            f'guard it by `.device.type == "npu"`, leaving CPU/CUDA code as upstream wrote '
-            f"it, or declare it: 'Kit-Off-NPU: {c.unit}: <why>' in {patch}'s message",
+            f"off NPU, {c.unit} differs from upstream (`{c.statement}`"
+            + (f": {c.reason}" if c.reason else "")
+            + f") and {patch} does not declare it",
+            f'guard it by `.device.type == "npu"` on a tensor the function already uses, leaving CPU/CUDA code '
+            f"as upstream wrote it, or declare it: 'Kit-Off-NPU: {c.file}::{c.unit}: <why>' in {patch}'s message",
         )  # fmt: skip
         for c in changes
-        if c.unit not in declared
+        if (c.file, c.unit) not in declared
     ]
-    units = {c.unit: c.file for c in changes}
+    changed = {(c.file, c.unit) for c in changes}
     findings += [
         Finding(
             f"patches/{patch}",
             1,
             OFF_NPU.id,
-            f"declares Kit-Off-NPU: {unit}, but off NPU {unit} is unchanged by this patch",
-            "drop that trailer (or name the function the patch changes)",
+            f"declares Kit-Off-NPU: {file}::{unit}, but off NPU {unit} is unchanged by this patch",
+            "drop that trailer (or name the unit the patch changes)",
         )  # fmt: skip
-        for unit in declared
-        if unit not in units
+        for file, unit in declared
+        if (file, unit) not in changed
     ]
-    return findings, [Declared(patch, units[u], u, why) for u, why in declared.items() if u in units]
+    return findings, [Declared(patch, f, u, why) for (f, u), why in declared.items() if (f, u) in changed]
 
 
 @dataclass(frozen=True)
@@ -412,15 +462,19 @@ def off_npu_proof(repo: Path, patches: list[Patch]) -> OffNpuProof:
     declared: list[Declared] = []
     commits = gitcmd.messages(repo, f"{PRISTINE_TAG}..HEAD")
     for patch, (commit, message) in zip(patches, commits, strict=True):
-        changes = [
-            change
-            for path in gitcmd.changed_in(repo, commit)
-            if path.startswith("vllm_omni/") and path.endswith(".py")
-            for change in offnpu.off_npu_changes(
-                path, gitcmd.show_file(repo, f"{commit}^", path), gitcmd.show_file(repo, commit, path)
-            )
-        ]
-        mine, theirs = judge_off_npu(patch.name, changes, declarations(message))
+        claims = declarations(patch.name, message)
+        renamed = gitcmd.renamed_in(repo, commit)
+        changes: list[offnpu.OffNpuChange] = []
+        unit_names: dict[str, set[str]] = {}
+        for path in gitcmd.changed_in(repo, commit):
+            if not (path.startswith("vllm_omni/") and path.endswith(".py")):
+                continue
+            source = renamed.get(path, path)
+            before, after = gitcmd.show_file(repo, f"{commit}^", source), gitcmd.show_file(repo, commit, path)
+            changes += offnpu.off_npu_changes(path, before, after, renamed_from=renamed.get(path, ""))
+            unit_names[path] = offnpu.unit_names(before) | offnpu.unit_names(after)
+        check_declared_units(patch.name, claims, unit_names)
+        mine, theirs = judge_off_npu(patch.name, changes, claims)
         findings += mine
         declared += theirs
     return OffNpuProof(findings, declared)
@@ -529,9 +583,9 @@ def as_finding(f: hooks.HookFinding) -> Finding:
 
 
 def lint_series(tools: Tools, config: Path, tree: Path, pristine: Path, series_diff: str,
-                off_npu: OffNpuProof) -> SeriesLint:  # fmt: skip
+                off_npu: OffNpuProof, moved: frozenset[str] = frozenset()) -> SeriesLint:  # fmt: skip
     """Upstream's hooks, ruff (upstream settings) and kit checks on tree, with the off-NPU proof the caller made
-    from the commits; series_diff is pristine..HEAD, pristine the tree before."""
+    from the commits; series_diff is pristine..HEAD, pristine the tree before, moved the files renamed since."""
     diffs = parse(series_diff)
     files = [d.path for d in diffs if d.path.endswith(".py") and (tree / d.path).is_file()]
     added = added_line_set(series_diff)
@@ -548,7 +602,7 @@ def lint_series(tools: Tools, config: Path, tree: Path, pristine: Path, series_d
     ]
     pre_existing = [f for f in found if f not in ours] + [as_finding(f) for f in gate.pre_existing]
     return SeriesLint(files, [as_finding(f) for f in gate.counted], gate.rows, ours, unformatted,
-                      own_checks(series_diff, tree), off_npu, pre_existing)  # fmt: skip
+                      own_checks(series_diff, tree, moved), off_npu, pre_existing)  # fmt: skip
 
 
 def lint_checkout(ws: Workspace, tools: Tools, patches: list[Patch]) -> tuple[SeriesLint, str]:
@@ -556,7 +610,9 @@ def lint_checkout(ws: Workspace, tools: Tools, patches: list[Patch]) -> tuple[Se
     version = ruff_version(tools.ruff)
     config = ws.ci_dir / "ruff-upstream.toml"
     proof = off_npu_proof(ws.checkout, patches)
-    return lint_series(tools, config, ws.checkout, ws.pristine_tree, combined_diff(ws.checkout), proof), version
+    moved = frozenset(gitcmd.renamed_between(ws.checkout, PRISTINE_TAG, "HEAD"))
+    series = combined_diff(ws.checkout)
+    return lint_series(tools, config, ws.checkout, ws.pristine_tree, series, proof, moved), version
 
 
 def tools_for(ws: Workspace, ruff: str, hooks_bin: str | None) -> Tools:

@@ -28,7 +28,8 @@ def test_subject_round_trips_through_format_patch(tmp_path: Path, text: str) -> 
 def test_every_kit_trailer_is_stripped_for_upstream() -> None:
     message = (
         "Fix it\n\nBody.\n\nUpstream-Status: Pending\n"
-        "Kit-Off-NPU: RotaryEmbeddingWan.forward_native: the fix itself\nKit-Patch: rope\n"
+        "Kit-Off-NPU: vllm_omni/diffusion/layers/rope.py::RotaryEmbeddingWan.forward_native: the fix itself\n"
+        "Kit-Patch: rope\n"
         "Signed-off-by: A <a@b>\n"
     )
     assert strip_kit_trailers(message) == "Fix it\n\nBody.\n\nSigned-off-by: A <a@b>\n"

@@ -230,12 +230,18 @@ def test_an_off_npu_change_is_named_by_function_and_statement(case, edit, unit, 
 def test_declarations_cover_their_change_a_stale_one_is_a_finding_and_the_pr_says_so() -> None:
     gathered = PRISTINE.replace("return k.index_select(0, ids)", "return k[ids]")
     changes = off_npu_changes("vllm_omni/a.py", PRISTINE, gathered)
-    message = "S\n\nBody.\n\nUpstream-Status: Pending\nKit-Patch: x\nKit-Off-NPU: _gather: indexing is faster here\n"
-    assert declarations(message) == {"_gather": "indexing is faster here"}
+    message = (
+        "S\n\nBody.\n\nUpstream-Status: Pending\nKit-Patch: x\n"
+        "Kit-Off-NPU: vllm_omni/a.py::_gather: indexing is faster here\n"
+    )
+    claims = declarations("0001-x.patch", message)
+    assert claims == {("vllm_omni/a.py", "_gather"): "indexing is faster here"}
     declared = Declared("0001-x.patch", "vllm_omni/a.py", "_gather", "indexing is faster here")
-    assert judge_off_npu("0001-x.patch", changes, declarations(message)) == ([], [declared])
-    findings, _ = judge_off_npu("0001-x.patch", [], {"attend": "why"})
-    stale = "declares Kit-Off-NPU: attend, but off NPU attend is unchanged by this patch"
+    assert judge_off_npu("0001-x.patch", changes, claims) == ([], [declared])
+    other_file = {("vllm_omni/b.py", "_gather"): "why"}  # the same name in another file covers nothing here
+    assert [f.rule for f in judge_off_npu("0001-x.patch", changes, other_file)[0]] == ["KIT007", "KIT007"]
+    findings, _ = judge_off_npu("0001-x.patch", [], {("vllm_omni/a.py", "attend"): "why"})
+    stale = "declares Kit-Off-NPU: vllm_omni/a.py::attend, but off NPU attend is unchanged by this patch"
     assert [f.message for f in findings] == [stale]
     said = OffNpuProof([], [Declared("0001-x.patch", "vllm_omni/a.py", "_gather", "the fix")]).claim()
     assert said.startswith("Off NPU nothing changes except, on purpose: `_gather` (vllm_omni/a.py): the fix.")

@@ -93,6 +93,14 @@ def test_staging_disabled_gives_none_on_cpu():
     assert inputs.stage_key is None and inputs.stage_value is None
 
 
+def test_staging_disabled_before_prepare_gives_none_as_upstream():
+    # No block table yet (prepare() not run): upstream returns (None, None), and so must the patched context.
+    ctx = _oracle.forward_context(history_block_ids=[1, 2], seq_len=8, max_video_tokens=24)
+    ctx.staging_enabled = False
+    assert ctx.block_table is None
+    assert ctx.history_staging(0) == (None, None)
+
+
 def test_host_to_device_copy_on_cpu_target_is_a_plain_copy():
     from vllm_omni.experimental.ar_diffusion.kv_cache.paged_attention import _to_device_async
 
