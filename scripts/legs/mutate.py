@@ -64,6 +64,9 @@ TESTS_FOR = {
         "test_stock_leg.py",
     ],
 }
+# `--series-tests`: the series' own upstream-style tests alone (they run every test file the series adds), in the
+# stock leg alone: what upstream's CPU CI runs them with (stock torch, no torch_npu, no simulator).
+SERIES_TESTS = "test_series_upstream_tests.py"
 # Every operator, in the summary's order (each gets its row, 0 mutants included: a silent operator shows).
 OPERATORS = ("compare", "guard", "boolean", "constant", "slice", "statement", "swap", "cast", "conditional", "name",
              "arithmetic", "keyword", "return")  # fmt: skip
@@ -350,6 +353,19 @@ def select(mutants: list[Mutant], texts: list[str], operators: list[str]) -> lis
             and (not operators or m.operator in operators)]  # fmt: skip
 
 
+def npu_branch(mutants: list[Mutant], tree: Path) -> list[Mutant]:
+    """The mutants of the NPU-branch lines: lines only NPU runs, and the device guards that lead there."""
+    npu_only = {path: npu_only_lines((tree / path).read_text(encoding="utf-8")) for path in {m.path for m in mutants}}
+    return [m for m in mutants if m.line in npu_only[m.path] or m.device_guard]
+
+
+def branch_lines(outcomes: list[Outcome]) -> dict[str, object]:
+    """NPU-branch lines (path:line) and those a killed mutant shows to run: a mutant that fails a test ran."""
+    lines = sorted({f"{o.path}:{o.line}" for o in outcomes})
+    run = sorted({f"{o.path}:{o.line}" for o in outcomes if o.status in ("killed", "timeout")})
+    return {"lines": len(lines), "lines_run": len(run), "lines_not_shown_run": sorted(set(lines) - set(run))}
+
+
 def legs_for(mutant: Mutant, npu_only: set[int]) -> list[str]:
     """The npu leg for a line only NPU runs; both legs for device guards and shared lines.
 
@@ -360,7 +376,9 @@ def legs_for(mutant: Mutant, npu_only: set[int]) -> list[str]:
     return ["npu", "stock"]
 
 
-def tests_for(path: str) -> list[str]:
+def tests_for(path: str, series_only: bool = False) -> list[str]:
+    if series_only:
+        return [str(SUITE / SERIES_TESTS)]
     return [str(SUITE / name) for name in TESTS_FOR.get(path, [])] or [str(SUITE)]
 
 
@@ -460,7 +478,8 @@ class Worker:
             self.proc.wait(timeout=60)
 
 
-def run_mutant(mutant: Mutant, tree: Path, workers: dict[str, Worker], npu_only: set[int], timeout: float) -> Outcome:
+def run_mutant(mutant: Mutant, tree: Path, workers: dict[str, Worker], npu_only: set[int], timeout: float,
+               series_only: bool = False) -> Outcome:  # fmt: skip
     """Fold the mutant into the tree, run its legs (stop at the first kill), put the file back."""
     target = tree / mutant.path
     original = target.read_text(encoding="utf-8")
@@ -469,9 +488,9 @@ def run_mutant(mutant: Mutant, tree: Path, workers: dict[str, Worker], npu_only:
     status, killed_by = "survived", ""
     try:
         target.write_text(mutant.text, encoding="utf-8")
-        for leg in legs_for(mutant, npu_only):
+        for leg in [leg for leg in legs_for(mutant, npu_only) if leg in workers]:
             ran.append(leg)
-            result, failure = workers[leg].run(tests_for(mutant.path), timeout)
+            result, failure = workers[leg].run(tests_for(mutant.path, series_only), timeout)
             if result != "passed":
                 status, killed_by = ("killed", f"{leg}: {failure}") if result == "failed" else ("timeout", leg)
                 break
@@ -504,9 +523,11 @@ def score(outcomes: list[Outcome]) -> float:
 
 
 def record(outcomes: list[Outcome], stale: list[str], seconds: float, series_digest: str,
-           total: int) -> dict[str, object]:  # fmt: skip
+           total: int, series_only: bool = False) -> dict[str, object]:  # fmt: skip
     survivors = [o.key for o in outcomes if o.status == "survived"]
+    scope = {"scope": "npu-branch", "tests": SERIES_TESTS, **branch_lines(outcomes)} if series_only else {}
     return {
+        **scope,
         "series_digest": series_digest,
         "complete": len(outcomes) == total,
         "mutants": len(outcomes),
@@ -534,14 +555,16 @@ def start_worker(ws: Workspace, leg: str, tree: Path) -> Worker:
 
 
 def run_all(records_dir: Path, mutants: list[Mutant], equivalent: dict[str, str], stale: list[str], tree: Path,
-             workers: dict[str, Worker], series_digest: str, started: float) -> int:  # fmt: skip
+             workers: dict[str, Worker], series_digest: str, started: float, series_only: bool = False) -> int:  # fmt: skip
+    """Every mutant in turn; the record is `mutate`, or `mutate-series` for the series' own tests alone."""
+    name = "mutate-series" if series_only else "mutate"
     npu_only = {path: npu_only_lines((tree / path).read_text(encoding="utf-8")) for path in {m.path for m in mutants}}
     timeouts: dict[str, float] = {}
     for path in sorted({m.path for m in mutants}):
         # Control: the unmutated tree passes the same selection, and its time bounds a mutant's run.
         for leg, worker in workers.items():
             began = time.monotonic()
-            result, failure = worker.run(tests_for(path), 1800)
+            result, failure = worker.run(tests_for(path, series_only), 1800)
             if result != "passed":
                 raise MutateError(f"leg {leg} fails {path}'s tests on the unmutated series ({failure})",
                                   "make both legs green first (nox -s test)")  # fmt: skip
@@ -555,10 +578,10 @@ def run_all(records_dir: Path, mutants: list[Mutant], equivalent: dict[str, str]
         if mutant.key in equivalent:
             outcome = listed(mutant, equivalent)
         else:
-            outcome = run_mutant(mutant, tree, workers, npu_only[mutant.path], timeouts[mutant.path])
+            outcome = run_mutant(mutant, tree, workers, npu_only[mutant.path], timeouts[mutant.path], series_only)
         outcomes.append(outcome)
-        records.write(records_dir, "mutate", record(outcomes, stale, time.monotonic() - started, series_digest,
-                                                      len(mutants)))  # fmt: skip
+        records.write(records_dir, name, record(outcomes, stale, time.monotonic() - started, series_digest,
+                                                  len(mutants), series_only))  # fmt: skip
         progress(f"[{i}/{len(mutants)}] {outcome.status:10} {mutant.path}:{mutant.line} {mutant.description}"
                  + (f" ({outcome.killed_by})" if outcome.status == "killed" else ""))  # fmt: skip
     elapsed = time.monotonic() - started
@@ -566,7 +589,9 @@ def run_all(records_dir: Path, mutants: list[Mutant], equivalent: dict[str, str]
     for o in outcomes:
         if o.status == "survived":
             print(f"survived: {o.key}")
-    data = record(outcomes, stale, elapsed, series_digest, len(mutants))
-    records.write(records_dir, "mutate", data)
+    data = record(outcomes, stale, elapsed, series_digest, len(mutants), series_only)
+    records.write(records_dir, name, data)
+    if series_only:
+        progress(f"NPU-branch lines shown run by the series' own tests: {data['lines_run']}/{data['lines']}")
     progress(f"mutation score {data['score']:.1%} ({len(outcomes)} mutants) in {elapsed / 60:.1f} min")
     return 0 if data["passed"] else 1
