@@ -42,8 +42,9 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
     legs = ("stock",) if args.series_tests else ("stock", "npu")
     workers = {leg: mutate.start_worker(ws, leg, tree) for leg in legs}
     try:
+        series_tests = mutate.added_tests(series_diff, tree) if args.series_tests else None
         return mutate.run_all(ws.records, mutants, equivalent, stale, tree, workers, state.series_digest, started,
-                              args.series_tests)  # fmt: skip
+                              series_tests)  # fmt: skip
     finally:
         for worker in workers.values():
             worker.close()

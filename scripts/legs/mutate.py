@@ -21,6 +21,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import json
+import re
 import shutil
 import subprocess
 import time
@@ -347,6 +348,12 @@ def series_mutants(series_diff: str, tree: Path) -> list[Mutant]:
     return out
 
 
+def added_tests(series_diff: str, tree: Path) -> dict[str, str]:
+    """The test files the series adds (path -> text): the ones test_series_upstream_tests.py runs."""
+    return {d.path: (tree / d.path).read_text(encoding="utf-8") for d in parse(series_diff)
+            if d.path.startswith("tests/") and d.path.rsplit("/", 1)[-1].startswith("test_") and (tree / d.path).is_file()}  # fmt: skip
+
+
 def select(mutants: list[Mutant], texts: list[str], operators: list[str]) -> list[Mutant]:
     """The mutants whose key contains any of ``texts`` and whose operator is one of ``operators`` (empty: all)."""
     return [m for m in mutants if (not texts or any(t in m.key for t in texts))
@@ -376,9 +383,26 @@ def legs_for(mutant: Mutant, npu_only: set[int]) -> list[str]:
     return ["npu", "stock"]
 
 
-def tests_for(path: str, series_only: bool = False) -> list[str]:
-    if series_only:
-        return [str(SUITE / SERIES_TESTS)]
+def imports_module(test_source: str, path: str) -> bool:
+    """Whether a test file imports the module at path (`import a.b.c` or `from a.b import c`)."""
+    dotted = path.removesuffix(".py").replace("/", ".")
+    parent, leaf = dotted.rsplit(".", 1)
+    return f"import {dotted}" in test_source or f"from {dotted} import" in test_source or \
+        re.search(rf"from {re.escape(parent)} import [^\n]*\b{leaf}\b", test_source) is not None  # fmt: skip
+
+
+def series_test_ids(path: str, series_tests: dict[str, str]) -> list[str]:
+    """The series' own test files that import the module at path, as test ids of SERIES_TESTS (all of them when
+    none does): a mutant of paged_attention.py need not wait for the RoPE test."""
+    files = [f for f, text in sorted(series_tests.items()) if imports_module(text, path)]
+    test = str(SUITE / SERIES_TESTS)
+    return [f"{test}::test_series_upstream_test_passes_from_checkout[{f}]" for f in files] or [test]
+
+
+def tests_for(path: str, series_tests: dict[str, str] | None = None) -> list[str]:
+    """The leg tests a mutant of path runs: with series_tests (file -> text), only the series' own tests."""
+    if series_tests is not None:
+        return series_test_ids(path, series_tests)
     return [str(SUITE / name) for name in TESTS_FOR.get(path, [])] or [str(SUITE)]
 
 
@@ -479,7 +503,7 @@ class Worker:
 
 
 def run_mutant(mutant: Mutant, tree: Path, workers: dict[str, Worker], npu_only: set[int], timeout: float,
-               series_only: bool = False) -> Outcome:  # fmt: skip
+               series_tests: dict[str, str] | None = None) -> Outcome:  # fmt: skip
     """Fold the mutant into the tree, run its legs (stop at the first kill), put the file back."""
     target = tree / mutant.path
     original = target.read_text(encoding="utf-8")
@@ -489,9 +513,9 @@ def run_mutant(mutant: Mutant, tree: Path, workers: dict[str, Worker], npu_only:
     try:
         target.write_text(mutant.text, encoding="utf-8")
         # The series' own tests go upstream with stock torch: the stock leg judges every mutant alone there.
-        for leg in list(workers) if series_only else legs_for(mutant, npu_only):
+        for leg in list(workers) if series_tests is not None else legs_for(mutant, npu_only):
             ran.append(leg)
-            result, failure = workers[leg].run(tests_for(mutant.path, series_only), timeout)
+            result, failure = workers[leg].run(tests_for(mutant.path, series_tests), timeout)
             if result != "passed":
                 status, killed_by = ("killed", f"{leg}: {failure}") if result == "failed" else ("timeout", leg)
                 break
@@ -556,8 +580,10 @@ def start_worker(ws: Workspace, leg: str, tree: Path) -> Worker:
 
 
 def run_all(records_dir: Path, mutants: list[Mutant], equivalent: dict[str, str], stale: list[str], tree: Path,
-             workers: dict[str, Worker], series_digest: str, started: float, series_only: bool = False) -> int:  # fmt: skip
+             workers: dict[str, Worker], series_digest: str, started: float,
+             series_tests: dict[str, str] | None = None) -> int:  # fmt: skip
     """Every mutant in turn; the record is `mutate`, or `mutate-series` for the series' own tests alone."""
+    series_only = series_tests is not None
     name = "mutate-series" if series_only else "mutate"
     npu_only = {path: npu_only_lines((tree / path).read_text(encoding="utf-8")) for path in {m.path for m in mutants}}
     timeouts: dict[str, float] = {}
@@ -565,7 +591,7 @@ def run_all(records_dir: Path, mutants: list[Mutant], equivalent: dict[str, str]
         # Control: the unmutated tree passes the same selection, and its time bounds a mutant's run.
         for leg, worker in workers.items():
             began = time.monotonic()
-            result, failure = worker.run(tests_for(path, series_only), 1800)
+            result, failure = worker.run(tests_for(path, series_tests), 1800)
             if result != "passed":
                 raise MutateError(f"leg {leg} fails {path}'s tests on the unmutated series ({failure})",
                                   "make both legs green first (nox -s test)")  # fmt: skip
@@ -579,7 +605,7 @@ def run_all(records_dir: Path, mutants: list[Mutant], equivalent: dict[str, str]
         if mutant.key in equivalent:
             outcome = listed(mutant, equivalent)
         else:
-            outcome = run_mutant(mutant, tree, workers, npu_only[mutant.path], timeouts[mutant.path], series_only)
+            outcome = run_mutant(mutant, tree, workers, npu_only[mutant.path], timeouts[mutant.path], series_tests)
         outcomes.append(outcome)
         records.write(records_dir, name, record(outcomes, stale, time.monotonic() - started, series_digest,
                                                   len(mutants), series_only))  # fmt: skip
