@@ -18,9 +18,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--operator", action="append", choices=mutate.OPERATORS, default=[],
                    help="run only this operator's mutants (repeatable)")  # fmt: skip
     p.add_argument("--list", action="store_true", help="list the mutants and their keys, run nothing")
-    p.add_argument("--series-tests", action="store_true",
-                   help="the NPU-branch lines' mutants against the series' own tests alone, in the stock leg "
-                        "(as upstream's CPU CI runs them); record mutate-series")  # fmt: skip
+    p.add_argument(
+        "--series-tests",
+        action="store_true",
+        help="the NPU-branch lines' mutants against the series' own tests alone, in the stock leg "
+        "(as upstream's CPU CI runs them); record mutate-series",
+    )
 
 
 def run(args: argparse.Namespace, ws: Workspace) -> int:
@@ -43,8 +46,9 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
     workers = {leg: mutate.start_worker(ws, leg, tree) for leg in legs}
     try:
         series_tests = mutate.added_tests(series_diff, tree) if args.series_tests else None
-        return mutate.run_all(ws.records, mutants, equivalent, stale, tree, workers, state.series_digest, started,
-                              series_tests)  # fmt: skip
+        return mutate.run_all(
+            ws.records, mutants, equivalent, stale, tree, workers, state.series_digest, started, series_tests
+        )
     finally:
         for worker in workers.values():
             worker.close()

@@ -350,8 +350,11 @@ def series_mutants(series_diff: str, tree: Path) -> list[Mutant]:
 
 def added_tests(series_diff: str, tree: Path) -> dict[str, str]:
     """The test files the series adds (path -> text): the ones test_series_upstream_tests.py runs."""
-    return {d.path: (tree / d.path).read_text(encoding="utf-8") for d in parse(series_diff)
-            if d.path.startswith("tests/") and d.path.rsplit("/", 1)[-1].startswith("test_") and (tree / d.path).is_file()}  # fmt: skip
+    return {
+        d.path: (tree / d.path).read_text(encoding="utf-8")
+        for d in parse(series_diff)
+        if d.path.startswith("tests/") and d.path.rsplit("/", 1)[-1].startswith("test_") and (tree / d.path).is_file()
+    }
 
 
 def select(mutants: list[Mutant], texts: list[str], operators: list[str]) -> list[Mutant]:
@@ -387,8 +390,11 @@ def imports_module(test_source: str, path: str) -> bool:
     """Whether a test file imports the module at path (`import a.b.c` or `from a.b import c`)."""
     dotted = path.removesuffix(".py").replace("/", ".")
     parent, leaf = dotted.rsplit(".", 1)
-    return f"import {dotted}" in test_source or f"from {dotted} import" in test_source or \
-        re.search(rf"from {re.escape(parent)} import [^\n]*\b{leaf}\b", test_source) is not None  # fmt: skip
+    return (
+        f"import {dotted}" in test_source
+        or f"from {dotted} import" in test_source
+        or re.search(rf"from {re.escape(parent)} import [^\n]*\b{leaf}\b", test_source) is not None
+    )
 
 
 def series_test_ids(path: str, series_tests: dict[str, str]) -> list[str]:
@@ -502,8 +508,14 @@ class Worker:
             self.proc.wait(timeout=60)
 
 
-def run_mutant(mutant: Mutant, tree: Path, workers: dict[str, Worker], npu_only: set[int], timeout: float,
-               series_tests: dict[str, str] | None = None) -> Outcome:  # fmt: skip
+def run_mutant(
+    mutant: Mutant,
+    tree: Path,
+    workers: dict[str, Worker],
+    npu_only: set[int],
+    timeout: float,
+    series_tests: dict[str, str] | None = None,
+) -> Outcome:
     """Fold the mutant into the tree, run its legs (stop at the first kill), put the file back."""
     target = tree / mutant.path
     original = target.read_text(encoding="utf-8")
@@ -547,8 +559,9 @@ def score(outcomes: list[Outcome]) -> float:
     return sum(o.status in ("killed", "timeout") for o in counted) / len(counted) if counted else 1.0
 
 
-def record(outcomes: list[Outcome], stale: list[str], seconds: float, series_digest: str,
-           total: int, series_only: bool = False) -> dict[str, object]:  # fmt: skip
+def record(
+    outcomes: list[Outcome], stale: list[str], seconds: float, series_digest: str, total: int, series_only: bool = False
+) -> dict[str, object]:
     survivors = [o.key for o in outcomes if o.status == "survived"]
     scope = {"scope": "npu-branch", "tests": SERIES_TESTS, **branch_lines(outcomes)} if series_only else {}
     return {
@@ -579,9 +592,17 @@ def start_worker(ws: Workspace, leg: str, tree: Path) -> Worker:
     return Worker(leg, found.python, env, tree.parent)
 
 
-def run_all(records_dir: Path, mutants: list[Mutant], equivalent: dict[str, str], stale: list[str], tree: Path,
-             workers: dict[str, Worker], series_digest: str, started: float,
-             series_tests: dict[str, str] | None = None) -> int:  # fmt: skip
+def run_all(
+    records_dir: Path,
+    mutants: list[Mutant],
+    equivalent: dict[str, str],
+    stale: list[str],
+    tree: Path,
+    workers: dict[str, Worker],
+    series_digest: str,
+    started: float,
+    series_tests: dict[str, str] | None = None,
+) -> int:
     """Every mutant in turn; the record is `mutate`, or `mutate-series` for the series' own tests alone."""
     series_only = series_tests is not None
     name = "mutate-series" if series_only else "mutate"
@@ -607,8 +628,11 @@ def run_all(records_dir: Path, mutants: list[Mutant], equivalent: dict[str, str]
         else:
             outcome = run_mutant(mutant, tree, workers, npu_only[mutant.path], timeouts[mutant.path], series_tests)
         outcomes.append(outcome)
-        records.write(records_dir, name, record(outcomes, stale, time.monotonic() - started, series_digest,
-                                                  len(mutants), series_only))  # fmt: skip
+        records.write(
+            records_dir,
+            name,
+            record(outcomes, stale, time.monotonic() - started, series_digest, len(mutants), series_only),
+        )
         progress(f"[{i}/{len(mutants)}] {outcome.status:10} {mutant.path}:{mutant.line} {mutant.description}"
                  + (f" ({outcome.killed_by})" if outcome.status == "killed" else ""))  # fmt: skip
     elapsed = time.monotonic() - started

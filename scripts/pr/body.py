@@ -84,8 +84,10 @@ def mutation_result(r: Record) -> str:
     counted = [o for o in outcomes if o.get("status") != "equivalent"]
     killed = sum(o.get("status") in ("killed", "timeout") for o in counted)
     equivalent = len(outcomes) - len(counted)
-    text = (f"the series' own tests run {r.get('lines_run', 0)}/{r.get('lines', 0)} NPU-branch lines and kill "
-            f"{killed}/{len(counted)} mutants of them")  # fmt: skip
+    text = (
+        f"the series' own tests run {r.get('lines_run', 0)}/{r.get('lines', 0)} NPU-branch lines and kill "
+        f"{killed}/{len(counted)} mutants of them"
+    )
     if equivalent:
         text += f" ({equivalent} more listed as equivalent, each with its reason)"
     if not r.get("complete"):
@@ -94,8 +96,13 @@ def mutation_result(r: Record) -> str:
     return text + (f"; {len(survivors)} survive: {'; '.join(survivors)}" if survivors else "")
 
 
-FORMATTERS = {"lint": lint_result, "test-stock": test_result, "test-npu": test_result, "e2e": e2e_result,
-              "mutate-series": mutation_result}  # fmt: skip
+FORMATTERS = {
+    "lint": lint_result,
+    "test-stock": test_result,
+    "test-npu": test_result,
+    "e2e": e2e_result,
+    "mutate-series": mutation_result,
+}
 
 
 def evidence(records: Mapping[str, Record | None], digest: str) -> list[tuple[str, str, str]]:
@@ -123,8 +130,12 @@ def plan_lines(ruff: str) -> list[str]:
 
 def added_tests(scopes: Sequence[Scope]) -> list[str]:
     """The test files the PR adds: what a reviewer runs."""
-    return [f for s in scopes for f in s.new_files if f.startswith("tests/") and f.rsplit("/", 1)[-1].startswith("test_")
-            and f.endswith(".py")]  # fmt: skip
+    return [
+        f
+        for s in scopes
+        for f in s.new_files
+        if f.startswith("tests/") and f.rsplit("/", 1)[-1].startswith("test_") and f.endswith(".py")
+    ]
 
 
 def reviewer_plan(scopes: Sequence[Scope]) -> str:
@@ -148,8 +159,15 @@ Twice, each with its own server: the two videos' md5 are equal, and `metrics.int
 chunk interval) stays in the reference band."""
 
 
-def body(purpose: str, results: Sequence[tuple[str, str, str]], scopes: Sequence[Scope],
-         pin_label: str, digest: str, ruff: str, left_out: Sequence[tuple[str, str]] = ()) -> str:  # fmt: skip
+def body(
+    purpose: str,
+    results: Sequence[tuple[str, str, str]],
+    scopes: Sequence[Scope],
+    pin_label: str,
+    digest: str,
+    ruff: str,
+    left_out: Sequence[tuple[str, str]] = (),
+) -> str:
     ran = "\n".join(f"- {how}" for how in plan_lines(ruff))
     result = "\n".join(f"- **{label}**: {text}" for _, label, text in results)
     return f"""## Purpose
