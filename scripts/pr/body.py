@@ -36,7 +36,7 @@ PLAN = (
                       "a time, against the added tests alone, with stock torch"),
 )  # fmt: skip
 DEPLOY_CONFIG = "benchmarks/lingbot_world/configs/npu_usp4_eager.yaml"
-MODEL = "<LingBot-World 2.0 causal model>"
+MODEL = "/path/to/lingbot-world-v2-14b-causal-fast-diffusers"  # the reviewer's copy of the model
 BENCHMARK = "benchmarks/lingbot_world/benchmark_lingbot_world_realtime.py"
 
 
@@ -150,13 +150,14 @@ def reviewer_plan(scopes: Sequence[Scope]) -> str:
 On four Ascend cards (64 GB each), the realtime stack with the 4-card deploy config:
 
 ```sh
-vllm-omni serve {MODEL} --omni --deploy-config {DEPLOY_CONFIG} --port 8000
-python {BENCHMARK} --host 127.0.0.1 --port 8000 --model {MODEL} \\
-    --num-chunks 32 --output-json run1.json --save-video run1.mp4
+MODEL={MODEL}
+vllm-omni serve "$MODEL" --omni --deploy-config {DEPLOY_CONFIG} --port 8000
+python {BENCHMARK} --host 127.0.0.1 --port 8000 --model "$MODEL" --image first-frame.png \\
+    --num-chunks 32 --seed 0 --output-json run1.json --save-video run1.mp4
 ```
 
-Twice, each with its own server: the two videos' md5 are equal, and `metrics.interval_steady.median_ms` (the steady
-chunk interval) stays in the reference band."""
+Twice, each with its own server (run1, run2): the two videos' md5 are equal, and `metrics.interval_steady.median_ms`
+(the steady chunk interval) stays in the reference band."""
 
 
 def body(
