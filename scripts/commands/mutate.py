@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import time
 
+from scripts import records
 from scripts.checkout.pristine import combined_diff
 from scripts.commands.common import current
 from scripts.legs import mutate
@@ -46,8 +47,10 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
     workers = {leg: mutate.start_worker(ws, leg, tree) for leg in legs}
     try:
         series_tests = mutate.added_tests(series_diff, tree) if args.series_tests else None
+        previous = records.read(ws.records, "mutate-series") if args.series_tests else None
+        kept = mutate.kills_to_keep(previous, state.series_digest)
         return mutate.run_all(
-            ws.records, mutants, equivalent, stale, tree, workers, state.series_digest, started, series_tests
+            ws.records, mutants, equivalent, stale, tree, workers, state.series_digest, started, series_tests, kept
         )
     finally:
         for worker in workers.values():

@@ -28,6 +28,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import tomllib
 
@@ -376,6 +377,16 @@ def branch_lines(outcomes: list[Outcome]) -> dict[str, object]:
     return {"lines": len(lines), "lines_run": len(run), "lines_not_shown_run": sorted(set(lines) - set(run))}
 
 
+def kills_to_keep(previous: dict[str, Any] | None, series_digest: str) -> dict[str, Outcome]:
+    """`--series-tests`: the kills of an earlier run (finished or not) on the same series digest. The digest covers
+    the mutated code and the series' own tests alike (both are patches), so such a mutant dies again; the others
+    run. A run in the full mode keeps nothing: the kit's suite is outside the digest."""
+    if not previous or previous.get("scope") != "npu-branch" or previous.get("series_digest") != series_digest:
+        return {}
+    kills = [o for o in previous.get("outcomes", []) if o.get("status") in ("killed", "timeout")]
+    return {o["key"]: Outcome(**{**o, "legs": tuple(o["legs"])}) for o in kills}
+
+
 def legs_for(mutant: Mutant, npu_only: set[int]) -> list[str]:
     """The npu leg for a line only NPU runs; both legs for device guards and shared lines.
 
@@ -602,8 +613,11 @@ def run_all(
     series_digest: str,
     started: float,
     series_tests: dict[str, str] | None = None,
+    kept: dict[str, Outcome] | None = None,
 ) -> int:
-    """Every mutant in turn; the record is `mutate`, or `mutate-series` for the series' own tests alone."""
+    """Every mutant in turn (a kill in kept is not run again); the record is `mutate`, or `mutate-series` for the
+    series' own tests alone."""
+    kept = kept or {}
     series_only = series_tests is not None
     name = "mutate-series" if series_only else "mutate"
     npu_only = {path: npu_only_lines((tree / path).read_text(encoding="utf-8")) for path in {m.path for m in mutants}}
@@ -620,11 +634,14 @@ def run_all(
             timeouts[path] = max(timeouts.get(path, 0.0), 60.0, 3 * (time.monotonic() - began))
     progress(
         f"{len(mutants)} mutants of {len({m.path for m in mutants})} files; {len(equivalent)} listed as equivalent"
+        + (f"; {len(kept)} killed by an earlier run on this series, kept" if kept else "")
     )
     outcomes = []
     for i, mutant in enumerate(mutants, 1):
         if mutant.key in equivalent:
             outcome = listed(mutant, equivalent)
+        elif mutant.key in kept:
+            outcome = kept[mutant.key]
         else:
             outcome = run_mutant(mutant, tree, workers, npu_only[mutant.path], timeouts[mutant.path], series_tests)
         outcomes.append(outcome)

@@ -251,3 +251,13 @@ def test_series_tests_mode_runs_every_mutant_in_the_stock_leg_and_counts_lines_a
     outcome = mutate.run_mutant(npu_only_line, tmp_path, {"stock": stock}, {1}, 60, {})  # type: ignore[dict-item]
     assert (tmp_path / "m.py").read_text(encoding="utf-8") == "x = 1\n"  # the file is put back
     assert outcome.status == "killed" and outcome.legs == ("stock",) and stock.runs
+
+
+def test_series_tests_mode_keeps_only_kills_made_on_the_same_series() -> None:
+    killed = Outcome("k", "m.py", 4, "constant", "2 -> 3", "killed", ("stock",), "t", 1.0)
+    survived = Outcome("s", "m.py", 5, "constant", "1 -> 2", "survived", ("stock",), "", 1.0)
+    data = json.loads(json.dumps(mutate.record([killed, survived], [], 2.0, "d" * 64, 2, series_only=True)))
+    assert mutate.kills_to_keep(data, "d" * 64) == {"k": killed}  # the survivor runs again
+    assert mutate.kills_to_keep(data, "e" * 64) == {}  # another series: its code or its tests changed
+    full = json.loads(json.dumps(mutate.record([killed], [], 1.0, "d" * 64, 1)))
+    assert mutate.kills_to_keep(full, "d" * 64) == {} and mutate.kills_to_keep(None, "d" * 64) == {}
