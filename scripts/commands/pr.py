@@ -134,7 +134,7 @@ def prepare_revision(ws: Workspace, args: argparse.Namespace, identity: str, too
     summary = [
         ("title", title),
         ("branch", where),
-        ("output", f".work/pr/{rev.label}/ ({len(kept)} patch file(s), cover.txt, pr-body.md)"),
+        ("output", f".work/pr/{rev.label}/ ({len(sent)} patch file(s), cover.txt, pr-body.md)"),
         ("scope", f"{len(whole.files)} file(s), +{whole.added} -{whole.removed}, {len(whole.new_files)} new"),
         ("RFC threshold", scope.rfc_warning(whole) or f"under {scope.RFC_THRESHOLD} lines"),
         ("precheck", f"{len(lint.findings)} finding(s) (ruff {ruff_version})"),
