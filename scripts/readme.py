@@ -27,7 +27,7 @@ def series_table(patches: Sequence[Patch]) -> str:
     """One row per patch (name, subject, +added/-removed, Upstream-Status), then the series' scope."""
     scopes = [of_patch(p.name.removesuffix(".patch"), p.text) for p in patches]
     rows = [
-        (f"`{s.name}`", p.subject, f"+{s.added}/-{s.removed}", p.upstream_status)
+        (f"`{s.name}`", p.subject, f"+{s.added}/-{s.removed}", p.status_label)
         for p, s in zip(patches, scopes, strict=True)
     ]
     whole = total(scopes)
@@ -35,6 +35,13 @@ def series_table(patches: Sequence[Patch]) -> str:
         f"In all: {len(whole.files)} files, +{whole.added}/-{whole.removed}; tests and config are "
         f"{whole.test_config_lines} of the {whole.changed} changed lines."
     )
+    upstream = [s for p, s in zip(patches, scopes, strict=True) if p.already_upstream]
+    if upstream:
+        pr = total([s for p, s in zip(patches, scopes, strict=True) if not p.already_upstream])
+        summary += (
+            f" The PR carries {len(pr.files)} files, +{pr.added}/-{pr.removed}: "
+            f"{', '.join(f'`{s.name}`' for s in upstream)} is already upstream (Backport)."
+        )
     return "\n".join([markdown_table(("patch", "what", "lines", "upstream?"), rows), "", summary])
 
 

@@ -39,6 +39,16 @@ class Patch:
         # bytes, not read_text: its newline translation would drop the CRs of a CRLF file's lines
         return self.path.read_bytes().decode("utf-8")
 
+    @property
+    def already_upstream(self) -> bool:
+        """`Backport [ref]`: upstream already holds this change, so no PR made from the series carries it."""
+        return self.upstream_status.startswith("Backport ")
+
+    @property
+    def status_label(self) -> str:
+        """The status for a table: a Backport's ref is a long URL, so its label says what it means."""
+        return "Backport (already upstream)" if self.already_upstream else self.upstream_status.split(" [")[0]
+
 
 def parse_series(text: str) -> list[str]:
     """Patch names in order; blank lines and `#` comments are ignored."""

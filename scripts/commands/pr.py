@@ -88,25 +88,30 @@ def prepare_revision(ws: Workspace, args: argparse.Namespace, identity: str, too
     review_tip = made[-1]
     onto_report = ""
     if args.onto:
-        kept, made, base, verdict_table = prepare.put_onto(ws, args, patches, commits, signer, branch)
+        sendable = [(p, c) for p, c in zip(patches, commits, strict=True) if not p.already_upstream]
+        kept, made, base, verdict_table = prepare.put_onto(
+            ws, args, [p for p, _ in sendable], [c for _, c in sendable], signer, branch
+        )
         onto_report = f"\nEach patch on {base}:\n{verdict_table}\n"
         repo, where = (
             ws.upstream_clone,
             f"Branch {branch} in .work/{ws.upstream_clone.name} on {base}: {len(made)} commit(s)",
         )
         progress(f"branch {branch} in .work/{ws.upstream_clone.name} on {base}: {len(made)} signed-off commit(s)")
-    subjects = [message_parts(repo, c)[0] for c in made]
+    # A Backport patch is already upstream: the review branch keeps it (later trees hold its file), the PR does not.
+    sent = [(p, c) for p, c in zip(kept, made, strict=True) if not p.already_upstream]
+    subjects = [message_parts(repo, c)[0] for _, c in sent]
     title = cover.title
-
-    scopes = [scope.of_patch(p.name, p.text) for p in kept]
+    scopes = [scope.of_patch(p.name, p.text) for p, _ in sent]
     results = evidence({name: records.read(ws.records, name) for name, _, _ in PLAN}, digest)
     progress(f"range-diff against {prev.label if prev else 'nothing (first revision)'}")
     rdiff = prepare.previous_range_diff(ws, prev, review_tip, identity)
 
-    files = {p.name: gitcmd.format_patch(repo, c) for p, c in zip(kept, made, strict=True)}
+    files = {p.name: gitcmd.format_patch(repo, c) for p, c in sent}
     ruff = (ruff_version, hook_version(tools.hooks, "ruff-check"))  # (the precheck's, upstream's pin)
+    left_out = [(p.name, p.upstream_status) for p in patches if p.already_upstream]
     purpose = purpose_section(cover, subjects, lint.off_npu.claim())
-    files["pr-body.md"] = body(purpose, results, scopes, pin.label, digest, ruff[1])
+    files["pr-body.md"] = body(purpose, results, scopes, pin.label, digest, ruff[1], left_out)
     cover_diff = prepare.previous_cover(ws, prev, cover_source)
     files["cover.txt"] = prepare.cover_text(
         title, rev, pin.label, where, identity, kept, scopes, lint, ruff, rdiff, cover_diff, onto_report
@@ -129,7 +134,7 @@ def prepare_revision(ws: Workspace, args: argparse.Namespace, identity: str, too
     summary = [
         ("title", title),
         ("branch", where),
-        ("output", f".work/pr/{rev.label}/ ({len(kept)} patch file(s), cover.txt, pr-body.md)"),
+        ("output", f".work/pr/{rev.label}/ ({len(sent)} patch file(s), cover.txt, pr-body.md)"),
         ("scope", f"{len(whole.files)} file(s), +{whole.added} -{whole.removed}, {len(whole.new_files)} new"),
         ("RFC threshold", scope.rfc_warning(whole) or f"under {scope.RFC_THRESHOLD} lines"),
         ("precheck", f"{len(lint.findings)} finding(s) (ruff {ruff_version})"),

@@ -21,12 +21,14 @@ from __future__ import annotations
 import ast
 import contextlib
 import json
+import re
 import shutil
 import subprocess
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import tomllib
 
@@ -64,6 +66,9 @@ TESTS_FOR = {
         "test_stock_leg.py",
     ],
 }
+# `--series-tests`: the series' own upstream-style tests alone (they run every test file the series adds), in the
+# stock leg alone: what upstream's CPU CI runs them with (stock torch, no torch_npu, no simulator).
+SERIES_TESTS = "test_series_upstream_tests.py"
 # Every operator, in the summary's order (each gets its row, 0 mutants included: a silent operator shows).
 OPERATORS = ("compare", "guard", "boolean", "constant", "slice", "statement", "swap", "cast", "conditional", "name",
              "arithmetic", "keyword", "return")  # fmt: skip
@@ -344,10 +349,42 @@ def series_mutants(series_diff: str, tree: Path) -> list[Mutant]:
     return out
 
 
+def added_tests(series_diff: str, tree: Path) -> dict[str, str]:
+    """The test files the series adds (path -> text): the ones test_series_upstream_tests.py runs."""
+    return {
+        d.path: (tree / d.path).read_text(encoding="utf-8")
+        for d in parse(series_diff)
+        if d.path.startswith("tests/") and d.path.rsplit("/", 1)[-1].startswith("test_") and (tree / d.path).is_file()
+    }
+
+
 def select(mutants: list[Mutant], texts: list[str], operators: list[str]) -> list[Mutant]:
     """The mutants whose key contains any of ``texts`` and whose operator is one of ``operators`` (empty: all)."""
     return [m for m in mutants if (not texts or any(t in m.key for t in texts))
             and (not operators or m.operator in operators)]  # fmt: skip
+
+
+def npu_branch(mutants: list[Mutant], tree: Path) -> list[Mutant]:
+    """The mutants of the NPU-branch lines: lines only NPU runs, and the device guards that lead there."""
+    npu_only = {path: npu_only_lines((tree / path).read_text(encoding="utf-8")) for path in {m.path for m in mutants}}
+    return [m for m in mutants if m.line in npu_only[m.path] or m.device_guard]
+
+
+def branch_lines(outcomes: list[Outcome]) -> dict[str, object]:
+    """NPU-branch lines (path:line) and those a killed mutant shows to run: a mutant that fails a test ran."""
+    lines = sorted({f"{o.path}:{o.line}" for o in outcomes})
+    run = sorted({f"{o.path}:{o.line}" for o in outcomes if o.status in ("killed", "timeout")})
+    return {"lines": len(lines), "lines_run": len(run), "lines_not_shown_run": sorted(set(lines) - set(run))}
+
+
+def kills_to_keep(previous: dict[str, Any] | None, series_digest: str) -> dict[str, Outcome]:
+    """`--series-tests`: the kills of an earlier run (finished or not) on the same series digest. The digest covers
+    the mutated code and the series' own tests alike (both are patches), so such a mutant dies again; the others
+    run. A run in the full mode keeps nothing: the kit's suite is outside the digest."""
+    if not previous or previous.get("scope") != "npu-branch" or previous.get("series_digest") != series_digest:
+        return {}
+    kills = [o for o in previous.get("outcomes", []) if o.get("status") in ("killed", "timeout")]
+    return {o["key"]: Outcome(**{**o, "legs": tuple(o["legs"])}) for o in kills}
 
 
 def legs_for(mutant: Mutant, npu_only: set[int]) -> list[str]:
@@ -360,7 +397,29 @@ def legs_for(mutant: Mutant, npu_only: set[int]) -> list[str]:
     return ["npu", "stock"]
 
 
-def tests_for(path: str) -> list[str]:
+def imports_module(test_source: str, path: str) -> bool:
+    """Whether a test file imports the module at path (`import a.b.c` or `from a.b import c`)."""
+    dotted = path.removesuffix(".py").replace("/", ".")
+    parent, leaf = dotted.rsplit(".", 1)
+    return (
+        f"import {dotted}" in test_source
+        or f"from {dotted} import" in test_source
+        or re.search(rf"from {re.escape(parent)} import [^\n]*\b{leaf}\b", test_source) is not None
+    )
+
+
+def series_test_ids(path: str, series_tests: dict[str, str]) -> list[str]:
+    """The series' own test files that import the module at path, as test ids of SERIES_TESTS (all of them when
+    none does): a mutant of paged_attention.py need not wait for the RoPE test."""
+    files = [f for f, text in sorted(series_tests.items()) if imports_module(text, path)]
+    test = str(SUITE / SERIES_TESTS)
+    return [f"{test}::test_series_upstream_test_passes_from_checkout[{f}]" for f in files] or [test]
+
+
+def tests_for(path: str, series_tests: dict[str, str] | None = None) -> list[str]:
+    """The leg tests a mutant of path runs: with series_tests (file -> text), only the series' own tests."""
+    if series_tests is not None:
+        return series_test_ids(path, series_tests)
     return [str(SUITE / name) for name in TESTS_FOR.get(path, [])] or [str(SUITE)]
 
 
@@ -460,7 +519,14 @@ class Worker:
             self.proc.wait(timeout=60)
 
 
-def run_mutant(mutant: Mutant, tree: Path, workers: dict[str, Worker], npu_only: set[int], timeout: float) -> Outcome:
+def run_mutant(
+    mutant: Mutant,
+    tree: Path,
+    workers: dict[str, Worker],
+    npu_only: set[int],
+    timeout: float,
+    series_tests: dict[str, str] | None = None,
+) -> Outcome:
     """Fold the mutant into the tree, run its legs (stop at the first kill), put the file back."""
     target = tree / mutant.path
     original = target.read_text(encoding="utf-8")
@@ -469,9 +535,10 @@ def run_mutant(mutant: Mutant, tree: Path, workers: dict[str, Worker], npu_only:
     status, killed_by = "survived", ""
     try:
         target.write_text(mutant.text, encoding="utf-8")
-        for leg in legs_for(mutant, npu_only):
+        # The series' own tests go upstream with stock torch: the stock leg judges every mutant alone there.
+        for leg in list(workers) if series_tests is not None else legs_for(mutant, npu_only):
             ran.append(leg)
-            result, failure = workers[leg].run(tests_for(mutant.path), timeout)
+            result, failure = workers[leg].run(tests_for(mutant.path, series_tests), timeout)
             if result != "passed":
                 status, killed_by = ("killed", f"{leg}: {failure}") if result == "failed" else ("timeout", leg)
                 break
@@ -503,10 +570,13 @@ def score(outcomes: list[Outcome]) -> float:
     return sum(o.status in ("killed", "timeout") for o in counted) / len(counted) if counted else 1.0
 
 
-def record(outcomes: list[Outcome], stale: list[str], seconds: float, series_digest: str,
-           total: int) -> dict[str, object]:  # fmt: skip
+def record(
+    outcomes: list[Outcome], stale: list[str], seconds: float, series_digest: str, total: int, series_only: bool = False
+) -> dict[str, object]:
     survivors = [o.key for o in outcomes if o.status == "survived"]
+    scope = {"scope": "npu-branch", "tests": SERIES_TESTS, **branch_lines(outcomes)} if series_only else {}
     return {
+        **scope,
         "series_digest": series_digest,
         "complete": len(outcomes) == total,
         "mutants": len(outcomes),
@@ -533,15 +603,30 @@ def start_worker(ws: Workspace, leg: str, tree: Path) -> Worker:
     return Worker(leg, found.python, env, tree.parent)
 
 
-def run_all(records_dir: Path, mutants: list[Mutant], equivalent: dict[str, str], stale: list[str], tree: Path,
-             workers: dict[str, Worker], series_digest: str, started: float) -> int:  # fmt: skip
+def run_all(
+    records_dir: Path,
+    mutants: list[Mutant],
+    equivalent: dict[str, str],
+    stale: list[str],
+    tree: Path,
+    workers: dict[str, Worker],
+    series_digest: str,
+    started: float,
+    series_tests: dict[str, str] | None = None,
+    kept: dict[str, Outcome] | None = None,
+) -> int:
+    """Every mutant in turn (a kill in kept is not run again); the record is `mutate`, or `mutate-series` for the
+    series' own tests alone."""
+    kept = kept or {}
+    series_only = series_tests is not None
+    name = "mutate-series" if series_only else "mutate"
     npu_only = {path: npu_only_lines((tree / path).read_text(encoding="utf-8")) for path in {m.path for m in mutants}}
     timeouts: dict[str, float] = {}
     for path in sorted({m.path for m in mutants}):
         # Control: the unmutated tree passes the same selection, and its time bounds a mutant's run.
         for leg, worker in workers.items():
             began = time.monotonic()
-            result, failure = worker.run(tests_for(path), 1800)
+            result, failure = worker.run(tests_for(path, series_tests), 1800)
             if result != "passed":
                 raise MutateError(f"leg {leg} fails {path}'s tests on the unmutated series ({failure})",
                                   "make both legs green first (nox -s test)")  # fmt: skip
@@ -549,16 +634,22 @@ def run_all(records_dir: Path, mutants: list[Mutant], equivalent: dict[str, str]
             timeouts[path] = max(timeouts.get(path, 0.0), 60.0, 3 * (time.monotonic() - began))
     progress(
         f"{len(mutants)} mutants of {len({m.path for m in mutants})} files; {len(equivalent)} listed as equivalent"
+        + (f"; {len(kept)} killed by an earlier run on this series, kept" if kept else "")
     )
     outcomes = []
     for i, mutant in enumerate(mutants, 1):
         if mutant.key in equivalent:
             outcome = listed(mutant, equivalent)
+        elif mutant.key in kept:
+            outcome = kept[mutant.key]
         else:
-            outcome = run_mutant(mutant, tree, workers, npu_only[mutant.path], timeouts[mutant.path])
+            outcome = run_mutant(mutant, tree, workers, npu_only[mutant.path], timeouts[mutant.path], series_tests)
         outcomes.append(outcome)
-        records.write(records_dir, "mutate", record(outcomes, stale, time.monotonic() - started, series_digest,
-                                                      len(mutants)))  # fmt: skip
+        records.write(
+            records_dir,
+            name,
+            record(outcomes, stale, time.monotonic() - started, series_digest, len(mutants), series_only),
+        )
         progress(f"[{i}/{len(mutants)}] {outcome.status:10} {mutant.path}:{mutant.line} {mutant.description}"
                  + (f" ({outcome.killed_by})" if outcome.status == "killed" else ""))  # fmt: skip
     elapsed = time.monotonic() - started
@@ -566,7 +657,9 @@ def run_all(records_dir: Path, mutants: list[Mutant], equivalent: dict[str, str]
     for o in outcomes:
         if o.status == "survived":
             print(f"survived: {o.key}")
-    data = record(outcomes, stale, elapsed, series_digest, len(mutants))
-    records.write(records_dir, "mutate", data)
+    data = record(outcomes, stale, elapsed, series_digest, len(mutants), series_only)
+    records.write(records_dir, name, data)
+    if series_only:
+        progress(f"NPU-branch lines shown run by the series' own tests: {data['lines_run']}/{data['lines']}")
     progress(f"mutation score {data['score']:.1%} ({len(outcomes)} mutants) in {elapsed / 60:.1f} min")
     return 0 if data["passed"] else 1

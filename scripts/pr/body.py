@@ -20,18 +20,24 @@ Record = Mapping[str, Any]
 PREFIX = re.compile(r"^(\[[^\]]+\])\s*")
 DEFAULT_PREFIX = "[Hardware][Ascend]"
 NOT_RUN = "not run"
-# (record name, what it is, how it is run): the Test Plan, in order; {ruff} is the pinned version (plan_lines).
+# (record name, what it is, what was run): the contributor's evidence, in order; {ruff} is the pinned version.
 PLAN = (
-    ("lint", "lint", "`nox -s lint`: upstream's pre-commit hooks at its pins (ruff v{ruff} with upstream's "
-                     "settings, typos with upstream's configuration, pre-commit-hooks' YAML, whitespace, end-of-file "
-                     "and debug-statement checks) on the lines the series adds, plus the kit's checks: "
+    ("lint", "lint", "upstream's pre-commit hooks at its pins (ruff v{ruff} with upstream's settings, typos with "
+                     "upstream's configuration, pre-commit-hooks' YAML, whitespace, end-of-file and debug-statement "
+                     "checks) on the lines the series adds, plus the contributor kit's checks: "
                      f"{'; '.join(rule.requires for rule in RULES)}"),
-    ("test-stock", "CPU regression, leg `stock`", "`nox -s test` leg `stock`: stock torch, no torch_npu installed"),
-    ("test-npu", "CPU regression, leg `npu`", "`nox -s test` leg `npu`: the pinned torch_npu (real with CANN, else a "
-                 "simulated NPU on CPU, said so below)"),
-    ("e2e", "e2e realtime benchmark", "`nox -s e2e`: two independent server + realtime benchmark runs on 4 Ascend "
-            "cards (SP-4), steady chunk-interval median and video md5 compared"),
+    ("test-stock", "CPU regression, leg `stock`", "a CPU regression suite on the patched tree with stock torch, no "
+                   "torch_npu installed"),
+    ("test-npu", "CPU regression, leg `npu`", "the same suite with the pinned torch_npu (real with CANN, else a "
+                 "simulated NPU on CPU, said so in the result)"),
+    ("e2e", "e2e realtime benchmark", "the serve and benchmark commands above, twice with independent servers on 4 "
+            "Ascend cards (SP-4): steady chunk-interval median and video md5 compared"),
+    ("mutate-series", "NPU contract of the added tests", "every NPU-branch line the series adds mutated, one edit at "
+                      "a time, against the added tests alone, with stock torch"),
 )  # fmt: skip
+DEPLOY_CONFIG = "benchmarks/lingbot_world/configs/npu_usp4_eager.yaml"
+MODEL = "/path/to/lingbot-world-v2-14b-causal-fast-diffusers"  # the reviewer's copy of the model
+BENCHMARK = "benchmarks/lingbot_world/benchmark_lingbot_world_realtime.py"
 
 
 def freshness(record: Record | None, digest: str) -> str | None:
@@ -72,7 +78,31 @@ def e2e_result(r: Record) -> str:
             f"evidence {r.get('evidence', 'not recorded')}")  # fmt: skip
 
 
-FORMATTERS = {"lint": lint_result, "test-stock": test_result, "test-npu": test_result, "e2e": e2e_result}
+def mutation_result(r: Record) -> str:
+    """The figure of `nox -s mutate -- --series-tests`: NPU-branch lines shown run, mutants killed."""
+    outcomes = r.get("outcomes", [])
+    counted = [o for o in outcomes if o.get("status") != "equivalent"]
+    killed = sum(o.get("status") in ("killed", "timeout") for o in counted)
+    equivalent = len(outcomes) - len(counted)
+    text = (
+        f"the series' own tests run {r.get('lines_run', 0)}/{r.get('lines', 0)} NPU-branch lines and kill "
+        f"{killed}/{len(counted)} mutants of them"
+    )
+    if equivalent:
+        text += f" ({equivalent} more listed as equivalent, each with its reason)"
+    if not r.get("complete"):
+        text += " (an incomplete run)"
+    survivors = r.get("survivors", [])
+    return text + (f"; {len(survivors)} survive: {'; '.join(survivors)}" if survivors else "")
+
+
+FORMATTERS = {
+    "lint": lint_result,
+    "test-stock": test_result,
+    "test-npu": test_result,
+    "e2e": e2e_result,
+    "mutate-series": mutation_result,
+}
 
 
 def evidence(records: Mapping[str, Record | None], digest: str) -> list[tuple[str, str, str]]:
@@ -85,19 +115,61 @@ def evidence(records: Mapping[str, Record | None], digest: str) -> list[tuple[st
     return out
 
 
-def scope_markdown(scopes: Sequence[Scope]) -> str:
+def scope_markdown(scopes: Sequence[Scope], left_out: Sequence[tuple[str, str]] = ()) -> str:
     warning = rfc_warning(total(scopes))
-    return markdown_table(HEADERS, rows(scopes)) + (f"\n\n**Warning:** {warning}" if warning else "")
+    out = markdown_table(HEADERS, rows(scopes)) + (f"\n\n**Warning:** {warning}" if warning else "")
+    for name, status in left_out:
+        out += f"\n\nNot in this PR: `{name}`, already upstream (Upstream-Status: {status})."
+    return out
 
 
 def plan_lines(ruff: str) -> list[str]:
-    """The Test Plan, with the ruff version ci/kit-tools.txt pins (read by the caller: it knows the workspace)."""
+    """What the contributor's kit ran, with the ruff version ci/kit-tools.txt pins (read by the caller)."""
     return [how.replace("{ruff}", ruff) for _, _, how in PLAN]
 
 
-def body(purpose: str, results: Sequence[tuple[str, str, str]], scopes: Sequence[Scope],
-         pin_label: str, digest: str, ruff: str) -> str:  # fmt: skip
-    plan = "\n".join(f"- {how}" for how in plan_lines(ruff))
+def added_tests(scopes: Sequence[Scope]) -> list[str]:
+    """The test files the PR adds: what a reviewer runs."""
+    return [
+        f
+        for s in scopes
+        for f in s.new_files
+        if f.startswith("tests/") and f.rsplit("/", 1)[-1].startswith("test_") and f.endswith(".py")
+    ]
+
+
+def reviewer_plan(scopes: Sequence[Scope]) -> str:
+    tests = added_tests(scopes)
+    pytest_line = f"pytest -v {' '.join(tests)}" if tests else "# the PR adds no test file"
+    return f"""In an upstream checkout with this PR applied, on CPU (stock torch; no torch_npu, no Ascend card):
+
+```sh
+{pytest_line}
+```
+
+On four Ascend cards (64 GB each), the realtime stack with the 4-card deploy config:
+
+```sh
+MODEL={MODEL}
+vllm-omni serve "$MODEL" --omni --deploy-config {DEPLOY_CONFIG} --port 8000
+python {BENCHMARK} --host 127.0.0.1 --port 8000 --model "$MODEL" --image first-frame.png \\
+    --num-chunks 32 --seed 0 --output-json run1.json --save-video run1.mp4
+```
+
+Twice, each with its own server (run1, run2): the two videos' md5 are equal, and `metrics.interval_steady.median_ms`
+(the steady chunk interval) stays in the reference band."""
+
+
+def body(
+    purpose: str,
+    results: Sequence[tuple[str, str, str]],
+    scopes: Sequence[Scope],
+    pin_label: str,
+    digest: str,
+    ruff: str,
+    left_out: Sequence[tuple[str, str]] = (),
+) -> str:
+    ran = "\n".join(f"- {how}" for how in plan_lines(ruff))
     result = "\n".join(f"- **{label}**: {text}" for _, label, text in results)
     return f"""## Purpose
 
@@ -105,9 +177,12 @@ def body(purpose: str, results: Sequence[tuple[str, str, str]], scopes: Sequence
 
 ## Test Plan
 
-Against {pin_label} with this series applied (series digest `{digest[:12]}`):
+{reviewer_plan(scopes)}
 
-{plan}
+What the contributor ran against {pin_label} with this series applied (series digest `{digest[:12]}`), each
+recorded with its inputs; the results below:
+
+{ran}
 
 ## Test Result
 
@@ -115,7 +190,7 @@ Against {pin_label} with this series applied (series digest `{digest[:12]}`):
 
 Scope of the change:
 
-{scope_markdown(scopes)}
+{scope_markdown(scopes, left_out)}
 
 ---
 <details>

@@ -213,3 +213,51 @@ def test_closing_a_busy_worker_leaves_no_process(tmp_path: Path, capfd: pytest.C
     for pid in children:
         assert not Path(f"/proc/{pid}").exists(), f"pytest run {pid} outlived its worker"
     assert "Traceback" not in capfd.readouterr().err
+
+
+def test_series_tests_mode_takes_the_npu_branch_lines_and_the_series_tests_that_import_their_module(
+    tmp_path: Path,
+) -> None:
+    source = 'def f(q):\n    n = q.shape[0] + 1\n    if q.device.type == "npu":\n        return n * 2\n    return n\n'
+    (tmp_path / "m.py").write_text(source, encoding="utf-8")
+    chosen = mutate.npu_branch(mutate.mutants_of("m.py", source, {2, 3, 4}), tmp_path)
+    assert {m.line for m in chosen} == {3, 4} and any(m.device_guard for m in chosen)  # not line 2: shared
+    tests = {"tests/a/test_x.py": "from pkg.sub import m\n", "tests/test_y.py": "import other\n"}
+    ids = mutate.tests_for("pkg/sub/m.py", tests)
+    assert ids == [
+        f"tests/regression/{mutate.SERIES_TESTS}::test_series_upstream_test_passes_from_checkout[tests/a/test_x.py]"
+    ]
+    assert mutate.tests_for("pkg/none.py", tests) == [f"tests/regression/{mutate.SERIES_TESTS}"]  # none: all
+
+
+def test_series_tests_mode_runs_every_mutant_in_the_stock_leg_and_counts_lines_a_kill_shows_run(tmp_path: Path) -> None:
+    killed = Outcome("k", "m.py", 4, "constant", "2 -> 3", "killed", ("stock",), "t", 1.0)
+    survived = Outcome("s", "m.py", 5, "constant", "1 -> 2", "survived", ("stock",), "", 1.0)
+    data = mutate.record([killed, survived], [], 2.0, "d" * 64, 2, series_only=True)
+    assert (data["lines"], data["lines_run"], data["lines_not_shown_run"]) == (2, 1, ["m.py:5"])
+    assert data["scope"] == "npu-branch" and not data["passed"]
+
+    class Leg:
+        def __init__(self) -> None:
+            self.runs: list[list[str]] = []
+
+        def run(self, tests: list[str], timeout: float) -> tuple[str, str]:
+            self.runs.append(tests)
+            return "failed", "x"
+
+    stock = Leg()
+    npu_only_line = mutate.Mutant("m.py", 1, "constant", "1 -> 2", "x = 1", "x = 2\n")
+    (tmp_path / "m.py").write_text("x = 1\n", encoding="utf-8")
+    outcome = mutate.run_mutant(npu_only_line, tmp_path, {"stock": stock}, {1}, 60, {})  # type: ignore[dict-item]
+    assert (tmp_path / "m.py").read_text(encoding="utf-8") == "x = 1\n"  # the file is put back
+    assert outcome.status == "killed" and outcome.legs == ("stock",) and stock.runs
+
+
+def test_series_tests_mode_keeps_only_kills_made_on_the_same_series() -> None:
+    killed = Outcome("k", "m.py", 4, "constant", "2 -> 3", "killed", ("stock",), "t", 1.0)
+    survived = Outcome("s", "m.py", 5, "constant", "1 -> 2", "survived", ("stock",), "", 1.0)
+    data = json.loads(json.dumps(mutate.record([killed, survived], [], 2.0, "d" * 64, 2, series_only=True)))
+    assert mutate.kills_to_keep(data, "d" * 64) == {"k": killed}  # the survivor runs again
+    assert mutate.kills_to_keep(data, "e" * 64) == {}  # another series: its code or its tests changed
+    full = json.loads(json.dumps(mutate.record([killed], [], 1.0, "d" * 64, 1)))
+    assert mutate.kills_to_keep(full, "d" * 64) == {} and mutate.kills_to_keep(None, "d" * 64) == {}

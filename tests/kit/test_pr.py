@@ -11,7 +11,8 @@ from conftest import AUTHOR, KIT_AUTHOR, MARKED_TEST, ME, RUFF, SPDX, Kit, commi
 
 from scripts.checks import scope
 from scripts.gitcmd import git
-from scripts.pr.branch import dco_problem, sign_off
+from scripts.pr import body as pr_body
+from scripts.pr.branch import dco_problem, sign_off, upstream_message
 from scripts.records import write as write_record
 
 ATTN = 'def attend(q):\n    if q.device.type == "npu":\n        return q * 2\n    return q\n'
@@ -82,7 +83,7 @@ def test_pr_makes_signed_branch_clean_patches_and_body(small_kit: Kit, identity:
     assert "Commits:\n\n- [NPU] Attend on NPU\n- [NPU] Test the NPU guard\n" in purpose  # one line per commit
     assert "### Notes for reviewers\n\n- Validated with a simulated NPU only." in purpose
     assert "Why this change." not in body  # the commit bodies are not pasted end to end
-    assert body.count(": not run\n") == 4  # lint, both legs, e2e: nothing recorded
+    assert body.count(": not run\n") == 5  # lint, both legs, e2e, the mutation figure: nothing recorded
     cover = made(small_kit, "v1/cover.txt")
     assert cover.startswith("[NPU][Hardware][Ascend] Attend on Ascend NPU\n")  # the title is the cover's
     assert "(for review)" in cover and "Cover: first revision." in cover
@@ -194,6 +195,49 @@ def test_body_quotes_the_recorded_runs_and_follows_them(small_kit: Kit, identity
     body = made(small_kit, "v1/pr-body.md")
     assert "FAILED: 11 passed, 1 failed" in body and "12 passed" not in body
     assert "pass: steady chunk-interval median per run 3016.0 ms, 3016.4 ms; video md5 equal; stand-in server" in body
+    assert "**NPU contract of the added tests**: not run\n" in body  # no mutate-series record yet
+    outcomes = [
+        {"path": "a.py", "line": 3, "status": "killed"},
+        {"path": "a.py", "line": 3, "status": "equivalent"},
+        {"path": "a.py", "line": 4, "status": "killed"},
+    ]
+    write_record(
+        records,
+        "mutate-series",
+        {"series_digest": current, "complete": True, "lines": 2, "lines_run": 2, "outcomes": outcomes, "survivors": []},
+    )
+    assert pr(small_kit, identity, "--force")[0] == 0
+    assert (
+        "the series' own tests run 2/2 NPU-branch lines and kill 2/2 mutants of them (1 more listed as equivalent"
+    ) in made(small_kit, "v1/pr-body.md")
+
+
+def test_test_plan_is_what_a_reviewer_runs_and_a_backport_is_out_of_scope() -> None:
+    scopes = [
+        scope.of_patch(
+            "0001-a",
+            "diff --git a/tests/x/test_a.py b/tests/x/test_a.py\nnew file mode 100644\n"
+            "--- /dev/null\n+++ b/tests/x/test_a.py\n@@ -0,0 +1 @@\n+x = 1\n",
+        )
+    ]
+    text = pr_body.body("why", [], scopes, "vllm-omni 0.30.0", "d" * 64, "0.14.10", [("0006-c.patch", "Backport [u]")])
+    plan = text.split("## Test Plan", 1)[1].split("## Test Result", 1)[0]
+    assert "pytest -v tests/x/test_a.py\n" in plan and "--deploy-config " + pr_body.DEPLOY_CONFIG in plan
+    assert "nox -s" not in text  # a reviewer cannot run the kit's sessions
+    assert "Not in this PR: `0006-c.patch`, already upstream (Upstream-Status: Backport [u])." in text
+
+
+def test_co_authored_by_is_kept_byte_for_byte_and_dco_still_checks_the_author() -> None:
+    message = (
+        "[NPU] Carry\n\nWhy.\n\nCo-authored-by: Some One <one@example.org>\n"
+        "Upstream-Status: Pending\nKit-Patch: carry\n"
+    )
+    upstream = upstream_message(message, "Me <me@example.org>")
+    assert upstream == (
+        "[NPU] Carry\n\nWhy.\n\nCo-authored-by: Some One <one@example.org>\nSigned-off-by: Me <me@example.org>\n"
+    )
+    assert dco_problem("me@example.org", upstream) is None
+    assert dco_problem("one@example.org", upstream) is not None  # a co-author is no sign-off
 
 
 def test_range_diff_from_kit_history_when_snapshot_is_gone(small_kit: Kit, identity: dict[str, str]) -> None:
@@ -264,3 +308,25 @@ def test_bad_cover_is_one_line_and_nothing_written(small_kit: Kit, identity: dic
     code, out = pr(small_kit, identity)
     assert code == 2 and message in out and "Traceback" not in out
     assert nothing_made(small_kit)
+
+
+def test_a_co_authored_patch_keeps_its_credit_through_refresh_apply_and_pr(small_kit: Kit, identity) -> None:
+    with_cover(small_kit)
+    credit = "Co-authored-by: Some One <one@example.org>"
+    (small_kit.checkout / "tests/test_carried.py").write_text(MARKED_TEST, encoding="utf-8")
+    git("add", "-A", cwd=small_kit.checkout)
+    message = f"[NPU] Carry a fix\n\nFrom an approved PR.\n\n{credit}\nUpstream-Status: Pending\nKit-Patch: carry\n"
+    git("commit", "-q", "-m", message, cwd=small_kit.checkout, env=KIT_AUTHOR)
+    small_kit.run("refresh", check=True)
+    exported = (small_kit.patches / "0003-carry.patch").read_bytes()
+    assert f"\n\n{credit}\nUpstream-Status: Pending\n".encode() in exported
+    small_kit.run("apply", check=True)
+    small_kit.run("refresh", check=True)
+    assert (small_kit.patches / "0003-carry.patch").read_bytes() == exported  # the round trip keeps it byte for byte
+    code, out = pr(small_kit, identity)
+    assert code == 0, out
+    upstream = made(small_kit, "v1/0003-carry.patch")
+    assert (
+        f"\n\n{credit}\nSigned-off-by: {ME}\n\ndiff --git" in upstream
+    )  # credit kept, the submitter's DCO sign-off added
+    assert "Kit-Patch" not in upstream and "Upstream-Status" not in upstream
