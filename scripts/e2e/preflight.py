@@ -60,7 +60,9 @@ def npu_smi_info() -> str:
             "no Ascend cards visible: npu-smi not found",
             "run on an Ascend runner with the driver mounted, or pass --standin to use the test stand-in",
         )
-    done = subprocess.run(["npu-smi", "info"], capture_output=True, text=True, timeout=60, check=False)
+    done = subprocess.run(
+        ["npu-smi", "info"], capture_output=True, encoding="utf-8", errors="replace", timeout=60, check=False
+    )
     if done.returncode != 0:
         raise PreflightError(
             f"npu-smi info failed (exit {done.returncode}): {done.stderr.strip()[:200]}",
@@ -124,7 +126,9 @@ def check_cann(env: Mapping[str, str]) -> Check:
 
 def check_torch_npu(python: str) -> Check:
     probe = "import torch, torch_npu, torch_npu._C; assert torch.npu.is_available(); print(torch_npu.__version__)"
-    done = subprocess.run([python, "-c", probe], capture_output=True, text=True, timeout=300, check=False)
+    done = subprocess.run(
+        [python, "-c", probe], capture_output=True, encoding="utf-8", errors="replace", timeout=300, check=False
+    )
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
         raise PreflightError(
