@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
-from conftest import work_snapshot
+import pytest
+from conftest import RUFF, SPDX, Kit, clone, make_series, rope_with, work_snapshot
 
 
 def test_a_write_under_work_changes_the_snapshot_and_the_shared_parts_do_not(tmp_path: Path) -> None:
@@ -24,3 +26,104 @@ def test_a_write_under_work_changes_the_snapshot_and_the_shared_parts_do_not(tmp
     assert set(after) - set(before) == {"evidence/summary.md"}
     assert after["records/e2e.json"] != before["records/e2e.json"]
     assert work_snapshot(tmp_path / "none") == {}
+
+
+# ---- invariant 12: the user's environment never changes what the kit writes or finds ------------------------
+# Each row is a setting a user may have (variables, files under their HOME or config home, a TMPDIR holding
+# tool configs): under it, apply --force, refresh and lint must write the same patches/ bytes and report the same
+# findings as under a clean environment. Add a row per new member of the class: (id, variables, files), where a
+# file's path starts with "home/" (the user's HOME), "config/" (their XDG_CONFIG_HOME) or "tmp/" (their TMPDIR).
+
+HOSTILE: list[tuple[str, dict[str, str], dict[str, str]]] = [
+    ("GIT_DIFF_OPTS", {"GIT_DIFF_OPTS": "--unified=1"}, {}),
+    ("GIT_EXTERNAL_DIFF", {"GIT_EXTERNAL_DIFF": "echo changed"}, {}),
+    ("GIT_CONFIG_PARAMETERS", {"GIT_CONFIG_PARAMETERS": "'diff.context'='1' 'core.autocrlf'='true'"}, {}),
+    ("GIT_CONFIG_COUNT", {"GIT_CONFIG_COUNT": "2", "GIT_CONFIG_KEY_0": "diff.noprefix", "GIT_CONFIG_VALUE_0": "true",
+                          "GIT_CONFIG_KEY_1": "core.abbrev", "GIT_CONFIG_VALUE_1": "7"}, {}),  # fmt: skip
+    ("GIT_CONFIG_GLOBAL", {"GIT_CONFIG_GLOBAL": "{home}/other.gitconfig"},
+     {"home/other.gitconfig": "[diff]\n\tcontext = 1\n\tsuppressBlankEmpty = true\n[core]\n\tautocrlf = true\n"}),
+    ("home-gitconfig", {}, {"home/.gitconfig": "[diff]\n\tcontext = 5\n[format]\n\tsignature = mine\n"}),
+    ("xdg-attributes-diff-python", {}, {"config/git/attributes": "*.py diff=python\n"}),
+    ("xdg-attributes-yaml-binary", {}, {"config/git/attributes": "*.yaml -diff\n"}),
+    ("xdg-attributes-crlf", {}, {"config/git/attributes": "*.py text eol=crlf\n*.yaml text eol=crlf\n"}),
+    # an empty XDG_CONFIG_HOME: git reads HOME/.config instead
+    ("home-attributes", {"XDG_CONFIG_HOME": ""}, {"home/.config/git/attributes": "* -diff\n"}),
+    ("xdg-config-core", {}, {"config/git/config": "[core]\n\tautocrlf = true\n[diff]\n\tcontext = 0\n"}),
+    ("GIT_ATTR_SOURCE", {"GIT_ATTR_SOURCE": "HEAD~1"}, {}),
+    ("GIT_EXEC_PATH", {"GIT_EXEC_PATH": "{home}"}, {}),
+    ("GIT_TRACE", {"GIT_TRACE": "1", "GIT_TRACE_SETUP": "1"}, {}),
+    ("GIT_NOTES_REF", {"GIT_NOTES_REF": "refs/notes/commits", "GIT_NOTES_DISPLAY_REF": "refs/notes/*"}, {}),
+    ("locale-and-tz", {"LANG": "de_DE.UTF-8", "LC_ALL": "de_DE.UTF-8", "LANGUAGE": "de", "TZ": "Asia/Kolkata"}, {}),
+    ("C-locale-no-utf8", {"LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0", "PYTHONIOENCODING": "ascii"}, {}),
+    ("PYTHONPATH-shadows-a-hook", {"PYTHONPATH": "{home}/py"}, {  # the hook's console script would import these
+        "home/py/pre_commit_hooks/__init__.py": "",
+        "home/py/pre_commit_hooks/trailing_whitespace_fixer.py": "def main(argv=None):\n    return 0\n",
+    }),  # fmt: skip
+    ("PYTHONHOME-user-site", {"PYTHONUSERBASE": "{home}/py"}, {}),
+    ("PYTHONWARNINGS", {"PYTHONWARNINGS": "error", "PYTHONDEVMODE": "1"}, {}),
+    ("RUFF-variables", {"RUFF_OUTPUT_FORMAT": "github", "RUFF_NO_CACHE": "false", "RUFF_CACHE_DIR": "{home}/rc"}, {}),
+    ("ruff-user-config", {}, {"config/ruff/ruff.toml": "line-length = 20\n[lint]\nselect = ['ALL']\n"}),
+    ("tool-configs-in-TMPDIR", {"TMPDIR": "{tmp}"}, {
+        "tmp/_typos.toml": "[default.extend-words]\nteh = 'teh'\n", "tmp/ruff.toml": "[lint]\nselect = ['ALL']\n",
+        "tmp/pyproject.toml": "[tool.ruff.lint]\nselect = ['ALL']\n[tool.typos.default.extend-words]\nteh = 'teh'\n",
+    }),  # fmt: skip
+]
+
+# A series with findings (a typo, trailing white space, an unused import) and a YAML file, so that a row that
+# changed hunk headers, context, binary-ness, line endings or a hook's config would show in the bytes or findings.
+ENV_SERIES = [
+    ({"vllm_omni/layers/rope.py": rope_with({5: "def rope(x):", 30: "    return teh  "})}, "[NPU] Rope", "rope"),
+    ({"vllm_omni/npu.yaml": "mode: npu\ncards:  4\n", "vllm_omni/npu.py": SPDX + "import os\n\nx = 'teh'\n"},
+     "[NPU] Config", "npu-config"),
+]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Baseline:
+    kit: Kit
+    patches: dict[str, bytes]
+    lint: tuple[int, str]
+
+
+def patch_bytes(kit: Kit) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(kit.patches.iterdir())}
+
+
+def spawned_lint(kit: Kit, env: dict[str, str]) -> tuple[int, str]:
+    """lint as the user runs it (a process of its own, their environment), its output with the kit's path cut."""
+    proc = kit.spawn("lint", "--ruff", RUFF, env=env)
+    return proc.returncode, (proc.stdout + proc.stderr).replace(str(kit.root), "KIT")
+
+
+@pytest.fixture(scope="session")
+def env_baseline(small_kit_template: Kit, tmp_path_factory: pytest.TempPathFactory) -> Baseline:
+    kit = clone(small_kit_template, tmp_path_factory.mktemp("env-kit") / "kit")
+    make_series(kit, ENV_SERIES)
+    return Baseline(kit, patch_bytes(kit), spawned_lint(kit, {}))
+
+
+def hostile(tmp_path: Path, variables: dict[str, str], files: dict[str, str]) -> dict[str, str]:
+    """The row's environment: its files written under a HOME, config home and TMPDIR of its own."""
+    where = {"home": tmp_path / "home", "config": tmp_path / "config", "tmp": tmp_path / "tmp"}
+    for folder in where.values():
+        folder.mkdir()
+    for name, text in files.items():
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    env = {"HOME": str(where["home"]), "XDG_CONFIG_HOME": str(where["config"])}
+    env |= {k: v.format(**{k2: str(p) for k2, p in where.items()}) for k, v in variables.items()}
+    return env
+
+
+@pytest.mark.parametrize(("variables", "files"), [row[1:] for row in HOSTILE], ids=[row[0] for row in HOSTILE])
+def test_the_users_environment_changes_no_byte_and_no_finding(
+    env_baseline: Baseline, tmp_path: Path, variables: dict[str, str], files: dict[str, str]
+) -> None:
+    kit = clone(env_baseline.kit, tmp_path / "kit")
+    env = hostile(tmp_path, variables, files)
+    for command in ("apply --force", "refresh"):
+        proc = kit.spawn(*command.split(), env=env)
+        assert proc.returncode == 0 and "Traceback" not in proc.stderr, (command, proc.stdout, proc.stderr)
+    assert patch_bytes(kit) == env_baseline.patches
+    assert spawned_lint(kit, env) == env_baseline.lint
