@@ -12,7 +12,7 @@ bytes that are not UTF-8 (surrogateescape): file content can be any bytes.
 Nothing else of the user's changes what the kit's git writes or reads (invariant 12): git gets an allow-list
 of the environment (scripts/childenv.py: no GIT_DIFF_OPTS, GIT_EXTERNAL_DIFF, LANG, TZ, ...), and no global
 attributes file. The one setting of the user's it honours grants access: safe.directory from their global and
-system config, read (only that key) when git refuses a checkout another user owns.
+system config, read (only that key) where the checkout is another user's.
 
 This module is the kit's one git gateway: no other module builds a git command
 line (tests/kit/test_gitgateway.py), each calls the operation named here. The one
@@ -331,22 +331,25 @@ class ForeignOwned(KitError):
 def kit_git(
     args: tuple[str, ...], cwd: Path, env: dict[str, str] | None, stdin: Stdin
 ) -> subprocess.CompletedProcess[bytes]:
-    """One kit git. Where git refuses a checkout another user owns (a CI container's mounted checkout), the
-    user's own safe.directory entries (their global and system config: that key only) are passed on and git
-    is run again; a checkout they do not declare safe is named in one line."""
-    proc = spawn(["git", *args], cwd, git_env(env), stdin)
-    if proc.returncode == 0 or DUBIOUS not in proc.stderr:
-        return proc
+    """One kit git, with the user's safe.directory entries where the repository is another user's."""
+    return spawn(["git", *args], cwd, git_env(env, granted=access_granted(cwd)), stdin)
+
+
+def access_granted(cwd: Path) -> tuple[str, ...]:
+    """The user's safe.directory entries where the repository around cwd is another user's (a CI container's
+    mounted checkout; git refuses it, and some commands then act as if there were no repository); () where it is
+    the user's own. A repository their config does not declare safe is named in one line."""
+    top = next((f for f in (cwd.absolute(), *cwd.absolute().parents) if (f / ".git").exists()), None)
+    if top is None or all(p.stat().st_uid == os.geteuid() for p in (top, top / ".git")):
+        return ()
     granted = users_safe_directories(cwd)
-    if granted:
-        proc = spawn(["git", *args], cwd, git_env(env, granted=granted), stdin)
-    if proc.returncode != 0 and DUBIOUS in proc.stderr:
-        where = decoded(proc.stderr).split(DUBIOUS.decode(), 1)[1].split("'")[1:2] or [str(cwd)]
+    probe = spawn(["git", "rev-parse", "--git-dir"], cwd, git_env(granted=granted))
+    if DUBIOUS in probe.stderr:
         raise ForeignOwned(
-            f"git refuses {where[0]}: another user owns it, and no safe.directory of your git config names it",
-            f"if you trust it: git config --global --add safe.directory {shlex.quote(where[0])}",
+            f"git refuses {top}: another user owns it, and no safe.directory of your git config names it",
+            f"if you trust it: git config --global --add safe.directory {shlex.quote(str(top))}",
         )
-    return proc
+    return granted
 
 
 def users_safe_directories(cwd: Path) -> tuple[str, ...]:

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import RUFF, SPDX, Kit, clone, make_series, rope_with, work_snapshot
+from conftest import AUTHOR, KIT_AUTHOR, RUFF, SPDX, Kit, clone, make_series, rope_with, work_snapshot
+
+from scripts.gitcmd import git
 
 
 def test_a_write_under_work_changes_the_snapshot_and_the_shared_parts_do_not(tmp_path: Path) -> None:
@@ -106,7 +110,7 @@ def hostile(tmp_path: Path, variables: dict[str, str], files: dict[str, str]) ->
     """The row's environment: its files written under a HOME, config home and TMPDIR of its own."""
     where = {"home": tmp_path / "home", "config": tmp_path / "config", "tmp": tmp_path / "tmp"}
     for folder in where.values():
-        folder.mkdir()
+        folder.mkdir(parents=True)
     for name, text in files.items():
         path = tmp_path / name
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -127,3 +131,85 @@ def test_the_users_environment_changes_no_byte_and_no_finding(
         assert proc.returncode == 0 and "Traceback" not in proc.stderr, (command, proc.stdout, proc.stderr)
     assert patch_bytes(kit) == env_baseline.patches
     assert spawned_lint(kit, env) == env_baseline.lint
+
+
+# Rows whose setting changes what a plain git writes: each proves its row is hostile (the table bites), the
+# kit's git alone being isolated from it.
+CHANGES_PLAIN_GIT = (
+    "GIT_DIFF_OPTS", "GIT_CONFIG_PARAMETERS", "GIT_CONFIG_COUNT", "GIT_CONFIG_GLOBAL", "home-gitconfig",
+    "xdg-attributes-diff-python", "xdg-attributes-yaml-binary", "home-attributes", "xdg-config-core",
+)  # fmt: skip
+
+
+@pytest.mark.parametrize("row", CHANGES_PLAIN_GIT)
+def test_each_git_row_changes_what_a_plain_git_writes(env_baseline: Baseline, tmp_path: Path, row: str) -> None:
+    _, variables, files = next(r for r in HOSTILE if r[0] == row)
+    clean = {**os.environ, **hostile(tmp_path / "clean", {}, {})}
+    users = {**os.environ, **hostile(tmp_path / "users", variables, files)}
+    argv = ["git", "format-patch", "--stdout", "pristine..HEAD"]
+    outputs = [subprocess.run(argv, cwd=env_baseline.kit.checkout, env=env, capture_output=True, check=True).stdout
+               for env in (clean, users)]  # fmt: skip
+    assert outputs[0] != outputs[1]
+
+
+# ---- the reverse: what grants access is honoured (a CI container whose checkout another uid owns) ----------
+
+NOBODY = 65534
+
+
+def chown_tree(top: Path, uid: int) -> None:
+    for folder, dirs, files in os.walk(top):
+        for name in [folder, *(os.path.join(folder, n) for n in dirs + files)]:
+            os.lchown(name, uid, uid)
+
+
+def refusal(proc: subprocess.CompletedProcess[str], needle: str) -> None:
+    """One line `kit: error: <what> -- <fix>` holding needle, exit 2, no traceback."""
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == 2 and "Traceback" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
+    assert len(lines) == 1 and lines[0].startswith("kit: error: ") and " -- " in lines[0] and needle in lines[0], lines
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a checkout to another uid needs root (CI runs as root)")
+def test_a_checkout_another_user_owns_needs_the_users_safe_directory(env_baseline: Baseline, tmp_path: Path) -> None:
+    kit = clone(env_baseline.kit, tmp_path / "kit")
+    chown_tree(kit.checkout, NOBODY)
+    env = hostile(tmp_path, {}, {})
+    proc = kit.spawn("refresh", env=env)
+    refusal(proc, f"git config --global --add safe.directory {kit.checkout}")
+    assert patch_bytes(kit) == env_baseline.patches
+    (tmp_path / "home" / ".gitconfig").write_text(f"[safe]\n\tdirectory = {kit.checkout}\n", encoding="utf-8")
+    for command in ("apply --force", "refresh"):
+        proc = kit.spawn(*command.split(), env=env)
+        assert proc.returncode == 0 and "Traceback" not in proc.stderr, (command, proc.stdout, proc.stderr)
+    assert patch_bytes(kit) == env_baseline.patches
+    assert spawned_lint(kit, env) == env_baseline.lint
+
+
+PR_SERIES = [
+    ({"vllm_omni/attn.py": 'def attend(q):\n    if q.device.type == "npu":\n        return q * 2\n    return q\n'},
+     "[NPU] Attend on NPU", "npu-attend"),
+]  # fmt: skip
+COVER = "[NPU] Attend on Ascend NPU\n\nAttention takes the CPU path on Ascend; this gives NPU its own branch.\n"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a checkout to another uid needs root (CI runs as root)")
+def test_pr_records_the_kit_commit_of_a_kit_repository_another_user_owns(
+    small_kit: Kit, identity: dict[str, str]
+) -> None:
+    make_series(small_kit, PR_SERIES, author=KIT_AUTHOR)
+    root = small_kit.root
+    (small_kit.patches / "cover.md").write_text(COVER, encoding="utf-8")
+    (root / ".gitignore").write_text("/.work/\n", encoding="utf-8")
+    git("init", "-q", cwd=root)
+    git("add", "-A", cwd=root)
+    git("commit", "-qm", "kit with series v1", cwd=root, env=AUTHOR)
+    head = git("rev-parse", "HEAD", cwd=root).strip()
+    os.chown(root, NOBODY, NOBODY)  # the kit's root only: the checkout under .work is the user's
+    refusal(small_kit.run("pr", "--ruff", RUFF, env=identity), f"safe.directory {root}")
+    assert not (small_kit.patches / "revisions.toml").exists()
+    config = Path(identity["GIT_CONFIG_GLOBAL"])
+    config.write_text(config.read_text(encoding="utf-8") + f"[safe]\n\tdirectory = {root}\n", encoding="utf-8")
+    proc = small_kit.run("pr", "--ruff", RUFF, env=identity)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f'kit_commit = "{head}"' in (small_kit.patches / "revisions.toml").read_text(encoding="utf-8")
