@@ -10,7 +10,7 @@ starts to read tomorrow (GIT_*, RUFF_*, PYTHON*, LC_*) is left out by constructi
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 # The user's variables a child may see: each only says where things are or grants access to them. (git reads
@@ -37,6 +37,17 @@ def child_env(base: Mapping[str, str] | None = None, extra: Mapping[str, str] | 
     """base (the process environment) cut to ACCESS, then FIXED, then extra (the caller's own settings)."""
     env = os.environ if base is None else base
     return {**{k: env[k] for k in ACCESS if k in env}, **FIXED, **(extra or {})}
+
+
+def encoded_env(env: Mapping[str, str]) -> dict[bytes, bytes]:
+    """env as the bytes a child gets: UTF-8, whatever the locale (a non-ASCII user.name under LC_ALL=C would
+    not encode as the file system's ASCII); what came in as other bytes goes back as those (surrogateescape)."""
+    return {k.encode("utf-8", "surrogateescape"): v.encode("utf-8", "surrogateescape") for k, v in env.items()}
+
+
+def encoded_argv(argv: Sequence[str]) -> list[bytes]:
+    """argv as the bytes a child gets: UTF-8, whatever the locale (as encoded_env)."""
+    return [arg.encode("utf-8", "surrogateescape") for arg in argv]
 
 
 def tool_env(home: Path, base: Mapping[str, str] | None = None) -> dict[str, str]:

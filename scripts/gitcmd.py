@@ -189,7 +189,8 @@ def spawn(argv: list[str], cwd: Path, env: dict[str, str], stdin: Stdin = None) 
             if signals.can_handle()
             else contextlib.nullcontext()
         ):
-            proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            proc = subprocess.Popen(childenv.encoded_argv(argv), cwd=cwd, env=childenv.encoded_env(env),
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                     stdin=subprocess.DEVNULL if data is None else subprocess.PIPE,
                                     process_group=group)  # fmt: skip
         if arrived:

@@ -163,7 +163,8 @@ def run_hook(hook: Hook, tree: Path, files: list[str], bin_dir: Path | None, ci_
             shutil.copyfile(tree / name, scratch / name)
         args = [a.replace("{ci}", str(ci_dir)) for a in hook.args]  # the kit's config files, by absolute path
         argv = [executable(hook.entry, bin_dir), *args, *hook.kit_args, *files]
-        proc = subprocess.run(argv, cwd=scratch, env=childenv.tool_env(Path(tmp) / "home"), capture_output=True,
+        env = childenv.encoded_env(childenv.tool_env(Path(tmp) / "home"))
+        proc = subprocess.run(childenv.encoded_argv(argv), cwd=scratch, env=env, capture_output=True,
                               encoding="utf-8", errors="replace")  # fmt: skip
         if hook.run == "fixer":
             found = []

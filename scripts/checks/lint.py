@@ -454,7 +454,8 @@ def run_ruff(ruff: str, args: list[str], cwd: Path | None = None) -> subprocess.
     """ruff (an absolute path from resolve_ruff) with args; exit codes are the caller's to judge."""
     with tempfile.TemporaryDirectory(prefix="kit-ruff-home-") as home:
         env = childenv.tool_env(Path(home))
-        return subprocess.run([ruff, *args], cwd=cwd, env=env, capture_output=True, encoding="utf-8", errors="replace")
+        return subprocess.run(childenv.encoded_argv([ruff, *args]), cwd=cwd, env=childenv.encoded_env(env),
+                              capture_output=True, encoding="utf-8", errors="replace")  # fmt: skip
 
 
 def ruff_check(ruff: str, config: Path, tree: Path, files: list[str]) -> list[Finding]:

@@ -42,10 +42,22 @@ HOSTILE: list[tuple[str, dict[str, str], dict[str, str]]] = [
     ("GIT_DIFF_OPTS", {"GIT_DIFF_OPTS": "--unified=1"}, {}),
     ("GIT_EXTERNAL_DIFF", {"GIT_EXTERNAL_DIFF": "echo changed"}, {}),
     ("GIT_CONFIG_PARAMETERS", {"GIT_CONFIG_PARAMETERS": "'diff.context'='1' 'core.autocrlf'='true'"}, {}),
-    ("GIT_CONFIG_COUNT", {"GIT_CONFIG_COUNT": "2", "GIT_CONFIG_KEY_0": "diff.noprefix", "GIT_CONFIG_VALUE_0": "true",
-                          "GIT_CONFIG_KEY_1": "core.abbrev", "GIT_CONFIG_VALUE_1": "7"}, {}),  # fmt: skip
-    ("GIT_CONFIG_GLOBAL", {"GIT_CONFIG_GLOBAL": "{home}/other.gitconfig"},
-     {"home/other.gitconfig": "[diff]\n\tcontext = 1\n\tsuppressBlankEmpty = true\n[core]\n\tautocrlf = true\n"}),
+    (
+        "GIT_CONFIG_COUNT",
+        {
+            "GIT_CONFIG_COUNT": "2",
+            "GIT_CONFIG_KEY_0": "diff.noprefix",
+            "GIT_CONFIG_VALUE_0": "true",
+            "GIT_CONFIG_KEY_1": "core.abbrev",
+            "GIT_CONFIG_VALUE_1": "7",
+        },
+        {},
+    ),  # fmt: skip
+    (
+        "GIT_CONFIG_GLOBAL",
+        {"GIT_CONFIG_GLOBAL": "{home}/other.gitconfig"},
+        {"home/other.gitconfig": "[diff]\n\tcontext = 1\n\tsuppressBlankEmpty = true\n[core]\n\tautocrlf = true\n"},
+    ),
     ("home-gitconfig", {}, {"home/.gitconfig": "[diff]\n\tcontext = 5\n[format]\n\tsignature = mine\n"}),
     ("xdg-attributes-diff-python", {}, {"config/git/attributes": "*.py diff=python\n"}),
     ("xdg-attributes-yaml-binary", {}, {"config/git/attributes": "*.yaml -diff\n"}),
@@ -59,18 +71,28 @@ HOSTILE: list[tuple[str, dict[str, str], dict[str, str]]] = [
     ("GIT_NOTES_REF", {"GIT_NOTES_REF": "refs/notes/commits", "GIT_NOTES_DISPLAY_REF": "refs/notes/*"}, {}),
     ("locale-and-tz", {"LANG": "de_DE.UTF-8", "LC_ALL": "de_DE.UTF-8", "LANGUAGE": "de", "TZ": "Asia/Kolkata"}, {}),
     ("C-locale-no-utf8", {"LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0", "PYTHONIOENCODING": "ascii"}, {}),
-    ("PYTHONPATH-shadows-a-hook", {"PYTHONPATH": "{home}/py"}, {  # the hook's console script would import these
-        "home/py/pre_commit_hooks/__init__.py": "",
-        "home/py/pre_commit_hooks/trailing_whitespace_fixer.py": "def main(argv=None):\n    return 0\n",
-    }),  # fmt: skip
+    (
+        "PYTHONPATH-shadows-a-hook",
+        {"PYTHONPATH": "{home}/py"},
+        {  # the hook's console script would import these
+            "home/py/pre_commit_hooks/__init__.py": "",
+            "home/py/pre_commit_hooks/trailing_whitespace_fixer.py": "def main(argv=None):\n    return 0\n",
+        },
+    ),
     ("PYTHONHOME-user-site", {"PYTHONUSERBASE": "{home}/py"}, {}),
     ("PYTHONWARNINGS", {"PYTHONWARNINGS": "error", "PYTHONDEVMODE": "1"}, {}),
     ("RUFF-variables", {"RUFF_OUTPUT_FORMAT": "github", "RUFF_NO_CACHE": "false", "RUFF_CACHE_DIR": "{home}/rc"}, {}),
     ("ruff-user-config", {}, {"config/ruff/ruff.toml": "line-length = 20\n[lint]\nselect = ['ALL']\n"}),
-    ("tool-configs-in-TMPDIR", {"TMPDIR": "{tmp}"}, {
-        "tmp/_typos.toml": "[default.extend-words]\nteh = 'teh'\n", "tmp/ruff.toml": "[lint]\nselect = ['ALL']\n",
-        "tmp/pyproject.toml": "[tool.ruff.lint]\nselect = ['ALL']\n[tool.typos.default.extend-words]\nteh = 'teh'\n",
-    }),  # fmt: skip
+    (
+        "tool-configs-in-TMPDIR",
+        {"TMPDIR": "{tmp}"},
+        {
+            "tmp/_typos.toml": "[default.extend-words]\nteh = 'teh'\n",
+            "tmp/ruff.toml": "[lint]\nselect = ['ALL']\n",
+            "tmp/pyproject.toml": "[tool.ruff.lint]\nselect = ['ALL']\n"
+            "[tool.typos.default.extend-words]\nteh = 'teh'\n",
+        },
+    ),
 ]
 
 # A series with findings (a typo, trailing white space, an unused import) and a YAML file, so that a row that
@@ -213,3 +235,16 @@ def test_pr_records_the_kit_commit_of_a_kit_repository_another_user_owns(
     proc = small_kit.run("pr", "--ruff", RUFF, env=identity)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f'kit_commit = "{head}"' in (small_kit.patches / "revisions.toml").read_text(encoding="utf-8")
+
+
+def test_pr_with_a_non_ascii_name_under_the_c_locale(small_kit: Kit, tmp_path: Path) -> None:
+    """Every text the kit reads from or writes to a child is UTF-8, whatever the locale says."""
+    make_series(small_kit, PR_SERIES, author=KIT_AUTHOR)
+    (small_kit.patches / "cover.md").write_text(COVER, encoding="utf-8")
+    config = tmp_path / "gitconfig"
+    config.write_text("[user]\n\tname = Zoë Ångström-Łukasz\n\temail = zoe@example.org\n", encoding="utf-8")
+    c_locale = {"LC_ALL": "C", "LANG": "C", "PYTHONCOERCECLOCALE": "0", "PYTHONUTF8": "0", "PYTHONIOENCODING": ""}
+    proc = small_kit.spawn("pr", "--ruff", RUFF, env={"GIT_CONFIG_GLOBAL": str(config), **c_locale})
+    assert proc.returncode == 0 and "Traceback" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
+    body = small_kit.root / ".work/pr/v1/0001-npu-attend.patch"
+    assert "Signed-off-by: Zoë Ångström-Łukasz <zoe@example.org>" in body.read_text(encoding="utf-8")
