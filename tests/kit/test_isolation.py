@@ -38,6 +38,8 @@ def test_a_write_under_work_changes_the_snapshot_and_the_shared_parts_do_not(tmp
 # findings as under a clean environment. Add a row per new member of the class: (id, variables, files), where a
 # file's path starts with "home/" (the user's HOME), "config/" (their XDG_CONFIG_HOME) or "tmp/" (their TMPDIR).
 
+SITE = "lib/python3.11/site-packages"  # a user site under PYTHONUSERBASE (the leg pins are for Python 3.11)
+
 HOSTILE: list[tuple[str, dict[str, str], dict[str, str]]] = [
     ("GIT_DIFF_OPTS", {"GIT_DIFF_OPTS": "--unified=1"}, {}),
     ("GIT_EXTERNAL_DIFF", {"GIT_EXTERNAL_DIFF": "echo changed"}, {}),
@@ -52,7 +54,7 @@ HOSTILE: list[tuple[str, dict[str, str], dict[str, str]]] = [
             "GIT_CONFIG_VALUE_1": "7",
         },
         {},
-    ),  # fmt: skip
+    ),
     (
         "GIT_CONFIG_GLOBAL",
         {"GIT_CONFIG_GLOBAL": "{home}/other.gitconfig"},
@@ -79,7 +81,16 @@ HOSTILE: list[tuple[str, dict[str, str], dict[str, str]]] = [
             "home/py/pre_commit_hooks/trailing_whitespace_fixer.py": "def main(argv=None):\n    return 0\n",
         },
     ),
-    ("PYTHONHOME-user-site", {"PYTHONUSERBASE": "{home}/py"}, {}),
+    (
+        "PYTHONUSERBASE-shadows-a-hook",
+        {"PYTHONUSERBASE": "{home}/user"},
+        {
+            f"home/user/{SITE}/pre_commit_hooks/__init__.py": "",
+            f"home/user/{SITE}/pre_commit_hooks/trailing_whitespace_fixer.py": "def main(a=0):\n  return 0\n",
+        },
+    ),
+    ("colour-and-terminal", {"FORCE_COLOR": "1", "CLICOLOR_FORCE": "1", "TERM": "xterm-256color", "COLUMNS": "20"}, {}),
+    ("GIT_DIR-elsewhere", {"GIT_DIR": "{home}", "GIT_WORK_TREE": "{tmp}", "GIT_INDEX_FILE": "{tmp}/index"}, {}),
     ("PYTHONWARNINGS", {"PYTHONWARNINGS": "error", "PYTHONDEVMODE": "1"}, {}),
     ("RUFF-variables", {"RUFF_OUTPUT_FORMAT": "github", "RUFF_NO_CACHE": "false", "RUFF_CACHE_DIR": "{home}/rc"}, {}),
     ("ruff-user-config", {}, {"config/ruff/ruff.toml": "line-length = 20\n[lint]\nselect = ['ALL']\n"}),
@@ -235,6 +246,24 @@ def test_pr_records_the_kit_commit_of_a_kit_repository_another_user_owns(
     proc = small_kit.run("pr", "--ruff", RUFF, env=identity)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f'kit_commit = "{head}"' in (small_kit.patches / "revisions.toml").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        (".git/info/attributes", "*.py diff=python\n"),
+        (".git/info/grafts", "0000000000000000000000000000000000000000\n"),
+    ],
+)
+def test_a_checkouts_own_info_files_are_refused_by_name(
+    env_baseline: Baseline, tmp_path: Path, name: str, text: str
+) -> None:
+    """git reads .git/info/attributes and grafts besides the commits, and no option turns them off: refused."""
+    kit = clone(env_baseline.kit, tmp_path / "kit")
+    (kit.checkout / name).write_text(text, encoding="utf-8")
+    for command in ("refresh", "lint"):
+        refusal(kit.spawn(command, "--ruff", RUFF) if command == "lint" else kit.spawn(command), name)
+        assert patch_bytes(kit) == env_baseline.patches and (kit.checkout / name).read_text(encoding="utf-8") == text
 
 
 def test_pr_with_a_non_ascii_name_under_the_c_locale(small_kit: Kit, tmp_path: Path) -> None:
