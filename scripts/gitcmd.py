@@ -114,9 +114,13 @@ INFO_FILES = ("attributes", "grafts")
 
 
 def info_settings(repo: Path) -> list[str]:
-    """The INFO_FILES of repo's git folder that hold anything but white space."""
+    """The INFO_FILES of repo's git folder that hold a line other than a blank one or a # comment."""
     info = repo / ".git" / "info"
-    return [name for name in INFO_FILES if (info / name).is_file() and (info / name).read_bytes().strip()]
+    found = []
+    for name in INFO_FILES:
+        lines = (info / name).read_bytes().splitlines() if (info / name).is_file() else []
+        found += [name] if any(line.strip() and not line.lstrip().startswith(b"#") for line in lines) else []
+    return found
 
 
 def foreign_config(repo: Path) -> list[str]:

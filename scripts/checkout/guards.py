@@ -166,7 +166,7 @@ FOREIGN: tuple[Row, ...] = (
     (
         Inspection.info_files,
         LocalEdits,
-        "{where}/.git/info/{file} is not empty: git reads it besides the commits, and it would change what the "
+        "{where}/.git/info/{file} holds settings: git reads it besides the commits, and it would change what the "
         "kit's git writes and what lint finds",
         "move attributes into the tree's .gitattributes (commit it into the patch it belongs to), "
         "then remove the file: rm {where}/.git/info/{file}",
