@@ -51,6 +51,12 @@ def install(session: nox.Session, *args: str) -> None:
     session.install(*args, env={"UV_COMPILE_BYTECODE": "1"})
 
 
+def kit_venv(session: nox.Session, *packages: str) -> None:
+    """A session venv the kit runs in: pip besides packages (uv makes venvs without pip, and the kit fetches
+    release wheels with the pip of the interpreter that runs it: rebase, pr --onto)."""
+    install(session, pinned("pip"), *packages)
+
+
 def run_kit(session: nox.Session, *args: str, posargs: list[str] | None = None) -> None:
     """Run one kit command with the interpreter running nox (the kit itself needs only the stdlib)."""
     posargs = session.posargs if posargs is None else posargs
@@ -141,7 +147,7 @@ for _tier in KIT_TIERS:
 def e2e(session: nox.Session) -> None:
     """LingBot-World realtime benchmark on 4 Ascend cards, two independent runs (-- --standin: the test stand-in)."""
     # the kit's client, frame hashes and the evidence's plot; the server is elsewhere
-    install(session, pinned("websockets"), pinned("av"), pinned("matplotlib"))
+    kit_venv(session, pinned("websockets"), pinned("av"), pinned("matplotlib"))
     session.run("python", "-m", "scripts", "e2e", *session.posargs)
 
 
@@ -160,12 +166,12 @@ def mutate(session: nox.Session) -> None:
 @nox.session(venv_backend=VENV_BACKEND, default=False)
 def pr(session: nox.Session) -> None:
     """Prepare the upstream PR: signed-off branch, format-patch files, PR body from records, precheck, range-diff."""
-    install(session, pinned("pyyaml"))  # --onto judges YAML patches as data, like rebase
+    kit_venv(session, pinned("pyyaml"))  # --onto judges YAML patches as data, like rebase
     session.run("python", "-m", "scripts", "pr", *gate_tools(session), *session.posargs)
 
 
 @nox.session(venv_backend=VENV_BACKEND, default=False)
 def rebase(session: nox.Session) -> None:
     """Try the series on another release or git ref (-- 0.28.0 | latest | --git URL REF [--move])."""
-    install(session, pinned("pyyaml"))  # YAML files are compared as parsed data
+    kit_venv(session, pinned("pyyaml"))  # YAML files are compared as parsed data
     session.run("python", "-m", "scripts", "rebase", *session.posargs)

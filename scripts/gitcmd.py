@@ -9,6 +9,11 @@ hook of the kit's own repository): the kit's git calls act on the folder they
 name, and nothing else. Output is decoded as UTF-8 whatever the locale, keeping
 bytes that are not UTF-8 (surrogateescape): file content can be any bytes.
 
+Nothing else of the user's changes what the kit's git writes or reads (invariant 12): git gets an allow-list
+of the environment (scripts/childenv.py: no GIT_DIFF_OPTS, GIT_EXTERNAL_DIFF, LANG, TZ, ...), and no global
+attributes file. The one setting of the user's it honours grants access: safe.directory from their global and
+system config, read (only that key) where the checkout is another user's.
+
 This module is the kit's one git gateway: no other module builds a git command
 line (tests/kit/test_gitgateway.py), each calls the operation named here. The one
 exception to the isolation, as_user, is named too: the user's own identity and push."""
@@ -26,7 +31,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from scripts import diffparse, signals
+from scripts import childenv, diffparse, signals
 from scripts.errors import KitError
 
 # A fixed identity for commits the kit makes (with fixed dates, re-applying gives the same ids).
@@ -82,7 +87,12 @@ CONFIG_ENTRY = re.compile(r"^GIT_CONFIG_(KEY|VALUE)_\d+$")
 # Config every kit call carries (as GIT_CONFIG_COUNT/KEY/VALUE): no hook runs, wherever it is installed;
 # no automatic maintenance after a commit, am or rebase (`gc --auto` goes on in the background, detached,
 # and holds .git locks such as HEAD.lock into the kit's next git: seen after an interrupted refresh).
-KIT_CONFIG = (("core.hooksPath", os.devnull), ("maintenance.auto", "false"), ("gc.auto", "0"), ("color.ui", "never"))
+# No global attributes file ($XDG_CONFIG_HOME/git/attributes is read even without a global config: `*.py diff=python`
+# rewrote hunk headers, `*.yaml -diff` made a patch binary, `eol=crlf` checked the tree out with CRLF).
+KIT_CONFIG = (
+    ("core.hooksPath", os.devnull), ("maintenance.auto", "false"), ("gc.auto", "0"), ("color.ui", "never"),
+    ("core.attributesFile", os.devnull),
+)  # fmt: skip
 
 # Keys a repository's own .git/config may set without changing what the kit's git writes or reads (`git init`'s
 # own, who the user is (the kit's gits carry their identity in the environment, which wins), where remotes are,
@@ -99,26 +109,46 @@ HARMLESS_CONFIG = (
 )  # fmt: skip
 
 
+# Files of a repository's .git/info/ that git reads besides its commits and config (exclude only ignores files).
+INFO_FILES = ("attributes", "grafts")
+
+
+def info_settings(repo: Path) -> list[str]:
+    """The INFO_FILES of repo's git folder that hold a line other than a blank one or a # comment."""
+    info = repo / ".git" / "info"
+    found = []
+    for name in INFO_FILES:
+        lines = (info / name).read_bytes().splitlines() if (info / name).is_file() else []
+        found += [name] if any(line.strip() and not line.lstrip().startswith(b"#") for line in lines) else []
+    return found
+
+
 def foreign_config(repo: Path) -> list[str]:
     """Keys of repo's own config that could change what the kit's git writes or reads (see HARMLESS_CONFIG)."""
     return [key for key in local_config_keys(repo) if not any(fnmatch.fnmatch(key, k) for k in HARMLESS_CONFIG)]
 
 
-def kit_config_env() -> dict[str, str]:
-    env = {"GIT_CONFIG_COUNT": str(len(KIT_CONFIG))}
-    for i, (key, value) in enumerate(KIT_CONFIG):
+def kit_config_env(granted: tuple[str, ...] = ()) -> dict[str, str]:
+    """KIT_CONFIG as GIT_CONFIG_* variables, and a safe.directory entry for each folder in granted."""
+    settings = [*KIT_CONFIG, *(("safe.directory", folder) for folder in granted)]
+    env = {"GIT_CONFIG_COUNT": str(len(settings))}
+    for i, (key, value) in enumerate(settings):
         env |= {f"GIT_CONFIG_KEY_{i}": key, f"GIT_CONFIG_VALUE_{i}": value}
     return env
 
 
-def git_env(extra: dict[str, str] | None = None, base: dict[str, str] | None = None) -> dict[str, str]:
-    """base (the process environment) without what locates another repository or adds config, plus the kit's own."""
+def git_env(
+    extra: dict[str, str] | None = None, base: dict[str, str] | None = None, granted: tuple[str, ...] = ()
+) -> dict[str, str]:
+    """The allow-listed part of base (the process environment, scripts/childenv.py), plus the kit's own config
+    and identity; granted: the user's safe.directory entries."""
     return {
-        **not_locating(base),
+        **childenv.child_env(base),
         "GIT_CONFIG_NOSYSTEM": "1",
         "GIT_CONFIG_GLOBAL": os.devnull,
         "GIT_TERMINAL_PROMPT": "0",
-        **kit_config_env(),
+        "GIT_NO_REPLACE_OBJECTS": "1",  # refs/replace/ would show other commits than the checkout's
+        **kit_config_env(granted),
         **KIT_IDENTITY,
         **(extra or {}),
     }
@@ -163,7 +193,8 @@ def spawn(argv: list[str], cwd: Path, env: dict[str, str], stdin: Stdin = None) 
             if signals.can_handle()
             else contextlib.nullcontext()
         ):
-            proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            proc = subprocess.Popen(childenv.encoded_argv(argv), cwd=cwd, env=childenv.encoded_env(env),
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                     stdin=subprocess.DEVNULL if data is None else subprocess.PIPE,
                                     process_group=group)  # fmt: skip
         if arrived:
@@ -292,7 +323,48 @@ def run(
     *args: str, cwd: Path, env: dict[str, str] | None = None, stdin: Stdin = None
 ) -> subprocess.CompletedProcess[str]:
     # Decoded here rather than in text mode: text mode would also turn CRLF into LF in diffs.
-    return as_text(spawn(["git", *args], cwd, git_env(env), stdin))
+    return as_text(kit_git(args, cwd, env, stdin))
+
+
+DUBIOUS = b"detected dubious ownership in repository at"
+
+
+class ForeignOwned(KitError):
+    """git refuses a repository another user owns, and the user's config does not declare it safe."""
+
+
+def kit_git(
+    args: tuple[str, ...], cwd: Path, env: dict[str, str] | None, stdin: Stdin
+) -> subprocess.CompletedProcess[bytes]:
+    """One kit git, with the user's safe.directory entries where the repository is another user's."""
+    return spawn(["git", *args], cwd, git_env(env, granted=access_granted(cwd)), stdin)
+
+
+def access_granted(cwd: Path) -> tuple[str, ...]:
+    """The user's safe.directory entries where the repository around cwd is another user's (a CI container's
+    mounted checkout; git refuses it, and some commands then act as if there were no repository); () where it is
+    the user's own. A repository their config does not declare safe is named in one line."""
+    top = next((f for f in (cwd.absolute(), *cwd.absolute().parents) if (f / ".git").exists()), None)
+    if top is None or all(p.stat().st_uid == os.geteuid() for p in (top, top / ".git")):
+        return ()
+    granted = users_safe_directories(cwd)
+    probe = spawn(["git", "rev-parse", "--git-dir"], cwd, git_env(granted=granted))
+    if DUBIOUS in probe.stderr:
+        raise ForeignOwned(
+            f"git refuses {top}: another user owns it, and no safe.directory of your git config names it",
+            f"if you trust it: git config --global --add safe.directory {shlex.quote(str(top))}",
+        )
+    return granted
+
+
+def users_safe_directories(cwd: Path) -> tuple[str, ...]:
+    """safe.directory as the user's global and system git config set it (the one key of theirs the kit's git
+    honours: it grants access and changes no output)."""
+    found: list[str] = []
+    for scope in ("--system", "--global"):
+        proc = spawn(["git", "config", scope, "--get-all", "safe.directory"], cwd, not_locating())
+        found += decoded(proc.stdout).splitlines() if proc.returncode == 0 else []
+    return tuple(found)
 
 
 def as_text(proc: subprocess.CompletedProcess[bytes]) -> subprocess.CompletedProcess[str]:
@@ -312,7 +384,7 @@ def git(*args: str, cwd: Path, env: dict[str, str] | None = None, stdin: Stdin =
 
 
 def git_bytes(*args: str, cwd: Path, stdin: Stdin = None) -> bytes:
-    proc = spawn(["git", *args], cwd, git_env(), stdin)
+    proc = kit_git(args, cwd, None, stdin)
     if proc.returncode != 0:
         raise GitFailed(args, "", decoded(proc.stderr))
     return proc.stdout

@@ -64,7 +64,9 @@ def pip_config_list() -> str:
     """`pip config list` (index settings from pip.conf and PIP_* variables); empty where pip is absent."""
     if importlib.util.find_spec("pip") is None:
         return ""
-    done = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "config", "list"], capture_output=True, encoding="utf-8", errors="replace"
+    )
     return done.stdout if done.returncode == 0 else ""
 
 

@@ -46,6 +46,11 @@ class Inspection:
         more = f" (and {len(keys) - 1} more)" if len(keys) > 1 else ""
         return {"key": keys[0], "more": more} if keys else None
 
+    def info_files(self) -> Facts | None:
+        """A file of .git/info/ that git reads besides the commits (attributes, grafts), holding anything."""
+        found = gitcmd.info_settings(self.checkout)
+        return {"file": found[0]} if found else None
+
     def git_busy(self) -> Facts | None:
         other = gitcmd.kit_own_locks(self.checkout)[2]
         return {"lock": os.path.relpath(other[0], self.checkout.parent.parent)} if other else None
@@ -157,6 +162,14 @@ FOREIGN: tuple[Row, ...] = (
         "{where}/.git/config sets {key}{more}, which would change what the kit's git writes (patch bytes, commit ids)",
         "remove it: git -C {where} config --unset-all {key} (settings of yours "
         "belong in your global git config, which the kit's git never reads)",
+    ),
+    (
+        Inspection.info_files,
+        LocalEdits,
+        "{where}/.git/info/{file} holds settings: git reads it besides the commits, and it would change what the "
+        "kit's git writes and what lint finds",
+        "move attributes into the tree's .gitattributes (commit it into the patch it belongs to), "
+        "then remove the file: rm {where}/.git/info/{file}",
     ),
     (
         Inspection.git_busy,

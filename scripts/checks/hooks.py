@@ -22,6 +22,7 @@ from pathlib import Path
 
 import tomllib
 
+from scripts import childenv
 from scripts.errors import KitError
 
 TYPES = {"yaml": re.compile(r"\.ya?ml$"), "python": re.compile(r"\.pyi?$")}  # "text": any file without NUL bytes
@@ -155,13 +156,16 @@ def executable(name: str, bin_dir: Path | None) -> str:
 def run_hook(hook: Hook, tree: Path, files: list[str], bin_dir: Path | None, ci_dir: Path) -> list[HookFinding]:
     """One fixer or checker on files of tree (a scratch copy: the tree is never changed)."""
     with tempfile.TemporaryDirectory(prefix="kit-hook-") as tmp:
-        scratch = Path(tmp)
+        scratch = Path(tmp) / "tree"  # beside an empty home for the hook (childenv.tool_env)
+        scratch.mkdir()
         for name in files:
             (scratch / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(tree / name, scratch / name)
         args = [a.replace("{ci}", str(ci_dir)) for a in hook.args]  # the kit's config files, by absolute path
         argv = [executable(hook.entry, bin_dir), *args, *hook.kit_args, *files]
-        proc = subprocess.run(argv, cwd=scratch, capture_output=True, text=True, errors="replace")
+        env = childenv.encoded_env(childenv.tool_env(Path(tmp) / "home"))
+        proc = subprocess.run(childenv.encoded_argv(argv), cwd=scratch, env=env, capture_output=True,
+                              encoding="utf-8", errors="replace")  # fmt: skip
         if hook.run == "fixer":
             found = []
             for name in files:

@@ -14,11 +14,12 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from scripts import gitcmd
+from scripts import childenv, gitcmd
 from scripts.checkout import PRISTINE_TAG
 from scripts.checkout.pristine import combined_diff
 from scripts.checks import hooks, offnpu
@@ -505,7 +506,10 @@ def resolve_ruff(ruff: str) -> str:
 
 def run_ruff(ruff: str, args: list[str], cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     """ruff (an absolute path from resolve_ruff) with args; exit codes are the caller's to judge."""
-    return subprocess.run([ruff, *args], cwd=cwd, capture_output=True, text=True)
+    with tempfile.TemporaryDirectory(prefix="kit-ruff-home-") as home:
+        env = childenv.tool_env(Path(home))
+        return subprocess.run(childenv.encoded_argv([ruff, *args]), cwd=cwd, env=childenv.encoded_env(env),
+                              capture_output=True, encoding="utf-8", errors="replace")  # fmt: skip
 
 
 def ruff_check(ruff: str, config: Path, tree: Path, files: list[str]) -> list[Finding]:

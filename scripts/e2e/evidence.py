@@ -115,7 +115,14 @@ def kit_identity(ws: Workspace) -> dict[str, Any]:
 
 
 def probe_versions(python: str) -> dict[str, Any]:
-    done = subprocess.run([python, "-c", VERSIONS_PROBE], capture_output=True, text=True, timeout=300, check=False)
+    done = subprocess.run(
+        [python, "-c", VERSIONS_PROBE],
+        capture_output=True,
+        encoding="utf-8",
+        errors="replace",
+        timeout=300,
+        check=False,
+    )
     if done.returncode != 0:
         return {"error": (done.stderr.strip().splitlines() or ["no output"])[-1]}
     return dict(json.loads(done.stdout))
@@ -132,7 +139,9 @@ print(json.dumps(out))
 
 def standin_versions(python: str, checkout: Path) -> dict[str, Any]:
     """The stand-in server's stack (the stock leg's env) and which handler file it serves."""
-    done = subprocess.run([python, "-c", STANDIN_PROBE], capture_output=True, text=True, timeout=300, check=False)
+    done = subprocess.run(
+        [python, "-c", STANDIN_PROBE], capture_output=True, encoding="utf-8", errors="replace", timeout=300, check=False
+    )
     found = dict(json.loads(done.stdout)) if done.returncode == 0 else {"error": done.stderr.strip()[-300:]}
     handler = checkout / HANDLER_REL
     return {

@@ -49,7 +49,7 @@ def pinned_wheel(ws: Workspace) -> Path:
 
 
 def _run(cmd: list[str], what: str) -> str:
-    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    done = subprocess.run(cmd, capture_output=True, encoding="utf-8", errors="replace", check=False)
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
         raise InstallError(f"{what} failed: {last[:200]}", "see the command above; delete .work/e2e-venv and retry")

@@ -66,7 +66,9 @@ def npu_smi_info(fix: str = NO_CARDS_FIX) -> str:
     """``npu-smi info``; ``fix``: what the caller's user can do without cards (e2e: its --standin)."""
     if shutil.which("npu-smi") is None:
         raise PreflightError("no Ascend cards visible: npu-smi not found", fix)
-    done = subprocess.run(["npu-smi", "info"], capture_output=True, text=True, timeout=60, check=False)
+    done = subprocess.run(
+        ["npu-smi", "info"], capture_output=True, encoding="utf-8", errors="replace", timeout=60, check=False
+    )
     if done.returncode != 0:
         raise PreflightError(
             f"npu-smi info failed (exit {done.returncode}): {done.stderr.strip()[:200]}",
@@ -130,7 +132,9 @@ def check_cann(env: Mapping[str, str]) -> Check:
 
 def check_torch_npu(python: str) -> Check:
     probe = "import torch, torch_npu, torch_npu._C; assert torch.npu.is_available(); print(torch_npu.__version__)"
-    done = subprocess.run([python, "-c", probe], capture_output=True, text=True, timeout=300, check=False)
+    done = subprocess.run(
+        [python, "-c", probe], capture_output=True, encoding="utf-8", errors="replace", timeout=300, check=False
+    )
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
         raise PreflightError(

@@ -317,7 +317,7 @@ def uv_executable() -> tuple[str, str] | None:
     found = str(beside) if beside.is_file() else shutil.which("uv")
     if found is None:
         return None
-    done = subprocess.run([found, "--version"], capture_output=True, text=True)
+    done = subprocess.run([found, "--version"], capture_output=True, encoding="utf-8", errors="replace")
     if done.returncode != 0:
         return None
     return found, done.stdout.split()[1] if len(done.stdout.split()) > 1 else "?"

@@ -96,7 +96,7 @@ def compile_command(
 
 
 def run_compile(cmd: list[str]) -> None:
-    done = subprocess.run(cmd, capture_output=True, text=True)
+    done = subprocess.run(cmd, capture_output=True, encoding="utf-8", errors="replace")
     if done.returncode != 0:
         lines = [line for line in done.stderr.strip().splitlines() if line.strip()] or ["no output"]
         platform = cmd[cmd.index("--python-platform") + 1]

@@ -486,7 +486,8 @@ class Worker:
         script = cwd / SUITE / "_mutant_worker.py"
         # Its own session: a Ctrl-C reaches the kit only, which then stops the worker (close()).
         self.proc = subprocess.Popen([str(python), str(script)], cwd=cwd, env=env, stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
+                                     stdout=subprocess.PIPE, encoding="utf-8", errors="replace",
+                                     start_new_session=True)  # fmt: skip
         self._reply()  # {"ready": true} once the imports are done
 
     def _reply(self) -> dict[str, object]:

@@ -65,7 +65,7 @@ def versions(python: Path, pycache: Path) -> dict[str, str]:
     env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0", PYTHONPYCACHEPREFIX=str(pycache))
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     env.pop("PYTHONPATH", None)  # report the env itself, not a tree put in front of it
-    done = subprocess.run([str(python), "-c", _PROBE], env=env, capture_output=True, text=True)
+    done = subprocess.run([str(python), "-c", _PROBE], env=env, capture_output=True, encoding="utf-8", errors="replace")
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
         raise KitError(f"cannot read versions from {python}: {last}", "rebuild the env: python -m scripts legenv LEG")

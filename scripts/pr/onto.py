@@ -149,6 +149,9 @@ def gh_ready() -> str | None:
     """Why `gh` cannot open the PR here (None when it can)."""
     if shutil.which("gh") is None:
         return "gh is not installed"
-    if subprocess.run(["gh", "auth", "status"], capture_output=True, text=True).returncode != 0:
+    if (
+        subprocess.run(["gh", "auth", "status"], capture_output=True, encoding="utf-8", errors="replace").returncode
+        != 0
+    ):
         return "gh is not authenticated (gh auth login)"
     return None

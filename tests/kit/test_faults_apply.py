@@ -361,7 +361,7 @@ def test_every_ending_signal_during_apply_is_recognised(
 @pytest.mark.parametrize("variable", LOCATING)
 def test_git_env_drops_every_repository_locating_variable(variable: str) -> None:
     env = git_env(base={variable: "x", "GIT_CONFIG_KEY_7": "core.bare", "GIT_CONFIG_VALUE_7": "true", "HOME": "/h"})
-    assert variable not in env or variable == "GIT_CONFIG_COUNT"
+    assert env.get(variable) != "x"  # the user's value never reaches git (the kit may set its own)
     assert "GIT_CONFIG_KEY_7" not in env and env["HOME"] == "/h"
     carried = [(env[f"GIT_CONFIG_KEY_{i}"], env[f"GIT_CONFIG_VALUE_{i}"]) for i in range(int(env["GIT_CONFIG_COUNT"]))]
     assert carried[0] == ("core.hooksPath", os.devnull) and ("maintenance.auto", "false") in carried

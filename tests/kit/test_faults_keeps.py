@@ -91,8 +91,15 @@ HOOK = ".git/hooks/pre-push"
 
 
 def own_git_files(kit: Kit, _tmp: Path) -> None:
-    put(kit.checkout, {".git/info/attributes": "*.bin binary\n", HOOK: "#!/bin/sh\nexit 0\n"})
+    put(kit.checkout, {".git/info/attributes": ATTRIBUTE_NOTES, HOOK: "#!/bin/sh\nexit 0\n"})
     (kit.checkout / HOOK).chmod(0o755)
+
+
+ATTRIBUTE_NOTES = "# notes of mine, no attribute (one would be refused: invariant 12)\n\n"
+
+
+def info_attributes(kit: Kit, _tmp: Path) -> None:
+    put(kit.checkout, {".git/info/attributes": "*.py diff=python\n"})
 
 
 def pin_changed_with(*setups: Setup) -> Setup:
@@ -200,6 +207,8 @@ ROWS = [
     Row("config-encoding-lint", "lint", "i18n.commitencoding", config("i18n.commitEncoding", "latin1")),
     Row("config-include-refresh", "refresh", "include.path", config("include.path", "/tmp/elsewhere")),
     Row("config-am-threeway-apply", "apply", "sets am.threeway", config("am.threeWay", "true")),
+    Row("info-attributes-apply-force", "apply --force", ".git/info/attributes holds settings", info_attributes),
+    Row("info-attributes-refresh", "refresh", "rm .work/vllm-omni/.git/info/attributes", info_attributes),
     Row("config-user-name-is-harmless", "refresh", "patches/ unchanged", config("user.name", "Me Myself"), 0),
     # merges, names, contents, trailers
     Row("merge-in-series", "refresh", "is a merge", merge),
@@ -237,7 +246,7 @@ def test_keeps_row(row: Row, kit3: Kit, tmp_path: Path) -> None:
     if row.id.startswith(("pristine-", "others-")) and row.code:
         assert state_of(kit3)["status"] == "applied", "a refused apply flipped the state"
     if row.id == "pin-change-keeps-git-files":
-        assert (kit3.checkout / ".git/info/attributes").read_text(encoding="utf-8") == "*.bin binary\n"
+        assert (kit3.checkout / ".git/info/attributes").read_text(encoding="utf-8") == ATTRIBUTE_NOTES
         assert os.access(kit3.checkout / HOOK, os.X_OK)
     if row.id.startswith("others-"):
         assert list((kit3.checkout / ".git").glob("*.lock")), "the kit deleted another git's lock"

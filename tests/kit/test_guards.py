@@ -28,6 +28,7 @@ Ins = Inspection
 BARE = (Ins.no_repository, Ins.absent)  # conditions whose messages name no fact but the checkout's place
 FACTS = {"patch": "0002-x.patch", "op": "git rebase", "on": "branch mine", "dirty": "a.py", "built": "0.28.0",
          "now": "0.30.0", "differs": "0003-y.patch", "key": "format.signoff", "more": "", "lock": ".git/index.lock",
+         "file": "attributes",
          "commit": "0" * 40}  # fmt: skip
 
 
