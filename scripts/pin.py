@@ -22,7 +22,7 @@ from pathlib import Path
 
 import tomllib
 
-from scripts import gitcmd, worklock
+from scripts import gitcmd, handfile, worklock
 from scripts.digests import sha256_file
 from scripts.errors import KitError
 from scripts.gitcmd import GitFailed
@@ -121,7 +121,9 @@ def parse_pin(text: str) -> Pin:
 
 
 def load_pin(path: Path) -> Pin:
-    return parse_pin(path.read_text(encoding="utf-8"))
+    if not path.is_file():
+        raise PinError("patches/upstream.toml (the pin) is missing", "restore it: git checkout -- patches/upstream.toml")
+    return parse_pin(handfile.read(path, "patches/upstream.toml"))
 
 
 def verify_digest(path: Path, expected: str) -> None:

@@ -26,6 +26,7 @@ from scripts.checkout.foreign import is_generated
 from scripts.checkout.guards import Inspection, guard
 from scripts.checkout.state import REFRESHING, State, read_state
 from scripts.digests import sha256_text
+from scripts.errors import os_fix
 from scripts.gitcmd import (
     am,
     format_patch,
@@ -36,17 +37,21 @@ from scripts.gitcmd import (
 )
 from scripts.pin import Pin
 from scripts.series import (
-    SLUG,
+    SLUG_RULE,
     Patch,
     SeriesError,
+    amend_slug_command,
     describe,
     entries_digest,
     patch_file_name,
     render_series,
     series_digest,
     split_trailers,
+    slug_problem,
     squashed_slugs,
+    suggested_slug,
     trailer,
+    trailer_values,
     with_one_identity,
 )
 
@@ -256,12 +261,9 @@ def rebuild(checkout: Path, groups: list[Group], now: dict[str, Commit], drop: l
         first, last = now[group.patch.sha], now[group.commits[-1].sha]
         message = folded_message(group, now)
         slugs = squashed_slugs(message)
-        bad = [s for s in slugs if not SLUG.match(s)]
-        if not slugs or bad:
-            raise SeriesError(
-                f"{first.shown()} has no valid Kit-Patch: trailer{f' ({bad[0]!r})' if bad else ''}",
-                "add one: git commit --amend --trailer 'Kit-Patch: <slug>' (and 'Upstream-Status: Pending')",
-            )
+        bad = next((s for s in slugs if slug_problem(s)), None) if slugs else ""
+        if bad is not None:
+            raise bad_slug(checkout, first, bad)
         drops = " ".join(f"--drop {s}" for s in slugs)
         if last.tree == parent_tree:
             if all(s in drop for s in slugs):
@@ -284,6 +286,17 @@ def rebuild(checkout: Path, groups: list[Group], now: dict[str, Commit], drop: l
     return out
 
 
+def bad_slug(checkout: Path, commit: Commit, slug: str) -> SeriesError:
+    """The refusal of a commit's Kit-Patch: value, with a fix that works as written (on HEAD, or by an edit stop)."""
+    good = suggested_slug(slug, commit.subject)
+    amend = amend_slug_command(good, not trailer_values(commit.message, "Upstream-Status"))
+    where = f"cd {shown(checkout)} && {amend}"
+    if commit.sha != head(checkout):
+        where = (f"cd {shown(checkout)} && git rebase -i {PRISTINE_TAG} (mark {commit.sha[:12]} 'edit'), then "
+                 f"{amend}, then git rebase --continue")  # fmt: skip
+    return SeriesError(f"{commit.shown()} {slug_problem(slug)}", f"{SLUG_RULE}; fix it: {where}; then nox -s refresh")
+
+
 def check_accounting(checkout: Path, commits: list[Commit], old: list[Patch], drop: list[str]) -> None:
     """Every patch of the series is held once, or dropped by name; a --drop names something real."""
     by_slug: dict[str, str] = {}
@@ -292,7 +305,8 @@ def check_accounting(checkout: Path, commits: list[Commit], old: list[Patch], dr
         if slug in by_slug:
             raise SeriesError(
                 f"commits {by_slug[slug][:12]} and {c.sha[:12]} both carry Kit-Patch: {slug}",
-                "give the newer one its own slug (git commit --amend --trailer 'Kit-Patch: <new-slug>')",
+                f"give the newer one its own slug: in {shown(checkout)}, git rebase -i {PRISTINE_TAG} (mark "
+                f"{c.sha[:12]} 'edit'), {amend_slug_command(slug + '-2', False)}, git rebase --continue",
             )
         by_slug[slug] = c.sha
     series_slugs = {p.slug for p in old}
@@ -535,8 +549,7 @@ def swap_into(patches_dir: Path, writes: dict[str, str], removals: list[str], th
             tmp.unlink(missing_ok=True)
         failed = staged[-1][1].name if staged else "?"
         raise PatchesNotWritable(
-            f"cannot write patches/{failed} ({exc.strerror or exc})",
-            "free disk space or make patches/ writable, then run nox -s refresh again (patches/ is unchanged)",
+            f"cannot write patches/{failed} ({exc.strerror or exc}); patches/ is unchanged", os_fix(exc, "patches/")
         ) from None
     except BaseException:
         for tmp, _ in staged:

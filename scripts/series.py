@@ -15,11 +15,14 @@ from dataclasses import dataclass
 from email.header import decode_header, make_header
 from pathlib import Path
 
+from scripts import handfile
 from scripts.errors import KitError
 
 KIT_TRAILERS = ("Upstream-Status", "Kit-Patch", "Kit-Off-NPU")
 UPSTREAM_STATUS = re.compile(r"^(Pending|Submitted \[\S.*\]|Backport \[\S.*\]|Inappropriate \[\S.*\])$")
-SLUG = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+SLUG_MAX = 60  # NNNN-<slug>.patch stays far under a file system's 255-byte name limit
+SLUG = re.compile(rf"^[a-z0-9][a-z0-9-]{{0,{SLUG_MAX - 1}}}$")
+SLUG_RULE = f"a slug is 1 to {SLUG_MAX} characters of a-z, 0-9 and '-', starting with a letter or digit"
 
 
 class SeriesError(KitError):
@@ -170,12 +173,42 @@ def describe(name: str, text: str, path: Path) -> Patch:
             "use Pending, Submitted [url], Backport [ref] or Inappropriate [why]",
         )
     slug = trailer(text, "Kit-Patch")
-    if slug is None or not SLUG.match(slug):
+    why = slug_problem(slug)
+    if why is not None:
+        good = suggested_slug(slug, subject(text))
         raise SeriesError(
-            f"patch {name} has no valid Kit-Patch: trailer (its stable identity)",
-            "add 'Kit-Patch: <lower-case-slug>' to the commit message",
+            f"patch {name} {why}",
+            f"{SLUG_RULE}: write 'Kit-Patch: {good}' in it and name the file NNNN-{good}.patch "
+            "(here and in patches/series), or restore it: git checkout -- patches",
         )
+    assert slug is not None
     return Patch(name=name, path=path, slug=slug, subject=subject(text), upstream_status=status)
+
+
+def slug_problem(slug: str | None) -> str | None:
+    """What is wrong with a Kit-Patch: value (None: nothing)."""
+    if not slug:
+        return "has no Kit-Patch: trailer (its stable identity)"
+    if len(slug) > SLUG_MAX:
+        return f"has a Kit-Patch: slug of {len(slug)} characters ({slug[:24]}...), over {SLUG_MAX}"
+    if not SLUG.match(slug):
+        return f"has Kit-Patch: {slug!r}, which holds characters a slug may not"
+    return None
+
+
+def suggested_slug(slug: str | None, subject_line: str) -> str:
+    """A valid slug close to what the user wrote (else to the subject): for a fix that works as written."""
+    for source in (slug or "", re.sub(r"^(\[[^]]*\]\s*)+", "", subject_line)):
+        made = re.sub(r"[^a-z0-9]+", "-", source.lower()).strip("-")[:SLUG_MAX].rstrip("-")
+        if made:
+            return made
+    return "patch"
+
+
+def amend_slug_command(slug: str, with_status: bool) -> str:
+    """The git command that sets a commit's Kit-Patch: (replacing one there: git's default would add a second)."""
+    status = " --trailer 'Upstream-Status: Pending'" if with_status else ""
+    return f"git -c trailer.Kit-Patch.ifexists=replace commit --amend --no-edit --trailer 'Kit-Patch: {slug}'{status}"
 
 
 ENTRY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*\.patch$")
@@ -190,28 +223,9 @@ def check_entry(name: str) -> None:
         )
 
 
-BOM = b"\xef\xbb\xbf"
-
-
-def refuse_bom(name: str, data: bytes) -> None:
-    """An editor's UTF-8 byte order mark would be read as part of the first name or header: say so."""
-    if data.startswith(BOM):
-        raise SeriesError(
-            f"patches/{name} starts with a UTF-8 byte order mark (BOM, an editor added it)",
-            f"save it without BOM, e.g. sed -i '1s/^\\xEF\\xBB\\xBF//' patches/{name}",
-        )
-
-
 def check_patch_bytes(name: str, data: bytes) -> str:
     """The text of a patch file, or a SeriesError naming what makes it unusable."""
-    refuse_bom(name, data)
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise SeriesError(
-            f"patches/{name} is not valid UTF-8 (byte {exc.start})",
-            "re-export it with nox -s refresh, or fix its encoding (git format-patch writes UTF-8)",
-        ) from None
+    text = handfile.check_bytes(f"patches/{name}", data)
     if converted_to_crlf(text):
         raise SeriesError(
             f"patches/{name} has CRLF line endings (an editor or git's autocrlf converted it)",
@@ -244,12 +258,7 @@ def load_series(patches_dir: Path) -> list[Patch]:
     series_file = patches_dir / "series"
     if not series_file.is_file():
         raise SeriesError(f"{series_file.name} not found in patches/", "create patches/series listing the patches")
-    data = series_file.read_bytes()
-    refuse_bom(series_file.name, data)
-    try:
-        names = parse_series(data.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise SeriesError("patches/series is not valid UTF-8", "restore it: git checkout -- patches/series") from None
+    names = parse_series(handfile.read(series_file, "patches/series"))
     for name in names:
         check_entry(name)
     dupes = sorted({n for n in names if names.count(n) > 1})

@@ -55,7 +55,7 @@ def prepare_revision(ws: Workspace, args: argparse.Namespace, identity: str, too
             "the series is empty: nothing to send upstream", "add patches (commit in the checkout, nox -s refresh)"
         )
     cover = load(ws.patches)
-    cover_source = (ws.patches / NAME).read_text(encoding="utf-8")
+    cover_source = cover.source
     state = verify_current(ws.checkout, pin, patches)
     digest = state.series_digest
     revs = revisions.load(ws.revisions_file)
@@ -121,7 +121,7 @@ def prepare_revision(ws: Workspace, args: argparse.Namespace, identity: str, too
     progress(f"branch {branch} in .work/{ws.checkout.name}: {len(commits)} commit(s) signed off by {identity}, "
              "kit trailers stripped; it sits on the kit's pristine commit: for review, not for upstream")  # fmt: skip
     if is_new:
-        ws.revisions_file.write_text(revisions.render([*revs, rev]), encoding="utf-8")
+        revisions.record(ws.revisions_file, rev)
         progress(f"recorded {rev.label} in patches/revisions.toml (commit it with patches/)")
 
     print(table(scope.HEADERS, scope.rows(scopes)))
