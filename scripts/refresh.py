@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import json
 import os
 import re
 import shutil
@@ -37,6 +38,7 @@ from scripts.gitcmd import (
 )
 from scripts.pin import Pin
 from scripts.series import (
+    JOURNAL,
     SLUG_RULE,
     Patch,
     SeriesError,
@@ -47,6 +49,7 @@ from scripts.series import (
     render_series,
     series_digest,
     split_trailers,
+    staged_name,
     slug_problem,
     squashed_slugs,
     suggested_slug,
@@ -529,16 +532,19 @@ def interrupted(signum: int, recorded: bool, start: str) -> RefreshInterrupted:
     )
 
 
-def swap_into(patches_dir: Path, writes: dict[str, str], removals: list[str], then: Callable[[], None]) -> None:
+def swap_into(
+    patches_dir: Path, writes: dict[str, str], removals: list[str], then: Callable[[], None], by: str = "refresh"
+) -> None:
     """Write every new file aside, then rename them all into place and run then, with signals held back.
 
     A full disk or a read-only folder fails in the first phase, which changes nothing; the
-    second phase only renames and records, and INT/TERM/HUP/QUIT wait until it is done.
+    second phase only renames and records, and INT/TERM/HUP/QUIT wait until it is done. Its
+    journal (patches/.kit-swap.json) lets the next reader of the series finish it after a kill -9.
     """
     staged: list[tuple[Path, Path]] = []
     try:
         for name, text in writes.items():
-            tmp = patches_dir / f".{name}.kit-tmp"
+            tmp = patches_dir / staged_name(name)
             staged.append((tmp, patches_dir / name))
             with open(tmp, "w", encoding="utf-8", newline="") as f:
                 f.write(text)
@@ -555,12 +561,17 @@ def swap_into(patches_dir: Path, writes: dict[str, str], removals: list[str], th
         for tmp, _ in staged:
             tmp.unlink(missing_ok=True)
         raise
+    journal = patches_dir / JOURNAL
     with signals.held():
+        aside = patches_dir / staged_name(JOURNAL)
+        aside.write_text(json.dumps({"by": by, "writes": list(writes), "removals": removals}), encoding="utf-8")
+        os.replace(aside, journal)
         for tmp, target in sorted(staged, key=lambda st: st[1].name == "series"):  # the series last
             os.replace(tmp, target)
         for name in removals:
             (patches_dir / name).unlink(missing_ok=True)
         then()
+        journal.unlink()
 
 
 @contextlib.contextmanager

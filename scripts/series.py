@@ -10,6 +10,8 @@ All are kept in patches/ and stripped from what goes upstream.
 from __future__ import annotations
 
 import hashlib
+import json
+import os
 import re
 from dataclasses import dataclass
 from email.header import decode_header, make_header
@@ -17,6 +19,7 @@ from pathlib import Path
 
 from scripts import handfile
 from scripts.errors import KitError
+from scripts.report import progress
 
 KIT_TRAILERS = ("Upstream-Status", "Kit-Patch", "Kit-Off-NPU")
 UPSTREAM_STATUS = re.compile(r"^(Pending|Submitted \[\S.*\]|Backport \[\S.*\]|Inappropriate \[\S.*\])$")
@@ -253,8 +256,41 @@ def converted_to_crlf(text: str) -> bool:
 BINARY_WITHOUT_DATA = re.compile(r"^Binary files \S+ and \S+ differ$", re.M)
 
 
+JOURNAL = ".kit-swap.json"  # in patches/ while a swap renames its files into place (refresh, rebase --move)
+
+
+def staged_name(name: str) -> str:
+    """Where a swap writes patches/<name> before renaming it into place."""
+    return f".{name}.kit-tmp"
+
+
+def finish_swap(patches_dir: Path) -> None:
+    """Roll forward a swap of patches/ that a kill -9 cut short: the journal is written only once every new file
+    is on disk, so the rest of its renames and removals can be made; then the series is whole again."""
+    journal = patches_dir / JOURNAL
+    if not journal.is_file():
+        return
+    try:
+        data = json.loads(journal.read_text(encoding="utf-8"))
+        writes, removals, by = list(data["writes"]), list(data["removals"]), str(data["by"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise SeriesError(
+            f"patches/{JOURNAL} (a swap's journal) is unreadable ({exc})",
+            f"restore patches/ from git (git checkout -- patches) and remove patches/{JOURNAL}",
+        ) from None
+    for name in writes:
+        if (patches_dir / staged_name(name)).is_file():
+            os.replace(patches_dir / staged_name(name), patches_dir / name)
+    for name in removals:
+        (patches_dir / name).unlink(missing_ok=True)
+    journal.unlink()
+    progress(f"patches/: finished the swap a stopped {by} had begun ({len(writes)} file(s) written, "
+             f"{len(removals)} removed)")  # fmt: skip
+
+
 def load_series(patches_dir: Path) -> list[Patch]:
     """Read patches/series and check it against the .patch files beside it."""
+    finish_swap(patches_dir)
     series_file = patches_dir / "series"
     if not series_file.is_file():
         raise SeriesError(f"{series_file.name} not found in patches/", "create patches/series listing the patches")
