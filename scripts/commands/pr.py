@@ -25,7 +25,11 @@ from scripts.workspace import Workspace
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_tool_arguments(p)  # the precheck is `lint`
-    p.add_argument("--force", action="store_true", help="replace .work/pr/vN when preparing the same revision again")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="replace .work/pr/vN when preparing the same revision again (a push never replaces others' commits)",
+    )
     p.add_argument(
         "--onto",
         nargs=2,
@@ -115,6 +119,7 @@ def prepare_revision(ws: Workspace, args: argparse.Namespace, identity: str, too
     files["series/" + NAME] = cover_source
     files.update({f"series/{p.name}": p.text for p in patches})
 
+    prepare.push(ws, args, branch)  # first: a refused or failed push records nothing
     # Record: the output, the review branch, then the revision (last: it is what the next run compares with).
     prepare.write_output(out, files)
     gitcmd.set_branch(ws.checkout, branch, review_tip)

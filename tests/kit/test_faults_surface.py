@@ -158,7 +158,7 @@ def test_push_failure_quotes_gits_reason_not_its_advice(tmp_path: Path) -> None:
     reason = onto.push_reason(proc.stdout, proc.stderr)
     assert reason.startswith("fatal: ") and "does not appear to be a git repository" in reason  # ...the reason wins
     with pytest.raises(onto.OntoError) as caught:  # in the kit's line too
-        onto.push(tmp_path / "repo", str(tmp_path / "no-such-fork"), "main", force=False)
+        onto.push(tmp_path / "repo", str(tmp_path / "no-such-fork"), "main")
     assert "does not appear to be a git repository" in caught.value.what
     assert "repository exists" not in caught.value.what
     fork = tmp_path / "fork.git"  # a refused ref is named
