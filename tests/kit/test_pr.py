@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 
 import pytest
 from conftest import AUTHOR, KIT_AUTHOR, MARKED_TEST, ME, RUFF, SPDX, Kit, commit_patch, make_series
@@ -264,3 +265,34 @@ def test_bad_cover_is_one_line_and_nothing_written(small_kit: Kit, identity: dic
     code, out = pr(small_kit, identity)
     assert code == 2 and message in out and "Traceback" not in out
     assert nothing_made(small_kit)
+
+
+def test_a_new_revision_is_appended_and_the_users_notes_in_revisions_toml_are_kept(
+    small_kit: Kit, identity: dict[str, str]
+) -> None:
+    """Measured: a user's key and comment under [v1] vanished when pr recorded v2 (the file was rewritten)."""
+    with_cover(small_kit)
+    assert pr(small_kit, identity)[0] == 0
+    path = small_kit.patches / "revisions.toml"
+    mine = path.read_text().replace("\n[v1]\n", "\n# sent to the list on Monday\n[v1]\n")
+    mine = mine.replace('prepared = "', 'reviewer = "Grace" # asked for v2\nprepared = "') + "# the end, mine\n"
+    path.write_text(mine)
+    (small_kit.patches / "cover.md").write_text(COVER.replace("tests it on CPU", "tests it on CPU and NPU"))
+    code, out = pr(small_kit, identity)
+    assert code == 0, out
+    text = path.read_text()
+    assert text.startswith(mine) and text.count("[v1]") == 1 and text.count("[v2]") == 1  # every byte kept
+    assert "revision v2: unchanged" in pr(small_kit, identity, "--force")[1]  # and pr reads its own file back
+
+
+def test_a_cover_with_a_bom_is_refused_not_put_in_the_title(small_kit: Kit, identity: dict[str, str]) -> None:
+    """The unclear outcome, decided: a BOM is refused (as in patches/series), never part of the PR title."""
+    with_cover(small_kit)
+    (small_kit.patches / "cover.md").write_bytes(b"\xef\xbb\xbf" + COVER.encode())
+    code, out = pr(small_kit, identity)
+    assert code == 2 and "patches/cover.md starts with a UTF-8 byte order mark" in out and nothing_made(small_kit)
+    fix = out.split("save it without BOM, e.g. ", 1)[1].strip()
+    subprocess.run(fix, shell=True, cwd=small_kit.root, check=True)  # the fix the line gives, as written
+    assert (small_kit.patches / "cover.md").read_text() == COVER
+    assert pr(small_kit, identity)[0] == 0
+    assert made(small_kit, "v1/cover.txt").startswith("[NPU][Hardware][Ascend] Attend")
