@@ -7,8 +7,10 @@ import os
 import shutil
 import subprocess
 
+from pathlib import Path
+
 import pytest
-from conftest import AUTHOR, KIT_AUTHOR, MARKED_TEST, ME, RUFF, SPDX, Kit, commit_patch, make_series
+from conftest import AUTHOR, KIT_AUTHOR, MARKED_TEST, ME, RUFF, SMALL_UPSTREAM, SPDX, Kit, commit_patch, make_series
 
 from scripts.checks import scope
 from scripts.gitcmd import git
@@ -296,3 +298,51 @@ def test_a_cover_with_a_bom_is_refused_not_put_in_the_title(small_kit: Kit, iden
     assert (small_kit.patches / "cover.md").read_text() == COVER
     assert pr(small_kit, identity)[0] == 0
     assert made(small_kit, "v1/cover.txt").startswith("[NPU][Hardware][Ascend] Attend")
+
+
+def upstream_repo(where: Path, files: dict[str, str]) -> Path:
+    """Upstream's git history holding the small release's files on main."""
+    for name, text in files.items():
+        (where / name).parent.mkdir(parents=True, exist_ok=True)
+        (where / name).write_text(text)
+    git("init", "-q", "-b", "main", cwd=where)
+    git("add", "-A", cwd=where)
+    git("commit", "-qm", "release", cwd=where, env=AUTHOR)
+    return where
+
+
+def test_a_push_replaces_only_what_the_kit_pushed_and_a_failed_one_records_nothing(
+    small_kit: Kit, identity: dict[str, str], tmp_path: Path
+) -> None:
+    """Measured: pr --force force-pushed over a maintainer's commit on the fork's pr/v1, exit 0; and a failed push
+    recorded the revision, so the retry needed --force."""
+    with_cover(small_kit)
+    upstream = upstream_repo(tmp_path / "upstream", SMALL_UPSTREAM)
+    fork = tmp_path / "fork.git"
+    onto = ["--onto", str(upstream), "main", "--push-to"]
+    code, out = pr(small_kit, identity, *onto, str(tmp_path / "no-such-fork"))
+    assert code == 2 and "git push to" in out and "nothing recorded" in out and nothing_made(small_kit), out
+    git("init", "-q", "--bare", str(fork), cwd=tmp_path)
+    code, out = pr(small_kit, identity, *onto, str(fork))  # the retry: no --force needed
+    assert code == 0 and "recorded v1" in out, out
+    # upstream moves on: the same revision re-prepared (--force) on it replaces what the kit itself pushed
+    (upstream / "NEWS").write_text("news\n")
+    git("add", "-A", cwd=upstream)
+    git("commit", "-qm", "news", cwd=upstream, env=AUTHOR)
+    code, out = pr(small_kit, identity, "--force", *onto, str(fork))
+    assert code == 0, out
+    assert git("rev-parse", "pr/v1~2", cwd=fork).strip() == git("rev-parse", "main", cwd=upstream).strip()
+    # a maintainer adds a commit to the fork's pr/v1: never replaced, the refusal names it
+    mine = tmp_path / "maintainer"
+    git("clone", "-q", "-b", "pr/v1", str(fork), str(mine), cwd=tmp_path)
+    (mine / "FIX").write_text("fix\n")
+    git("add", "-A", cwd=mine)
+    git("commit", "-qm", "maintainer's fix", cwd=mine, env=AUTHOR)
+    git("push", "-q", "origin", "pr/v1", cwd=mine)
+    theirs = git("rev-parse", "pr/v1", cwd=fork).strip()
+    (upstream / "NEWS").write_text("more news\n")
+    git("commit", "-qam", "more news", cwd=upstream, env=AUTHOR)
+    before = revisions(small_kit)
+    code, out = pr(small_kit, identity, "--force", *onto, str(fork))
+    assert code == 2 and f"holds commit {theirs[:12]} (\"maintainer's fix\")" in out, out
+    assert git("rev-parse", "pr/v1", cwd=fork).strip() == theirs and revisions(small_kit) == before
