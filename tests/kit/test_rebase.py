@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
+import signal
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 from subprocess import CompletedProcess
 
 import pytest
-from conftest import KIT_ROOT, SMALL_UPSTREAM, Kit, copy_kit, make_series, rope_with
+from conftest import FRONT_DOOR, KIT_ROOT, SMALL_UPSTREAM, Kit, copy_kit, make_series, rope_with
 
 from scripts.pin import load_pin, parse_pin
 from scripts.rebase import equivalence
@@ -184,3 +188,86 @@ def test_a_change_already_upstream_in_other_words_is_found_as_data_or_line_by_li
     assert not equivalence.file_equivalent("p.toml", (), "a = [\n", "a = [\n")
     assert not equivalence.file_equivalent("c.yml", (), "a: [\n", "a: [\n")
     assert not equivalence.file_equivalent("c.yml", (), "a: 1\n", None)
+
+
+# ---- --move is one transaction: all of it or none, whatever ends it ------------------------------------
+
+FIX_TEN_UPSTREAM = {**SMALL_UPSTREAM, "vllm_omni/layers/rope.py": rope_with({10: "line 10 fixed"})}  # 0001 merged
+STEPS = """import atexit, os, signal, subprocess, sys
+STOP, SIG, seen = int(os.environ["KIT_TEST_STOP_AT"]), int(os.environ["KIT_TEST_SIGNAL"]), []
+def step(kind):
+    seen.append(kind)
+    if len(seen) == STOP:
+        os.kill(os.getpid(), SIG)
+popen, replace = subprocess.Popen.__init__, os.replace
+def counted_popen(self, *a, **k):
+    step("P")
+    popen(self, *a, **k)
+def counted_replace(a, b, **k):
+    step("R")
+    replace(a, b, **k)
+subprocess.Popen.__init__, os.replace = counted_popen, counted_replace
+atexit.register(lambda: sys.stderr.write("steps " + "".join(seen) + chr(10)))
+"""
+
+
+def move_stopped_at(kit: Kit, tmp_path: Path, stop: int, sig: int = signal.SIGTERM) -> CompletedProcess[str]:
+    """rebase 0.2.0 --move in a kit process that sends itself sig at its stop-th step (a process started or a
+    file renamed into place); stop 0: never."""
+    env = {**os.environ, "CI": "", "KIT_TEST_STOP_AT": str(stop), "KIT_TEST_SIGNAL": str(int(sig))}
+    env |= {"PIP_INDEX_URL": (tmp_path / "index").as_uri(), "PIP_EXTRA_INDEX_URL": "", "PIP_FIND_LINKS": ""}
+    argv = [sys.executable, "-c", STEPS + FRONT_DOOR, "rebase", "0.2.0", "--move"]
+    return subprocess.run(argv, cwd=kit.root, capture_output=True, text=True, env=env)
+
+
+def patches_now(kit: Kit) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(kit.patches.iterdir()) if p.is_file()}
+
+
+def restore(kit: Kit, files: dict[str, bytes]) -> None:
+    for p in kit.patches.iterdir():
+        p.unlink()
+    for name, data in files.items():
+        (kit.patches / name).write_bytes(data)
+
+
+def whole_move(kit: Kit, tmp_path: Path) -> tuple[dict[str, bytes], dict[str, bytes], str]:
+    """(patches/ before, after an uninterrupted move, its steps once the wheel is cached); patches/ put back."""
+    offer(tmp_path, FIX_TEN_UPSTREAM)
+    before = patches_now(kit)
+    for _ in range(2):  # the first run downloads the wheel: count the steps of a run that finds it cached
+        restore(kit, before)
+        whole = move_stopped_at(kit, tmp_path, 0)
+        assert whole.returncode == 0, whole.stderr
+    after = patches_now(kit)
+    assert list(after) == ["0001-double-attn.patch", "series", "upstream.toml"], list(after)
+    restore(kit, before)
+    return before, after, whole.stderr.rsplit("steps ", 1)[1].strip()
+
+
+def test_a_move_interrupted_at_any_step_is_all_or_nothing(kit2: Kit, tmp_path: Path) -> None:
+    """Measured: interrupted after the series was swapped, patches/ was renumbered (0001 gone) while the pin named
+    the old release, and apply then passed without the fix. Now every step (each process the move starts, each
+    rename) ends in the old series and pin, or the new ones: never a mix."""
+    before, after, kinds = whole_move(kit2, tmp_path)
+    renames = [i for i, kind in enumerate(kinds, 1) if kind == "R"]
+    stops = sorted({*renames, *range(1, len(kinds) + 1, max(1, len(kinds) // 12))})
+    for stop in stops:
+        restore(kit2, before)
+        proc = move_stopped_at(kit2, tmp_path, stop)
+        now = patches_now(kit2)
+        assert now in (before, after), (stop, proc.stderr)
+        assert proc.returncode == 130 or now == after, (stop, proc.stderr)
+        said = [line for line in proc.stderr.splitlines() if line.startswith("kit: error:")]
+        assert "Traceback" not in proc.stderr and len(said) == (proc.returncode != 0), (stop, proc.stderr)
+        assert now == after or "nothing is half-written" in said[0] or "are as they were" in said[0], said
+
+
+def test_a_move_killed_mid_swap_is_finished_by_the_next_command(kit2: Kit, tmp_path: Path) -> None:
+    _, after, kinds = whole_move(kit2, tmp_path)
+    swap = [i for i, kind in enumerate(kinds, 1) if kind == "R"][-4:]  # the journal, then the three files
+    killed = move_stopped_at(kit2, tmp_path, swap[1], signal.SIGKILL)
+    assert killed.returncode == -signal.SIGKILL and (kit2.patches / ".kit-swap.json").is_file()
+    proc = kit2.run("apply", check=True)
+    assert "finished the swap a stopped rebase --move had begun" in proc.stdout
+    assert patches_now(kit2) == after and "line 10 fixed" not in (kit2.patches / "0001-double-attn.patch").read_text()
