@@ -271,3 +271,57 @@ def test_a_move_killed_mid_swap_is_finished_by_the_next_command(kit2: Kit, tmp_p
     proc = kit2.run("apply", check=True)
     assert "finished the swap a stopped rebase --move had begun" in proc.stdout
     assert patches_now(kit2) == after and "line 10 fixed" not in (kit2.patches / "0001-double-attn.patch").read_text()
+
+
+def test_the_conflict_hint_of_move_can_be_followed_as_written(kit2: Kit, tmp_path: Path) -> None:
+    """Measured: "apply --3way on the new pin" could not be followed (the pin had not moved). The hint now names
+    the pin's fields and the steps; done as written, they end in a series refreshed on the new release."""
+    offer(tmp_path, AROUND_TEN)
+    before = patches_now(kit2)
+    proc = rebase(kit2, tmp_path, "0.2.0", "--move")
+    assert proc.returncode == 2 and patches_now(kit2) == before and "nothing was changed" in proc.stderr
+    fields = dict(re.findall(r'(\w+) = "([^"]*)"', proc.stderr.split("set in patches/upstream.toml ", 1)[1]))
+    assert set(fields) == {"version", "filename", "sha256", "tag", "commit"}
+    text = pin_text(kit2)
+    for key, value in fields.items():
+        text = re.sub(rf'(?m)^{key} = ".*"$', f'{key} = "{value}"', text)
+    (kit2.patches / "upstream.toml").write_text(text)
+    index = {"PIP_INDEX_URL": (tmp_path / "index").as_uri(), "PIP_EXTRA_INDEX_URL": "", "PIP_FIND_LINKS": ""}
+    stopped = kit2.run("apply", "--3way", env=index)
+    assert stopped.returncode == 1 and FIX_TEN in stopped.stderr, stopped.stdout + stopped.stderr
+    rope = kit2.checkout / "vllm_omni/layers/rope.py"
+    rope.write_text(rope_with({9: "u9", 10: "line 10 fixed", 11: "u11"}))
+    kit2.git("add", "vllm_omni/layers/rope.py")
+    kit2.run("apply", "--continue", check=True)
+    kit2.run("refresh", check=True)
+    assert "+line 10 fixed" in (kit2.patches / FIX_TEN).read_text()
+    kit2.run("apply", check=True)
+
+
+def test_after_a_move_refresh_says_apply_and_apply_works(kit2: Kit, tmp_path: Path) -> None:
+    """Measured: after --move, refresh's advice (git stash, refresh, git stash pop) failed on the moved files,
+    which git does not track. The move leaves nothing to export, and refresh says so: run apply."""
+    offer(tmp_path, FIX_TEN_UPSTREAM)
+    rebase(kit2, tmp_path, "0.2.0", "--move", check=True)
+    proc = kit2.run("refresh")
+    assert proc.returncode == 2 and "nothing to export: run nox -s apply" in proc.stderr, proc.stderr
+    kit2.run("apply", check=True)
+    assert "patches/ unchanged" in kit2.run("refresh", check=True).stdout
+
+
+def test_a_mistyped_pin_digest_leaves_the_good_cached_wheel(kit2: Kit, tmp_path: Path) -> None:
+    """The unclear outcome, decided: a cached wheel whose fresh download has the same digest is not what is
+    wrong; the pin's digest is. Refused with both digests, the cache left as it was (no .bad-* file)."""
+    actual = offer(tmp_path, SMALL_UPSTREAM, version="0.1.0")  # the registry serves the cached wheel's bytes
+    cached = kit2.root / ".work/downloads/vllm_omni-0.1.0-py3-none-any.whl"
+    good = (tmp_path / "index/vllm-omni" / cached.name).read_bytes()
+    cached.write_bytes(good)
+    typo = actual[:10] + ("0" if actual[10] != "0" else "1") + actual[11:]
+    pinned = pin_text(kit2)
+    (kit2.patches / "upstream.toml").write_text(pinned.replace(pinned.split('sha256 = "')[1][:64], typo))
+    index = {"PIP_INDEX_URL": (tmp_path / "index").as_uri(), "PIP_EXTRA_INDEX_URL": "", "PIP_FIND_LINKS": ""}
+    proc = kit2.run("apply", "--force", env=index)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert f"has sha256 {actual} (the cached copy and a fresh download agree), not the expected {typo}" in proc.stderr
+    assert "check wheel.sha256 in patches/upstream.toml" in proc.stderr
+    assert cached.read_bytes() == good and not list(cached.parent.glob("*.bad-*"))
