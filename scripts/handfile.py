@@ -40,5 +40,7 @@ def read(path: Path, shown: str) -> str:
     try:
         data = path.read_bytes()
     except OSError as exc:
-        raise HandFileError(f"cannot read {shown} ({exc.strerror or exc})", f"check {shown} and its permissions") from None
+        raise HandFileError(
+            f"cannot read {shown} ({exc.strerror or exc})", f"check {shown} and its permissions"
+        ) from None
     return check_bytes(shown, data)

@@ -126,7 +126,9 @@ def parse_pin(text: str) -> Pin:
 
 def load_pin(path: Path) -> Pin:
     if not path.is_file():
-        raise PinError("patches/upstream.toml (the pin) is missing", "restore it: git checkout -- patches/upstream.toml")
+        raise PinError(
+            "patches/upstream.toml (the pin) is missing", "restore it: git checkout -- patches/upstream.toml"
+        )
     return parse_pin(handfile.read(path, "patches/upstream.toml"))
 
 

@@ -88,7 +88,9 @@ def revision(key: str, table: object) -> Revision:
                 f"{WHERE}: [{key}] {name} = {shown} is a TOML {type(value).__name__}, not a string",
                 f'quote it: {name} = "{shown}"',
             )
-    if not DIGEST.match(fields["series_digest"]) or (fields["cover_digest"] and not DIGEST.match(fields["cover_digest"])):
+    if not DIGEST.match(fields["series_digest"]) or (
+        fields["cover_digest"] and not DIGEST.match(fields["cover_digest"])
+    ):
         raise RevisionsError(f"{WHERE}: [{key}] has a digest that is not 64 hex digits", f"put it back, {RESTORE}")
     try:
         datetime.fromisoformat(fields["prepared"])

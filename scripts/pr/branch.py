@@ -64,7 +64,8 @@ def user_identity(repo: Path) -> str:
         )
     if "<" in name or ">" in name or not name.strip():
         raise NoIdentityError(
-            f"git config user.name {name!r} cannot be a Signed-off-by: name", 'set it: git config --global user.name "Your Name"'
+            f"git config user.name {name!r} cannot be a Signed-off-by: name",
+            'set it: git config --global user.name "Your Name"',
         )
     return f"{name} <{email}>"
 

@@ -339,7 +339,12 @@ ROWS = [
     # rebase: what it was asked is checked before it downloads or reads anything
     Row("rebase-release-and-git", REBASE_BOTH, "only one can be tried"),
     Row("rebase-baseline-missing", "rebase 0.2.0 --baseline typo.json", "--baseline typo.json: No such file"),
-    Row("rebase-baseline-not-json", "rebase 0.2.0 --baseline notes.txt", "is not a rebase report", put("notes.txt", b"x")),
+    Row(
+        "rebase-baseline-not-json",
+        "rebase 0.2.0 --baseline notes.txt",
+        "is not a rebase report",
+        put("notes.txt", b"x"),
+    ),
     Row("rebase-baseline-bom", "rebase 0.2.0 --baseline r.json", "is not a rebase report", put("r.json", BOM + b"{}")),
     Row("rebase-move-over-local-edits", "rebase 0.2.0 --move", "has uncommitted edits", put(f"{CHECKOUT}/x.py", b"1")),
     Row("rebase-move-over-unexported-work", "rebase 0.2.0 --move", "not exported to patches/", UNEXPORTED),

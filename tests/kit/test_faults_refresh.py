@@ -192,7 +192,10 @@ def test_the_slug_fix_refresh_gives_works_as_written(kit3: Kit, slug: str, messa
     slugs = kit3.git("log", "-1", "--format=%(trailers:key=Kit-Patch,valueonly)").split()
     assert "0004-" in out and len(slugs) == 1, slugs  # one trailer: replaced, not added
     if "Submitted" in message:  # the user's Upstream-Status kept
-        assert "Upstream-Status: Submitted [https://example.org/1]" in kit3.patches.joinpath(f"0004-{slugs[0]}.patch").read_text()
+        assert (
+            "Upstream-Status: Submitted [https://example.org/1]"
+            in kit3.patches.joinpath(f"0004-{slugs[0]}.patch").read_text()
+        )
 
 
 def as_found(kit: Kit) -> tuple[dict[str, bytes], str]:

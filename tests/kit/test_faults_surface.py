@@ -84,7 +84,6 @@ def user(name: str, address: str) -> Callable[[Kit, Path], dict[str, str]]:
     return setup
 
 
-
 E2E = "e2e --standin"
 
 
@@ -133,30 +132,78 @@ ROWS = [
     Row("pr-pin-moved", PR, "the pin is now vllm-omni 0.2.0", for_pr(PIN_MOVED), env=IDENTITY),
     Row("pr-interrupted-apply", PR, "an apply was interrupted", for_pr(interrupted_apply), env=IDENTITY),
     # hand-edited inputs of pr (invariant 12): one line naming the file, the entry and the fix; nothing recorded
-    Row("pr-revisions-date-unquoted", PR, 'quote it: prepared = "2026-11-30T15:56:35+00:00"',
-        for_pr(revisions(V1.replace('"2026-11-30T15:56:35+00:00"', "2026-11-30T15:56:35+00:00"))), env=IDENTITY),
-    Row("pr-revisions-leading-zero", PR, "'v01' is not a revision table [vN]",
-        for_pr(revisions(V1 + "\n" + V1.replace("[v1]", "[v01]"))), env=IDENTITY),
-    Row("pr-revisions-not-a-table", PR, "'note' is not a revision table", for_pr(revisions('note = "x"\n' + V1)),
-        env=IDENTITY),
-    Row("pr-revisions-no-digest", PR, "[v1] has no series_digest = line",
-        for_pr(revisions(V1.replace("series_digest", "digest"))), env=IDENTITY),
-    Row("pr-revisions-date-not-iso", PR, "prepared = 'yesterday' is not an ISO 8601",
-        for_pr(revisions(V1.replace("2026-11-30T15:56:35+00:00", "yesterday"))), env=IDENTITY),
+    Row(
+        "pr-revisions-date-unquoted",
+        PR,
+        'quote it: prepared = "2026-11-30T15:56:35+00:00"',
+        for_pr(revisions(V1.replace('"2026-11-30T15:56:35+00:00"', "2026-11-30T15:56:35+00:00"))),
+        env=IDENTITY,
+    ),
+    Row(
+        "pr-revisions-leading-zero",
+        PR,
+        "'v01' is not a revision table [vN]",
+        for_pr(revisions(V1 + "\n" + V1.replace("[v1]", "[v01]"))),
+        env=IDENTITY,
+    ),
+    Row(
+        "pr-revisions-not-a-table",
+        PR,
+        "'note' is not a revision table",
+        for_pr(revisions('note = "x"\n' + V1)),
+        env=IDENTITY,
+    ),
+    Row(
+        "pr-revisions-no-digest",
+        PR,
+        "[v1] has no series_digest = line",
+        for_pr(revisions(V1.replace("series_digest", "digest"))),
+        env=IDENTITY,
+    ),
+    Row(
+        "pr-revisions-date-not-iso",
+        PR,
+        "prepared = 'yesterday' is not an ISO 8601",
+        for_pr(revisions(V1.replace("2026-11-30T15:56:35+00:00", "yesterday"))),
+        env=IDENTITY,
+    ),
     Row("pr-revisions-not-toml", PR, "revisions.toml is not valid TOML", for_pr(revisions("[v1\n")), env=IDENTITY),
-    Row("pr-revisions-bom", PR, "revisions.toml starts with a UTF-8 byte order mark",
-        for_pr(revisions("\ufeff" + V1)), env=IDENTITY),
+    Row(
+        "pr-revisions-bom",
+        PR,
+        "revisions.toml starts with a UTF-8 byte order mark",
+        for_pr(revisions("\ufeff" + V1)),
+        env=IDENTITY,
+    ),
     Row("pr-revisions-duplicate", PR, "revisions.toml is not valid TOML", for_pr(revisions(V1 + V1)), env=IDENTITY),
-    Row("pr-cover-bom", PR, "patches/cover.md starts with a UTF-8 byte order mark",
-        put("patches/cover.md", b"\xef\xbb\xbf" + COVER.encode()), env=IDENTITY),
-    Row("pr-cover-not-utf8", PR, "patches/cover.md is not valid UTF-8 (line 3",
-        put("patches/cover.md", COVER.encode().replace(b"Why", b"Wh\xff")), env=IDENTITY),
-    Row("pr-email-localhost", PR, "user.email 'root@localhost' is not an address upstream's DCO check accepts",
-        user("Ada", "root@localhost")),
+    Row(
+        "pr-cover-bom",
+        PR,
+        "patches/cover.md starts with a UTF-8 byte order mark",
+        put("patches/cover.md", b"\xef\xbb\xbf" + COVER.encode()),
+        env=IDENTITY,
+    ),
+    Row(
+        "pr-cover-not-utf8",
+        PR,
+        "patches/cover.md is not valid UTF-8 (line 3",
+        put("patches/cover.md", COVER.encode().replace(b"Why", b"Wh\xff")),
+        env=IDENTITY,
+    ),
+    Row(
+        "pr-email-localhost",
+        PR,
+        "user.email 'root@localhost' is not an address upstream's DCO check accepts",
+        user("Ada", "root@localhost"),
+    ),
     Row("pr-email-no-at", PR, "user.email 'ada' is not an address", user("Ada", "ada")),
     Row("pr-email-dot-at-end", PR, "user.email 'ada@example.' is not an address", user("Ada", "ada@example.")),
-    Row("pr-name-with-brackets", PR, "user.name 'Ada <x>' cannot be a Signed-off-by: name",
-        user("Ada <x>", "ada@example.org")),
+    Row(
+        "pr-name-with-brackets",
+        PR,
+        "user.name 'Ada <x>' cannot be a Signed-off-by: name",
+        user("Ada <x>", "ada@example.org"),
+    ),
     # --ruff: resolved once from the caller's folder
     Row("lint-ruff-relative-missing", "lint --ruff .venv/bin/ruff", "--ruff .venv/bin/ruff: no executable file at"),
     Row("lint-ruff-not-on-path", "lint --ruff no-such-ruff", "--ruff no-such-ruff: not found"),

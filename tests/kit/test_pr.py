@@ -6,7 +6,6 @@ import json
 import os
 import shutil
 import subprocess
-
 from pathlib import Path
 
 import pytest
@@ -344,5 +343,5 @@ def test_a_push_replaces_only_what_the_kit_pushed_and_a_failed_one_records_nothi
     git("commit", "-qam", "more news", cwd=upstream, env=AUTHOR)
     before = revisions(small_kit)
     code, out = pr(small_kit, identity, "--force", *onto, str(fork))
-    assert code == 2 and f"holds commit {theirs[:12]} (\"maintainer's fix\")" in out, out
+    assert code == 2 and f'holds commit {theirs[:12]} ("maintainer\'s fix")' in out, out
     assert git("rev-parse", "pr/v1", cwd=fork).strip() == theirs and revisions(small_kit) == before
