@@ -60,6 +60,8 @@ def test_one_fetch_serves_a_release_of_unknown_file_name_and_its_cache(tmp_path:
     again = r"has sha256 [0-9a-f]{64} \(the cached copy and a fresh download agree\), not the expected"
     with pytest.raises(pin.PinError, match=f"{again} {'0' * 64}"):
         pin.fetch_verified("vllm-omni", "0.1.0", downloads, None, lambda _name: "0" * 64)
+    assert (downloads / wheel.name).read_bytes() == wheel.read_bytes()  # the good wheel stays cached
+    (downloads / wheel.name).unlink()  # an empty cache: the next fetch downloads
     served.append(wheel.with_name("vllm_omni-0.1.0-py3-none-manylinux.whl"))
     with pytest.raises(pin.PinError, match="served 2 wheels for vllm-omni==0.1.0"):
         pin.fetch_verified("vllm-omni", "0.1.0", downloads, None, registry_digest)
