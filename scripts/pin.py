@@ -73,12 +73,32 @@ class Pin:
 WHEEL_NAME = re.compile(r"^(?P<dist>[A-Za-z0-9_.]+)-(?P<version>[^-]+)-[^-]+-[^-]+-[^-]+\.whl$")
 
 
+FIELDS = {  # table -> (required keys, optional keys)
+    "": (("project", "version"), ("source", "wheel", "git")),
+    "wheel.": (("filename", "sha256"), ()),
+    "git.": (("url", "tag"), ("commit",)),
+}
+
+
 def check_fields(data: dict[str, object]) -> None:
     """Every field a string, of the right shape: a typo must not build or label the wrong release."""
     tables = {"": data, "wheel.": data.get("wheel"), "git.": data.get("git")}
     for prefix, table in tables.items():
         if not isinstance(table, dict):
             raise PinError(f"patches/upstream.toml: [{prefix.rstrip('.')}] is missing", "restore it from git")
+    for prefix, table in tables.items():
+        assert isinstance(table, dict)
+        required, optional = FIELDS[prefix]
+        unknown = [k for k in table if k not in (*required, *optional)]
+        if unknown:
+            raise PinError(
+                f"patches/upstream.toml: {prefix}{unknown[0]} is not a field of the pin",
+                f"the fields of [{prefix.rstrip('.') or 'top'}] are {', '.join((*required, *optional))}: "
+                "fix its name (or restore the file: git checkout -- patches/upstream.toml)",
+            )
+        missing = [k for k in required if k not in table]
+        if missing:
+            raise PinError(f"patches/upstream.toml: {prefix}{missing[0]} is missing", f'add it: {missing[0]} = "..."')
         for key, value in table.items():
             if not isinstance(value, (str, dict)):
                 raise PinError(

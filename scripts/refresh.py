@@ -292,7 +292,8 @@ def rebuild(checkout: Path, groups: list[Group], now: dict[str, Commit], drop: l
 def bad_slug(checkout: Path, commit: Commit, slug: str) -> SeriesError:
     """The refusal of a commit's Kit-Patch: value, with a fix that works as written (on HEAD, or by an edit stop)."""
     good = suggested_slug(slug, commit.subject)
-    amend = amend_slug_command(good, not trailer_values(commit.message, "Upstream-Status"))
+    had = len(trailer_values(commit.message, "Kit-Patch"))
+    amend = amend_slug_command(good, not trailer_values(commit.message, "Upstream-Status"), had)
     where = f"cd {shown(checkout)} && {amend}"
     if commit.sha != head(checkout):
         where = (f"cd {shown(checkout)} && git rebase -i {PRISTINE_TAG} (mark {commit.sha[:12]} 'edit'), then "

@@ -58,13 +58,18 @@ def parse_series(text: str) -> list[str]:
 
 def trailer(message: str, key: str) -> str | None:
     """The value of the last `key:` trailer line in a patch header (before its `---` and diff)."""
+    values = header_trailers(message, key)
+    return values[-1] if values else None
+
+
+def header_trailers(message: str, key: str) -> list[str]:
+    """Every `key:` trailer value in a patch header (before its `---` and diff)."""
     head = []
     for line in message.splitlines():
         if line.startswith("diff --git") or line == "---":
             break
         head.append(line)
-    values = trailer_values("\n".join(head), key)
-    return values[-1] if values else None
+    return trailer_values("\n".join(head), key)
 
 
 TRAILER_LINE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]*: ")
@@ -175,6 +180,14 @@ def describe(name: str, text: str, path: Path) -> Patch:
             f"patch {name} has Upstream-Status: {status!r}",
             "use Pending, Submitted [url], Backport [ref] or Inappropriate [why]",
         )
+    for key in ("Upstream-Status", "Kit-Patch"):
+        found = header_trailers(text, key)
+        if len(found) > 1:
+            raise SeriesError(
+                f"patch {name} carries {len(found)} {key}: trailers ({', '.join(found)})",
+                f"keep one {key}: line in its message (in the checkout, then nox -s refresh), "
+                "or restore it: git checkout -- patches",
+            )
     slug = trailer(text, "Kit-Patch")
     why = slug_problem(slug)
     if why is not None:
@@ -208,9 +221,13 @@ def suggested_slug(slug: str | None, subject_line: str) -> str:
     return "patch"
 
 
-def amend_slug_command(slug: str, with_status: bool) -> str:
-    """The git command that sets a commit's Kit-Patch: (replacing one there: git's default would add a second)."""
+def amend_slug_command(slug: str, with_status: bool, had: int = 1) -> str:
+    """The git command that sets HEAD's Kit-Patch: (git's default would add a second one); `had`: how many
+    Kit-Patch: lines its message holds now (git's replace takes out one, so several are filtered out first)."""
     status = " --trailer 'Upstream-Status: Pending'" if with_status else ""
+    if had > 1:
+        return (f"git log -1 --format=%B | grep -v '^Kit-Patch:' | git commit -q --amend -F - "
+                f"--trailer 'Kit-Patch: {slug}'{status}")  # fmt: skip
     return f"git -c trailer.Kit-Patch.ifexists=replace commit --amend --no-edit --trailer 'Kit-Patch: {slug}'{status}"
 
 

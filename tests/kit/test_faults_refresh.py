@@ -177,9 +177,10 @@ ROWS = [
         ("a/b", "Upstream-Status: Pending\nKit-Patch: a/b"),
         ("z" * 300, f"Upstream-Status: Pending\nKit-Patch: {'z' * 300}"),
         ("", "no trailers at all"),
+        ("a/b", "Upstream-Status: Pending\nKit-Patch: a/b\nKit-Patch: a-b"),  # the old advice's loop, followed
         ("Two Words", "Upstream-Status: Submitted [https://example.org/1]\nKit-Patch: Two Words"),
     ],
-    ids=["slash", "300-characters", "no-trailer", "upper-case-and-space"],
+    ids=["slash", "300-characters", "no-trailer", "after-the-old-advice", "upper-case-and-space"],
 )
 def test_the_slug_fix_refresh_gives_works_as_written(kit3: Kit, slug: str, message: str) -> None:
     """The measured loop: the fix `git commit --amend --trailer` added a second Kit-Patch: and refresh refused again."""

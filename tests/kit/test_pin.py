@@ -70,8 +70,10 @@ def test_one_fetch_serves_a_release_of_unknown_file_name_and_its_cache(tmp_path:
 def test_malformed_pin_names_the_file() -> None:
     with pytest.raises(pin.PinError, match=r"upstream.toml: \[wheel\] is missing"):
         pin.parse_pin('project = "vllm-omni"\n')
-    with pytest.raises(pin.PinError, match="upstream.toml is malformed"):
+    with pytest.raises(pin.PinError, match="upstream.toml: version is missing"):
         pin.parse_pin('project = "vllm-omni"\n[wheel]\n[git]\n')
+    with pytest.raises(pin.PinError, match="wheel.sha265 is not a field of the pin"):
+        pin.parse_pin(pin_toml("1", "f.whl", "0" * 64).replace("sha256", "sha265"))
     with pytest.raises(pin.PinError, match="not a sha256"):
         pin.parse_pin(pin_toml("1", "f.whl", "abc"))
 
