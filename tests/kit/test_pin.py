@@ -29,7 +29,9 @@ def test_a_pin_digest_the_cached_wheel_fails_names_both_and_keeps_the_wheel(smal
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
     # the registry has no such small test wheel: the refetch fails, the error names both digests, and the cached
     # wheel stays where it was (it is only replaced by a download that passes)
-    assert f"the cached vllm_omni-0.1.0-py3-none-any.whl has sha256 {digest}, not the expected {'0' * 64}" in proc.stderr
+    assert (
+        f"the cached vllm_omni-0.1.0-py3-none-any.whl has sha256 {digest}, not the expected {'0' * 64}" in proc.stderr
+    )
     assert "could not download vllm-omni==0.1.0" in proc.stderr
     left = sorted(p.name for p in (small_kit.root / ".work" / "downloads").iterdir())
     assert left == [".lock", "vllm_omni-0.1.0-py3-none-any.whl"]  # no set-aside file, no partial download
