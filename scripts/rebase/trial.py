@@ -331,9 +331,10 @@ def move(ws: Workspace, pin: Pin, target: Target, patches: list[Patch], repo: Pa
     try:
         refresh(repo, staged, load_series(staged), progress=progress, drop=dropped)
     except RefreshInterrupted as exc:
+        signal_name = exc.what.split(" by ", 1)[1].split()[0].rstrip(":")
         raise MoveInterrupted(
-            f"rebase --move interrupted ({exc.what.split(':')[0].replace('refresh interrupted', 'while refreshing')})"
-            ": patches/ and the pin are as they were",
+            f"rebase --move interrupted by {signal_name} while it refreshed the series aside: patches/ and the "
+            "pin are as they were",
             "run it again",
         ) from None
     note = series_note(target, verdicts, patches)
