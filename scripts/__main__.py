@@ -26,7 +26,7 @@ if not __package__:  # `python path/to/scripts COMMAND` from any folder (`-m scr
     sys.path[0] = str(Path(sys.path[0]).resolve().parent)  # path/to/scripts -> the kit, so `scripts` imports
 
 from scripts import signals
-from scripts.errors import KitError
+from scripts.errors import KitError, os_fix
 from scripts.report import fail, kept_output
 from scripts.workspace import Workspace
 
@@ -164,7 +164,7 @@ def run_command(args: argparse.Namespace, workspace: Workspace) -> int:
         return 130
     except OSError as exc:  # the last guard: a file the kit could not read or write, named in one line
         where = f": {exc.filename}" if exc.filename else " (writing a file the system did not name)"
-        fail(f"{args.command}: {exc.strerror or exc}{where} -- check free space (df -h .work) and permissions there")
+        fail(f"{args.command}: {exc.strerror or exc}{where} -- {os_fix(exc, '.work')}")
         return 2
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import tomllib
 
+from scripts import handfile
 from scripts.errors import KitError
 from scripts.kittools import normalize
 
@@ -30,8 +31,8 @@ BASELINE_BAND = "0:3600000"
 def load(ci_dir: Path, name: Path) -> dict[str, Any]:
     path = ci_dir / name
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as exc:
+        return tomllib.loads(handfile.read(path, f"ci/{name}"))
+    except tomllib.TOMLDecodeError as exc:
         raise KitError(f"cannot read ci/{name}: {exc}", "restore it from git (git checkout -- ci/ascend)") from None
 
 

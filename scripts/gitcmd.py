@@ -858,6 +858,11 @@ def user_config(repo: Path, key: str) -> str:
     return as_user("config", "--get", key, cwd=repo).stdout.strip()
 
 
-def push(repo: Path, remote: str, refspec: str) -> subprocess.CompletedProcess[str]:
+def push(repo: Path, remote: str, refspec: str, *options: str) -> subprocess.CompletedProcess[str]:
     """`git push --porcelain` to the user's remote, with the user's own config (credentials live there)."""
-    return as_user("push", "--porcelain", remote, refspec, cwd=repo)
+    return as_user("push", "--porcelain", *options, remote, refspec, cwd=repo)
+
+
+def fetch_as_user(repo: Path, remote: str, refspec: str) -> subprocess.CompletedProcess[str]:
+    """`git fetch` from the user's remote (their config: credentials), e.g. to show what a fork's branch holds."""
+    return as_user("fetch", "--quiet", "--no-tags", remote, refspec, cwd=repo)

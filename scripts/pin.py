@@ -22,7 +22,7 @@ from pathlib import Path
 
 import tomllib
 
-from scripts import gitcmd, worklock
+from scripts import gitcmd, handfile, worklock
 from scripts.digests import sha256_file
 from scripts.errors import KitError
 from scripts.gitcmd import GitFailed
@@ -41,6 +41,10 @@ class PinError(KitError):
 
 class DigestMismatch(PinError):
     """A downloaded file is not the pinned one."""
+
+    def __init__(self, what: str, fix: str, actual: str) -> None:
+        super().__init__(what, fix)
+        self.actual = actual
 
 
 @dataclass(frozen=True)
@@ -69,12 +73,32 @@ class Pin:
 WHEEL_NAME = re.compile(r"^(?P<dist>[A-Za-z0-9_.]+)-(?P<version>[^-]+)-[^-]+-[^-]+-[^-]+\.whl$")
 
 
+FIELDS = {  # table -> (required keys, optional keys)
+    "": (("project", "version"), ("source", "wheel", "git")),
+    "wheel.": (("filename", "sha256"), ()),
+    "git.": (("url", "tag"), ("commit",)),
+}
+
+
 def check_fields(data: dict[str, object]) -> None:
     """Every field a string, of the right shape: a typo must not build or label the wrong release."""
     tables = {"": data, "wheel.": data.get("wheel"), "git.": data.get("git")}
     for prefix, table in tables.items():
         if not isinstance(table, dict):
             raise PinError(f"patches/upstream.toml: [{prefix.rstrip('.')}] is missing", "restore it from git")
+    for prefix, table in tables.items():
+        assert isinstance(table, dict)
+        required, optional = FIELDS[prefix]
+        unknown = [k for k in table if k not in (*required, *optional)]
+        if unknown:
+            raise PinError(
+                f"patches/upstream.toml: {prefix}{unknown[0]} is not a field of the pin",
+                f"the fields of [{prefix.rstrip('.') or 'top'}] are {', '.join((*required, *optional))}: "
+                "fix its name (or restore the file: git checkout -- patches/upstream.toml)",
+            )
+        missing = [k for k in required if k not in table]
+        if missing:
+            raise PinError(f"patches/upstream.toml: {prefix}{missing[0]} is missing", f'add it: {missing[0]} = "..."')
         for key, value in table.items():
             if not isinstance(value, (str, dict)):
                 raise PinError(
@@ -121,7 +145,11 @@ def parse_pin(text: str) -> Pin:
 
 
 def load_pin(path: Path) -> Pin:
-    return parse_pin(path.read_text(encoding="utf-8"))
+    if not path.is_file():
+        raise PinError(
+            "patches/upstream.toml (the pin) is missing", "restore it: git checkout -- patches/upstream.toml"
+        )
+    return parse_pin(handfile.read(path, "patches/upstream.toml"))
 
 
 def verify_digest(path: Path, expected: str) -> None:
@@ -130,6 +158,7 @@ def verify_digest(path: Path, expected: str) -> None:
         raise DigestMismatch(
             f"{path.name}: sha256 {actual} does not match the pin's {expected}",
             "refusing to use it; check the pin (patches/upstream.toml) and the registry you download from",
+            actual,
         )
 
 
@@ -162,42 +191,47 @@ def fetch_verified(
 
     The one wheel fetch of the kit. filename: the wheel's name, or None for the release's one
     wheel, whatever its name; sha256_of(name) is the digest it must have (the pin's, or the
-    registry's). A cached file that fails its digest (truncated, replaced) is named, set aside
-    as *.bad-<time> (never deleted: it may be evidence) and fetched again.
+    registry's). A cached file that fails its digest is replaced only by a download that passes it
+    (then set aside as *.bad-<time>, never deleted: it may be evidence); when the download has the
+    cached file's digest too, the expected digest is what is wrong (a typo in the pin): refused, the
+    cache left as it is.
     """
     downloads.mkdir(parents=True, exist_ok=True)
     with worklock.hold(downloads / ".lock", ".work/downloads", say=progress):
         found = [downloads / filename] if filename else sorted(downloads.glob(f"{dist_name(project)}-{version}-*.whl"))
         cached = next((p for p in found if p.is_file()), None)
-        aside = None
-        if cached is not None:
-            digest = sha256_of(cached.name)
-            aside = set_aside_if_bad(cached, digest)
-            if aside is None:
-                return cached, digest
-        try:
+        if cached is None:
             return download_verified(project, version, downloads, filename, sha256_of)
-        except PinError as exc:
-            if aside is None or cached is None:
+        expected, actual = sha256_of(cached.name), sha256_file(cached)
+        if actual == expected:
+            return cached, expected
+        try:
+            return download_verified(project, version, downloads, filename, sha256_of, cached)
+        except DigestMismatch as exc:
+            if exc.actual != actual:
                 raise
-            raise PinError(f"the cached {cached.name} failed its sha256 (set aside as .work/downloads/{aside.name}), "
-                           f"and fetching it again failed: {exc.what}", exc.fix) from None  # fmt: skip
-
-
-def set_aside_if_bad(cached: Path, sha256: str) -> Path | None:
-    """Rename a cached file that fails its digest (never deleted: it may be evidence); its new path."""
-    if not cached.is_file() or sha256_file(cached) == sha256:
-        return None
-    aside = cached.with_name(f"{cached.name}.bad-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}")
-    os.replace(cached, aside)
-    progress(f".work/downloads/{cached.name} fails its sha256: set aside as {aside.name}, fetching it again")
-    return aside
+            raise DigestMismatch(
+                f"{cached.name} has sha256 {actual} (the cached copy and a fresh download agree), not the "
+                f"expected {expected}",
+                "check wheel.sha256 in patches/upstream.toml (a typo?) against the registry's; the cached wheel "
+                "was left as it is",
+                actual,
+            ) from None
+        except PinError as exc:
+            raise PinError(f"the cached {cached.name} has sha256 {actual}, not the expected {expected}, and "
+                           f"fetching it again failed: {exc.what}", exc.fix) from None  # fmt: skip
 
 
 def download_verified(
-    project: str, version: str, downloads: Path, filename: str | None, sha256_of: Callable[[str], str]
+    project: str,
+    version: str,
+    downloads: Path,
+    filename: str | None,
+    sha256_of: Callable[[str], str],
+    bad: Path | None = None,
 ) -> tuple[Path, str]:
-    """Download the wheel into downloads/ (through a temporary folder: no partial file is ever cached)."""
+    """Download the wheel into downloads/ (through a temporary folder: no partial file is ever cached); a cached
+    file it replaces (bad) is set aside first, once the download passed its digest."""
     with tempfile.TemporaryDirectory(dir=downloads, prefix=".download-") as tmp:
         pip_download(project, version, Path(tmp))
         wheels = sorted(Path(tmp).glob("*.whl"))
@@ -209,8 +243,18 @@ def download_verified(
         got = Path(tmp) / (filename or wheels[0].name)
         digest = sha256_of(got.name)
         verify_digest(got, digest)
+        if bad is not None and bad.name == got.name:
+            set_aside(bad)
         os.replace(got, downloads / got.name)
         return downloads / got.name, digest
+
+
+def set_aside(cached: Path) -> Path:
+    """Rename a cached file that failed its digest (never deleted: it may be evidence); its new path."""
+    aside = cached.with_name(f"{cached.name}.bad-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}")
+    os.replace(cached, aside)
+    progress(f".work/downloads/{cached.name} fails its sha256: set aside as {aside.name}, replaced by a fresh download")
+    return aside
 
 
 def package_entries(zf: zipfile.ZipFile) -> list[zipfile.ZipInfo]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import json
 import os
 import re
 import shutil
@@ -26,6 +27,7 @@ from scripts.checkout.foreign import is_generated
 from scripts.checkout.guards import Inspection, guard
 from scripts.checkout.state import REFRESHING, State, read_state
 from scripts.digests import sha256_text
+from scripts.errors import os_fix
 from scripts.gitcmd import (
     am,
     format_patch,
@@ -36,17 +38,23 @@ from scripts.gitcmd import (
 )
 from scripts.pin import Pin
 from scripts.series import (
-    SLUG,
+    JOURNAL,
+    SLUG_RULE,
     Patch,
     SeriesError,
+    amend_slug_command,
     describe,
     entries_digest,
     patch_file_name,
     render_series,
     series_digest,
+    slug_problem,
     split_trailers,
     squashed_slugs,
+    staged_name,
+    suggested_slug,
     trailer,
+    trailer_values,
     with_one_identity,
 )
 
@@ -256,12 +264,9 @@ def rebuild(checkout: Path, groups: list[Group], now: dict[str, Commit], drop: l
         first, last = now[group.patch.sha], now[group.commits[-1].sha]
         message = folded_message(group, now)
         slugs = squashed_slugs(message)
-        bad = [s for s in slugs if not SLUG.match(s)]
-        if not slugs or bad:
-            raise SeriesError(
-                f"{first.shown()} has no valid Kit-Patch: trailer{f' ({bad[0]!r})' if bad else ''}",
-                "add one: git commit --amend --trailer 'Kit-Patch: <slug>' (and 'Upstream-Status: Pending')",
-            )
+        bad = next((s for s in slugs if slug_problem(s)), None) if slugs else ""
+        if bad is not None:
+            raise bad_slug(checkout, first, bad)
         drops = " ".join(f"--drop {s}" for s in slugs)
         if last.tree == parent_tree:
             if all(s in drop for s in slugs):
@@ -284,6 +289,18 @@ def rebuild(checkout: Path, groups: list[Group], now: dict[str, Commit], drop: l
     return out
 
 
+def bad_slug(checkout: Path, commit: Commit, slug: str) -> SeriesError:
+    """The refusal of a commit's Kit-Patch: value, with a fix that works as written (on HEAD, or by an edit stop)."""
+    good = suggested_slug(slug, commit.subject)
+    had = len(trailer_values(commit.message, "Kit-Patch"))
+    amend = amend_slug_command(good, not trailer_values(commit.message, "Upstream-Status"), had)
+    where = f"cd {shown(checkout)} && {amend}"
+    if commit.sha != head(checkout):
+        where = (f"cd {shown(checkout)} && git rebase -i {PRISTINE_TAG} (mark {commit.sha[:12]} 'edit'), then "
+                 f"{amend}, then git rebase --continue")  # fmt: skip
+    return SeriesError(f"{commit.shown()} {slug_problem(slug)}", f"{SLUG_RULE}; fix it: {where}; then nox -s refresh")
+
+
 def check_accounting(checkout: Path, commits: list[Commit], old: list[Patch], drop: list[str]) -> None:
     """Every patch of the series is held once, or dropped by name; a --drop names something real."""
     by_slug: dict[str, str] = {}
@@ -292,7 +309,8 @@ def check_accounting(checkout: Path, commits: list[Commit], old: list[Patch], dr
         if slug in by_slug:
             raise SeriesError(
                 f"commits {by_slug[slug][:12]} and {c.sha[:12]} both carry Kit-Patch: {slug}",
-                "give the newer one its own slug (git commit --amend --trailer 'Kit-Patch: <new-slug>')",
+                f"give the newer one its own slug: in {shown(checkout)}, git rebase -i {PRISTINE_TAG} (mark "
+                f"{c.sha[:12]} 'edit'), {amend_slug_command(slug + '-2', False)}, git rebase --continue",
             )
         by_slug[slug] = c.sha
     series_slugs = {p.slug for p in old}
@@ -515,16 +533,19 @@ def interrupted(signum: int, recorded: bool, start: str) -> RefreshInterrupted:
     )
 
 
-def swap_into(patches_dir: Path, writes: dict[str, str], removals: list[str], then: Callable[[], None]) -> None:
+def swap_into(
+    patches_dir: Path, writes: dict[str, str], removals: list[str], then: Callable[[], None], by: str = "refresh"
+) -> None:
     """Write every new file aside, then rename them all into place and run then, with signals held back.
 
     A full disk or a read-only folder fails in the first phase, which changes nothing; the
-    second phase only renames and records, and INT/TERM/HUP/QUIT wait until it is done.
+    second phase only renames and records, and INT/TERM/HUP/QUIT wait until it is done. Its
+    journal (patches/.kit-swap.json) lets the next reader of the series finish it after a kill -9.
     """
     staged: list[tuple[Path, Path]] = []
     try:
         for name, text in writes.items():
-            tmp = patches_dir / f".{name}.kit-tmp"
+            tmp = patches_dir / staged_name(name)
             staged.append((tmp, patches_dir / name))
             with open(tmp, "w", encoding="utf-8", newline="") as f:
                 f.write(text)
@@ -535,19 +556,23 @@ def swap_into(patches_dir: Path, writes: dict[str, str], removals: list[str], th
             tmp.unlink(missing_ok=True)
         failed = staged[-1][1].name if staged else "?"
         raise PatchesNotWritable(
-            f"cannot write patches/{failed} ({exc.strerror or exc})",
-            "free disk space or make patches/ writable, then run nox -s refresh again (patches/ is unchanged)",
+            f"cannot write patches/{failed} ({exc.strerror or exc}); patches/ is unchanged", os_fix(exc, "patches/")
         ) from None
     except BaseException:
         for tmp, _ in staged:
             tmp.unlink(missing_ok=True)
         raise
+    journal = patches_dir / JOURNAL
     with signals.held():
+        aside = patches_dir / staged_name(JOURNAL)
+        aside.write_text(json.dumps({"by": by, "writes": list(writes), "removals": removals}), encoding="utf-8")
+        os.replace(aside, journal)
         for tmp, target in sorted(staged, key=lambda st: st[1].name == "series"):  # the series last
             os.replace(tmp, target)
         for name in removals:
             (patches_dir / name).unlink(missing_ok=True)
         then()
+        journal.unlink()
 
 
 @contextlib.contextmanager

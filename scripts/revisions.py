@@ -11,14 +11,17 @@ and the e2e A/B (scripts/e2e/ab.py) both start from here.
 
 from __future__ import annotations
 
+import os
+import re
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import date, datetime, time
 from pathlib import Path
 
 import tomllib
 
-from scripts import gitcmd
+from scripts import gitcmd, handfile
 from scripts.digests import sha256_text
 from scripts.errors import KitError
 from scripts.series import Patch, SeriesError, load_series, series_digest
@@ -48,27 +51,86 @@ class Revision:
         return f"v{self.number}"
 
 
+DIGEST = re.compile(r"^[0-9a-f]{64}$")
+
+
+LABEL = re.compile(r"^v[1-9][0-9]*$")
+REQUIRED = ("series_digest", "pin", "prepared")
+WHERE = "patches/revisions.toml"
+RESTORE = f"or restore it: git checkout -- {WHERE}"
+
+
 def parse(text: str) -> list[Revision]:
+    """The revisions a hand-edited file records; a user's own keys and comments are allowed (and kept by
+    append()), anything the kit would misread is refused naming the entry."""
     try:
         data = tomllib.loads(text)
-        revs = [Revision(int(k[1:]), v["series_digest"], v["pin"], v.get("kit_commit", ""), v["prepared"],
-                         v.get("cover_digest", "")) for k, v in data.items()]  # fmt: skip
-    except (tomllib.TOMLDecodeError, KeyError, ValueError, TypeError) as exc:
-        raise RevisionsError(f"patches/revisions.toml is malformed ({exc})", "restore it from git") from exc
-    return sorted(revs, key=lambda r: r.number)
+    except tomllib.TOMLDecodeError as exc:
+        raise RevisionsError(f"{WHERE} is not valid TOML ({exc})", f"fix that line, {RESTORE}") from None
+    return sorted((revision(key, value) for key, value in data.items()), key=lambda r: r.number)
 
 
-def render(revs: Sequence[Revision]) -> str:
-    blocks = [
-        f'[{r.label}]\nseries_digest = "{r.series_digest}"\npin = "{r.pin}"\nkit_commit = "{r.kit_commit}"\n'
-        f'prepared = "{r.prepared}"\n' + (f'cover_digest = "{r.cover_digest}"\n' if r.cover_digest else "")
-        for r in revs
-    ]
-    return HEADER + "".join(f"\n{b}" for b in blocks)
+def revision(key: str, table: object) -> Revision:
+    """One [vN] table as a Revision, or the one-line refusal of what is wrong in it."""
+    if not LABEL.match(key) or not isinstance(table, dict):
+        raise RevisionsError(
+            f"{WHERE}: {key!r} is not a revision table [vN] (v1, v2, ... without leading zeros)",
+            f"rename or remove it (notes of yours go in # comments or as keys inside a [vN] table), {RESTORE}",
+        )
+    missing = [k for k in REQUIRED if k not in table]
+    if missing:
+        raise RevisionsError(f"{WHERE}: [{key}] has no {missing[0]} = line", f"put it back, {RESTORE}")
+    fields = {k: table.get(k, "") for k in (*REQUIRED, "kit_commit", "cover_digest")}
+    for name, value in fields.items():
+        if not isinstance(value, str):
+            shown = value.isoformat() if isinstance(value, (datetime, date, time)) else value
+            raise RevisionsError(
+                f"{WHERE}: [{key}] {name} = {shown} is a TOML {type(value).__name__}, not a string",
+                f'quote it: {name} = "{shown}"',
+            )
+    if not DIGEST.match(fields["series_digest"]) or (
+        fields["cover_digest"] and not DIGEST.match(fields["cover_digest"])
+    ):
+        raise RevisionsError(f"{WHERE}: [{key}] has a digest that is not 64 hex digits", f"put it back, {RESTORE}")
+    try:
+        datetime.fromisoformat(fields["prepared"])
+    except ValueError:
+        raise RevisionsError(
+            f"{WHERE}: [{key}] prepared = {fields['prepared']!r} is not an ISO 8601 date and time",
+            f'write it as "2026-01-31T12:00:00+00:00" (the commits of {key} are dated by it), {RESTORE}',
+        ) from None
+    return Revision(int(key[1:]), fields["series_digest"], fields["pin"], fields["kit_commit"], fields["prepared"],
+                    fields["cover_digest"])  # fmt: skip
+
+
+def block(r: Revision) -> str:
+    cover = f'cover_digest = "{r.cover_digest}"\n' if r.cover_digest else ""
+    return (f'[{r.label}]\nseries_digest = "{r.series_digest}"\npin = "{r.pin}"\nkit_commit = "{r.kit_commit}"\n'
+            f'prepared = "{r.prepared}"\n{cover}')  # fmt: skip
+
+
+def appended(text: str, rev: Revision) -> str:
+    """The file's text with rev's table added at its end: every byte the user wrote stays as it was."""
+    if not text.strip():
+        return HEADER + "\n" + block(rev)
+    newline = "\r\n" if "\r\n" in text else "\n"
+    tail = text if text.endswith("\n") else text + newline
+    new = tail + newline + block(rev).replace("\n", newline)
+    if [r.number for r in parse(new)][-1:] != [rev.number]:
+        raise RevisionsError(f"{WHERE}: recording {rev.label} would not read back", f"check the file, {RESTORE}")
+    return new
 
 
 def load(path: Path) -> list[Revision]:
-    return parse(path.read_text(encoding="utf-8")) if path.is_file() else []
+    return parse(handfile.read(path, WHERE)) if path.is_file() else []
+
+
+def record(path: Path, rev: Revision) -> None:
+    """Append rev to the file (written aside, then renamed into place: never half-written)."""
+    text = handfile.read(path, WHERE) if path.is_file() else ""
+    tmp = path.with_name(f".{path.name}.kit-tmp")
+    tmp.write_bytes(appended(text, rev).encode("utf-8"))
+    os.replace(tmp, path)
 
 
 def current(revs: Sequence[Revision], digest: str, pin: str, kit_commit: str, now: str,

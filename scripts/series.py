@@ -10,16 +10,22 @@ All are kept in patches/ and stripped from what goes upstream.
 from __future__ import annotations
 
 import hashlib
+import json
+import os
 import re
 from dataclasses import dataclass
 from email.header import decode_header, make_header
 from pathlib import Path
 
+from scripts import handfile
 from scripts.errors import KitError
+from scripts.report import progress
 
 KIT_TRAILERS = ("Upstream-Status", "Kit-Patch", "Kit-Off-NPU")
 UPSTREAM_STATUS = re.compile(r"^(Pending|Submitted \[\S.*\]|Backport \[\S.*\]|Inappropriate \[\S.*\])$")
-SLUG = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+SLUG_MAX = 60  # NNNN-<slug>.patch stays far under a file system's 255-byte name limit
+SLUG = re.compile(rf"^[a-z0-9][a-z0-9-]{{0,{SLUG_MAX - 1}}}$")
+SLUG_RULE = f"a slug is 1 to {SLUG_MAX} characters of a-z, 0-9 and '-', starting with a letter or digit"
 
 
 class SeriesError(KitError):
@@ -62,13 +68,18 @@ def parse_series(text: str) -> list[str]:
 
 def trailer(message: str, key: str) -> str | None:
     """The value of the last `key:` trailer line in a patch header (before its `---` and diff)."""
+    values = header_trailers(message, key)
+    return values[-1] if values else None
+
+
+def header_trailers(message: str, key: str) -> list[str]:
+    """Every `key:` trailer value in a patch header (before its `---` and diff)."""
     head = []
     for line in message.splitlines():
         if line.startswith("diff --git") or line == "---":
             break
         head.append(line)
-    values = trailer_values("\n".join(head), key)
-    return values[-1] if values else None
+    return trailer_values("\n".join(head), key)
 
 
 TRAILER_LINE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]*: ")
@@ -179,13 +190,55 @@ def describe(name: str, text: str, path: Path) -> Patch:
             f"patch {name} has Upstream-Status: {status!r}",
             "use Pending, Submitted [url], Backport [ref] or Inappropriate [why]",
         )
+    for key in ("Upstream-Status", "Kit-Patch"):
+        found = header_trailers(text, key)
+        if len(found) > 1:
+            raise SeriesError(
+                f"patch {name} carries {len(found)} {key}: trailers ({', '.join(found)})",
+                f"keep one {key}: line in its message (in the checkout, then nox -s refresh), "
+                "or restore it: git checkout -- patches",
+            )
     slug = trailer(text, "Kit-Patch")
-    if slug is None or not SLUG.match(slug):
+    why = slug_problem(slug)
+    if why is not None:
+        good = suggested_slug(slug, subject(text))
         raise SeriesError(
-            f"patch {name} has no valid Kit-Patch: trailer (its stable identity)",
-            "add 'Kit-Patch: <lower-case-slug>' to the commit message",
+            f"patch {name} {why}",
+            f"{SLUG_RULE}: write 'Kit-Patch: {good}' in it and name the file NNNN-{good}.patch "
+            "(here and in patches/series), or restore it: git checkout -- patches",
         )
+    assert slug is not None
     return Patch(name=name, path=path, slug=slug, subject=subject(text), upstream_status=status)
+
+
+def slug_problem(slug: str | None) -> str | None:
+    """What is wrong with a Kit-Patch: value (None: nothing)."""
+    if not slug:
+        return "has no Kit-Patch: trailer (its stable identity)"
+    if len(slug) > SLUG_MAX:
+        return f"has a Kit-Patch: slug of {len(slug)} characters ({slug[:24]}...), over {SLUG_MAX}"
+    if not SLUG.match(slug):
+        return f"has Kit-Patch: {slug!r}, which holds characters a slug may not"
+    return None
+
+
+def suggested_slug(slug: str | None, subject_line: str) -> str:
+    """A valid slug close to what the user wrote (else to the subject): for a fix that works as written."""
+    for source in (slug or "", re.sub(r"^(\[[^]]*\]\s*)+", "", subject_line)):
+        made = re.sub(r"[^a-z0-9]+", "-", source.lower()).strip("-")[:SLUG_MAX].rstrip("-")
+        if made:
+            return made
+    return "patch"
+
+
+def amend_slug_command(slug: str, with_status: bool, had: int = 1) -> str:
+    """The git command that sets HEAD's Kit-Patch: (git's default would add a second one); `had`: how many
+    Kit-Patch: lines its message holds now (git's replace takes out one, so several are filtered out first)."""
+    status = " --trailer 'Upstream-Status: Pending'" if with_status else ""
+    if had > 1:
+        return (f"git log -1 --format=%B | grep -v '^Kit-Patch:' | git commit -q --amend -F - "
+                f"--trailer 'Kit-Patch: {slug}'{status}")  # fmt: skip
+    return f"git -c trailer.Kit-Patch.ifexists=replace commit --amend --no-edit --trailer 'Kit-Patch: {slug}'{status}"
 
 
 ENTRY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*\.patch$")
@@ -200,28 +253,9 @@ def check_entry(name: str) -> None:
         )
 
 
-BOM = b"\xef\xbb\xbf"
-
-
-def refuse_bom(name: str, data: bytes) -> None:
-    """An editor's UTF-8 byte order mark would be read as part of the first name or header: say so."""
-    if data.startswith(BOM):
-        raise SeriesError(
-            f"patches/{name} starts with a UTF-8 byte order mark (BOM, an editor added it)",
-            f"save it without BOM, e.g. sed -i '1s/^\\xEF\\xBB\\xBF//' patches/{name}",
-        )
-
-
 def check_patch_bytes(name: str, data: bytes) -> str:
     """The text of a patch file, or a SeriesError naming what makes it unusable."""
-    refuse_bom(name, data)
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise SeriesError(
-            f"patches/{name} is not valid UTF-8 (byte {exc.start})",
-            "re-export it with nox -s refresh, or fix its encoding (git format-patch writes UTF-8)",
-        ) from None
+    text = handfile.check_bytes(f"patches/{name}", data)
     if converted_to_crlf(text):
         raise SeriesError(
             f"patches/{name} has CRLF line endings (an editor or git's autocrlf converted it)",
@@ -249,17 +283,45 @@ def converted_to_crlf(text: str) -> bool:
 BINARY_WITHOUT_DATA = re.compile(r"^Binary files \S+ and \S+ differ$", re.M)
 
 
+JOURNAL = ".kit-swap.json"  # in patches/ while a swap renames its files into place (refresh, rebase --move)
+
+
+def staged_name(name: str) -> str:
+    """Where a swap writes patches/<name> before renaming it into place."""
+    return f".{name}.kit-tmp"
+
+
+def finish_swap(patches_dir: Path) -> None:
+    """Roll forward a swap of patches/ that a kill -9 cut short: the journal is written only once every new file
+    is on disk, so the rest of its renames and removals can be made; then the series is whole again."""
+    journal = patches_dir / JOURNAL
+    if not journal.is_file():
+        return
+    try:
+        data = json.loads(journal.read_text(encoding="utf-8"))
+        writes, removals, by = list(data["writes"]), list(data["removals"]), str(data["by"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise SeriesError(
+            f"patches/{JOURNAL} (a swap's journal) is unreadable ({exc})",
+            f"restore patches/ from git (git checkout -- patches) and remove patches/{JOURNAL}",
+        ) from None
+    for name in writes:
+        if (patches_dir / staged_name(name)).is_file():
+            os.replace(patches_dir / staged_name(name), patches_dir / name)
+    for name in removals:
+        (patches_dir / name).unlink(missing_ok=True)
+    journal.unlink()
+    progress(f"patches/: finished the swap a stopped {by} had begun ({len(writes)} file(s) written, "
+             f"{len(removals)} removed)")  # fmt: skip
+
+
 def load_series(patches_dir: Path) -> list[Patch]:
     """Read patches/series and check it against the .patch files beside it."""
+    finish_swap(patches_dir)
     series_file = patches_dir / "series"
     if not series_file.is_file():
         raise SeriesError(f"{series_file.name} not found in patches/", "create patches/series listing the patches")
-    data = series_file.read_bytes()
-    refuse_bom(series_file.name, data)
-    try:
-        names = parse_series(data.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise SeriesError("patches/series is not valid UTF-8", "restore it: git checkout -- patches/series") from None
+    names = parse_series(handfile.read(series_file, "patches/series"))
     for name in names:
         check_entry(name)
     dupes = sorted({n for n in names if names.count(n) > 1})

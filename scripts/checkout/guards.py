@@ -113,6 +113,13 @@ class Inspection:
             built, now = f"{built} {state.pin_digest[:12]}", f"{now} {pin_digest(pin)[:12]}"
         return {"built": built, "now": now}
 
+    def other_pin_no_work(self) -> Facts | None:
+        """other_pin, where the checkout holds no commit patches/ lacks (as rebase --move leaves it)."""
+        return self.other_pin() if self.unexported() is None else None
+
+    def other_patches_no_work(self) -> Facts | None:
+        return self.other_patches() if self.unexported() is None else None
+
     def other_patches(self) -> Facts | None:
         if self.built_from is None or self.state is None:
             return None
@@ -140,9 +147,11 @@ LOCAL_WORK: tuple[Row, ...] = (  # work that exists only in the checkout, or a g
 )  # fmt: skip
 NO_CHECKOUT: Row = (Inspection.absent, StaleCheckout, "no checkout at {where}", "run: nox -s apply")
 PROVENANCE_FIX = (
-    "refresh would export it over other inputs: put patches/ back as apply saw it (git stash), refresh, "
-    "git stash pop; or nox -s apply -- --force to discard the checkout's work"
+    "refresh would export it over other inputs: put patches/ back as apply saw it, new files included "
+    "(git stash push --include-untracked -- patches), nox -s refresh, git stash pop; or nox -s apply -- --force "
+    "to discard the checkout's work"
 )
+NOTHING_TO_EXPORT = "it holds nothing patches/ lacks, so there is nothing to export: run nox -s apply"
 
 
 def provenance(fix: str) -> tuple[Row, ...]:
@@ -225,6 +234,10 @@ GUARDS: dict[str, tuple[Row, ...]] = {
          "run nox -s apply -- --force"),
         (Inspection.dirty, LocalEdits, "{where} has uncommitted edits",
          "commit them (git commit or git commit --fixup) first"),
+        (Inspection.other_pin_no_work, StaleCheckout, "{where} was built from {built}, the pin is now {now}",
+         NOTHING_TO_EXPORT),
+        (Inspection.other_patches_no_work, StaleCheckout, "{where} does not match patches/ (differs in {differs})",
+         NOTHING_TO_EXPORT),
         *provenance(PROVENANCE_FIX),
     ),
 }  # fmt: skip

@@ -25,7 +25,11 @@ from scripts.workspace import Workspace
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_tool_arguments(p)  # the precheck is `lint`
-    p.add_argument("--force", action="store_true", help="replace .work/pr/vN when preparing the same revision again")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="replace .work/pr/vN when preparing the same revision again (a push never replaces others' commits)",
+    )
     p.add_argument(
         "--onto",
         nargs=2,
@@ -55,7 +59,7 @@ def prepare_revision(ws: Workspace, args: argparse.Namespace, identity: str, too
             "the series is empty: nothing to send upstream", "add patches (commit in the checkout, nox -s refresh)"
         )
     cover = load(ws.patches)
-    cover_source = (ws.patches / NAME).read_text(encoding="utf-8")
+    cover_source = cover.source
     state = verify_current(ws.checkout, pin, patches)
     digest = state.series_digest
     revs = revisions.load(ws.revisions_file)
@@ -120,13 +124,14 @@ def prepare_revision(ws: Workspace, args: argparse.Namespace, identity: str, too
     files["series/" + NAME] = cover_source
     files.update({f"series/{p.name}": p.text for p in patches})
 
+    prepare.push(ws, args, branch)  # first: a refused or failed push records nothing
     # Record: the output, the review branch, then the revision (last: it is what the next run compares with).
     prepare.write_output(out, files)
     gitcmd.set_branch(ws.checkout, branch, review_tip)
     progress(f"branch {branch} in .work/{ws.checkout.name}: {len(commits)} commit(s) signed off by {identity}, "
              "kit trailers stripped; it sits on the kit's pristine commit: for review, not for upstream")  # fmt: skip
     if is_new:
-        ws.revisions_file.write_text(revisions.render([*revs, rev]), encoding="utf-8")
+        revisions.record(ws.revisions_file, rev)
         progress(f"recorded {rev.label} in patches/revisions.toml (commit it with patches/)")
 
     print(table(scope.HEADERS, scope.rows(scopes)))

@@ -42,6 +42,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, ws: Workspace) -> int:
     pin = load_pin(ws.pin_file)
     patches = load_series(ws.patches)
+    before = trial.read_baseline(args.baseline)  # read first: a missing one is refused, never taken as empty
+    if args.move:
+        trial.refuse_local_work(ws)
     target = trial.target_of(ws, pin, args)
     progress(f"trying {len(patches)} patch(es) from {pin.label} on {target.label} (the checkout is not touched)")
     ws.work.mkdir(parents=True, exist_ok=True)
@@ -62,7 +65,7 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
             trial.move(ws, pin, target, patches, repo, verdicts)
             data = trial.report(pin, target, verdicts, True, depends)
             trial.write_report(ws.rebase_dir, name, data, trial.markdown(data, verdicts))
-    fresh = trial.new_conflicts(verdicts, args.baseline)
+    fresh = trial.new_conflicts(verdicts, before)
     if args.baseline is not None and fresh:
         progress(f"newly conflicting since {args.baseline.name}: {', '.join(fresh)}")
     return 1 if fresh else 0

@@ -21,6 +21,7 @@ from scripts.series import strip_kit_trailers
 TRAILER_LINE = re.compile(r"^[A-Za-z0-9-]+: \S")
 SIGNED_OFF = re.compile(r"^Signed-off-by: (.*?) <([^<>]*)>\s*$", re.M)
 KIT_EMAIL = gitcmd.KIT_IDENTITY["GIT_AUTHOR_EMAIL"]
+DCO_EMAIL = re.compile(r"^[^@\s<>]+@[^@\s<>.]+(\.[^@\s<>.]+)+$")  # local@domain.tld, as the DCO app validates
 
 
 class NoIdentityError(KitError):
@@ -54,6 +55,17 @@ def user_identity(repo: Path) -> str:
         raise NoIdentityError(
             "no git identity to sign off with (git config user.name/user.email is not set)",
             'set it: git config --global user.name "Your Name" && git config --global user.email you@example.org',
+        )
+    if not DCO_EMAIL.match(email):
+        raise NoIdentityError(
+            f"git config user.email {email!r} is not an address upstream's DCO check accepts "
+            "(it needs name@domain.tld, a domain with a dot)",
+            "set the address you sign off with: git config --global user.email you@example.org",
+        )
+    if "<" in name or ">" in name or not name.strip():
+        raise NoIdentityError(
+            f"git config user.name {name!r} cannot be a Signed-off-by: name",
+            'set it: git config --global user.name "Your Name"',
         )
     return f"{name} <{email}>"
 

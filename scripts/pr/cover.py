@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from scripts import handfile
 from scripts.digests import sha256_text
 from scripts.errors import KitError
 
@@ -43,6 +44,7 @@ class Cover:
     purpose: str
     notes: str
     digest: str
+    source: str  # the file's text as written
 
 
 def parse(text: str) -> Cover:
@@ -66,7 +68,7 @@ def parse(text: str) -> Cover:
             f"patches/{NAME} has no purpose paragraph after the title",
             "write what fails, what the series changes and how it was validated",
         )
-    return Cover(title, purpose.strip(), notes.strip(), sha256_text(text))
+    return Cover(title, purpose.strip(), notes.strip(), sha256_text(text), text)
 
 
 def load(patches_dir: Path) -> Cover:
@@ -76,7 +78,7 @@ def load(patches_dir: Path) -> Cover:
             f"patches/{NAME} (the series cover: PR title, purpose, notes) is missing",
             "write it: first line the title, then the purpose, then '## Notes for reviewers'",
         )
-    return parse(path.read_text(encoding="utf-8"))
+    return parse(handfile.read(path, f"patches/{NAME}"))
 
 
 def purpose_section(cover: Cover, subjects: Sequence[str], other_devices: str) -> str:

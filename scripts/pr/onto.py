@@ -108,16 +108,45 @@ def push_reason(stdout: str, stderr: str) -> str:
     return reason or (said[0] if said else "git push said nothing")
 
 
-def push(clone: Path, remote: str, branch: str, force: bool) -> None:
-    """Push branch to the user's fork, with the user's own git config (credentials live there)."""
+def pushed_ref(branch: str) -> str:
+    """Where the kit's clone keeps what it last pushed of branch: a force-push may replace that, nothing else."""
+    return f"refs/kit/pushed/{branch}"
+
+
+def push(clone: Path, remote: str, branch: str) -> None:
+    """Push branch to the user's fork, with the user's own config (credentials live there).
+
+    A branch the fork does not have, or one the push fast-forwards, is pushed; one the kit pushed before is
+    replaced only while it is still what the kit pushed (--force-with-lease): a commit someone else added there
+    (a maintainer's fix) is never overwritten; the refusal names it."""
     target = remote if "://" in remote or remote.startswith("git@") else str(Path(remote).resolve())
-    refspec = f"{'+' if force else ''}{branch}:refs/heads/{branch}"
-    proc = gitcmd.push(clone, target, refspec)
-    if proc.returncode != 0:
+    last = gitcmd.verify(clone, pushed_ref(branch))
+    lease = [f"--force-with-lease=refs/heads/{branch}:{last}"] if last else []
+    proc = gitcmd.push(clone, target, f"{branch}:refs/heads/{branch}", *lease)
+    if proc.returncode == 0:
+        gitcmd.update_ref(clone, pushed_ref(branch), gitcmd.rev_parse(clone, branch), message="kit pushed")
+        return
+    reason = push_reason(proc.stdout, proc.stderr)
+    if "rejected" in proc.stdout or "stale info" in reason or "fetch first" in reason:
         raise OntoError(
-            f"git push to {remote} failed: {push_reason(proc.stdout, proc.stderr)}",
-            "check the fork's URL and your credentials; --force replaces a branch already there",
+            f"the fork's {branch} holds {others_commit(clone, target, branch)}, which the kit did not push; "
+            "not replacing it (nothing pushed or recorded)",
+            f"take it into the series (commit it in the checkout, nox -s refresh), or, to drop it, delete the "
+            f"fork's branch yourself: git push {remote} --delete {branch}; then run nox -s pr again",
         )
+    raise OntoError(
+        f"git push to {remote} failed: {reason} (nothing recorded)",
+        "check the fork's URL and your credentials, then run nox -s pr again",
+    )
+
+
+def others_commit(clone: Path, remote: str, branch: str) -> str:
+    """The fork's branch tip, named (sha and subject) when it can be fetched."""
+    seen = f"refs/kit/fork/{branch}"
+    if gitcmd.fetch_as_user(clone, remote, f"+refs/heads/{branch}:{seen}").returncode != 0:
+        return "commits"
+    tip = gitcmd.rev_parse(clone, seen)
+    return f"commit {tip[:12]} ({gitcmd.commit_format(clone, tip, '%s').strip()[:60]!r})"
 
 
 def github_repo(url: str) -> str | None:

@@ -94,7 +94,8 @@ Precheck (nox -s lint): upstream's hooks, ruff {ruff[0]}{ruff_note} with upstrea
 def refuse_overwrite(out: Path, force: bool) -> None:
     if out.exists() and not force:
         raise PrError(f".work/pr/{out.name} already holds this revision",
-                      "pass --force to replace it (nox -s pr -- --force), or move it away first")  # fmt: skip
+                      "pass --force to make it again (nox -s pr -- --force; a push still replaces only what the kit "
+                      "pushed), or move it away first")  # fmt: skip
 
 
 def write_output(out: Path, files: dict[str, str]) -> None:
@@ -156,8 +157,16 @@ def refuse_open_without_gh(args: argparse.Namespace, branch: str, title: str, bo
     )
 
 
+def push(ws: Workspace, args: argparse.Namespace, branch: str) -> None:
+    """Push pr/vN to the fork when asked, before anything is recorded: a failed push leaves no revision behind.
+    --force re-prepares .work/pr/vN; it never forces the push (onto.push replaces only what the kit pushed)."""
+    if args.onto and args.push_to:
+        onto.push(ws.upstream_clone, args.push_to, branch)
+        progress(f"pushed {branch} to {args.push_to}")
+
+
 def deliver(ws: Workspace, args: argparse.Namespace, branch: str, title: str, body_file: Path) -> None:
-    """Push and print (or run) `gh pr create` when asked; otherwise say what stays local."""
+    """Print (or run) `gh pr create` for a pushed branch; otherwise say what stays local."""
     if not args.onto:
         progress(f"{branch} is for review only; make the branch upstream can merge with: "
                  "nox -s pr -- --onto https://github.com/vllm-project/vllm-omni main")  # fmt: skip
@@ -165,8 +174,6 @@ def deliver(ws: Workspace, args: argparse.Namespace, branch: str, title: str, bo
     if not args.push_to:
         progress(f"nothing pushed; to open the PR: nox -s pr -- --onto {' '.join(args.onto)} --push-to YOUR_FORK_URL")
         return
-    onto.push(ws.upstream_clone, args.push_to, branch, args.force)
-    progress(f"pushed {branch} to {args.push_to}")
     cmd = onto.gh_command(trial.git_url(args.onto[0]), args.push_to, branch, args.onto[1], title, body_file)
     print(shlex.join(cmd))
     if args.open:

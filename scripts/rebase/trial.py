@@ -16,21 +16,23 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shutil
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from scripts import diffparse, gitcmd, registry
+from scripts import diffparse, gitcmd, handfile, registry
 from scripts.checkout import BRANCH, PRISTINE_TAG
 from scripts.checkout.apply import commit_all
+from scripts.checkout.guards import Inspection, guard
 from scripts.checkout.pristine import build_pristine
-from scripts.checkout.state import State, pin_digest, write_state
+from scripts.checkout.state import State, pin_digest, read_state, write_state
 from scripts.errors import KitError
 from scripts.gitcmd import GitFailed, head
 from scripts.pin import COMMIT, Pin, fetch_verified, parse_pin, verify_digest
 from scripts.rebase.verdicts import DROPPED, OUTCOMES, Verdict, judge_series
-from scripts.refresh import refresh
+from scripts.refresh import RefreshInterrupted, refresh, swap_into
 from scripts.report import markdown_table, progress
-from scripts.series import Patch, series_header
+from scripts.series import Patch, load_series, series_header
 from scripts.workspace import Workspace
 
 VERSION = re.compile(r"^\d+(\.\d+)+([.+-]?[A-Za-z0-9.]+)?$")  # a release version; anything else is a git ref
@@ -80,6 +82,11 @@ def git_url(url: str) -> str:
 
 def target_of(ws: Workspace, pin: Pin, args: argparse.Namespace) -> Target:
     release = args.target
+    if release and args.git:
+        raise RebaseError(
+            f"both a target ({release}) and --git {' '.join(args.git)} given: only one can be tried",
+            f"drop one: nox -s rebase -- {release}, or nox -s rebase -- --git {' '.join(args.git)}",
+        )
     if release == "latest":
         release = registry.newest_release(pin.project)
         progress(f"latest release of {pin.project} on the package index: {release}")
@@ -228,39 +235,47 @@ def write_report(reports: Path, name: str, data: dict[str, object], text: str) -
     return out
 
 
-def new_conflicts(verdicts: list[Verdict], baseline: Path | None) -> list[str]:
-    """Patches that conflict now and did not in the baseline report (all conflicts without one)."""
-    now = [v.name for v in verdicts if v.outcome == "conflict"]
-    if baseline is None or not baseline.is_file():
-        return now
+def read_baseline(path: Path | None) -> set[str] | None:
+    """The patches an earlier report found conflicting (None without --baseline); read before any work, so a
+    missing or foreign file is refused, never taken for "no conflicts then"."""
+    if path is None:
+        return None
+    fix = "pass a JSON report from .work/rebase/ (leave --baseline out on a first run)"
     try:
-        before = {
-            p["name"] for p in json.loads(baseline.read_text(encoding="utf-8"))["patches"] if p["outcome"] == "conflict"
-        }
+        data = json.loads(path.read_bytes().decode("utf-8"))
+        return {p["name"] for p in data["patches"] if p["outcome"] == "conflict"}
+    except OSError as exc:
+        raise RebaseError(f"--baseline {path}: {exc.strerror or exc}", fix) from None
     except (ValueError, KeyError, TypeError) as exc:
-        raise RebaseError(
-            f"{baseline} is not a rebase report ({exc})", "pass a JSON report from .work/rebase/"
-        ) from exc
-    return [n for n in now if n not in before]
+        raise RebaseError(f"--baseline {path} is not a rebase report ({type(exc).__name__}: {exc})", fix) from None
+
+
+def new_conflicts(verdicts: list[Verdict], before: set[str] | None) -> list[str]:
+    """Patches that conflict now and did not in the baseline report (all conflicts without one)."""
+    return [v.name for v in verdicts if v.outcome == "conflict" and v.name not in (before or set())]
 
 
 # ---- moving the pin ----------------------------------------------------------------
 
 
-def moved_pin_text(text: str, target: Target) -> str:
-    """upstream.toml with the target's fields set (comments and layout kept)."""
+def pin_fields(target: Target) -> dict[str, str]:
+    """The upstream.toml keys the target sets (each on its own `key = "..."` line)."""
     p = target.pin
     if target.kind == "release":
-        fields = {
-            "version": p.version,
-            "filename": p.wheel_filename,
-            "sha256": p.wheel_sha256,
-            "tag": p.git_tag,
-            "commit": "",
-        }
-    else:  # the wheel fields stay those of the last release; the git source is the pin now
-        fields = {"source": "git", "url": p.git_url, "tag": p.git_tag, "commit": p.git_commit}
-    for key, value in fields.items():
+        return {"version": p.version, "filename": p.wheel_filename, "sha256": p.wheel_sha256, "tag": p.git_tag,
+                "commit": ""}  # fmt: skip
+    # the wheel fields stay those of the last release; the git source is the pin now
+    return {"source": "git", "url": p.git_url, "tag": p.git_tag, "commit": p.git_commit}
+
+
+def pin_by_hand(target: Target) -> str:
+    """The edit of patches/upstream.toml that moves the pin to target, as a user makes it."""
+    return "set in patches/upstream.toml " + ", ".join(f'{k} = "{v}"' for k, v in pin_fields(target).items())
+
+
+def moved_pin_text(text: str, target: Target) -> str:
+    """upstream.toml with the target's fields set (comments and layout kept)."""
+    for key, value in pin_fields(target).items():
         text, n = re.subn(rf'(?m)^{key} = ".*"$', f'{key} = "{value}"', text)
         if n != 1:
             raise RebaseError(f"patches/upstream.toml has no single '{key} = ' line", "restore it from git")
@@ -274,14 +289,31 @@ def series_note(target: Target, verdicts: list[Verdict], patches: list[Patch]) -
     return "".join(f"# dropped {slugs[v.name]}: {v.shown} in {where}\n" for v in verdicts if v.outcome in DROPPED)
 
 
+class MoveInterrupted(RebaseError):
+    """A signal ended rebase --move before its one swap: nothing of it was kept."""
+
+    exit_code = 130
+
+
+def refuse_local_work(ws: Workspace) -> None:
+    """--move leaves a checkout that apply rebuilds: never over work that exists only there (apply's own guard),
+    so that afterwards nothing waits to be exported and `nox -s apply` is all that is left to do."""
+    state = read_state(ws.checkout) if (ws.checkout / ".git").is_dir() else None
+    guard("replace", Inspection(ws.checkout, state))
+
+
 def move(ws: Workspace, pin: Pin, target: Target, patches: list[Patch], repo: Path, verdicts: list[Verdict]) -> None:
+    """One transaction: the refreshed series, its note and the new pin are made in a copy of patches/, then
+    swapped into patches/ in one step with signals held (journalled: a kill -9 is finished by the next command).
+    A signal before the swap leaves patches/ and the pin as they were."""
     conflicts = [v.name for v in verdicts if v.outcome == "conflict"]
     if conflicts:
         raise RebaseError(
-            f"not moving the pin: {', '.join(conflicts)} conflict(s) on {target.label}",
-            "resolve them first (nox -s apply -- --3way on the new pin), or keep the pin",
+            f"not moving the pin: {', '.join(conflicts)} conflict(s) on {target.label}; nothing was changed",
+            f"to resolve them on it: {pin_by_hand(target)}, then nox -s apply -- --3way (it stops at the first "
+            "conflict: resolve, git add, nox -s apply -- --continue), then nox -s refresh; or keep the pin",
         )
-    text = moved_pin_text(ws.pin_file.read_text(encoding="utf-8"), target)
+    text = moved_pin_text(handfile.read(ws.pin_file, "patches/upstream.toml"), target)
     new_pin = parse_pin(text)
     if target.kind == "release":
         verify_digest(ws.downloads / new_pin.wheel_filename, new_pin.wheel_sha256)
@@ -290,27 +322,38 @@ def move(ws: Workspace, pin: Pin, target: Target, patches: list[Patch], repo: Pa
         if v.outcome in DROPPED:
             progress(f"{v.name}: dropped from the series ({v.shown})")
     pristine = gitcmd.rev_parse(repo, PRISTINE_TAG)
-    write_state(
-        repo,
-        State(
-            pin=new_pin.label,
-            pin_digest=pin_digest(new_pin),
-            pristine_commit=pristine,
-            series_digest="",
-            patches={},
-            head=head(repo),
-            status="applied",
-        ),
-    )
+    state = State(pin=new_pin.label, pin_digest=pin_digest(new_pin), pristine_commit=pristine, series_digest="",
+                  patches={}, head=head(repo), status="applied")  # fmt: skip
+    write_state(repo, state)
+    staged = repo.parent / "patches"
+    shutil.copytree(ws.patches, staged, ignore=shutil.ignore_patterns(".*"))
     dropped = tuple(p.slug for p, v in zip(patches, verdicts, strict=True) if v.outcome in DROPPED)
-    refresh(repo, ws.patches, patches, progress=progress, drop=dropped)
+    try:
+        refresh(repo, staged, load_series(staged), progress=progress, drop=dropped)
+    except RefreshInterrupted as exc:
+        signal_name = exc.what.split(" by ", 1)[1].split()[0].rstrip(":")
+        raise MoveInterrupted(
+            f"rebase --move interrupted by {signal_name} while it refreshed the series aside: patches/ and the "
+            "pin are as they were",
+            "run it again",
+        ) from None
     note = series_note(target, verdicts, patches)
     if note:
-        series = ws.series_file.read_text(encoding="utf-8")
+        series = (staged / "series").read_text(encoding="utf-8")
         header = series_header(series)
-        ws.series_file.write_text(header + note + series[len(header) :], encoding="utf-8")
-    ws.pin_file.write_text(text, encoding="utf-8")
+        (staged / "series").write_text(header + note + series[len(header) :], encoding="utf-8")
+    (staged / "upstream.toml").write_text(text, encoding="utf-8")
+    writes, removals = differences(ws.patches, staged)
+    swap_into(ws.patches, writes, removals, then=lambda: None, by="rebase --move")
     progress(f"pin moved: {pin.label} -> {new_pin.label}; next: nox -s apply lint test")
+
+
+def differences(patches: Path, staged: Path) -> tuple[dict[str, str], list[str]]:
+    """(files of staged that patches/ lacks or holds otherwise, files of patches/ that staged lacks)."""
+    new = {p.name: p.read_bytes() for p in staged.iterdir() if p.is_file() and not p.name.startswith(".")}
+    old = {p.name: p.read_bytes() for p in patches.iterdir() if p.is_file() and not p.name.startswith(".")}
+    writes = {name: data.decode("utf-8") for name, data in new.items() if old.get(name) != data}
+    return writes, sorted(set(old) - set(new))
 
 
 def test_texts(ws: Workspace, patches: list[Patch]) -> dict[str, str]:

@@ -256,6 +256,18 @@ def symlinked_patch(kit: Kit, tmp_path: Path) -> None:
     (kit.root / P3).symlink_to(real)
 
 
+BOM = b"\xef\xbb\xbf"
+REBASE_BOTH = "rebase 0.28.0 --git https://example.invalid/vllm-omni main"
+
+
+def SLUG_IS(value: bytes) -> Callable[[Kit, Path], None]:  # noqa: N802 -- reads as the rows' words
+    return replaced(P3, b"Kit-Patch: double-attn", b"Kit-Patch: " + value)
+
+
+def UNEXPORTED(kit: Kit, _tmp: Path) -> None:  # noqa: N802
+    commit_bytes(kit, {"vllm_omni/new.py": b"x = 1\n"}, "mine")
+
+
 ROWS = [
     # measured in the issue
     Row("git-am-continue-by-hand-then-refresh", "refresh", "apply -- --continue", git_am_continue_by_hand),
@@ -313,6 +325,55 @@ ROWS = [
     Row("lock-timeout-not-a-number", "apply", "KIT_LOCK_TIMEOUT='soon'", env=lock_wait("soon")),
     Row("generated-files-are-not-edits", "apply", "[3/3]", PYC, 0),
     Row("pin-file-missing", "apply", "upstream.toml", lambda kit, _t: (kit.patches / "upstream.toml").unlink()),
+    # every file a user edits by hand (invariant 12): refused in one line naming the file, the entry and the fix
+    Row("series-bom", "apply", "patches/series starts with a UTF-8 byte order mark", edit(SERIES, BOM.__add__)),
+    Row("pin-bom", "apply", "patches/upstream.toml starts with a UTF-8 byte order mark", edit(PIN, BOM.__add__)),
+    Row("pin-key-typo", "apply", "wheel.sha265 is not a field of the pin", replaced(PIN, b"sha256 =", b"sha265 =")),
+    Row("pin-key-missing", "apply", "git.url is missing -- add it", replaced(PIN, b"url =", b"# url =")),
+    Row("pin-not-utf8", "apply", "upstream.toml is not valid UTF-8 (line 1", edit(PIN, b"#\xff\n".__add__)),
+    Row("patch-bom", "apply", "0001-fix-ten.patch starts with a UTF-8 byte order mark", edit(P1, BOM.__add__)),
+    Row("slug-with-slash", "apply", "which holds characters a slug may not", SLUG_IS(b"a/b")),
+    Row("slug-300-characters", "apply", "a Kit-Patch: slug of 300 characters", SLUG_IS(b"x" * 300)),
+    Row("slug-empty", "apply", "has no Kit-Patch: trailer", SLUG_IS(b"")),
+    Row(
+        "two-slugs-in-a-patch",
+        "apply",
+        "carries 2 Kit-Patch: trailers (double-attn, other)",
+        replaced(P3, b"Kit-Patch: double-attn", b"Kit-Patch: double-attn\nKit-Patch: other"),
+    ),
+    Row(
+        "two-statuses-in-a-patch",
+        "apply",
+        "carries 2 Upstream-Status: trailers",
+        replaced(P3, b"Upstream-Status: Pending", b"Upstream-Status: Pending\nUpstream-Status: Pending"),
+    ),
+    Row("slug-upper-case", "apply", "write 'Kit-Patch: double-attn' in it", SLUG_IS(b"Double-Attn")),
+    Row("series-crlf-kept-as-entries", "apply", "[3/3]", replaced(SERIES, b"\n", b"\r\n"), 0),
+    Row("series-names-a-folder", "apply", "not a plain NNNN-<slug>.patch", appended(SERIES, b"sub/0004-x.patch\n")),
+    Row(
+        "ci-targets-bom",
+        "ascendci image github x",
+        "ci/ascend/targets.toml starts with a UTF-8 byte order mark",
+        edit("ci/ascend/targets.toml", BOM.__add__),
+    ),
+    Row(
+        "ci-targets-not-utf8",
+        "ascendci model",
+        "ci/ascend/targets.toml is not valid UTF-8",
+        edit("ci/ascend/targets.toml", b"# \xff\n".__add__),
+    ),
+    # rebase: what it was asked is checked before it downloads or reads anything
+    Row("rebase-release-and-git", REBASE_BOTH, "only one can be tried"),
+    Row("rebase-baseline-missing", "rebase 0.2.0 --baseline typo.json", "--baseline typo.json: No such file"),
+    Row(
+        "rebase-baseline-not-json",
+        "rebase 0.2.0 --baseline notes.txt",
+        "is not a rebase report",
+        put("notes.txt", b"x"),
+    ),
+    Row("rebase-baseline-bom", "rebase 0.2.0 --baseline r.json", "is not a rebase report", put("r.json", BOM + b"{}")),
+    Row("rebase-move-over-local-edits", "rebase 0.2.0 --move", "has uncommitted edits", put(f"{CHECKOUT}/x.py", b"1")),
+    Row("rebase-move-over-unexported-work", "rebase 0.2.0 --move", "not exported to patches/", UNEXPORTED),
 ]
 
 
@@ -330,6 +391,7 @@ def test_fault_row(row: Row, kit3: Kit, tmp_path: Path) -> None:
 
 ENOSPC = "os.fsync = lambda fd: (_ for _ in ()).throw(OSError(errno.ENOSPC, 'No space left on device'))"
 EROFS = "os.fsync = lambda fd: (_ for _ in ()).throw(OSError(errno.EROFS, 'Read-only file system'))"
+NAME_TOO_LONG = "os.fsync = lambda fd: (_ for _ in ()).throw(OSError(errno.ENAMETOOLONG, 'File name too long'))"
 TERM_WHILE_WRITING = "os.fsync = lambda fd: os.kill(os.getpid(), signal.SIGTERM)"
 TERM_WHILE_SWAPPING = """real = os.replace
 def replace(a, b):
@@ -344,8 +406,9 @@ os.replace = replace"""
         (ENOSPC, 2, "No space left on device"),
         (EROFS, 2, "Read-only file system"),
         (TERM_WHILE_WRITING, 130, "refresh interrupted by SIGTERM"),
+        (NAME_TOO_LONG, 2, "a file name is too long for the file system"),  # not "free disk space"
     ],
-    ids=["disk-full-on-refresh", "read-only-patches-on-refresh", "sigterm-while-writing"],
+    ids=["disk-full-on-refresh", "read-only-patches-on-refresh", "sigterm-while-writing", "name-too-long"],
 )
 def test_refresh_cut_short_changes_nothing(kit3: Kit, code: str, exit_code: int, needle: str) -> None:
     fixup_commit(kit3, Path())  # a real edit to export

@@ -4,6 +4,7 @@ left it, no git operation left paused that the user did not start (DESIGN invari
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from collections.abc import Callable
@@ -33,6 +34,7 @@ def squash_0003_into_0002(kit: Kit, _tmp: Path) -> None:
     rebase_i(kit, "sed -i '3s/^pick/squash/'")
 
 
+LATER = (("commit", "-q", "--allow-empty", "-m", "[NPU] Later\n\nUpstream-Status: Pending\nKit-Patch: later"),)
 TRIPLE = {ATTN: "def attend(q):\n    return q * 3\n"}
 UNDONE = {"double-attn": {ATTN: "def attend(q):\n    return q\n"}, "twenty": {ROPE: rope_with({10: "line 10 fixed"})}}
 undo = {slug: fixup(slug, edits) for slug, edits in UNDONE.items()}  # a fixup that makes slug's patch empty
@@ -157,7 +159,44 @@ ROWS = [
     Row("renamed-patch-refresh", renamed_patch,
         "carries Kit-Patch: twenty, so its name is 0002-twenty.patch -- rename it back: git mv"),
     Row("renamed-patch-apply", renamed_patch, "so its name is 0002-twenty.patch", "apply"),
+    # 9. a commit's Kit-Patch: bounded and of a slug's characters, with a fix that replaces the trailer
+    Row("commit-slug-with-slash", commit(EXTRA, "[NPU] Extra", "a/b"),
+        "holds characters a slug may not -- a slug is 1 to 60 characters of a-z, 0-9 and '-'"),
+    Row("commit-slug-300-characters", commit(EXTRA, "[NPU] Extra", "y" * 300),
+        "a Kit-Patch: slug of 300 characters (yyyyyyyyyyyyyyyyyyyyyyyy...), over 60"),
+    Row("commit-slug-unicode", commit(EXTRA, "[NPU] Extra", "caf\u00e9"), "'caf\u00e9', which holds"),
+    Row("commit-slug-not-on-head", commit(EXTRA, "[NPU] Extra", "a b", *LATER), "(mark "),
+    Row("commit-without-trailers", steps(EXTRA, ("add", "-A"), ("commit", "-q", "-m", "[NPU] Extra")),
+        "has no Kit-Patch: trailer"),
 ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("slug", "message"),
+    [
+        ("a/b", "Upstream-Status: Pending\nKit-Patch: a/b"),
+        ("z" * 300, f"Upstream-Status: Pending\nKit-Patch: {'z' * 300}"),
+        ("", "no trailers at all"),
+        ("a/b", "Upstream-Status: Pending\nKit-Patch: a/b\nKit-Patch: a-b"),  # the old advice's loop, followed
+        ("Two Words", "Upstream-Status: Submitted [https://example.org/1]\nKit-Patch: Two Words"),
+    ],
+    ids=["slash", "300-characters", "no-trailer", "after-the-old-advice", "upper-case-and-space"],
+)
+def test_the_slug_fix_refresh_gives_works_as_written(kit3: Kit, slug: str, message: str) -> None:
+    """The measured loop: the fix `git commit --amend --trailer` added a second Kit-Patch: and refresh refused again."""
+    steps(EXTRA, ("add", "-A"), ("commit", "-q", "-m", f"[NPU] Extra thing\n\n{message}"))(kit3, Path())
+    said = kit3.run("refresh").stderr
+    one_line_error(subprocess.CompletedProcess([], 2, "", said), 2, "fix it: cd ")
+    command = said.split("fix it: ", 1)[1].split("; then nox -s refresh")[0]
+    subprocess.run(command, shell=True, cwd=kit3.root, env={**os.environ, **AUTHOR}, check=True)
+    out = kit3.run("refresh", check=True).stdout
+    slugs = kit3.git("log", "-1", "--format=%(trailers:key=Kit-Patch,valueonly)").split()
+    assert "0004-" in out and len(slugs) == 1, slugs  # one trailer: replaced, not added
+    if "Submitted" in message:  # the user's Upstream-Status kept
+        assert (
+            "Upstream-Status: Submitted [https://example.org/1]"
+            in kit3.patches.joinpath(f"0004-{slugs[0]}.patch").read_text()
+        )
 
 
 def as_found(kit: Kit) -> tuple[dict[str, bytes], str]:

@@ -61,6 +61,27 @@ def for_pr(setup: Callable[[Kit, Path], None]) -> Callable[[Kit, Path], None]:
 
 
 PR = ("pr", "--ruff", RUFF)  # a tuple: RUFF is a path
+V1 = """[v1]
+series_digest = "9e0a24eda3d178654b45113cbac589a3008fd4589db7556f5e0ec0789e5962e4"
+pin = "vllm-omni 0.1.0 (wheel)"
+kit_commit = ""
+prepared = "2026-11-30T15:56:35+00:00"
+"""
+
+
+def revisions(text: str) -> Callable[[Kit, Path], None]:
+    return put("patches/revisions.toml", text.encode())
+
+
+def user(name: str, address: str) -> Callable[[Kit, Path], dict[str, str]]:
+    """The user's global git config with this identity (what pr signs off with)."""
+
+    def setup(kit: Kit, tmp_path: Path) -> dict[str, str]:
+        for_pr(lambda *_: None)(kit, tmp_path)
+        (tmp_path / "gitconfig").write_text(f"[user]\n\tname = {name}\n\temail = {address}\n")
+        return {"GIT_CONFIG_GLOBAL": str(tmp_path / "gitconfig"), "GIT_CONFIG_NOSYSTEM": "1"}
+
+    return setup
 
 
 E2E = "e2e --standin"
@@ -137,6 +158,79 @@ ROWS = [
     Row("pr-patches-edited", PR, "does not match patches/", for_pr(PATCH_EDITED), env=IDENTITY),
     Row("pr-pin-moved", PR, "the pin is now vllm-omni 0.2.0", for_pr(PIN_MOVED), env=IDENTITY),
     Row("pr-interrupted-apply", PR, "an apply was interrupted", for_pr(interrupted_apply), env=IDENTITY),
+    # hand-edited inputs of pr (invariant 12): one line naming the file, the entry and the fix; nothing recorded
+    Row(
+        "pr-revisions-date-unquoted",
+        PR,
+        'quote it: prepared = "2026-11-30T15:56:35+00:00"',
+        for_pr(revisions(V1.replace('"2026-11-30T15:56:35+00:00"', "2026-11-30T15:56:35+00:00"))),
+        env=IDENTITY,
+    ),
+    Row(
+        "pr-revisions-leading-zero",
+        PR,
+        "'v01' is not a revision table [vN]",
+        for_pr(revisions(V1 + "\n" + V1.replace("[v1]", "[v01]"))),
+        env=IDENTITY,
+    ),
+    Row(
+        "pr-revisions-not-a-table",
+        PR,
+        "'note' is not a revision table",
+        for_pr(revisions('note = "x"\n' + V1)),
+        env=IDENTITY,
+    ),
+    Row(
+        "pr-revisions-no-digest",
+        PR,
+        "[v1] has no series_digest = line",
+        for_pr(revisions(V1.replace("series_digest", "digest"))),
+        env=IDENTITY,
+    ),
+    Row(
+        "pr-revisions-date-not-iso",
+        PR,
+        "prepared = 'yesterday' is not an ISO 8601",
+        for_pr(revisions(V1.replace("2026-11-30T15:56:35+00:00", "yesterday"))),
+        env=IDENTITY,
+    ),
+    Row("pr-revisions-not-toml", PR, "revisions.toml is not valid TOML", for_pr(revisions("[v1\n")), env=IDENTITY),
+    Row(
+        "pr-revisions-bom",
+        PR,
+        "revisions.toml starts with a UTF-8 byte order mark",
+        for_pr(revisions("\ufeff" + V1)),
+        env=IDENTITY,
+    ),
+    Row("pr-revisions-duplicate", PR, "revisions.toml is not valid TOML", for_pr(revisions(V1 + V1)), env=IDENTITY),
+    Row(
+        "pr-cover-bom",
+        PR,
+        "patches/cover.md starts with a UTF-8 byte order mark",
+        put("patches/cover.md", b"\xef\xbb\xbf" + COVER.encode()),
+        env=IDENTITY,
+    ),
+    Row(
+        "pr-cover-not-utf8",
+        PR,
+        "patches/cover.md is not valid UTF-8 (line 3",
+        put("patches/cover.md", COVER.encode().replace(b"Why", b"Wh\xff")),
+        env=IDENTITY,
+    ),
+    Row(
+        "pr-email-localhost",
+        PR,
+        "user.email 'root@localhost' is not an address upstream's DCO check accepts",
+        user("Ada", "root@localhost"),
+    ),
+    Row("pr-email-no-at", PR, "user.email 'ada' is not an address", user("Ada", "ada")),
+    Row("pr-email-dot-at-end", PR, "user.email 'ada@example.' is not an address", user("Ada", "ada@example.")),
+    Row(
+        "pr-name-with-brackets",
+        PR,
+        "user.name 'Ada <x>' cannot be a Signed-off-by: name",
+        user("Ada <x>", "ada@example.org"),
+    ),
     # --ruff: resolved once from the caller's folder
     Row("lint-ruff-relative-missing", "lint --ruff .venv/bin/ruff", "--ruff .venv/bin/ruff: no executable file at"),
     Row("lint-ruff-not-on-path", "lint --ruff no-such-ruff", "--ruff no-such-ruff: not found"),
@@ -185,7 +279,7 @@ def test_push_failure_quotes_gits_reason_not_its_advice(tmp_path: Path) -> None:
     reason = onto.push_reason(proc.stdout, proc.stderr)
     assert reason.startswith("fatal: ") and "does not appear to be a git repository" in reason  # ...the reason wins
     with pytest.raises(onto.OntoError) as caught:  # in the kit's line too
-        onto.push(tmp_path / "repo", str(tmp_path / "no-such-fork"), "main", force=False)
+        onto.push(tmp_path / "repo", str(tmp_path / "no-such-fork"), "main")
     assert "does not appear to be a git repository" in caught.value.what
     assert "repository exists" not in caught.value.what
     fork = tmp_path / "fork.git"  # a refused ref is named

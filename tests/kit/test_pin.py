@@ -21,18 +21,20 @@ def test_shipped_pin_is_vllm_omni_0_30_0_and_version_names_the_pin_and_takes_no_
     assert refused.returncode == 2 and refused.stderr.startswith("kit: error: --version takes no COMMAND")
 
 
-def test_cached_file_failing_its_digest_is_named_set_aside_and_fetched_again(small_kit: Kit) -> None:
+def test_a_pin_digest_the_cached_wheel_fails_names_both_and_keeps_the_wheel(small_kit: Kit) -> None:
     text = (small_kit.patches / "upstream.toml").read_text()
     digest = pin.parse_pin(text).wheel_sha256
     small_kit.write_pin(text.replace(digest, "0" * 64))
     proc = small_kit.run("apply")
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
-    # the registry has no such small test wheel: the refetch fails, and the error says what happened to the cache
-    assert "failed its sha256 (set aside as .work/downloads/vllm_omni-0.1.0-py3-none-any.whl.bad-" in proc.stderr
+    # the registry has no such small test wheel: the refetch fails, the error names both digests, and the cached
+    # wheel stays where it was (it is only replaced by a download that passes)
+    assert (
+        f"the cached vllm_omni-0.1.0-py3-none-any.whl has sha256 {digest}, not the expected {'0' * 64}" in proc.stderr
+    )
     assert "could not download vllm-omni==0.1.0" in proc.stderr
     left = sorted(p.name for p in (small_kit.root / ".work" / "downloads").iterdir())
-    assert len(left) == 2 and left[0] == ".lock"  # the lock and the set-aside file: no wheel, no partial download
-    assert left[1].startswith("vllm_omni-0.1.0-py3-none-any.whl.bad-")
+    assert left == [".lock", "vllm_omni-0.1.0-py3-none-any.whl"]  # no set-aside file, no partial download
     assert not small_kit.checkout.exists()  # nothing extracted
 
 
@@ -57,9 +59,11 @@ def test_one_fetch_serves_a_release_of_unknown_file_name_and_its_cache(tmp_path:
     served.clear()  # from now on the registry serves nothing: the cache must do
     assert pin.fetch_verified("vllm-omni", "0.1.0", downloads, None, registry_digest) == got
     served.append(wheel)
-    again = "cached .* failed its sha256 .* fetching it again failed: .*sha256 [0-9a-f]{64} does not match the pin's"
+    again = r"has sha256 [0-9a-f]{64} \(the cached copy and a fresh download agree\), not the expected"
     with pytest.raises(pin.PinError, match=f"{again} {'0' * 64}"):
         pin.fetch_verified("vllm-omni", "0.1.0", downloads, None, lambda _name: "0" * 64)
+    assert (downloads / wheel.name).read_bytes() == wheel.read_bytes()  # the good wheel stays cached
+    (downloads / wheel.name).unlink()  # an empty cache: the next fetch downloads
     served.append(wheel.with_name("vllm_omni-0.1.0-py3-none-manylinux.whl"))
     with pytest.raises(pin.PinError, match="served 2 wheels for vllm-omni==0.1.0"):
         pin.fetch_verified("vllm-omni", "0.1.0", downloads, None, registry_digest)
@@ -68,8 +72,10 @@ def test_one_fetch_serves_a_release_of_unknown_file_name_and_its_cache(tmp_path:
 def test_malformed_pin_names_the_file() -> None:
     with pytest.raises(pin.PinError, match=r"upstream.toml: \[wheel\] is missing"):
         pin.parse_pin('project = "vllm-omni"\n')
-    with pytest.raises(pin.PinError, match="upstream.toml is malformed"):
+    with pytest.raises(pin.PinError, match="upstream.toml: version is missing"):
         pin.parse_pin('project = "vllm-omni"\n[wheel]\n[git]\n')
+    with pytest.raises(pin.PinError, match="wheel.sha265 is not a field of the pin"):
+        pin.parse_pin(pin_toml("1", "f.whl", "0" * 64).replace("sha256", "sha265"))
     with pytest.raises(pin.PinError, match="not a sha256"):
         pin.parse_pin(pin_toml("1", "f.whl", "abc"))
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+from pathlib import Path
 
 import pytest
-from conftest import AUTHOR, KIT_AUTHOR, MARKED_TEST, ME, RUFF, SPDX, Kit, commit_patch, make_series
+from conftest import AUTHOR, KIT_AUTHOR, MARKED_TEST, ME, RUFF, SMALL_UPSTREAM, SPDX, Kit, commit_patch, make_series
 
 from scripts.checks import scope
 from scripts.gitcmd import git
@@ -330,3 +332,82 @@ def test_a_co_authored_patch_keeps_its_credit_through_refresh_apply_and_pr(small
         f"\n\n{credit}\nSigned-off-by: {ME}\n\ndiff --git" in upstream
     )  # credit kept, the submitter's DCO sign-off added
     assert "Kit-Patch" not in upstream and "Upstream-Status" not in upstream
+
+
+def test_a_new_revision_is_appended_and_the_users_notes_in_revisions_toml_are_kept(
+    small_kit: Kit, identity: dict[str, str]
+) -> None:
+    """Measured: a user's key and comment under [v1] vanished when pr recorded v2 (the file was rewritten)."""
+    with_cover(small_kit)
+    assert pr(small_kit, identity)[0] == 0
+    path = small_kit.patches / "revisions.toml"
+    mine = path.read_text().replace("\n[v1]\n", "\n# sent to the list on Monday\n[v1]\n")
+    mine = mine.replace('prepared = "', 'reviewer = "Grace" # asked for v2\nprepared = "') + "# the end, mine\n"
+    path.write_text(mine)
+    (small_kit.patches / "cover.md").write_text(COVER.replace("tests it on CPU", "tests it on CPU and NPU"))
+    code, out = pr(small_kit, identity)
+    assert code == 0, out
+    text = path.read_text()
+    assert text.startswith(mine) and text.count("[v1]") == 1 and text.count("[v2]") == 1  # every byte kept
+    assert "revision v2: unchanged" in pr(small_kit, identity, "--force")[1]  # and pr reads its own file back
+
+
+def test_a_cover_with_a_bom_is_refused_not_put_in_the_title(small_kit: Kit, identity: dict[str, str]) -> None:
+    """The unclear outcome, decided: a BOM is refused (as in patches/series), never part of the PR title."""
+    with_cover(small_kit)
+    (small_kit.patches / "cover.md").write_bytes(b"\xef\xbb\xbf" + COVER.encode())
+    code, out = pr(small_kit, identity)
+    assert code == 2 and "patches/cover.md starts with a UTF-8 byte order mark" in out and nothing_made(small_kit)
+    fix = out.split("save it without BOM, e.g. ", 1)[1].strip()
+    subprocess.run(fix, shell=True, cwd=small_kit.root, check=True)  # the fix the line gives, as written
+    assert (small_kit.patches / "cover.md").read_text() == COVER
+    assert pr(small_kit, identity)[0] == 0
+    assert made(small_kit, "v1/cover.txt").startswith("[NPU][Hardware][Ascend] Attend")
+
+
+def upstream_repo(where: Path, files: dict[str, str]) -> Path:
+    """Upstream's git history holding the small release's files on main."""
+    for name, text in files.items():
+        (where / name).parent.mkdir(parents=True, exist_ok=True)
+        (where / name).write_text(text)
+    git("init", "-q", "-b", "main", cwd=where)
+    git("add", "-A", cwd=where)
+    git("commit", "-qm", "release", cwd=where, env=AUTHOR)
+    return where
+
+
+def test_a_push_replaces_only_what_the_kit_pushed_and_a_failed_one_records_nothing(
+    small_kit: Kit, identity: dict[str, str], tmp_path: Path
+) -> None:
+    """Measured: pr --force force-pushed over a maintainer's commit on the fork's pr/v1, exit 0; and a failed push
+    recorded the revision, so the retry needed --force."""
+    with_cover(small_kit)
+    upstream = upstream_repo(tmp_path / "upstream", SMALL_UPSTREAM)
+    fork = tmp_path / "fork.git"
+    onto = ["--onto", str(upstream), "main", "--push-to"]
+    code, out = pr(small_kit, identity, *onto, str(tmp_path / "no-such-fork"))
+    assert code == 2 and "git push to" in out and "nothing recorded" in out and nothing_made(small_kit), out
+    git("init", "-q", "--bare", str(fork), cwd=tmp_path)
+    code, out = pr(small_kit, identity, *onto, str(fork))  # the retry: no --force needed
+    assert code == 0 and "recorded v1" in out, out
+    # upstream moves on: the same revision re-prepared (--force) on it replaces what the kit itself pushed
+    (upstream / "NEWS").write_text("news\n")
+    git("add", "-A", cwd=upstream)
+    git("commit", "-qm", "news", cwd=upstream, env=AUTHOR)
+    code, out = pr(small_kit, identity, "--force", *onto, str(fork))
+    assert code == 0, out
+    assert git("rev-parse", "pr/v1~2", cwd=fork).strip() == git("rev-parse", "main", cwd=upstream).strip()
+    # a maintainer adds a commit to the fork's pr/v1: never replaced, the refusal names it
+    mine = tmp_path / "maintainer"
+    git("clone", "-q", "-b", "pr/v1", str(fork), str(mine), cwd=tmp_path)
+    (mine / "FIX").write_text("fix\n")
+    git("add", "-A", cwd=mine)
+    git("commit", "-qm", "maintainer's fix", cwd=mine, env=AUTHOR)
+    git("push", "-q", "origin", "pr/v1", cwd=mine)
+    theirs = git("rev-parse", "pr/v1", cwd=fork).strip()
+    (upstream / "NEWS").write_text("more news\n")
+    git("commit", "-qam", "more news", cwd=upstream, env=AUTHOR)
+    before = revisions(small_kit)
+    code, out = pr(small_kit, identity, "--force", *onto, str(fork))
+    assert code == 2 and f'holds commit {theirs[:12]} ("maintainer\'s fix")' in out, out
+    assert git("rev-parse", "pr/v1", cwd=fork).strip() == theirs and revisions(small_kit) == before

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
+import signal
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 from subprocess import CompletedProcess
 
 import pytest
-from conftest import KIT_ROOT, SMALL_UPSTREAM, Kit, copy_kit, make_series, rope_with
+from conftest import FRONT_DOOR, KIT_ROOT, SMALL_UPSTREAM, Kit, copy_kit, make_series, rope_with
 
 from scripts.pin import load_pin, parse_pin
 from scripts.rebase import equivalence
@@ -136,8 +140,8 @@ def test_index_without_a_digest_is_refused_and_nothing_moves(kit2: Kit, tmp_path
 def test_baseline_fails_only_on_new_conflicts(kit2: Kit, tmp_path) -> None:
     offer(tmp_path, AROUND_TEN)
     watch = ["0.2.0", "--report-name", "drift", "--baseline"]
-    first = rebase(kit2, tmp_path, *watch, str(tmp_path / "no-earlier-run.json"))
-    assert first.returncode == 1 and "newly conflicting since no-earlier-run.json: 0001-fix-ten.patch" in first.stdout
+    first = rebase(kit2, tmp_path, *watch[:-1])  # a first run has no baseline: every conflict fails it
+    assert first.returncode == 1 and "conflict" in first.stdout
     baseline = tmp_path / "last-week.json"
     baseline.write_bytes((kit2.root / ".work/rebase/drift.json").read_bytes())
     # the same conflict as last week: reported, not failed
@@ -184,3 +188,140 @@ def test_a_change_already_upstream_in_other_words_is_found_as_data_or_line_by_li
     assert not equivalence.file_equivalent("p.toml", (), "a = [\n", "a = [\n")
     assert not equivalence.file_equivalent("c.yml", (), "a: [\n", "a: [\n")
     assert not equivalence.file_equivalent("c.yml", (), "a: 1\n", None)
+
+
+# ---- --move is one transaction: all of it or none, whatever ends it ------------------------------------
+
+FIX_TEN_UPSTREAM = {**SMALL_UPSTREAM, "vllm_omni/layers/rope.py": rope_with({10: "line 10 fixed"})}  # 0001 merged
+STEPS = """import atexit, os, signal, subprocess, sys
+STOP, SIG, seen = int(os.environ["KIT_TEST_STOP_AT"]), int(os.environ["KIT_TEST_SIGNAL"]), []
+def step(kind):
+    seen.append(kind)
+    if len(seen) == STOP:
+        os.kill(os.getpid(), SIG)
+popen, replace = subprocess.Popen.__init__, os.replace
+def counted_popen(self, *a, **k):
+    step("P")
+    popen(self, *a, **k)
+def counted_replace(a, b, **k):
+    step("R")
+    replace(a, b, **k)
+subprocess.Popen.__init__, os.replace = counted_popen, counted_replace
+atexit.register(lambda: sys.stderr.write("steps " + "".join(seen) + chr(10)))
+"""
+
+
+def move_stopped_at(kit: Kit, tmp_path: Path, stop: int, sig: int = signal.SIGTERM) -> CompletedProcess[str]:
+    """rebase 0.2.0 --move in a kit process that sends itself sig at its stop-th step (a process started or a
+    file renamed into place); stop 0: never."""
+    env = {**os.environ, "CI": "", "KIT_TEST_STOP_AT": str(stop), "KIT_TEST_SIGNAL": str(int(sig))}
+    env |= {"PIP_INDEX_URL": (tmp_path / "index").as_uri(), "PIP_EXTRA_INDEX_URL": "", "PIP_FIND_LINKS": ""}
+    argv = [sys.executable, "-c", STEPS + FRONT_DOOR, "rebase", "0.2.0", "--move"]
+    return subprocess.run(argv, cwd=kit.root, capture_output=True, text=True, env=env)
+
+
+def patches_now(kit: Kit) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(kit.patches.iterdir()) if p.is_file()}
+
+
+def restore(kit: Kit, files: dict[str, bytes]) -> None:
+    for p in kit.patches.iterdir():
+        p.unlink()
+    for name, data in files.items():
+        (kit.patches / name).write_bytes(data)
+
+
+def whole_move(kit: Kit, tmp_path: Path) -> tuple[dict[str, bytes], dict[str, bytes], str]:
+    """(patches/ before, after an uninterrupted move, its steps once the wheel is cached); patches/ put back."""
+    offer(tmp_path, FIX_TEN_UPSTREAM)
+    before = patches_now(kit)
+    for _ in range(2):  # the first run downloads the wheel: count the steps of a run that finds it cached
+        restore(kit, before)
+        whole = move_stopped_at(kit, tmp_path, 0)
+        assert whole.returncode == 0, whole.stderr
+    after = patches_now(kit)
+    assert list(after) == ["0001-double-attn.patch", "series", "upstream.toml"], list(after)
+    restore(kit, before)
+    return before, after, whole.stderr.rsplit("steps ", 1)[1].strip()
+
+
+def test_a_move_interrupted_at_any_step_is_all_or_nothing(kit2: Kit, tmp_path: Path) -> None:
+    """Measured: interrupted after the series was swapped, patches/ was renumbered (0001 gone) while the pin named
+    the old release, and apply then passed without the fix. Now every step (each process the move starts, each
+    rename) ends in the old series and pin, or the new ones: never a mix."""
+    before, after, kinds = whole_move(kit2, tmp_path)
+    renames = [i for i, kind in enumerate(kinds, 1) if kind == "R"]
+    stops = sorted({*renames, *range(1, len(kinds) + 1, max(1, len(kinds) // 12))})
+    for stop in stops:
+        restore(kit2, before)
+        proc = move_stopped_at(kit2, tmp_path, stop)
+        now = patches_now(kit2)
+        assert now in (before, after), (stop, proc.stderr)
+        assert proc.returncode == 130 or now == after, (stop, proc.stderr)
+        said = [line for line in proc.stderr.splitlines() if line.startswith("kit: error:")]
+        assert "Traceback" not in proc.stderr and len(said) == (proc.returncode != 0), (stop, proc.stderr)
+        assert now == after or "nothing is half-written" in said[0] or "are as they were" in said[0], said
+
+
+def test_a_move_killed_mid_swap_is_finished_by_the_next_command(kit2: Kit, tmp_path: Path) -> None:
+    _, after, kinds = whole_move(kit2, tmp_path)
+    swap = [i for i, kind in enumerate(kinds, 1) if kind == "R"][-4:]  # the journal, then the three files
+    killed = move_stopped_at(kit2, tmp_path, swap[1], signal.SIGKILL)
+    assert killed.returncode == -signal.SIGKILL and (kit2.patches / ".kit-swap.json").is_file()
+    proc = kit2.run("apply", check=True)
+    assert "finished the swap a stopped rebase --move had begun" in proc.stdout
+    assert patches_now(kit2) == after and "line 10 fixed" not in (kit2.patches / "0001-double-attn.patch").read_text()
+
+
+def test_the_conflict_hint_of_move_can_be_followed_as_written(kit2: Kit, tmp_path: Path) -> None:
+    """Measured: "apply --3way on the new pin" could not be followed (the pin had not moved). The hint now names
+    the pin's fields and the steps; done as written, they end in a series refreshed on the new release."""
+    offer(tmp_path, AROUND_TEN)
+    before = patches_now(kit2)
+    proc = rebase(kit2, tmp_path, "0.2.0", "--move")
+    assert proc.returncode == 2 and patches_now(kit2) == before and "nothing was changed" in proc.stderr
+    fields = dict(re.findall(r'(\w+) = "([^"]*)"', proc.stderr.split("set in patches/upstream.toml ", 1)[1]))
+    assert set(fields) == {"version", "filename", "sha256", "tag", "commit"}
+    text = pin_text(kit2)
+    for key, value in fields.items():
+        text = re.sub(rf'(?m)^{key} = ".*"$', f'{key} = "{value}"', text)
+    (kit2.patches / "upstream.toml").write_text(text)
+    index = {"PIP_INDEX_URL": (tmp_path / "index").as_uri(), "PIP_EXTRA_INDEX_URL": "", "PIP_FIND_LINKS": ""}
+    stopped = kit2.run("apply", "--3way", env=index)
+    assert stopped.returncode == 1 and FIX_TEN in stopped.stderr, stopped.stdout + stopped.stderr
+    rope = kit2.checkout / "vllm_omni/layers/rope.py"
+    rope.write_text(rope_with({9: "u9", 10: "line 10 fixed", 11: "u11"}))
+    kit2.git("add", "vllm_omni/layers/rope.py")
+    kit2.run("apply", "--continue", check=True)
+    kit2.run("refresh", check=True)
+    assert "+line 10 fixed" in (kit2.patches / FIX_TEN).read_text()
+    kit2.run("apply", check=True)
+
+
+def test_after_a_move_refresh_says_apply_and_apply_works(kit2: Kit, tmp_path: Path) -> None:
+    """Measured: after --move, refresh's advice (git stash, refresh, git stash pop) failed on the moved files,
+    which git does not track. The move leaves nothing to export, and refresh says so: run apply."""
+    offer(tmp_path, FIX_TEN_UPSTREAM)
+    rebase(kit2, tmp_path, "0.2.0", "--move", check=True)
+    proc = kit2.run("refresh")
+    assert proc.returncode == 2 and "nothing to export: run nox -s apply" in proc.stderr, proc.stderr
+    kit2.run("apply", check=True)
+    assert "patches/ unchanged" in kit2.run("refresh", check=True).stdout
+
+
+def test_a_mistyped_pin_digest_leaves_the_good_cached_wheel(kit2: Kit, tmp_path: Path) -> None:
+    """The unclear outcome, decided: a cached wheel whose fresh download has the same digest is not what is
+    wrong; the pin's digest is. Refused with both digests, the cache left as it was (no .bad-* file)."""
+    actual = offer(tmp_path, SMALL_UPSTREAM, version="0.1.0")  # the registry serves the cached wheel's bytes
+    cached = kit2.root / ".work/downloads/vllm_omni-0.1.0-py3-none-any.whl"
+    good = (tmp_path / "index/vllm-omni" / cached.name).read_bytes()
+    cached.write_bytes(good)
+    typo = actual[:10] + ("0" if actual[10] != "0" else "1") + actual[11:]
+    pinned = pin_text(kit2)
+    (kit2.patches / "upstream.toml").write_text(pinned.replace(pinned.split('sha256 = "')[1][:64], typo))
+    index = {"PIP_INDEX_URL": (tmp_path / "index").as_uri(), "PIP_EXTRA_INDEX_URL": "", "PIP_FIND_LINKS": ""}
+    proc = kit2.run("apply", "--force", env=index)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert f"has sha256 {actual} (the cached copy and a fresh download agree), not the expected {typo}" in proc.stderr
+    assert "check wheel.sha256 in patches/upstream.toml" in proc.stderr
+    assert cached.read_bytes() == good and not list(cached.parent.glob("*.bad-*"))
