@@ -13,6 +13,7 @@ from scripts.checks.hooks import hook_version
 from scripts.checks.lint import Tools, lint_checkout, tools_for
 from scripts.commands.common import checkout_lock
 from scripts.commands.lint import add_tool_arguments
+from scripts.legs import gateenv
 from scripts.pin import load_pin
 from scripts.pr import prepare
 from scripts.pr.body import PLAN, body, evidence
@@ -40,7 +41,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, ws: Workspace) -> int:
     prepare.check_flags(args)
     identity = user_identity(ws.root)
-    tools = tools_for(ws, args.ruff, args.hooks_bin)  # from the caller's folder, once
+    tools = tools_for(ws, args.ruff, args.hooks_bin, gateenv.maker(ws))  # from the caller's folder, once
     with checkout_lock(ws):  # pr/vN is written into the checkout
         return prepare_revision(ws, args, identity, tools)
 
