@@ -47,6 +47,7 @@ LOCATED = (
     re.compile(r"^(?P<path>\S.*?) - "),
 )
 CONFIG = ".pre-commit-config.yaml"
+UNCHECKED = "unchecked: "  # a hook the kit cannot run, on a file the series touches that it would see
 RUNS = ("fixer", "checker", "ruff", "local", "no")
 LANGUAGES = ("python", "system", "script", "pygrep", "fail")  # of a tree's local hooks, those the kit runs
 
@@ -346,7 +347,7 @@ def run_gate(hooks: Iterable[Hook], tree: Path, touched: Mapping[str, set[int]],
             files = sorted(p for p, tags in present.items() if hook.sees(p, tags))
             if hook.run == "no":
                 if files and not hook.stand_in:
-                    counted += [HookFinding(hook.id, f, 1, f"unchecked: {hook.why}", True) for f in files]
+                    counted += [HookFinding(hook.id, f, 1, f"{UNCHECKED}{hook.why}", True) for f in files]
                 note = f"not run: {hook.why}" + (f" (stand-in: {hook.stand_in})" if hook.stand_in else "")
                 rows.append((hook.id, hook.version, note))
                 continue

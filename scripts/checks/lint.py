@@ -537,6 +537,9 @@ class Tools:
 
 
 def as_finding(f: hooks.HookFinding) -> Finding:
+    if f.message.startswith(hooks.UNCHECKED):
+        fix = f"the kit cannot run it: run `pre-commit run {f.hook} --files {f.file}` where it can, or leave the file"
+        return Finding(f.file, f.line, f.hook, f.message, fix)
     return Finding(f.file, f.line, f.hook, f.message, f"make the line pass upstream's {f.hook} hook")
 
 
@@ -577,11 +580,12 @@ def lint_series(tools: Tools, source: precommit.GateSource, bins: hooks.Bins, tr
 
 
 def checkout_gates(ws: Workspace, tools: Tools) -> precommit.GateSource:
-    """The checkout's gates: its pristine tree's own config with the git source, the kit's table with the wheel."""
+    """The checkout's gates: its pristine tree's own config when that is the pin's git commit (the git source,
+    by the pin or by apply --source git), else (the release wheel) the kit's table."""
     pin = load_pin(ws.pin_file)
-    if pin.source != "git":
-        return precommit.release_gates(tools.hooks)
     commit = gitcmd.rev_parse(ws.checkout, PRISTINE_TAG)
+    if not pin.git_commit or commit != pin.git_commit:
+        return precommit.release_gates(tools.hooks)
     return precommit.tree_gates(ws.checkout, commit, f"{pin.git_url} {pin.git_tag}", tools.hooks)
 
 

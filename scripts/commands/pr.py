@@ -15,7 +15,7 @@ from scripts.commands.common import checkout_lock
 from scripts.commands.lint import add_tool_arguments
 from scripts.legs import gateenv
 from scripts.pin import load_pin
-from scripts.pr import prepare
+from scripts.pr import onto, prepare
 from scripts.pr.body import PLAN, body, evidence
 from scripts.pr.branch import Signer, message_parts, rewrite, user_identity
 from scripts.pr.cover import NAME, load, purpose_section
@@ -89,8 +89,13 @@ def prepare_revision(ws: Workspace, args: argparse.Namespace, identity: str, too
     review_tip = made[-1]
     onto_report = ""
     if args.onto:
-        kept, made, base, verdict_table = prepare.put_onto(ws, args, patches, commits, signer, branch)
-        onto_report = f"\nEach patch on {base}:\n{verdict_table}\n"
+        kept, made, base, verdict_table, gates = prepare.put_onto(ws, args, patches, commits, signer, branch, tools,
+                                                                  lint.off_npu)
+        if gates.findings:
+            progress(f"precheck on {base}: {len(gates.findings)} finding(s) of its gates on the series' lines: "
+                     "nothing recorded; fix them (nox -s refresh) and run nox -s pr again")
+            return 1
+        onto_report = f"\nEach patch on {base}:\n{verdict_table}\n\n{onto.gate_report(gates)}\n"
         repo, where = (
             ws.upstream_clone,
             f"Branch {branch} in .work/{ws.upstream_clone.name} on {base}: {len(made)} commit(s)",

@@ -18,6 +18,9 @@ import subprocess
 from pathlib import Path
 
 from scripts import gitcmd
+from scripts.checkout.pristine import export_tree
+from scripts.checks import precommit
+from scripts.checks.lint import OffNpuProof, SeriesLint, Tools, lint_tree
 from scripts.errors import KitError
 from scripts.pr.branch import Signer, build_branch
 from scripts.rebase import trial
@@ -95,6 +98,23 @@ def build(
     made = build_branch(clone, base, applied, signer, branch)
     gitcmd.switch(clone, branch, force=True)  # the clone shows what would be pushed
     return found, made
+
+
+def target_gates(clone: Path, base: str, where: str, tools: Tools, proof: OffNpuProof, scratch: Path) -> SeriesLint:
+    """The series on REF (the clone's branch) judged by REF's own gates: its `.pre-commit-config.yaml` and
+    tools/, as upstream's CI will judge the PR; scratch receives REF's tree (ruff format's "before")."""
+    source = precommit.tree_gates(clone, base, where, tools.hooks)
+    export_tree(clone, base, scratch)
+    return lint_tree(tools, source, clone, base, proof, scratch)
+
+
+def gate_report(result: SeriesLint) -> str:
+    """What REF's gates say: the series' own lines first (they fail the PR), then upstream's pre-existing ones."""
+    own = "\n".join(f"  {f}" for f in result.findings) or "  none"
+    theirs = "\n".join(f"  {f}" for f in result.pre_existing) or "  none"
+    return (f"Gates of the target ({result.gates}):\n"
+            f"on the series' own lines ({len(result.findings)}):\n{own}\n"
+            f"pre-existing upstream, not the series' ({len(result.pre_existing)}):\n{theirs}")
 
 
 def push_reason(stdout: str, stderr: str) -> str:

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from scripts import revisions
 from scripts.checks import scope
-from scripts.checks.lint import SeriesLint
+from scripts.checks.lint import OffNpuProof, SeriesLint, Tools
 from scripts.errors import KitError
 from scripts.pr import onto, rangediff
 from scripts.pr.branch import Signer
@@ -129,8 +129,9 @@ def previous_cover(ws: Workspace, prev: revisions.Revision | None, text: str) ->
 
 
 def put_onto(ws: Workspace, args: argparse.Namespace, patches: list[Patch], commits: list[str], signer: Signer,
-             branch: str) -> tuple[list[Patch], list[str], str, str]:  # fmt: skip
-    """(patches kept, their upstream commits, base label, verdict table) of pr/vN made on REF in the kit's clone."""
+             branch: str, tools: Tools, proof: OffNpuProof) -> tuple[list[Patch], list[str], str, str, SeriesLint]:  # fmt: skip
+    """(patches kept, their upstream commits, base label, verdict table, REF's gates on the branch) of pr/vN
+    made on REF in the kit's clone."""
     url, ref = trial.git_url(args.onto[0]), args.onto[1]
     clone = onto.kit_clone(ws.upstream_clone)
     progress(f"fetching {url} {ref} into .work/{ws.upstream_clone.name}")
@@ -142,7 +143,11 @@ def put_onto(ws: Workspace, args: argparse.Namespace, patches: list[Patch], comm
     for v in verdicts:
         if v.outcome in DROPPED:
             progress(f"{v.name}: left out of {branch} ({v.shown})")
-    return kept, made, f"{url} {ref} ({base[:12]})", verdict_table
+    progress(f"the gates of {ref}: its .pre-commit-config.yaml and tools/, on {branch}")
+    with tempfile.TemporaryDirectory(dir=ws.work, prefix=".pr-onto-base-") as tmp:
+        gates = onto.target_gates(clone, base, f"{url} {ref}", tools, proof, Path(tmp) / "tree")
+    print(onto.gate_report(gates))
+    return kept, made, f"{url} {ref} ({base[:12]})", verdict_table, gates
 
 
 def refuse_open_without_gh(args: argparse.Namespace, branch: str, title: str, body_file: Path) -> None:
