@@ -82,8 +82,9 @@ def refresh(session: nox.Session) -> None:
 
 
 def gate_tools(session: nox.Session) -> list[str]:
-    """Install upstream's pre-commit hooks at its pins (ci/upstream-hooks.toml); the lint options that find them."""
-    install(session, *UPSTREAM_HOOKS)
+    """Install upstream's pre-commit hooks at its pins (ci/upstream-hooks.toml) and pyyaml (a git target's gates
+    are read from its .pre-commit-config.yaml; --onto judges YAML patches as data); the lint options."""
+    install(session, pinned("pyyaml"), *UPSTREAM_HOOKS)
     return ["--ruff", str(Path(session.bin) / "ruff"), "--hooks-bin", session.bin]
 
 
@@ -160,7 +161,6 @@ def mutate(session: nox.Session) -> None:
 @nox.session(venv_backend=VENV_BACKEND, default=False)
 def pr(session: nox.Session) -> None:
     """Prepare the upstream PR: signed-off branch, format-patch files, PR body from records, precheck, range-diff."""
-    install(session, pinned("pyyaml"))  # --onto judges YAML patches as data, like rebase
     session.run("python", "-m", "scripts", "pr", *gate_tools(session), *session.posargs)
 
 

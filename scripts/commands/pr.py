@@ -16,7 +16,7 @@ from scripts.commands.lint import add_tool_arguments
 from scripts.legs import gateenv
 from scripts.pin import load_pin
 from scripts.pr import onto, prepare
-from scripts.pr.body import PLAN, body, evidence
+from scripts.pr.body import PLAN, body, evidence, in_template
 from scripts.pr.branch import Signer, message_parts, rewrite, user_identity
 from scripts.pr.cover import NAME, load, purpose_section
 from scripts.report import progress, table
@@ -88,19 +88,21 @@ def prepare_revision(ws: Workspace, args: argparse.Namespace, identity: str, too
     repo, kept, where = ws.checkout, patches, f"Branch {branch} in .work/{ws.checkout.name} (for review)"
     review_tip = made[-1]
     onto_report = ""
+    rules = None
     if args.onto:
-        kept, made, base, verdict_table, gates = prepare.put_onto(ws, args, patches, commits, signer, branch, tools,
-                                                                  lint.off_npu)
-        if gates.findings:
-            progress(f"precheck on {base}: {len(gates.findings)} finding(s) of its gates on the series' lines: "
-                     "nothing recorded; fix them (nox -s refresh) and run nox -s pr again")
+        put = prepare.put_onto(ws, args, patches, commits, signer, branch, tools, lint.off_npu)
+        if put.gates.findings:
+            progress(f"precheck on {put.base}: {len(put.gates.findings)} finding(s) of its gates on the series' "
+                     "lines: nothing recorded; fix them (nox -s refresh) and run nox -s pr again")
             return 1
-        onto_report = f"\nEach patch on {base}:\n{verdict_table}\n\n{onto.gate_report(gates)}\n"
+        kept, made, rules = put.kept, put.made, put.rules
+        onto_report = (f"\nEach patch on {put.base}:\n{put.verdicts}\n\n{onto.gate_report(put.gates)}\n"
+                       f"PR template: {rules.template_from}. DCO rule: {rules.dco_from}.\n")
         repo, where = (
             ws.upstream_clone,
-            f"Branch {branch} in .work/{ws.upstream_clone.name} on {base}: {len(made)} commit(s)",
+            f"Branch {branch} in .work/{ws.upstream_clone.name} on {put.base}: {len(made)} commit(s)",
         )
-        progress(f"branch {branch} in .work/{ws.upstream_clone.name} on {base}: {len(made)} signed-off commit(s)")
+        progress(f"branch {branch} in .work/{ws.upstream_clone.name} on {put.base}: {len(made)} signed-off commit(s)")
     subjects = [message_parts(repo, c)[0] for c in made]
     title = cover.title
 
@@ -113,6 +115,8 @@ def prepare_revision(ws: Workspace, args: argparse.Namespace, identity: str, too
     ruff = (ruff_version, hook_version(tools.hooks, "ruff-check"))  # (the precheck's, upstream's pin)
     purpose = purpose_section(cover, subjects, lint.off_npu.claim())
     files["pr-body.md"] = body(purpose, results, scopes, pin.label, digest, ruff[1])
+    if rules is not None and rules.template is not None:
+        files["pr-body.md"] = in_template(rules.template, files["pr-body.md"])
     cover_diff = prepare.previous_cover(ws, prev, cover_source)
     files["cover.txt"] = prepare.cover_text(
         title, rev, pin.label, where, identity, kept, scopes, lint, ruff, rdiff, cover_diff, onto_report

@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 from scripts import gitcmd
@@ -106,6 +107,34 @@ def target_gates(clone: Path, base: str, where: str, tools: Tools, proof: OffNpu
     source = precommit.tree_gates(clone, base, where, tools.hooks)
     export_tree(clone, base, scratch)
     return lint_tree(tools, source, clone, base, proof, scratch)
+
+
+# Where a target tree keeps its PR template and states its DCO rule (GitHub's places, then the usual guides).
+TEMPLATES = (".github/PULL_REQUEST_TEMPLATE.md", ".github/pull_request_template.md", "PULL_REQUEST_TEMPLATE.md",
+             "docs/pull_request_template.md")  # fmt: skip
+DCO_FILES = (".github/dco.yml", "CONTRIBUTING.md", ".github/CONTRIBUTING.md", "docs/contributing/README.md",
+             "docs/CONTRIBUTING.md")  # fmt: skip
+DCO_WORDS = re.compile(r"\bDCO\b|Developer Certificate of Origin|Signed-off-by", re.I)
+
+
+@dataclass(frozen=True)
+class TargetRules:
+    """The PR template and DCO rule of the target tree, as the PR is judged by them."""
+
+    template: str | None  # the template's text (None: the target has none; the kit's own sections are used)
+    template_from: str
+    dco_from: str
+
+
+def target_rules(clone: Path, base: str) -> TargetRules:
+    """The target's PR template and where it states its DCO rule; commits are signed off either way."""
+    found = next(((p, t) for p in TEMPLATES if (t := gitcmd.show_file(clone, base, p)) is not None), None)
+    dco = next((p for p in DCO_FILES if DCO_WORDS.search(gitcmd.show_file(clone, base, p) or "")), None)
+    return TargetRules(
+        found[1] if found else None,
+        f"{found[0]} of the target" if found else "the kit's sections (the target has no PR template)",
+        f"{dco} of the target" if dco else "none stated by the target; every commit is signed off all the same",
+    )
 
 
 def gate_report(result: SeriesLint) -> str:

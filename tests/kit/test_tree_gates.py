@@ -27,6 +27,23 @@ HOOKS = hooks.load_hooks(Path(__file__).parents[2] / "ci" / "upstream-hooks.toml
 # The series: torch_npu imported lazily inside the NPU branch (the kit's KIT002 is content with that; the
 # target's own hook is not: it allows torch_npu only under vllm_omni/platforms/).
 ATTN = 'def attend(q):\n    if q.device.type == "npu":\n        import torch_npu\n\n        return torch_npu.f(q)\n    return q\n'
+TEMPLATE = """<!-- keep the sections -->
+## Purpose
+
+FILL IN why.
+
+## Test Plan
+
+FILL IN how.
+
+## Test Result
+
+FILL IN results.
+
+## Release notes
+
+(write one line for the release notes)
+"""
 COVER = "[NPU][Hardware][Ascend] Attend on Ascend NPU\n\nAttention on NPU takes its own branch.\n"
 
 
@@ -94,11 +111,22 @@ def test_pr_onto_reports_the_targets_findings_apart_from_upstreams(small_kit: Ki
     assert f"vllm_omni/attn.py:6: {NPU_IMPORT_HOOK}" in own and f"vllm_omni/attn.py:1: {UNSERVED_HOOK}" in own
     assert f"vllm_omni/attn.py:1: {NPU_IMPORT_HOOK}" in theirs  # upstream's line 1, untouched by the series
     assert "nothing recorded" in out and not (small_kit.patches / "revisions.toml").exists()
+    # The target drops both gates and states its PR template and DCO rule: the PR follows them.
+    (upstream / ".github").mkdir()
+    (upstream / ".github/PULL_REQUEST_TEMPLATE.md").write_text(TEMPLATE, encoding="utf-8")
+    (upstream / "CONTRIBUTING.md").write_text("# Contributing\n\n## DCO\n\nSign off: Signed-off-by.\n")
     add_gates(upstream, GATES_DROPPED, "Drop the NPU import and style gates")
     proc = small_kit.run("pr", "--ruff", RUFF, "--onto", str(upstream), "main", "--3way", env=env)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0 and "on the series' own lines (0)" in out, out
-    assert (small_kit.root / ".work/pr/v1/cover.txt").read_text().count("Gates of the target") == 1
+    cover = (small_kit.root / ".work/pr/v1/cover.txt").read_text()
+    assert cover.count("Gates of the target") == 1 and "DCO rule: CONTRIBUTING.md of the target" in cover
+    assert "PR template: .github/PULL_REQUEST_TEMPLATE.md of the target" in cover
+    pr_body = (small_kit.root / ".work/pr/v1/pr-body.md").read_text()
+    headings = [line for line in pr_body.splitlines() if line.startswith("## ")]
+    assert headings == ["## Purpose", "## Test Plan", "## Test Result", "## Release notes"], pr_body
+    assert "Attention on NPU takes its own branch." in pr_body and "write one line" in pr_body
+    assert "FILL IN" not in pr_body  # the kit fills the template's sections it has
 
 
 # ---- reading a config: which hook runs how (no tree needed) ----
