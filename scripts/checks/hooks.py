@@ -265,7 +265,7 @@ def run_hook(hook: Hook, tree: Path, scratch: Path, files: list[str], bins: Bins
         proc = subprocess.run(argv, cwd=scratch, capture_output=True, text=True, errors="replace", env=environ)
     except OSError as exc:
         raise HooksError(f"hook {hook.id} cannot start ({exc.strerror or exc})",
-                         f"run it by hand: {shlex.join(argv[:3])} ...")  # fmt: skip
+                         f"run it by hand: {shlex.join(argv[:3])} ...") from None  # fmt: skip
     found = []
     for name in (f for f in files if not (tree / f).is_symlink()):
         before = (tree / name).read_bytes()
@@ -300,8 +300,11 @@ class GateResult:
 def judge(found: list[HookFinding], added: Mapping[str, set[int]], new_files: set[str]) -> tuple[list, list]:
     """(counted, pre-existing): a finding counts on an added line, in a file the series adds, or when it names
     no line of a file the series changes (a file that no longer parses is the series' doing)."""
-    counted = [f for f in found
-               if f.file in new_files or f.line in added.get(f.file, set()) or (f.whole_file and f.file in added)]
+    counted = [
+        f
+        for f in found
+        if f.file in new_files or f.line in added.get(f.file, set()) or (f.whole_file and f.file in added)
+    ]
     return counted, [f for f in found if f not in counted]  # fmt: skip
 
 

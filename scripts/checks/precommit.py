@@ -3,7 +3,8 @@
 A tree's config decides every hook, its rev, args and file filters. Remote hooks run from the package
 registry where the kit's table (ci/upstream-hooks.toml) maps their repository to a package, at the
 config's rev; `repo: local` hooks run from the tree's own files (language python in a gate env of their
-own, made once per config digest under .work/gate-envs by scripts/legs/gateenv.py, with their additional_dependencies). Anything
+own, made once per config digest under .work/gate-envs by scripts/legs/gateenv.py, with their
+additional_dependencies). Anything
 else is unchecked: it fails lint on each file the series touches that the hook would see.
 """
 
@@ -76,11 +77,11 @@ def short_repo(url: str) -> str:
 
 def remote_hook(url: str, rev: str, hook_id: str, common: dict, table: tuple[Hook, ...]) -> Hook:
     """A remote hook as the registry package the kit's table maps its repository to, at the config's rev."""
-    template = next((h for h in table if short_repo(h.repo) == short_repo(url) and h.id == hook_id and h.package),
-                    None)  # fmt: skip
+    template = next((h for h in table if short_repo(h.repo) == short_repo(url) and h.id == hook_id and h.package), None)
     if template is None:
-        return Hook(hook_id, url, "no", rev, why=f"{url} at {rev}: no registry package the kit maps this hook to",
-                    **common)  # fmt: skip
+        return Hook(
+            hook_id, url, "no", rev, why=f"{url} at {rev}: no registry package the kit maps this hook to", **common
+        )
     name = template.package.partition("==")[0]
     release = RELEASE_REV.match(rev)
     if rev == template.rev:
@@ -88,18 +89,25 @@ def remote_hook(url: str, rev: str, hook_id: str, common: dict, table: tuple[Hoo
     elif release:
         package = f"{name}=={release['version']}"
     else:
-        return Hook(hook_id, url, "no", rev, why=f"rev {rev} of {url} is no release of {name} on the registry",
-                    **common)  # fmt: skip
+        return Hook(
+            hook_id, url, "no", rev, why=f"rev {rev} of {url} is no release of {name} on the registry", **common
+        )
     defaults = {"types": template.types} if "types" not in common else {}
-    return Hook(hook_id, url, template.run, rev, package, template.entry, kit_args=template.kit_args,
-                **{**defaults, **common})  # fmt: skip
+    return Hook(
+        hook_id, url, template.run, rev, package, template.entry, kit_args=template.kit_args, **{**defaults, **common}
+    )
 
 
 def local_hook(hook_id: str, row: dict, common: dict) -> Hook:
     language = str(row.get("language", ""))
     if language not in LANGUAGES:
-        return Hook(hook_id, "local", "no", why=f"language {language or '(none)'} is not one the kit runs "
-                    f"({', '.join(LANGUAGES)})", **common)  # fmt: skip
+        return Hook(
+            hook_id,
+            "local",
+            "no",
+            why=f"language {language or '(none)'} is not one the kit runs ({', '.join(LANGUAGES)})",
+            **common,
+        )
     return Hook(hook_id, "local", "local", entry=str(row.get("entry", "")), language=language, **common)
 
 
@@ -112,27 +120,50 @@ def tree_hooks(data: object, table: tuple[Hook, ...]) -> tuple[tuple[Hook, ...],
     hooks, deps = [], []
     for repo in data["repos"]:
         if not isinstance(repo, dict) or not isinstance(repo.get("hooks"), list) or "repo" not in repo:
-            raise HooksError(f"{CONFIG}: an entry of repos has no `repo:` or no `hooks:` list", f"fix the tree's {CONFIG}")
+            raise HooksError(
+                f"{CONFIG}: an entry of repos has no `repo:` or no `hooks:` list", f"fix the tree's {CONFIG}"
+            )
         url, rev = str(repo["repo"]), str(repo.get("rev", ""))
         for row in repo["hooks"]:
             if not isinstance(row, dict) or "id" not in row:
                 raise HooksError(f"{CONFIG}: a hook of {url} has no id", f"fix the tree's {CONFIG}")
             hook_id = str(row["id"])
-            common = {"files": both(top_files, str(row.get("files") or "")),
-                      "exclude": either(top_exclude, str(row.get("exclude") or "")),
-                      "args": strings(row.get("args"), f"{hook_id}'s args"),
-                      "pass_filenames": row.get("pass_filenames", True) is not False}  # fmt: skip
+            common = {
+                "files": both(top_files, str(row.get("files") or "")),
+                "exclude": either(top_exclude, str(row.get("exclude") or "")),
+                "args": strings(row.get("args"), f"{hook_id}'s args"),
+                "pass_filenames": row.get("pass_filenames", True) is not False,
+            }
             for key in ("types", "types_or", "exclude_types"):
                 if key in row:
                     common[key] = strings(row[key], f"{hook_id}'s {key}")
             stages = set(strings(row.get("stages"), f"{hook_id}'s stages")) or default_stages
-            unknown = sorted({t for k in ("types", "types_or", "exclude_types") for t in common.get(k, ())} - KNOWN_TAGS)
+            unknown = sorted(
+                {t for k in ("types", "types_or", "exclude_types") for t in common.get(k, ())} - KNOWN_TAGS
+            )
             if stages and not stages & FILE_STAGES:
-                hooks.append(Hook(hook_id, url, "no", rev, why=f"runs at {', '.join(sorted(stages))}, not on files",
-                                  stand_in="pr's DCO check" if "commit-msg" in stages else "not a file gate"))  # fmt: skip
+                hooks.append(
+                    Hook(
+                        hook_id,
+                        url,
+                        "no",
+                        rev,
+                        why=f"runs at {', '.join(sorted(stages))}, not on files",
+                        stand_in="pr's DCO check" if "commit-msg" in stages else "not a file gate",
+                    )
+                )
             elif unknown:
-                hooks.append(Hook(hook_id, url, "no", rev, why=f"file types {', '.join(unknown)} the kit cannot tell",
-                                  files=common["files"], exclude=common["exclude"]))  # fmt: skip
+                hooks.append(
+                    Hook(
+                        hook_id,
+                        url,
+                        "no",
+                        rev,
+                        why=f"file types {', '.join(unknown)} the kit cannot tell",
+                        files=common["files"],
+                        exclude=common["exclude"],
+                    )
+                )
             elif url == "meta":
                 hooks.append(Hook(hook_id, url, "no", why="checks the config itself", stand_in="not a file gate"))
             elif url == "local":
@@ -150,13 +181,17 @@ def parse_config(text: str, where: str, table: tuple[Hook, ...]) -> GateSource:
     try:
         import yaml  # only a tree's gates need it: the release's table is TOML
     except ImportError:
-        raise HooksError("pyyaml is not installed, and the tree's gates are read from its YAML config",
-                         "run the command through nox (its session installs pyyaml), or pip install pyyaml") from None  # fmt: skip
+        raise HooksError(
+            "pyyaml is not installed, and the tree's gates are read from its YAML config",
+            "run the command through nox (its session installs pyyaml), or pip install pyyaml",
+        ) from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise HooksError(f"{CONFIG} of {where} is not YAML ({str(exc).splitlines()[0]})",
-                         "fix the tree's config (pre-commit cannot read it either)") from None  # fmt: skip
+        raise HooksError(
+            f"{CONFIG} of {where} is not YAML ({str(exc).splitlines()[0]})",
+            "fix the tree's config (pre-commit cannot read it either)",
+        ) from None
     hooks, deps = tree_hooks(data, table)
     table_packages = set(packages(table))
     extra = [p for p in packages(hooks) if p not in table_packages]

@@ -26,7 +26,9 @@ def add_tool_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, ws: Workspace) -> int:
-    tools = tools_for(ws, args.ruff, args.hooks_bin, gateenv.maker(ws))  # from the caller's folder, once, before anything runs
+    tools = tools_for(
+        ws, args.ruff, args.hooks_bin, gateenv.maker(ws)
+    )  # from the caller's folder, once, before anything runs
     with checkout_lock(ws, shared=True):
         state = current(ws)
         progress(f"upstream's pre-commit hooks, and {RULE_IDS}, on what the series touches")

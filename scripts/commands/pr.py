@@ -92,12 +92,16 @@ def prepare_revision(ws: Workspace, args: argparse.Namespace, identity: str, too
     if args.onto:
         put = prepare.put_onto(ws, args, patches, commits, signer, branch, tools, lint.off_npu)
         if put.gates.findings:
-            progress(f"precheck on {put.base}: {len(put.gates.findings)} finding(s) of its gates on the series' "
-                     "lines: nothing recorded; fix them (nox -s refresh) and run nox -s pr again")
+            progress(
+                f"precheck on {put.base}: {len(put.gates.findings)} finding(s) of its gates on the series' "
+                "lines: nothing recorded; fix them (nox -s refresh) and run nox -s pr again"
+            )
             return 1
         kept, made, rules = put.kept, put.made, put.rules
-        onto_report = (f"\nEach patch on {put.base}:\n{put.verdicts}\n\n{onto.gate_report(put.gates)}\n"
-                       f"PR template: {rules.template_from}. DCO rule: {rules.dco_from}.\n")
+        onto_report = (
+            f"\nEach patch on {put.base}:\n{put.verdicts}\n\n{onto.gate_report(put.gates)}\n"
+            f"PR template: {rules.template_from}. DCO rule: {rules.dco_from}.\n"
+        )
         repo, where = (
             ws.upstream_clone,
             f"Branch {branch} in .work/{ws.upstream_clone.name} on {put.base}: {len(made)} commit(s)",

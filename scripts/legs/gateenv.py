@@ -35,21 +35,35 @@ def gate_env(source: GateSource, env: Path, locks: Path) -> Path:
             return env
         uv = uv_executable()
         if uv is None:
-            raise HooksError("uv is not installed, and the tree's gates need an env of their own",
-                             "pip install -r ci/kit-tools.txt (it brings uv), or run through nox")  # fmt: skip
+            raise HooksError(
+                "uv is not installed, and the tree's gates need an env of their own",
+                "pip install -r ci/kit-tools.txt (it brings uv), or run through nox",
+            )
         shutil.rmtree(env, ignore_errors=True)
         settings = read_pip_settings()
         environ = uv_environ(settings, dict(os.environ))
         steps = [[uv[0], "venv", "--quiet", "--python", sys.executable, str(env)]]
         if source.requirements:
-            steps.append([uv[0], "pip", "install", "--quiet", "--python", str(env / "bin" / "python"),
-                          *uv_index_args(settings, environ), *source.requirements])  # fmt: skip
+            steps.append(
+                [
+                    uv[0],
+                    "pip",
+                    "install",
+                    "--quiet",
+                    "--python",
+                    str(env / "bin" / "python"),
+                    *uv_index_args(settings, environ),
+                    *source.requirements,
+                ]
+            )
         progress(f"gate env {shown}: {', '.join(source.requirements) or 'no packages'} (made once per config)")
         for argv in steps:
             done = subprocess.run(argv, capture_output=True, text=True, env=environ)
             if done.returncode != 0:
                 shutil.rmtree(env, ignore_errors=True)
-                raise HooksError(f"cannot make the gate env: {gitcmd.last_line(done.stderr, done.stdout)}",
-                                 f"check the registry and the additional_dependencies of the tree's {CONFIG}")  # fmt: skip
+                raise HooksError(
+                    f"cannot make the gate env: {gitcmd.last_line(done.stderr, done.stdout)}",
+                    f"check the registry and the additional_dependencies of the tree's {CONFIG}",
+                )
         stamp.write_text(f"{source.digest}\n", encoding="utf-8")
     return env

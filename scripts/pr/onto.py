@@ -141,9 +141,11 @@ def gate_report(result: SeriesLint) -> str:
     """What REF's gates say: the series' own lines first (they fail the PR), then upstream's pre-existing ones."""
     own = "\n".join(f"  {f}" for f in result.findings) or "  none"
     theirs = "\n".join(f"  {f}" for f in result.pre_existing) or "  none"
-    return (f"Gates of the target ({result.gates}):\n"
-            f"on the series' own lines ({len(result.findings)}):\n{own}\n"
-            f"pre-existing upstream, not the series' ({len(result.pre_existing)}):\n{theirs}")
+    return (
+        f"Gates of the target ({result.gates}):\n"
+        f"on the series' own lines ({len(result.findings)}):\n{own}\n"
+        f"pre-existing upstream, not the series' ({len(result.pre_existing)}):\n{theirs}"
+    )
 
 
 def push_reason(stdout: str, stderr: str) -> str:

@@ -26,7 +26,10 @@ from scripts.gitcmd import git
 HOOKS = hooks.load_hooks(Path(__file__).parents[2] / "ci" / "upstream-hooks.toml")
 # The series: torch_npu imported lazily inside the NPU branch (the kit's KIT002 is content with that; the
 # target's own hook is not: it allows torch_npu only under vllm_omni/platforms/).
-ATTN = 'def attend(q):\n    if q.device.type == "npu":\n        import torch_npu\n\n        return torch_npu.f(q)\n    return q\n'
+ATTN = (
+    'def attend(q):\n    if q.device.type == "npu":\n        import torch_npu\n\n'
+    "        return torch_npu.f(q)\n    return q\n"
+)
 TEMPLATE = """<!-- keep the sections -->
 ## Purpose
 
@@ -75,8 +78,10 @@ def test_lint_runs_the_git_trees_own_gates(small_kit: Kit, upstream: Path) -> No
     assert code == 1 and "Traceback" not in out, out
     assert f"gates: .pre-commit-config.yaml of {upstream} v0.1.0 at {commit[:12]}" in out
     assert f"vllm_omni/attn.py:3: {NPU_IMPORT_HOOK} torch_npu is imported outside vllm_omni/platforms/" in out
-    assert f"vllm_omni/attn.py:1: {UNSERVED_HOOK} unchecked: https://git.example.org/npu-lint/npu-style-hooks " \
-           "at v0.3.1: no registry package" in out  # fmt: skip
+    assert (
+        f"vllm_omni/attn.py:1: {UNSERVED_HOOK} unchecked: https://git.example.org/npu-lint/npu-style-hooks "
+        "at v0.3.1: no registry package" in out
+    )
     assert "signoff-commit" in out and "runs at commit-msg, not on files" in out  # listed, not a file gate
     assert "KIT002" not in out  # the kit's own rule is met: the import is NPU-only
     # The config drops both: the same series passes the gates that are left.
@@ -96,8 +101,9 @@ def test_unchecked_fails_only_where_the_series_touches_what_the_hook_sees(small_
     assert code == 0 and f"{UNSERVED_HOOK} unchecked" not in out and "not run: https://git.example.org" in out, out
 
 
-def test_pr_onto_reports_the_targets_findings_apart_from_upstreams(small_kit: Kit, upstream: Path,
-                                                                  identity: dict[str, str]) -> None:  # fmt: skip
+def test_pr_onto_reports_the_targets_findings_apart_from_upstreams(
+    small_kit: Kit, upstream: Path, identity: dict[str, str]
+) -> None:
     # Upstream's own line already fails its import hook: pre-existing, shown apart, not the series'.
     (upstream / "vllm_omni/attn.py").write_text("import torch_npu\n\n\ndef attend(q):\n    return q\n")
     commit_all(upstream, "NPU import at the top")
@@ -133,23 +139,52 @@ def test_pr_onto_reports_the_targets_findings_apart_from_upstreams(small_kit: Ki
 
 CASES = [
     # (config hook rows under one repo, the hook's run, what the kit says of it)
-    ("  - repo: https://github.com/pre-commit/pre-commit-hooks\n    rev: v5.0.0\n    hooks:\n"
-     "      - id: end-of-file-fixer\n", "fixer", "pre-commit-hooks==5.0.0"),
-    ("  - repo: https://github.com/astral-sh/ruff-pre-commit\n    rev: v0.15.0\n    hooks:\n      - id: ruff-check\n",
-     "ruff", "ruff==0.15.0"),
-    ("  - repo: https://github.com/crate-ci/typos\n    rev: typos-dict-v0.13.13\n    hooks:\n      - id: typos\n",
-     "checker", "typos==1.40.1"),  # the table's own rev: the table's package
-    ("  - repo: https://github.com/crate-ci/typos\n    rev: typos-dict-v0.14.0\n    hooks:\n      - id: typos\n",
-     "no", "no release of typos"),
-    ("  - repo: https://github.com/pre-commit/pre-commit-hooks\n    rev: v6.0.0\n    hooks:\n"
-     "      - id: check-toml\n", "no", "no registry package"),  # a hook of a mapped repo the table lacks
-    ("  - repo: local\n    hooks:\n      - id: mypy\n        entry: mypy\n        language: node\n",
-     "no", "language node is not one the kit runs"),
-    ("  - repo: local\n    hooks:\n      - id: x\n        entry: x\n        language: system\n        types: [zig]\n",
-     "no", "file types zig the kit cannot tell"),
-    ("  - repo: local\n    hooks:\n      - id: x\n        entry: tools/x.sh\n        language: script\n"
-     "        stages: [manual]\n", "no", "runs at manual, not on files"),
-]  # fmt: skip
+    (
+        "  - repo: https://github.com/pre-commit/pre-commit-hooks\n    rev: v5.0.0\n    hooks:\n"
+        "      - id: end-of-file-fixer\n",
+        "fixer",
+        "pre-commit-hooks==5.0.0",
+    ),
+    (
+        "  - repo: https://github.com/astral-sh/ruff-pre-commit\n    rev: v0.15.0\n    hooks:\n"
+        "      - id: ruff-check\n",
+        "ruff",
+        "ruff==0.15.0",
+    ),
+    (
+        "  - repo: https://github.com/crate-ci/typos\n    rev: typos-dict-v0.13.13\n    hooks:\n      - id: typos\n",
+        "checker",
+        "typos==1.40.1",
+    ),  # the table's own rev: the table's package
+    (
+        "  - repo: https://github.com/crate-ci/typos\n    rev: typos-dict-v0.14.0\n    hooks:\n      - id: typos\n",
+        "no",
+        "no release of typos",
+    ),
+    (
+        "  - repo: https://github.com/pre-commit/pre-commit-hooks\n    rev: v6.0.0\n    hooks:\n"
+        "      - id: check-toml\n",
+        "no",
+        "no registry package",
+    ),  # a hook of a mapped repo the table lacks
+    (
+        "  - repo: local\n    hooks:\n      - id: mypy\n        entry: mypy\n        language: node\n",
+        "no",
+        "language node is not one the kit runs",
+    ),
+    (
+        "  - repo: local\n    hooks:\n      - id: x\n        entry: x\n        language: system\n"
+        "        types: [zig]\n",
+        "no",
+        "file types zig the kit cannot tell",
+    ),
+    (
+        "  - repo: local\n    hooks:\n      - id: x\n        entry: tools/x.sh\n        language: script\n"
+        "        stages: [manual]\n",
+        "no",
+        "runs at manual, not on files",
+    ),
+]
 
 
 @pytest.mark.parametrize(("rows", "run", "said"), CASES, ids=[str(i) for i in range(len(CASES))])
@@ -161,10 +196,14 @@ def test_each_hook_of_a_config_maps_to_a_package_a_local_run_or_unchecked(rows: 
 
 @pytest.mark.parametrize(
     ("text", "said"),
-    [("repos: [1\n", "is not YAML"), ("- a\n", "has no `repos:` list"),
-     ("repos:\n  - hooks: []\n", "no `repo:`"), ("repos:\n  - repo: local\n    hooks:\n      - name: x\n", "no id"),
-     ("repos:\n  - repo: local\n    hooks:\n      - id: x\n        args: --fix\n", "x's args is not a list")],
-)  # fmt: skip
+    [
+        ("repos: [1\n", "is not YAML"),
+        ("- a\n", "has no `repos:` list"),
+        ("repos:\n  - hooks: []\n", "no `repo:`"),
+        ("repos:\n  - repo: local\n    hooks:\n      - name: x\n", "no id"),
+        ("repos:\n  - repo: local\n    hooks:\n      - id: x\n        args: --fix\n", "x's args is not a list"),
+    ],
+)
 def test_a_malformed_tree_config_is_one_line(text: str, said: str) -> None:
     with pytest.raises(hooks.HooksError) as err:
         precommit.parse_config(text, "the tree", HOOKS)
@@ -193,8 +232,14 @@ def test_a_link_is_no_file_to_the_hooks_nor_to_the_spdx_rule(small_kit: Kit) -> 
     (small_kit.checkout / "tools/npu.py").write_text(SPDX + "X = 1\n", encoding="utf-8")
     os.symlink("npu.py", small_kit.checkout / "tools/npu_alias.py")
     git("add", "-A", cwd=small_kit.checkout)
-    git("commit", "-q", "-m", "[NPU] Module\n\nWhy.\n\nUpstream-Status: Pending\nKit-Patch: npu-module\n",
-        cwd=small_kit.checkout, env=AUTHOR)  # fmt: skip
+    git(
+        "commit",
+        "-q",
+        "-m",
+        "[NPU] Module\n\nWhy.\n\nUpstream-Status: Pending\nKit-Patch: npu-module\n",
+        cwd=small_kit.checkout,
+        env=AUTHOR,
+    )
     small_kit.run("refresh", check=True)
     code, out = lint(small_kit)
     assert code == 0 and "KIT003" not in out, out

@@ -59,8 +59,9 @@ def test_every_hook_of_upstreams_config_is_listed_and_its_gate_counts_what_the_s
     (tmp_path / ".github/workflows").mkdir(parents=True)
     (tmp_path / ".github/workflows/npu.yml").write_text("on: push\n")
     unrunnable = [h for h in table if h.run == "no"]
-    gate = hooks.run_gate(unrunnable, tmp_path, {".github/workflows/npu.yml": {1}}, set(), hooks.Bins(None),
-                          KIT_ROOT / "ci")
+    gate = hooks.run_gate(
+        unrunnable, tmp_path, {".github/workflows/npu.yml": {1}}, set(), hooks.Bins(None), KIT_ROOT / "ci"
+    )
     assert [(f.hook, f.file) for f in gate.counted] == [("actionlint", ".github/workflows/npu.yml")]
     assert gate.counted[0].message.startswith("unchecked: upstream pins actionlint v1.7.7")
 
