@@ -110,8 +110,8 @@ def target_gates(clone: Path, base: str, where: str, tools: Tools, proof: OffNpu
 
 
 # Where a target tree keeps its PR template and states its DCO rule (GitHub's places, then the usual guides).
-TEMPLATES = (".github/PULL_REQUEST_TEMPLATE.md", ".github/pull_request_template.md", "PULL_REQUEST_TEMPLATE.md")  # fmt: skip
-DCO_FILES = (".github/dco.yml", "CONTRIBUTING.md", ".github/CONTRIBUTING.md")  # fmt: skip
+TEMPLATES = (".github/PULL_REQUEST_TEMPLATE.md", ".github/pull_request_template.md", "PULL_REQUEST_TEMPLATE.md")
+DCO_FILES = (".github/dco.yml", "CONTRIBUTING.md", ".github/CONTRIBUTING.md")
 DCO_WORDS = re.compile(r"\bDCO\b|Developer Certificate of Origin|Signed-off-by", re.I)
 
 
