@@ -88,15 +88,17 @@ def refresh(session: nox.Session) -> None:
 
 
 def gate_tools(session: nox.Session) -> list[str]:
-    """Install upstream's pre-commit hooks at its pins (ci/upstream-hooks.toml); the lint options that find them."""
-    install(session, *UPSTREAM_HOOKS)
+    """Install upstream's pre-commit hooks at its pins (ci/upstream-hooks.toml) and pyyaml (a git target's gates
+    are read from its .pre-commit-config.yaml; --onto judges YAML patches as data); the lint options."""
+    install(session, pinned("pyyaml"), *UPSTREAM_HOOKS)
     return ["--ruff", str(Path(session.bin) / "ruff"), "--hooks-bin", session.bin]
 
 
 @nox.session(venv_backend=VENV_BACKEND)
 def lint(session: nox.Session) -> None:
     """Upstream's pre-commit hooks at its pins (typos, ruff, whitespace, ...), KIT001-KIT007, the off-NPU proof."""
-    run_kit(session, "lint", *gate_tools(session))
+    # in the session's python: a git target's gates are read with pyyaml, which gate_tools installs there
+    session.run("python", "-m", "scripts", "lint", *gate_tools(session), *session.posargs)
 
 
 @nox.session(venv_backend="none")
@@ -166,7 +168,7 @@ def mutate(session: nox.Session) -> None:
 @nox.session(venv_backend=VENV_BACKEND, default=False)
 def pr(session: nox.Session) -> None:
     """Prepare the upstream PR: signed-off branch, format-patch files, PR body from records, precheck, range-diff."""
-    kit_venv(session, pinned("pyyaml"))  # --onto judges YAML patches as data, like rebase
+    kit_venv(session)  # pip: --onto fetches the release; gate_tools brings pyyaml for its gates
     session.run("python", "-m", "scripts", "pr", *gate_tools(session), *session.posargs)
 
 

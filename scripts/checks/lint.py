@@ -22,10 +22,11 @@ from pathlib import Path
 from scripts import childenv, gitcmd
 from scripts.checkout import PRISTINE_TAG
 from scripts.checkout.pristine import combined_diff
-from scripts.checks import hooks, offnpu
+from scripts.checks import hooks, offnpu, precommit
 from scripts.diffparse import FileDiff, parse
 from scripts.errors import KitError
 from scripts.gitcmd import last_line
+from scripts.pin import load_pin
 from scripts.series import Patch, trailer_values
 from scripts.workspace import Workspace
 
@@ -329,6 +330,8 @@ def own_checks(series_diff: str, tree: Path, moved: frozenset[str] = frozenset()
         if diff.path in moved:
             diff = replace(diff, new_file=False)
         path = tree / diff.path
+        if path.is_symlink():  # a link holds no code to judge (no edit of it could add SPDX lines): its target is
+            continue  # checked as its own file, and upstream's hooks skip links too (pre-commit's types)
         # a file in another encoding (latin-1, carried as binary) is read, not a crash: its lines are still checked
         source = path.read_bytes().decode("utf-8", "replace") if path.is_file() else None
         findings += check_file(diff, source)
@@ -512,8 +515,14 @@ def run_ruff(ruff: str, args: list[str], cwd: Path | None = None) -> subprocess.
                               capture_output=True, encoding="utf-8", errors="replace")  # fmt: skip
 
 
-def ruff_check(ruff: str, config: Path, tree: Path, files: list[str]) -> list[Finding]:
-    proc = run_ruff(ruff, ["check", "--config", str(config), "--output-format", "json", "--no-cache", *files], tree)
+def config_args(config: Path | None) -> list[str]:
+    """ruff's --config (the kit's copy of upstream's settings); none: ruff finds the tree's own."""
+    return ["--config", str(config)] if config else []
+
+
+def ruff_check(ruff: str, config: Path | None, tree: Path, files: list[str]) -> list[Finding]:
+    argv = ["check", *config_args(config), "--output-format", "json", "--no-cache", *files]
+    proc = run_ruff(ruff, argv, tree)
     if proc.returncode not in (0, 1):
         raise RuffError(f"ruff check failed on .work/{tree.name}: {last_line(proc.stderr, proc.stdout)}",
                         "read ruff's message above; --ruff must be ruff itself "
@@ -530,11 +539,11 @@ def ruff_check(ruff: str, config: Path, tree: Path, files: list[str]) -> list[Fi
     ]
 
 
-def ruff_format_unclean(ruff: str, config: Path, tree: Path, files: list[str]) -> list[str]:
+def ruff_format_unclean(ruff: str, config: Path | None, tree: Path, files: list[str]) -> list[str]:
     """Files `ruff format --check` would reformat."""
     if not files:
         return []
-    proc = run_ruff(ruff, ["format", "--check", "--config", str(config), "--no-cache", *files], tree)
+    proc = run_ruff(ruff, ["format", "--check", *config_args(config), "--no-cache", *files], tree)
     return [line.split(" ", 2)[-1] for line in proc.stdout.splitlines() if line.startswith("Would reformat: ")]
 
 
@@ -560,13 +569,14 @@ class SeriesLint:
     own: list[Finding]  # KIT001-KIT006
     off_npu: OffNpuProof  # KIT007
     pre_existing: list[Finding]  # ruff and the hooks on upstream's own lines: shown, not counted
+    gates: str = precommit.RELEASE  # whose gates ran: a tree's config at a commit, or the kit's table
 
     @property
     def findings(self) -> list[Finding]:
         return [*self.hooks, *self.ruff, *self.unformatted, *self.own, *self.off_npu.findings]
 
     def rows(self) -> list[tuple[str, int]]:
-        return [("upstream hooks (typos, whitespace, EOF, YAML, debug)", len(self.hooks)),
+        return [("upstream hooks (other than ruff)", len(self.hooks)),
                 ("ruff-check", len(self.ruff)), ("ruff-format", len(self.unformatted)), ("kit checks", len(self.own)),
                 ("off-NPU proof (KIT007)", len(self.off_npu.findings)),
                 ("pre-existing (upstream)", len(self.pre_existing))]  # fmt: skip
@@ -574,52 +584,90 @@ class SeriesLint:
 
 @dataclass(frozen=True)
 class Tools:
-    """What lint runs: ruff (resolve_ruff's answer) and the folder of upstream's hook programs (None: PATH)."""
+    """What lint runs: ruff (resolve_ruff's answer), the folder of the kit's table's hook programs (None: PATH),
+    the table itself, and where a tree's gate env is kept."""
 
     ruff: str
     hooks_bin: Path | None
     hooks: tuple[hooks.Hook, ...]
     ci_dir: Path
+    make_env: Callable[[precommit.GateSource], Path]  # a tree's gate env (scripts/legs/gateenv.py), made once
 
 
 def as_finding(f: hooks.HookFinding) -> Finding:
+    if f.message.startswith(hooks.UNCHECKED):
+        fix = f"the kit cannot run it: run `pre-commit run {f.hook} --files {f.file}` where it can, or leave the file"
+        return Finding(f.file, f.line, f.hook, f.message, fix)
     return Finding(f.file, f.line, f.hook, f.message, f"make the line pass upstream's {f.hook} hook")
 
 
-def lint_series(tools: Tools, config: Path, tree: Path, pristine: Path, series_diff: str,
-                off_npu: OffNpuProof, moved: frozenset[str] = frozenset()) -> SeriesLint:  # fmt: skip
-    """Upstream's hooks, ruff (upstream settings) and kit checks on tree, with the off-NPU proof the caller made
+def ruff_of(tools: Tools, source: precommit.GateSource, bins: hooks.Bins) -> tuple[str | None, Path | None]:
+    """(the ruff to run, its config) for source's ruff hooks; (None, None) when its config has none.
+    A tree's ruff reads the tree's own settings (pyproject.toml) at the config's rev where that differs."""
+    ruff_hooks = [h for h in source.hooks if h.run == "ruff"]
+    if not ruff_hooks:
+        return None, None
+    if not source.is_tree:
+        return tools.ruff, tools.ci_dir / "ruff-upstream.toml"
+    mine = ruff_hooks[0].package in source.requirements
+    return (hooks.executable("ruff", bins.env) if mine else tools.ruff), None
+
+
+def lint_series(tools: Tools, source: precommit.GateSource, bins: hooks.Bins, tree: Path, pristine: Path,
+                series_diff: str, off_npu: OffNpuProof, moved: frozenset[str] = frozenset()) -> SeriesLint:  # fmt: skip
+    """source's hooks, ruff (as source sets it) and kit checks on tree, with the off-NPU proof the caller made
     from the commits; series_diff is pristine..HEAD, pristine the tree before, moved the files renamed since."""
     diffs = parse(series_diff)
     files = [d.path for d in diffs if d.path.endswith(".py") and (tree / d.path).is_file()]
     added = added_line_set(series_diff)
-    gate = hooks.run_gate(tools.hooks, tree, added, {d.path for d in diffs if d.new_file}, tools.hooks_bin,
-                          tools.ci_dir)  # fmt: skip
-    found = ruff_check(tools.ruff, config, tree, files) if files else []
+    gate = hooks.run_gate(source.hooks, tree, added, {d.path for d in diffs if d.new_file}, bins, tools.ci_dir,
+                          whole_tree=source.is_tree)  # fmt: skip
+    ruff, config = ruff_of(tools, source, bins)
+    found = ruff_check(ruff, config, tree, files) if ruff and files else []
     ours = [f for f in found if f.line in added.get(f.file, set())]
     pristine_files = [f for f in files if (pristine / f).is_file()]
-    was_unformatted = set(ruff_format_unclean(tools.ruff, config, pristine, pristine_files))
+    was_unformatted = set(ruff_format_unclean(ruff, config, pristine, pristine_files)) if ruff else set()
     unformatted = [
         Finding(f, 1, "ruff-format", "ruff format would reformat this file", "run ruff format on it")
-        for f in ruff_format_unclean(tools.ruff, config, tree, files)
+        for f in (ruff_format_unclean(ruff, config, tree, files) if ruff else [])
         if f not in was_unformatted
     ]
     pre_existing = [f for f in found if f not in ours] + [as_finding(f) for f in gate.pre_existing]
     return SeriesLint(files, [as_finding(f) for f in gate.counted], gate.rows, ours, unformatted,
-                      own_checks(series_diff, tree, moved), off_npu, pre_existing)  # fmt: skip
+                      own_checks(series_diff, tree, moved), off_npu, pre_existing, source.label)  # fmt: skip
+
+
+def checkout_gates(ws: Workspace, tools: Tools) -> precommit.GateSource:
+    """The checkout's gates: its pristine tree's own config when that is the pin's git commit (the git source,
+    by the pin or by apply --source git), else (the release wheel) the kit's table."""
+    pin = load_pin(ws.pin_file)
+    commit = gitcmd.rev_parse(ws.checkout, PRISTINE_TAG)
+    if not pin.git_commit or commit != pin.git_commit:
+        return precommit.release_gates(tools.hooks)
+    return precommit.tree_gates(ws.checkout, commit, f"{pin.git_url} {pin.git_tag}", tools.hooks)
+
+
+def lint_tree(tools: Tools, source: precommit.GateSource, repo: Path, base: str, proof: OffNpuProof,
+              pristine: Path) -> SeriesLint:  # fmt: skip
+    """lint_series on repo's working tree (HEAD: base with the series) under source's gates; pristine: base's tree."""
+    bins = precommit.gate_bins(source, tools.hooks_bin, tools.make_env)
+    return lint_series(tools, source, bins, repo, pristine, gitcmd.diff(repo, base, "HEAD"), proof)
 
 
 def lint_checkout(ws: Workspace, tools: Tools, patches: list[Patch]) -> tuple[SeriesLint, str]:
     """(the series' findings, ruff's version) on the kit's checkout: `lint` and `pr` both run exactly this."""
     version = ruff_version(tools.ruff)
-    config = ws.ci_dir / "ruff-upstream.toml"
+    source = checkout_gates(ws, tools)
     proof = off_npu_proof(ws.checkout, patches)
     moved = frozenset(gitcmd.renamed_between(ws.checkout, PRISTINE_TAG, "HEAD"))
+    bins = precommit.gate_bins(source, tools.hooks_bin, tools.make_env)
     series = combined_diff(ws.checkout)
-    return lint_series(tools, config, ws.checkout, ws.pristine_tree, series, proof, moved), version
+    result = lint_series(tools, source, bins, ws.checkout, ws.pristine_tree, series, proof, moved)
+    return result, version
 
 
-def tools_for(ws: Workspace, ruff: str, hooks_bin: str | None) -> Tools:
+def tools_for(ws: Workspace, ruff: str, hooks_bin: str | None,
+              make_env: Callable[[precommit.GateSource], Path]) -> Tools:  # fmt: skip
     """The lint tools, resolved once from the caller's folder (ruff: a path or a name on PATH)."""
     folder = Path(hooks_bin).expanduser().resolve() if hooks_bin else None
     if folder is not None and not folder.is_dir():
@@ -627,4 +675,4 @@ def tools_for(ws: Workspace, ruff: str, hooks_bin: str | None) -> Tools:
             f"--hooks-bin {hooks_bin}: no such folder",
             "pass the bin folder of a venv holding upstream's hook packages (nox -s lint does)",
         )
-    return Tools(resolve_ruff(ruff), folder, hooks.load_hooks(ws.upstream_hooks), ws.ci_dir)
+    return Tools(resolve_ruff(ruff), folder, hooks.load_hooks(ws.upstream_hooks), ws.ci_dir, make_env)

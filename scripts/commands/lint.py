@@ -7,6 +7,7 @@ import argparse
 from scripts import records
 from scripts.checks.lint import RULE_IDS, lint_checkout, tools_for
 from scripts.commands.common import checkout_lock, current
+from scripts.legs import gateenv
 from scripts.report import progress, table
 from scripts.series import load_series
 from scripts.workspace import Workspace
@@ -25,7 +26,9 @@ def add_tool_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, ws: Workspace) -> int:
-    tools = tools_for(ws, args.ruff, args.hooks_bin)  # from the caller's folder, once, before anything runs
+    tools = tools_for(
+        ws, args.ruff, args.hooks_bin, gateenv.maker(ws)
+    )  # from the caller's folder, once, before anything runs
     with checkout_lock(ws, shared=True):
         state = current(ws)
         progress(f"upstream's pre-commit hooks, and {RULE_IDS}, on what the series touches")
@@ -34,12 +37,13 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
         print(finding)
     for finding in result.pre_existing:
         print(f"{finding} [pre-existing upstream, not counted]")
+    print(f"gates: {result.gates}")
     print(table(["upstream hook", "version", "here"], result.hook_rows))
     print(table(["check", "findings"], result.rows()))
     print(result.off_npu.claim())
     records.write(ws.records, "lint", {"series_digest": state.series_digest, "files": result.files,
                   "findings": [str(f) for f in result.findings], "pre_existing": len(result.pre_existing),
-                  "ruff": ruff, "hooks": [list(row) for row in result.hook_rows],
+                  "ruff": ruff, "gates": result.gates, "hooks": [list(row) for row in result.hook_rows],
                   "off_npu": result.off_npu.claim(), "passed": not result.findings})  # fmt: skip
     count = len(result.findings)
     progress(f"lint clean ({len(result.files)} files, ruff {ruff})" if not count else f"lint: {count} finding(s)")

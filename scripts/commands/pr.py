@@ -13,9 +13,10 @@ from scripts.checks.hooks import hook_version
 from scripts.checks.lint import Tools, lint_checkout, tools_for
 from scripts.commands.common import checkout_lock
 from scripts.commands.lint import add_tool_arguments
+from scripts.legs import gateenv
 from scripts.pin import load_pin
-from scripts.pr import prepare
-from scripts.pr.body import PLAN, body, evidence
+from scripts.pr import onto, prepare
+from scripts.pr.body import PLAN, body, evidence, in_template
 from scripts.pr.branch import Signer, message_parts, rewrite, user_identity
 from scripts.pr.cover import NAME, load, purpose_section
 from scripts.report import progress, table
@@ -44,7 +45,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, ws: Workspace) -> int:
     prepare.check_flags(args)
     identity = user_identity(ws.root)
-    tools = tools_for(ws, args.ruff, args.hooks_bin)  # from the caller's folder, once
+    tools = tools_for(ws, args.ruff, args.hooks_bin, gateenv.maker(ws))  # from the caller's folder, once
     with checkout_lock(ws):  # pr/vN is written into the checkout
         return prepare_revision(ws, args, identity, tools)
 
@@ -91,17 +92,28 @@ def prepare_revision(ws: Workspace, args: argparse.Namespace, identity: str, too
     repo, kept, where = ws.checkout, patches, f"Branch {branch} in .work/{ws.checkout.name} (for review)"
     review_tip = made[-1]
     onto_report = ""
+    rules = None
     if args.onto:
         sendable = [(p, c) for p, c in zip(patches, commits, strict=True) if not p.already_upstream]
-        kept, made, base, verdict_table = prepare.put_onto(
-            ws, args, [p for p, _ in sendable], [c for _, c in sendable], signer, branch
+        put = prepare.put_onto(
+            ws, args, [p for p, _ in sendable], [c for _, c in sendable], signer, branch, tools, lint.off_npu
         )
-        onto_report = f"\nEach patch on {base}:\n{verdict_table}\n"
+        if put.gates.findings:
+            progress(
+                f"precheck on {put.base}: {len(put.gates.findings)} finding(s) of its gates on the series' "
+                "lines: nothing recorded; fix them (nox -s refresh) and run nox -s pr again"
+            )
+            return 1
+        kept, made, rules = put.kept, put.made, put.rules
+        onto_report = (
+            f"\nEach patch on {put.base}:\n{put.verdicts}\n\n{onto.gate_report(put.gates)}\n"
+            f"PR template: {rules.template_from}. DCO rule: {rules.dco_from}.\n"
+        )
         repo, where = (
             ws.upstream_clone,
-            f"Branch {branch} in .work/{ws.upstream_clone.name} on {base}: {len(made)} commit(s)",
+            f"Branch {branch} in .work/{ws.upstream_clone.name} on {put.base}: {len(made)} commit(s)",
         )
-        progress(f"branch {branch} in .work/{ws.upstream_clone.name} on {base}: {len(made)} signed-off commit(s)")
+        progress(f"branch {branch} in .work/{ws.upstream_clone.name} on {put.base}: {len(made)} signed-off commit(s)")
     # A Backport patch is already upstream: the review branch keeps it (later trees hold its file), the PR does not.
     sent = [(p, c) for p, c in zip(kept, made, strict=True) if not p.already_upstream]
     subjects = [message_parts(repo, c)[0] for _, c in sent]
@@ -116,6 +128,8 @@ def prepare_revision(ws: Workspace, args: argparse.Namespace, identity: str, too
     left_out = [(p.name, p.upstream_status) for p in patches if p.already_upstream]
     purpose = purpose_section(cover, subjects, lint.off_npu.claim())
     files["pr-body.md"] = body(purpose, results, scopes, pin.label, digest, ruff[1], left_out)
+    if rules is not None and rules.template is not None:
+        files["pr-body.md"] = in_template(rules.template, files["pr-body.md"])
     cover_diff = prepare.previous_cover(ws, prev, cover_source)
     files["cover.txt"] = prepare.cover_text(
         title, rev, pin.label, where, identity, kept, scopes, lint, ruff, rdiff, cover_diff, onto_report

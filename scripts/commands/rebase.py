@@ -6,6 +6,7 @@ import argparse
 import tempfile
 from pathlib import Path
 
+from scripts.checks.hooks import load_hooks
 from scripts.pin import load_pin
 from scripts.rebase import trial
 from scripts.rebase.verdicts import DROPPED, SHOWN
@@ -57,13 +58,14 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
         depends = trial.dependent_tests(dropped, trial.test_texts(ws, kept))
         for patch_name, tests in depends.items():
             progress(f"{patch_name} is dropped; tests that exercise its files: {', '.join(tests)}")
-        data = trial.report(pin, target, verdicts, False, depends)
+        gates = trial.gates_of(target, repo, load_hooks(ws.upstream_hooks))
+        data = trial.report(pin, target, verdicts, False, depends, gates)
         out = trial.write_report(ws.rebase_dir, name, data, trial.markdown(data, verdicts))
         counts = ", ".join(f"{n} {SHOWN.get(o, o)}" for o, n in data["counts"].items() if n)  # type: ignore[attr-defined]
         progress(f"{target.label}: {counts or 'empty series'}; report .work/rebase/{out.name} and {out.stem}.md")
         if args.move:
             trial.move(ws, pin, target, patches, repo, verdicts)
-            data = trial.report(pin, target, verdicts, True, depends)
+            data = trial.report(pin, target, verdicts, True, depends, gates)
             trial.write_report(ws.rebase_dir, name, data, trial.markdown(data, verdicts))
     fresh = trial.new_conflicts(verdicts, before)
     if args.baseline is not None and fresh:

@@ -202,3 +202,32 @@ Scope of the change:
 recorded on this revision (anything not run says so).
 </details>
 """
+
+
+def sections(text: str) -> list[tuple[str, str]]:
+    """(heading, text) of each `## ` section of a markdown text; the part before the first has heading ""."""
+    parts = re.split(r"(?m)^## +(.+?)\s*$", text)
+    return [("", parts[0]), *zip(parts[1::2], parts[2::2], strict=True)]
+
+
+def heading_key(heading: str) -> str:
+    return re.sub(r"[^a-z]+", " ", heading.lower()).strip()
+
+
+def in_template(template: str, filled: str) -> str:
+    """filled (the kit's body) in the target's own PR template: each template section the kit fills (same heading,
+    case and punctuation aside) takes the kit's text; the others keep the template's for the submitter to fill;
+    a section of the kit's the template lacks follows at the end. An HTML comment of the template is dropped."""
+    key = heading_key
+    ours = {key(h): (h, t) for h, t in sections(filled) if h}
+    out, used = [], set()
+    for heading, text in sections(re.sub(r"(?s)<!--.*?-->", "", template)):
+        if heading and key(heading) in ours:
+            used.add(key(heading))
+            out.append(f"## {heading}\n{ours[key(heading)][1]}")
+        elif heading:
+            out.append(f"## {heading}\n{text}")
+        elif text.strip():
+            out.append(text)
+    out += [f"## {h}\n{t}" for k, (h, t) in ours.items() if k not in used]
+    return "".join(part if part.endswith("\n") else part + "\n" for part in out)

@@ -15,9 +15,13 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 from scripts import gitcmd
+from scripts.checkout.pristine import export_tree
+from scripts.checks import precommit
+from scripts.checks.lint import OffNpuProof, SeriesLint, Tools, lint_tree
 from scripts.errors import KitError
 from scripts.pr.branch import Signer, build_branch
 from scripts.rebase import trial
@@ -95,6 +99,51 @@ def build(
     made = build_branch(clone, base, applied, signer, branch)
     gitcmd.switch(clone, branch, force=True)  # the clone shows what would be pushed
     return found, made
+
+
+def target_gates(clone: Path, base: str, where: str, tools: Tools, proof: OffNpuProof, scratch: Path) -> SeriesLint:
+    """The series on REF (the clone's branch) judged by REF's own gates: its `.pre-commit-config.yaml` and
+    tools/, as upstream's CI will judge the PR; scratch receives REF's tree (ruff format's "before")."""
+    source = precommit.tree_gates(clone, base, where, tools.hooks)
+    export_tree(clone, base, scratch)
+    return lint_tree(tools, source, clone, base, proof, scratch)
+
+
+# Where a target tree keeps its PR template and states its DCO rule (GitHub's places, then the usual guides).
+TEMPLATES = (".github/PULL_REQUEST_TEMPLATE.md", ".github/pull_request_template.md", "PULL_REQUEST_TEMPLATE.md")
+DCO_FILES = (".github/dco.yml", "CONTRIBUTING.md", ".github/CONTRIBUTING.md")
+DCO_WORDS = re.compile(r"\bDCO\b|Developer Certificate of Origin|Signed-off-by", re.I)
+
+
+@dataclass(frozen=True)
+class TargetRules:
+    """The PR template and DCO rule of the target tree, as the PR is judged by them."""
+
+    template: str | None  # the template's text (None: the target has none; the kit's own sections are used)
+    template_from: str
+    dco_from: str
+
+
+def target_rules(clone: Path, base: str) -> TargetRules:
+    """The target's PR template and where it states its DCO rule; commits are signed off either way."""
+    found = next(((p, t) for p in TEMPLATES if (t := gitcmd.show_file(clone, base, p)) is not None), None)
+    dco = next((p for p in DCO_FILES if DCO_WORDS.search(gitcmd.show_file(clone, base, p) or "")), None)
+    return TargetRules(
+        found[1] if found else None,
+        f"{found[0]} of the target" if found else "the kit's sections (the target has no PR template)",
+        f"{dco} of the target" if dco else "none stated by the target; every commit is signed off all the same",
+    )
+
+
+def gate_report(result: SeriesLint) -> str:
+    """What REF's gates say: the series' own lines first (they fail the PR), then upstream's pre-existing ones."""
+    own = "\n".join(f"  {f}" for f in result.findings) or "  none"
+    theirs = "\n".join(f"  {f}" for f in result.pre_existing) or "  none"
+    return (
+        f"Gates of the target ({result.gates}):\n"
+        f"on the series' own lines ({len(result.findings)}):\n{own}\n"
+        f"pre-existing upstream, not the series' ({len(result.pre_existing)}):\n{theirs}"
+    )
 
 
 def push_reason(stdout: str, stderr: str) -> str:

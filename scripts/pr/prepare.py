@@ -23,11 +23,12 @@ import shlex
 import shutil
 import subprocess
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from scripts import revisions
 from scripts.checks import scope
-from scripts.checks.lint import SeriesLint
+from scripts.checks.lint import OffNpuProof, SeriesLint, Tools
 from scripts.errors import KitError
 from scripts.pr import onto, rangediff
 from scripts.pr.branch import Signer
@@ -129,9 +130,21 @@ def previous_cover(ws: Workspace, prev: revisions.Revision | None, text: str) ->
     return compare(revisions.find_cover(prev, ws.pr_dir / prev.label / "series", ws.root), text, prev.label)
 
 
+@dataclass(frozen=True)
+class Onto:
+    """pr/vN made on REF in the kit's clone: what it holds and what REF's own rules say of it."""
+
+    kept: list[Patch]  # the patches upstream does not have yet
+    made: list[str]  # their upstream commits
+    base: str  # "URL REF (sha)"
+    verdicts: str  # the verdict table
+    gates: SeriesLint  # REF's own gates on the branch
+    rules: onto.TargetRules  # REF's PR template and DCO rule
+
+
 def put_onto(ws: Workspace, args: argparse.Namespace, patches: list[Patch], commits: list[str], signer: Signer,
-             branch: str) -> tuple[list[Patch], list[str], str, str]:  # fmt: skip
-    """(patches kept, their upstream commits, base label, verdict table) of pr/vN made on REF in the kit's clone."""
+             branch: str, tools: Tools, proof: OffNpuProof) -> Onto:  # fmt: skip
+    """pr/vN made on REF in the kit's clone, judged by REF's gates."""
     url, ref = trial.git_url(args.onto[0]), args.onto[1]
     clone = onto.kit_clone(ws.upstream_clone)
     progress(f"fetching {url} {ref} into .work/{ws.upstream_clone.name}")
@@ -143,7 +156,11 @@ def put_onto(ws: Workspace, args: argparse.Namespace, patches: list[Patch], comm
     for v in verdicts:
         if v.outcome in DROPPED:
             progress(f"{v.name}: left out of {branch} ({v.shown})")
-    return kept, made, f"{url} {ref} ({base[:12]})", verdict_table
+    progress(f"the gates of {ref}: its .pre-commit-config.yaml and tools/, on {branch}")
+    with tempfile.TemporaryDirectory(dir=ws.work, prefix=".pr-onto-base-") as tmp:
+        gates = onto.target_gates(clone, base, f"{url} {ref}", tools, proof, Path(tmp) / "tree")
+    print(onto.gate_report(gates))
+    return Onto(kept, made, f"{url} {ref} ({base[:12]})", verdict_table, gates, onto.target_rules(clone, base))
 
 
 def refuse_open_without_gh(args: argparse.Namespace, branch: str, title: str, body_file: Path) -> None:

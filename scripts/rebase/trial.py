@@ -26,6 +26,8 @@ from scripts.checkout.apply import commit_all
 from scripts.checkout.guards import Inspection, guard
 from scripts.checkout.pristine import build_pristine
 from scripts.checkout.state import State, pin_digest, read_state, write_state
+from scripts.checks.hooks import Hook
+from scripts.checks.precommit import release_gates, tree_gates
 from scripts.errors import KitError
 from scripts.gitcmd import GitFailed, head
 from scripts.pin import COMMIT, Pin, fetch_verified, parse_pin, verify_digest
@@ -140,6 +142,22 @@ def try_series(
     return repo, judge_series(repo, scratch / "current", patches, commits, with_history=target.kind == "git")
 
 
+def gates_of(target: Target, repo: Path, table: tuple[Hook, ...]) -> dict[str, object]:
+    """Which gates the target judges the series by, and how the kit runs each (lint runs them after --move):
+    a git target's own config, read as data, or the kit's table for a release."""
+    source = tree_gates(repo, target.commit, f"{target.url} {target.ref}", table) if target.kind == "git" else (
+        release_gates(table))  # fmt: skip
+    return {"source": source.label, "hooks": [[h.id, h.version, how_run(h)] for h in source.hooks]}
+
+
+def how_run(hook: Hook) -> str:
+    if hook.run == "no":
+        return f"{'not run' if hook.stand_in else 'unchecked'}: {hook.why}"
+    if hook.run == "local":
+        return f"from the tree ({hook.language}): {hook.entry}"
+    return f"registry package {hook.package}"
+
+
 # ---- reports -----------------------------------------------------------------------
 
 
@@ -170,7 +188,12 @@ def dependent_tests(dropped: list[Patch], test_files: dict[str, str]) -> dict[st
 
 
 def report(
-    pin: Pin, target: Target, verdicts: list[Verdict], moved: bool, depends: dict[str, list[str]]
+    pin: Pin,
+    target: Target,
+    verdicts: list[Verdict],
+    moved: bool,
+    depends: dict[str, list[str]],
+    gates: dict[str, object],
 ) -> dict[str, object]:
     return {
         "from": pin.label,
@@ -189,6 +212,7 @@ def report(
         "counts": {o: sum(v.outcome == o for v in verdicts) for o in OUTCOMES},
         "applies": all(v.outcome != "conflict" for v in verdicts),
         "dependent_tests": depends,
+        "gates": gates,
         "moved": moved,
     }
 
@@ -203,9 +227,16 @@ def markdown(data: dict[str, object], verdicts: list[Verdict]) -> str:
     depends = data["dependent_tests"]
     assert isinstance(depends, dict)
     deps = "\n".join(f"- `{name}`: {', '.join(f'`{t}`' for t in tests)}" for name, tests in depends.items())
+    gates = data["gates"]
+    assert isinstance(gates, dict)
+    gate_rows = markdown_table(["hook", "version", "how the kit runs it"], [tuple(row) for row in gates["hooks"]])
     return f"""## Rebase of the series: {data["from"]} -> {data["to"]}
 
 {rows}
+
+Gates of the target ({gates["source"]}); `nox -s lint` runs them once the pin has moved:
+
+{gate_rows}
 
 {f"Per hunk:{chr(10)}{hunks}{chr(10)}" if hunks else ""}
 Tests that exercise a dropped patch's files (they now test upstream's version):

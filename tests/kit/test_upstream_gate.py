@@ -52,14 +52,16 @@ def test_every_hook_of_upstreams_config_is_listed_and_its_gate_counts_what_the_s
     (tmp_path / "vllm_omni").mkdir()
     (tmp_path / "vllm_omni/a.py").write_text("x = 1  \ny = 2  \n")
     trailing = [h for h in table if h.id == "trailing-whitespace"]
-    gate = hooks.run_gate(trailing, tmp_path, {"vllm_omni/a.py": {2}}, set(), None, KIT_ROOT / "ci")
+    gate = hooks.run_gate(trailing, tmp_path, {"vllm_omni/a.py": {2}}, set(), hooks.Bins(None), KIT_ROOT / "ci")
     assert [(f.file, f.line) for f in gate.counted] == [("vllm_omni/a.py", 2)]
     assert [(f.file, f.line) for f in gate.pre_existing] == [("vllm_omni/a.py", 1)]
     assert (tmp_path / "vllm_omni/a.py").read_text() == "x = 1  \ny = 2  \n"  # never fixed in place
     (tmp_path / ".github/workflows").mkdir(parents=True)
     (tmp_path / ".github/workflows/npu.yml").write_text("on: push\n")
     unrunnable = [h for h in table if h.run == "no"]
-    gate = hooks.run_gate(unrunnable, tmp_path, {".github/workflows/npu.yml": {1}}, set(), None, KIT_ROOT / "ci")
+    gate = hooks.run_gate(
+        unrunnable, tmp_path, {".github/workflows/npu.yml": {1}}, set(), hooks.Bins(None), KIT_ROOT / "ci"
+    )
     assert [(f.hook, f.file) for f in gate.counted] == [("actionlint", ".github/workflows/npu.yml")]
     assert gate.counted[0].message.startswith("unchecked: upstream pins actionlint v1.7.7")
 
@@ -79,7 +81,7 @@ def test_a_malformed_hook_table_is_one_line(text: str, said: str) -> None:
 
 def test_located_output_of_a_file_named_with_a_space_and_no_line() -> None:
     out = "other.py:1: no\na b.py - Could not parse ast\n"
-    assert hooks.located(out, ["a b.py"]) == [("a b.py", 1, "a b.py - Could not parse ast")]
+    assert hooks.located(out, ["a b.py"]) == [("a b.py", 1, "a b.py - Could not parse ast", True)]
     assert hooks.message("a b.py - Could not parse ast", "a b.py", 1) == "Could not parse ast"
 
 

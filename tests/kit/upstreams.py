@@ -4,6 +4,7 @@ of a patch, a rename of a touched file, a merge later reverted)."""
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -147,3 +148,81 @@ def make_next_upstreams(repo: Path) -> None:
     am(repo, patch("0001"))
     git("revert", "--no-edit", "HEAD", cwd=repo, env=AUTHOR)
     git("checkout", "-q", "main", cwd=repo)
+
+
+# ---- an upstream that carries its own gates: .pre-commit-config.yaml and a local hook in tools/ ----
+
+NPU_IMPORT_HOOK = "torch-npu-only-in-platforms"
+UNSERVED_HOOK = "npu-style"  # a remote hook repository the package registry does not serve
+# The local hook, written for these tests: torch_npu may be imported only by the platform layer.
+NPU_IMPORT_TOOL = '''\
+"""Fail on each import of torch_npu in a file outside vllm_omni/platforms/."""
+import ast
+import sys
+
+failed = False
+for name in sys.argv[1:]:
+    if name.startswith("vllm_omni/platforms/"):
+        continue
+    with open(name, encoding="utf-8") as f:
+        module = ast.parse(f.read(), name)
+    for node in ast.walk(module):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            targets = [node.module or ""]
+        else:
+            continue
+        if any(t.split(".")[0] == "torch_npu" for t in targets):
+            print(f"{name}:{node.lineno}: torch_npu is imported outside vllm_omni/platforms/")
+            failed = True
+sys.exit(1 if failed else 0)
+'''
+TRAILING = """\
+  - repo: https://github.com/pre-commit/pre-commit-hooks
+    rev: v6.0.0
+    hooks:
+      - id: trailing-whitespace
+"""
+GATES_DROPPED = f"repos:\n{TRAILING}"
+SIGNOFF = """\
+      - id: signoff-commit
+        name: Sign off
+        entry: git interpret-trailers --in-place --trailer sign
+        language: system
+        stages: [commit-msg]
+"""
+
+
+def gated_config(deps: tuple[str, ...] = ()) -> str:
+    """The config with the local import hook (its additional_dependencies: deps) and the unserved remote one."""
+    extra = f"        additional_dependencies: [{', '.join(deps)}]\n" if deps else ""
+    return f"""repos:
+{TRAILING}  - repo: https://git.example.org/npu-lint/npu-style-hooks
+    rev: v0.3.1
+    hooks:
+      - id: {UNSERVED_HOOK}
+        files: ^vllm_omni/
+  - repo: local
+    hooks:
+      - id: {NPU_IMPORT_HOOK}
+        name: torch_npu only in the platform layer
+        entry: python tools/check_npu_import.py
+        language: python
+        types: [python]
+{extra}{SIGNOFF}"""
+
+
+def add_gates(repo: Path, config: str, message: str = "Add pre-commit gates") -> str:
+    """Commit config as the repository's .pre-commit-config.yaml (and the local hook's tool); the commit."""
+    (repo / "tools").mkdir(exist_ok=True)
+    (repo / "tools" / "check_npu_import.py").write_text(NPU_IMPORT_TOOL, encoding="utf-8")
+    (repo / ".pre-commit-config.yaml").write_text(config, encoding="utf-8")
+    return commit_all(repo, message)
+
+
+def git_pin(kit_pin: str, url: Path, commit: str) -> str:
+    """A kit's pin text moved to the git source at commit of url (the wheel fields kept, as a move keeps them)."""
+    text = kit_pin.replace('source = "wheel"', 'source = "git"')
+    text = re.sub(r'(?m)^url = ".*"$', f'url = "{url}"', text)
+    return re.sub(r'(?m)^commit = ".*"$', f'commit = "{commit}"', text)
