@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 import torch
-from test_npu_paged_attention import (
+from _paged_attention import (
     BLOCK,
     BY_NAME,
     DTYPES,
