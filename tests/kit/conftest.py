@@ -24,8 +24,9 @@ from unittest import mock
 import e2e_prereq
 import pytest
 
-from scripts import signals
+from scripts import kittools, signals
 from scripts.__main__ import main
+from scripts.checks.hooks import load_hooks, packages
 from scripts.gitcmd import KIT_IDENTITY, git
 from scripts.workspace import Workspace
 
@@ -49,6 +50,17 @@ SMALL_UPSTREAM = {
     "vllm_omni/layers/rope.py": "".join(f"line {i}\n" for i in range(1, 41)),
     "vllm_omni/attn.py": "def attend(q):\n    return q\n",
 }
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """One message, not a failure per test, when the tests run without the tools `nox -s kit` installs."""
+    ws = Workspace.of_kit()
+    wanted = [*kittools.pin_lines(ws.kit_tools), *packages(load_hooks(ws.upstream_hooks))]
+    if lacking := kittools.missing(wanted):
+        raise pytest.UsageError(
+            f"kit: error: this interpreter lacks the kit's test tools {', '.join(lacking)} -- run: nox -s kit "
+            "(it installs ci/kit-dev-tools.txt and upstream's hooks; `nox -s kit -- tests/kit/test_x.py` runs one)"
+        )
 
 
 def build_wheel(dest: Path, files: dict[str, str], version: str = "0.1.0") -> tuple[Path, str]:
