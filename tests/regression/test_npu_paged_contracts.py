@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 import torch
+from _oracle import paged_attention_call as paged
 from _paged_attention import (
     BLOCK,
     BY_NAME,
@@ -21,7 +22,6 @@ from _paged_attention import (
     make_inputs,
     npu_forward_context,
     on,
-    paged,
     reference,
     staged_inputs,
 )
