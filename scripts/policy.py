@@ -6,21 +6,23 @@ the README's generated tables are current, and every workflow pins its actions b
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from scripts.gitcmd import git
 from scripts.readme import expected_blocks, stale
 from scripts.workspace import Workspace
 
-# The kit's docs and modules as comments cite them (docs/y.md, `scripts/x.py`); tests/ and the rest
+# The kit's docs and modules as comments cite them (paths under docs and scripts); tests/ and the rest
 # also name upstream's paths (tests/diffusion/...), so they are left out.
 OWN_PATH = re.compile(r"(?<![\w/.-])((?:scripts|docs)/[\w./-]*\w)")
 # Notes that lived beside the repository while it was written, never in it.
 OUTSIDE = ("UPSTREAM" + ".md", "DESIGN" + ".md", "STYLE" + ".md", "../" + "shared")
 CITING = (".md", ".py", ".yml", ".toml", ".txt")
 PINNED_ACTION = re.compile(r"[\w.-]+/[\w./-]+@[0-9a-f]{40}")
+# Folders the kit, git or the tools make (.gitignore), never the repository's text.
+MADE = (".git", ".work", ".nox", ".venv", "__pycache__", ".pytest_cache", ".benchmarks", ".hypothesis")
 # Files that cite missing paths on purpose: the bite tests of these rules.
 EXAMPLES = ("tests/kit/test_standalone.py",)
 
@@ -55,9 +57,18 @@ def workflow_findings(name: str, text: str) -> list[str]:
     return found
 
 
+def repository_files(root: Path) -> list[str]:
+    """The repository's files, relative: what the kit makes (.work, .nox, .venv) and caches left out."""
+    names = []
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d not in MADE)
+        names += [str((Path(folder) / f).relative_to(root)) for f in sorted(files) if f != ".git"]
+    return names
+
+
 def findings(ws: Workspace) -> list[str]:
-    """Every rule over the repository's tracked files."""
-    names = git("ls-files", cwd=ws.root).splitlines()
+    """Every rule over the repository's files."""
+    names = repository_files(ws.root)
     readme = (ws.root / "README.md").read_text(encoding="utf-8")
     workflows = sorted((ws.root / ".github" / "workflows").glob("*.yml"))
     return [

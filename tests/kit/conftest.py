@@ -270,15 +270,19 @@ def free_port(ephemeral: range | None = None) -> int:
     raise RuntimeError(f"no free loopback port in {low}-{ephemeral.start - 1}")
 
 
+def live_processes() -> Iterator[tuple[int, list[str], list[bytes]]]:
+    """(pid, /proc stat fields after the name: state ppid pgrp ..., argv) of each live (not zombie) process."""
+    for entry in (e for e in Path("/proc").iterdir() if e.name.isdigit()):
+        with contextlib.suppress(OSError):  # a process that ended meanwhile
+            fields = (entry / "stat").read_text().rsplit(")", 1)[-1].split()
+            args = (entry / "cmdline").read_bytes().split(b"\0")
+            if fields[0] != "Z":
+                yield int(entry.name), fields, args
+
+
 def live_pids(wanted: Callable[[list[bytes]], bool]) -> list[int]:
     """Pids of live (not zombie) processes other than this one whose argv `wanted` accepts."""
-    found = []
-    for entry in (e for e in Path("/proc").iterdir() if e.name.isdigit() and int(e.name) != os.getpid()):
-        with contextlib.suppress(OSError):  # a process that ended meanwhile
-            args = (entry / "cmdline").read_bytes().split(b"\0")
-            if (entry / "stat").read_text().rsplit(")", 1)[-1].split()[0] != "Z" and wanted(args):
-                found.append(int(entry.name))
-    return found
+    return [pid for pid, _, args in live_processes() if pid != os.getpid() and wanted(args)]
 
 
 THREE_PATCHES = [
