@@ -21,8 +21,8 @@ OWN_PATH = re.compile(r"(?<![\w/.-])((?:scripts|docs)/[\w./-]*\w)")
 OUTSIDE = ("UPSTREAM" + ".md", "DESIGN" + ".md", "STYLE" + ".md", "../" + "shared")
 CITING = (".md", ".py", ".yml", ".toml", ".txt")
 PINNED_ACTION = re.compile(r"[\w.-]+/[\w./-]+@[0-9a-f]{40}")
-# Folders the kit, git or the tools make (.gitignore), never the repository's text.
-MADE = (".git", ".work", ".nox", ".venv", "__pycache__", ".pytest_cache", ".benchmarks", ".hypothesis")
+# Folders the kit and git make (.gitignore); tools' caches say so themselves (made_folder).
+MADE = (".git", ".work", ".nox", ".venv", "__pycache__", ".benchmarks")
 # Files that cite missing paths on purpose: the bite tests of these rules.
 EXAMPLES = ("tests/kit/test_standalone.py",)
 
@@ -57,11 +57,18 @@ def workflow_findings(name: str, text: str) -> list[str]:
     return found
 
 
+def made_folder(folder: Path) -> bool:
+    """A folder the kit, git or a tool made: named in MADE, tagged a cache, or ignoring all of itself."""
+    ignore = folder / ".gitignore"
+    ignores_all = ignore.is_file() and "*" in ignore.read_text(encoding="utf-8").splitlines()
+    return folder.name in MADE or (folder / "CACHEDIR.TAG").is_file() or ignores_all
+
+
 def repository_files(root: Path) -> list[str]:
     """The repository's files, relative: what the kit makes (.work, .nox, .venv) and caches left out."""
     names = []
     for folder, dirs, files in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if d not in MADE)
+        dirs[:] = sorted(d for d in dirs if not made_folder(Path(folder) / d))
         names += [str((Path(folder) / f).relative_to(root)) for f in sorted(files) if f != ".git"]
     return names
 
