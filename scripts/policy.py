@@ -21,8 +21,8 @@ OWN_PATH = re.compile(r"(?<![\w/.-])((?:scripts|docs)/[\w./-]*\w)")
 OUTSIDE = ("UPSTREAM" + ".md", "DESIGN" + ".md", "STYLE" + ".md", "../" + "shared")
 CITING = (".md", ".py", ".yml", ".toml", ".txt")
 PINNED_ACTION = re.compile(r"[\w.-]+/[\w./-]+@[0-9a-f]{40}")
-# Folders the kit and git make (.gitignore); tools' caches say so themselves (made_folder).
-MADE = (".git", ".work", ".nox", ".venv", "__pycache__", ".benchmarks")
+# Folders git and the tools make (.gitignore; the kit's own is the workspace's); caches say so themselves.
+MADE = (".git", ".nox", ".venv", "__pycache__", ".benchmarks")
 # Files that cite missing paths on purpose: the bite tests of these rules.
 EXAMPLES = ("tests/kit/test_standalone.py",)
 
@@ -64,18 +64,18 @@ def made_folder(folder: Path) -> bool:
     return folder.name in MADE or (folder / "CACHEDIR.TAG").is_file() or ignores_all
 
 
-def repository_files(root: Path) -> list[str]:
+def repository_files(root: Path, work: Path) -> list[str]:
     """The repository's files, relative: what the kit makes (.work, .nox, .venv) and caches left out."""
     names = []
     for folder, dirs, files in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if not made_folder(Path(folder) / d))
+        dirs[:] = sorted(d for d in dirs if Path(folder) / d != work and not made_folder(Path(folder) / d))
         names += [str((Path(folder) / f).relative_to(root)) for f in sorted(files) if f != ".git"]
     return names
 
 
 def findings(ws: Workspace) -> list[str]:
     """Every rule over the repository's files."""
-    names = repository_files(ws.root)
+    names = repository_files(ws.root, ws.work)
     readme = (ws.root / "README.md").read_text(encoding="utf-8")
     workflows = sorted((ws.root / ".github" / "workflows").glob("*.yml"))
     return [

@@ -23,4 +23,4 @@ def test_the_rule_reads_the_repository_s_files_not_what_the_kit_or_tools_made(tm
         (tmp_path / name).write_text("x\n", encoding="utf-8")
     (tmp_path / ".cache" / ".gitignore").write_text("# made by a tool\n*\n", encoding="utf-8")
     (tmp_path / ".ruff_cache" / "CACHEDIR.TAG").write_text("", encoding="utf-8")
-    assert repository_files(tmp_path) == [".github/workflows/x.yml", "docs/a.md"]
+    assert repository_files(tmp_path, tmp_path / ".work") == [".github/workflows/x.yml", "docs/a.md"]
