@@ -46,6 +46,7 @@ def command_modules() -> tuple[ModuleType, ...]:
         lint,
         mutate,
         pin,
+        policy,
         pr,
         readme,
         rebase,
@@ -53,7 +54,7 @@ def command_modules() -> tuple[ModuleType, ...]:
         test,
     )
 
-    return (pin, apply, refresh, lint, test, bench, legenv, legpins, mutate, e2e, ascendci, pr, rebase, readme)
+    return (pin, apply, refresh, lint, test, bench, legenv, legpins, mutate, e2e, ascendci, pr, rebase, readme, policy)
 
 
 def name_of(module: ModuleType) -> str:

@@ -3,6 +3,7 @@ the pins here), and pip."""
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 import re
 import subprocess
@@ -44,6 +45,18 @@ def pinned(name: str, tools: Path) -> str:
 
 def version(name: str, tools: Path) -> str:
     return pinned(name, tools).partition("==")[2]
+
+
+def missing(requirements: Sequence[str]) -> list[str]:
+    """The pinned tools this interpreter lacks, by name: any installed version counts (`nox -s kit` pins them)."""
+    names = dict.fromkeys(m[1] for line in requirements if (m := PIN_LINE.match(line)))
+    lacking = []
+    for name in names:
+        try:
+            importlib.metadata.distribution(name)
+        except importlib.metadata.PackageNotFoundError:
+            lacking.append(name)
+    return lacking
 
 
 def pip_argv() -> list[str]:

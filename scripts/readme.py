@@ -1,6 +1,6 @@
 """The README's generated tables: the patch series (from patches/) and the kit's
 lint rules (from lint.RULES). `python -m scripts readme` prints both blocks, markers
-included, to paste over the old ones; tests/kit/test_readme.py fails while they differ.
+included, to paste over the old ones; `python -m scripts policy` fails while they differ.
 """
 
 from __future__ import annotations

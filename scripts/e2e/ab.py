@@ -213,8 +213,7 @@ def run_trials(ws: Workspace, config: E2EConfig, folder: Path, variants: Mapping
 def lossless(folder: Path, trials: Sequence[Trial]) -> dict[str, Any]:
     """Every trial's video against trial 1's (an A): md5, then every decoded frame."""
     videos = [folder / f"run-{t.record.index}" / "video.mp4" for t in trials]
-    hashes = [v.with_name("frames.sha256") for v in videos]
-    results = [compare.compare_pair(videos[0], v, hashes[0], h) for v, h in zip(videos[1:], hashes[1:], strict=True)]
+    results = compare.against_first(videos)
     for t, v in zip(trials, videos, strict=True):
         t.record.md5 = compare.md5_file(v)
     by_variant = {name: [r for t, r in zip(trials[1:], results, strict=True) if t.variant == name] for name in "AB"}
@@ -226,7 +225,7 @@ def lossless(folder: Path, trials: Sequence[Trial]) -> dict[str, Any]:
         "md5_equal": all(r.md5_equal for r in by_variant["B"]),
         "first_diff_frame": min(firsts, default=None),
         "differing_frames": max((r.differing_frames for r in by_variant["B"]), default=0),
-        "frame_counts": [results[0].frame_counts[0], *(r.frame_counts[1] for r in results)] if results else [],
+        "frame_counts": compare.frame_counts(results),
     }
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import zip_longest
 from pathlib import Path
@@ -120,6 +120,17 @@ def compare_pair(reference: Path, candidate: Path, ref_hashes: Path, cand_hashes
         differing_frames=count,
         worst=worst,
     )
+
+
+def against_first(videos: Sequence[Path]) -> list[Comparison]:
+    """Every video after the first against the first; each one's frame hashes land in frames.sha256 beside it."""
+    hashes = [v.with_name("frames.sha256") for v in videos]
+    return [compare_pair(videos[0], v, hashes[0], h) for v, h in zip(videos[1:], hashes[1:], strict=True)]
+
+
+def frame_counts(results: Sequence[Comparison]) -> list[int]:
+    """Decoded frames per video, the first one's included ([] when nothing was compared)."""
+    return [results[0].frame_counts[0], *(r.frame_counts[1] for r in results)] if results else []
 
 
 def _count_lines(path: Path) -> int:

@@ -89,10 +89,6 @@ class E2EConfig:
     def health_url(self) -> str:
         return f"http://{self.host}:{self.port}/health"
 
-    @property
-    def ws_url(self) -> str:
-        return f"ws://{self.host}:{self.port}{WS_PATH}"
-
 
 def parse_band(text: str) -> tuple[float, float]:
     """``"LO:HI"`` in milliseconds -> (lo, hi); finite, 0 <= lo <= hi."""

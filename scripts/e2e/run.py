@@ -131,8 +131,7 @@ def judge_performance(record: RunRecord, json_path: Path, config: E2EConfig) -> 
 def judge_determinism(folder: Path, runs: Sequence[RunRecord]) -> dict[str, Any]:
     """Every run's video against run 1's."""
     videos = [folder / f"run-{r.index}" / "video.mp4" for r in runs]
-    hashes = [v.with_name("frames.sha256") for v in videos]
-    results = [compare.compare_pair(videos[0], v, hashes[0], h) for v, h in zip(videos[1:], hashes[1:], strict=True)]
+    results = compare.against_first(videos)
     for r, v in zip(runs, videos, strict=True):
         r.md5 = compare.md5_file(v)
         r.files["frames.sha256"] = _rel(folder, v.with_name("frames.sha256"))
@@ -141,7 +140,7 @@ def judge_determinism(folder: Path, runs: Sequence[RunRecord]) -> dict[str, Any]
     return {
         "md5_equal": all(c.md5_equal for c in results),
         "frames_equal": all(c.frames_equal for c in results),
-        "frame_counts": [results[0].frame_counts[0], *(c.frame_counts[1] for c in results)],
+        "frame_counts": compare.frame_counts(results),
         "first_diff_frame": min(firsts, default=None),
         "differing_frames": max((c.differing_frames for c in results), default=0),
         "max_abs_diff": None if worst is None else worst.max_abs_diff,

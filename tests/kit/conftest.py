@@ -24,8 +24,9 @@ from unittest import mock
 import e2e_prereq
 import pytest
 
-from scripts import signals
+from scripts import kittools, signals
 from scripts.__main__ import main
+from scripts.checks.hooks import load_hooks, packages
 from scripts.gitcmd import KIT_IDENTITY, git
 from scripts.workspace import Workspace
 
@@ -49,6 +50,17 @@ SMALL_UPSTREAM = {
     "vllm_omni/layers/rope.py": "".join(f"line {i}\n" for i in range(1, 41)),
     "vllm_omni/attn.py": "def attend(q):\n    return q\n",
 }
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """One message, not a failure per test, when the tests run without the tools `nox -s kit` installs."""
+    ws = Workspace.of_kit()
+    wanted = [*kittools.pin_lines(ws.kit_tools), *packages(load_hooks(ws.upstream_hooks))]
+    if lacking := kittools.missing(wanted):
+        raise pytest.UsageError(
+            f"kit: error: this interpreter lacks the kit's test tools {', '.join(lacking)} -- run: nox -s kit "
+            "(it installs ci/kit-dev-tools.txt and upstream's hooks; `nox -s kit -- tests/kit/test_x.py` runs one)"
+        )
 
 
 def build_wheel(dest: Path, files: dict[str, str], version: str = "0.1.0") -> tuple[Path, str]:
@@ -258,15 +270,19 @@ def free_port(ephemeral: range | None = None) -> int:
     raise RuntimeError(f"no free loopback port in {low}-{ephemeral.start - 1}")
 
 
+def live_processes() -> Iterator[tuple[int, list[str], list[bytes]]]:
+    """(pid, /proc stat fields after the name: state ppid pgrp ..., argv) of each live (not zombie) process."""
+    for entry in (e for e in Path("/proc").iterdir() if e.name.isdigit()):
+        with contextlib.suppress(OSError):  # a process that ended meanwhile
+            fields = (entry / "stat").read_text().rsplit(")", 1)[-1].split()
+            args = (entry / "cmdline").read_bytes().split(b"\0")
+            if fields[0] != "Z":
+                yield int(entry.name), fields, args
+
+
 def live_pids(wanted: Callable[[list[bytes]], bool]) -> list[int]:
     """Pids of live (not zombie) processes other than this one whose argv `wanted` accepts."""
-    found = []
-    for entry in (e for e in Path("/proc").iterdir() if e.name.isdigit() and int(e.name) != os.getpid()):
-        with contextlib.suppress(OSError):  # a process that ended meanwhile
-            args = (entry / "cmdline").read_bytes().split(b"\0")
-            if (entry / "stat").read_text().rsplit(")", 1)[-1].split()[0] != "Z" and wanted(args):
-                found.append(int(entry.name))
-    return found
+    return [pid for pid, _, args in live_processes() if pid != os.getpid() and wanted(args)]
 
 
 THREE_PATCHES = [

@@ -24,7 +24,17 @@ from pathlib import Path
 from subprocess import PIPE, CompletedProcess
 
 import pytest
-from conftest import AUTHOR, KIT_ROOT, SMALL_UPSTREAM, Kit, build_wheel, clone, copy_kit, pin_toml
+from conftest import (
+    AUTHOR,
+    KIT_ROOT,
+    SMALL_UPSTREAM,
+    Kit,
+    build_wheel,
+    clone,
+    copy_kit,
+    live_processes,
+    pin_toml,
+)
 from hypothesis import HealthCheck, event, note, seed, settings
 from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context
@@ -213,16 +223,11 @@ def rule(**strategies: st.SearchStrategy) -> Callable[[Callable[..., None]], Cal
 
 def processes(field: int, value: int) -> list[str]:
     """Live processes (pid, state, command line) whose /proc stat field after the name (1: ppid, 2: pgrp) is value."""
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-            cmdline = (stat.parent / "cmdline").read_bytes()
-        except OSError:
-            continue  # it ended while we looked
-        if fields[0] != "Z" and int(fields[field]) == value:
-            found.append(f"{stat.parent.name} {fields[0]} " + cmdline.replace(b"\0", b" ").decode(errors="replace"))
-    return found
+    return [
+        f"{pid} {fields[0]} " + b" ".join(args).decode(errors="replace")
+        for pid, fields, args in live_processes()
+        if int(fields[field]) == value
+    ]
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ STAGES: dict[int, tuple[str, ...]] = {
     6: ("e2e.", "ascendci"),
     7: ("rebase.",),
     8: ("pr.",),
-    9: ("readme",),
+    9: ("readme", "policy"),
     10: ("commands.", "__main__"),
 }
 

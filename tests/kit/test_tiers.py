@@ -3,10 +3,14 @@ builds or uses a leg env, starts servers on the real checkout or fetches a real 
 
 import ast
 import configparser
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 from conftest import KIT_ROOT
 
-from scripts.kittools import HEAVY_MARKERS, KIT_TIERS, kit_tests_command
+from scripts.kittools import HEAVY_MARKERS, KIT_TIERS, kit_tests_command, missing
 
 # Helpers whose use makes a test heavy, by the marker that says so.
 HEAVY_CALLS = {
@@ -112,3 +116,23 @@ def test_every_heavy_test_is_marked_and_the_check_bites() -> None:
         "test_b: real_wheel without a legs/e2e/network marker",
     ]
     assert unmarked_heavy_tests("import pytest\npytestmark = pytest.mark.network\n" + source.split("\n", 1)[1]) == []
+
+
+def test_the_kit_tests_without_their_tools_end_in_one_message_naming_them_and_nox(tmp_path: Path) -> None:
+    # A copy of the kit whose ci/kit-dev-tools.txt pins a tool this interpreter lacks: pytest says so, once.
+    for part in ("scripts", "ci"):
+        shutil.copytree(KIT_ROOT / part, tmp_path / part, ignore=shutil.ignore_patterns("__pycache__"))
+    (tmp_path / "tests" / "kit").mkdir(parents=True)
+    for name in ("conftest.py", "e2e_prereq.py", "test_tiers.py"):
+        shutil.copy2(KIT_ROOT / "tests" / "kit" / name, tmp_path / "tests" / "kit" / name)
+    shutil.copy2(KIT_ROOT / "pytest.ini", tmp_path / "pytest.ini")
+    with (tmp_path / "ci" / "kit-dev-tools.txt").open("a", encoding="utf-8") as tools:
+        tools.write("kit-absent-tool==1.0\n")
+    argv = [sys.executable, "-m", "pytest", "tests/kit", "-p", "no:cacheprovider"]
+    done = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, check=False)
+    out = done.stdout + done.stderr
+    lines = [line for line in out.splitlines() if "kit: error:" in line]
+    assert done.returncode == 4, out  # pytest's usage error: no test ran
+    assert len(lines) == 1 and "kit-absent-tool -- run: nox -s kit" in lines[0], out
+    assert "Traceback" not in out and "passed" not in out, out
+    assert missing(["pytest==1", "kit-absent-tool==1.0", "# a comment", "kit-absent-tool==2"]) == ["kit-absent-tool"]

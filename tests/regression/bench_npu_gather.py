@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 import torch
 from _npu_leg import moved_bytes
+from _paged_attention import stubbed_kernel  # noqa: F401  (fixture)
 from npu_standin import simulated_npu
-from test_npu_paged_attention import stubbed_kernel  # noqa: F401  (fixture)
 
 pytestmark = [pytest.mark.npu_leg, pytest.mark.benchmark]
 
@@ -130,7 +130,7 @@ def test_bytes_moved_per_chunk_with_staging_off_and_on(npu_device: torch.device)
 
 def where_lengths_go(npu_device: torch.device) -> dict[str, torch.device]:
     """The devices prepare() (build_block_table) gives query_start_loc and seq_lens for an NPU target."""
-    import test_npu_paged_attention as paged_tests
+    import _paged_attention as paged_tests
 
     ctx = paged_tests.npu_forward_context(npu_device)
     ctx.prepare(npu_device, 0, 2 * paged_tests.BLOCK)

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 import torch
-from test_npu_paged_attention import (
+from _oracle import paged_attention_call as paged
+from _paged_attention import (
     BLOCK,
     BY_NAME,
     DTYPES,
@@ -21,7 +22,6 @@ from test_npu_paged_attention import (
     make_inputs,
     npu_forward_context,
     on,
-    paged,
     reference,
     staged_inputs,
 )
