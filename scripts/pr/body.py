@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from scripts.checks.lint import RULES
+from scripts.checks.rules import RULES
 from scripts.checks.scope import HEADERS, Scope, rfc_warning, rows, total
 from scripts.report import markdown_table
 
