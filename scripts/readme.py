@@ -1,5 +1,5 @@
 """The README's generated tables: the patch series (from patches/) and the kit's
-lint rules (from lint.RULES). `python -m scripts readme` prints both blocks, markers
+lint rules (from rules.RULES). `python -m scripts readme` prints both blocks, markers
 included, to paste over the old ones; `python -m scripts policy` fails while they differ.
 """
 
@@ -9,7 +9,7 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from scripts.checks.lint import RULES, Rule
+from scripts.checks.rules import RULES, Rule
 from scripts.checks.scope import of_patch, total
 from scripts.report import markdown_table
 from scripts.series import Patch, load_series

@@ -58,7 +58,7 @@ _holding: list[bool] = []  # one entry per held() block open now
 
 
 def holding() -> bool:
-    """Whether a held() block is open: a git started now must not be cut by a Ctrl-C either (gitcmd.spawn)."""
+    """Whether a held() block is open: a git started now must not be cut by a Ctrl-C either (gitproc.spawn)."""
     return bool(_holding)
 
 

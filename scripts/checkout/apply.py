@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from scripts import diffparse, gitcmd, signals
+from scripts import diffparse, gitcmd, gitproc, signals
 from scripts.checkout import (
     BRANCH,
     PRISTINE_TAG,
@@ -188,10 +188,10 @@ def prepare_checkout(
 
 def heal_killed(checkout: Path, state: State | None, series_now: str, progress: Progress) -> None:
     """Undo what a kit process killed outright (kill -9 of its process group) left in the checkout: its gits'
-    lock files (never another git's: see gitcmd.kit_own_locks), and a refresh's paused rebase and moved HEAD,
+    lock files (never another git's: see gitproc.kit_own_locks), and a refresh's paused rebase and moved HEAD,
     or, when that refresh had swapped its files into patches/ (series_now is their digest), its record.
     Called by the commands that write the checkout, under its lock, before anything else reads it."""
-    own, markers, _ = gitcmd.kit_own_locks(checkout)
+    own, markers, _ = gitproc.kit_own_locks(checkout)
     for path in [*own, *markers]:
         path.unlink(missing_ok=True)
     marker = checkout / ".git" / REFRESHING

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from scripts import gitcmd
+from scripts import gitcmd, gitproc
 from scripts.checkout import BRANCH, PRISTINE_TAG, CheckoutError, IncompleteCheckout, LocalEdits, StaleCheckout, shown
 from scripts.checkout.state import REFRESHING, State, branch, dirty_paths, in_progress, pin_digest, read_state
 from scripts.digests import sha256_text
@@ -52,7 +52,7 @@ class Inspection:
         return {"file": found[0]} if found else None
 
     def git_busy(self) -> Facts | None:
-        other = gitcmd.kit_own_locks(self.checkout)[2]
+        other = gitproc.kit_own_locks(self.checkout)[2]
         return {"lock": os.path.relpath(other[0], self.checkout.parent.parent)} if other else None
 
     def refresh_killed(self) -> Facts | None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 
 from scripts import records
-from scripts.checks.lint import RULE_IDS, lint_checkout, tools_for
+from scripts.checks.lint import lint_checkout, tools_for
+from scripts.checks.rules import RULE_IDS
 from scripts.commands.common import checkout_lock, current
 from scripts.legs import gateenv
 from scripts.report import progress, table

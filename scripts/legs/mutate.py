@@ -33,7 +33,7 @@ from typing import Any
 import tomllib
 
 from scripts import records
-from scripts.checks.lint import npu_only_lines
+from scripts.checks.rules import npu_only_lines
 from scripts.diffparse import parse
 from scripts.errors import KitError
 from scripts.legs import legenv, probe, suite

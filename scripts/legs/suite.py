@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from scripts.checks.lint import npu_only_lines
+from scripts.checks.rules import npu_only_lines
 from scripts.diffparse import parse
 from scripts.digests import sha256_file
 from scripts.errors import KitError

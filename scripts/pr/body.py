@@ -12,13 +12,11 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from scripts.checks.lint import RULES
+from scripts.checks.rules import RULES
 from scripts.checks.scope import HEADERS, Scope, rfc_warning, rows, total
 from scripts.report import markdown_table
 
 Record = Mapping[str, Any]
-PREFIX = re.compile(r"^(\[[^\]]+\])\s*")
-DEFAULT_PREFIX = "[Hardware][Ascend]"
 NOT_RUN = "not run"
 # (record name, what it is, what was run): the contributor's evidence, in order; {ruff} is the pinned version.
 PLAN = (

@@ -21,7 +21,8 @@ from pathlib import Path
 from scripts import gitcmd
 from scripts.checkout.pristine import export_tree
 from scripts.checks import precommit
-from scripts.checks.lint import OffNpuProof, SeriesLint, Tools, lint_tree
+from scripts.checks.lint import SeriesLint, Tools, lint_tree
+from scripts.checks.proof import OffNpuProof
 from scripts.errors import KitError
 from scripts.pr.branch import Signer, build_branch
 from scripts.rebase import trial

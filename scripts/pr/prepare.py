@@ -28,7 +28,8 @@ from pathlib import Path
 
 from scripts import revisions
 from scripts.checks import scope
-from scripts.checks.lint import OffNpuProof, SeriesLint, Tools
+from scripts.checks.lint import SeriesLint, Tools
+from scripts.checks.proof import OffNpuProof
 from scripts.errors import KitError
 from scripts.pr import onto, rangediff
 from scripts.pr.branch import Signer

@@ -15,17 +15,19 @@ from pathlib import Path
 import pytest
 from conftest import AUTHOR, KIT_ROOT
 
-from scripts import gitcmd
+from scripts import gitcmd, gitproc
 from scripts.pin import git_blob_id
 
 GATEWAY = "gitcmd.py"  # the one module of scripts/ allowed to build git argv
-RAW = {"run", "git", "git_bytes", "spawn", "as_user"}  # gitcmd's functions that take git argv
+RAW = {"run", "git", "git_bytes", "spawn", "as_user"}  # gitcmd's and gitproc's functions that take git argv
+RUNNERS = {"gitcmd", "gitproc"}  # gitproc runs the process gitcmd builds
 
 
 def argv_findings(source: str, name: str) -> list[str]:
     """`file:line: what` for each git command line a source file builds itself."""
     tree = ast.parse(source)
-    imports = [n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module == "scripts.gitcmd"]
+    runners = {f"scripts.{name}" for name in RUNNERS}
+    imports = [n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module in runners]
     raw = {a.asname or a.name for n in imports for a in n.names if a.name in RAW}  # `run as git_run` -> git_run
     found: list[tuple[int, str]] = []
     for node in ast.walk(tree):
@@ -34,9 +36,13 @@ def argv_findings(source: str, name: str) -> list[str]:
         if isinstance(first, ast.Constant) and first.value == "git":
             found.append((node.lineno, "a command line starting with 'git'"))
         elif isinstance(func, ast.Name) and func.id in raw:
-            found.append((node.lineno, f"{func.id}(...) of scripts.gitcmd"))
-        elif isinstance(func, ast.Attribute) and func.attr in RAW and getattr(func.value, "id", None) == "gitcmd":
-            found.append((node.lineno, f"gitcmd.{func.attr}(...)"))
+            found.append((node.lineno, f"{func.id}(...) of scripts.gitcmd or gitproc"))
+        elif (
+            isinstance(func, ast.Attribute)
+            and func.attr in RAW
+            and (owner := getattr(func.value, "id", None)) in RUNNERS
+        ):
+            found.append((node.lineno, f"{owner}.{func.attr}(...)"))
     return [f"{name}:{line}: {what}" for line, what in sorted(found)]
 
 
@@ -47,7 +53,7 @@ def git_argv_outside_gateway(scripts: Path) -> list[str]:
 
 PLANTED = """
 import subprocess
-from scripts import gitcmd
+from scripts import gitcmd, gitproc
 from scripts.gitcmd import run as git_run, head
 
 def status(repo):
@@ -56,6 +62,9 @@ def status(repo):
     git_run("log", cwd=repo)
     gitcmd.git("rev-parse", "HEAD", cwd=repo)
     return head(repo), gitcmd.head(repo)  # named operations: fine
+
+def raw(repo, argv):
+    return gitproc.spawn(argv, repo, {})
 """
 
 
@@ -66,7 +75,7 @@ def test_only_gitcmd_builds_git_command_lines(tmp_path: Path) -> None:
     (scripts / GATEWAY).write_text('def run(*args):\n    return ["git", *args]\n', encoding="utf-8")
     (scripts / "stage" / "planted.py").write_text(PLANTED, encoding="utf-8")
     found = git_argv_outside_gateway(scripts)
-    assert [f.split(": ", 1)[0] for f in found] == [f"stage/planted.py:{n}" for n in (7, 8, 9, 10)], found
+    assert [f.split(": ", 1)[0] for f in found] == [f"stage/planted.py:{n}" for n in (7, 8, 9, 10, 14)], found
 
 
 @pytest.fixture
@@ -137,12 +146,12 @@ def test_user_git_is_the_users_own_but_not_another_repository(
 CTRL_C_DURING_A_CHILD = """
 import contextlib, os, signal, sys, threading
 from pathlib import Path
-from scripts import gitcmd, signals
+from scripts import gitproc, signals
 
 threading.Timer(0.5, lambda: os.killpg(0, signal.SIGINT)).start()
 try:
     with signals.held() if sys.argv[1] == "held" else contextlib.nullcontext():
-        done = gitcmd.spawn(["sh", "-c", "sleep 1.5; echo whole"], Path("."), dict(os.environ))
+        done = gitproc.spawn(["sh", "-c", "sleep 1.5; echo whole"], Path("."), dict(os.environ))
         print(done.returncode, done.stdout.decode().strip(), flush=True)
 except KeyboardInterrupt:
     print("interrupted")
@@ -165,10 +174,10 @@ HANGUP_UNDER_NOHUP = """
 import os, signal, sys
 from pathlib import Path
 import scripts.__main__ as front
-from scripts import gitcmd
+from scripts import gitproc
 front.install_run_handlers()
 try:
-    done = gitcmd.spawn(["sh", "-c", "kill -HUP $$; echo git ran on"], Path("."), dict(os.environ))
+    done = gitproc.spawn(["sh", "-c", "kill -HUP $$; echo git ran on"], Path("."), dict(os.environ))
     print(done.returncode, done.stdout.decode().strip(), flush=True)
     os.kill(os.getpid(), signal.SIGHUP)
     print("kit ran on", flush=True)
@@ -194,7 +203,7 @@ SIGTERM_TO_THE_KIT_ALONE = """
 import os, signal, subprocess, sys, threading, time
 from pathlib import Path
 import scripts.__main__ as front
-from scripts import gitcmd
+from scripts import gitproc
 
 front.install_run_handlers()
 ready = Path("ready")
@@ -212,7 +221,7 @@ else:
     subprocess.Popen = Starting
 child = 'trap "echo cleaned > cleaned; exit 143" TERM; echo > ready; while :; do sleep 0.05; done'
 try:
-    gitcmd.spawn(["sh", "-c", child], Path("."), dict(os.environ))
+    gitproc.spawn(["sh", "-c", child], Path("."), dict(os.environ))
 except KeyboardInterrupt as stop:
     print("interrupted", stop, flush=True)
 """
@@ -245,14 +254,14 @@ def test_a_git_ended_by_a_signal_leaves_none_of_its_locks_and_no_older_one_is_to
     if where == "worktree":
         cwd = tmp_path / "scratch"
         gitcmd.worktree_add(repo, cwd, "HEAD")
-    own = gitcmd.git_dirs(cwd)[0]
+    own = gitproc.git_dirs(cwd)[0]
     older = repo / ".git" / "packed-refs.lock"  # the user's, from before: not the kit's to remove
     older.write_text("")
     os.utime(older, (1, 1))
     made = [own / "index.lock", repo / ".git" / "HEAD.lock", repo / ".git" / "refs" / "heads" / "main.lock"]
     script = "; ".join(f"touch '{p}'" for p in made) + "; kill -INT $$"
-    done = gitcmd.spawn(["sh", "-c", script], cwd, dict(os.environ))
+    done = gitproc.spawn(["sh", "-c", script], cwd, dict(os.environ))
     assert done.returncode == -signal.SIGINT
     assert [p for p in made if p.exists()] == [] and older.exists()
-    assert gitcmd.spawn(["sh", "-c", f"touch '{made[0]}'"], cwd, dict(os.environ)).returncode == 0
+    assert gitproc.spawn(["sh", "-c", f"touch '{made[0]}'"], cwd, dict(os.environ)).returncode == 0
     assert made[0].exists()  # a git that ended by itself keeps what it left: only a killed one is cleaned after

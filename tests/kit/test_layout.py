@@ -15,8 +15,9 @@ from conftest import KIT_ROOT
 
 # stage number -> modules (a name ending in "." is a whole subpackage); 0 is the plumbing.
 STAGES: dict[int, tuple[str, ...]] = {
-    0: tuple(
-        "errors workspace digests report records childenv gitcmd worklock diffparse kittools signals handfile".split()
+    0: (
+        *"errors workspace digests report records childenv gitcmd gitproc worklock".split(),
+        *"diffparse kittools signals handfile".split(),
     ),
     1: ("pin", "registry"),
     2: ("series", "revisions"),

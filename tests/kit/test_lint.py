@@ -10,7 +10,7 @@ from conftest import KIT_ROOT, MARKED_TEST, RUFF, SPDX, Kit, lint, make_series
 
 from scripts import kittools
 from scripts.checks.hooks import hook_version, load_hooks
-from scripts.checks.lint import RULES, check_file, npu_only_lines
+from scripts.checks.rules import RULES, check_file, npu_only_lines
 from scripts.diffparse import FileDiff, parse
 from scripts.pr import body
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from conftest import AUTHOR, RUFF, SMALL_UPSTREAM, SPDX, Kit, build_wheel, clone, copy_kit, lint, pin_toml
 
-from scripts.checks.lint import check_file
 from scripts.checks.offnpu import off_npu_changes
+from scripts.checks.rules import check_file
 from scripts.diffparse import parse
 from scripts.gitcmd import git
 

@@ -1,4 +1,4 @@
-"""The README's series and rule tables are the ones made from patches/ and lint.RULES."""
+"""The README's series and rule tables are the ones made from patches/ and rules.RULES."""
 
 from __future__ import annotations
 

@@ -9,8 +9,8 @@ import pytest
 from conftest import KIT_ROOT, SPDX, Kit, lint, make_series
 
 from scripts.checks import hooks
-from scripts.checks.lint import Declared, OffNpuProof, declarations, judge_off_npu
 from scripts.checks.offnpu import off_npu_changes
+from scripts.checks.proof import Declared, OffNpuProof, declarations, judge_off_npu
 
 HOOKS = KIT_ROOT / "ci" / "upstream-hooks.toml"
 # (case, file edits of one patch, the finding upstream's hook reports, as the lint prints it)
