@@ -238,10 +238,18 @@ def borrow_objects(new: Path, old: Path) -> bool:
 
     Patches were made against the old pin: `git am -3` needs those blobs to merge them onto the new
     one. Best effort: an old checkout git cannot read only means 3-way has less to work with.
+    A git pin is fetched shallow, so both repositories may be: the old one's shallow roots come along
+    (else git drops the ref with a warning and exit 0), and the ref is written only once its commit is here.
     """
     if not (old / ".git").is_dir() or old.is_symlink():
         return False
-    return gitcmd.fetch_head(new, old.resolve(), PREVIOUS_REF).returncode == 0
+    try:
+        commit = head(old)
+        gitcmd.fetch_commit(new, str(old.resolve()), commit, "--no-tags", "--update-shallow")
+    except GitFailed:
+        return False
+    gitcmd.update_ref(new, PREVIOUS_REF, commit)
+    return True
 
 
 def apply_one(checkout: Path, patch: Patch, threeway: bool) -> PatchResult:

@@ -98,35 +98,56 @@ def remote_hook(url: str, rev: str, hook_id: str, common: dict, table: tuple[Hoo
     )
 
 
+# every language pre-commit knows: a local hook in one the kit does not run is unchecked; any other is a typo
+PRE_COMMIT_LANGUAGES = frozenset(
+    "conda coursier dart docker docker_image dotnet fail golang haskell julia lua node perl pygrep python r ruby "
+    "rust script swift system unsupported unsupported_script".split()
+)
+
+
 def local_hook(hook_id: str, row: dict, common: dict) -> Hook:
-    language = str(row.get("language", ""))
+    language = row.get("language")
+    if language not in PRE_COMMIT_LANGUAGES:
+        raise HooksError(
+            f"{CONFIG}: local hook {hook_id} has language {language!r}, which pre-commit does not know",
+            f"give {hook_id} one of pre-commit's languages (python, system, script, ...) in the tree's {CONFIG}",
+        )
+    if not isinstance(row.get("entry"), str) or not row["entry"].strip():
+        raise HooksError(
+            f"{CONFIG}: local hook {hook_id} has no entry", f"give {hook_id} an `entry:` in the tree's {CONFIG}"
+        )
     if language not in LANGUAGES:
         return Hook(
             hook_id,
             "local",
             "no",
-            why=f"language {language or '(none)'} is not one the kit runs ({', '.join(LANGUAGES)})",
+            why=f"language {language} is not one the kit runs ({', '.join(LANGUAGES)})",
             **common,
         )
-    return Hook(hook_id, "local", "local", entry=str(row.get("entry", "")), language=language, **common)
+    return Hook(hook_id, "local", "local", entry=row["entry"], language=language, **common)
 
 
 def tree_hooks(data: object, table: tuple[Hook, ...]) -> tuple[tuple[Hook, ...], tuple[str, ...]]:
     """(the hooks, the python local hooks' additional_dependencies) of a parsed `.pre-commit-config.yaml`."""
-    if not isinstance(data, dict) or not isinstance(data.get("repos"), list):
-        raise HooksError(f"{CONFIG} has no `repos:` list", f"the tree's {CONFIG} must be a pre-commit config")
+    if not isinstance(data, dict):
+        raise HooksError(f"{CONFIG} is not a mapping", f"make the tree's {CONFIG} a pre-commit config (repos: ...)")
+    if not isinstance(data.get("repos"), list):
+        raise HooksError(f"{CONFIG} has no `repos:` list", f"make repos: a list of repositories in the tree's {CONFIG}")
     top_files, top_exclude = str(data.get("files") or ""), str(data.get("exclude") or "")
     default_stages = set(strings(data.get("default_stages"), "default_stages"))
     hooks, deps = [], []
-    for repo in data["repos"]:
+    for number, repo in enumerate(data["repos"], 1):
         if not isinstance(repo, dict) or not isinstance(repo.get("hooks"), list) or "repo" not in repo:
             raise HooksError(
-                f"{CONFIG}: an entry of repos has no `repo:` or no `hooks:` list", f"fix the tree's {CONFIG}"
+                f"{CONFIG}: repository #{number} of repos has no `repo:` or no `hooks:` list",
+                f"give it both in the tree's {CONFIG}",
             )
         url, rev = str(repo["repo"]), str(repo.get("rev", ""))
-        for row in repo["hooks"]:
-            if not isinstance(row, dict) or "id" not in row:
-                raise HooksError(f"{CONFIG}: a hook of {url} has no id", f"fix the tree's {CONFIG}")
+        for place, row in enumerate(repo["hooks"], 1):
+            if not isinstance(row, dict) or not isinstance(row.get("id"), str):
+                raise HooksError(
+                    f"{CONFIG}: hook #{place} of {url} has no id", f"give it an `id:` in the tree's {CONFIG}"
+                )
             hook_id = str(row["id"])
             common = {
                 "files": both(top_files, str(row.get("files") or "")),
@@ -192,7 +213,10 @@ def parse_config(text: str, where: str, table: tuple[Hook, ...]) -> GateSource:
             f"{CONFIG} of {where} is not YAML ({str(exc).splitlines()[0]})",
             "fix the tree's config (pre-commit cannot read it either)",
         ) from None
-    hooks, deps = tree_hooks(data, table)
+    try:
+        hooks, deps = tree_hooks(data, table)
+    except HooksError as exc:  # the rows are read without knowing whose tree: it is named here, once
+        raise HooksError(exc.what.replace(CONFIG, f"{CONFIG} of {where}", 1), exc.fix) from None
     table_packages = set(packages(table))
     extra = [p for p in packages(hooks) if p not in table_packages]
     return GateSource(f"{CONFIG} of {where}", hooks, text, tuple(dict.fromkeys([*extra, *deps])))

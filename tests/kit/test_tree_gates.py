@@ -5,7 +5,6 @@ the local hook's finding by id, file and line, the remote one as unchecked, and 
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
 import pytest
@@ -87,8 +86,7 @@ def test_lint_runs_the_git_trees_own_gates(small_kit: Kit, upstream: Path) -> No
     # The config drops both: the same series passes the gates that are left.
     add_gates(upstream, GATES_DROPPED, "Drop the NPU import and style gates")
     on_git(small_kit, upstream)
-    shutil.rmtree(small_kit.checkout)  # a fresh checkout (apply cannot move a git pin in place yet)
-    small_kit.run("apply", check=True)
+    small_kit.run("apply", check=True)  # the checkout moves to the new pin in place
     code, out = lint(small_kit)
     assert code == 0 and NPU_IMPORT_HOOK not in out and UNSERVED_HOOK not in out, out
     assert "trailing-whitespace" in out
@@ -171,7 +169,7 @@ CASES = [
         "  - repo: local\n    hooks:\n      - id: mypy\n        entry: mypy\n        language: node\n",
         "no",
         "language node is not one the kit runs",
-    ),
+    ),  # a language pre-commit knows and the kit does not run: unchecked, not malformed
     (
         "  - repo: local\n    hooks:\n      - id: x\n        entry: x\n        language: system\n"
         "        types: [zig]\n",
@@ -194,20 +192,48 @@ def test_each_hook_of_a_config_maps_to_a_package_a_local_run_or_unchecked(rows: 
     assert hook.run == run and said in f"{hook.package} {hook.why}", hook
 
 
-@pytest.mark.parametrize(
-    ("text", "said"),
-    [
-        ("repos: [1\n", "is not YAML"),
-        ("- a\n", "has no `repos:` list"),
-        ("repos:\n  - hooks: []\n", "no `repo:`"),
-        ("repos:\n  - repo: local\n    hooks:\n      - name: x\n", "no id"),
-        ("repos:\n  - repo: local\n    hooks:\n      - id: x\n        args: --fix\n", "x's args is not a list"),
-    ],
-)
-def test_a_malformed_tree_config_is_one_line(text: str, said: str) -> None:
+LOCAL = "repos:\n  - repo: local\n    hooks:\n      - id: x\n"
+# (the tree's config, what the one line says of it, what it says to do)
+MALFORMED = [
+    ("repos: [1\n", "of {where} is not YAML", "fix the tree's config"),
+    ("- a\n", "is not a mapping", "make the tree's .pre-commit-config.yaml a pre-commit config"),
+    ("just text\n", "is not a mapping", "make the tree's"),
+    ("fail_fast: true\n", "has no `repos:` list", "make repos: a list"),
+    ("repos: local\n", "has no `repos:` list", "make repos: a list"),
+    ("repos:\n  - hooks: []\n", "repository #1 of repos has no `repo:`", "give it both"),
+    ("repos:\n  - repo: local\n    hooks: x\n", "repository #1 of repos has no `repo:` or no `hooks:`", "both"),
+    ("repos:\n  - repo: local\n    hooks:\n      - name: x\n", "hook #1 of local has no id", "an `id:`"),
+    (LOCAL + "        entry: x\n        language: pyhton\n", "local hook x has language 'pyhton'", "one of"),
+    (LOCAL + "        entry: x\n", "local hook x has language None", "give x one of pre-commit's languages"),
+    (LOCAL + "        language: python\n", "local hook x has no entry", "give x an `entry:`"),
+    (LOCAL + "        entry: x\n        language: system\n        args: --fix\n", "x's args is not a list", "fix"),
+]
+
+
+@pytest.mark.parametrize(("text", "said", "fix"), MALFORMED, ids=[str(i) for i in range(len(MALFORMED))])
+def test_a_malformed_tree_config_is_one_line(text: str, said: str, fix: str) -> None:
     with pytest.raises(hooks.HooksError) as err:
         precommit.parse_config(text, "the tree", HOOKS)
-    assert said in err.value.what and err.value.fix
+    assert err.value.what.startswith(".pre-commit-config.yaml of the tree"), err.value.what
+    assert said.replace("of {where} ", "") in err.value.what
+    assert fix in err.value.fix, err.value.fix
+
+
+@pytest.mark.parametrize("row", [0, 1, 4, 7, 8, 10])
+def test_lint_stops_on_a_malformed_tree_config_with_one_line(small_kit: Kit, upstream: Path, row: int) -> None:
+    text, said, fix = MALFORMED[row]
+    add_gates(upstream, text, "A broken config")
+    on_git(small_kit, upstream)
+    make_series(small_kit, [({"vllm_omni/attn.py": ATTN}, "[NPU] Attend on NPU", "npu-attend")])
+    series = {p.name: p.read_bytes() for p in small_kit.patches.glob("*.patch")}
+    head = git("rev-parse", "HEAD", cwd=small_kit.checkout)
+    code, out = lint(small_kit)
+    errors = [line for line in out.splitlines() if line.startswith("kit: error:")]
+    assert code == 2 and "Traceback" not in out and len(errors) == 1, out
+    assert f"error: .pre-commit-config.yaml of {upstream} v0.1.0 at " in errors[0], out
+    assert said.replace("of {where} ", "") in errors[0] and fix in errors[0], out
+    assert {p.name: p.read_bytes() for p in small_kit.patches.glob("*.patch")} == series  # nothing lost
+    assert git("rev-parse", "HEAD", cwd=small_kit.checkout) == head
 
 
 def test_top_level_files_and_exclude_apply_to_every_hook() -> None:

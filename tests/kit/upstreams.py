@@ -213,10 +213,10 @@ def gated_config(deps: tuple[str, ...] = ()) -> str:
 {extra}{SIGNOFF}"""
 
 
-def add_gates(repo: Path, config: str, message: str = "Add pre-commit gates") -> str:
+def add_gates(repo: Path, config: str, message: str = "Add pre-commit gates", tool: str = NPU_IMPORT_TOOL) -> str:
     """Commit config as the repository's .pre-commit-config.yaml (and the local hook's tool); the commit."""
     (repo / "tools").mkdir(exist_ok=True)
-    (repo / "tools" / "check_npu_import.py").write_text(NPU_IMPORT_TOOL, encoding="utf-8")
+    (repo / "tools" / "check_npu_import.py").write_text(tool, encoding="utf-8")
     (repo / ".pre-commit-config.yaml").write_text(config, encoding="utf-8")
     return commit_all(repo, message)
 

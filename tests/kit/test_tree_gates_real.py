@@ -1,0 +1,70 @@
+"""The real series on a git target that carries its own gates: the pinned release's tree as upstream, with a
+`.pre-commit-config.yaml` whose local hook (from its tools/, with a registry dependency) refuses torch_npu
+outside vllm_omni/platforms/, and a remote hook the registry does not serve."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from conftest import Kit, copy_kit, lint
+from upstreams import (
+    GATES_DROPPED,
+    NPU_IMPORT_HOOK,
+    NPU_IMPORT_TOOL,
+    UNSERVED_HOOK,
+    add_gates,
+    gated_config,
+    git_pin,
+    real_wheel,
+    release_repo,
+)
+
+from scripts.gitcmd import git
+
+pytestmark = pytest.mark.network  # the real pinned wheel, and the hook's dependency from the package registry
+
+PAGED = "vllm_omni/experimental/ar_diffusion/kv_cache/paged_attention.py"
+DEPENDENCY = "tomli==2.4.1"
+# The hook imports what it declares: it runs only where its additional_dependencies are installed.
+TOOL = "import tomli  # noqa: F401  (declared in additional_dependencies)\n" + NPU_IMPORT_TOOL
+
+
+@pytest.fixture
+def upstream(tmp_path: Path) -> Path:
+    repo = release_repo(tmp_path / "vllm-omni", real_wheel(tmp_path / "downloads"))
+    add_gates(repo, gated_config((DEPENDENCY,)), tool=TOOL)
+    return repo
+
+
+def on_git(kit: Kit, upstream: Path) -> None:
+    commit = git("rev-parse", "HEAD", cwd=upstream).strip()
+    kit.write_pin(git_pin((kit.patches / "upstream.toml").read_text(encoding="utf-8"), upstream, commit))
+    kit.run("apply", check=True)
+
+
+def test_lint_runs_the_targets_gates_on_the_real_series(tmp_path: Path, upstream: Path) -> None:
+    kit = copy_kit(tmp_path / "kit", with_patches=True)
+    kit.seed_wheel(real_wheel(tmp_path / "downloads"))
+    on_git(kit, upstream)
+    lines = (kit.checkout / PAGED).read_text(encoding="utf-8").splitlines()
+    imports = [n for n, line in enumerate(lines, 1) if line.strip() == "import torch_npu"]
+    assert imports, "the series imports torch_npu lazily in paged_attention.py"
+    code, out = lint(kit)
+    assert code == 1 and "Traceback" not in out, out
+    for n in imports:
+        assert f"{PAGED}:{n}: {NPU_IMPORT_HOOK} torch_npu is imported outside vllm_omni/platforms/" in out, out
+    unchecked = re.findall(rf"^.*(vllm_omni/\S+):\d+: {UNSERVED_HOOK} unchecked: (.*)$", out, re.M)
+    assert unchecked and all("no registry package" in why for _, why in unchecked), out
+    made = re.findall(rf"gate env (\S+): {re.escape(DEPENDENCY)} \(made once per config\)", out)
+    assert len(made) == 1 and "reused" not in out, out
+    # the second lint finds the env made for this config and reuses it
+    code, again = lint(kit)
+    assert code == 1 and f"gate env {made[0]}: reused" in again and "made once" not in again, again
+    # the target drops both gates: the series passes the ones left
+    add_gates(upstream, GATES_DROPPED, "Drop the NPU import and style gates")
+    on_git(kit, upstream)
+    code, out = lint(kit)
+    assert code == 0 and NPU_IMPORT_HOOK not in out and UNSERVED_HOOK not in out, out
+    assert "trailing-whitespace" in out
