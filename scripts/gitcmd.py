@@ -694,8 +694,9 @@ def fetch_commit(dest: Path, url: str, commit: str, *options: str) -> None:
 
 
 def fetch_head(repo: Path, source: Path, ref: str) -> subprocess.CompletedProcess[str]:
-    """source's HEAD (and its history) fetched into repo as ref, forced, without tags."""
-    return run("fetch", "-q", "--no-tags", str(source), f"+HEAD:{ref}", cwd=repo)
+    """source's HEAD (and its history) fetched into repo as ref, forced, without tags. --update-shallow: a
+    shallow source (a git pin is fetched at depth 1) would otherwise have the ref rejected with exit 0."""
+    return run("fetch", "-q", "--no-tags", "--update-shallow", str(source), f"+HEAD:{ref}", cwd=repo)
 
 
 def user_config(repo: Path, key: str) -> str:
