@@ -37,9 +37,8 @@ from pathlib import Path
 from scripts import worklock
 from scripts.errors import KitError
 from scripts.kittools import normalize
-# suite.py and commands/test.py still reach the mode checks through legenv: re-exported until they import modes.
 from scripts.legs.modes import ABSENT
-from scripts.legs.modes import MODES as MODES
+from scripts.legs.modes import MODES as MODES  # re-exported (as the three below) for legs/suite.py, commands/test.py
 from scripts.legs.modes import ModeNotMet as ModeNotMet
 from scripts.legs.modes import mode_shortfall as mode_shortfall
 from scripts.legs.modes import require_mode as require_mode

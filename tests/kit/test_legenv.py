@@ -14,6 +14,7 @@ from scripts.errors import KitError
 from scripts.legs import legenv, modes, pipconfig
 from scripts.workspace import Workspace
 
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
@@ -87,7 +88,8 @@ def test_uv_failure_falls_back_to_pip_and_a_failure_both_ways_is_one_error(tmp_p
         legenv.uv_plan(uv[0], uv[1], Path(sys.executable), env, pins, None, broken_index),
         legenv.pip_plan(Path(sys.executable), env, pins, None),
     ]
-    assert legenv.run_plans("t", env, plans, pipconfig.uv_environ(pipconfig.read_pip_settings(), dict(os.environ))) == "pip"
+    environ = pipconfig.uv_environ(pipconfig.read_pip_settings(), dict(os.environ))
+    assert legenv.run_plans("t", env, plans, environ) == "pip"
     subprocess.run([legenv.env_python(env), "-c", "import iniconfig"], check=True)
     assert f"uv {uv[1]}: sync the pins failed with exit" in capsys.readouterr().out
     # A build that fails both ways (pip asks for a version that does not exist) is one error and leaves nothing.
