@@ -17,8 +17,8 @@ from test_faults import inject, one_line_error, snapshot
 from test_faults_keeps import ATTN, EXTRA, ROPE, commit, fixup, paused, put, sha_of, steps
 
 from scripts import gitcmd, signals
+from scripts.checkout.refresh import CONFLICT_MARKER, Commit, FoldError, fold_of, plan_folds
 from scripts.gitcmd import git
-from scripts.refresh import CONFLICT_MARKER, Commit, FoldError, fold_of, plan_folds
 from scripts.series import with_one_identity
 
 Setup = Callable[[Kit, Path], object]
