@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 from conftest import AUTHOR, Kit, free_port, live_pids
-from test_faults import (
+from faulttable import (
     Row,
     finished,
     inject,
