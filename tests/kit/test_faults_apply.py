@@ -1,6 +1,6 @@
 """The apply side's fault table: git isolation (hooks, GIT_* variables, a missing git), any bytes and any locale,
 a disk that fills, odd things at the checkout's path, the lock's timeout, and every signal that ends a run.
-The contract and the runner are test_faults' (for work that must succeed: exit 0 and no error line).
+The contract and the runner are faulttable's (for work that must succeed: exit 0 and no error line).
 """
 
 from __future__ import annotations
