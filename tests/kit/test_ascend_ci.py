@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import yaml
 from conftest import KIT_ROOT
+from npusmi import POD_NPU_SMI
 
 from scripts import ascendci
 from scripts.errors import KitError
@@ -393,8 +394,6 @@ def test_only_the_checked_ascend_files_reach_a_card() -> None:
     [("910B1", "2865:3167", ""), ("910B3", ascendci.BASELINE_BAND, "no band for 910B3 in ci/ascend/bands.toml")],
 )
 def test_the_band_command_reads_the_cards_chip(tmp_path: Path, chip: str, band: str, note: str) -> None:
-    from test_e2e_units import POD_NPU_SMI
-
     stub(tmp_path / "npu-smi", f"cat <<'EOF'\n{POD_NPU_SMI.replace('910B1', chip)}EOF\n")
     env = {"PATH": f"{tmp_path}:/usr/bin:/bin"}
     done = subprocess.run([sys.executable, "-m", "scripts", "ascendci", "band", "--cards", "0,1"], cwd=KIT_ROOT,

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import ephemeral_ports, free_port
 from e2e_prereq import PARSING as WS
+from npusmi import NPU_SMI, POD_NPU_SMI
 
 from scripts.e2e import benchclient, client, compare, config, determinism, evidence, metrics, preflight, run
 from scripts.e2e.evidence import RunRecord
@@ -19,29 +20,6 @@ from scripts.errors import KitError
 from scripts.legs import legenv, suite
 from scripts.pr import body
 from scripts.series import load_series, series_digest
-
-NPU_SMI = """\
-+------------------------------------------------------------------------------------------------+
-| npu-smi 24.1.0                   Version: 24.1.0                                               |
-+---------------------------+---------------+----------------------------------------------------+
-| NPU   Name                | Health        | Power(W)    Temp(C)           Hugepages-Usage(page)|
-| Chip                      | Bus-Id        | AICore(%)   Memory-Usage(MB)  HBM-Usage(MB)        |
-+===========================+===============+====================================================+
-| 0     910B1               | OK            | 93.5        36                0    / 0             |
-| 0                         | 0000:C1:00.0  | 0           0    / 0          3392 / 65536         |
-+===========================+===============+====================================================+
-| 1     910B1               | OK            | 90.1        35                0    / 0             |
-| 0                         | 0000:C2:00.0  | 0           0    / 0          3390 / 65536         |
-+===========================+===============+====================================================+
-| NPU     Chip              | Process id    | Process name             | Process memory(MB)      |
-+===========================+===============+====================================================+
-| No running processes found in NPU 0                                                            |
-| 1       0                 | 424242        | python3                  | 51234                   |
-+===========================+===============+====================================================+
-"""
-# What a pod given two of a host's cards sees: npu-smi lists the host's ids 4 and 5.
-POD_NPU_SMI = NPU_SMI.replace("| 0     910B1", "| 4     910B1").replace("| 1     910B1", "| 5     910B1")
-POD_NPU_SMI = POD_NPU_SMI.replace("| 1       0                 | 424242", "| 5       0                 | 424242")
 
 
 def test_npu_smi_tables_and_the_cards_check_names_missing_busy_and_physical_cards() -> None:

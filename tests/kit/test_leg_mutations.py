@@ -5,38 +5,13 @@ Only faults `nox -s mutate` cannot make are here: a guard written with `Tensor.i
 torch lacks) and per-sequence instead of cumulative KV lengths (no operator drops a call).
 """
 
-import shutil
-import subprocess
-import sys
-import xml.etree.ElementTree as ET
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import KIT_ROOT, Kit, copy_kit
+from conftest import Kit
+from legkit import MUTATIONS, Mutation, assert_control_passed, failed_tests, leg_kit, shared_env_ready
 
 pytestmark = pytest.mark.legs
-
-
-@dataclass(frozen=True)
-class Mutation:
-    name: str
-    leg: str
-    patch: str
-    old: str  # inside exactly one added line of the patch
-    new: str
-    caught_by: str  # part of the failing test's name
-    select: str  # pytest -k expression: keeps the leg run short
-
-
-MUTATIONS = [
-    Mutation("guard_uses_tensor_is_npu", "stock", "0005-lingbot-npu-paged-replay.patch",
-             'if (query.is_cuda or query.device.type == "npu") and', "if (query.is_cuda or query.is_npu) and",
-             "test_direct_replay_with_2d_rope_tables", "test_direct_replay_with_2d_rope_tables"),
-    Mutation("per_sequence_kv_lengths", "npu", "0003-paged-attention-npu.patch",
-             "actual_seq_kvlen=list(itertools.accumulate(kv_lens)),", "actual_seq_kvlen=list(kv_lens),",
-             "two_sequences", "test_npu_paged_attention and two_sequences"),
-]  # fmt: skip
 
 
 def mutate(patch_text: str, old: str, new: str) -> str:
@@ -45,47 +20,6 @@ def mutate(patch_text: str, old: str, new: str) -> str:
     assert len(hits) == 1, f"{old!r} must be in exactly one added line, found {len(hits)}"
     lines[hits[0]] = lines[hits[0]].replace(old, new)
     return "".join(lines)
-
-
-def leg_kit(dest: Path) -> Kit:
-    kit = copy_kit(dest, with_patches=True)
-    shutil.copytree(KIT_ROOT / "tests" / "regression", dest / "tests" / "regression",
-                    ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
-    shutil.copy2(KIT_ROOT / "pytest.ini", dest / "pytest.ini")
-    envs = KIT_ROOT / ".work" / "envs"
-    envs.mkdir(parents=True, exist_ok=True)  # the leg runner builds the envs here if they are missing
-    (dest / ".work").mkdir(exist_ok=True)
-    (dest / ".work" / "envs").symlink_to(envs, target_is_directory=True)
-    for wheel in (KIT_ROOT / ".work" / "downloads").glob("vllm_omni-*.whl"):
-        kit.seed_wheel(wheel)  # spares the registry; the pin's sha256 is still checked
-    return kit
-
-
-def junit_cases(kit: Kit, leg: str) -> list[ET.Element]:
-    return list(ET.parse(kit.root / ".work" / "records" / f"test-{leg}" / "junit.xml").getroot().iter("testcase"))
-
-
-def failed_tests(kit: Kit, leg: str) -> list[str]:
-    failed = [c for c in junit_cases(kit, leg) if c.find("failure") is not None or c.find("error") is not None]
-    return [f"{case.get('classname')}::{case.get('name')}" for case in failed]
-
-
-def shared_env_ready(kit: Kit, leg: str) -> None:
-    # A copy that did not see it ready would rebuild the env through the link, deleting this checkout's.
-    subprocess.run([sys.executable, "-m", "scripts", "legenv", leg], cwd=KIT_ROOT, check=True)
-    probe = f"import scripts.legs.legenv as e, scripts.workspace as w; print(e.is_ready(w.Workspace('.'), {leg!r}))"
-    done = subprocess.run([sys.executable, "-c", probe], cwd=kit.root, capture_output=True, text=True, check=True)
-    assert done.stdout.strip() == "True", f"the copy would rebuild the shared {leg} env: {done.stdout}{done.stderr}"
-
-
-def assert_control_passed(kit: Kit, leg: str) -> None:
-    """Control: on the shipped series the tests that catch this leg's mutations ran and passed, so a failure of a
-    broken series is the mutation's doing (also test_loop.py's, for the stock leg)."""
-    assert failed_tests(kit, leg) == []
-    passed = [c.get("name", "") for c in junit_cases(kit, leg) if c.find("skipped") is None]
-    for m in MUTATIONS:
-        if m.leg == leg:
-            assert any(m.caught_by in name for name in passed), (m.name, passed)
 
 
 def run_leg(kit: Kit, leg: str, select: str) -> tuple[int, str]:

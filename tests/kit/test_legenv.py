@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from conftest import KIT_ROOT
-from test_loop import parse_test_args
+from legkit import parse_test_args
 
 from scripts.errors import KitError
 from scripts.legs import legenv, modes, pipconfig

@@ -10,8 +10,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from legkit import assert_control_passed, leg_kit, parse_test_args, shared_env_ready
 
-from scripts import __main__ as cli
 from scripts.commands import test as test_command
 from scripts.errors import KitError
 from scripts.gitcmd import git
@@ -102,11 +102,6 @@ def test_the_oracle_inputs_are_what_no_env_stamp_covers(tmp_path: Path) -> None:
     loaded = {layer_module, lower_site / "torch/__init__.py", pristine, oracle}
     path = [str(oracle.parent), str(pristine.parent.parent), str(lower_site)]
     assert oracle_cache.outside_env(loaded, {layer}, path) == sorted(map(str, (oracle, pristine)))
-
-
-def parse_test_args(argv: list[str]) -> suite.TestArgs:
-    """`python -m scripts test ARGV` as its run() reads it."""
-    return test_command.choices(cli.parse(["test", *argv]))
 
 
 @pytest.mark.parametrize(
@@ -269,8 +264,6 @@ def test_a_carriers_loop_runs_changed_modules_and_keeps_and_rebuilds_the_oracle_
     # full run (computes the pristine oracle; test_leg_mutations' stock control), a one-line edit of patch
     # 0001, refresh, --changed (the oracle from the cache), --changed again (nothing to run), then a run
     # narrowed by pytest arguments on a torn cache.
-    from test_leg_mutations import assert_control_passed, leg_kit, shared_env_ready
-
     kit = leg_kit(tmp_path / "kit")
     shared_env_ready(kit, "stock")
     kit.run("apply", check=True)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from conftest import KIT_ROOT, Kit
-from test_leg_mutations import leg_kit
+from legkit import leg_kit
 
 from scripts.legs import legenv, suite
 
