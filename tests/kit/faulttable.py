@@ -28,6 +28,9 @@ C_LOCALE = {"LC_ALL": "C", "LANG": "C", "PYTHONCOERCECLOCALE": "0", "PYTHONUTF8"
 NOTES = "a user's notes\n"
 
 
+# ---- the contract and the runner ----
+
+
 def state_of(kit: Kit) -> dict[str, object]:
     return json.loads((kit.checkout / ".git/kit-state.json").read_text(encoding="utf-8"))
 
@@ -107,6 +110,9 @@ def run_row(kit: Kit, row: Row, tmp_path: Path) -> subprocess.CompletedProcess[s
     return proc
 
 
+# ---- setups: files of the kit, a new pin, the lock ----
+
+
 def pin_files(kit: Kit, tmp_path: Path, files: dict[str, bytes]) -> None:
     """Pin the kit to a 0.2.0 holding SMALL_UPSTREAM plus files (any bytes: zipfile writes str or bytes)."""
     where = tmp_path / "release-0.2.0"
@@ -121,7 +127,7 @@ def new_upstream(kit: Kit, tmp_path: Path, rope: dict[int, str]) -> None:
     pin_files(kit, tmp_path, {"vllm_omni/layers/rope.py": rope_with(rope).encode()})
 
 
-def moved(rope: dict[int, str]) -> Callable[[Kit, Path], None]:
+def moved(rope: dict[int, str]) -> Setup:
     return lambda kit, tmp_path: new_upstream(kit, tmp_path, rope)
 
 
@@ -129,14 +135,14 @@ def lock_wait(seconds: str) -> Env:
     return {"KIT_LOCK_TIMEOUT": seconds}
 
 
-def edit(path: str, change: Callable[[bytes], bytes]) -> Callable[[Kit, Path], None]:
+def edit(path: str, change: Callable[[bytes], bytes]) -> Setup:
     def setup(kit: Kit, _tmp: Path) -> None:
         (kit.root / path).write_bytes(change((kit.root / path).read_bytes()))
 
     return setup
 
 
-def put(path: str, data: bytes) -> Callable[[Kit, Path], None]:
+def put(path: str, data: bytes) -> Setup:
     def setup(kit: Kit, _tmp: Path) -> None:
         (kit.root / path).parent.mkdir(parents=True, exist_ok=True)
         (kit.root / path).write_bytes(data)
@@ -144,7 +150,7 @@ def put(path: str, data: bytes) -> Callable[[Kit, Path], None]:
     return setup
 
 
-def replaced(path: str, old: bytes, new: bytes, count: int = -1) -> Callable[[Kit, Path], None]:
+def replaced(path: str, old: bytes, new: bytes, count: int = -1) -> Setup:
     return edit(path, lambda b: b.replace(old, new, count))
 
 
@@ -186,6 +192,8 @@ def release() -> None:
     while HELD:
         HELD.pop().close()  # type: ignore[attr-defined]
 
+
+# ---- setups: commits in the checkout ----
 
 ATTN, ROPE = "vllm_omni/attn.py", "vllm_omni/layers/rope.py"
 
