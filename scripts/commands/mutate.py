@@ -8,7 +8,7 @@ import time
 from scripts import records
 from scripts.checkout.pristine import combined_diff
 from scripts.commands.common import current
-from scripts.legs import mutate
+from scripts.mutation import mutate
 from scripts.report import progress, table
 from scripts.workspace import Workspace
 

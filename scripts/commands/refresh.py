@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 
+from scripts.checkout.refresh import refresh
 from scripts.commands.common import checkout_lock
 from scripts.pin import load_pin
-from scripts.refresh import refresh
 from scripts.report import progress, table
 from scripts.series import load_series
 from scripts.workspace import Workspace

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from scripts.commands.common import checkout_lock, current
 from scripts.errors import KitError
-from scripts.legs import legenv, legrun, suite
+from scripts.legs import legenv, legrun, modes, suite
 from scripts.workspace import Workspace
 
 USAGE = "python -m scripts test [stock|npu]... [--jobs N] [--changed] [--python PATH] [--require MODE] [pytest args]"
@@ -45,7 +45,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="PATH",
         help="run the npu leg in that interpreter (plus the test tools) instead of its venv",
     )
-    p.add_argument("--require", choices=legenv.MODES, help="the npu leg's mode must be this one, else it fails")
+    p.add_argument("--require", choices=modes.MODES, help="the npu leg's mode must be this one, else it fails")
     p.set_defaults(pytest_args=[])
 
 

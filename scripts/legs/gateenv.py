@@ -13,7 +13,8 @@ from pathlib import Path
 from scripts import gitcmd, worklock
 from scripts.checks.hooks import CONFIG, HooksError
 from scripts.checks.precommit import GateSource
-from scripts.legs.legenv import read_pip_settings, uv_environ, uv_executable, uv_index_args
+from scripts.legs.legenv import uv_executable
+from scripts.legs.pipconfig import read_pip_settings, uv_environ, uv_index_args
 from scripts.report import progress
 from scripts.workspace import Workspace
 

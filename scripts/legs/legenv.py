@@ -36,14 +36,14 @@ from pathlib import Path
 
 from scripts import worklock
 from scripts.errors import KitError
-from scripts.kittools import normalize, pip_config_list
+from scripts.kittools import normalize
+from scripts.legs.modes import ABSENT
+from scripts.legs.pipconfig import read_pip_settings, uv_environ, uv_index_args
 from scripts.legs.probe import PROBE_CACHE, versions
 from scripts.workspace import Workspace
 
 LEGS = ("stock", "npu")
-MODES = ("real", "simulated")
 STAMP_NAME = "kit-leg.stamp"
-ABSENT = "absent"
 # Bumped when the way an env is laid out changes, so that older envs are rebuilt once.
 LAYOUT = "uv-sync-1"
 # A leg whose pins are another leg's plus a few (leg-npu.txt: leg-stock.txt and torch-npu) is a layer on that
@@ -62,10 +62,6 @@ _PIN_FILES = {
 # at the versions of ci/leg-stock.txt.
 TEST_TOOLS = ("pytest", "pytest-benchmark", "pytest-cov", "coverage", "iniconfig", "pluggy", "packaging",
               "py-cpuinfo", "pygments", "pip")  # fmt: skip
-
-
-class ModeNotMet(KitError):
-    """The caller demanded a mode (`--require real`) that the leg cannot run in here."""
 
 
 @dataclass(frozen=True)
@@ -91,31 +87,6 @@ def check_leg(leg: str) -> str:
     if leg not in LEGS:
         raise KitError(f"unknown test leg {leg!r}", f"use one of: {', '.join(LEGS)}")
     return leg
-
-
-def mode_shortfall(mode: str, required: str | None, versions_seen: dict[str, str]) -> str | None:
-    """Why the leg's mode is not the required one (None when it is, or nothing was required)."""
-    if required is None or mode == required:
-        return None
-    if required == "real":
-        if versions_seen.get("torch_npu", ABSENT) == ABSENT:
-            return "torch_npu is not installed in that python"
-        if versions_seen.get("torch_npu_import") != "ok":
-            return f"import torch_npu failed: {versions_seen.get('torch_npu_import', 'not tried')}"
-        return (f"torch_npu imports but sees no NPU (torch.npu.is_available() {versions_seen.get('npu_available')}, "
-                f"{versions_seen.get('npu_devices', '0')} devices)")  # fmt: skip
-    return "torch_npu imported, so the leg runs on the real NPU, not the simulated one"
-
-
-def require_mode(leg: str, mode: str, required: str | None, versions_seen: dict[str, str]) -> None:
-    """Refuse a leg whose mode is not the one the caller demanded, naming the reason."""
-    reason = mode_shortfall(mode, required, versions_seen)
-    if reason:
-        fix = {
-            "real": "source CANN (set_env.sh) and use a python with the real torch_npu, e.g. --python /usr/bin/python3",
-            "simulated": "run where torch_npu cannot load (no CANN), or drop --require simulated",
-        }[str(required)]
-        raise ModeNotMet(f"leg {leg}: mode {mode}, but --require {required}: {reason}", fix)
 
 
 def env_dir(ws: Workspace, leg: str) -> Path:
@@ -203,56 +174,6 @@ def format_seconds(seconds: float) -> str:
     return f"{minutes}m{secs:02d}s" if minutes else f"{seconds:.1f}s"
 
 
-# --- pip's index settings, carried over to uv -----------------------------------
-
-# pip option -> uv option. uv reads neither pip.conf nor PIP_*, and Ascend users keep their mirror there.
-_PIP_TO_UV = {
-    "index-url": "--index-url",
-    "extra-index-url": "--extra-index-url",
-    "find-links": "--find-links",
-    "trusted-host": "--allow-insecure-host",
-}
-# Set by a user who configured uv itself: then uv's own settings win and nothing is carried.
-UV_INDEX_VARS = ("UV_INDEX_URL", "UV_DEFAULT_INDEX", "UV_INDEX", "UV_EXTRA_INDEX_URL", "UV_FIND_LINKS")
-_SCOPE_RANK = {"global": 0, "install": 1, ":env:": 2}  # pip: environment beats [install] beats [global]
-
-
-def pip_settings(config_list: str) -> dict[str, str]:
-    """The effective pip settings from `pip config list` output (files already merged by pip)."""
-    best: dict[str, tuple[int, str]] = {}
-    for line in config_list.splitlines():
-        match = re.fullmatch(r"(:env:|global|install)\.([\w-]+)='(.*)'", line.strip())
-        if match:
-            rank, key, value = _SCOPE_RANK[match[1]], match[2], match[3]
-            if key not in best or rank >= best[key][0]:
-                best[key] = (rank, value)
-    return {key: value for key, (_, value) in best.items()}
-
-
-def uv_index_args(settings: dict[str, str], environ: dict[str, str], extras: bool = True) -> list[str]:
-    """uv options equivalent to pip's index settings (empty when uv is configured itself).
-
-    With `extras=False` only the main index is carried: resolving new pins must not depend
-    on a machine's local extra indexes or wheel folders.
-    """
-    if any(environ.get(name) for name in UV_INDEX_VARS):
-        return []
-    keys = _PIP_TO_UV if extras else {"index-url": _PIP_TO_UV["index-url"]}
-    args = [arg for key, flag in keys.items() for value in settings.get(key, "").split() for arg in (flag, value)]
-    if any(flag in args for flag in ("--extra-index-url", "--find-links")):
-        # pip takes the best version across all indexes; uv's default stops at the first index that has the name.
-        args += ["--index-strategy", "unsafe-best-match"]
-    return args
-
-
-def uv_environ(settings: dict[str, str], environ: dict[str, str]) -> dict[str, str]:
-    """The environment for uv: pip's `cert` becomes SSL_CERT_FILE unless one is set already."""
-    env = dict(environ)
-    if settings.get("cert") and not env.get("SSL_CERT_FILE"):
-        env["SSL_CERT_FILE"] = settings["cert"]
-    return env
-
-
 # --- how an env is built: uv, or pip as the fallback ------------------------------
 
 
@@ -321,10 +242,6 @@ def uv_executable() -> tuple[str, str] | None:
     if done.returncode != 0:
         return None
     return found, done.stdout.split()[1] if len(done.stdout.split()) > 1 else "?"
-
-
-def read_pip_settings() -> dict[str, str]:
-    return pip_settings(pip_config_list())
 
 
 def current_digest(ws: Workspace, leg: str, base: Path | None = None) -> str:

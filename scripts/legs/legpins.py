@@ -26,7 +26,8 @@ import tempfile
 from pathlib import Path
 
 from scripts.errors import KitError
-from scripts.legs.legenv import parse_pins, read_pip_settings, uv_executable, uv_index_args
+from scripts.legs.legenv import parse_pins, uv_executable
+from scripts.legs.pipconfig import read_pip_settings, uv_index_args
 
 PIN_FILES = ("leg-stock.txt", "leg-npu.txt")
 

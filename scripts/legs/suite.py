@@ -27,7 +27,7 @@ from scripts.checks.rules import npu_only_lines
 from scripts.diffparse import parse
 from scripts.digests import sha256_file
 from scripts.errors import KitError
-from scripts.legs import legenv, probe
+from scripts.legs import legenv, modes, probe
 from scripts.report import progress, table
 from scripts.workspace import Workspace
 
@@ -174,9 +174,9 @@ def prepare(
     shown = ", ".join(f"{k} {v}" for k, v in versions.items() if k != "torch_npu_import")
     reused = " (versions from the probe cache: env unchanged)" if cached else ""
     progress(f"leg {leg}: mode {mode}; {shown}; in {found.origin}{reused}")
-    legenv.require_mode(leg, mode, options.require, versions)
+    modes.require_mode(leg, mode, options.require, versions)
     if mode == "simulated":
-        why = legenv.mode_shortfall(mode, "real", versions)
+        why = modes.mode_shortfall(mode, "real", versions)
         progress(f"leg {leg}: {why}; the NPU branches run on the simulated NPU (tests/regression/npu_standin), "
                  "not on Ascend")  # fmt: skip
     if mode == "real":

@@ -25,6 +25,7 @@ from scripts.checkout import BRANCH, PRISTINE_TAG
 from scripts.checkout.apply import commit_all
 from scripts.checkout.guards import Inspection, guard
 from scripts.checkout.pristine import build_pristine
+from scripts.checkout.refresh import RefreshInterrupted, refresh, swap_into
 from scripts.checkout.state import State, pin_digest, read_state, write_state
 from scripts.checks.hooks import Hook
 from scripts.checks.precommit import release_gates, tree_gates
@@ -32,7 +33,6 @@ from scripts.errors import KitError
 from scripts.gitcmd import GitFailed, head
 from scripts.pin import COMMIT, Pin, fetch_verified, parse_pin, verify_digest
 from scripts.rebase.verdicts import DROPPED, OUTCOMES, Verdict, judge_series
-from scripts.refresh import RefreshInterrupted, refresh, swap_into
 from scripts.report import markdown_table, progress
 from scripts.series import Patch, load_series, series_header
 from scripts.workspace import Workspace

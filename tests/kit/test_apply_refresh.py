@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from conftest import Kit, commit_patch, rope_with
-from test_faults import new_upstream, pin_files
+from faulttable import new_upstream, pin_files
 
 
 def test_an_unchanged_series_exports_applies_and_refreshes_to_the_same_bytes(kit3: Kit) -> None:

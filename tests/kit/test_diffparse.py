@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 from conftest import KIT_ROOT
 
-from scripts.diffparse import hunks, parse
+from scripts.diffparse import git_names, hunks, parse, unquoted
 from scripts.gitcmd import git
 
 # Removes lines `-- x`/`-- y`/`- ` and adds `++ x`/`++ y`/`+ `: in the diff they read `--- x`, `+++ x` and `-- `,
@@ -79,3 +79,27 @@ def counts(patch_text: str) -> list[tuple[int, int, str]]:
 @pytest.mark.parametrize("patch", sorted((KIT_ROOT / "patches").glob("*.patch")), ids=lambda p: p.stem)
 def test_counts_match_git_on_the_series(patch: Path, tmp_path: Path) -> None:
     assert counts(patch.read_text(encoding="utf-8")) == numstat(patch, tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("rest", "names"),
+    [('"a/\\303\\274.py" "b/\\303\\274.py"', ("ü.py", "ü.py")), ("a/x b/c.py b/x b/c.py", ("x b/c.py", "x b/c.py")),
+     ('"a/q\\"t.py" "b/q\\"t.py"', ('q"t.py', 'q"t.py')), ("a/x.py b/y.py", ("x.py", "y.py")),
+     ('a/x.py "b/\\303\\274.py"', ("x.py", "ü.py")), ('"a/tab\\there" "b/tab\\there"', ("tab\there", "tab\there"))],
+)  # fmt: skip
+def test_git_names_reads_quoted_and_spaced_names(rest: str, names: tuple[str, str]) -> None:
+    assert git_names(rest) == names
+
+
+def test_parse_reads_quoted_names_and_ends_lines_at_newlines_only() -> None:
+    """A quoted name is its file (bytes that are not UTF-8 kept); a form feed or U+2028 inside a line, and a CRLF
+    file's CR, do not end a line: counts and hunks stay right."""
+    assert unquoted('"b/caf\\351.py"')[0] == "b/caf\udce9.py"
+    text = ("diff --git a/x.py b/x.py\n--- a/x.py\n+++ b/x.py\n@@ -1,2 +1,3 @@\n a\x0cb\n+c\u2028d\n+e\r\n f\n"
+            "diff --git a/y.py b/y.py\n--- a/y.py\n+++ b/y.py\n@@ -1 +1 @@\n-g\n+h\n"
+            'diff --git "a/vllm_omni/\\303\\274.py" "b/vllm_omni/\\303\\274.py"\nnew file mode 100644\n'
+            '--- /dev/null\n+++ "b/vllm_omni/\\303\\274.py"\n@@ -0,0 +1 @@\n+u = 1\n')  # fmt: skip
+    x, y, u = parse(text)
+    assert x.added == ((2, "c\u2028d"), (3, "e")) and "+e\r\n" in x.hunks[0].text
+    assert (y.path, y.added, y.removed) == ("y.py", ((1, "h"),), 1)
+    assert (u.path, u.new_file, u.added) == ("vllm_omni/ü.py", True, ((1, "u = 1"),))

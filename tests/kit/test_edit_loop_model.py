@@ -732,7 +732,7 @@ def test_the_weekly_workflow_runs_the_long_profile() -> None:
 
 
 BITES = [
-    pytest.param("scripts/refresh.py", "(patches_dir / name).unlink(missing_ok=True)", "pass",
+    pytest.param("scripts/checkout/refresh.py", "(patches_dir / name).unlink(missing_ok=True)", "pass",
                  [("remove", {"index": 1}), ("refresh", {"drop": True})], "patches/ holds",
                  id="refresh-keeps-a-dropped-file"),
     pytest.param("scripts/gitcmd.py", '"--zero-commit", ', "", [("new_commit", {"subject": "x"}),

@@ -1,129 +1,45 @@
 """The fault table: every bad input or interruption of the apply/edit/refresh loop.
 
-Each row drives the real CLI on a small upstream and asserts the contract: the exit code, one line naming the
-thing and the fix, no traceback, and nothing lost (patches/ byte-identical, the user's own files kept). Faults
-that cannot be produced for real here (a full disk, a signal at an exact instant) are injected at the one call
-they hit, in a real kit process (`inject`).
+Each row drives the real CLI on kit3 and asserts the contract of faulttable.py (exit code, one line naming the
+thing and the fix, no traceback, nothing lost); a row's `then` pins what that row adds to it.
 """
 
 from __future__ import annotations
 
-import fcntl
-import json
-import os
 import shutil
 import subprocess
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import AUTHOR, FRONT_DOOR, SMALL_UPSTREAM, Kit, build_wheel, commit_patch, pin_toml, rope_with
+from conftest import AUTHOR, Kit, commit_patch, rope_with
+from faulttable import (
+    CHECKOUT,
+    NOTES,
+    P1,
+    P2_STOPS,
+    P3,
+    PIN,
+    SERIES,
+    STATE,
+    Row,
+    Then,
+    commit_bytes,
+    edit,
+    inject,
+    interrupted_apply,
+    lock_held,
+    lock_wait,
+    new_upstream,
+    one_line_error,
+    put,
+    replaced,
+    run_row,
+    snapshot,
+)
 
 from scripts.gitcmd import git
-
-Env = dict[str, str]
-C_LOCALE = {"LC_ALL": "C", "LANG": "C", "PYTHONCOERCECLOCALE": "0", "PYTHONUTF8": "0", "PYTHONIOENCODING": ""}
-NOTES = "a user's notes\n"
-
-
-def state_of(kit: Kit) -> dict[str, object]:
-    return json.loads((kit.checkout / ".git/kit-state.json").read_text(encoding="utf-8"))
-
-
-def snapshot(folder: Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
-
-
-def one_line_error(proc: subprocess.CompletedProcess[str], code: int, needle: str) -> None:
-    out = proc.stdout + proc.stderr
-    assert "Traceback" not in out and proc.returncode == code, out
-    errors = [line for line in proc.stderr.splitlines() if line.strip()]
-    assert len(errors) == 1 and errors[0].startswith("kit: error: "), proc.stderr
-    assert " -- " in errors[0] and needle in errors[0], errors[0]  # the thing, then the fix
-
-
-def check(proc: subprocess.CompletedProcess[str], code: int, needle: str) -> None:
-    """one_line_error, or for code 0: the work succeeded, needle in its output and no error line."""
-    if code:
-        one_line_error(proc, code, needle)
-        return
-    out = proc.stdout + proc.stderr
-    assert proc.returncode == 0 and "Traceback" not in out and "kit: error:" not in out and needle in out, out
-
-
-def popen(cmd: list[str], cwd: Path) -> subprocess.Popen[str]:
-    env = {**os.environ, "CI": ""}
-    return subprocess.Popen(cmd, cwd=cwd, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-
-
-def finished(proc: subprocess.Popen[str]) -> subprocess.CompletedProcess[str]:
-    out, err = proc.communicate(timeout=120)
-    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
-
-
-def inject(kit: Kit, code: str, *args: str, env: Env | None = None) -> subprocess.CompletedProcess[str]:
-    """Run the real kit CLI after `code` has replaced one filesystem call (the fault's only stand-in)."""
-    argv = [sys.executable, "-c", f"import errno, os, signal, sys\n{code}\n" + FRONT_DOOR, *args]
-    env = {**os.environ, "CI": "", **(env or {})}
-    return subprocess.run(argv, cwd=kit.root, capture_output=True, text=True, env=env)
-
-
-@dataclass(frozen=True)
-class Row:
-    """One fault: the command, what it must say, after setup (which may return environment variables for the run)."""
-
-    id: str
-    args: str | tuple[str, ...]  # a string is split on spaces
-    needle: str  # in the one error line, or (code 0) in the output
-    setup: Callable[[Kit, Path], Env | None] = lambda _kit, _tmp: None
-    code: int = 2  # 0: the work must succeed
-    env: Env | None = None
-    inject: str = ""  # code that replaces one call in the kit process (see inject)
-    patches_kept: bool = True  # patches/ byte-identical after the run
-
-    @property
-    def argv(self) -> tuple[str, ...]:
-        return tuple(self.args.split()) if isinstance(self.args, str) else self.args
-
-
-def run_row(kit: Kit, row: Row, tmp_path: Path) -> subprocess.CompletedProcess[str]:
-    """Set the row up, run it, check its output and (unless the row writes it) that patches/ is byte-identical."""
-    env = {**(row.env or {}), **(row.setup(kit, tmp_path) or {})}
-    before = snapshot(kit.patches)
-    try:
-        if row.inject:
-            proc = inject(kit, row.inject, *row.argv, env=env)
-        else:  # a C locale takes effect at an interpreter's start only
-            proc = (kit.spawn if any(k in env for k in C_LOCALE) else kit.run)(*row.argv, env=env)
-    finally:
-        release()
-    check(proc, row.code, row.needle)
-    assert not row.patches_kept or snapshot(kit.patches) == before
-    return proc
-
-
-def pin_files(kit: Kit, tmp_path: Path, files: dict[str, bytes]) -> None:
-    """Pin the kit to a 0.2.0 holding SMALL_UPSTREAM plus files (any bytes: zipfile writes str or bytes)."""
-    where = tmp_path / "release-0.2.0"
-    where.mkdir(exist_ok=True)
-    wheel, digest = build_wheel(where, {**SMALL_UPSTREAM, **files}, "0.2.0")  # type: ignore[dict-item]
-    kit.write_pin(pin_toml("0.2.0", wheel.name, digest))
-    kit.seed_wheel(wheel)
-
-
-def new_upstream(kit: Kit, tmp_path: Path, rope: dict[int, str]) -> None:
-    """Pin the kit to a 0.2.0 whose rope.py differs from 0.1.0 at the given lines."""
-    pin_files(kit, tmp_path, {"vllm_omni/layers/rope.py": rope_with(rope).encode()})
-
-
-def moved(rope: dict[int, str]) -> Callable[[Kit, Path], None]:
-    return lambda kit, tmp_path: new_upstream(kit, tmp_path, rope)
-
-
-def lock_wait(seconds: str) -> Env:
-    return {"KIT_LOCK_TIMEOUT": seconds}
 
 
 def stop_at_twenty(kit: Kit, tmp_path: Path) -> None:
@@ -139,33 +55,8 @@ def resolve_twenty(kit: Kit) -> None:
     kit.git("add", "vllm_omni/layers/rope.py")
 
 
-def edit(path: str, change: Callable[[bytes], bytes]) -> Callable[[Kit, Path], None]:
-    def setup(kit: Kit, _tmp: Path) -> None:
-        (kit.root / path).write_bytes(change((kit.root / path).read_bytes()))
-
-    return setup
-
-
-def put(path: str, data: bytes) -> Callable[[Kit, Path], None]:
-    def setup(kit: Kit, _tmp: Path) -> None:
-        (kit.root / path).parent.mkdir(parents=True, exist_ok=True)
-        (kit.root / path).write_bytes(data)
-
-    return setup
-
-
-def replaced(path: str, old: bytes, new: bytes, count: int = -1) -> Callable[[Kit, Path], None]:
-    return edit(path, lambda b: b.replace(old, new, count))
-
-
 def appended(path: str, tail: bytes) -> Callable[[Kit, Path], None]:
     return edit(path, lambda b: b + tail)
-
-
-P1, P3, SERIES = "patches/0001-fix-ten.patch", "patches/0003-double-attn.patch", "patches/series"
-P2_STOPS = "0002-twenty.patch does not apply"  # patch 0002 on a moved upstream
-CHECKOUT, PIN = ".work/vllm-omni", "patches/upstream.toml"
-STATE = f"{CHECKOUT}/.git/kit-state.json"
 
 
 def user_git(*args: str) -> Callable[[Kit, Path], None]:
@@ -187,21 +78,6 @@ def git_am_continue_by_hand(kit: Kit, tmp_path: Path) -> None:
     kit.git("am", "--continue")
 
 
-def interrupted_apply(kit: Kit, _tmp: Path) -> None:
-    """What Ctrl-C after the first patch leaves: the state says applying, HEAD holds one patch."""
-    state = state_of(kit)
-    kit.git("reset", "-q", "--hard", "pristine")
-    kit.git("am", "-q", "-k", str(kit.patches / "0001-fix-ten.patch"))
-    (kit.checkout / ".git/kit-state.json").write_text(json.dumps({**state, "status": "applying", "head": ""}))
-
-
-def commit_bytes(kit: Kit, edits: dict[str, bytes], slug: str) -> None:
-    for name, data in edits.items():
-        (kit.checkout / name).write_bytes(data)
-    kit.git("add", "-A")
-    kit.git("commit", "-q", "-m", f"[NPU] {slug.title()}\n\nUpstream-Status: Pending\nKit-Patch: {slug}\n")
-
-
 def fixup_commit(kit: Kit, _tmp: Path) -> None:
     """A real edit waiting to be exported, so refresh has files to write."""
     target = kit.git("rev-list", "-1", "HEAD~1").strip()
@@ -218,24 +94,6 @@ def foreign_folder(kit: Kit, _tmp: Path) -> None:
     shutil.rmtree(kit.checkout)
     kit.checkout.mkdir()
     (kit.checkout / "notes.txt").write_text(NOTES)
-
-
-def lock_held(kit: Kit, _tmp: Path) -> None:
-    lock = kit.root / ".work/locks/vllm-omni.lock"
-    lock.parent.mkdir(parents=True, exist_ok=True)
-    handle = open(lock, "w")  # noqa: SIM115 -- held until release()
-    handle.write("pid 4242 (kit refresh)\n")
-    handle.flush()
-    fcntl.flock(handle, fcntl.LOCK_EX)
-    HELD.append(handle)
-
-
-HELD: list[object] = []
-
-
-def release() -> None:
-    while HELD:
-        HELD.pop().close()  # type: ignore[attr-defined]
 
 
 def diffs_replaced(diffs: bytes) -> Callable[[Kit, Path], None]:
@@ -268,6 +126,19 @@ def UNEXPORTED(kit: Kit, _tmp: Path) -> None:  # noqa: N802
     commit_bytes(kit, {"vllm_omni/new.py": b"x = 1\n"}, "mine")
 
 
+def notes_kept(where: str) -> Then:
+    """The user's own file at the checkout's path (relative to it) is untouched."""
+
+    def then(kit: Kit, _proc: subprocess.CompletedProcess[str]) -> None:
+        assert (kit.checkout / where).read_text() == NOTES
+
+    return then
+
+
+def said_whom_it_waited_for(_kit: Kit, proc: subprocess.CompletedProcess[str]) -> None:
+    assert "waiting for .work/vllm-omni: in use by pid 4242 (kit refresh)" in proc.stdout  # how long: test_worklock
+
+
 ROWS = [
     # measured in the issue
     Row("git-am-continue-by-hand-then-refresh", "refresh", "apply -- --continue", git_am_continue_by_hand),
@@ -285,8 +156,15 @@ ROWS = [
     Row("corrupt-state-json-apply", "apply", "apply -- --force", edit(STATE, lambda b: b[:20])),
     Row("state-extra-key", "apply", "unexpected keys ['extra']", replaced(STATE, b"{", b'{"extra": 1,', 1)),
     Row("patch-not-utf8", "apply", "is not valid UTF-8", replaced(P3, b"Double", b"D\xffuble")),
-    Row("checkout-is-a-file", "apply", "is a file, not a kit checkout", checkout_is_file),
-    Row("two-callers", "apply", "in use by pid 4242 (kit refresh)", lock_held, env=lock_wait("1")),
+    Row("checkout-is-a-file", "apply", "is a file, not a kit checkout", checkout_is_file, then=notes_kept(".")),
+    Row(
+        "two-callers",
+        "apply",
+        "in use by pid 4242 (kit refresh)",
+        lock_held,
+        env=lock_wait("1"),
+        then=said_whom_it_waited_for,
+    ),
     Row("truncated-patch", "apply", "is corrupt", edit(P3, lambda b: b[: b.index(b"@@ ") + 40])),
     Row(
         "version-mislabel",
@@ -295,7 +173,13 @@ ROWS = [
         replaced(PIN, b'version = "0.1.0"', b'version = "9.9.9"'),
     ),
     Row("version-integer", "apply", "is not a string", replaced(PIN, b'version = "0.1.0"', b"version = 30")),
-    Row("foreign-folder-at-checkout", "apply --force", "a folder the kit did not make", foreign_folder),
+    Row(
+        "foreign-folder-at-checkout",
+        "apply --force",
+        "a folder the kit did not make",
+        foreign_folder,
+        then=notes_kept("notes.txt"),
+    ),
     Row(
         "reused-slug",
         "refresh",
@@ -379,12 +263,7 @@ ROWS = [
 
 @pytest.mark.parametrize("row", ROWS, ids=[r.id for r in ROWS])
 def test_fault_row(row: Row, kit3: Kit, tmp_path: Path) -> None:
-    proc = run_row(kit3, row, tmp_path)
-    kept = {"checkout-is-a-file": kit3.checkout, "foreign-folder-at-checkout": kit3.checkout / "notes.txt"}
-    if row.id in kept:  # the user's own files
-        assert kept[row.id].read_text() == NOTES
-    if row.id == "two-callers":  # it said for whom it waited (how long: test_worklock)
-        assert "waiting for .work/vllm-omni: in use by pid 4242 (kit refresh)" in proc.stdout
+    run_row(kit3, row, tmp_path)
 
 
 # ---- injected faults: the disk, the folder's permissions, a signal at an exact instant ----

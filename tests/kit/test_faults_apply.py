@@ -1,6 +1,6 @@
 """The apply side's fault table: git isolation (hooks, GIT_* variables, a missing git), any bytes and any locale,
 a disk that fills, odd things at the checkout's path, the lock's timeout, and every signal that ends a run.
-The contract and the runner are test_faults' (for work that must succeed: exit 0 and no error line).
+The contract and the runner are faulttable's (for work that must succeed: exit 0 and no error line).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from conftest import Kit, commit_patch, make_series
-from test_faults import (
+from faulttable import (
     C_LOCALE,
     P1,
     P2_STOPS,
@@ -41,12 +41,8 @@ from test_faults import (
     state_of,
 )
 
-from scripts import worklock
-from scripts.checkout.apply import failed_hunk
-from scripts.checkout.foreign import is_generated
 from scripts.checkout.pristine import EXPORTED
-from scripts.gitcmd import LOCATING, git, git_env
-from scripts.pin import git_blob_id
+from scripts.gitcmd import git
 
 
 def hook(name: str, body: str = "echo HOOK-RAN >&2") -> Callable[[Kit, Path], None]:
@@ -353,60 +349,6 @@ def test_every_ending_signal_during_apply_is_recognised(
         one_line_error(kit.run(command), 2, "an apply was interrupted")
     assert snapshot(kit.patches) == before
     check(kit.run("apply"), 0, last)
-
-
-# ---- the pure rules behind the table --------------------------------------------------------
-
-
-@pytest.mark.parametrize("variable", LOCATING)
-def test_git_env_drops_every_repository_locating_variable(variable: str) -> None:
-    env = git_env(base={variable: "x", "GIT_CONFIG_KEY_7": "core.bare", "GIT_CONFIG_VALUE_7": "true", "HOME": "/h"})
-    assert env.get(variable) != "x"  # the user's value never reaches git (the kit may set its own)
-    assert "GIT_CONFIG_KEY_7" not in env and env["HOME"] == "/h"
-    carried = [(env[f"GIT_CONFIG_KEY_{i}"], env[f"GIT_CONFIG_VALUE_{i}"]) for i in range(int(env["GIT_CONFIG_COUNT"]))]
-    assert carried[0] == ("core.hooksPath", os.devnull) and ("maintenance.auto", "false") in carried
-
-
-@pytest.mark.parametrize(
-    ("raw", "ok"),
-    [(raw, True) for raw in ("", "0", "2.5", "86400")]
-    + [(r, False) for r in ("86401", "nan", "inf", "1e309", "-1", "x")],
-)
-def test_lock_timeout_range(raw: str, ok: bool) -> None:
-    if ok:
-        assert 0 <= worklock.parse_timeout(raw) <= worklock.MAX_TIMEOUT_S
-    else:
-        with pytest.raises(worklock.BadTimeout, match="KIT_LOCK_TIMEOUT"):
-            worklock.parse_timeout(raw)
-
-
-def test_failed_hunk_counts_a_renamed_files_hunks_and_is_none_where_git_names_no_failure() -> None:
-    assert failed_hunk("Checking patch a.py...\n", "") is None
-    patch = (
-        "diff --git a/old.py b/new.py\nrename from old.py\nrename to new.py\n--- a/old.py\n+++ b/new.py\n"
-        "@@ -1 +1 @@\n--- a\n+b\n@@ -7 +7 @@\n-c\n+d\n"
-    )
-    # git names a renamed file by its old name; `--- a` is a removed line, not a file header
-    assert failed_hunk("error: patch failed: old.py:7\n", patch) == ("old.py", "hunk #2 (@@ -7)")
-    assert failed_hunk("error: patch failed: old.py:4\n", patch) == ("old.py", "hunk at line 4")
-
-
-@pytest.mark.parametrize(
-    ("path", "generated"),
-    [(p, True) for p in ("a/__pycache__/x.pyc", "a/x.pyc", ".coverage.1")]
-    + [(p, False) for p in ("a/x.py", "a/pycache.py")],
-)
-def test_is_generated(path: str, generated: bool) -> None:
-    assert is_generated(path) is generated
-
-
-@pytest.mark.parametrize(
-    "data", [b"", b"x\n", b"caf\xe9\r\n", bytes(range(256))], ids=["empty", "text", "latin1", "binary"]
-)
-def test_blob_ids_of_wheel_entries_are_gits(data: bytes, tmp_path: Path) -> None:
-    path = tmp_path / "f"
-    path.write_bytes(data)
-    assert git_blob_id(data) == git("hash-object", "--no-filters", str(path), cwd=tmp_path).strip()
 
 
 LEFT = "am-folder-git-reads am-folder-part-written dirty-file index.lock refs/heads/series.lock".split()

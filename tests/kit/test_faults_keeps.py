@@ -10,22 +10,32 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from conftest import AUTHOR, Kit, clone, rope_with
-from test_faults import Row, new_upstream, pin_files, run_row, snapshot, state_of
+from conftest import Kit, clone, rope_with
+from faulttable import (
+    ATTN,
+    EXTRA,
+    ROPE,
+    Row,
+    Setup,
+    commit,
+    fixup,
+    new_upstream,
+    paused,
+    pin_files,
+    run_row,
+    snapshot,
+    state_of,
+    steps,
+    write_files,
+)
 
 from scripts.commands.common import checkout_lock
-from scripts.diffparse import git_names, parse, unquoted
-from scripts.gitcmd import git
-from scripts.series import squashed_slugs, strip_kit_trailers, trailer_values
 
-Setup = Callable[[Kit, Path], dict[str, str] | None]  # may return environment variables for the run
 IDEA = {".idea/workspace.xml": "<project/>\n"}
-ATTN, ROPE = "vllm_omni/attn.py", "vllm_omni/layers/rope.py"
 
 
 def users_things(kit: Kit) -> dict[str, bytes | str]:
@@ -39,47 +49,17 @@ def users_things(kit: Kit) -> dict[str, bytes | str]:
     return found
 
 
-def put(root: Path, files: dict[str, str | bytes]) -> None:
-    for name, data in files.items():
-        (root / name).parent.mkdir(parents=True, exist_ok=True)
-        (root / name).write_bytes(data if isinstance(data, bytes) else data.encode())
-
-
-def steps(*actions: dict[str, str | bytes] | tuple[str, ...] | str | Setup) -> Setup:
-    """In order: files written into the checkout (a dict), a git command in it (a tuple), a kit command (a str),
-    another setup (a callable)."""
-
-    def setup(kit: Kit, tmp_path: Path) -> None:
-        for action in actions:
-            if isinstance(action, dict):
-                put(kit.checkout, action)
-            elif isinstance(action, tuple):
-                kit.git(*action)
-            elif isinstance(action, str):
-                kit.run(action, check=True)
-            else:
-                action(kit, tmp_path)
-
-    return setup
-
-
-def commit(files: dict[str, str | bytes], text: str, slug: str, *then: str) -> Setup:
-    return steps(
-        files, ("add", "-A"), ("commit", "-q", "-m", f"{text}\n\nUpstream-Status: Pending\nKit-Patch: {slug}"), *then
-    )
-
-
 def global_excludes(kit: Kit, tmp_path: Path) -> dict[str, str]:
     """An editor's folder, ignored by the user's global excludes file ($XDG_CONFIG_HOME/git/ignore)."""
-    put(tmp_path, {"xdg/git/ignore": ".idea/\n"})
-    put(kit.checkout, IDEA)
+    write_files(tmp_path, {"xdg/git/ignore": ".idea/\n"})
+    write_files(kit.checkout, IDEA)
     return {"XDG_CONFIG_HOME": str(tmp_path / "xdg")}
 
 
 def global_excludes_file_setting(kit: Kit, tmp_path: Path) -> dict[str, str]:
     """The same folder, ignored by an excludes file the user's ~/.gitconfig names (core.excludesFile)."""
-    put(tmp_path, {"home/my-ignores": ".idea/\n", "home/.gitconfig": "[core]\n\texcludesFile = ~/my-ignores\n"})
-    put(kit.checkout, IDEA)
+    write_files(tmp_path, {"home/my-ignores": ".idea/\n", "home/.gitconfig": "[core]\n\texcludesFile = ~/my-ignores\n"})
+    write_files(kit.checkout, IDEA)
     return {"HOME": str(tmp_path / "home"), "XDG_CONFIG_HOME": str(tmp_path / "no-xdg")}
 
 
@@ -91,7 +71,7 @@ HOOK = ".git/hooks/pre-push"
 
 
 def own_git_files(kit: Kit, _tmp: Path) -> None:
-    put(kit.checkout, {".git/info/attributes": ATTRIBUTE_NOTES, HOOK: "#!/bin/sh\nexit 0\n"})
+    write_files(kit.checkout, {".git/info/attributes": ATTRIBUTE_NOTES, HOOK: "#!/bin/sh\nexit 0\n"})
     (kit.checkout / HOOK).chmod(0o755)
 
 
@@ -99,7 +79,7 @@ ATTRIBUTE_NOTES = "# notes of mine, no attribute (one would be refused: invarian
 
 
 def info_attributes(kit: Kit, _tmp: Path) -> None:
-    put(kit.checkout, {".git/info/attributes": "*.py diff=python\n"})
+    write_files(kit.checkout, {".git/info/attributes": "*.py diff=python\n"})
 
 
 def pin_changed_with(*setups: Setup) -> Setup:
@@ -117,7 +97,7 @@ def worktree(kit: Kit, tmp_path: Path) -> None:
 
 def ignored_clash(kit: Kit, tmp_path: Path) -> None:
     """An ignored file of the user's whose name the new pin's tree also has."""
-    put(kit.checkout, {EXCLUDE: "notes/\n.venv/\nvllm_omni/extra.py\n", **OWN, "vllm_omni/extra.py": "mine\n"})
+    write_files(kit.checkout, {EXCLUDE: "notes/\n.venv/\nvllm_omni/extra.py\n", **OWN, "vllm_omni/extra.py": "mine\n"})
     pin_files(kit, tmp_path, {"vllm_omni/extra.py": b"upstream's\n"})
 
 
@@ -138,32 +118,6 @@ def crlf_file(lines: int) -> Setup:
     return commit(script, "[NPU] A CRLF script\n\nWhy.", "bat", "refresh")
 
 
-def sha_of(kit: Kit, slug: str) -> str:
-    return kit.git("log", "-1", "--format=%H", f"--grep=^Kit-Patch: {slug}$", "pristine..HEAD").strip()
-
-
-def fixup(slug: str, edits: dict[str, str], kind: str = "fixup", *, add: bool = False) -> Setup:
-    """`git commit --fixup=<commit>` (or --squash / --fixup=amend:) aimed at slug's commit; add: new files too."""
-
-    def setup(kit: Kit, _tmp: Path) -> None:
-        put(kit.checkout, edits)
-        if add:
-            kit.git("add", "-A")
-        target = sha_of(kit, slug)
-        option = {"fixup": f"--fixup={target}", "squash": f"--squash={target}", "amend": f"--fixup=amend:{target}"}
-        git("commit", "-qa", option[kind], *(["-m", "more"] if kind == "squash" else []), cwd=kit.checkout,
-            env={**AUTHOR, "GIT_EDITOR": "sed -i 's/^Why this change.$/Why, amended./'"})  # fmt: skip
-
-    return setup
-
-
-PAUSED = ("rebase-merge", "rebase-apply", "MERGE_HEAD", "CHERRY_PICK_HEAD")
-
-
-def paused(kit: Kit) -> list[str]:
-    return [e for e in PAUSED if (kit.checkout / ".git" / e).exists()]
-
-
 def config(key: str, value: str) -> Setup:
     return steps(("config", key, value))
 
@@ -177,10 +131,51 @@ autocrlf = config("core.autocrlf", "true")
 stash = steps({"vllm_omni/attn.py": "half a thought\n"}, ("stash", "-q"))
 latin1_file = commit({"vllm_omni/legacy.txt": "caf\xe9\n".encode("latin-1")}, "[NPU] Legacy\n\nWhy.", "legacy")
 rst_underline = commit({"guides/npu.rst": "NPU\n=======\n\nHow to run it.\n"}, "[Doc] NPU page\n\nWhy.", "npu-doc")
-EXTRA = {"vllm_omni/extra.py": "x = 1\n"}
 lookalike_in_body = commit(EXTRA, "[NPU] Extra\n\nSee the doc.\nKit-Patch: x\nmore text.", "extra")
 lookalike_paragraph = commit(EXTRA, "[NPU] Extra\n\nKit-Patch: x", "extra")
 new_commit = commit(EXTRA, "[NPU] Extra\n\nWhy this change.", "extra")
+
+Ran = subprocess.CompletedProcess[str]
+
+
+def state_stays_applied(kit: Kit, _proc: Ran) -> None:
+    assert state_of(kit)["status"] == "applied", "a refused apply flipped the state"
+
+
+def others_lock_kept(kit: Kit, proc: Ran) -> None:
+    state_stays_applied(kit, proc)
+    assert list((kit.checkout / ".git").glob("*.lock")), "the kit deleted another git's lock"
+
+
+def git_files_kept(kit: Kit, _proc: Ran) -> None:
+    assert (kit.checkout / ".git/info/attributes").read_text(encoding="utf-8") == ATTRIBUTE_NOTES
+    assert os.access(kit.checkout / HOOK, os.X_OK)
+
+
+def refs_came_along(kit: Kit, _proc: Ran) -> None:
+    """The refs' commits and the note came along; the pin moved."""
+    assert kit.git("cat-file", "-t", "keep").strip() == "commit"
+    assert kit.git("notes", "show", kit.git("notes", "list").split()[1]).strip() == "a note of mine"
+    assert kit.git("rev-parse", "pristine") != kit.git("rev-parse", "mine")
+
+
+def signoff_fix_works(kit: Kit, proc: Ran) -> None:
+    """The refusal's own fix works: then refresh changes no byte."""
+    assert "git -C .work/vllm-omni config --unset-all format.signoff" in proc.stderr
+    kit.git("config", "--unset-all", "format.signoff")
+    assert "patches/ unchanged" in kit.run("refresh").stdout
+
+
+def odd_names_linted_and_listed(kit: Kit, _proc: Ran) -> None:
+    """Quoted, spaced, " b/"-holding names: lint names each, readme lists them."""
+    lint = kit.run("lint")
+    out = lint.stdout + lint.stderr
+    assert lint.returncode == 1 and "Traceback" not in out, out  # findings (no SPDX header), not a crash
+    for name in ODD_NAMES:
+        assert f"{name}:1: KIT003" in out, name
+    readme = kit.run("readme")
+    assert readme.returncode == 0 and "odd-names" in readme.stdout, readme.stdout + readme.stderr
+
 
 ROWS = [
     # 7: what the kit did not make, it keeps
@@ -192,14 +187,14 @@ ROWS = [
     Row("ignored-named-by-refresh", "refresh", "git ignores in .work/vllm-omni are in no patch", own_exclude, 0),
     Row("coveragerc-is-not-ignored", "refresh", "uncommitted edits", coveragerc),
     Row("users-refs-kept-by-apply-force", "apply --force", "[3/3]", users_refs, 0),
-    Row("pin-change-keeps-refs", "apply", "[3/3]", pin_changed_with(users_refs), 0),
+    Row("pin-change-keeps-refs", "apply", "[3/3]", pin_changed_with(users_refs), 0, then=refs_came_along),
     Row("pin-change-keeps-ignored", "apply", KEPT_IGNORED, pin_changed_with(own_exclude, global_excludes), 0),
-    Row("pin-change-keeps-git-files", "apply", "[3/3]", pin_changed_with(own_git_files), 0),
+    Row("pin-change-keeps-git-files", "apply", "[3/3]", pin_changed_with(own_git_files), 0, then=git_files_kept),
     Row("pin-change-refuses-stash", "apply", "holds 1 stash entry", pin_changed_with(stash)),
     Row("pin-change-refuses-worktree", "apply", "work tree(s) of yours", pin_changed_with(worktree)),
     Row("pin-change-refuses-ignored-clash", "apply", "vllm_omni/extra.py (ignored by git, yours)", ignored_clash),
     # 9: only the kit's settings shape what it writes
-    Row("config-format-signoff-refresh", "refresh", "sets format.signoff", signoff),
+    Row("config-format-signoff-refresh", "refresh", "sets format.signoff", signoff, then=signoff_fix_works),
     Row("config-diff-noprefix-refresh", "refresh", "sets diff.noprefix", config("diff.noprefix", "true")),
     Row("config-autocrlf-apply", "apply", "sets core.autocrlf", autocrlf),
     Row("config-autocrlf-apply-force", "apply --force", "core.autocrlf", autocrlf),
@@ -212,7 +207,7 @@ ROWS = [
     Row("config-user-name-is-harmless", "refresh", "patches/ unchanged", config("user.name", "Me Myself"), 0),
     # merges, names, contents, trailers
     Row("merge-in-series", "refresh", "is a merge", merge),
-    Row("odd-names-refresh-again", "refresh", "patches/ unchanged", odd_names, 0),
+    Row("odd-names-refresh-again", "refresh", "patches/ unchanged", odd_names, 0, then=odd_names_linted_and_listed),
     Row("crlf-file-60-lines-apply", "apply", "[4/4]", crlf_file(60), 0),
     Row("crlf-file-2-lines-refresh-again", "refresh", "patches/ unchanged", crlf_file(2), 0),
     Row("trailer-lookalike-in-body", "refresh", "0004-extra.patch: new", lookalike_in_body, 0, patches_kept=False),
@@ -220,15 +215,27 @@ ROWS = [
     Row("rst-underline-is-text", "refresh", "0004-npu-doc.patch: new", rst_underline, 0, patches_kept=False),
     Row("latin1-file-refused-with-travelling-advice", "refresh", "tree's own .gitattributes", latin1_file),
     # recovery
-    Row("pristine-deleted-apply", "apply", "git -C .work/vllm-omni tag -f pristine", pristine_deleted),
-    Row("pristine-deleted-refresh", "refresh", "tag is gone or moved", pristine_deleted),
-    Row("pristine-deleted-lint", "lint", "tag is gone or moved", pristine_deleted),
-    Row("pristine-moved-apply", "apply", "tag is gone or moved", steps(("tag", "-f", "pristine", "HEAD~1"))),
+    Row(
+        "pristine-deleted-apply",
+        "apply",
+        "git -C .work/vllm-omni tag -f pristine",
+        pristine_deleted,
+        then=state_stays_applied,
+    ),
+    Row("pristine-deleted-refresh", "refresh", "tag is gone or moved", pristine_deleted, then=state_stays_applied),
+    Row("pristine-deleted-lint", "lint", "tag is gone or moved", pristine_deleted, then=state_stays_applied),
+    Row(
+        "pristine-moved-apply",
+        "apply",
+        "tag is gone or moved",
+        steps(("tag", "-f", "pristine", "HEAD~1")),
+        then=state_stays_applied,
+    ),
     Row("pristine-deleted-apply-force", "apply --force", "[3/3]", pristine_deleted, 0),
-    Row("others-index-lock-refresh", "refresh", "another git is working", index_lock),
-    Row("others-index-lock-apply", "apply", "rm .work/vllm-omni/.git/index.lock", index_lock),
-    Row("others-index-lock-apply-force", "apply --force", "another git", index_lock),
-    Row("others-head-lock-lint", "lint", "HEAD.lock exists", steps({".git/HEAD.lock": ""})),
+    Row("others-index-lock-refresh", "refresh", "another git is working", index_lock, then=others_lock_kept),
+    Row("others-index-lock-apply", "apply", "rm .work/vllm-omni/.git/index.lock", index_lock, then=others_lock_kept),
+    Row("others-index-lock-apply-force", "apply --force", "another git", index_lock, then=others_lock_kept),
+    Row("others-head-lock-lint", "lint", "HEAD.lock exists", steps({".git/HEAD.lock": ""}), then=others_lock_kept),
     # unclear cases, decided
     Row("continue-and-abort", "apply --continue --abort", "not allowed with argument", steps()),
     Row("refused-apply-says-nothing-of-applying", "apply", "uncommitted edits", steps({ATTN: "edited\n"})),
@@ -243,29 +250,6 @@ def test_keeps_row(row: Row, kit3: Kit, tmp_path: Path) -> None:
     refused_early = row.code and not row.id.startswith("pin-change")  # those refuse once the new pin is fetched
     assert not refused_early or "applying" not in proc.stdout, proc.stdout
     assert users_things(kit3) == kept, "something the user kept in the checkout is gone or changed"
-    if row.id.startswith(("pristine-", "others-")) and row.code:
-        assert state_of(kit3)["status"] == "applied", "a refused apply flipped the state"
-    if row.id == "pin-change-keeps-git-files":
-        assert (kit3.checkout / ".git/info/attributes").read_text(encoding="utf-8") == ATTRIBUTE_NOTES
-        assert os.access(kit3.checkout / HOOK, os.X_OK)
-    if row.id.startswith("others-"):
-        assert list((kit3.checkout / ".git").glob("*.lock")), "the kit deleted another git's lock"
-    if row.id == "pin-change-keeps-refs":  # the refs' commits and the note came along; the pin moved
-        assert kit3.git("cat-file", "-t", "keep").strip() == "commit"
-        assert kit3.git("notes", "show", kit3.git("notes", "list").split()[1]).strip() == "a note of mine"
-        assert kit3.git("rev-parse", "pristine") != kit3.git("rev-parse", "mine")
-    if row.id == "config-format-signoff-refresh":  # the refusal's own fix works: then refresh changes no byte
-        assert "git -C .work/vllm-omni config --unset-all format.signoff" in proc.stderr
-        kit3.git("config", "--unset-all", "format.signoff")
-        assert "patches/ unchanged" in kit3.run("refresh").stdout
-    if row.id == "odd-names-refresh-again":  # quoted, spaced, " b/"-holding: lint names each, readme lists them
-        lint = kit3.run("lint")
-        out = lint.stdout + lint.stderr
-        assert lint.returncode == 1 and "Traceback" not in out, out  # findings (no SPDX header), not a crash
-        for name in ODD_NAMES:
-            assert f"{name}:1: KIT003" in out, name
-        readme = kit3.run("readme")
-        assert readme.returncode == 0 and "odd-names" in readme.stdout, readme.stdout + readme.stderr
 
 
 def popen(kit: Kit, *args: str, **options: object) -> subprocess.Popen[str]:
@@ -285,7 +269,7 @@ def test_an_apply_that_waited_for_a_refresh_applies_the_new_series(kit3: Kit) ->
     with checkout_lock(kit3):  # held as a kit command holds it
         waiting = popen(kit3, "apply")
         assert f"waiting for .work/vllm-omni: in use by pid {os.getpid()}" in waiting.stdout.readline()
-        put(kit3.patches, snapshot(twin.patches))
+        write_files(kit3.patches, snapshot(twin.patches))
         assert waiting.poll() is None
     out, err = waiting.communicate(timeout=120)
     assert waiting.returncode == 0 and "Traceback" not in out + err, out + err
@@ -348,50 +332,3 @@ def test_a_refresh_killed_outright_is_healed_by_the_next(kit3: Kit, fraction: fl
     assert not list((kit3.checkout / ".git").glob("kit-git-running.*"))
     assert snapshot(kit3.patches) == snapshot(twin.patches)
     assert "patches/ unchanged" in kit3.run("refresh").stdout
-
-
-# ---- pure parts
-@pytest.mark.parametrize(
-    ("rest", "names"),
-    [('"a/\\303\\274.py" "b/\\303\\274.py"', ("ü.py", "ü.py")), ("a/x b/c.py b/x b/c.py", ("x b/c.py", "x b/c.py")),
-     ('"a/q\\"t.py" "b/q\\"t.py"', ('q"t.py', 'q"t.py')), ("a/x.py b/y.py", ("x.py", "y.py")),
-     ('a/x.py "b/\\303\\274.py"', ("x.py", "ü.py")), ('"a/tab\\there" "b/tab\\there"', ("tab\there", "tab\there"))],
-)  # fmt: skip
-def test_git_names_reads_quoted_and_spaced_names(rest: str, names: tuple[str, str]) -> None:
-    assert git_names(rest) == names
-
-
-SQUASH = (
-    "A\n\nWhy a.\n\nUpstream-Status: Pending\nKit-Patch: a\n\nB\n\nWhy b.\n\nUpstream-Status: Pending\nKit-Patch: b\n"
-)
-
-
-@pytest.mark.parametrize(
-    ("message", "slugs"),
-    [("S\n\nbody\nKit-Patch: x\nmore\n\nUpstream-Status: Pending\nKit-Patch: real\n", ["real"]),
-     ("S\n\nKit-Patch: x\n\nUpstream-Status: Pending\nKit-Patch: real\n", ["real"]),
-     (SQUASH, ["a", "b"]), ("S\n\nUpstream-Status: Pending\nKit-Patch: x\n\nA closing remark.\n", ["x"])],
-)  # fmt: skip
-def test_only_trailer_blocks_hold_trailers(message: str, slugs: list[str]) -> None:
-    assert squashed_slugs(message) == slugs
-
-
-def test_parse_reads_quoted_names_and_ends_lines_at_newlines_only() -> None:
-    """A quoted name is its file (bytes that are not UTF-8 kept); a form feed or U+2028 inside a line, and a CRLF
-    file's CR, do not end a line: counts and hunks stay right."""
-    assert unquoted('"b/caf\\351.py"')[0] == "b/caf\udce9.py"
-    text = ("diff --git a/x.py b/x.py\n--- a/x.py\n+++ b/x.py\n@@ -1,2 +1,3 @@\n a\x0cb\n+c\u2028d\n+e\r\n f\n"
-            "diff --git a/y.py b/y.py\n--- a/y.py\n+++ b/y.py\n@@ -1 +1 @@\n-g\n+h\n"
-            'diff --git "a/vllm_omni/\\303\\274.py" "b/vllm_omni/\\303\\274.py"\nnew file mode 100644\n'
-            '--- /dev/null\n+++ "b/vllm_omni/\\303\\274.py"\n@@ -0,0 +1 @@\n+u = 1\n')  # fmt: skip
-    x, y, u = parse(text)
-    assert x.added == ((2, "c\u2028d"), (3, "e")) and "+e\r\n" in x.hunks[0].text
-    assert (y.path, y.added, y.removed) == ("y.py", ((1, "h"),), 1)
-    assert (u.path, u.new_file, u.added) == ("vllm_omni/ü.py", True, ((1, "u = 1"),))
-
-
-def test_a_body_line_like_a_trailer_stays_in_the_upstream_message() -> None:
-    message = "S\n\nbody\nKit-Patch: x\n\nUpstream-Status: Pending\nKit-Patch: real\n"
-    assert strip_kit_trailers(message) == "S\n\nbody\nKit-Patch: x\n\n"
-    cherry = "S\n\nWhy.\n\nUpstream-Status: Pending\nKit-Patch: real\n(cherry picked from commit 0123abcd)\n"
-    assert trailer_values(message, "Kit-Patch") == trailer_values(cherry, "Kit-Patch") == ["real"]  # git's line too

@@ -13,12 +13,24 @@ from pathlib import Path
 
 import pytest
 from conftest import AUTHOR, Kit, rope_with
-from test_faults import inject, one_line_error, snapshot
-from test_faults_keeps import ATTN, EXTRA, ROPE, commit, fixup, paused, put, sha_of, steps
+from faulttable import (
+    ATTN,
+    EXTRA,
+    ROPE,
+    commit,
+    fixup,
+    inject,
+    one_line_error,
+    paused,
+    sha_of,
+    snapshot,
+    steps,
+    write_files,
+)
 
 from scripts import gitcmd, signals
+from scripts.checkout.refresh import CONFLICT_MARKER, Commit, FoldError, fold_of, plan_folds
 from scripts.gitcmd import git
-from scripts.refresh import CONFLICT_MARKER, Commit, FoldError, fold_of, plan_folds
 from scripts.series import with_one_identity
 
 Setup = Callable[[Kit, Path], object]
@@ -76,7 +88,7 @@ marker_in_binary_file = commit(BLOB, "[NPU] Blob\n\nWhy this change.", "blob")
 
 def fold_naming_pristine(kit: Kit, _tmp: Path) -> None:
     """`fixup! <sha>` of a commit that is no patch (the pristine one)."""
-    put(kit.checkout, TRIPLE)
+    write_files(kit.checkout, TRIPLE)
     kit.git("commit", "-qam", f"fixup! {kit.git('rev-parse', 'pristine').strip()}")
 
 
@@ -94,13 +106,13 @@ def hand_edited_patch(kit: Kit, tmp_path: Path) -> None:
 def pin_moved(kit: Kit, _tmp: Path) -> None:
     """The pin now names other bytes (another build of the same release)."""
     text = (kit.patches / "upstream.toml").read_text()
-    put(kit.patches, {"upstream.toml": text.replace(text.split('sha256 = "')[1][:64], "0" * 64)})
+    write_files(kit.patches, {"upstream.toml": text.replace(text.split('sha256 = "')[1][:64], "0" * 64)})
 
 
 def renamed_patch(kit: Kit, _tmp: Path) -> None:
     (kit.patches / "0002-twenty.patch").rename(kit.patches / "0002-my-twenty.patch")
     series = (kit.patches / "series").read_text()
-    put(kit.patches, {"series": series.replace("0002-twenty.patch", "0002-my-twenty.patch")})
+    write_files(kit.patches, {"series": series.replace("0002-twenty.patch", "0002-my-twenty.patch")})
 
 
 @dataclass(frozen=True)

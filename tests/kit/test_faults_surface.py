@@ -1,6 +1,6 @@
 """The fault table of the kit's surface: e2e, pr, lint and the front door.
 
-test_faults' contract (exit code, one line, no traceback, patches/ byte-identical), and nothing made (no .work/pr,
+faulttable's contract (exit code, one line, no traceback, patches/ byte-identical), and nothing made (no .work/pr,
 no pr/ branch, no evidence folder). The signal rows end a real e2e whose server is a real process.
 """
 
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 from conftest import AUTHOR, Kit, free_port, live_pids
-from test_faults import (
+from faulttable import (
     Row,
     finished,
     inject,

@@ -16,6 +16,7 @@ import pytest
 from conftest import AUTHOR, KIT_ROOT
 
 from scripts import gitcmd, gitproc
+from scripts.gitcmd import LOCATING, git_env
 from scripts.pin import git_blob_id
 
 GATEWAY = "gitcmd.py"  # the one module of scripts/ allowed to build git argv
@@ -265,3 +266,12 @@ def test_a_git_ended_by_a_signal_leaves_none_of_its_locks_and_no_older_one_is_to
     assert [p for p in made if p.exists()] == [] and older.exists()
     assert gitproc.spawn(["sh", "-c", f"touch '{made[0]}'"], cwd, dict(os.environ)).returncode == 0
     assert made[0].exists()  # a git that ended by itself keeps what it left: only a killed one is cleaned after
+
+
+@pytest.mark.parametrize("variable", LOCATING)
+def test_git_env_drops_every_repository_locating_variable(variable: str) -> None:
+    env = git_env(base={variable: "x", "GIT_CONFIG_KEY_7": "core.bare", "GIT_CONFIG_VALUE_7": "true", "HOME": "/h"})
+    assert env.get(variable) != "x"  # the user's value never reaches git (the kit may set its own)
+    assert "GIT_CONFIG_KEY_7" not in env and env["HOME"] == "/h"
+    carried = [(env[f"GIT_CONFIG_KEY_{i}"], env[f"GIT_CONFIG_VALUE_{i}"]) for i in range(int(env["GIT_CONFIG_COUNT"]))]
+    assert carried[0] == ("core.hooksPath", os.devnull) and ("maintenance.auto", "false") in carried

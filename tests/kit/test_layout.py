@@ -1,6 +1,6 @@
 """The layout shows the pipeline: no module of scripts/ imports from a later stage (STAGES, the list of
-docs/internals.md's "Layout", checked both ways), the regression suite never imports the kit, and an import
-between test modules names what that module defines.
+docs/internals.md's "Layout", checked both ways), the regression suite never imports the kit, no test module
+imports another (shared helpers live in conftest.py or a helpers module), and an import names what it defines.
 One test per rule, each also run on planted sources it must catch."""
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ STAGES: dict[int, tuple[str, ...]] = {
     ),
     1: ("pin", "registry"),
     2: ("series", "revisions"),
-    3: ("checkout.", "refresh"),
+    3: ("checkout.",),
     4: ("checks.",),
     5: ("legs.",),
-    6: ("e2e.", "ascendci"),
+    6: ("e2e.", "ascendci", "mutation."),
     7: ("rebase.",),
     8: ("pr.",),
     9: ("readme", "policy"),
@@ -245,3 +245,26 @@ def test_every_import_between_test_modules_names_what_it_defines() -> None:
         "test_b": "def test():\n    from test_a import X, gone\n",
     }
     assert unresolved_test_imports(planted) == ["test_b: test_a.gone"]
+
+
+def imports_of_test_modules(sources: dict[str, str]) -> list[str]:
+    """`import test_x` / `from test_x import ...` in any module of tests/kit (module name -> source), at any depth."""
+    return [
+        f"{module}: {name}"
+        for module, source in sorted(sources.items())
+        for node in ast.walk(ast.parse(source))
+        for name in (
+            [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in getattr(node, "names", [])]
+        )
+        if isinstance(node, ast.Import | ast.ImportFrom) and name.startswith("test_")
+    ]
+
+
+def test_no_test_module_imports_another() -> None:
+    sources = {path.stem: path.read_text(encoding="utf-8") for path in (KIT_ROOT / "tests" / "kit").glob("*.py")}
+    assert imports_of_test_modules(sources) == []
+    planted = {
+        "test_b": "def test():\n    from test_a import X\n",
+        "test_c": "import test_a\nfrom faulttable import Row\n",
+    }
+    assert imports_of_test_modules(planted) == ["test_b: test_a", "test_c: test_a"]

@@ -10,13 +10,13 @@ import pytest
 from conftest import KIT_ROOT
 
 from scripts.errors import KitError
-from scripts.legs import legenv, legpins
+from scripts.legs import legenv, legpins, pipconfig
 
 CI_DIR = KIT_ROOT / "ci"
 
 
 def index_args() -> list[str]:
-    return legenv.uv_index_args(legenv.read_pip_settings(), dict(os.environ), extras=False)
+    return pipconfig.uv_index_args(pipconfig.read_pip_settings(), dict(os.environ), extras=False)
 
 
 def stock_pins() -> str:

@@ -1,4 +1,4 @@
-"""Leg environments: pip's index settings reach uv, --python/--require, the uv -> pip fallback (real venvs)."""
+"""Leg environments: --python/--require, the uv -> pip fallback (real venvs)."""
 
 import os
 import site
@@ -11,36 +11,8 @@ from conftest import KIT_ROOT
 from kithelpers import parse_test_args
 
 from scripts.errors import KitError
-from scripts.legs import legenv
+from scripts.legs import legenv, modes, pipconfig
 from scripts.workspace import Workspace
-
-PIP_CONFIG_LIST = """\
-:env:.find-links='/srv/mirror/wheels'
-global.cert='/etc/ssl/certs/ca-certificates.crt'
-global.extra-index-url='file:///srv/mirror/a/simple file:///srv/mirror/b/simple'
-global.index-url='https://global.example/simple'
-install.index-url='https://install.example/simple'
-global.constraint='/srv/mirror/constraints.txt'
-"""
-SETTINGS = legenv.pip_settings(PIP_CONFIG_LIST)
-
-
-def test_pip_settings_reach_uv_with_pips_best_match_unless_uv_is_configured() -> None:
-    settings = legenv.pip_settings(PIP_CONFIG_LIST + ":env:.index-url='https://env.example/simple'\n")
-    assert settings["index-url"] == "https://env.example/simple"  # environment over install over global
-    assert SETTINGS["index-url"] == "https://install.example/simple"
-    assert settings["find-links"] == "/srv/mirror/wheels"
-    assert legenv.uv_index_args(SETTINGS, {}) == [
-        "--index-url", "https://install.example/simple",
-        "--extra-index-url", "file:///srv/mirror/a/simple", "--extra-index-url", "file:///srv/mirror/b/simple",
-        "--find-links", "/srv/mirror/wheels",
-        "--index-strategy", "unsafe-best-match",
-    ]  # fmt: skip
-    assert legenv.uv_index_args(SETTINGS, {"UV_INDEX_URL": "https://mine.example/simple"}) == []
-    assert legenv.uv_index_args(SETTINGS, {}, extras=False) == ["--index-url", "https://install.example/simple"]
-    assert legenv.uv_index_args({}, {}) == []
-    assert legenv.uv_environ(SETTINGS, {})["SSL_CERT_FILE"] == "/etc/ssl/certs/ca-certificates.crt"
-    assert legenv.uv_environ(SETTINGS, {"SSL_CERT_FILE": "/mine.pem"})["SSL_CERT_FILE"] == "/mine.pem"
 
 
 @pytest.mark.parametrize(
@@ -60,13 +32,13 @@ def test_bad_leg_options_are_one_clear_error(argv: list[str], message: str) -> N
 def test_leg_options_are_split_off_and_require_real_on_a_simulated_leg_fails_naming_the_import_error() -> None:
     seen = {"torch_npu": "2.13.0", "torch_npu_import": "ImportError: libhccl.so: cannot open shared object file"}
     real = r"mode simulated, but --require real: import torch_npu failed: .*libhccl"
-    with pytest.raises(legenv.ModeNotMet, match=real):
-        legenv.require_mode("npu", "simulated", "real", seen)
-    assert "not installed" in str(legenv.mode_shortfall("simulated", "real", {"torch_npu": "absent"}))
-    with pytest.raises(legenv.ModeNotMet, match="mode real, but --require simulated: .*drop --require"):
-        legenv.require_mode("npu", "real", "simulated", seen)
-    legenv.require_mode("npu", "simulated", "simulated", seen)  # met: no error
-    legenv.require_mode("npu", "simulated", None, seen)  # nothing required
+    with pytest.raises(modes.ModeNotMet, match=real):
+        modes.require_mode("npu", "simulated", "real", seen)
+    assert "not installed" in str(modes.mode_shortfall("simulated", "real", {"torch_npu": "absent"}))
+    with pytest.raises(modes.ModeNotMet, match="mode real, but --require simulated: .*drop --require"):
+        modes.require_mode("npu", "real", "simulated", seen)
+    modes.require_mode("npu", "simulated", "simulated", seen)  # met: no error
+    modes.require_mode("npu", "simulated", None, seen)  # nothing required
     got = parse_test_args(["npu", "-k", "fp32", "--python", "/usr/bin/python3", "--require=real", "-x"])
     assert got.options == legenv.LegOptions(python=Path("/usr/bin/python3"), require="real")
     assert got.pytest_args == ["-k", "fp32", "-x"]
@@ -116,7 +88,8 @@ def test_uv_failure_falls_back_to_pip_and_a_failure_both_ways_is_one_error(tmp_p
         legenv.uv_plan(uv[0], uv[1], Path(sys.executable), env, pins, None, broken_index),
         legenv.pip_plan(Path(sys.executable), env, pins, None),
     ]
-    assert legenv.run_plans("t", env, plans, legenv.uv_environ(legenv.read_pip_settings(), dict(os.environ))) == "pip"
+    environ = pipconfig.uv_environ(pipconfig.read_pip_settings(), dict(os.environ))
+    assert legenv.run_plans("t", env, plans, environ) == "pip"
     subprocess.run([legenv.env_python(env), "-c", "import iniconfig"], check=True)
     assert f"uv {uv[1]}: sync the pins failed with exit" in capsys.readouterr().out
     # A build that fails both ways (pip asks for a version that does not exist) is one error and leaves nothing.

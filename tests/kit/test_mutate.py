@@ -1,4 +1,4 @@
-"""scripts.legs.mutate: the AST mutator, the allowlist, and the verdict (no leg runs here; nox -s mutate does those)."""
+"""scripts.mutation.mutate: the AST mutator, the allowlist, the verdict (no leg runs here; nox -s mutate runs them)."""
 
 import ast
 import contextlib
@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 from conftest import KIT_ROOT
 
-from scripts.legs import legenv, mutate
-from scripts.legs.mutate import MutateError, Outcome
+from scripts.legs import legenv
+from scripts.mutation import mutate
+from scripts.mutation.mutate import MutateError, Outcome
 from scripts.workspace import Workspace
 
 SOURCE = """\

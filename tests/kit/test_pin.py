@@ -8,6 +8,7 @@ from conftest import AUTHOR, KIT_ROOT, SMALL_UPSTREAM, Kit, build_wheel, commit_
 
 from scripts import pin
 from scripts.gitcmd import git
+from scripts.pin import git_blob_id
 
 
 def test_shipped_pin_is_vllm_omni_0_30_0_and_version_names_the_pin_and_takes_no_command(small_kit: Kit) -> None:
@@ -138,3 +139,12 @@ def test_real_wheel_apply_is_reproducible_and_refresh_is_byte_stable(tmp_path: P
     for patch in (KIT_ROOT / "patches").iterdir():
         assert (kit.patches / patch.name).read_bytes() == patch.read_bytes(), patch.name
     assert "0.30.0, pristine" in kit.git("log", "-1", "--format=%s", "pristine")
+
+
+@pytest.mark.parametrize(
+    "data", [b"", b"x\n", b"caf\xe9\r\n", bytes(range(256))], ids=["empty", "text", "latin1", "binary"]
+)
+def test_blob_ids_of_wheel_entries_are_gits(data: bytes, tmp_path: Path) -> None:
+    path = tmp_path / "f"
+    path.write_bytes(data)
+    assert git_blob_id(data) == git("hash-object", "--no-filters", str(path), cwd=tmp_path).strip()

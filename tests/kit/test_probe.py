@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from conftest import KIT_ROOT
 
-from scripts.legs import legenv, probe, suite
+from scripts.legs import legenv, modes, probe, suite
 from scripts.workspace import Workspace
 
 SIMULATED = {"python": "3.11.7", "torch": "2.13.0", "torch_npu": "2.13.0", "torch_npu_import": "ImportError: no CANN"}
@@ -94,7 +94,7 @@ SEEN = {
 def test_mode_real_needs_an_import_and_a_card(case: str) -> None:
     seen, mode = SEEN[case]
     assert suite.npu_mode("npu", seen) == mode
-    shortfall = legenv.mode_shortfall(mode, "real", seen)
+    shortfall = modes.mode_shortfall(mode, "real", seen)
     assert (shortfall is None) == (mode == "real")
     if seen.get("torch_npu_import") == "ok" and mode != "real":
         assert "sees no NPU" in str(shortfall)

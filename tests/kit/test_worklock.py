@@ -57,3 +57,16 @@ def test_waiting_for_good_takes_the_lock_when_its_holder_lets_go(tmp_path: Path)
         assert lock_file.read_text(encoding="utf-8") == "waiter\n"
     thread.join()
     assert told == ["holder\n"]
+
+
+@pytest.mark.parametrize(
+    ("raw", "ok"),
+    [(raw, True) for raw in ("", "0", "2.5", "86400")]
+    + [(r, False) for r in ("86401", "nan", "inf", "1e309", "-1", "x")],
+)
+def test_lock_timeout_range(raw: str, ok: bool) -> None:
+    if ok:
+        assert 0 <= worklock.parse_timeout(raw) <= worklock.MAX_TIMEOUT_S
+    else:
+        with pytest.raises(worklock.BadTimeout, match="KIT_LOCK_TIMEOUT"):
+            worklock.parse_timeout(raw)

@@ -1,4 +1,4 @@
-"""Fork server for ``nox -s mutate`` (started by scripts/legs/mutate.py with a leg's interpreter and env).
+"""Fork server for ``nox -s mutate`` (started by scripts/mutation/mutate.py with a leg's interpreter and env).
 
 It imports torch, vllm and (simulated mode) the simulated NPU once, never vllm_omni (each run imports the
 mutated tree): a mutant costs seconds instead of a minute. Per stdin line ``{"args": [...], "timeout": s}`` it
