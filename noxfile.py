@@ -1,13 +1,13 @@
 """Sessions of the vllm-omni Ascend NPU kit: a table of contents. The logic lives in scripts/.
 
-nox -s apply test        pristine pin + patches/ -> .work/vllm-omni, then both CPU test legs (in parallel)
-nox -s lint              upstream's pre-commit hooks + the kit's own checks + the off-NPU proof on the series
-nox -s refresh           checkout commits -> patches/ (byte-stable)
-nox -s kit               the kit's own tests, default tier (in parallel); "kit(tier='heavy')": legs, e2e, network
-nox -s e2e -- ...        realtime benchmark on 4 Ascend cards (self-hosted runners)
-nox -s pr / rebase       upstream PR preparation / try the series on another pin
-nox -s bench             NPU gather and memory figures
-nox -s mutate            mutation testing of the series' added lines against both legs
+nox -s apply test        pristine pin + patches/ -> .work/vllm-omni, then both CPU test legs (in
+parallel) nox -s lint              upstream's pre-commit hooks + the kit's own checks + the off-NPU
+proof on the series nox -s refresh           checkout commits -> patches/ (byte-stable) nox -s kit
+the kit's own tests, default tier (in parallel); "kit(tier='heavy')": legs, e2e, network nox -s e2e
+-- ...        realtime benchmark on 4 Ascend cards (self-hosted runners) nox -s pr / rebase
+upstream PR preparation / try the series on another pin nox -s bench             NPU gather and
+memory figures nox -s mutate            mutation testing of the series' added lines against both
+legs
 """
 
 from __future__ import annotations
@@ -16,7 +16,10 @@ import sys
 from pathlib import Path
 
 if sys.version_info < (3, 11):  # noqa: UP036 -- the one line a user on an old python must see
-    sys.exit(f"nox: the kit needs Python >= 3.11, this is {sys.version.split()[0]}: run nox with python3.11 or newer")
+    sys.exit(
+        f"nox: the kit needs Python >= 3.11, this is {sys.version.split()[0]}: run nox with "
+        "python3.11 or newer"
+    )
 
 import nox  # noqa: E402
 
@@ -32,7 +35,9 @@ KIT = Workspace(Path(__file__).parent)
 KIT_TOOLS = KIT.kit_tools
 UPSTREAM_HOOKS = packages(load_hooks(KIT.upstream_hooks))  # upstream's gate, at its pins
 
-nox.needs_version = ">=2026.10.20"  # the version pinned in ci/kit-tools.txt (what the README installs)
+nox.needs_version = (
+    ">=2026.10.20"  # the version pinned in ci/kit-tools.txt (what the README installs)
+)
 nox.options.sessions = ["apply", "lint", "test"]
 nox.options.reuse_venv = "yes"
 nox.options.error_on_missing_interpreters = True
@@ -46,14 +51,14 @@ def pinned(name: str) -> str:
 
 def install(session: nox.Session, *args: str) -> None:
     """Install into the session's venv with .pyc written: uv writes none by default, and where
-    PYTHONDONTWRITEBYTECODE is set (CI images) every interpreter of the session (pytest-xdist workers,
-    e2e clients, plot subprocesses) would compile pytest, numpy and matplotlib again."""
+    PYTHONDONTWRITEBYTECODE is set (CI images) every interpreter of the session (pytest-xdist
+    workers, e2e clients, plot subprocesses) would compile pytest, numpy and matplotlib again."""
     session.install(*args, env={"UV_COMPILE_BYTECODE": "1"})
 
 
 def kit_venv(session: nox.Session, *packages: str) -> None:
-    """A session venv the kit runs in: pip besides packages (uv makes venvs without pip, and the kit fetches
-    release wheels with the pip of the interpreter that runs it: rebase, pr --onto)."""
+    """A session venv the kit runs in: pip besides packages (uv makes venvs without pip, and the kit
+    fetches release wheels with the pip of the interpreter that runs it: rebase, pr --onto)."""
     install(session, pinned("pip"), *packages)
 
 
@@ -64,7 +69,8 @@ def run_kit(session: nox.Session, *args: str, posargs: list[str] | None = None) 
 
 
 def without_test_flags(posargs: list[str]) -> list[str]:
-    """nox gives every session the same posargs: in `nox -s refresh test -- --changed`, --changed is test's."""
+    """nox gives every session the same posargs: in `nox -s refresh test -- --changed`, --changed is
+    test's."""
     flags = test_command.flags()
     out, skip_value = [], False
     for arg in posargs:
@@ -88,16 +94,19 @@ def refresh(session: nox.Session) -> None:
 
 
 def gate_tools(session: nox.Session) -> list[str]:
-    """Install upstream's pre-commit hooks at its pins (ci/upstream-hooks.toml) and pyyaml (a git target's gates
-    are read from its .pre-commit-config.yaml; --onto judges YAML patches as data); the lint options."""
+    """Install upstream's pre-commit hooks at its pins (ci/upstream-hooks.toml) and pyyaml (a git
+    target's gates are read from its .pre-commit-config.yaml; --onto judges YAML patches as data);
+    the lint options."""
     install(session, pinned("pyyaml"), *UPSTREAM_HOOKS)
     return ["--ruff", str(Path(session.bin) / "ruff"), "--hooks-bin", session.bin]
 
 
 @nox.session(venv_backend=VENV_BACKEND)
 def lint(session: nox.Session) -> None:
-    """Upstream's pre-commit hooks at its pins (typos, ruff, whitespace, ...), KIT001-KIT007, the off-NPU proof."""
-    # in the session's python: a git target's gates are read with pyyaml, which gate_tools installs there
+    """Upstream's pre-commit hooks at its pins (typos, ruff, whitespace, ...), KIT001-KIT007, the
+    off-NPU proof."""
+    # in the session's python: a git target's gates are read with pyyaml, which gate_tools installs
+    # there
     session.run("python", "-m", "scripts", "lint", *gate_tools(session), *session.posargs)
 
 
@@ -105,7 +114,8 @@ def lint(session: nox.Session) -> None:
 def test(session: nox.Session) -> None:
     """The CPU regression suite on the patched tree, both legs, in parallel when the cores allow.
 
-    -- --jobs 1: one leg after the other; -- --changed: only the tests of patches changed since the last green run.
+    -- --jobs 1: one leg after the other; -- --changed: only the tests of patches changed since the
+    last green run.
     """
     run_kit(session, "test")
 
@@ -125,13 +135,15 @@ for _leg in LEGS:
 
 @nox.session(venv_backend=VENV_BACKEND)
 def kit(session: nox.Session) -> None:
-    """The kit's own tests (tests/kit), default tier: not legs, e2e or network; in parallel (pytest-xdist)."""
+    """The kit's own tests (tests/kit), default tier: not legs, e2e or network; in parallel
+    (pytest-xdist)."""
     install(session, "-r", str(KIT_TOOLS), *UPSTREAM_HOOKS)  # the lint tests run upstream's hooks
     session.run(*kit_tests_command("default", session.posargs))
 
 
 def kit_tier(tier: str) -> None:
-    """`nox -s "kit(tier='heavy')"`: the tests marked legs, e2e or network (pytest.ini), in parallel by module."""
+    """`nox -s "kit(tier='heavy')"`: the tests marked legs, e2e or network (pytest.ini), in parallel by
+    module."""
 
     @nox.session(name=f"kit(tier='{tier}')", venv_backend=VENV_BACKEND, default=False)
     def one(session: nox.Session) -> None:
@@ -147,7 +159,8 @@ for _tier in KIT_TIERS:
 
 @nox.session(venv_backend=VENV_BACKEND, default=False)
 def e2e(session: nox.Session) -> None:
-    """LingBot-World realtime benchmark on 4 Ascend cards, two independent runs (-- --standin: the test stand-in)."""
+    """LingBot-World realtime benchmark on 4 Ascend cards, two independent runs (-- --standin: the test
+    stand-in)."""
     # the kit's client, frame hashes and the evidence's plot; the server is elsewhere
     kit_venv(session, pinned("websockets"), pinned("av"), pinned("matplotlib"))
     session.run("python", "-m", "scripts", "e2e", *session.posargs)
@@ -167,7 +180,8 @@ def mutate(session: nox.Session) -> None:
 
 @nox.session(venv_backend=VENV_BACKEND, default=False)
 def pr(session: nox.Session) -> None:
-    """Prepare the upstream PR: signed-off branch, format-patch files, PR body from records, precheck, range-diff."""
+    """Prepare the upstream PR: signed-off branch, format-patch files, PR body from records, precheck,
+    range-diff."""
     kit_venv(session)  # pip: --onto fetches the release; gate_tools brings pyyaml for its gates
     session.run("python", "-m", "scripts", "pr", *gate_tools(session), *session.posargs)
 

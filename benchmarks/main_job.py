@@ -1,18 +1,18 @@
 """The warm main job against its import floor: a developer's benchmark, not a kit command.
 
-    python benchmarks/main_job.py [--runs 3]
+python benchmarks/main_job.py [--runs 3]
 
 It needs the leg envs built (one `nox -s apply test`); a first, uncounted run rebuilds whatever the
-last change invalidated (the pristine oracle cache, .pyc), so every counted run is warm. It prints the
-import floor (`import torch, vllm` in the stock leg's env with its .pyc, as the leg starts it), the warm
-main job (`nox -s apply test`) and their ratio, and where the job's time goes: the npu leg (the longer
-one) alone, with and without coverage (coverage.py's tracer is called on every Python call, imports and
-tests alike), and each leg's tests by module (from junit.xml; the rest is interpreter start, imports,
-collection and reports). Medians of the runs.
+last change invalidated (the pristine oracle cache, .pyc), so every counted run is warm. It prints
+the import floor (`import torch, vllm` in the stock leg's env with its .pyc, as the leg starts it),
+the warm main job (`nox -s apply test`) and their ratio, and where the job's time goes: the npu leg
+(the longer one) alone, with and without coverage (coverage.py's tracer is called on every Python
+call, imports and tests alike), and each leg's tests by module (from junit.xml; the rest is
+interpreter start, imports, collection and reports). Medians of the runs.
 
-Beside that floor it prints the code under test's own: what the npu leg imports before it can test anything
-(the simulated NPU, then vllm-omni and its LingBot-World model, which import torch and vllm), so the share of
-the job that is imports of vllm-omni, not the kit's tests, shows.
+Beside that floor it prints the code under test's own: what the npu leg imports before it can test
+anything (the simulated NPU, then vllm-omni and its LingBot-World model, which import torch and
+vllm), so the share of the job that is imports of vllm-omni, not the kit's tests, shows.
 """
 
 from __future__ import annotations
@@ -43,7 +43,9 @@ _npu_leg.import_code_under_test()
 
 def seconds(cmd: list[str], env: dict[str, str], cwd: Path) -> float:
     started = time.perf_counter()
-    subprocess.run(cmd, env=env, cwd=cwd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(
+        cmd, env=env, cwd=cwd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     return time.perf_counter() - started
 
 
@@ -61,28 +63,49 @@ def main(argv: list[str]) -> int:
     runs = parser.parse_args(argv).runs
     ws = Workspace.of_kit()
     job_cmd = [sys.executable, "-m", "nox", "-s", "apply", "test"]
-    seconds(job_cmd, dict(os.environ), ws.root)  # warm-up: whatever the last change left to rebuild (oracle, .pyc)
+    seconds(
+        job_cmd, dict(os.environ), ws.root
+    )  # warm-up: whatever the last change left to rebuild (oracle, .pyc)
 
     def median(cmd: list[str], env: dict[str, str]) -> float:
         return statistics.median(seconds(cmd, env, ws.root) for _ in range(runs))
 
     env = legenv.env_dir(ws, "stock")
-    floor = median([str(legenv.env_python(env)), "-c", "import torch, vllm"],
-                   legenv.bytecode_env(os.environ, legenv.pycache_dir(env)))  # fmt: skip
+    floor = median(
+        [str(legenv.env_python(env)), "-c", "import torch, vllm"],
+        legenv.bytecode_env(os.environ, legenv.pycache_dir(env)),
+    )
     npu_env = legenv.env_dir(ws, "npu")
-    npu_vars = suite.leg_env("npu", "simulated", ws.checkout, ws.pristine_tree, ws.records, legenv.pycache_dir(npu_env))
-    suite_floor = median([str(legenv.env_python(npu_env)), "-c", SUITE_IMPORTS, str(ws.checkout),
-                          str(ws.root / suite.SUITE)], npu_vars)  # fmt: skip
+    npu_vars = suite.leg_env(
+        "npu", "simulated", ws.checkout, ws.pristine_tree, ws.records, legenv.pycache_dir(npu_env)
+    )
+    suite_floor = median(
+        [
+            str(legenv.env_python(npu_env)),
+            "-c",
+            SUITE_IMPORTS,
+            str(ws.checkout),
+            str(ws.root / suite.SUITE),
+        ],
+        npu_vars,
+    )
     kit = [sys.executable, "-m", "scripts", "test", "npu"]
     npu_leg = median(kit, dict(os.environ))
-    npu_leg_bare = median([*kit, "-q"], dict(os.environ))  # any pytest argument: coverage not measured
-    job = median(job_cmd, dict(os.environ))  # last: its records are the ones the per-module tables read
+    npu_leg_bare = median(
+        [*kit, "-q"], dict(os.environ)
+    )  # any pytest argument: coverage not measured
+    job = median(
+        job_cmd, dict(os.environ)
+    )  # last: its records are the ones the per-module tables read
     print(
         table(
             ["measure", "seconds"],
             [
                 ("import floor (import torch, vllm)", f"{floor:.1f}"),
-                ("the code under test's imports (npu leg: vllm-omni, LingBot-World)", f"{suite_floor:.1f}"),
+                (
+                    "the code under test's imports (npu leg: vllm-omni, LingBot-World)",
+                    f"{suite_floor:.1f}",
+                ),
                 ("npu leg alone (test npu)", f"{npu_leg:.1f}"),
                 ("npu leg alone, coverage not measured (test npu -q)", f"{npu_leg_bare:.1f}"),
                 ("warm nox -s apply test", f"{job:.1f}"),

@@ -7,4 +7,7 @@ other way round.
 import sys
 
 if sys.version_info < (3, 11):  # noqa: UP036 -- one line instead of a tomllib traceback
-    sys.exit(f"kit: error: the kit needs Python >= 3.11, this is {sys.version.split()[0]} -- run it with python3.11+")
+    sys.exit(
+        f"kit: error: the kit needs Python >= 3.11, this is {sys.version.split()[0]} -- run it "
+        "with python3.11+"
+    )

@@ -5,15 +5,21 @@ from __future__ import annotations
 import signal
 import sys
 
-if __name__ == "__main__":  # a signal while Python loads the kit: nothing has started (main() takes over below)
+if (
+    __name__ == "__main__"
+):  # a signal while Python loads the kit: nothing has started (main() takes over below)
 
     def _before_start(signum: int, _frame: object) -> None:
-        sys.stderr.write(f"kit: error: interrupted by {signal.Signals(signum).name} before any command started "
-                         "-- nothing was changed; run it again\n")  # fmt: skip
+        sys.stderr.write(
+            f"kit: error: interrupted by {signal.Signals(signum).name} before any command started "
+            "-- nothing was changed; run it again\n"
+        )
         raise SystemExit(130)
 
     for _ending in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
-        if signal.getsignal(_ending) is not signal.SIG_IGN:  # signals.takeable, before the kit can be imported
+        if (
+            signal.getsignal(_ending) is not signal.SIG_IGN
+        ):  # signals.takeable, before the kit can be imported
             signal.signal(_ending, _before_start)
 
 import argparse  # noqa: E402 -- after the handlers above
@@ -22,8 +28,12 @@ from pathlib import Path
 from types import ModuleType
 from typing import NoReturn
 
-if not __package__:  # `python path/to/scripts COMMAND` from any folder (`-m scripts` needs the kit's root as cwd)
-    sys.path[0] = str(Path(sys.path[0]).resolve().parent)  # path/to/scripts -> the kit, so `scripts` imports
+if (
+    not __package__
+):  # `python path/to/scripts COMMAND` from any folder (`-m scripts` needs the kit's root as cwd)
+    sys.path[0] = str(
+        Path(sys.path[0]).resolve().parent
+    )  # path/to/scripts -> the kit, so `scripts` imports
 
 from scripts import signals
 from scripts.errors import KitError, os_fix
@@ -32,9 +42,11 @@ from scripts.workspace import Workspace
 
 
 def command_modules() -> tuple[ModuleType, ...]:
-    """Every command, in pipeline order: pin -> series/checkout -> checks -> legs -> e2e -> PR, then upkeep.
+    """Every command, in pipeline order: pin -> series/checkout -> checks -> legs -> e2e -> PR, then
+    upkeep.
 
-    Imported here, not at the top, so that a Ctrl-C while they load is the kit's one line, not a traceback.
+    Imported here, not at the top, so that a Ctrl-C while they load is the kit's one line, not a
+    traceback.
     """
     from scripts.commands import (
         apply,
@@ -54,7 +66,23 @@ def command_modules() -> tuple[ModuleType, ...]:
         test,
     )
 
-    return (pin, apply, refresh, lint, test, bench, legenv, legpins, mutate, e2e, ascendci, pr, rebase, readme, policy)
+    return (
+        pin,
+        apply,
+        refresh,
+        lint,
+        test,
+        bench,
+        legenv,
+        legpins,
+        mutate,
+        e2e,
+        ascendci,
+        pr,
+        rebase,
+        readme,
+        policy,
+    )
 
 
 def name_of(module: ModuleType) -> str:
@@ -62,7 +90,8 @@ def name_of(module: ModuleType) -> str:
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse's usage errors as the kit's one line (exit 2), like every other refusal; subcommands inherit it."""
+    """argparse's usage errors as the kit's one line (exit 2), like every other refusal; subcommands
+    inherit it."""
 
     def error(self, message: str) -> NoReturn:
         raise KitError(message, f"see {self.prog} --help")
@@ -70,7 +99,11 @@ class Parser(argparse.ArgumentParser):
 
 def parser() -> argparse.ArgumentParser:
     p = Parser(prog="python -m scripts", description=__doc__)
-    p.add_argument("--version", action="store_true", help="what this kit carries: the pinned release and the series")
+    p.add_argument(
+        "--version",
+        action="store_true",
+        help="what this kit carries: the pinned release and the series",
+    )
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     for module in command_modules():
         doc = (module.__doc__ or "").strip()
@@ -83,17 +116,20 @@ def parser() -> argparse.ArgumentParser:
 
 
 def on_ending_signal(signum: int, frame: object) -> None:
-    """A signal that ends a run (a closed terminal, a cancelled CI job, Ctrl-\\) is raised like Ctrl-C, named
-    (KeyboardInterrupt("SIGTERM")), so that every cleanup (finally, with) runs and the state can say what ended it."""
+    """A signal that ends a run (a closed terminal, a cancelled CI job, Ctrl-\\) is raised like Ctrl-C,
+    named (KeyboardInterrupt("SIGTERM")), so that every cleanup (finally, with) runs and the state
+    can say what ended it."""
     raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
 def install_run_handlers() -> None:
-    """The program's own settings, made by the shell below only (an in-process caller keeps its own): every
-    ending signal is a KeyboardInterrupt from here on, and an ASCII (C locale) terminal gets other text
-    escaped, no crash."""
+    """The program's own settings, made by the shell below only (an in-process caller keeps its own):
+    every ending signal is a KeyboardInterrupt from here on, and an ASCII (C locale) terminal gets
+    other text escaped, no crash."""
     for ending in signals.takeable():  # one ignored as the kit started (nohup) stays ignored
-        signal.signal(ending, signal.default_int_handler if ending == signal.SIGINT else on_ending_signal)
+        signal.signal(
+            ending, signal.default_int_handler if ending == signal.SIGINT else on_ending_signal
+        )
     for stream in (sys.stdout, sys.stderr):
         if isinstance(stream, io.TextIOWrapper):
             stream.reconfigure(errors="backslashreplace")
@@ -106,11 +142,17 @@ def parse(argv: list[str]) -> argparse.Namespace:
     args, extra = p.parse_known_args(argv)
     if args.version or args.command is None:
         if args.command is not None or extra or not args.version:
-            what = "--version takes no COMMAND" if args.version else "the following arguments are required: COMMAND"
+            what = (
+                "--version takes no COMMAND"
+                if args.version
+                else "the following arguments are required: COMMAND"
+            )
             raise KitError(what, f"see {p.prog} --help")
         return args
     if extra and not args.passthrough:
-        raise KitError(f"unrecognized arguments: {' '.join(extra)}", f"see {p.prog} {args.command} --help")
+        raise KitError(
+            f"unrecognized arguments: {' '.join(extra)}", f"see {p.prog} {args.command} --help"
+        )
     if extra:  # pytest's, in their order, before what the command's own remainder holds
         args.pytest_args = [*extra, *args.pytest_args]
     return args
@@ -126,7 +168,8 @@ def version_line(ws: Workspace) -> str:
 
 
 def main(argv: list[str], workspace: Workspace) -> int:
-    """Parse, dispatch to the command on `workspace`, and turn its refusals into one line and an exit code."""
+    """Parse, dispatch to the command on `workspace`, and turn its refusals into one line and an exit
+    code."""
     try:
         args = parse(argv)
         if args.version:
@@ -135,19 +178,29 @@ def main(argv: list[str], workspace: Workspace) -> int:
     except KitError as exc:
         fail(str(exc))
         return exc.exit_code
-    except (KeyboardInterrupt, RuntimeError) as stop:  # while the commands load: nothing has started
-        # Python wraps a Ctrl-C that lands while a dataclass is made (in __set_name__) in a RuntimeError
+    except (
+        KeyboardInterrupt,
+        RuntimeError,
+    ) as stop:  # while the commands load: nothing has started
+        # Python wraps a Ctrl-C that lands while a dataclass is made (in __set_name__) in a
+        # RuntimeError
         signal_ = stop if isinstance(stop, KeyboardInterrupt) else stop.__cause__
         if not isinstance(signal_, KeyboardInterrupt):
             raise
-        fail(f"interrupted by {str(signal_) or 'SIGINT'} before any command started -- nothing was changed; "
-             "run it again")  # fmt: skip
+        fail(
+            f"interrupted by {str(signal_) or 'SIGINT'} before any command started -- nothing was "
+            "changed; "
+            "run it again"
+        )
         return 130
     with kept_output() as output:
         code = run_command(args, workspace)
     if output.failed and code in (0, 1):  # the work ran to its end; only the report of it is lost
-        fail(f"{args.command} finished, but {output.line()} -- its work is done and stays (nothing to undo); "
-             "run it again with its output going where it can be written, to see its report")  # fmt: skip
+        fail(
+            f"{args.command} finished, but {output.line()} -- its work is done and stays (nothing "
+            "to undo); "
+            "run it again with its output going where it can be written, to see its report"
+        )
         return 2 if code == 0 else code
     return code
 
@@ -160,10 +213,15 @@ def run_command(args: argparse.Namespace, workspace: Workspace) -> int:
         fail(str(exc))
         return exc.exit_code
     except KeyboardInterrupt as stop:
-        fail(f"{args.command} interrupted by {str(stop) or 'SIGINT'} -- nothing is half-written; run it again "
-             "(other commands say if it must)")  # fmt: skip
+        fail(
+            f"{args.command} interrupted by {str(stop) or 'SIGINT'} -- nothing is half-written; "
+            "run it again "
+            "(other commands say if it must)"
+        )
         return 130
-    except OSError as exc:  # the last guard: a file the kit could not read or write, named in one line
+    except (
+        OSError
+    ) as exc:  # the last guard: a file the kit could not read or write, named in one line
         where = f": {exc.filename}" if exc.filename else " (writing a file the system did not name)"
         fail(f"{args.command}: {exc.strerror or exc}{where} -- {os_fix(exc, '.work')}")
         return 2

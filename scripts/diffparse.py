@@ -35,7 +35,9 @@ class FileDiff:
     added: tuple[tuple[int, str], ...]  # (line number in the new file, text)
     removed: int
     hunks: tuple[Hunk, ...] = ()
-    old_path: str = ""  # the name before (`--- a/...`); "" for a new file, the new name when no `---` line
+    old_path: str = (
+        ""  # the name before (`--- a/...`); "" for a new file, the new name when no `---` line
+    )
 
     @property
     def apply_name(self) -> str:
@@ -75,12 +77,19 @@ class _File:
 
     def frozen(self) -> FileDiff:
         self.close_hunk()
-        return FileDiff(self.path, self.new_file, tuple(self.added), self.removed, tuple(self.hunks), self.old_path)
+        return FileDiff(
+            self.path,
+            self.new_file,
+            tuple(self.added),
+            self.removed,
+            tuple(self.hunks),
+            self.old_path,
+        )
 
 
 def unquoted(text: str) -> tuple[str, str]:
-    """(the name, the rest) of a name git wrote C-quoted (`"b/\\303\\274.py"`: octal bytes, \\t, \\", ...),
-    as UTF-8 (other bytes kept, surrogate-escaped); text must start with the opening quote."""
+    """(the name, the rest) of a name git wrote C-quoted (`"b/\\303\\274.py"`: octal bytes, \\t, \\",
+    ...), as UTF-8 (other bytes kept, surrogate-escaped); text must start with the opening quote."""
     out, i = bytearray(), 1
     while i < len(text) and text[i] != '"':
         if text[i] == "\\" and text[i + 1 : i + 4].isdigit() and len(text[i + 1 : i + 4]) == 3:
@@ -96,8 +105,8 @@ def unquoted(text: str) -> tuple[str, str]:
 
 
 def header_name(text: str) -> str:
-    """The name in a `--- a/x` or `+++ b/x` line after its marker, prefix dropped (git ends a name holding a
-    space with a tab there); "" for /dev/null."""
+    """The name in a `--- a/x` or `+++ b/x` line after its marker, prefix dropped (git ends a name
+    holding a space with a tab there); "" for /dev/null."""
     if text.startswith('"'):
         text = unquoted(text)[0]
     text = text.removesuffix("\t")
@@ -105,8 +114,8 @@ def header_name(text: str) -> str:
 
 
 def git_names(rest: str) -> tuple[str, str]:
-    """(old, new) names of a `diff --git ` line's rest: quoted names, or plain ones that may hold spaces and
-    " b/" (then both names are the same, as in every diff without a rename)."""
+    """(old, new) names of a `diff --git ` line's rest: quoted names, or plain ones that may hold
+    spaces and " b/" (then both names are the same, as in every diff without a rename)."""
     if rest.startswith('"'):
         old, rest = unquoted(rest)
         rest = rest.lstrip(" ")
@@ -131,21 +140,35 @@ def parse(patch_text: str) -> list[FileDiff]:
     files: list[FileDiff] = []
     current: _File | None = None
     line_no = old_left = new_left = 0
-    # Lines end at "\n" only: splitlines() would also end them at a CR, a form feed or U+2028 inside a file's line.
+    # Lines end at "\n" only: splitlines() would also end them at a CR, a form feed or U+2028 inside
+    # a file's line.
     for line in patch_text.removesuffix("\n").split("\n"):
         tag = line[:1]
-        if current and current.body and (old_left > 0 or new_left > 0) and tag in ("+", "-", " ", "", "\\"):
+        if (
+            current
+            and current.body
+            and (old_left > 0 or new_left > 0)
+            and tag in ("+", "-", " ", "", "\\")
+        ):
             current.body.append(line)
             if tag == "+":
-                current.added.append((line_no, line[1:].removesuffix("\r")))  # a CRLF file's line, without its CR
+                current.added.append(
+                    (line_no, line[1:].removesuffix("\r"))
+                )  # a CRLF file's line, without its CR
                 line_no, new_left = line_no + 1, new_left - 1
             elif tag == "-":
                 current.removed, old_left = current.removed + 1, old_left - 1
-            elif tag != "\\":  # context (a blank line is context whose space was stripped); `\ No newline`
+            elif (
+                tag != "\\"
+            ):  # context (a blank line is context whose space was stripped); `\ No newline`
                 line_no, old_left, new_left = line_no + 1, old_left - 1, new_left - 1
             continue
-        old_left = new_left = 0  # a hunk shorter than its header says ends at the first line no hunk has
-        if current and current.body and tag == "\\":  # `\ No newline at end of file` after a hunk's last line
+        old_left = new_left = (
+            0  # a hunk shorter than its header says ends at the first line no hunk has
+        )
+        if (
+            current and current.body and tag == "\\"
+        ):  # `\ No newline at end of file` after a hunk's last line
             current.body.append(line)
             continue
         if line.startswith("diff --git "):

@@ -1,7 +1,7 @@
 """The kit's digests of one text or one file: sha256, hex, as `sha256sum` prints it.
 
-Digests over several things (the series, an env's pins, the suite's files) are built from these where they
-live, each with its own framing, so that a change to any part changes the whole.
+Digests over several things (the series, an env's pins, the suite's files) are built from these
+where they live, each with its own framing, so that a change to any part changes the whole.
 """
 
 from __future__ import annotations

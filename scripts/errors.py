@@ -17,7 +17,8 @@ class KitError(Exception):
 
 
 def os_fix(exc: OSError, where: str) -> str:
-    """What to do about a failed file operation in `where`, by its cause (errno): never "free space" for a name."""
+    """What to do about a failed file operation in `where`, by its cause (errno): never "free space"
+    for a name."""
     code = exc.errno
     if code in (errno.ENOSPC, errno.EDQUOT):
         return f"free disk space (df -h {where}), then run it again"

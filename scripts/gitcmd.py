@@ -9,10 +9,11 @@ hook of the kit's own repository): the kit's git calls act on the folder they
 name, and nothing else. Output is decoded as UTF-8 whatever the locale, keeping
 bytes that are not UTF-8 (surrogateescape): file content can be any bytes.
 
-Nothing else of the user's changes what the kit's git writes or reads (invariant 12): git gets an allow-list
-of the environment (scripts/childenv.py: no GIT_DIFF_OPTS, GIT_EXTERNAL_DIFF, LANG, TZ, ...), and no global
-attributes file. The one setting of the user's it honours grants access: safe.directory from their global and
-system config, read (only that key) where the checkout is another user's.
+Nothing else of the user's changes what the kit's git writes or reads (invariant 12): git gets an
+allow-list of the environment (scripts/childenv.py: no GIT_DIFF_OPTS, GIT_EXTERNAL_DIFF, LANG, TZ,
+...), and no global attributes file. The one setting of the user's it honours grants access:
+safe.directory from their global and system config, read (only that key) where the checkout is
+another user's.
 
 This module is the kit's one git gateway: no other module builds a git command
 line (tests/kit/test_gitgateway.py), each calls the operation named here; scripts/gitproc.py
@@ -44,7 +45,8 @@ KIT_IDENTITY = {
 
 
 def last_line(*outputs: str) -> str:
-    """The last non-empty line of the first output that has one: what a tool said last, for a one-line error."""
+    """The last non-empty line of the first output that has one: what a tool said last, for a one-line
+    error."""
     for text in outputs:
         lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
         if lines:
@@ -52,12 +54,17 @@ def last_line(*outputs: str) -> str:
     return "no output"
 
 
-# What git says went wrong, most telling first: a merge conflict names the file, error/fatal the rest.
-GIT_REASONS = (re.compile(r"^CONFLICT [^:]*: .+$", re.M), re.compile(r"^(?:error|fatal): .+$", re.M))
+# What git says went wrong, most telling first: a merge conflict names the file, error/fatal the
+# rest.
+GIT_REASONS = (
+    re.compile(r"^CONFLICT [^:]*: .+$", re.M),
+    re.compile(r"^(?:error|fatal): .+$", re.M),
+)
 
 
 def git_reason(*outputs: str) -> str:
-    """What git said went wrong, in one line: its first CONFLICT line, else error/fatal line, else its last line."""
+    """What git said went wrong, in one line: its first CONFLICT line, else error/fatal line, else its
+    last line."""
     for pattern in GIT_REASONS:
         for text in outputs:
             m = pattern.search(text)
@@ -77,38 +84,87 @@ class GitFailed(KitError):
 # Variables that make git use another repository, index, object store or config than the
 # folder the kit names (`git rev-parse --local-env-vars`, and the discovery ones besides).
 LOCATING = (
-    "GIT_DIR", "GIT_WORK_TREE", "GIT_IMPLICIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY",
-    "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_COMMON_DIR", "GIT_NAMESPACE", "GIT_CEILING_DIRECTORIES",
-    "GIT_DISCOVERY_ACROSS_FILESYSTEM", "GIT_PREFIX", "GIT_GRAFT_FILE", "GIT_SHALLOW_FILE", "GIT_REPLACE_REF_BASE",
-    "GIT_NO_REPLACE_OBJECTS", "GIT_QUARANTINE_PATH", "GIT_CONFIG", "GIT_CONFIG_PARAMETERS", "GIT_CONFIG_COUNT",
-)  # fmt: skip
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_IMPLICIT_WORK_TREE",
+    "GIT_INDEX_FILE",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    "GIT_COMMON_DIR",
+    "GIT_NAMESPACE",
+    "GIT_CEILING_DIRECTORIES",
+    "GIT_DISCOVERY_ACROSS_FILESYSTEM",
+    "GIT_PREFIX",
+    "GIT_GRAFT_FILE",
+    "GIT_SHALLOW_FILE",
+    "GIT_REPLACE_REF_BASE",
+    "GIT_NO_REPLACE_OBJECTS",
+    "GIT_QUARANTINE_PATH",
+    "GIT_CONFIG",
+    "GIT_CONFIG_PARAMETERS",
+    "GIT_CONFIG_COUNT",
+)
 CONFIG_ENTRY = re.compile(r"^GIT_CONFIG_(KEY|VALUE)_\d+$")
-# Config every kit call carries (as GIT_CONFIG_COUNT/KEY/VALUE): no hook runs, wherever it is installed;
-# no automatic maintenance after a commit, am or rebase (`gc --auto` goes on in the background, detached,
-# and holds .git locks such as HEAD.lock into the kit's next git: seen after an interrupted refresh).
-# No global attributes file ($XDG_CONFIG_HOME/git/attributes is read even without a global config: `*.py diff=python`
-# rewrote hunk headers, `*.yaml -diff` made a patch binary, `eol=crlf` checked the tree out with CRLF).
+# Config every kit call carries (as GIT_CONFIG_COUNT/KEY/VALUE): no hook runs, wherever it is
+# installed; no automatic maintenance after a commit, am or rebase (`gc --auto` goes on in the
+# background, detached, and holds .git locks such as HEAD.lock into the kit's next git: seen after
+# an interrupted refresh). No global attributes file ($XDG_CONFIG_HOME/git/attributes is read even
+# without a global config: `*.py diff=python` rewrote hunk headers, `*.yaml -diff` made a patch
+# binary, `eol=crlf` checked the tree out with CRLF).
 KIT_CONFIG = (
-    ("core.hooksPath", os.devnull), ("maintenance.auto", "false"), ("gc.auto", "0"), ("color.ui", "never"),
+    ("core.hooksPath", os.devnull),
+    ("maintenance.auto", "false"),
+    ("gc.auto", "0"),
+    ("color.ui", "never"),
     ("core.attributesFile", os.devnull),
-)  # fmt: skip
+)
 
-# Keys a repository's own .git/config may set without changing what the kit's git writes or reads (`git init`'s
-# own, who the user is (the kit's gits carry their identity in the environment, which wins), where remotes are,
-# the user's tools, and what KIT_CONFIG sets (the command line wins over every file)). git offers no way to skip
-# a repository's own config, so any other key (format.*, diff.*, core.autocrlf, i18n.*, commit.gpgsign, am.*,
-# include.*, ...) is refused, named, before the kit runs a git that would read it (invariant 9).
+# Keys a repository's own .git/config may set without changing what the kit's git writes or reads
+# (`git init`'s own, who the user is (the kit's gits carry their identity in the environment, which
+# wins), where remotes are, the user's tools, and what KIT_CONFIG sets (the command line wins over
+# every file)). git offers no way to skip a repository's own config, so any other key (format.*,
+# diff.*, core.autocrlf, i18n.*, commit.gpgsign, am.*, include.*, ...) is refused, named, before the
+# kit runs a git that would read it (invariant 9).
 HARMLESS_CONFIG = (
-    "core.repositoryformatversion", "core.filemode", "core.bare", "core.logallrefupdates", "core.ignorecase",
-    "core.precomposeunicode", "core.symlinks", "core.editor", "core.pager", "core.hookspath", "sequence.editor",
+    "core.repositoryformatversion",
+    "core.filemode",
+    "core.bare",
+    "core.logallrefupdates",
+    "core.ignorecase",
+    "core.precomposeunicode",
+    "core.symlinks",
+    "core.editor",
+    "core.pager",
+    "core.hookspath",
+    "sequence.editor",
     "core.excludesfile",
-    "user.*", "author.*", "committer.*", "remote.*", "branch.*", "url.*", "credential.*", "http.*", "alias.*",
-    "pager.*", "color.*", "diff.tool", "diff.guitool", "merge.tool", "difftool.*", "mergetool.*", "gc.*",
-    "maintenance.*", "push.*", "advice.*", "help.*", "init.defaultbranch",
-)  # fmt: skip
+    "user.*",
+    "author.*",
+    "committer.*",
+    "remote.*",
+    "branch.*",
+    "url.*",
+    "credential.*",
+    "http.*",
+    "alias.*",
+    "pager.*",
+    "color.*",
+    "diff.tool",
+    "diff.guitool",
+    "merge.tool",
+    "difftool.*",
+    "mergetool.*",
+    "gc.*",
+    "maintenance.*",
+    "push.*",
+    "advice.*",
+    "help.*",
+    "init.defaultbranch",
+)
 
 
-# Files of a repository's .git/info/ that git reads besides its commits and config (exclude only ignores files).
+# Files of a repository's .git/info/ that git reads besides its commits and config (exclude only
+# ignores files).
 INFO_FILES = ("attributes", "grafts")
 
 
@@ -118,13 +174,22 @@ def info_settings(repo: Path) -> list[str]:
     found = []
     for name in INFO_FILES:
         lines = (info / name).read_bytes().splitlines() if (info / name).is_file() else []
-        found += [name] if any(line.strip() and not line.lstrip().startswith(b"#") for line in lines) else []
+        found += (
+            [name]
+            if any(line.strip() and not line.lstrip().startswith(b"#") for line in lines)
+            else []
+        )
     return found
 
 
 def foreign_config(repo: Path) -> list[str]:
-    """Keys of repo's own config that could change what the kit's git writes or reads (see HARMLESS_CONFIG)."""
-    return [key for key in local_config_keys(repo) if not any(fnmatch.fnmatch(key, k) for k in HARMLESS_CONFIG)]
+    """Keys of repo's own config that could change what the kit's git writes or reads (see
+    HARMLESS_CONFIG)."""
+    return [
+        key
+        for key in local_config_keys(repo)
+        if not any(fnmatch.fnmatch(key, k) for k in HARMLESS_CONFIG)
+    ]
 
 
 def kit_config_env(granted: tuple[str, ...] = ()) -> dict[str, str]:
@@ -137,10 +202,12 @@ def kit_config_env(granted: tuple[str, ...] = ()) -> dict[str, str]:
 
 
 def git_env(
-    extra: dict[str, str] | None = None, base: dict[str, str] | None = None, granted: tuple[str, ...] = ()
+    extra: dict[str, str] | None = None,
+    base: dict[str, str] | None = None,
+    granted: tuple[str, ...] = (),
 ) -> dict[str, str]:
-    """The allow-listed part of base (the process environment, scripts/childenv.py), plus the kit's own config
-    and identity; granted: the user's safe.directory entries."""
+    """The allow-listed part of base (the process environment, scripts/childenv.py), plus the kit's own
+    config and identity; granted: the user's safe.directory entries."""
     return {
         **childenv.child_env(base),
         "GIT_CONFIG_NOSYSTEM": "1",
@@ -154,7 +221,8 @@ def git_env(
 
 
 def not_locating(base: dict[str, str] | None = None) -> dict[str, str]:
-    """base (the process environment) without the variables that point git at another repository or config."""
+    """base (the process environment) without the variables that point git at another repository or
+    config."""
     env = os.environ if base is None else base
     return {k: v for k, v in env.items() if k not in LOCATING and not CONFIG_ENTRY.match(k)}
 
@@ -186,25 +254,29 @@ def kit_git(
 
 
 def access_granted(cwd: Path) -> tuple[str, ...]:
-    """The user's safe.directory entries where the repository around cwd is another user's (a CI container's
-    mounted checkout; git refuses it, and some commands then act as if there were no repository); () where it is
-    the user's own. A repository their config does not declare safe is named in one line."""
-    top = next((f for f in (cwd.absolute(), *cwd.absolute().parents) if (f / ".git").exists()), None)
+    """The user's safe.directory entries where the repository around cwd is another user's (a CI
+    container's mounted checkout; git refuses it, and some commands then act as if there were no
+    repository); () where it is the user's own. A repository their config does not declare safe is
+    named in one line."""
+    top = next(
+        (f for f in (cwd.absolute(), *cwd.absolute().parents) if (f / ".git").exists()), None
+    )
     if top is None or all(p.stat().st_uid == os.geteuid() for p in (top, top / ".git")):
         return ()
     granted = users_safe_directories(cwd)
     probe = spawn(["git", "rev-parse", "--git-dir"], cwd, git_env(granted=granted))
     if DUBIOUS in probe.stderr:
         raise ForeignOwned(
-            f"git refuses {top}: another user owns it, and no safe.directory of your git config names it",
+            f"git refuses {top}: another user owns it, and no safe.directory of your git config "
+            "names it",
             f"if you trust it: git config --global --add safe.directory {shlex.quote(str(top))}",
         )
     return granted
 
 
 def users_safe_directories(cwd: Path) -> tuple[str, ...]:
-    """safe.directory as the user's global and system git config set it (the one key of theirs the kit's git
-    honours: it grants access and changes no output)."""
+    """safe.directory as the user's global and system git config set it (the one key of theirs the
+    kit's git honours: it grants access and changes no output)."""
     found: list[str] = []
     for scope in ("--system", "--global"):
         proc = spawn(["git", "config", scope, "--get-all", "safe.directory"], cwd, not_locating())
@@ -213,7 +285,9 @@ def users_safe_directories(cwd: Path) -> tuple[str, ...]:
 
 
 def as_text(proc: subprocess.CompletedProcess[bytes]) -> subprocess.CompletedProcess[str]:
-    return subprocess.CompletedProcess(proc.args, proc.returncode, decoded(proc.stdout), decoded(proc.stderr))
+    return subprocess.CompletedProcess(
+        proc.args, proc.returncode, decoded(proc.stdout), decoded(proc.stderr)
+    )
 
 
 def must(proc: subprocess.CompletedProcess[str]) -> str:
@@ -250,9 +324,20 @@ def as_user(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 # Fixed export options: the same commits always give the same bytes, whatever the user's git config.
 FORMAT_PATCH = (
-    "format-patch", "--stdout", "-k", "--zero-commit", "--no-signature", "--no-stat", "--full-index",
-    "--no-renames", "--src-prefix=a/", "--dst-prefix=b/", "--diff-algorithm=myers", "--no-color", "--binary",
-)  # fmt: skip
+    "format-patch",
+    "--stdout",
+    "-k",
+    "--zero-commit",
+    "--no-signature",
+    "--no-stat",
+    "--full-index",
+    "--no-renames",
+    "--src-prefix=a/",
+    "--dst-prefix=b/",
+    "--diff-algorithm=myers",
+    "--no-color",
+    "--binary",
+)
 
 
 # ---- revisions and refs ---------------------------------------------------------------
@@ -326,9 +411,18 @@ def delete_ref(repo: Path, ref: str) -> None:
     run("update-ref", "-d", ref, cwd=repo)
 
 
-def update_ref(repo: Path, ref: str, new: str, old: str | None = None, message: str | None = None) -> None:
+def update_ref(
+    repo: Path, ref: str, new: str, old: str | None = None, message: str | None = None
+) -> None:
     """Point ref at new; with old, only if it still points there (a moved ref fails instead)."""
-    git("update-ref", *(["-m", message] if message else []), ref, new, *([old] if old else []), cwd=repo)
+    git(
+        "update-ref",
+        *(["-m", message] if message else []),
+        ref,
+        new,
+        *([old] if old else []),
+        cwd=repo,
+    )
 
 
 # ---- commits, trees and diffs ----------------------------------------------------------
@@ -357,7 +451,10 @@ def cat_commit(repo: Path, rev: str) -> bytes:
 def tree_blobs(repo: Path, rev: str) -> dict[str, str]:
     """Path -> blob id of every file in rev's tree."""
     out = git("ls-tree", "-r", "-z", "--full-tree", rev, cwd=repo)
-    return {path: meta.split()[2] for meta, path in (entry.split("\t", 1) for entry in out.split("\0") if entry)}
+    return {
+        path: meta.split()[2]
+        for meta, path in (entry.split("\t", 1) for entry in out.split("\0") if entry)
+    }
 
 
 def names_in(repo: Path, tree: str) -> list[str] | None:
@@ -378,12 +475,14 @@ def show_file(repo: Path, rev: str, path: str) -> str | None:
 
 
 def changed_in(repo: Path, rev: str) -> list[str]:
-    """The files commit rev changes (git's rename detection on: a renamed file is named by its new name)."""
+    """The files commit rev changes (git's rename detection on: a renamed file is named by its new
+    name)."""
     return names(git("show", "-z", "--name-only", "--format=", rev, cwd=repo))
 
 
 def renamed_in(repo: Path, rev: str) -> dict[str, str]:
-    """new name -> old name of each file commit rev renames (git's rename detection, as changed_in uses)."""
+    """new name -> old name of each file commit rev renames (git's rename detection, as changed_in
+    uses)."""
     return renames(git("show", "-z", "--name-status", "-M", "--format=", rev, cwd=repo))
 
 
@@ -422,7 +521,8 @@ def has_staged(repo: Path) -> bool:
     return run("diff", "--cached", "--quiet", cwd=repo).returncode != 0
 
 
-# Diffs as patch files read them, whatever the user's config: no colour, no renames, a/ and b/ prefixes.
+# Diffs as patch files read them, whatever the user's config: no colour, no renames, a/ and b/
+# prefixes.
 DIFF = ("diff", "--no-renames", "--no-color", "--src-prefix=a/", "--dst-prefix=b/")
 
 
@@ -432,7 +532,8 @@ def diff(repo: Path, old: str, new: str) -> str:
 
 
 def diff_as_text(repo: Path, old: str, new: str) -> bytes:
-    """old..new as one diff, every file as text (also those .gitattributes calls binary), no external diff."""
+    """old..new as one diff, every file as text (also those .gitattributes calls binary), no external
+    diff."""
     return git_bytes(*DIFF, "--text", "--no-ext-diff", old, new, cwd=repo)
 
 
@@ -444,23 +545,34 @@ def range_diff(repo: Path, old: str, new: str) -> str:
 def commit_everything(repo: Path, message: str, date: str) -> None:
     """Every file of the work tree committed (hooks skipped), authored and committed at date."""
     git("add", "-A", cwd=repo)
-    git("commit", "-q", "--no-verify", "-m", message, cwd=repo,
-        env={"GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date})  # fmt: skip
+    git(
+        "commit",
+        "-q",
+        "--no-verify",
+        "-m",
+        message,
+        cwd=repo,
+        env={"GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date},
+    )
 
 
 def recommit(repo: Path, commit: str) -> None:
-    """The index committed with commit's message and author; its author date as committer date (stable ids)."""
+    """The index committed with commit's message and author; its author date as committer date (stable
+    ids)."""
     date = commit_format(repo, commit, "%aI").strip()
     git("commit", "-q", "--no-verify", "-C", commit, cwd=repo, env={"GIT_COMMITTER_DATE": date})
 
 
 def commit_object(repo: Path, tree: str, parent: str, message: str, env: dict[str, str]) -> str:
     """A new commit object (no ref moves), its message as given, byte for byte; env names who and when."""
-    return git("commit-tree", "--no-gpg-sign", tree, "-p", parent, cwd=repo, env=env, stdin=message).strip()
+    return git(
+        "commit-tree", "--no-gpg-sign", tree, "-p", parent, cwd=repo, env=env, stdin=message
+    ).strip()
 
 
 def patch_ids(repo: Path, text: str) -> list[tuple[str, str]]:
-    """(`git patch-id --stable`, commit id) for each diff in text (a log with diffs, or one diff: id 0...)."""
+    """(`git patch-id --stable`, commit id) for each diff in text (a log with diffs, or one diff: id
+    0...)."""
     out = git("patch-id", "--stable", cwd=repo, stdin=text)
     return [(pid, commit) for pid, commit in (line.split() for line in out.splitlines())]
 
@@ -472,14 +584,26 @@ def patch_id(repo: Path, diff_text: str) -> str:
 
 
 def history_diffs(repo: Path, files: list[str]) -> str:
-    """HEAD's whole history touching files, as `commit <id>` lines each followed by its diff (for patch_ids)."""
-    return git("log", "-p", "--no-color", "--no-renames", "--format=commit %H", "HEAD", "--", *files, cwd=repo)
+    """HEAD's whole history touching files, as `commit <id>` lines each followed by its diff (for
+    patch_ids)."""
+    return git(
+        "log",
+        "-p",
+        "--no-color",
+        "--no-renames",
+        "--format=commit %H",
+        "HEAD",
+        "--",
+        *files,
+        cwd=repo,
+    )
 
 
 def format_patch(repo: Path, commit: str) -> str:
     """One commit as a patch file, with the kit's fixed options (byte-stable; apply with `git am -k`).
 
-    Patch files are UTF-8 text: a commit whose text diff holds other bytes is refused, naming the file.
+    Patch files are UTF-8 text: a commit whose text diff holds other bytes is refused, naming the
+    file.
     """
     data = git_bytes(*FORMAT_PATCH, "-1", commit, cwd=repo)
     try:
@@ -491,14 +615,18 @@ def format_patch(repo: Path, commit: str) -> str:
 class NotUtf8(KitError):
     def __init__(self, commit: str, file: str) -> None:
         super().__init__(
-            f"commit {commit[:12]} changes {file}, whose diff is not UTF-8 text (patch files are UTF-8)",
-            f"make the file UTF-8, or have it travel as binary with the patch: add the line '{file} binary' to the "
-            "tree's own .gitattributes, commit it with the file (git commit --fixup), then run refresh again",
+            f"commit {commit[:12]} changes {file}, whose diff is not UTF-8 text (patch files are "
+            "UTF-8)",
+            "make the file UTF-8, or have it travel as binary with the patch: add the line "
+            f"'{file} binary' to the "
+            "tree's own .gitattributes, commit it with the file (git commit --fixup), then run "
+            "refresh again",
         )
 
 
 def file_at(patch: bytes, offset: int) -> str:
-    """The file whose diff holds the byte at offset of a format-patch text ("its message" before any diff)."""
+    """The file whose diff holds the byte at offset of a format-patch text ("its message" before any
+    diff)."""
     start = patch.rfind(b"\ndiff --git ", 0, offset)
     if start < 0:
         return "its message"
@@ -525,11 +653,22 @@ def apply_to_index(repo: Path, text: str, threeway: bool) -> subprocess.Complete
 
 
 def am(repo: Path, patch: Path, *options: str) -> subprocess.CompletedProcess[str]:
-    """`git am` of one patch file, keeping its subject and author date as the committer date (stable ids).
+    """`git am` of one patch file, keeping its subject and author date as the committer date (stable
+    ids).
 
-    --keep-cr: the patch's bytes are the change; a file with CRLF endings keeps them (am strips CRs by default).
+    --keep-cr: the patch's bytes are the change; a file with CRLF endings keeps them (am strips CRs
+    by default).
     """
-    return run("am", "-q", "-k", "--keep-cr", "--committer-date-is-author-date", *options, str(patch), cwd=repo)
+    return run(
+        "am",
+        "-q",
+        "-k",
+        "--keep-cr",
+        "--committer-date-is-author-date",
+        *options,
+        str(patch),
+        cwd=repo,
+    )
 
 
 def am_continue(repo: Path) -> subprocess.CompletedProcess[str]:
@@ -537,18 +676,32 @@ def am_continue(repo: Path) -> subprocess.CompletedProcess[str]:
 
 
 def abort(repo: Path, operation: str) -> subprocess.CompletedProcess[str]:
-    """Undo the paused operation: "am", "rebase", "merge", "cherry-pick", "revert" (--abort) or "bisect" (reset)."""
-    return run(*(("bisect", "reset") if operation == "bisect" else (operation, "--abort")), cwd=repo)
+    """Undo the paused operation: "am", "rebase", "merge", "cherry-pick", "revert" (--abort) or
+    "bisect" (reset)."""
+    return run(
+        *(("bisect", "reset") if operation == "bisect" else (operation, "--abort")), cwd=repo
+    )
 
 
 def rebase_todo(repo: Path, onto: str, todo: Path) -> subprocess.CompletedProcess[str]:
     """Replay the commits of the todo file (its own list, not git's subject matching) onto onto.
 
-    Empty results are kept (the caller judges them), the committer date is the author date (stable ids).
+    Empty results are kept (the caller judges them), the committer date is the author date (stable
+    ids).
     """
-    return run("rebase", "-q", "-i", "--keep-empty", "--empty=keep", "--no-autosquash", "--no-gpg-sign",
-               "--committer-date-is-author-date", onto, cwd=repo,
-               env={"GIT_SEQUENCE_EDITOR": f"cp {shlex.quote(str(todo))}", "GIT_EDITOR": "true"})  # fmt: skip
+    return run(
+        "rebase",
+        "-q",
+        "-i",
+        "--keep-empty",
+        "--empty=keep",
+        "--no-autosquash",
+        "--no-gpg-sign",
+        "--committer-date-is-author-date",
+        onto,
+        cwd=repo,
+        env={"GIT_SEQUENCE_EDITOR": f"cp {shlex.quote(str(todo))}", "GIT_EDITOR": "true"},
+    )
 
 
 # ---- work trees ------------------------------------------------------------------------
@@ -574,10 +727,17 @@ def detach(repo: Path, rev: str, force: bool = False) -> None:
 
 
 def users_excludes(repo: Path) -> tuple[str, ...]:
-    """`-c core.excludesFile=<it>` when the user's global config names an excludes file: the kit's git reads no
-    global config, but what the user ignores (an editor's .idea/) is theirs to keep, never an edit to refuse or
-    clean away. (Without that setting git reads $XDG_CONFIG_HOME/git/ignore, as the kit's git does too.)"""
-    proc = as_text(spawn(["git", "config", "--global", "--path", "--get", "core.excludesFile"], repo, not_locating()))
+    """`-c core.excludesFile=<it>` when the user's global config names an excludes file: the kit's git
+    reads no global config, but what the user ignores (an editor's .idea/) is theirs to keep, never
+    an edit to refuse or clean away. (Without that setting git reads $XDG_CONFIG_HOME/git/ignore, as
+    the kit's git does too.)"""
+    proc = as_text(
+        spawn(
+            ["git", "config", "--global", "--path", "--get", "core.excludesFile"],
+            repo,
+            not_locating(),
+        )
+    )
     path = proc.stdout.strip()
     return ("-c", f"core.excludesFile={path}") if proc.returncode == 0 and path else ()
 
@@ -589,8 +749,16 @@ def clean(repo: Path) -> None:
 
 def ignored(repo: Path) -> list[str]:
     """Untracked files git ignores in the work tree, a wholly ignored folder as one "name/"."""
-    out = git(*users_excludes(repo), "ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory",
-              cwd=repo)  # fmt: skip
+    out = git(
+        *users_excludes(repo),
+        "ls-files",
+        "-z",
+        "--others",
+        "--ignored",
+        "--exclude-standard",
+        "--directory",
+        cwd=repo,
+    )
     return [name for name in out.split("\0") if name]
 
 
@@ -603,7 +771,11 @@ def stash_entries(repo: Path) -> int:
 def linked_worktrees(repo: Path) -> list[Path]:
     """The work trees of repo other than its own (`git worktree add` ones), registered there."""
     out = git("worktree", "list", "--porcelain", "-z", cwd=repo)
-    paths = [Path(field[len("worktree ") :]) for field in out.split("\0") if field.startswith("worktree ")]
+    paths = [
+        Path(field[len("worktree ") :])
+        for field in out.split("\0")
+        if field.startswith("worktree ")
+    ]
     return [p for p in paths if p.resolve() != repo.resolve()]
 
 
@@ -613,15 +785,28 @@ def refs(repo: Path) -> list[str]:
 
 
 def fetch_refs(repo: Path, source: Path, names: list[str]) -> None:
-    """The refs named (full names) fetched from source into repo under the same names, forced, with their history."""
+    """The refs named (full names) fetched from source into repo under the same names, forced, with
+    their history."""
     if names:
-        git("fetch", "-q", "--no-tags", str(source), *(f"+{name}:{name}" for name in names), cwd=repo)
+        git(
+            "fetch",
+            "-q",
+            "--no-tags",
+            str(source),
+            *(f"+{name}:{name}" for name in names),
+            cwd=repo,
+        )
 
 
 def local_config_keys(repo: Path) -> list[str]:
-    """The keys set in repo's own config file (.git/config; not what it includes), lower-cased as git lists them."""
+    """The keys set in repo's own config file (.git/config; not what it includes), lower-cased as git
+    lists them."""
     config = git_path(repo, "config")
-    out = git("config", "--file", str(config), "--list", "--name-only", "-z", cwd=repo) if config.is_file() else ""
+    out = (
+        git("config", "--file", str(config), "--list", "--name-only", "-z", cwd=repo)
+        if config.is_file()
+        else ""
+    )
     return list(dict.fromkeys(key for key in out.split("\0") if key))
 
 
@@ -654,22 +839,39 @@ def worktree_prune(repo: Path) -> None:
 
 
 def clone(source: Path, dest: Path, copy_objects: bool = False) -> None:
-    """A clone of the repository at source into dest (copy_objects: no hard links into source's objects)."""
-    git("clone", "-q", *(["--no-hardlinks"] if copy_objects else []), str(source), str(dest), cwd=dest.parent)
+    """A clone of the repository at source into dest (copy_objects: no hard links into source's
+    objects)."""
+    git(
+        "clone",
+        "-q",
+        *(["--no-hardlinks"] if copy_objects else []),
+        str(source),
+        str(dest),
+        cwd=dest.parent,
+    )
 
 
 # ---- remotes ---------------------------------------------------------------------------
 
 
 def ls_remote(url: str, *patterns: str, cwd: Path) -> dict[str, str]:
-    """{ref name: commit id} of the refs url advertises that match patterns (peeled tags as "<tag>^{}")."""
+    """{ref name: commit id} of the refs url advertises that match patterns (peeled tags as
+    "<tag>^{}")."""
     out = git("ls-remote", url, *patterns, cwd=cwd)
-    return {name: commit for commit, name in (line.split("\t", 1) for line in out.splitlines() if "\t" in line)}
+    return {
+        name: commit
+        for commit, name in (line.split("\t", 1) for line in out.splitlines() if "\t" in line)
+    }
 
 
 def remote_commit(url: str, ref: str, *, branches: bool, cwd: Path) -> str | None:
-    """The commit tag REF (peeled, for annotated tags) or, with branches, branch REF names at url; None if neither."""
-    names = [f"refs/tags/{ref}^{{}}", f"refs/tags/{ref}", *([f"refs/heads/{ref}", ref] if branches else [])]
+    """The commit tag REF (peeled, for annotated tags) or, with branches, branch REF names at url; None
+    if neither."""
+    names = [
+        f"refs/tags/{ref}^{{}}",
+        f"refs/tags/{ref}",
+        *([f"refs/heads/{ref}", ref] if branches else []),
+    ]
     refs = ls_remote(url, *names, cwd=cwd)
     return next((refs[name] for name in names if name in refs), None)
 
@@ -683,8 +885,8 @@ class ServedOther(GitFailed):
 
 
 def fetch_commit(dest: Path, url: str, commit: str, *options: str) -> None:
-    """A repository at dest (made if missing) holding one commit fetched from url (FETCH_HEAD); GitFailed if it
-    cannot, ServedOther when url sends another commit."""
+    """A repository at dest (made if missing) holding one commit fetched from url (FETCH_HEAD);
+    GitFailed if it cannot, ServedOther when url sends another commit."""
     dest.mkdir(parents=True, exist_ok=True)
     init(dest)
     git("fetch", "-q", *options, url, commit, cwd=dest)
@@ -694,9 +896,12 @@ def fetch_commit(dest: Path, url: str, commit: str, *options: str) -> None:
 
 
 def fetch_head(repo: Path, source: Path, ref: str) -> subprocess.CompletedProcess[str]:
-    """source's HEAD (and its history) fetched into repo as ref, forced, without tags. --update-shallow: a
-    shallow source (a git pin is fetched at depth 1) would otherwise have the ref rejected with exit 0."""
-    return run("fetch", "-q", "--no-tags", "--update-shallow", str(source), f"+HEAD:{ref}", cwd=repo)
+    """source's HEAD (and its history) fetched into repo as ref, forced, without tags.
+    --update-shallow: a shallow source (a git pin is fetched at depth 1) would otherwise have the
+    ref rejected with exit 0."""
+    return run(
+        "fetch", "-q", "--no-tags", "--update-shallow", str(source), f"+HEAD:{ref}", cwd=repo
+    )
 
 
 def user_config(repo: Path, key: str) -> str:
@@ -705,10 +910,12 @@ def user_config(repo: Path, key: str) -> str:
 
 
 def push(repo: Path, remote: str, refspec: str, *options: str) -> subprocess.CompletedProcess[str]:
-    """`git push --porcelain` to the user's remote, with the user's own config (credentials live there)."""
+    """`git push --porcelain` to the user's remote, with the user's own config (credentials live
+    there)."""
     return as_user("push", "--porcelain", *options, remote, refspec, cwd=repo)
 
 
 def fetch_as_user(repo: Path, remote: str, refspec: str) -> subprocess.CompletedProcess[str]:
-    """`git fetch` from the user's remote (their config: credentials), e.g. to show what a fork's branch holds."""
+    """`git fetch` from the user's remote (their config: credentials), e.g. to show what a fork's
+    branch holds."""
     return as_user("fetch", "--quiet", "--no-tags", remote, refspec, cwd=repo)

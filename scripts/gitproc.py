@@ -1,8 +1,9 @@
 """The git processes the kit starts, and what they leave when they are killed.
 
-spawn runs one git (gitcmd builds its command line) in a process group of its own while the kit holds the
-ending signals, ends it cleanly when the run ends, and removes the .lock files of a git a signal killed. A
-running marker in the git folder tells the next command which locks a killed kit's git left (kit_own_locks).
+spawn runs one git (gitcmd builds its command line) in a process group of its own while the kit
+holds the ending signals, ends it cleanly when the run ends, and removes the .lock files of a git a
+signal killed. A running marker in the git folder tells the next command which locks a killed kit's
+git left (kit_own_locks).
 """
 
 from __future__ import annotations
@@ -26,19 +27,25 @@ class GitMissing(KitError):
 Stdin = bytes | str | None
 
 
-def spawn(argv: list[str], cwd: Path, env: dict[str, str], stdin: Stdin = None) -> subprocess.CompletedProcess[bytes]:
+def spawn(
+    argv: list[str], cwd: Path, env: dict[str, str], stdin: Stdin = None
+) -> subprocess.CompletedProcess[bytes]:
     """One git process; a missing git or working folder is named in one line, not a traceback.
 
     stdin (text is sent as UTF-8, other bytes kept) is what git reads; without it git reads nothing.
     """
     if shutil.which("git", path=env.get("PATH")) is None:
         raise GitMissing(
-            "git was not found on PATH", "install git (apt-get install git, dnf install git or brew install git)"
+            "git was not found on PATH",
+            "install git (apt-get install git, dnf install git or brew install git)",
         )
     if not cwd.is_dir():
-        raise KitError(f"{cwd} is not a folder (git cannot run there)", "run nox -s apply to make it again")
-    # While the kit holds the ending signals (signals.held), its git runs in a process group of its own: a
-    # terminal's Ctrl-C reaches the whole foreground group, and would cut the git the kit is waiting out.
+        raise KitError(
+            f"{cwd} is not a folder (git cannot run there)", "run nox -s apply to make it again"
+        )
+    # While the kit holds the ending signals (signals.held), its git runs in a process group of its
+    # own: a terminal's Ctrl-C reaches the whole foreground group, and would cut the git the kit is
+    # waiting out.
     group = 0 if signals.holding() else None
     data = stdin.encode("utf-8", "surrogateescape") if isinstance(stdin, str) else stdin
     arrived: list[int] = []
@@ -46,18 +53,26 @@ def spawn(argv: list[str], cwd: Path, env: dict[str, str], stdin: Stdin = None) 
     started = time.time()
     marker = running_marker(cwd)
     try:
-        # A signal handled while Popen starts git would leave git running unwatched: it is taken after.
+        # A signal handled while Popen starts git would leave git running unwatched: it is taken
+        # after.
         with (
             signals.handled(lambda signum, _frame: arrived.append(signum))
             if signals.can_handle()
             else contextlib.nullcontext()
         ):
-            proc = subprocess.Popen(childenv.encoded_argv(argv), cwd=cwd, env=childenv.encoded_env(env),
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                    stdin=subprocess.DEVNULL if data is None else subprocess.PIPE,
-                                    process_group=group)  # fmt: skip
+            proc = subprocess.Popen(
+                childenv.encoded_argv(argv),
+                cwd=cwd,
+                env=childenv.encoded_env(env),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                stdin=subprocess.DEVNULL if data is None else subprocess.PIPE,
+                process_group=group,
+            )
         if arrived:
-            signal.raise_signal(arrived[0])  # to the handler there was: held() records it, the front door raises
+            signal.raise_signal(
+                arrived[0]
+            )  # to the handler there was: held() records it, the front door raises
         stdout, stderr = proc.communicate(data)
     except BaseException:
         if proc is not None:  # also when the signal came as the handlers were put back
@@ -71,13 +86,15 @@ def spawn(argv: list[str], cwd: Path, env: dict[str, str], stdin: Stdin = None) 
     return subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr)
 
 
-RUNNING = "kit-git-running."  # + the kit's pid: in the git folder while a git of that kit process runs there
+# + the kit's pid: in the git folder while a git of that kit process runs there
+RUNNING = "kit-git-running."
 
 
 def running_marker(cwd: Path) -> Path | None:
-    """Say in cwd's git folder that a git of this kit process runs there (made before git starts, removed after
-    it ended). A kill -9 of the kit and its git leaves it, and so tells the next command which lock files are the
-    kit's own (made since) and which another git's (kit_own_locks). None where cwd has no git folder yet."""
+    """Say in cwd's git folder that a git of this kit process runs there (made before git starts,
+    removed after it ended). A kill -9 of the kit and its git leaves it, and so tells the next
+    command which lock files are the kit's own (made since) and which another git's (kit_own_locks).
+    None where cwd has no git folder yet."""
     folders = git_dirs(cwd)
     if not folders:
         return None
@@ -100,12 +117,15 @@ def alive(pid: int) -> bool:
 
 
 def kit_own_locks(repo: Path) -> tuple[list[Path], list[Path], list[Path]]:
-    """(lock files a killed kit's git left, the markers that say so, lock files of another git) in repo's git
-    folders. A lock is the kit's own when a dead kit process's marker is older than it, or under refs/kit/; a live
-    kit process's (a lint reading beside this one) locks are neither: they go with their git."""
+    """(lock files a killed kit's git left, the markers that say so, lock files of another git) in
+    repo's git folders. A lock is the kit's own when a dead kit process's marker is older than it,
+    or under refs/kit/; a live kit process's (a lint reading beside this one) locks are neither:
+    they go with their git."""
     folders = git_dirs(repo)
     markers = [m for f in folders for m in f.glob(f"{RUNNING}*")]
-    pids = {m: int(m.name[len(RUNNING) :]) if m.name[len(RUNNING) :].isdigit() else 0 for m in markers}
+    pids = {
+        m: int(m.name[len(RUNNING) :]) if m.name[len(RUNNING) :].isdigit() else 0 for m in markers
+    }
     dead = [m for m in markers if pids[m] != os.getpid() and not alive(pids[m])]
     if any(pids[m] != os.getpid() and m not in dead for m in markers):
         return [], dead, []
@@ -116,15 +136,20 @@ def kit_own_locks(repo: Path) -> tuple[list[Path], list[Path], list[Path]]:
             with contextlib.suppress(OSError):
                 made = lock.stat().st_mtime
                 kits = lock.is_relative_to(folder / "refs" / "kit")  # no one else writes refs/kit/
-                (own if kits or (since is not None and made >= since - LOCK_CLOCK_SLACK_S) else other).append(lock)
+                (
+                    own
+                    if kits or (since is not None and made >= since - LOCK_CLOCK_SLACK_S)
+                    else other
+                ).append(lock)
     return own, dead, other
 
 
 def clear_locks_of_a_killed_git(proc: subprocess.Popen[bytes], cwd: Path, started: float) -> None:
-    """A git ended by a signal can leave its .lock files (measured: SIGINT at a random moment of `git status`
-    left index.lock 47 times in 600), and the next git then refuses the repository. The kit's gits run one at
-    a time, so a lock made since this one started is its own: removed. (A git the user ran in the same
-    checkout at the same moment is the one case this would misjudge; the kit's work lock keeps its own out.)"""
+    """A git ended by a signal can leave its .lock files (measured: SIGINT at a random moment of `git
+    status` left index.lock 47 times in 600), and the next git then refuses the repository. The
+    kit's gits run one at a time, so a lock made since this one started is its own: removed. (A git
+    the user ran in the same checkout at the same moment is the one case this would misjudge; the
+    kit's work lock keeps its own out.)"""
     if proc.returncode is None or proc.returncode >= 0:
         return
     for folder in git_dirs(cwd):
@@ -152,14 +177,19 @@ def git_dirs(cwd: Path) -> list[Path]:
 
 def lock_files(folder: Path) -> list[Path]:
     """*.lock in a git folder, its refs and its worktrees' folders (not under objects/: only its top)."""
-    found = list(folder.glob("*.lock")) + list(folder.glob("objects/*.lock")) + list(folder.glob("worktrees/*/*.lock"))
+    found = (
+        list(folder.glob("*.lock"))
+        + list(folder.glob("objects/*.lock"))
+        + list(folder.glob("worktrees/*/*.lock"))
+    )
     return found + list((folder / "refs").rglob("*.lock"))
 
 
 def ended(proc: subprocess.Popen[bytes]) -> None:
-    """Stop a git the kit will not wait out (the run ends) and wait until it has gone: SIGTERM, which git
-    answers by removing its .lock files, where the SIGKILL of subprocess.run's clean-up would leave them
-    (seen: HEAD.lock and index.lock after a Ctrl-C, and the next command refused). A second Ctrl-C waits too."""
+    """Stop a git the kit will not wait out (the run ends) and wait until it has gone: SIGTERM, which
+    git answers by removing its .lock files, where the SIGKILL of subprocess.run's clean-up would
+    leave them (seen: HEAD.lock and index.lock after a Ctrl-C, and the next command refused). A
+    second Ctrl-C waits too."""
     while True:
         try:
             if proc.poll() is None:

@@ -1,8 +1,9 @@
-"""Files a user edits by hand (patches/series, upstream.toml, revisions.toml, cover.md): read as text or refused.
+"""Files a user edits by hand (patches/series, upstream.toml, revisions.toml, cover.md): read as text
+or refused.
 
-An editor can add what the kit must not read as content: a UTF-8 byte order mark (it would land in the first
-entry, key or title), bytes that are not UTF-8. Each is refused in one line naming the file and the fix; the
-file is never rewritten by the reader.
+An editor can add what the kit must not read as content: a UTF-8 byte order mark (it would land in
+the first entry, key or title), bytes that are not UTF-8. Each is refused in one line naming the
+file and the fix; the file is never rewritten by the reader.
 """
 
 from __future__ import annotations

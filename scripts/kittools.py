@@ -1,5 +1,5 @@
-"""The kit's own tools, each pinned once in ci/kit-dev-tools.txt or the file it includes (noxfile.py and `pr` read
-the pins here), and pip."""
+"""The kit's own tools, each pinned once in ci/kit-dev-tools.txt or the file it includes (noxfile.py
+and `pr` read the pins here), and pip."""
 
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ PIN_LINE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+)")
 
 
 def normalize(name: str) -> str:
-    """A package name as PEP 503 compares them (and the simple index spells it): runs of -_. are one -, lower case."""
+    """A package name as PEP 503 compares them (and the simple index spells it): runs of -_. are one -,
+    lower case."""
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
@@ -27,7 +28,8 @@ def dist_name(name: str) -> str:
 
 
 def pin_lines(tools: Path) -> list[str]:
-    """The lines of a requirements file, each `-r FILE` it holds replaced by that file's lines (as pip reads it)."""
+    """The lines of a requirements file, each `-r FILE` it holds replaced by that file's lines (as pip
+    reads it)."""
     lines = []
     for line in tools.read_text(encoding="utf-8").splitlines():
         flag, _, included = line.partition(" ")
@@ -36,7 +38,8 @@ def pin_lines(tools: Path) -> list[str]:
 
 
 def pinned(name: str, tools: Path) -> str:
-    """The `name==version` line for one tool, its name compared normalized (a clear error when it is not pinned)."""
+    """The `name==version` line for one tool, its name compared normalized (a clear error when it is
+    not pinned)."""
     for line in pin_lines(tools):
         if (match := PIN_LINE.match(line)) and normalize(match[1]) == normalize(name):
             return match[0]
@@ -48,7 +51,8 @@ def version(name: str, tools: Path) -> str:
 
 
 def missing(requirements: Sequence[str]) -> list[str]:
-    """The pinned tools this interpreter lacks, by name: any installed version counts (`nox -s kit` pins them)."""
+    """The pinned tools this interpreter lacks, by name: any installed version counts (`nox -s kit`
+    pins them)."""
     names = dict.fromkeys(m[1] for line in requirements if (m := PIN_LINE.match(line)))
     lacking = []
     for name in names:
@@ -60,13 +64,15 @@ def missing(requirements: Sequence[str]) -> list[str]:
 
 
 def pip_argv() -> list[str]:
-    """pip of the interpreter running the kit: it downloads the pinned wheel and reads pip's index settings.
+    """pip of the interpreter running the kit: it downloads the pinned wheel and reads pip's index
+    settings.
 
     uv-made environments (`uvx`, nox's uv backend) have no pip unless asked for; say so in one line.
     """
     if importlib.util.find_spec("pip") is None:
         raise KitError(
-            f"pip is not installed for {sys.executable}, which runs the kit (it downloads the pinned wheel)",
+            f"pip is not installed for {sys.executable}, which runs the kit (it downloads the "
+            "pinned wheel)",
             "run nox from the README's venv (.venv/bin/nox), or add it: uvx --with pip ..., "
             f"or {sys.executable} -m ensurepip",
         )
@@ -78,19 +84,30 @@ def pip_config_list() -> str:
     if importlib.util.find_spec("pip") is None:
         return ""
     done = subprocess.run(
-        [sys.executable, "-m", "pip", "config", "list"], capture_output=True, encoding="utf-8", errors="replace"
+        [sys.executable, "-m", "pip", "config", "list"],
+        capture_output=True,
+        encoding="utf-8",
+        errors="replace",
     )
     return done.stdout if done.returncode == 0 else ""
 
 
-# The tiers of the kit's own tests (pytest.ini declares the markers). Both run in parallel (pytest-xdist);
-# the heavy one keeps each module on one worker (its servers and leg copies are module fixtures): on 2 cores
-# 7.2 min instead of about 11.
+# The tiers of the kit's own tests (pytest.ini declares the markers). Both run in parallel
+# (pytest-xdist); the heavy one keeps each module on one worker (its servers and leg copies are
+# module fixtures): on 2 cores 7.2 min instead of about 11.
 HEAVY_MARKERS = ("legs", "e2e", "network")
 KIT_TIERS: dict[str, tuple[str, ...]] = {
-    # worksteal: with xdist's default (load) a worker's prefetched tests still ran alone after the other
-    # worker ran out, 6.5 s at the tier's end on 2 cores; a worker that runs out now takes the other's.
-    "default": ("-m", " and ".join(f"not {m}" for m in HEAVY_MARKERS), "-n", "auto", "--dist", "worksteal"),
+    # worksteal: with xdist's default (load) a worker's prefetched tests still ran alone after the
+    # other worker ran out, 6.5 s at the tier's end on 2 cores; a worker that runs out now takes the
+    # other's.
+    "default": (
+        "-m",
+        " and ".join(f"not {m}" for m in HEAVY_MARKERS),
+        "-n",
+        "auto",
+        "--dist",
+        "worksteal",
+    ),
     "heavy": ("-m", " or ".join(HEAVY_MARKERS), "-n", "auto", "--dist", "loadfile"),
 }
 
@@ -98,4 +115,10 @@ KIT_TIERS: dict[str, tuple[str, ...]] = {
 def kit_tests_command(tier: str, posargs: Sequence[str]) -> list[str]:
     """pytest's arguments for one tier; each tier keeps its own junit record (.ci/run counts them all)."""
     record = "kit" if tier == "default" else f"kit-{tier}"
-    return ["pytest", "tests/kit", *KIT_TIERS[tier], f"--junitxml=.work/records/{record}/junit.xml", *posargs]
+    return [
+        "pytest",
+        "tests/kit",
+        *KIT_TIERS[tier],
+        f"--junitxml=.work/records/{record}/junit.xml",
+        *posargs,
+    ]

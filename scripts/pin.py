@@ -85,7 +85,9 @@ def check_fields(data: dict[str, object]) -> None:
     tables = {"": data, "wheel.": data.get("wheel"), "git.": data.get("git")}
     for prefix, table in tables.items():
         if not isinstance(table, dict):
-            raise PinError(f"patches/upstream.toml: [{prefix.rstrip('.')}] is missing", "restore it from git")
+            raise PinError(
+                f"patches/upstream.toml: [{prefix.rstrip('.')}] is missing", "restore it from git"
+            )
     for prefix, table in tables.items():
         assert isinstance(table, dict)
         required, optional = FIELDS[prefix]
@@ -93,12 +95,16 @@ def check_fields(data: dict[str, object]) -> None:
         if unknown:
             raise PinError(
                 f"patches/upstream.toml: {prefix}{unknown[0]} is not a field of the pin",
-                f"the fields of [{prefix.rstrip('.') or 'top'}] are {', '.join((*required, *optional))}: "
+                f"the fields of [{prefix.rstrip('.') or 'top'}] are "
+                f"{', '.join((*required, *optional))}: "
                 "fix its name (or restore the file: git checkout -- patches/upstream.toml)",
             )
         missing = [k for k in required if k not in table]
         if missing:
-            raise PinError(f"patches/upstream.toml: {prefix}{missing[0]} is missing", f'add it: {missing[0]} = "..."')
+            raise PinError(
+                f"patches/upstream.toml: {prefix}{missing[0]} is missing",
+                f'add it: {missing[0]} = "..."',
+            )
         for key, value in table.items():
             if not isinstance(value, (str, dict)):
                 raise PinError(
@@ -123,23 +129,32 @@ def parse_pin(text: str) -> Pin:
             git_commit=data["git"].get("commit", ""),
         )
     except (tomllib.TOMLDecodeError, KeyError, TypeError, AttributeError) as exc:
-        raise PinError(f"patches/upstream.toml is malformed ({exc})", "restore it from git or fix the field") from None
+        raise PinError(
+            f"patches/upstream.toml is malformed ({exc})", "restore it from git or fix the field"
+        ) from None
     if not re.fullmatch(r"[0-9a-f]{64}", pin.wheel_sha256):
-        raise PinError("patches/upstream.toml: wheel.sha256 is not a sha256 hex digest", "write the 64-hex digest")
+        raise PinError(
+            "patches/upstream.toml: wheel.sha256 is not a sha256 hex digest",
+            "write the 64-hex digest",
+        )
     name = WHEEL_NAME.match(pin.wheel_filename)
     if not name or dist_name(name["dist"]) != dist_name(pin.project):
         raise PinError(
-            f"patches/upstream.toml: wheel.filename {pin.wheel_filename!r} is not a wheel of {pin.project}",
-            f"write the release wheel's file name, e.g. {dist_name(pin.project)}-{pin.version}-py3-none-any.whl",
+            f"patches/upstream.toml: wheel.filename {pin.wheel_filename!r} is not a wheel of "
+            f"{pin.project}",
+            "write the release wheel's file name, e.g. "
+            f"{dist_name(pin.project)}-{pin.version}-py3-none-any.whl",
         )
     if name["version"] != pin.version:
         raise PinError(
-            f"patches/upstream.toml: version {pin.version!r} but wheel.filename is version {name['version']}",
+            f"patches/upstream.toml: version {pin.version!r} but wheel.filename is version "
+            f"{name['version']}",
             "make them name the same release (and update wheel.sha256 with it)",
         )
     if pin.git_commit and not COMMIT.match(pin.git_commit):
         raise PinError(
-            f"patches/upstream.toml: git.commit {pin.git_commit!r} is not a full commit id", "write all 40 hex digits"
+            f"patches/upstream.toml: git.commit {pin.git_commit!r} is not a full commit id",
+            "write all 40 hex digits",
         )
     return pin.with_source(pin.source)
 
@@ -147,7 +162,8 @@ def parse_pin(text: str) -> Pin:
 def load_pin(path: Path) -> Pin:
     if not path.is_file():
         raise PinError(
-            "patches/upstream.toml (the pin) is missing", "restore it: git checkout -- patches/upstream.toml"
+            "patches/upstream.toml (the pin) is missing",
+            "restore it: git checkout -- patches/upstream.toml",
         )
     return parse_pin(handfile.read(path, "patches/upstream.toml"))
 
@@ -157,7 +173,8 @@ def verify_digest(path: Path, expected: str) -> None:
     if actual != expected:
         raise DigestMismatch(
             f"{path.name}: sha256 {actual} does not match the pin's {expected}",
-            "refusing to use it; check the pin (patches/upstream.toml) and the registry you download from",
+            "refusing to use it; check the pin (patches/upstream.toml) and the registry you "
+            "download from",
             actual,
         )
 
@@ -166,7 +183,16 @@ def pip_download(project: str, version: str, dest: Path) -> None:
     """The release wheel of project==version from the package registry into dest (no dependencies)."""
     spec = f"{project}=={version}"
     proc = subprocess.run(
-        [*pip_argv(), "download", "--no-deps", "--only-binary=:all:", "--quiet", "-d", str(dest), spec],
+        [
+            *pip_argv(),
+            "download",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--quiet",
+            "-d",
+            str(dest),
+            spec,
+        ],
         capture_output=True,
         encoding="utf-8",
         errors="replace",
@@ -175,19 +201,27 @@ def pip_download(project: str, version: str, dest: Path) -> None:
         last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
         raise PinError(
             f"could not download {spec} from the package registry ({last})",
-            "check the version (patches/upstream.toml, or the one asked for) and that the registry is reachable",
+            "check the version (patches/upstream.toml, or the one asked for) and that the registry "
+            "is reachable",
         )
 
 
 def fetch_wheel(pin: Pin, downloads: Path) -> Path:
     """The pinned wheel, from the cache or the registry, digest verified before every use."""
-    return fetch_verified(pin.project, pin.version, downloads, pin.wheel_filename, lambda _name: pin.wheel_sha256)[0]
+    return fetch_verified(
+        pin.project, pin.version, downloads, pin.wheel_filename, lambda _name: pin.wheel_sha256
+    )[0]
 
 
 def fetch_verified(
-    project: str, version: str, downloads: Path, filename: str | None, sha256_of: Callable[[str], str]
+    project: str,
+    version: str,
+    downloads: Path,
+    filename: str | None,
+    sha256_of: Callable[[str], str],
 ) -> tuple[Path, str]:
-    """(a release wheel, its sha256), from the cache or the registry, the digest checked before every use.
+    """(a release wheel, its sha256), from the cache or the registry, the digest checked before every
+    use.
 
     The one wheel fetch of the kit. filename: the wheel's name, or None for the release's one
     wheel, whatever its name; sha256_of(name) is the digest it must have (the pin's, or the
@@ -198,7 +232,11 @@ def fetch_verified(
     """
     downloads.mkdir(parents=True, exist_ok=True)
     with worklock.hold(downloads / ".lock", ".work/downloads", say=progress):
-        found = [downloads / filename] if filename else sorted(downloads.glob(f"{dist_name(project)}-{version}-*.whl"))
+        found = (
+            [downloads / filename]
+            if filename
+            else sorted(downloads.glob(f"{dist_name(project)}-{version}-*.whl"))
+        )
         cached = next((p for p in found if p.is_file()), None)
         if cached is None:
             return download_verified(project, version, downloads, filename, sha256_of)
@@ -211,15 +249,20 @@ def fetch_verified(
             if exc.actual != actual:
                 raise
             raise DigestMismatch(
-                f"{cached.name} has sha256 {actual} (the cached copy and a fresh download agree), not the "
+                f"{cached.name} has sha256 {actual} (the cached copy and a fresh download agree), "
+                "not the "
                 f"expected {expected}",
-                "check wheel.sha256 in patches/upstream.toml (a typo?) against the registry's; the cached wheel "
+                "check wheel.sha256 in patches/upstream.toml (a typo?) against the registry's; the "
+                "cached wheel "
                 "was left as it is",
                 actual,
             ) from None
         except PinError as exc:
-            raise PinError(f"the cached {cached.name} has sha256 {actual}, not the expected {expected}, and "
-                           f"fetching it again failed: {exc.what}", exc.fix) from None  # fmt: skip
+            raise PinError(
+                f"the cached {cached.name} has sha256 {actual}, not the expected {expected}, and "
+                f"fetching it again failed: {exc.what}",
+                exc.fix,
+            ) from None
 
 
 def download_verified(
@@ -230,16 +273,21 @@ def download_verified(
     sha256_of: Callable[[str], str],
     bad: Path | None = None,
 ) -> tuple[Path, str]:
-    """Download the wheel into downloads/ (through a temporary folder: no partial file is ever cached); a cached
-    file it replaces (bad) is set aside first, once the download passed its digest."""
+    """Download the wheel into downloads/ (through a temporary folder: no partial file is ever cached);
+    a cached file it replaces (bad) is set aside first, once the download passed its digest."""
     with tempfile.TemporaryDirectory(dir=downloads, prefix=".download-") as tmp:
         pip_download(project, version, Path(tmp))
         wheels = sorted(Path(tmp).glob("*.whl"))
         if filename is not None and not (Path(tmp) / filename).is_file():
             names = ", ".join(p.name for p in Path(tmp).iterdir())
-            raise PinError(f"the registry served {names}, not {filename}", "fix wheel.filename in the pin")
+            raise PinError(
+                f"the registry served {names}, not {filename}", "fix wheel.filename in the pin"
+            )
         if filename is None and len(wheels) != 1:
-            raise PinError(f"the registry served {len(wheels)} wheels for {project}=={version}", "name one release")
+            raise PinError(
+                f"the registry served {len(wheels)} wheels for {project}=={version}",
+                "name one release",
+            )
         got = Path(tmp) / (filename or wheels[0].name)
         digest = sha256_of(got.name)
         verify_digest(got, digest)
@@ -253,14 +301,19 @@ def set_aside(cached: Path) -> Path:
     """Rename a cached file that failed its digest (never deleted: it may be evidence); its new path."""
     aside = cached.with_name(f"{cached.name}.bad-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}")
     os.replace(cached, aside)
-    progress(f".work/downloads/{cached.name} fails its sha256: set aside as {aside.name}, replaced by a fresh download")
+    progress(
+        f".work/downloads/{cached.name} fails its sha256: set aside as {aside.name}, replaced by a "
+        "fresh download"
+    )
     return aside
 
 
 def package_entries(zf: zipfile.ZipFile) -> list[zipfile.ZipInfo]:
     """The wheel's files that make the repository tree: its importable package(s), no metadata."""
     return [
-        i for i in zf.infolist() if not i.is_dir() and not i.filename.split("/", 1)[0].endswith((".dist-info", ".data"))
+        i
+        for i in zf.infolist()
+        if not i.is_dir() and not i.filename.split("/", 1)[0].endswith((".dist-info", ".data"))
     ]
 
 
@@ -278,7 +331,8 @@ def wheel_blobs(wheel: Path) -> dict[str, str]:
 def extract_wheel(wheel: Path, dest: Path) -> None:
     """Unpack the importable package(s) of a wheel, repository-relative, keeping exec bits.
 
-    A write that fails (a full disk) names the file: write(2) errors carry no file name of their own.
+    A write that fails (a full disk) names the file: write(2) errors carry no file name of their
+    own.
     """
     with zipfile.ZipFile(wheel) as zf:
         for info in package_entries(zf):
@@ -290,8 +344,10 @@ def extract_wheel(wheel: Path, dest: Path) -> None:
                     target.chmod(0o755)
             except OSError as exc:
                 raise PinError(
-                    f"cannot write {dest.parent.name}/{dest.name}/{info.filename} ({exc.strerror or exc})",
-                    f"free disk space on {dest.parent.name}/ (df -h {dest.parent.name}), then run the command again",
+                    f"cannot write {dest.parent.name}/{dest.name}/{info.filename} "
+                    f"({exc.strerror or exc})",
+                    f"free disk space on {dest.parent.name}/ (df -h {dest.parent.name}), then run "
+                    "the command again",
                 ) from None
 
 
@@ -305,9 +361,11 @@ def fetch_git(pin: Pin, dest: Path) -> str:
     try:
         gitcmd.fetch_commit(dest, pin.git_url, pin.git_commit, "--depth=1")
     except GitFailed as exc:
-        raise PinError(f"could not fetch {pin.git_commit[:12]} from {pin.git_url} ({exc.what})",
-                       "check the network and the git URL/commit in patches/upstream.toml, "
-                       "or use the default wheel source") from exc  # fmt: skip
+        raise PinError(
+            f"could not fetch {pin.git_commit[:12]} from {pin.git_url} ({exc.what})",
+            "check the network and the git URL/commit in patches/upstream.toml, "
+            "or use the default wheel source",
+        ) from exc
     gitcmd.detach(dest, pin.git_commit)
     return pin.git_commit
 
@@ -325,7 +383,9 @@ def record_git_commit(pin_file: Path, commit: str) -> None:
     text = pin_file.read_text(encoding="utf-8")
     new, n = re.subn(r'(?m)^commit = ".*"$', f'commit = "{commit}"', text)
     if n != 1:
-        raise PinError("patches/upstream.toml has no single 'commit = ' line under [git]", "add one")
+        raise PinError(
+            "patches/upstream.toml has no single 'commit = ' line under [git]", "add one"
+        )
     pin_file.write_text(new, encoding="utf-8")
 
 

@@ -1,5 +1,6 @@
-"""The repository's text rules, a lint step rather than unit tests: citations resolve inside the repository,
-the README's generated tables are current, and every workflow pins its actions by commit and bounds its jobs.
+"""The repository's text rules, a lint step rather than unit tests: citations resolve inside the
+repository, the README's generated tables are current, and every workflow pins its actions by commit
+and bounds its jobs.
 
 `python -m scripts policy` prints one line per finding and exits 1 when there is any.
 """
@@ -14,14 +15,15 @@ from pathlib import Path
 from scripts.readme import expected_blocks, stale
 from scripts.workspace import Workspace
 
-# The kit's docs and modules as comments cite them (paths under docs and scripts); tests/ and the rest
-# also name upstream's paths (tests/diffusion/...), so they are left out.
+# The kit's docs and modules as comments cite them (paths under docs and scripts); tests/ and the
+# rest also name upstream's paths (tests/diffusion/...), so they are left out.
 OWN_PATH = re.compile(r"(?<![\w/.-])((?:scripts|docs)/[\w./-]*\w)")
 # Notes that lived beside the repository while it was written, never in it.
 OUTSIDE = ("UPSTREAM" + ".md", "DESIGN" + ".md", "STYLE" + ".md", "../" + "shared")
 CITING = (".md", ".py", ".yml", ".toml", ".txt")
 PINNED_ACTION = re.compile(r"[\w.-]+/[\w./-]+@[0-9a-f]{40}")
-# Folders git and the tools make (.gitignore; the kit's own is the workspace's); caches say so themselves.
+# Folders git and the tools make (.gitignore; the kit's own is the workspace's); caches say so
+# themselves.
 MADE = (".git", ".nox", ".venv", "__pycache__", ".benchmarks")
 # Files that cite missing paths on purpose: the bite tests of these rules.
 EXAMPLES = ("tests/kit/test_standalone.py",)
@@ -37,7 +39,11 @@ def citation_findings(root: Path, names: Iterable[str]) -> list[str]:
     """One line per file that cites something the repository does not hold."""
     texts = [n for n in names if (n.endswith(CITING) or n == ".ci/run") and n not in EXAMPLES]
     found = {n: dangling((root / n).read_text(encoding="utf-8"), root) for n in texts}
-    return [f"{name}: cites {', '.join(cited)} (not in the repository)" for name, cited in found.items() if cited]
+    return [
+        f"{name}: cites {', '.join(cited)} (not in the repository)"
+        for name, cited in found.items()
+        if cited
+    ]
 
 
 def readme_findings(readme: str, expected: dict[str, str]) -> list[str]:
@@ -50,10 +56,16 @@ def readme_findings(readme: str, expected: dict[str, str]) -> list[str]:
 def workflow_findings(name: str, text: str) -> list[str]:
     """Actions pinned by a full commit, and a timeout-minutes for every job."""
     uses = re.findall(r"uses:\s*(\S+)", text)
-    found = [f"{name}: action {u} is not pinned by a 40-hex commit" for u in uses if not PINNED_ACTION.fullmatch(u)]
+    found = [
+        f"{name}: action {u} is not pinned by a 40-hex commit"
+        for u in uses
+        if not PINNED_ACTION.fullmatch(u)
+    ]
     jobs = re.findall(r"^  (\w[\w-]*):\n    name:", text, flags=re.M)
     if text.count("timeout-minutes:") != len(jobs):
-        found.append(f"{name}: {len(jobs)} job(s), {text.count('timeout-minutes:')} timeout-minutes")
+        found.append(
+            f"{name}: {len(jobs)} job(s), {text.count('timeout-minutes:')} timeout-minutes"
+        )
     return found
 
 
@@ -68,7 +80,9 @@ def repository_files(root: Path, work: Path) -> list[str]:
     """The repository's files, relative: what the kit makes (.work, .nox, .venv) and caches left out."""
     names = []
     for folder, dirs, files in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if Path(folder) / d != work and not made_folder(Path(folder) / d))
+        dirs[:] = sorted(
+            d for d in dirs if Path(folder) / d != work and not made_folder(Path(folder) / d)
+        )
         names += [str((Path(folder) / f).relative_to(root)) for f in sorted(files) if f != ".git"]
     return names
 

@@ -46,8 +46,13 @@ def series_table(patches: Sequence[Patch]) -> str:
 
 
 def rules_table(rules: Sequence[Rule]) -> str:
-    rows = [(f"`{r.id}`", r.name, r.requires, r.fix, f"`{r.mirrors}`" if r.mirrors else "") for r in rules]
-    return markdown_table(("rule", "name", "requirement", "fix", "stands in for upstream's hook"), rows)
+    rows = [
+        (f"`{r.id}`", r.name, r.requires, r.fix, f"`{r.mirrors}`" if r.mirrors else "")
+        for r in rules
+    ]
+    return markdown_table(
+        ("rule", "name", "requirement", "fix", "stands in for upstream's hook"), rows
+    )
 
 
 def block(name: str, body: str) -> str:
@@ -56,7 +61,9 @@ def block(name: str, body: str) -> str:
 
 def current_block(readme: str, name: str) -> str | None:
     """The README's block for one table, markers included (None if its markers are missing)."""
-    found = re.search(re.escape(begin_marker(name)) + r".*?" + re.escape(end_marker(name)), readme, re.S)
+    found = re.search(
+        re.escape(begin_marker(name)) + r".*?" + re.escape(end_marker(name)), readme, re.S
+    )
     return found[0] if found else None
 
 

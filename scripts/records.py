@@ -12,7 +12,11 @@ from typing import Any
 def write(records: Path, name: str, data: dict[str, Any]) -> Path:
     records.mkdir(parents=True, exist_ok=True)
     path = records / f"{name}.json"
-    body = {"name": name, "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"), **data}
+    body = {
+        "name": name,
+        "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        **data,
+    }
     path.write_text(json.dumps(body, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     return path
 

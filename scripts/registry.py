@@ -31,8 +31,11 @@ class RegistryError(KitError):
 
 
 def indexes_from_config(pip_config_list: str) -> list[str]:
-    """The index-url (the last one wins, as the environment overrides files; else PyPI), then the extra ones."""
-    found = [m.groups() for line in pip_config_list.splitlines() if (m := INDEX_KEY.match(line.strip()))]
+    """The index-url (the last one wins, as the environment overrides files; else PyPI), then the extra
+    ones."""
+    found = [
+        m.groups() for line in pip_config_list.splitlines() if (m := INDEX_KEY.match(line.strip()))
+    ]
     main = [v for k, v in found if k == "index-url"]
     extra = [u for k, v in found if k == "extra-index-url" for u in v.split()]
     return [u.rstrip("/") for u in dict.fromkeys([main[-1] if main else PYPI_SIMPLE, *extra])]
@@ -56,7 +59,9 @@ def digests_from_page(body: str, content_type: str) -> dict[str, str]:
     """{file name: sha256} of a project page of a simple index, JSON or HTML."""
     if content_type.split(";")[0].strip() == JSON_TYPE:
         files = json.loads(body).get("files", [])
-        return {f["filename"]: f["hashes"]["sha256"] for f in files if "sha256" in f.get("hashes", {})}
+        return {
+            f["filename"]: f["hashes"]["sha256"] for f in files if "sha256" in f.get("hashes", {})
+        }
     links = _Links()
     links.feed(body)
     out = {}
@@ -79,7 +84,9 @@ def read_page(url: str) -> tuple[str, str]:
         return response.read().decode("utf-8"), response.headers.get("Content-Type", "text/html")
 
 
-def project_page(project: str, indexes: list[str] | None = None) -> tuple[dict[str, str], list[str]]:
+def project_page(
+    project: str, indexes: list[str] | None = None
+) -> tuple[dict[str, str], list[str]]:
     """({file name: sha256} from the first index that lists project, what was tried where none did)."""
     tried = []
     for base in indexes or configured_indexes():
@@ -104,7 +111,8 @@ def published_sha256(project: str, filename: str, indexes: list[str] | None = No
         where = "; ".join(tried) or f"the index lists {len(files)} other file(s)"
         raise RegistryError(
             f"no package index publishes a sha256 for {filename} ({where})",
-            "check that the registry is reachable and lists the release (pip config list shows the indexes pip uses)",
+            "check that the registry is reachable and lists the release (pip config list shows the "
+            "indexes pip uses)",
         )
     return digest
 
@@ -113,7 +121,11 @@ def newest_release(project: str, indexes: list[str] | None = None) -> str:
     """The highest final release (no rc/dev) with a wheel on the index."""
     files, tried = project_page(project, indexes)
     prefix = dist_name(project) + "-"
-    found = [m[1] for name in files if (m := re.match(rf"^{re.escape(prefix)}(\d+(?:\.\d+)*)-.*\.whl$", name))]
+    found = [
+        m[1]
+        for name in files
+        if (m := re.match(rf"^{re.escape(prefix)}(\d+(?:\.\d+)*)-.*\.whl$", name))
+    ]
     if not found:
         raise RegistryError(
             f"no release wheel of {project} on the package index ({'; '.join(tried) or 'none'})",

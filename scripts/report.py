@@ -11,8 +11,9 @@ from dataclasses import dataclass, field
 
 
 class Kept(io.TextIOBase):
-    """A text stream whose write failures (a closed pipe, a full /dev/full) are kept, not raised: the kit's output
-    is how it reports its work, never what stops it half way (invariant 10). Output after a failure is dropped."""
+    """A text stream whose write failures (a closed pipe, a full /dev/full) are kept, not raised: the
+    kit's output is how it reports its work, never what stops it half way (invariant 10). Output
+    after a failure is dropped."""
 
     def __init__(self, stream: io.TextIOBase) -> None:
         super().__init__()
@@ -57,13 +58,16 @@ class OutputFailures:
 
 @contextlib.contextmanager
 def kept_output() -> Iterator[OutputFailures]:
-    """sys.stdout and sys.stderr as Kept streams for the block, then as they were; what failed is said after.
+    """sys.stdout and sys.stderr as Kept streams for the block, then as they were; what failed is said
+    after.
 
-    A stream that failed is pointed at /dev/null as the block ends, so that the interpreter's own last flush
-    does not fail once more (Python's exit 120 and its 'Exception ignored' lines)."""
+    A stream that failed is pointed at /dev/null as the block ends, so that the interpreter's own
+    last flush does not fail once more (Python's exit 120 and its 'Exception ignored' lines)."""
     found = OutputFailures()
     saved = sys.stdout, sys.stderr
-    out, err = (Kept(s) if s is not None else None for s in saved)  # None: the fd was closed at start
+    out, err = (
+        Kept(s) if s is not None else None for s in saved
+    )  # None: the fd was closed at start
     sys.stdout, sys.stderr = out or saved[0], err or saved[1]  # type: ignore[assignment]
     try:
         yield found
@@ -105,7 +109,8 @@ def markdown_table(headers: Sequence[object], rows: Sequence[Sequence[object]]) 
 
 
 def step(i: int, total: int, name: str, outcome: str, detail: str = "") -> str:
-    """One patch of a series tried (apply, --continue, rebase, pr --onto): `[i/total] name: outcome (detail)`."""
+    """One patch of a series tried (apply, --continue, rebase, pr --onto): `[i/total] name: outcome
+    (detail)`."""
     return f"[{i}/{total}] {name}: {outcome}{f' ({detail})' if detail else ''}"
 
 

@@ -44,7 +44,9 @@ class Revision:
     pin: str
     kit_commit: str
     prepared: str
-    cover_digest: str = ""  # sha256 of patches/cover.md ("" for revisions made before the cover existed)
+    cover_digest: str = (
+        ""  # sha256 of patches/cover.md ("" for revisions made before the cover existed)
+    )
 
     @property
     def label(self) -> str:
@@ -61,12 +63,14 @@ RESTORE = f"or restore it: git checkout -- {WHERE}"
 
 
 def parse(text: str) -> list[Revision]:
-    """The revisions a hand-edited file records; a user's own keys and comments are allowed (and kept by
-    append()), anything the kit would misread is refused naming the entry."""
+    """The revisions a hand-edited file records; a user's own keys and comments are allowed (and kept
+    by append()), anything the kit would misread is refused naming the entry."""
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise RevisionsError(f"{WHERE} is not valid TOML ({exc})", f"fix that line, {RESTORE}") from None
+        raise RevisionsError(
+            f"{WHERE} is not valid TOML ({exc})", f"fix that line, {RESTORE}"
+        ) from None
     return sorted((revision(key, value) for key, value in data.items()), key=lambda r: r.number)
 
 
@@ -75,11 +79,14 @@ def revision(key: str, table: object) -> Revision:
     if not LABEL.match(key) or not isinstance(table, dict):
         raise RevisionsError(
             f"{WHERE}: {key!r} is not a revision table [vN] (v1, v2, ... without leading zeros)",
-            f"rename or remove it (notes of yours go in # comments or as keys inside a [vN] table), {RESTORE}",
+            "rename or remove it (notes of yours go in # comments or as keys inside a [vN] "
+            f"table), {RESTORE}",
         )
     missing = [k for k in REQUIRED if k not in table]
     if missing:
-        raise RevisionsError(f"{WHERE}: [{key}] has no {missing[0]} = line", f"put it back, {RESTORE}")
+        raise RevisionsError(
+            f"{WHERE}: [{key}] has no {missing[0]} = line", f"put it back, {RESTORE}"
+        )
     fields = {k: table.get(k, "") for k in (*REQUIRED, "kit_commit", "cover_digest")}
     for name, value in fields.items():
         if not isinstance(value, str):
@@ -91,22 +98,34 @@ def revision(key: str, table: object) -> Revision:
     if not DIGEST.match(fields["series_digest"]) or (
         fields["cover_digest"] and not DIGEST.match(fields["cover_digest"])
     ):
-        raise RevisionsError(f"{WHERE}: [{key}] has a digest that is not 64 hex digits", f"put it back, {RESTORE}")
+        raise RevisionsError(
+            f"{WHERE}: [{key}] has a digest that is not 64 hex digits", f"put it back, {RESTORE}"
+        )
     try:
         datetime.fromisoformat(fields["prepared"])
     except ValueError:
         raise RevisionsError(
             f"{WHERE}: [{key}] prepared = {fields['prepared']!r} is not an ISO 8601 date and time",
-            f'write it as "2026-01-31T12:00:00+00:00" (the commits of {key} are dated by it), {RESTORE}',
+            f'write it as "2026-01-31T12:00:00+00:00" (the commits of {key} are dated by it), '
+            f"{RESTORE}",
         ) from None
-    return Revision(int(key[1:]), fields["series_digest"], fields["pin"], fields["kit_commit"], fields["prepared"],
-                    fields["cover_digest"])  # fmt: skip
+    return Revision(
+        int(key[1:]),
+        fields["series_digest"],
+        fields["pin"],
+        fields["kit_commit"],
+        fields["prepared"],
+        fields["cover_digest"],
+    )
 
 
 def block(r: Revision) -> str:
     cover = f'cover_digest = "{r.cover_digest}"\n' if r.cover_digest else ""
-    return (f'[{r.label}]\nseries_digest = "{r.series_digest}"\npin = "{r.pin}"\nkit_commit = "{r.kit_commit}"\n'
-            f'prepared = "{r.prepared}"\n{cover}')  # fmt: skip
+    return (
+        f'[{r.label}]\nseries_digest = "{r.series_digest}"\npin = "{r.pin}"\nkit_commit = '
+        f'"{r.kit_commit}"\n'
+        f'prepared = "{r.prepared}"\n{cover}'
+    )
 
 
 def appended(text: str, rev: Revision) -> str:
@@ -117,7 +136,9 @@ def appended(text: str, rev: Revision) -> str:
     tail = text if text.endswith("\n") else text + newline
     new = tail + newline + block(rev).replace("\n", newline)
     if [r.number for r in parse(new)][-1:] != [rev.number]:
-        raise RevisionsError(f"{WHERE}: recording {rev.label} would not read back", f"check the file, {RESTORE}")
+        raise RevisionsError(
+            f"{WHERE}: recording {rev.label} would not read back", f"check the file, {RESTORE}"
+        )
     return new
 
 
@@ -133,12 +154,21 @@ def record(path: Path, rev: Revision) -> None:
     os.replace(tmp, path)
 
 
-def current(revs: Sequence[Revision], digest: str, pin: str, kit_commit: str, now: str,
-            cover_digest: str = "") -> tuple[Revision, bool]:  # fmt: skip
-    """(the revision for this series and cover, whether it is new): new only when either changed since the last."""
+def current(
+    revs: Sequence[Revision],
+    digest: str,
+    pin: str,
+    kit_commit: str,
+    now: str,
+    cover_digest: str = "",
+) -> tuple[Revision, bool]:
+    """(the revision for this series and cover, whether it is new): new only when either changed since
+    the last."""
     if revs and (revs[-1].series_digest, revs[-1].cover_digest) == (digest, cover_digest):
         return revs[-1], False
-    return Revision((revs[-1].number if revs else 0) + 1, digest, pin, kit_commit, now, cover_digest), True
+    return Revision(
+        (revs[-1].number if revs else 0) + 1, digest, pin, kit_commit, now, cover_digest
+    ), True
 
 
 # ---- finding an older revision's patches ----------------------------------------
@@ -150,7 +180,8 @@ def is_own_repo(root: Path) -> bool:
 
 
 def patches_at(root: Path, commit: str, dest: Path) -> list[Patch] | None:
-    """The series as patches/ held it at a kit commit, written under dest; None if it was not a valid series."""
+    """The series as patches/ held it at a kit commit, written under dest; None if it was not a valid
+    series."""
     listing = gitcmd.names_in(root, f"{commit}:patches")
     if listing is None:
         return None
@@ -174,7 +205,9 @@ def head_commit_holding(root: Path, digest: str) -> str:
         return commit if found is not None and series_digest(found) == digest else ""
 
 
-def find_series(rev: Revision, snapshot: Path, root: Path, scratch: Path) -> tuple[list[Patch], str] | None:
+def find_series(
+    rev: Revision, snapshot: Path, root: Path, scratch: Path
+) -> tuple[list[Patch], str] | None:
     """(the revision's kit patches, where they were found), or None."""
     if (snapshot / "series").is_file():
         found = load_series(snapshot)

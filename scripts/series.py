@@ -22,10 +22,14 @@ from scripts.errors import KitError
 from scripts.report import progress
 
 KIT_TRAILERS = ("Upstream-Status", "Kit-Patch", "Kit-Off-NPU")
-UPSTREAM_STATUS = re.compile(r"^(Pending|Submitted \[\S.*\]|Backport \[\S.*\]|Inappropriate \[\S.*\])$")
+UPSTREAM_STATUS = re.compile(
+    r"^(Pending|Submitted \[\S.*\]|Backport \[\S.*\]|Inappropriate \[\S.*\])$"
+)
 SLUG_MAX = 60  # NNNN-<slug>.patch stays far under a file system's 255-byte name limit
 SLUG = re.compile(rf"^[a-z0-9][a-z0-9-]{{0,{SLUG_MAX - 1}}}$")
-SLUG_RULE = f"a slug is 1 to {SLUG_MAX} characters of a-z, 0-9 and '-', starting with a letter or digit"
+SLUG_RULE = (
+    f"a slug is 1 to {SLUG_MAX} characters of a-z, 0-9 and '-', starting with a letter or digit"
+)
 
 
 class SeriesError(KitError):
@@ -47,13 +51,18 @@ class Patch:
 
     @property
     def already_upstream(self) -> bool:
-        """`Backport [ref]`: upstream already holds this change, so no PR made from the series carries it."""
+        """`Backport [ref]`: upstream already holds this change, so no PR made from the series carries
+        it."""
         return self.upstream_status.startswith("Backport ")
 
     @property
     def status_label(self) -> str:
         """The status for a table: a Backport's ref is a long URL, so its label says what it means."""
-        return "Backport (already upstream)" if self.already_upstream else self.upstream_status.split(" [")[0]
+        return (
+            "Backport (already upstream)"
+            if self.already_upstream
+            else self.upstream_status.split(" [")[0]
+        )
 
 
 def parse_series(text: str) -> list[str]:
@@ -83,7 +92,9 @@ def header_trailers(message: str, key: str) -> list[str]:
 
 
 TRAILER_LINE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]*: ")
-GIT_MADE = "(cherry picked from commit "  # a line git itself adds to a trailer block (cherry-pick -x)
+GIT_MADE = (
+    "(cherry picked from commit "  # a line git itself adds to a trailer block (cherry-pick -x)
+)
 
 
 def paragraphs(message: str) -> list[list[str]]:
@@ -98,12 +109,15 @@ def paragraphs(message: str) -> list[list[str]]:
 
 
 def is_trailer_block(lines: list[str]) -> bool:
-    """Every line a `Token: value` trailer, its continuation (indented) or a line git adds there, as git
-    interpret-trailers reads a block that git or the kit wrote."""
+    """Every line a `Token: value` trailer, its continuation (indented) or a line git adds there, as
+    git interpret-trailers reads a block that git or the kit wrote."""
     return (
         bool(lines)
         and TRAILER_LINE.match(lines[0]) is not None
-        and all(TRAILER_LINE.match(line) or line[:1] in (" ", "\t") or line.startswith(GIT_MADE) for line in lines)
+        and all(
+            TRAILER_LINE.match(line) or line[:1] in (" ", "\t") or line.startswith(GIT_MADE)
+            for line in lines
+        )
     )
 
 
@@ -113,14 +127,15 @@ def values_in(lines: list[str], key: str) -> list[str]:
 
 
 def trailer_values(message: str, key: str) -> list[str]:
-    """Every `key:` trailer's value in the message's trailer block: its last paragraph, when that is all
-    trailers (git's rule). A `Kit-Patch: x` line in the body above it is text, not a trailer."""
+    """Every `key:` trailer's value in the message's trailer block: its last paragraph, when that is
+    all trailers (git's rule). A `Kit-Patch: x` line in the body above it is text, not a trailer."""
     paras = paragraphs(message)
     return values_in(paras[-1], key) if paras and is_trailer_block(paras[-1]) else []
 
 
 def split_trailers(message: str) -> tuple[str, str]:
-    """(the message before its trailer block, the block with its newline), ("message", "") where it has none."""
+    """(the message before its trailer block, the block with its newline), ("message", "") where it has
+    none."""
     lines = message.rstrip("\n").split("\n")
     start = len(lines)
     while start > 0 and lines[start - 1].strip():
@@ -132,26 +147,38 @@ def split_trailers(message: str) -> tuple[str, str]:
 
 
 def squashed_slugs(message: str) -> list[str]:
-    """The Kit-Patch of each patch message a squash joined, in order: the trailer block of the message, and
-    each earlier paragraph that is a whole trailer block of the kit's own (both Upstream-Status and Kit-Patch,
-    as every patch message ends). A lone `Kit-Patch: x` line or paragraph in the body is not one."""
+    """The Kit-Patch of each patch message a squash joined, in order: the trailer block of the message,
+    and each earlier paragraph that is a whole trailer block of the kit's own (both Upstream-Status
+    and Kit-Patch, as every patch message ends). A lone `Kit-Patch: x` line or paragraph in the body
+    is not one."""
     paras = paragraphs(message)
     earlier = [
-        p for p in paras[:-1] if is_trailer_block(p) and values_in(p, "Upstream-Status") and values_in(p, "Kit-Patch")
+        p
+        for p in paras[:-1]
+        if is_trailer_block(p) and values_in(p, "Upstream-Status") and values_in(p, "Kit-Patch")
     ]
-    return [v for p in earlier for v in values_in(p, "Kit-Patch")] + trailer_values(message, "Kit-Patch")
+    return [v for p in earlier for v in values_in(p, "Kit-Patch")] + trailer_values(
+        message, "Kit-Patch"
+    )
 
 
 def with_one_identity(message: str, slug: str) -> str:
-    """A squash's message keeping one patch's identity: every kit trailer block's kit lines out, then one block
-    at the end.
+    """A squash's message keeping one patch's identity: every kit trailer block's kit lines out, then
+    one block at the end.
 
     The block keeps the Upstream-Status of the kept slug's own paragraph (a squash joins
     each patch's message, trailers included).
     """
     paras = paragraphs(message)
-    own = [values_in(p, "Upstream-Status") for p in paras if is_trailer_block(p) and slug in values_in(p, "Kit-Patch")]
-    status = next((s[-1] for s in own if s), None) or (trailer_values(message, "Upstream-Status") or ["Pending"])[0]
+    own = [
+        values_in(p, "Upstream-Status")
+        for p in paras
+        if is_trailer_block(p) and slug in values_in(p, "Kit-Patch")
+    ]
+    status = (
+        next((s[-1] for s in own if s), None)
+        or (trailer_values(message, "Upstream-Status") or ["Pending"])[0]
+    )
     body = re.sub(r"\n{3,}", "\n\n", strip_kit_trailers(message)).strip("\n")
     return f"{body}\n\nUpstream-Status: {status}\nKit-Patch: {slug}\n"
 
@@ -183,7 +210,8 @@ def describe(name: str, text: str, path: Path) -> Patch:
     if status is None:
         raise SeriesError(
             f"patch {name} has no Upstream-Status: header",
-            "add a trailer 'Upstream-Status: Pending' (or Submitted [url] / Backport [ref] / Inappropriate [why])",
+            "add a trailer 'Upstream-Status: Pending' (or Submitted [url] / Backport [ref] / "
+            "Inappropriate [why])",
         )
     if not UPSTREAM_STATUS.match(status):
         raise SeriesError(
@@ -223,7 +251,8 @@ def slug_problem(slug: str | None) -> str | None:
 
 
 def suggested_slug(slug: str | None, subject_line: str) -> str:
-    """A valid slug close to what the user wrote (else to the subject): for a fix that works as written."""
+    """A valid slug close to what the user wrote (else to the subject): for a fix that works as
+    written."""
     for source in (slug or "", re.sub(r"^(\[[^]]*\]\s*)+", "", subject_line)):
         made = re.sub(r"[^a-z0-9]+", "-", source.lower()).strip("-")[:SLUG_MAX].rstrip("-")
         if made:
@@ -232,12 +261,15 @@ def suggested_slug(slug: str | None, subject_line: str) -> str:
 
 
 def amend_slug_command(slug: str, with_status: bool, had: int = 1) -> str:
-    """The git command that sets HEAD's Kit-Patch: (git's default would add a second one); `had`: how many
-    Kit-Patch: lines its message holds now (git's replace takes out one, so several are filtered out first)."""
+    """The git command that sets HEAD's Kit-Patch: (git's default would add a second one); `had`: how
+    many Kit-Patch: lines its message holds now (git's replace takes out one, so several are
+    filtered out first)."""
     status = " --trailer 'Upstream-Status: Pending'" if with_status else ""
     if had > 1:
-        return (f"git log -1 --format=%B | grep -v '^Kit-Patch:' | git commit -q --amend -F - "
-                f"--trailer 'Kit-Patch: {slug}'{status}")  # fmt: skip
+        return (
+            f"git log -1 --format=%B | grep -v '^Kit-Patch:' | git commit -q --amend -F - "
+            f"--trailer 'Kit-Patch: {slug}'{status}"
+        )
     return f"git -c trailer.Kit-Patch.ifexists=replace commit --amend --no-edit --trailer 'Kit-Patch: {slug}'{status}"
 
 
@@ -259,10 +291,13 @@ def check_patch_bytes(name: str, data: bytes) -> str:
     if converted_to_crlf(text):
         raise SeriesError(
             f"patches/{name} has CRLF line endings (an editor or git's autocrlf converted it)",
-            f"restore LF endings: git checkout -- patches/{name} (.gitattributes keeps patches exact), or dos2unix",
+            f"restore LF endings: git checkout -- patches/{name} (.gitattributes keeps patches "
+            "exact), or dos2unix",
         )
     if "\ndiff --git " not in text:
-        raise SeriesError(f"patches/{name} holds no diff", "remove it from the series, or re-export it")
+        raise SeriesError(
+            f"patches/{name} holds no diff", "remove it from the series, or re-export it"
+        )
     if BINARY_WITHOUT_DATA.search(text):
         raise SeriesError(
             f"patches/{name} changes a binary file without its data ('Binary files ... differ')",
@@ -271,8 +306,9 @@ def check_patch_bytes(name: str, data: bytes) -> str:
     return text
 
 
-# Lines git writes itself, never with a CR: one that ends in CR means the whole file was converted. The lines of
-# a diff's content may end in CR (a CRLF file's change): those are the patch's own bytes.
+# Lines git writes itself, never with a CR: one that ends in CR means the whole file was converted.
+# The lines of a diff's content may end in CR (a CRLF file's change): those are the patch's own
+# bytes.
 STRUCTURE = re.compile(r"^(?:From [0-9a-f]{40} |Subject: |diff --git |@@ -\d).*\r$", re.M)
 
 
@@ -283,7 +319,8 @@ def converted_to_crlf(text: str) -> bool:
 BINARY_WITHOUT_DATA = re.compile(r"^Binary files \S+ and \S+ differ$", re.M)
 
 
-JOURNAL = ".kit-swap.json"  # in patches/ while a swap renames its files into place (refresh, rebase --move)
+# in patches/ while a swap renames its files into place (refresh, rebase --move)
+JOURNAL = ".kit-swap.json"
 
 
 def staged_name(name: str) -> str:
@@ -292,8 +329,9 @@ def staged_name(name: str) -> str:
 
 
 def finish_swap(patches_dir: Path) -> None:
-    """Roll forward a swap of patches/ that a kill -9 cut short: the journal is written only once every new file
-    is on disk, so the rest of its renames and removals can be made; then the series is whole again."""
+    """Roll forward a swap of patches/ that a kill -9 cut short: the journal is written only once every
+    new file is on disk, so the rest of its renames and removals can be made; then the series is
+    whole again."""
     journal = patches_dir / JOURNAL
     if not journal.is_file():
         return
@@ -311,8 +349,10 @@ def finish_swap(patches_dir: Path) -> None:
     for name in removals:
         (patches_dir / name).unlink(missing_ok=True)
     journal.unlink()
-    progress(f"patches/: finished the swap a stopped {by} had begun ({len(writes)} file(s) written, "
-             f"{len(removals)} removed)")  # fmt: skip
+    progress(
+        f"patches/: finished the swap a stopped {by} had begun ({len(writes)} file(s) written, "
+        f"{len(removals)} removed)"
+    )
 
 
 def load_series(patches_dir: Path) -> list[Patch]:
@@ -320,36 +360,49 @@ def load_series(patches_dir: Path) -> list[Patch]:
     finish_swap(patches_dir)
     series_file = patches_dir / "series"
     if not series_file.is_file():
-        raise SeriesError(f"{series_file.name} not found in patches/", "create patches/series listing the patches")
+        raise SeriesError(
+            f"{series_file.name} not found in patches/", "create patches/series listing the patches"
+        )
     names = parse_series(handfile.read(series_file, "patches/series"))
     for name in names:
         check_entry(name)
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
-        raise SeriesError(f"series names {', '.join(dupes)} more than once", "list each patch once in patches/series")
+        raise SeriesError(
+            f"series names {', '.join(dupes)} more than once",
+            "list each patch once in patches/series",
+        )
     for name in names:
         path = patches_dir / name
         if path.is_symlink():
             raise SeriesError(
                 f"patches/{name} is a symbolic link (refresh would write through it)",
-                f'replace the link by the file itself: cp --remove-destination "$(readlink -f patches/{name})" '
+                'replace the link by the file itself: cp --remove-destination "$(readlink -f '
+                f'patches/{name})" '
                 f"patches/{name}",
             )
         if not path.is_file():
             raise SeriesError(
-                f"series names {name}, which is not in patches/", "restore the file or remove the line from the series"
+                f"series names {name}, which is not in patches/",
+                "restore the file or remove the line from the series",
             )
     listed = set(names)
     strays = sorted(p.name for p in patches_dir.glob("*.patch") if p.name not in listed)
     if strays:
         raise SeriesError(
-            f"patches/{strays[0]} is not in the series", "add it to patches/series at its place, or delete the file"
+            f"patches/{strays[0]} is not in the series",
+            "add it to patches/series at its place, or delete the file",
         )
-    patches = [describe(n, check_patch_bytes(n, (patches_dir / n).read_bytes()), patches_dir / n) for n in names]
+    patches = [
+        describe(n, check_patch_bytes(n, (patches_dir / n).read_bytes()), patches_dir / n)
+        for n in names
+    ]
     slugs = [p.slug for p in patches]
     for p in patches:
         if slugs.count(p.slug) > 1:
-            raise SeriesError(f"two patches share Kit-Patch: {p.slug}", "give each patch its own slug")
+            raise SeriesError(
+                f"two patches share Kit-Patch: {p.slug}", "give each patch its own slug"
+            )
     check_names(patches)
     return patches
 
@@ -364,8 +417,10 @@ def check_names(patches: list[Patch]) -> None:
         wanted = patch_file_name(i, p.slug)
         if p.name != wanted:
             raise SeriesError(
-                f"patches/{p.name} is entry {i} of the series and carries Kit-Patch: {p.slug}, so its name is {wanted}",
-                f"rename it back: git mv patches/{p.name} patches/{wanted} (and its line in patches/series)",
+                f"patches/{p.name} is entry {i} of the series and carries Kit-Patch: {p.slug}, so "
+                f"its name is {wanted}",
+                f"rename it back: git mv patches/{p.name} patches/{wanted} (and its line in "
+                "patches/series)",
             )
 
 
@@ -424,11 +479,18 @@ def entries_digest(entries: list[tuple[str, bytes]]) -> str:
 
 
 def strip_kit_trailers(message: str) -> str:
-    """A commit message or patch file without the kit-internal trailers (for upstream): their lines in trailer
-    blocks only (a body line that reads like one is text). In a patch file, only its message (before `---`)."""
+    """A commit message or patch file without the kit-internal trailers (for upstream): their lines in
+    trailer blocks only (a body line that reads like one is text). In a patch file, only its message
+    (before `---`)."""
     lines = message.splitlines(keepends=True)
-    end = next((i for i, line in enumerate(lines) if line.rstrip("\r\n") == "---" or line.startswith("diff --git")),
-               len(lines))  # fmt: skip
+    end = next(
+        (
+            i
+            for i, line in enumerate(lines)
+            if line.rstrip("\r\n") == "---" or line.startswith("diff --git")
+        ),
+        len(lines),
+    )
     kit = tuple(f"{k}:" for k in KIT_TRAILERS)
     out, block = [], []  # block: the paragraph being read, emitted when it ends
     for line in [*lines[:end], None]:

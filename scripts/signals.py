@@ -27,14 +27,17 @@ def handled(handler: Handler, signals: tuple[signal.Signals, ...] = ENDING) -> I
 
 
 def put_back(pending: list[tuple[int, signal.Handlers | Handler | int | None]]) -> None:
-    """Restore every handler, even when one restored already raises (a signal that came meanwhile): a handler
-    left behind would swallow that signal from then on. The first such exception is raised after."""
+    """Restore every handler, even when one restored already raises (a signal that came meanwhile): a
+    handler left behind would swallow that signal from then on. The first such exception is raised
+    after."""
     first: BaseException | None = None
     while pending:
         try:
             while pending:
                 sig, old = pending[0]
-                if old is not None:  # None: a handler not set from Python, which cannot be set back from it
+                if (
+                    old is not None
+                ):  # None: a handler not set from Python, which cannot be set back from it
                     signal.signal(sig, old)
                 pending.pop(0)
         except BaseException as exc:  # noqa: BLE001 -- kept, raised once all are back
@@ -44,8 +47,9 @@ def put_back(pending: list[tuple[int, signal.Handlers | Handler | int | None]]) 
 
 
 def takeable(signals: tuple[signal.Signals, ...] = ENDING) -> list[signal.Signals]:
-    """The signals not ignored: one the kit was started ignoring (SIGHUP under nohup, SIGINT and SIGQUIT in a
-    script's background job) stays ignored, by the kit and by the gits it starts, which inherit the setting."""
+    """The signals not ignored: one the kit was started ignoring (SIGHUP under nohup, SIGINT and
+    SIGQUIT in a script's background job) stays ignored, by the kit and by the gits it starts, which
+    inherit the setting."""
     return [sig for sig in signals if signal.getsignal(sig) is not signal.SIG_IGN]
 
 
@@ -58,15 +62,16 @@ _holding: list[bool] = []  # one entry per held() block open now
 
 
 def holding() -> bool:
-    """Whether a held() block is open: a git started now must not be cut by a Ctrl-C either (gitproc.spawn)."""
+    """Whether a held() block is open: a git started now must not be cut by a Ctrl-C either
+    (gitproc.spawn)."""
     return bool(_holding)
 
 
 @contextmanager
 def held() -> Iterator[None]:
-    """Hold the ending signals back for the block; the first that arrived is raised again after it, to the
-    handler there was. (Recorded by a handler, not masked: a mask would pass on to the children started in
-    the block, and a server deaf to SIGTERM is what holding guards against.)"""
+    """Hold the ending signals back for the block; the first that arrived is raised again after it, to
+    the handler there was. (Recorded by a handler, not masked: a mask would pass on to the children
+    started in the block, and a server deaf to SIGTERM is what holding guards against.)"""
     arrived: list[int] = []
     _holding.append(True)
     try:

@@ -32,7 +32,8 @@ class BadTimeout(KitError):
 
 
 def parse_timeout(raw: str) -> float:
-    """Seconds to wait for a lock, from KIT_LOCK_TIMEOUT's text ("" is the default); BadTimeout outside 0..a day."""
+    """Seconds to wait for a lock, from KIT_LOCK_TIMEOUT's text ("" is the default); BadTimeout outside
+    0..a day."""
     if not raw:
         return DEFAULT_TIMEOUT_S
     try:
@@ -93,7 +94,10 @@ def locked(
                 if deadline is not None and time.monotonic() >= deadline:
                     if busy:
                         raise busy(text) from None
-                    raise Busy(f"{lock_file.name} is in use by {holder_line(text)}", "wait for it to finish") from None
+                    raise Busy(
+                        f"{lock_file.name} is in use by {holder_line(text)}",
+                        "wait for it to finish",
+                    ) from None
                 if on_wait and not told:
                     on_wait(text)
                     told = True
@@ -116,5 +120,11 @@ def hold(
             "wait for it to finish and run again (or raise KIT_LOCK_TIMEOUT)",
         )
 
-    return locked(lock_file, stamp=me_line(), wait_s=timeout_s(), busy=busy, shared=shared,
-                  on_wait=lambda text: say(f"waiting for {what}: in use by {holder_line(text)}"))  # fmt: skip
+    return locked(
+        lock_file,
+        stamp=me_line(),
+        wait_s=timeout_s(),
+        busy=busy,
+        shared=shared,
+        on_wait=lambda text: say(f"waiting for {what}: in use by {holder_line(text)}"),
+    )

@@ -1,8 +1,8 @@
 """Where things live in one kit workspace (a kit checkout; all of .work/ is ignored by git).
 
 A `Workspace` is passed in to every command and stage that reads or writes the kit's files; only the
-CLI shell (scripts/__main__.py) derives it from where the kit's code lies (`Workspace.of_kit()`), so a
-test can run a command on a copy of the kit in-process.
+CLI shell (scripts/__main__.py) derives it from where the kit's code lies (`Workspace.of_kit()`), so
+a test can run a command on a copy of the kit in-process.
 """
 
 from __future__ import annotations
@@ -15,7 +15,9 @@ from pathlib import Path
 class Workspace:
     root: Path
 
-    def __post_init__(self) -> None:  # resolved once: messages and records show paths relative to it
+    def __post_init__(
+        self,
+    ) -> None:  # resolved once: messages and records show paths relative to it
         object.__setattr__(self, "root", Path(self.root).resolve())
 
     @classmethod

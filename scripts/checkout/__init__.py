@@ -1,11 +1,12 @@
-"""The working checkout: pristine pin as first commit (tag `pristine`), then one commit per patch in series order.
+"""The working checkout: pristine pin as first commit (tag `pristine`), then one commit per patch in
+series order.
 
 One module per job; each imports only those above it:
-  foreign.py    what the kit did not make: paths under .work/, the user's refs, ignored files, hooks
-  state.py      the checkout's record of itself (.git/kit-state.json) and what its .git shows
-  pristine.py   the pristine tree: built from the pin, tagged, exported, diffed against
-  guards.py     GUARDS: one table of refusals per purpose, each row a condition an Inspection reads
-  apply.py      apply, --continue, --abort: `git am` per patch, the swap to a new pin, the way back
+foreign.py    what the kit did not make: paths under .work/, the user's refs, ignored files, hooks
+state.py      the checkout's record of itself (.git/kit-state.json) and what its .git shows
+pristine.py   the pristine tree: built from the pin, tagged, exported, diffed against
+guards.py     GUARDS: one table of refusals per purpose, each row a condition an Inspection reads
+apply.py      apply, --continue, --abort: `git am` per patch, the swap to a new pin, the way back
 
 The record of what was applied lives in the checkout's own .git (kit-state.json),
 so it can never outlive or disagree with the checkout it describes. This file holds
@@ -39,7 +40,9 @@ class LocalEdits(CheckoutError):
 class PatchConflict(CheckoutError):
     """A patch does not apply; the checkout is left mid-`git am` for the user to resolve."""
 
-    exit_code = 1  # the work ran and found something, as a conflicting rebase (README, "Exit codes")
+    exit_code = (
+        1  # the work ran and found something, as a conflicting rebase (README, "Exit codes")
+    )
 
 
 class CorruptPatch(PatchConflict):

@@ -1,5 +1,6 @@
-"""apply, --continue, --abort: pristine, then `git am` per patch, each recorded in the state; a new pin's
-checkout built beside the old one and swapped in; the way back (refs/kit/last-good); what a killed kit left."""
+"""apply, --continue, --abort: pristine, then `git am` per patch, each recorded in the state; a new
+pin's checkout built beside the old one and swapped in; the way back (refs/kit/last-good); what a
+killed kit left."""
 
 from __future__ import annotations
 
@@ -57,7 +58,9 @@ from scripts.series import Patch, series_digest, trailer
 
 OFFSET = re.compile(r"^Hunk #(\d+) succeeded at (\d+) \(offset (-?\d+) lines?\)", re.M)
 FAILED_AT = re.compile(r"^error: patch failed: (.+):(\d+)$", re.M)
-FILE_ERROR = re.compile(r"^error: (?!patch failed: )([^:\n]+): (.+)$", re.M)  # "error: x.py: already exists in ..."
+FILE_ERROR = re.compile(
+    r"^error: (?!patch failed: )([^:\n]+): (.+)$", re.M
+)  # "error: x.py: already exists in ..."
 CORRUPT = re.compile(r"corrupt patch at line (\d+)")
 
 
@@ -79,13 +82,16 @@ def failed_hunk(check_output: str, patch_text: str) -> tuple[str, str] | None:
         other = FILE_ERROR.search(check_output)
         return (other[1], f"({other[2]})") if other else None
     path, line = m[1], int(m[2])
-    starts = [h.old_start for f in diffparse.parse(patch_text) if f.apply_name == path for h in f.hunks]
+    starts = [
+        h.old_start for f in diffparse.parse(patch_text) if f.apply_name == path for h in f.hunks
+    ]
     number = next((i for i, start in enumerate(starts, 1) if start == line), None)
     return path, f"hunk #{number} (@@ -{line})" if number else f"hunk at line {line}"
 
 
 def conflict_detail(check_output: str, am_stderr: str, am_stdout: str, patch_text: str) -> str:
-    """Where a patch failed (file and hunk, or git's reason for the file) and, after a 3-way merge, why."""
+    """Where a patch failed (file and hunk, or git's reason for the file) and, after a 3-way merge,
+    why."""
     where = failed_hunk(check_output, patch_text)
     reason = git_reason(am_stderr, am_stdout)
     if where is None:
@@ -96,14 +102,16 @@ def conflict_detail(check_output: str, am_stderr: str, am_stdout: str, patch_tex
 
 STATE_BACKUP = "kit-state.last-good.json"
 LAST_GOOD_REF = "refs/kit/last-good"
-PREVIOUS_REF = "refs/kit/previous-pin"  # the checkout this one replaced: blobs for `git am -3` across a pin change
+# the checkout this one replaced: blobs for `git am -3` across a pin change
+PREVIOUS_REF = "refs/kit/previous-pin"
 
 
 def abort_paused(checkout: Path) -> None:
     """Abort whatever git operation is paused in the checkout (with the kit's identity, see gitcmd)."""
     op = in_progress(checkout)
     if op == "git am" and gitcmd.abort(checkout, "am").returncode != 0:
-        # a `git am` killed part way (Ctrl-C reaches its whole process group) can leave a folder git no longer reads
+        # a `git am` killed part way (Ctrl-C reaches its whole process group) can leave a folder git
+        # no longer reads
         shutil.rmtree(checkout / ".git" / "rebase-apply", ignore_errors=True)
     elif op in ("git rebase", "git merge", "git cherry-pick", "git revert", "git bisect"):
         gitcmd.must(gitcmd.abort(checkout, op.split()[1]))
@@ -117,12 +125,18 @@ def reset_to(checkout: Path, rev: str) -> None:
 
 def is_good(checkout: Path, state: State | None) -> bool:
     """A checkout that equals its patches/ (applied and exported): worth going back to."""
-    return state is not None and state.status == "applied" and state.head is not None and head(checkout) == state.head
+    return (
+        state is not None
+        and state.status == "applied"
+        and state.head is not None
+        and head(checkout) == state.head
+    )
 
 
 def keep_last_good(repo: Path, old: Path, state: State | None, rev: str) -> None:
-    """The one way back for `apply --abort`: in repo (the checkout apply works on), LAST_GOOD_REF at rev, the head
-    of the checkout `old` as it was before this apply, and its state beside it; only when that was complete."""
+    """The one way back for `apply --abort`: in repo (the checkout apply works on), LAST_GOOD_REF at
+    rev, the head of the checkout `old` as it was before this apply, and its state beside it; only
+    when that was complete."""
     if is_good(old, state):
         drop_ref_lock(repo, LAST_GOOD_REF)
         gitcmd.update_ref(repo, LAST_GOOD_REF, rev)
@@ -130,13 +144,19 @@ def keep_last_good(repo: Path, old: Path, state: State | None, rev: str) -> None
 
 
 def drop_ref_lock(repo: Path, ref: str) -> None:
-    """The lock file of one of the kit's own refs that a signal left (Ctrl-C reaches the git the kit runs):
-    no one else writes refs/kit/, and the kit holds the checkout's lock, so it is stale."""
+    """The lock file of one of the kit's own refs that a signal left (Ctrl-C reaches the git the kit
+    runs): no one else writes refs/kit/, and the kit holds the checkout's lock, so it is stale."""
     (repo / ".git" / f"{ref}.lock").unlink(missing_ok=True)
 
 
 def prepare_checkout(
-    pin: Pin, checkout: Path, downloads: Path, state: State | None, new: State, progress: Progress, force: bool
+    pin: Pin,
+    checkout: Path,
+    downloads: Path,
+    state: State | None,
+    new: State,
+    progress: Progress,
+    force: bool,
 ) -> None:
     """Reset a matching checkout to pristine, or build a new one beside it and swap it in.
 
@@ -148,7 +168,9 @@ def prepare_checkout(
         state is not None
         and state.pin_digest == pin_digest(pin)
         and state.pin == pin.label
-        and exists(checkout, f"{state.pristine_commit}^{{commit}}")  # else rebuilt, as for a new pin
+        and exists(
+            checkout, f"{state.pristine_commit}^{{commit}}"
+        )  # else rebuilt, as for a new pin
     )
     if same_pin and state is not None:
         if force:
@@ -177,20 +199,25 @@ def prepare_checkout(
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    with signals.held():  # the user's ignored files move over, the old checkout goes: both, or neither
+    with (
+        signals.held()
+    ):  # the user's ignored files move over, the old checkout goes: both, or neither
         move_over(checkout, staging, kept)
         if checkout.exists():
             remove_kit_made(checkout)
         staging.rename(checkout)
-    progress(f"pristine {pin.label} committed as {new.pristine_commit[:12]}, tagged {PRISTINE_TAG}"
-             + (f"; kept {len(kept)} ignored file(s)/folder(s) of yours" if kept else ""))  # fmt: skip
+    progress(
+        f"pristine {pin.label} committed as {new.pristine_commit[:12]}, tagged {PRISTINE_TAG}"
+        + (f"; kept {len(kept)} ignored file(s)/folder(s) of yours" if kept else "")
+    )
 
 
 def heal_killed(checkout: Path, state: State | None, series_now: str, progress: Progress) -> None:
-    """Undo what a kit process killed outright (kill -9 of its process group) left in the checkout: its gits'
-    lock files (never another git's: see gitproc.kit_own_locks), and a refresh's paused rebase and moved HEAD,
-    or, when that refresh had swapped its files into patches/ (series_now is their digest), its record.
-    Called by the commands that write the checkout, under its lock, before anything else reads it."""
+    """Undo what a kit process killed outright (kill -9 of its process group) left in the checkout: its
+    gits' lock files (never another git's: see gitproc.kit_own_locks), and a refresh's paused rebase
+    and moved HEAD, or, when that refresh had swapped its files into patches/ (series_now is their
+    digest), its record. Called by the commands that write the checkout, under its lock, before
+    anything else reads it."""
     own, markers, _ = gitproc.kit_own_locks(checkout)
     for path in [*own, *markers]:
         path.unlink(missing_ok=True)
@@ -202,15 +229,22 @@ def heal_killed(checkout: Path, state: State | None, series_now: str, progress: 
         state.series_digest, state.patches = plan["series_digest"], plan["patches"]
         finish(checkout, state, exported_head=plan["head"])
         progress("recorded a refresh that was killed after it wrote patches/")
-    elif state is not None and head(checkout) != state.head and exists(checkout, f"{plan['start']}^{{commit}}"):
+    elif (
+        state is not None
+        and head(checkout) != state.head
+        and exists(checkout, f"{plan['start']}^{{commit}}")
+    ):
         undo_to(checkout, plan["start"])
-        progress(f"undid a refresh that was killed part way (HEAD back at {plan['start'][:12]}, patches/ unchanged)")
+        progress(
+            f"undid a refresh that was killed part way (HEAD back at {plan['start'][:12]}, "
+            "patches/ unchanged)"
+        )
     marker.unlink()
 
 
 def write_refresh_marker(checkout: Path, plan: dict[str, object]) -> None:
-    """What refresh has started (and, once known, what it will record) added to the marker, written aside and
-    renamed."""
+    """What refresh has started (and, once known, what it will record) added to the marker, written
+    aside and renamed."""
     marker = checkout / ".git" / REFRESHING
     tmp = marker.with_name(marker.name + ".tmp")
     before = json.loads(marker.read_text(encoding="utf-8")) if marker.is_file() else {}
@@ -221,25 +255,30 @@ def write_refresh_marker(checkout: Path, plan: dict[str, object]) -> None:
 def undo_to(checkout: Path, start: str) -> None:
     """The kit's own paused git operation aborted and HEAD back at start (what refresh found, clean).
 
-    The reset also clears what an abort leaves of a sequencer a kill cut short (CHERRY_PICK_HEAD): refresh
-    starts only on a clean checkout with nothing paused, so all of it is the kit's."""
-    with contextlib.suppress(KitError):  # a rebase killed part way may not abort: the reset below ends it
+    The reset also clears what an abort leaves of a sequencer a kill cut short (CHERRY_PICK_HEAD):
+    refresh starts only on a clean checkout with nothing paused, so all of it is the kit's."""
+    with contextlib.suppress(
+        KitError
+    ):  # a rebase killed part way may not abort: the reset below ends it
         abort_paused(checkout)
     gitcmd.reset_hard(checkout, start)
     left = in_progress(checkout)
     if left:
-        raise CheckoutError(f"{shown(checkout)}: the kit's own {left} could not be undone",
-                            f"run: cd {shown(checkout)} && {left} --abort; then run the command again")  # fmt: skip
+        raise CheckoutError(
+            f"{shown(checkout)}: the kit's own {left} could not be undone",
+            f"run: cd {shown(checkout)} && {left} --abort; then run the command again",
+        )
 
 
 def borrow_objects(new: Path, old: Path) -> bool:
-    """The old checkout's history (its pristine and patches) fetched into the new one, under PREVIOUS_REF;
-    whether it came (then `apply --abort` can go back to it, in the new repository).
+    """The old checkout's history (its pristine and patches) fetched into the new one, under
+    PREVIOUS_REF; whether it came (then `apply --abort` can go back to it, in the new repository).
 
     Patches were made against the old pin: `git am -3` needs those blobs to merge them onto the new
-    one. Best effort: an old checkout git cannot read only means 3-way has less to work with.
-    A git pin is fetched shallow, so both repositories may be: the old one's shallow roots come along
-    (else git drops the ref with a warning and exit 0), and the ref is written only once its commit is here.
+    one. Best effort: an old checkout git cannot read only means 3-way has less to work with. A git
+    pin is fetched shallow, so both repositories may be: the old one's shallow roots come along
+    (else git drops the ref with a warning and exit 0), and the ref is written only once its commit
+    is here.
     """
     if not (old / ".git").is_dir() or old.is_symlink():
         return False
@@ -264,19 +303,31 @@ def apply_one(checkout: Path, patch: Patch, threeway: bool) -> PatchResult:
     applied = am(checkout, patch.path, *(["-3"] if threeway else []))
     if applied.returncode != 0:
         return PatchResult(
-            patch.name, "conflict", conflict_detail(probe.stderr, applied.stderr, applied.stdout, patch.text)
+            patch.name,
+            "conflict",
+            conflict_detail(probe.stderr, applied.stderr, applied.stdout, patch.text),
         )
     if probe.returncode != 0:
         return PatchResult(patch.name, "3-way", "context differed; merged with --3way")
     offs = offsets_in(probe.stderr)
-    return PatchResult(patch.name, "offset", "; ".join(offs)) if offs else PatchResult(patch.name, "clean")
+    return (
+        PatchResult(patch.name, "offset", "; ".join(offs))
+        if offs
+        else PatchResult(patch.name, "clean")
+    )
 
 
-def commit_all(repo: Path, patches: list[Patch], threeway: bool,
-               on_conflict: Callable[[Patch, PatchResult], KitError]) -> list[str]:  # fmt: skip
-    """Apply every patch on repo's HEAD (a scratch copy: nothing is recorded); their commits, oldest first.
+def commit_all(
+    repo: Path,
+    patches: list[Patch],
+    threeway: bool,
+    on_conflict: Callable[[Patch, PatchResult], KitError],
+) -> list[str]:
+    """Apply every patch on repo's HEAD (a scratch copy: nothing is recorded); their commits, oldest
+    first.
 
-    The first conflict raises on_conflict's error: rebase and the PR's range-diff each say what it means.
+    The first conflict raises on_conflict's error: rebase and the PR's range-diff each say what it
+    means.
     """
     for patch in patches:
         result = apply_one(repo, patch, threeway)
@@ -286,9 +337,15 @@ def commit_all(repo: Path, patches: list[Patch], threeway: bool,
 
 
 def apply_patches(
-    checkout: Path, patches: list[Patch], state: State, threeway: bool, progress: Progress, done: int = 0
+    checkout: Path,
+    patches: list[Patch],
+    state: State,
+    threeway: bool,
+    progress: Progress,
+    done: int = 0,
 ) -> list[PatchResult]:
-    """Apply patches in order on the checkout as it is, recording each in the state; stops at a conflict."""
+    """Apply patches in order on the checkout as it is, recording each in the state; stops at a
+    conflict."""
     results: list[PatchResult] = []
     total = done + len(patches)
     for i, patch in enumerate(patches, done + 1):
@@ -300,7 +357,8 @@ def apply_patches(
             write_state(checkout, state)
             raise PatchConflict(
                 f"patch {patch.name} does not apply: {result.detail}",
-                f"resolve it in {shown(checkout)} (git am --show-current-patch=diff; edit; git add), then "
+                f"resolve it in {shown(checkout)} (git am --show-current-patch=diff; edit; git "
+                "add), then "
                 "nox -s apply -- --continue; or nox -s apply -- --abort"
                 + ("" if threeway else "; or retry with nox -s apply -- --3way"),
             )
@@ -334,7 +392,8 @@ def apply_series(
         state = None  # --force: rebuilt from scratch below
     if (checkout / ".git").is_dir() and not checkout.is_symlink():
         heal_killed(checkout, state, series_digest(patches), progress)
-        # what --force does not override: a setting or a git of the user's is never the kit's to discard
+        # what --force does not override: a setting or a git of the user's is never the kit's to
+        # discard
         guard("foreign", Inspection(checkout, state))
     if not force:
         guard("replace", Inspection(checkout, state))
@@ -354,9 +413,13 @@ def apply_series(
         prepare_checkout(pin, checkout, downloads, state, new, progress, force)
         with no_paused_am_left(checkout):
             results = apply_patches(checkout, patches, new, threeway, progress)
-    except GitFailed as exc:  # the state says "applying": every command refuses the checkout until a full apply
+    except (
+        GitFailed
+    ) as exc:  # the state says "applying": every command refuses the checkout until a full apply
         raise CheckoutError(exc.what, "fix what git names, then run nox -s apply again") from None
-    verify_complete(checkout, new)  # "applied" is written last, only over a tree that holds what apply made
+    verify_complete(
+        checkout, new
+    )  # "applied" is written last, only over a tree that holds what apply made
     finish(checkout, new, exported_head=head(checkout))
     forget_last_good(checkout)
     return results
@@ -380,22 +443,26 @@ def no_paused_am_left(checkout: Path) -> Iterator[None]:
 
 
 def finish(checkout: Path, state: State, *, exported_head: str | None) -> None:
-    """Record a checkout that holds the whole series; the previous one is no longer needed to go back to.
+    """Record a checkout that holds the whole series; the previous one is no longer needed to go back
+    to.
 
-    exported_head: the commit patches/ was made from (None: the checkout holds work not in patches/ yet).
-    The caller passes it in: refresh records with the signals held, and a Ctrl-C to the process group
-    would kill a git started here after patches/ was swapped in, leaving patches/ new and the state old.
+    exported_head: the commit patches/ was made from (None: the checkout holds work not in patches/
+    yet). The caller passes it in: refresh records with the signals held, and a Ctrl-C to the
+    process group would kill a git started here after patches/ was swapped in, leaving patches/ new
+    and the state old.
     """
     state.status, state.failed_patch = "applied", None
     state.head = exported_head
     write_state(checkout, state)
-    # After the state (an interrupted finish still knows the way back): abort takes the way back only with
-    # the backup and the ref both, so the unlink alone ends it; forget_last_good deletes the ref, with git.
+    # After the state (an interrupted finish still knows the way back): abort takes the way back
+    # only with the backup and the ref both, so the unlink alone ends it; forget_last_good deletes
+    # the ref, with git.
     (checkout / ".git" / STATE_BACKUP).unlink(missing_ok=True)
 
 
 def forget_last_good(checkout: Path) -> None:
-    """Delete the way back that finish ended (a git call: never inside a stretch that holds the signals)."""
+    """Delete the way back that finish ended (a git call: never inside a stretch that holds the
+    signals)."""
     drop_ref_lock(checkout, LAST_GOOD_REF)
     gitcmd.delete_ref(checkout, LAST_GOOD_REF)
 
@@ -408,12 +475,14 @@ def verify_complete(checkout: Path, state: State) -> None:
         raise IncompleteCheckout(
             f"{shown(checkout)} holds {len(commits)} of {len(state.applied)} patch commits and "
             f"{len(dirty)} changed files after apply; the disk may be full",
-            f"free disk space on {checkout.parent.name}/ (df -h {checkout.parent.name}), then run nox -s apply again",
+            f"free disk space on {checkout.parent.name}/ (df -h {checkout.parent.name}), then run "
+            "nox -s apply again",
         )
 
 
 def commit_slugs(checkout: Path) -> list[tuple[str, str | None]]:
-    """(commit, Kit-Patch slug or None) for each commit after pristine, oldest first; fixup commits left out."""
+    """(commit, Kit-Patch slug or None) for each commit after pristine, oldest first; fixup commits
+    left out."""
     return [
         (commit, trailer(message, "Kit-Patch"))
         for commit, message in gitcmd.messages(checkout, f"{PRISTINE_TAG}..HEAD")
@@ -421,20 +490,31 @@ def commit_slugs(checkout: Path) -> list[tuple[str, str | None]]:
     ]
 
 
-def continue_series(checkout: Path, patches: list[Patch], *, threeway: bool, progress: Progress) -> list[PatchResult]:
-    """After a conflict: finish the paused `git am` (if the user has not), then apply the remaining patches."""
+def continue_series(
+    checkout: Path, patches: list[Patch], *, threeway: bool, progress: Progress
+) -> list[PatchResult]:
+    """After a conflict: finish the paused `git am` (if the user has not), then apply the remaining
+    patches."""
     state = read_state(checkout) if (checkout / ".git").is_dir() else None
     if state is None or state.status != "conflict" or state.failed_patch is None:
-        raise CheckoutError(f"nothing to continue: {shown(checkout)} is not stopped at a patch", "run: nox -s apply")
-    guard("foreign", Inspection(checkout, state))  # git am --continue reads the checkout's config too
+        raise CheckoutError(
+            f"nothing to continue: {shown(checkout)} is not stopped at a patch", "run: nox -s apply"
+        )
+    guard(
+        "foreign", Inspection(checkout, state)
+    )  # git am --continue reads the checkout's config too
     if state.series_digest != series_digest(patches):
         raise StaleCheckout(
             f"patches/ changed since apply stopped at {state.failed_patch}",
-            "restore patches/ (git checkout -- patches), or start again with nox -s apply -- --force",
+            "restore patches/ (git checkout -- patches), or start again with nox -s apply -- "
+            "--force",
         )
     op = in_progress(checkout)
     if op not in (None, "git am"):
-        raise LocalEdits(f"{shown(checkout)} is in the middle of a {op}", f"finish or abort it ({op} --abort) first")
+        raise LocalEdits(
+            f"{shown(checkout)} is in the middle of a {op}",
+            f"finish or abort it ({op} --abort) first",
+        )
     if op == "git am":
         unmerged = gitcmd.unmerged(checkout)
         staged = gitcmd.has_staged(checkout)
@@ -449,7 +529,8 @@ def continue_series(checkout: Path, patches: list[Patch], *, threeway: bool, pro
         if proc.returncode != 0:
             raise LocalEdits(
                 f"git am --continue failed: {last_line(proc.stdout, proc.stderr)}",
-                "git add the resolved files (or git am --skip to leave the patch out), then run again",
+                "git add the resolved files (or git am --skip to leave the patch out), then run "
+                "again",
             )
     names = [p.name for p in patches]
     failed = names.index(state.failed_patch)
@@ -462,16 +543,22 @@ def continue_series(checkout: Path, patches: list[Patch], *, threeway: bool, pro
             "nox -s apply -- --abort to go back, or nox -s apply -- --force to start again",
         )
     resolved = len(have) == failed + 1
-    result = PatchResult(state.failed_patch, "resolved" if resolved else "skipped",
-                         "resolved by hand: nox -s refresh writes it back" if resolved
-                         else "left out with git am --skip: nox -s refresh -- --drop it")  # fmt: skip
+    result = PatchResult(
+        state.failed_patch,
+        "resolved" if resolved else "skipped",
+        "resolved by hand: nox -s refresh writes it back"
+        if resolved
+        else "left out with git am --skip: nox -s refresh -- --drop it",
+    )
     progress(step(failed + 1, len(patches), result.name, result.outcome, result.detail))
     if resolved:
         state.applied.append(state.failed_patch)
     state.status, state.failed_patch = "applying", None
     write_state(checkout, state)
     with no_paused_am_left(checkout):
-        rest = apply_patches(checkout, patches[failed + 1 :], state, threeway, progress, done=failed + 1)
+        rest = apply_patches(
+            checkout, patches[failed + 1 :], state, threeway, progress, done=failed + 1
+        )
     results = [result, *rest]
     verify_complete(checkout, state)
     finish(checkout, state, exported_head=None)  # the hand-made commit is not in patches/ yet
@@ -483,12 +570,16 @@ def abort_series(checkout: Path, progress: Progress) -> str:
     """Go back to the checkout as it was before the apply that stopped (or was interrupted)."""
     state = read_state(checkout) if (checkout / ".git").is_dir() else None
     if state is None or state.status not in ("conflict", "applying"):
-        raise CheckoutError(f"nothing to abort: {shown(checkout)} is not stopped in an apply", "run: nox -s apply")
+        raise CheckoutError(
+            f"nothing to abort: {shown(checkout)} is not stopped in an apply", "run: nox -s apply"
+        )
     backup = checkout / ".git" / STATE_BACKUP
     if exists(checkout, LAST_GOOD_REF) and backup.is_file():
         before = parse_state(backup.read_text(encoding="utf-8"))
         reset_to(checkout, LAST_GOOD_REF)
-        gitcmd.tag(checkout, PRISTINE_TAG, before.pristine_commit)  # apply across a pin change moved it
+        gitcmd.tag(
+            checkout, PRISTINE_TAG, before.pristine_commit
+        )  # apply across a pin change moved it
         os.replace(backup, state_file(checkout))
         if before.pin_digest != state.pin_digest:
             return f"restored the checkout of the previous pin ({before.pin}, at {head(checkout)[:12]})"

@@ -1,5 +1,5 @@
-"""The pristine tree: the pin as the first commit of a new repository (tag `pristine`), checked against its
-source, exported as a plain copy, and the series as one diff from it."""
+"""The pristine tree: the pin as the first commit of a new repository (tag `pristine`), checked against
+its source, exported as a plain copy, and the series as one diff from it."""
 
 from __future__ import annotations
 
@@ -11,7 +11,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from scripts import gitcmd
-from scripts.checkout import BRANCH, PRISTINE_TAG, CheckoutError, IncompleteCheckout, Progress, shown
+from scripts.checkout import (
+    BRANCH,
+    PRISTINE_TAG,
+    CheckoutError,
+    IncompleteCheckout,
+    Progress,
+    shown,
+)
 from scripts.checkout.foreign import GENERATED, KIT_MARK, is_generated, remove_kit_made
 from scripts.checkout.state import State, dirty_paths
 from scripts.gitcmd import head, tree_blobs
@@ -33,7 +40,9 @@ def init_repo(dest: Path) -> None:
         "made by the vllm-omni NPU kit; nox -s apply may replace it\n", encoding="utf-8"
     )
     (dest / ".git" / "info").mkdir(exist_ok=True)
-    (dest / ".git" / "info" / "exclude").write_text("".join(f"{g}\n" for g in GENERATED), encoding="utf-8")
+    (dest / ".git" / "info" / "exclude").write_text(
+        "".join(f"{g}\n" for g in GENERATED), encoding="utf-8"
+    )
 
 
 def build_pristine(pin: Pin, dest: Path, downloads: Path, progress: Progress) -> str:
@@ -50,7 +59,9 @@ def build_pristine(pin: Pin, dest: Path, downloads: Path, progress: Progress) ->
         message = f"{pin.project} {pin.version}, pristine\n\nFrom {wheel.name}, sha256 {pin.wheel_sha256}.\n"
         gitcmd.commit_everything(dest, message, wheel_date(wheel))
         commit = head(dest)
-        refuse_short_tree(dest, tree_differs(wheel_blobs(wheel), tree_blobs(dest, commit)), wheel.name)
+        refuse_short_tree(
+            dest, tree_differs(wheel_blobs(wheel), tree_blobs(dest, commit)), wheel.name
+        )
     refuse_short_tree(dest, dirty_paths(dest), "its commit")
     gitcmd.tag(dest, PRISTINE_TAG, commit)
     return commit
@@ -58,25 +69,31 @@ def build_pristine(pin: Pin, dest: Path, downloads: Path, progress: Progress) ->
 
 def tree_differs(wanted: dict[str, str], tree: dict[str, str]) -> list[str]:
     """Paths whose blob in tree is missing or not the wanted one (files the kit never commits aside)."""
-    return sorted(path for path, blob in wanted.items() if tree.get(path) != blob and not is_generated(path))
+    return sorted(
+        path for path, blob in wanted.items() if tree.get(path) != blob and not is_generated(path)
+    )
 
 
 def refuse_short_tree(repo: Path, differing: list[str], source: str) -> None:
-    """A pristine tree that is not all of its source (a disk that filled while it was written) is never used."""
+    """A pristine tree that is not all of its source (a disk that filled while it was written) is never
+    used."""
     if differing:
         raise IncompleteCheckout(
             f"the pristine tree in {shown(repo)} differs from {source} in {len(differing)} files "
             f"(first: {differing[0]}); the disk may be full",
-            f"free disk space on {repo.parent.name}/ (df -h {repo.parent.name}), then run nox -s apply again",
+            f"free disk space on {repo.parent.name}/ (df -h {repo.parent.name}), then run nox -s "
+            "apply again",
         )
 
 
-EXPORTED = ".kit-exported"  # in an exported tree: the tree id it holds, written once all of it is there
+EXPORTED = (
+    ".kit-exported"  # in an exported tree: the tree id it holds, written once all of it is there
+)
 
 
 def export_tree(checkout: Path, rev: str, dest: Path) -> None:
-    """A plain copy of the tree at rev (e.g. the pristine tree for side-by-side tests); a copy of that same tree,
-    whole, is kept (writing 2k files again was most of an apply that changed nothing)."""
+    """A plain copy of the tree at rev (e.g. the pristine tree for side-by-side tests); a copy of that
+    same tree, whole, is kept (writing 2k files again was most of an apply that changed nothing)."""
     tree = gitcmd.rev_parse(checkout, f"{rev}^{{tree}}")
     stamp = dest / EXPORTED
     if stamp.is_file() and stamp.read_text(encoding="utf-8").strip() == tree:
@@ -89,16 +106,19 @@ def export_tree(checkout: Path, rev: str, dest: Path) -> None:
             tar.extractall(dest, filter="data")
         stamp.write_text(f"{tree}\n", encoding="utf-8")
     except OSError as exc:  # named here: a failed write(2) names no file of its own
-        shutil.rmtree(dest, ignore_errors=True)  # no partial copy left to be taken for the whole tree
+        shutil.rmtree(
+            dest, ignore_errors=True
+        )  # no partial copy left to be taken for the whole tree
         raise CheckoutError(
             f"cannot write {dest.parent.name}/{dest.name} ({exc.strerror or exc})",
-            f"free disk space on {dest.parent.name}/ (df -h {dest.parent.name}), then run the command again",
+            f"free disk space on {dest.parent.name}/ (df -h {dest.parent.name}), then run the "
+            "command again",
         ) from None
 
 
 def retag_pristine(checkout: Path, state: State) -> None:
-    """apply --force puts the kit's own pristine tag back where apply made it (the "replace" guard names the
-    command to do so without --force), before the state says "applying"."""
+    """apply --force puts the kit's own pristine tag back where apply made it (the "replace" guard
+    names the command to do so without --force), before the state says "applying"."""
     if gitcmd.verify(checkout, f"refs/tags/{PRISTINE_TAG}^{{commit}}") != state.pristine_commit:
         gitcmd.tag(checkout, PRISTINE_TAG, state.pristine_commit)
 

@@ -21,8 +21,22 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from scripts import diffparse, gitcmd, signals
-from scripts.checkout import BRANCH, PRISTINE_TAG, CheckoutError, IncompleteCheckout, LocalEdits, Progress, shown
-from scripts.checkout.apply import finish, forget_last_good, heal_killed, undo_to, write_refresh_marker
+from scripts.checkout import (
+    BRANCH,
+    PRISTINE_TAG,
+    CheckoutError,
+    IncompleteCheckout,
+    LocalEdits,
+    Progress,
+    shown,
+)
+from scripts.checkout.apply import (
+    finish,
+    forget_last_good,
+    heal_killed,
+    undo_to,
+    write_refresh_marker,
+)
 from scripts.checkout.foreign import is_generated
 from scripts.checkout.guards import Inspection, guard
 from scripts.checkout.state import REFRESHING, State, read_state
@@ -59,7 +73,9 @@ from scripts.series import (
 )
 
 FOLDS = {"fixup! ": "fixup", "squash! ": "squash", "amend! ": "amend"}
-SHA_NAME = re.compile(r"^[0-9a-f]{7,40}$")  # `fixup! <sha>`: 7+ hex digits, so a word like "add" is a subject
+SHA_NAME = re.compile(
+    r"^[0-9a-f]{7,40}$"
+)  # `fixup! <sha>`: 7+ hex digits, so a word like "add" is a subject
 REWORD = f"reword it (git rebase -i {PRISTINE_TAG}, reword): git format-patch/am cannot carry it; nothing was written"
 
 
@@ -102,7 +118,9 @@ class Commit:
     @property
     def subject(self) -> str:
         """What git's `%s` (and so `git commit --fixup`) shows: the first paragraph on one line."""
-        return " ".join(line.rstrip() for line in self.message.lstrip("\n").split("\n\n", 1)[0].splitlines())
+        return " ".join(
+            line.rstrip() for line in self.message.lstrip("\n").split("\n\n", 1)[0].splitlines()
+        )
 
     @property
     def body(self) -> str:
@@ -123,7 +141,9 @@ class Group:
     """A patch's commit and the folds aimed at it, in order."""
 
     patch: Commit
-    folds: list[tuple[str, Commit]] = field(default_factory=list)  # (fixup | squash | amend, commit)
+    folds: list[tuple[str, Commit]] = field(
+        default_factory=list
+    )  # (fixup | squash | amend, commit)
 
     @property
     def commits(self) -> list[Commit]:
@@ -139,8 +159,13 @@ def parse_commit(sha: str, raw: bytes) -> Commit:
         fields.setdefault(key, value)
     name_email, _, date = fields["author"].rpartition("> ")
     name, _, email = name_email.partition(" <")
-    return Commit(sha, fields["tree"], fields.get("parent", ""), (name, email, date),
-                  message.decode("utf-8", "surrogateescape"))  # fmt: skip
+    return Commit(
+        sha,
+        fields["tree"],
+        fields.get("parent", ""),
+        (name, email, date),
+        message.decode("utf-8", "surrogateescape"),
+    )
 
 
 def read_commits(repo: Path, revs: str) -> list[Commit]:
@@ -153,9 +178,11 @@ def refuse_merges(checkout: Path) -> None:
     if found:
         merge = parse_commit(found[0], gitcmd.cat_commit(checkout, found[0]))
         raise LocalEdits(
-            f"{merge.shown()} is a merge: a patch series is one line of commits, a merge has no one parent to "
+            f"{merge.shown()} is a merge: a patch series is one line of commits, a merge has no "
+            "one parent to "
             "export against",
-            f"flatten it: git rebase {PRISTINE_TAG} (replays the merged commits in a line, without the merge), "
+            f"flatten it: git rebase {PRISTINE_TAG} (replays the merged commits in a line, without "
+            "the merge), "
             "then nox -s refresh",
         )
 
@@ -187,13 +214,17 @@ def plan_folds(commits: list[Commit]) -> list[Group]:
     return groups
 
 
-def aimed_at(fold: Commit, kind: str, name: str, groups: list[Group], owner: dict[str, Group]) -> Group:
+def aimed_at(
+    fold: Commit, kind: str, name: str, groups: list[Group], owner: dict[str, Group]
+) -> Group:
     """The group a fold names: by commit id, or by a subject only one patch matches.
 
     git's --autosquash takes the first exact subject, then the first subject the name
     prefixes: with two such patches it folds into one of them silently; the kit refuses.
     """
-    by_commit = {id(g): g for sha, g in owner.items() if SHA_NAME.match(name) and sha.startswith(name)}
+    by_commit = {
+        id(g): g for sha, g in owner.items() if SHA_NAME.match(name) and sha.startswith(name)
+    }
     if len(by_commit) == 1:
         return next(iter(by_commit.values()))
     matches = [g for g in groups if g.patch.subject == name or g.patch.subject.startswith(name)]
@@ -202,15 +233,19 @@ def aimed_at(fold: Commit, kind: str, name: str, groups: list[Group], owner: dic
     fix = f"name its patch by commit: git rebase -i {PRISTINE_TAG}, reword it to '{kind}! <commit>'"
     if not matches:
         raise FoldError(f"fold {fold.shown()} names no patch before it", f"{fix}, or drop it")
-    choices = " or ".join(f"{g.patch.sha[:12]} ({', '.join(g.patch.slugs) or 'no slug'})" for g in matches)
+    choices = " or ".join(
+        f"{g.patch.sha[:12]} ({', '.join(g.patch.slugs) or 'no slug'})" for g in matches
+    )
     raise FoldError(
-        f"fold {fold.shown()} matches {len(matches)} patches by subject: it could land in the wrong one",
+        f"fold {fold.shown()} matches {len(matches)} patches by subject: it could land in the "
+        "wrong one",
         f"{fix} with <commit> = {choices}",
     )
 
 
 def reorder(checkout: Path, groups: list[Group], commits: list[Commit]) -> dict[str, Commit]:
-    """Each fold right after its patch: old commit id -> the commit in that order (replayed only if new)."""
+    """Each fold right after its patch: old commit id -> the commit in that order (replayed only if
+    new)."""
     wanted = [c for g in groups for c in g.commits]
     if [c.sha for c in wanted] == [c.sha for c in commits]:
         return {c.sha: c for c in commits}
@@ -222,38 +257,61 @@ def reorder(checkout: Path, groups: list[Group], commits: list[Commit]) -> dict[
         todo.unlink(missing_ok=True)
     if proc.returncode != 0:
         unmerged = gitcmd.unmerged(checkout)
-        why = f"in {', '.join(unmerged[:3])}" if unmerged else f"({last_line(proc.stderr, proc.stdout)})"
+        why = (
+            f"in {', '.join(unmerged[:3])}"
+            if unmerged
+            else f"({last_line(proc.stderr, proc.stdout)})"
+        )
         raise FoldError(
             f"moving the folds under their patches conflicts {why}",
-            f"fold by hand: git rebase -i {PRISTINE_TAG} (each fixup under its patch; resolve), then nox -s refresh",
+            f"fold by hand: git rebase -i {PRISTINE_TAG} (each fixup under its patch; resolve), "
+            "then nox -s refresh",
         )
     replayed = read_commits(checkout, f"{PRISTINE_TAG}..HEAD")
     return {old.sha: new for old, new in zip(wanted, replayed, strict=True)}
 
 
 def folded_message(group: Group, now: dict[str, Commit]) -> str:
-    """The patch's message after its folds: fixup keeps it, squash appends (above the trailers), amend replaces."""
+    """The patch's message after its folds: fixup keeps it, squash appends (above the trailers), amend
+    replaces."""
     message = now[group.patch.sha].message
     for kind, c in group.folds:
         body = now[c.sha].body
         if kind == "amend" and body:
             message = body
-        elif kind == "squash" and body:  # above the patch's trailer block, which stays last (git's rule)
+        elif (
+            kind == "squash" and body
+        ):  # above the patch's trailer block, which stays last (git's rule)
             text, block = split_trailers(message)
             message = text.rstrip("\n") + "\n\n" + body + (f"\n{block}" if block else "")
     return message
 
 
-def commit_tree(repo: Path, tree: str, parent: str, author: tuple[str, str, str], message: str) -> Commit:
+def commit_tree(
+    repo: Path, tree: str, parent: str, author: tuple[str, str, str], message: str
+) -> Commit:
     """A new commit object (no ref moves); the author's date as committer date, so ids are stable."""
     name, email, date = author
-    sha = gitcmd.commit_object(repo, tree, parent, message, {"GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": email,
-                               "GIT_AUTHOR_DATE": f"@{date}", "GIT_COMMITTER_DATE": f"@{date}"})  # fmt: skip
+    sha = gitcmd.commit_object(
+        repo,
+        tree,
+        parent,
+        message,
+        {
+            "GIT_AUTHOR_NAME": name,
+            "GIT_AUTHOR_EMAIL": email,
+            "GIT_AUTHOR_DATE": f"@{date}",
+            "GIT_COMMITTER_DATE": f"@{date}",
+        },
+    )
     return Commit(sha, tree, parent, author, message)
 
 
-def rebuild(checkout: Path, groups: list[Group], now: dict[str, Commit], drop: list[str]) -> list[Commit]:
-    """One commit per patch: folds folded, a dropped empty patch left out, a squash kept under one slug.
+def rebuild(
+    checkout: Path, groups: list[Group], now: dict[str, Commit], drop: list[str]
+) -> list[Commit]:
+    """One commit per patch: folds folded, a dropped empty patch left out, a squash kept under one
+    slug.
 
     Trees never change, so nothing can conflict; an unchanged commit keeps its id.
     """
@@ -271,14 +329,17 @@ def rebuild(checkout: Path, groups: list[Group], now: dict[str, Commit], drop: l
         if last.tree == parent_tree:
             if all(s in drop for s in slugs):
                 continue  # the user said so: the empty patch goes
-            raise SeriesError(f"patch {' and '.join(slugs)} became empty: {first.shown()} changes nothing",
-                              f"leave it out: nox -s refresh -- {drops}")  # fmt: skip
+            raise SeriesError(
+                f"patch {' and '.join(slugs)} became empty: {first.shown()} changes nothing",
+                f"leave it out: nox -s refresh -- {drops}",
+            )
         kept = [s for s in slugs if s not in drop]
         if len(slugs) > 1:
             if len(kept) != 1:
                 raise SeriesError(
                     f"{first.shown()} holds patches {' and '.join(slugs)} (a squash)",
-                    f"keep one identity: nox -s refresh -- {' '.join(f'--drop {s}' for s in slugs[1:])} "
+                    "keep one identity: nox -s refresh -- "
+                    f"{' '.join(f'--drop {s}' for s in slugs[1:])} "
                     f"(keeps {slugs[0]}, whose subject it has)",
                 )
             message = with_one_identity(message, kept[0])
@@ -290,18 +351,27 @@ def rebuild(checkout: Path, groups: list[Group], now: dict[str, Commit], drop: l
 
 
 def bad_slug(checkout: Path, commit: Commit, slug: str) -> SeriesError:
-    """The refusal of a commit's Kit-Patch: value, with a fix that works as written (on HEAD, or by an edit stop)."""
+    """The refusal of a commit's Kit-Patch: value, with a fix that works as written (on HEAD, or by an
+    edit stop)."""
     good = suggested_slug(slug, commit.subject)
     had = len(trailer_values(commit.message, "Kit-Patch"))
     amend = amend_slug_command(good, not trailer_values(commit.message, "Upstream-Status"), had)
     where = f"cd {shown(checkout)} && {amend}"
     if commit.sha != head(checkout):
-        where = (f"cd {shown(checkout)} && git rebase -i {PRISTINE_TAG} (mark {commit.sha[:12]} 'edit'), then "
-                 f"{amend}, then git rebase --continue")  # fmt: skip
-    return SeriesError(f"{commit.shown()} {slug_problem(slug)}", f"{SLUG_RULE}; fix it: {where}; then nox -s refresh")
+        where = (
+            f"cd {shown(checkout)} && git rebase -i {PRISTINE_TAG} (mark {commit.sha[:12]} "
+            "'edit'), then "
+            f"{amend}, then git rebase --continue"
+        )
+    return SeriesError(
+        f"{commit.shown()} {slug_problem(slug)}",
+        f"{SLUG_RULE}; fix it: {where}; then nox -s refresh",
+    )
 
 
-def check_accounting(checkout: Path, commits: list[Commit], old: list[Patch], drop: list[str]) -> None:
+def check_accounting(
+    checkout: Path, commits: list[Commit], old: list[Patch], drop: list[str]
+) -> None:
     """Every patch of the series is held once, or dropped by name; a --drop names something real."""
     by_slug: dict[str, str] = {}
     for c in commits:
@@ -309,20 +379,26 @@ def check_accounting(checkout: Path, commits: list[Commit], old: list[Patch], dr
         if slug in by_slug:
             raise SeriesError(
                 f"commits {by_slug[slug][:12]} and {c.sha[:12]} both carry Kit-Patch: {slug}",
-                f"give the newer one its own slug: in {shown(checkout)}, git rebase -i {PRISTINE_TAG} (mark "
-                f"{c.sha[:12]} 'edit'), {amend_slug_command(slug + '-2', False)}, git rebase --continue",
+                f"give the newer one its own slug: in {shown(checkout)}, git rebase -i "
+                f"{PRISTINE_TAG} (mark "
+                f"{c.sha[:12]} 'edit'), {amend_slug_command(slug + '-2', False)}, git rebase "
+                "--continue",
             )
         by_slug[slug] = c.sha
     series_slugs = {p.slug for p in old}
     held = {s for c in read_commits(checkout, f"{PRISTINE_TAG}..HEAD") for s in c.slugs}
     unknown = [s for s in drop if s not in series_slugs and s not in held]
     if unknown:
-        raise SeriesError(f"--drop {unknown[0]}: no patch of the series has that slug",
-                          f"name one of: {', '.join(p.slug for p in old)}")  # fmt: skip
+        raise SeriesError(
+            f"--drop {unknown[0]}: no patch of the series has that slug",
+            f"name one of: {', '.join(p.slug for p in old)}",
+        )
     kept = [s for s in drop if s in by_slug]
     if kept:
-        raise SeriesError(f"--drop {kept[0]}: the checkout still holds that patch",
-                          f"remove its commit first (git rebase -i {PRISTINE_TAG}), or do not drop it")  # fmt: skip
+        raise SeriesError(
+            f"--drop {kept[0]}: the checkout still holds that patch",
+            f"remove its commit first (git rebase -i {PRISTINE_TAG}), or do not drop it",
+        )
     missing = [p for p in old if p.slug not in by_slug and p.slug not in drop]
     if missing:
         raise IncompleteCheckout(
@@ -340,15 +416,24 @@ CONFLICT_MARKER = re.compile(r"^(?:<{7}|\|{7}|>{7})(?: |$)")
 
 def check_resolved(checkout: Path, commits: list[Commit]) -> None:
     """No commit adds a conflict marker line, in any file: `git diff --check` semantics, but also where
-    .gitattributes calls a file binary (`--check` skips those, a patch would carry them all the same)."""
+    .gitattributes calls a file binary (`--check` skips those, a patch would carry them all the
+    same)."""
     for c in commits:
         diff = gitcmd.diff_as_text(checkout, c.parent, c.sha).decode("utf-8", "replace")
-        marker = next((f"{f.path}:{n}" for f in diffparse.parse(diff) for n, text in f.added
-                       if CONFLICT_MARKER.match(text.rstrip("\r"))), None)  # fmt: skip
+        marker = next(
+            (
+                f"{f.path}:{n}"
+                for f in diffparse.parse(diff)
+                for n, text in f.added
+                if CONFLICT_MARKER.match(text.rstrip("\r"))
+            ),
+            None,
+        )
         if marker:
             raise LocalEdits(
                 f"{c.shown()} leaves a conflict marker at {marker}",
-                "finish the resolution (remove the <<<<<<< ======= >>>>>>> lines, git commit --fixup), then refresh",
+                "finish the resolution (remove the <<<<<<< ======= >>>>>>> lines, git commit "
+                "--fixup), then refresh",
             )
 
 
@@ -361,8 +446,9 @@ def first_difference(ours: str, theirs: str) -> tuple[int, str | None, str | Non
 
 
 def round_trip(checkout: Path, commits: list[Commit], texts: list[str]) -> None:
-    """Apply the exported texts from pristine as apply does, in a scratch worktree; each commit must come
-    back with the same message (byte for byte) and tree, or NotRoundTrip names the commit and the line."""
+    """Apply the exported texts from pristine as apply does, in a scratch worktree; each commit must
+    come back with the same message (byte for byte) and tree, or NotRoundTrip names the commit and
+    the line."""
     scratch = checkout.with_name(f".{checkout.name}.roundtrip")
     patch_file = checkout / ".git" / "kit-roundtrip.patch"
     drop_worktree(checkout, scratch)
@@ -373,7 +459,11 @@ def round_trip(checkout: Path, commits: list[Commit], texts: list[str]) -> None:
             proc = am(scratch, patch_file)
             if proc.returncode != 0:  # the message am read (it keeps it while paused) may say why
                 parsed = gitcmd.git_path(scratch, "rebase-apply/final-commit")
-                said = parsed.read_bytes().decode("utf-8", "surrogateescape") if parsed.is_file() else c.message
+                said = (
+                    parsed.read_bytes().decode("utf-8", "surrogateescape")
+                    if parsed.is_file()
+                    else c.message
+                )
                 back = replace(c, message=said)
             else:
                 back = parse_commit("HEAD", gitcmd.cat_commit(scratch, "HEAD"))
@@ -382,22 +472,31 @@ def round_trip(checkout: Path, commits: list[Commit], texts: list[str]) -> None:
                 n, ours, theirs = diff
                 came = "is lost" if theirs is None else f"comes back as {theirs[:60]!r}"
                 said = "(an added line)" if ours is None else repr(ours[:60])
-                raise NotRoundTrip(f"{c.shown()}: message line {n} {said} {came} after export", REWORD)
+                raise NotRoundTrip(
+                    f"{c.shown()}: message line {n} {said} {came} after export", REWORD
+                )
             if proc.returncode != 0:
-                why = next((line for line in proc.stderr.splitlines() if line.startswith("error:")), proc.stderr)
-                raise NotRoundTrip(f"{c.shown()} does not apply from its own patch ({last_line(why)})", REWORD)
+                why = next(
+                    (line for line in proc.stderr.splitlines() if line.startswith("error:")),
+                    proc.stderr,
+                )
+                raise NotRoundTrip(
+                    f"{c.shown()} does not apply from its own patch ({last_line(why)})", REWORD
+                )
             if back.tree != c.tree:
                 paths_ = gitcmd.changed_between(checkout, c.tree, back.tree)
-                raise NotRoundTrip(f"{c.shown()}: {paths_[0] if paths_ else 'its tree'} differs after export",
-                                   "report it with the commit; export it by hand meanwhile")  # fmt: skip
+                raise NotRoundTrip(
+                    f"{c.shown()}: {paths_[0] if paths_ else 'its tree'} differs after export",
+                    "report it with the commit; export it by hand meanwhile",
+                )
     finally:
         patch_file.unlink(missing_ok=True)
         drop_worktree(checkout, scratch)
 
 
 def drop_worktree(checkout: Path, scratch: Path) -> None:
-    """Remove the scratch worktree and its registration, also one a signal left locked mid-`worktree add`
-    (prune skips locked entries, and the next `worktree add` would refuse the path)."""
+    """Remove the scratch worktree and its registration, also one a signal left locked mid-`worktree
+    add` (prune skips locked entries, and the next `worktree add` would refuse the path)."""
     gitcmd.worktree_remove(checkout, scratch)  # fails when not registered
     shutil.rmtree(scratch, ignore_errors=True)
     gitcmd.worktree_prune(checkout)
@@ -422,12 +521,18 @@ def refresh(
     state = read_state(checkout) if (checkout / ".git").is_dir() else None
     if state is not None:
         heal_killed(checkout, state, series_digest(old), progress)
-    for stale in patches_dir.glob(".*.kit-tmp"):  # swap_into's, from a refresh killed outright (kill -9)
+    for stale in patches_dir.glob(
+        ".*.kit-tmp"
+    ):  # swap_into's, from a refresh killed outright (kill -9)
         stale.unlink()
-    guard("export", Inspection(checkout, state, None if pin is None else (pin, old)))  # nothing changed yet
+    guard(
+        "export", Inspection(checkout, state, None if pin is None else (pin, old))
+    )  # nothing changed yet
     assert state is not None  # "export" refuses a missing state
     start, recorded = head(checkout), []
-    write_refresh_marker(checkout, {"start": start})  # until the end: after a kill -9 the next command undoes
+    write_refresh_marker(
+        checkout, {"start": start}
+    )  # until the end: after a kill -9 the next command undoes
     started = checkout / ".git" / REFRESHING
     try:
         with endings_raised():
@@ -446,8 +551,11 @@ def refresh(
         progress(f"{name}: {outcome}")
     left_out = [name for name in gitcmd.ignored(checkout) if not is_generated(name)]
     if left_out:  # never silently: a file git ignores is in no patch unless added with -f
-        progress(f"note: {len(left_out)} file(s) git ignores in {shown(checkout)} are in no patch (first: "
-                 f"{left_out[0]}); git add -f one and commit it to put it in a patch")  # fmt: skip
+        progress(
+            f"note: {len(left_out)} file(s) git ignores in {shown(checkout)} are in no patch "
+            "(first: "
+            f"{left_out[0]}); git add -f one and commit it to put it in a patch"
+        )
     return rows
 
 
@@ -471,12 +579,16 @@ def write_back(
     if len(commits) > len(groups):
         progress("folded fixup!/squash!/amend! commits into the patches they name")
     new_head = final[-1].sha if final else rev_parse(checkout, PRISTINE_TAG)
-    if new_head != state.head:  # the state's head came from these very files: no need to re-check it
+    if (
+        new_head != state.head
+    ):  # the state's head came from these very files: no need to re-check it
         round_trip(checkout, final, texts)
     pairs = zip(final, texts, strict=True)
     exported = [(patch_file_name(i, c.slugs[-1]), t) for i, (c, t) in enumerate(pairs, 1)]
-    new = [replace(describe(c.shown(), t, patches_dir / name), name=name)
-           for c, (name, t) in zip(final, exported, strict=True)]  # fmt: skip
+    new = [
+        replace(describe(c.shown(), t, patches_dir / name), name=name)
+        for c, (name, t) in zip(final, exported, strict=True)
+    ]
     rows, writes, removals = plan_writes(patches_dir, old, exported, drop)
 
     def record() -> None:
@@ -484,14 +596,25 @@ def write_back(
         state.patches = {name: sha256_text(t) for name, t in exported}
         finish(checkout, state, exported_head=new_head)  # no git runs here: the signals are held
         recorded.append(True)
-        (checkout / ".git" / REFRESHING).unlink(missing_ok=True)  # recorded: nothing for a next command to undo
+        (checkout / ".git" / REFRESHING).unlink(
+            missing_ok=True
+        )  # recorded: nothing for a next command to undo
 
-    # what the state will say, for a next command when a kill -9 lands between the swap and the record
+    # what the state will say, for a next command when a kill -9 lands between the swap and the
+    # record
     digest = entries_digest([(name, t.encode("utf-8", "surrogateescape")) for name, t in exported])
-    write_refresh_marker(checkout, {"head": new_head, "series_digest": digest,
-                                    "patches": {name: sha256_text(t) for name, t in exported}})  # fmt: skip
+    write_refresh_marker(
+        checkout,
+        {
+            "head": new_head,
+            "series_digest": digest,
+            "patches": {name: sha256_text(t) for name, t in exported},
+        },
+    )
     # the branch moves first: until the state is recorded, any failure or signal puts it back
-    gitcmd.update_ref(checkout, f"refs/heads/{BRANCH}", new_head, head(checkout), message="kit refresh")
+    gitcmd.update_ref(
+        checkout, f"refs/heads/{BRANCH}", new_head, head(checkout), message="kit refresh"
+    )
     swap_into(patches_dir, writes, removals, then=record)
     forget_last_good(checkout)
     return rows
@@ -504,14 +627,20 @@ def plan_writes(
     old_texts = {p.name: p.text for p in old}
     rows, writes = [], {}
     for name, text in exported:
-        outcome = "unchanged" if old_texts.get(name) == text else ("updated" if name in old_texts else "new")
+        outcome = (
+            "unchanged"
+            if old_texts.get(name) == text
+            else ("updated" if name in old_texts else "new")
+        )
         if outcome != "unchanged":
             writes[name] = text
         rows.append((name, outcome))
     kept = {name for name, _ in exported}
     removals = [p.name for p in old if p.name not in kept]
-    rows += [(name, "dropped" if any(p.name == name and p.slug in drop for p in old) else "renamed away")
-             for name in removals]  # fmt: skip
+    rows += [
+        (name, "dropped" if any(p.name == name and p.slug in drop for p in old) else "renamed away")
+        for name in removals
+    ]
     series_file = patches_dir / "series"
     old_series = series_file.read_text(encoding="utf-8") if series_file.is_file() else ""
     new_entries = [(name, str(trailer(text, "Kit-Patch"))) for name, text in exported]
@@ -524,19 +653,27 @@ def plan_writes(
 def interrupted(signum: int, recorded: bool, start: str) -> RefreshInterrupted:
     name = signal.Signals(signum).name
     if recorded:
-        return RefreshInterrupted(f"refresh interrupted by {name} after patches/ was written and recorded",
-                                  "nothing to redo: patches/ matches the checkout")  # fmt: skip
+        return RefreshInterrupted(
+            f"refresh interrupted by {name} after patches/ was written and recorded",
+            "nothing to redo: patches/ matches the checkout",
+        )
     return RefreshInterrupted(
-        f"refresh interrupted by {name}: the kit undid its own steps (HEAD back at {start[:12]}, no rebase left "
+        f"refresh interrupted by {name}: the kit undid its own steps (HEAD back at {start[:12]}, "
+        "no rebase left "
         "paused) and patches/ is unchanged",
         "run nox -s refresh again",
     )
 
 
 def swap_into(
-    patches_dir: Path, writes: dict[str, str], removals: list[str], then: Callable[[], None], by: str = "refresh"
+    patches_dir: Path,
+    writes: dict[str, str],
+    removals: list[str],
+    then: Callable[[], None],
+    by: str = "refresh",
 ) -> None:
-    """Write every new file aside, then rename them all into place and run then, with signals held back.
+    """Write every new file aside, then rename them all into place and run then, with signals held
+    back.
 
     A full disk or a read-only folder fails in the first phase, which changes nothing; the
     second phase only renames and records, and INT/TERM/HUP/QUIT wait until it is done. Its
@@ -556,7 +693,8 @@ def swap_into(
             tmp.unlink(missing_ok=True)
         failed = staged[-1][1].name if staged else "?"
         raise PatchesNotWritable(
-            f"cannot write patches/{failed} ({exc.strerror or exc}); patches/ is unchanged", os_fix(exc, "patches/")
+            f"cannot write patches/{failed} ({exc.strerror or exc}); patches/ is unchanged",
+            os_fix(exc, "patches/"),
         ) from None
     except BaseException:
         for tmp, _ in staged:
@@ -565,7 +703,9 @@ def swap_into(
     journal = patches_dir / JOURNAL
     with signals.held():
         aside = patches_dir / staged_name(JOURNAL)
-        aside.write_text(json.dumps({"by": by, "writes": list(writes), "removals": removals}), encoding="utf-8")
+        aside.write_text(
+            json.dumps({"by": by, "writes": list(writes), "removals": removals}), encoding="utf-8"
+        )
         os.replace(aside, journal)
         for tmp, target in sorted(staged, key=lambda st: st[1].name == "series"):  # the series last
             os.replace(tmp, target)

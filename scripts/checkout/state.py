@@ -1,5 +1,5 @@
-"""The checkout's record of itself (.git/kit-state.json, written aside and renamed), and what its .git shows:
-a paused git operation, the branch, uncommitted paths."""
+"""The checkout's record of itself (.git/kit-state.json, written aside and renamed), and what its .git
+shows: a paused git operation, the branch, uncommitted paths."""
 
 from __future__ import annotations
 
@@ -23,7 +23,9 @@ class State:
     pristine_commit: str
     series_digest: str
     patches: dict[str, str]
-    head: str | None  # the commit at which the checkout equals patches/; None while it holds unexported work
+    head: (
+        str | None
+    )  # the commit at which the checkout equals patches/; None while it holds unexported work
     status: str  # applying | conflict | applied | aborted
     failed_patch: str | None = None
     offsets: dict[str, list[str]] = field(default_factory=dict)
@@ -35,7 +37,8 @@ def pin_digest(pin: Pin) -> str:
     return pin.wheel_sha256 if pin.source == "wheel" else pin.git_commit
 
 
-REFRESHING = "kit-refresh-start"  # in .git/ while refresh runs: the commit it started at, then what it will record
+# in .git/ while refresh runs: the commit it started at, then what it will record
+REFRESHING = "kit-refresh-start"
 IN_PROGRESS = {  # .git entry -> the git operation it means
     "rebase-apply": "git am",
     "rebase-merge": "git rebase",
@@ -55,10 +58,16 @@ def parse_state(text: str) -> State:
     data = json.loads(text)
     names = {f.name for f in fields(State)}
     if not isinstance(data, dict) or set(data) - names:
-        raise ValueError(f"unexpected keys {sorted(set(data) - names) if isinstance(data, dict) else data!r}")
+        raise ValueError(
+            f"unexpected keys {sorted(set(data) - names) if isinstance(data, dict) else data!r}"
+        )
     state = State(**data)
     state.head = state.head or None  # an older kit wrote "" for "holds unexported work"
-    if state.status not in STATUSES or not isinstance(state.patches, dict) or not isinstance(state.head, str | None):
+    if (
+        state.status not in STATUSES
+        or not isinstance(state.patches, dict)
+        or not isinstance(state.head, str | None)
+    ):
         raise ValueError(f"status {state.status!r}")
     return state
 
@@ -88,18 +97,23 @@ def write_state(checkout: Path, state: State) -> None:
     tmp = target.with_name(target.name + ".tmp")
     try:
         tmp.write_text(json.dumps(asdict(state), indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    except OSError as exc:  # write(2) errors name no file: name it (the old state stays, and stays true)
+    except (
+        OSError
+    ) as exc:  # write(2) errors name no file: name it (the old state stays, and stays true)
         tmp.unlink(missing_ok=True)
         raise CheckoutError(
             f"cannot write {shown(checkout)}/.git/{target.name} ({exc.strerror or exc})",
-            f"free disk space on {checkout.parent.name}/ (df -h {checkout.parent.name}), then run the command again",
+            f"free disk space on {checkout.parent.name}/ (df -h {checkout.parent.name}), then run "
+            "the command again",
         ) from None
     os.replace(tmp, target)
 
 
 def in_progress(checkout: Path) -> str | None:
     """The git operation paused in the checkout (am, rebase, merge, ...), if any."""
-    return next((op for entry, op in IN_PROGRESS.items() if (checkout / ".git" / entry).exists()), None)
+    return next(
+        (op for entry, op in IN_PROGRESS.items() if (checkout / ".git" / entry).exists()), None
+    )
 
 
 def branch(checkout: Path) -> str | None:

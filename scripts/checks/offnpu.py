@@ -41,7 +41,8 @@ TERMINAL = (ast.Return, ast.Raise, ast.Continue, ast.Break)
 BLOCKS = ("body", "orelse", "finalbody")
 MODULE = "<module>"
 TENSOR, DEVICE = "torch.Tensor", "torch.device"
-# Reading one of these from a name proves it a tensor (numpy arrays, modules and lists have none of them).
+# Reading one of these from a name proves it a tensor (numpy arrays, modules and lists have none of
+# them).
 TENSOR_READS = frozenset(
     {
         "device",
@@ -63,10 +64,16 @@ TENSOR_READS = frozenset(
 @dataclass(frozen=True)
 class OffNpuChange:
     file: str
-    unit: str  # a qualified name ("Class.method", "function"), a class's own statements ("Class"), or "<module>"
-    statement: str  # the first statement that differs off NPU (patched side; "removed: ..." when only pristine has it)
+    # a qualified name ("Class.method", "function"), a class's own statements ("Class"), or
+    # "<module>"
+    unit: str
+    # the first statement that differs off NPU (patched side; "removed: ..." when only pristine has
+    # it)
+    statement: str
     line: int  # its line in the patched file (the unit's first line when it was removed)
-    reason: str = ""  # why it counts, where that is not plain: an NPU test left unfolded, import-time code
+    reason: str = (
+        ""  # why it counts, where that is not plain: an NPU test left unfolded, import-time code
+    )
 
 
 def is_device_type(node: ast.expr) -> bool:
@@ -85,7 +92,9 @@ def npu_test(node: ast.Compare) -> ast.expr | None:
     op, left, right = node.ops[0], node.left, node.comparators[0]
     if isinstance(op, (ast.Eq, ast.NotEq)):
         sides = (left, right)
-        if any(isinstance(s, ast.Constant) and s.value == NPU for s in sides) and any(map(is_device_type, sides)):
+        if any(isinstance(s, ast.Constant) and s.value == NPU for s in sides) and any(
+            map(is_device_type, sides)
+        ):
             return constant(isinstance(op, ast.NotEq), node)
     listed = isinstance(right, (ast.Tuple, ast.List, ast.Set))
     if isinstance(op, (ast.In, ast.NotIn)) and is_device_type(left) and listed:
@@ -97,7 +106,9 @@ def npu_test(node: ast.Compare) -> ast.expr | None:
         if not rest:
             return constant(negated, node)
         if len(rest) == 1:  # `x in ("cuda", "npu")` off NPU is `x == "cuda"`
-            return ast.copy_location(ast.Compare(left, [ast.NotEq() if negated else ast.Eq()], rest), node)
+            return ast.copy_location(
+                ast.Compare(left, [ast.NotEq() if negated else ast.Eq()], rest), node
+            )
         return ast.copy_location(ast.Compare(left, [op], [type(right)(rest, ast.Load())]), node)
     return None
 
@@ -107,12 +118,14 @@ def truth(node: ast.AST) -> bool | None:
 
 
 def is_full_test(node: ast.Compare) -> bool:
-    """An NPU device test that folds to a constant (its operand is then no longer evaluated in the projection)."""
+    """An NPU device test that folds to a constant (its operand is then no longer evaluated in the
+    projection)."""
     return isinstance(npu_test(node), ast.Constant)
 
 
 def stores(node: ast.AST) -> set[str]:
-    """Every name node binds or deletes anywhere inside it (assignments, loops, imports, defs, handlers)."""
+    """Every name node binds or deletes anywhere inside it (assignments, loops, imports, defs,
+    handlers)."""
     out: set[str] = set()
     for n in ast.walk(node):
         if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
@@ -149,7 +162,11 @@ def declared(annotation: ast.expr | None, optional: bool = False) -> str | None:
         sides = [annotation.left, annotation.right]
         rest = [x for x in sides if not (isinstance(x, ast.Constant) and x.value is None)]
         annotation = rest[0] if len(rest) == 1 else None
-    elif optional and isinstance(annotation, ast.Subscript) and ast.unparse(annotation.value).endswith("Optional"):
+    elif (
+        optional
+        and isinstance(annotation, ast.Subscript)
+        and ast.unparse(annotation.value).endswith("Optional")
+    ):
         annotation = annotation.slice
     text = ast.unparse(annotation) if annotation is not None else ""
     return {"torch.Tensor": TENSOR, "Tensor": TENSOR, "torch.device": DEVICE}.get(text)
@@ -157,8 +174,8 @@ def declared(annotation: ast.expr | None, optional: bool = False) -> str | None:
 
 def given(arg: ast.arg, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None:
     """What a parameter certainly holds: what its annotation declares (TENSOR, DEVICE); unannotated and
-    without a default (every caller passes it), TENSOR: the tensor the function is given. One with a default
-    (None is a value it can hold) or another annotation: nothing."""
+    without a default (every caller passes it), TENSOR: the tensor the function is given. One with a
+    default (None is a value it can hold) or another annotation: nothing."""
     if arg.annotation is not None:
         return declared(arg.annotation)
     a = fn.args
@@ -169,8 +186,8 @@ def given(arg: ast.arg, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> str | Non
 
 
 def dataclass_fields(node: ast.ClassDef) -> dict[str, ast.expr]:
-    """field -> annotation of a @dataclass's fields that have a default: a class attribute as well, so reading
-    it from an instance never fails."""
+    """field -> annotation of a @dataclass's fields that have a default: a class attribute as well, so
+    reading it from an instance never fails."""
     if not any(ast.unparse(d).split("(")[0].endswith("dataclass") for d in node.decorator_list):
         return {}
     return {
@@ -181,15 +198,19 @@ def dataclass_fields(node: ast.ClassDef) -> dict[str, ast.expr]:
 
 
 class Evidence:
-    """Which device tests are total off NPU: walks each function in evaluation order, remembering what it has
-    already read as a tensor or tested `is not None`, and records the tests (and `.is_npu` reads) whose operand
-    is then certainly a tensor or a torch.device, and the `is (not) None` tests of a field that cannot fail
-    (the module docstring lists the forms)."""
+    """Which device tests are total off NPU: walks each function in evaluation order, remembering what
+    it has already read as a tensor or tested `is not None`, and records the tests (and `.is_npu`
+    reads) whose operand is then certainly a tensor or a torch.device, and the `is (not) None` tests
+    of a field that cannot fail (the module docstring lists the forms)."""
 
     def __init__(self, module: ast.Module) -> None:
         self.accounted: set[int] = set()  # device tests and .is_npu reads that may fold
-        self.pure: set[int] = set()  # `self.<field> is (not) None`: total, so it may fold beside a test
-        self.types: dict[str, str | None] = {}  # parameter -> its declared type, while no statement rebinds it
+        self.pure: set[int] = (
+            set()
+        )  # `self.<field> is (not) None`: total, so it may fold beside a test
+        self.types: dict[
+            str, str | None
+        ] = {}  # parameter -> its declared type, while no statement rebinds it
         self.fields: dict[str, ast.expr] = {}  # the enclosing dataclass's fields with a default
         self.owner = ""  # the method's first parameter (self), while no statement rebinds it
         self.in_class = False  # walking a class's own body
@@ -210,7 +231,11 @@ class Evidence:
 
     def field(self, node: ast.expr) -> ast.expr | None:
         """The annotation of node when it reads a field of the method's own dataclass instance."""
-        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == self.owner:
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id == self.owner
+        ):
             return self.fields.get(node.attr)
         return None
 
@@ -218,7 +243,11 @@ class Evidence:
         """TENSOR or DEVICE when node certainly is one, evaluated without failing."""
         if isinstance(node, ast.Name):
             return TENSOR if node.id in known else self.types.get(node.id)
-        if isinstance(node, ast.Attribute) and node.attr == "device" and self.typed(node.value, known) == TENSOR:
+        if (
+            isinstance(node, ast.Attribute)
+            and node.attr == "device"
+            and self.typed(node.value, known) == TENSOR
+        ):
             return DEVICE
         if (annotation := self.field(node)) is not None:
             return declared(annotation, optional=ast.unparse(node) in known)
@@ -229,8 +258,16 @@ class Evidence:
 
     def none_test(self, node: ast.expr) -> str:
         """The field `self.<f> is not None` (or `is None`) tests, "" for anything else."""
-        is_test = isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.Is, ast.IsNot))
-        if is_test and isinstance(node.comparators[0], ast.Constant) and node.comparators[0].value is None:  # type: ignore[union-attr]
+        is_test = (
+            isinstance(node, ast.Compare)
+            and len(node.ops) == 1
+            and isinstance(node.ops[0], (ast.Is, ast.IsNot))
+        )
+        if (
+            is_test
+            and isinstance(node.comparators[0], ast.Constant)
+            and node.comparators[0].value is None
+        ):  # type: ignore[union-attr]
             return ast.unparse(node.left) if self.field(node.left) is not None else ""  # type: ignore[union-attr]
         return ""
 
@@ -240,19 +277,34 @@ class Evidence:
 
     def statement(self, stmt: ast.stmt, known: set[str]) -> None:
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            for node in [*stmt.decorator_list, *stmt.args.defaults, *filter(None, stmt.args.kw_defaults)]:
+            for node in [
+                *stmt.decorator_list,
+                *stmt.args.defaults,
+                *filter(None, stmt.args.kw_defaults),
+            ]:
                 self.expression(node, known)
             rebound = set().union(*(stores(s) for s in stmt.body))
             receiver = parameters(stmt)[0].arg if self.in_class and parameters(stmt) else ""
-            types = {a.arg: given(a, stmt) for a in parameters(stmt) if a.arg not in rebound and a.arg != receiver}
+            types = {
+                a.arg: given(a, stmt)
+                for a in parameters(stmt)
+                if a.arg not in rebound and a.arg != receiver
+            }
             method = self.fields and not stmt.decorator_list  # in a dataclass's body
-            self.scope(stmt.body, types, self.fields if method else {}, receiver if receiver not in rebound else "")
+            self.scope(
+                stmt.body,
+                types,
+                self.fields if method else {},
+                receiver if receiver not in rebound else "",
+            )
         elif isinstance(stmt, ast.ClassDef):
             for node in [*stmt.decorator_list, *stmt.bases, *(k.value for k in stmt.keywords)]:
                 self.expression(node, known)
             self.scope(stmt.body, {}, dataclass_fields(stmt), "", in_class=True)
         else:  # headers are evaluated now, blocks maybe: what a block learns stays in it
-            headers = [v for f, v in ast.iter_fields(stmt) if f not in (*BLOCKS, "handlers", "cases")]
+            headers = [
+                v for f, v in ast.iter_fields(stmt) if f not in (*BLOCKS, "handlers", "cases")
+            ]
             if isinstance(stmt, (ast.While, ast.For, ast.AsyncFor)):
                 known -= stores(stmt)  # a loop's later rounds see what its body rebinds
             for value in headers:
@@ -271,7 +323,9 @@ class Evidence:
     def expression(self, node: ast.expr, known: set[str]) -> None:
         """Walk node in evaluation order; what is evaluated only maybe learns nothing for later."""
         if isinstance(node, ast.Compare):
-            operands = [side.value for side in (node.left, node.comparators[0]) if is_device_type(side)]
+            operands = [
+                side.value for side in (node.left, node.comparators[0]) if is_device_type(side)
+            ]
             if is_full_test(node) and self.typed(operands[0], known) == DEVICE:  # type: ignore[attr-defined]
                 self.accounted.add(id(node))
             self.expression(node.left, known)
@@ -323,7 +377,9 @@ class OffNpu(ast.NodeTransformer):
     def __init__(self, evidence: Evidence) -> None:
         self.accounted = evidence.accounted
         self.pure_tests = evidence.pure
-        self.params: list[set[str]] = [set()]  # the enclosing function's parameters no statement rebinds
+        self.params: list[set[str]] = [
+            set()
+        ]  # the enclosing function's parameters no statement rebinds
 
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.AST:
         self.params.append(stable_params(node))
@@ -335,18 +391,26 @@ class OffNpu(ast.NodeTransformer):
         return self.visit_FunctionDef(node)
 
     def visit_Compare(self, node: ast.Compare) -> ast.expr:
-        fold = id(node) in self.accounted or not is_full_test(node)  # a partial fold keeps its operand
+        fold = id(node) in self.accounted or not is_full_test(
+            node
+        )  # a partial fold keeps its operand
         self.generic_visit(node)
         return (npu_test(node) if fold else None) or node
 
     def visit_Attribute(self, node: ast.Attribute) -> ast.expr:
         self.generic_visit(node)
-        return constant(False, node) if node.attr == "is_npu" and id(node) in self.accounted else node
+        return (
+            constant(False, node) if node.attr == "is_npu" and id(node) in self.accounted else node
+        )
 
     def visit_UnaryOp(self, node: ast.UnaryOp) -> ast.expr:
         self.generic_visit(node)
         value = truth(node.operand)
-        return constant(not value, node) if isinstance(node.op, ast.Not) and value is not None else node
+        return (
+            constant(not value, node)
+            if isinstance(node.op, ast.Not) and value is not None
+            else node
+        )
 
     def visit_BoolOp(self, node: ast.BoolOp) -> ast.expr:
         self.generic_visit(node)
@@ -354,9 +418,13 @@ class OffNpu(ast.NodeTransformer):
         values: list[ast.expr] = []
         for v in node.values:  # a and (b and c) -> a and b and c, as both sides are compared
             values += v.values if isinstance(v, ast.BoolOp) and type(v.op) is type(node.op) else [v]
-        end = next((i for i, v in enumerate(values) if truth(v) is (not is_and)), None)  # `a and False`
+        end = next(
+            (i for i, v in enumerate(values) if truth(v) is (not is_and)), None
+        )  # `a and False`
         if end is not None:
-            before = [v for v in values[:end] if truth(v) is None]  # still evaluated off NPU, truth taken
+            before = [
+                v for v in values[:end] if truth(v) is None
+            ]  # still evaluated off NPU, truth taken
             if all(self.pure(v) for v in before):
                 return constant(not is_and, node)
             return ast.copy_location(ast.BoolOp(node.op, [*before, values[end]]), node)
@@ -366,15 +434,18 @@ class OffNpu(ast.NodeTransformer):
         return kept[0] if len(kept) == 1 else ast.copy_location(ast.BoolOp(node.op, kept), node)
 
     def pure(self, node: ast.expr) -> bool:
-        """Evaluating node (and its truth) can neither fail nor act: a constant, a parameter no statement rebinds,
-        a dataclass field with a default tested `is (not) None`, `not` or `is (not)` of such."""
+        """Evaluating node (and its truth) can neither fail nor act: a constant, a parameter no
+        statement rebinds, a dataclass field with a default tested `is (not) None`, `not` or `is
+        (not)` of such."""
         if isinstance(node, ast.Constant) or id(node) in self.pure_tests:
             return True
         if isinstance(node, ast.Name):
             return node.id in self.params[-1]
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
             return self.pure(node.operand)
-        if isinstance(node, ast.Compare) and all(isinstance(op, (ast.Is, ast.IsNot)) for op in node.ops):
+        if isinstance(node, ast.Compare) and all(
+            isinstance(op, (ast.Is, ast.IsNot)) for op in node.ops
+        ):
             return all(self.pure(n) for n in (node.left, *node.comparators))
         return False
 
@@ -411,7 +482,11 @@ def live(block: list[ast.stmt]) -> list[ast.stmt]:
 
 def is_docstring(node: ast.AST) -> bool:
     """A bare string statement: never executed code (coverage.py does not count it as a statement)."""
-    return isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+    return (
+        isinstance(node, ast.Expr)
+        and isinstance(node.value, ast.Constant)
+        and isinstance(node.value.value, str)
+    )
 
 
 def without_docstring(body: list[ast.stmt]) -> list[ast.stmt]:
@@ -424,28 +499,38 @@ def bound_names(stmt: ast.stmt) -> set[str]:
         return {stmt.name}
     if isinstance(stmt, (ast.Import, ast.ImportFrom)):
         return {(a.asname or a.name).split(".")[0] for a in stmt.names}
-    targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(stmt, ast.AnnAssign) else []
+    targets = (
+        stmt.targets
+        if isinstance(stmt, ast.Assign)
+        else [stmt.target]
+        if isinstance(stmt, ast.AnnAssign)
+        else []
+    )
     return {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
 
 
 def used_names(whole: ast.AST, outside: ast.AST | None = None) -> set[str]:
-    """Names read (by name or attribute) anywhere in whole, except inside `outside` (a helper calling itself
-    does not keep it alive)."""
+    """Names read (by name or attribute) anywhere in whole, except inside `outside` (a helper calling
+    itself does not keep it alive)."""
     inside = {id(n) for n in ast.walk(outside)} if outside is not None else set()
     return {
         n.id if isinstance(n, ast.Name) else n.attr
         for n in ast.walk(whole)
         if id(n) not in inside
-        and ((isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Store)) or isinstance(n, ast.Attribute))
+        and (
+            (isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Store))
+            or isinstance(n, ast.Attribute)
+        )
     }
 
 
 def prune(projected: ast.Module, original: ast.Module) -> None:
-    """Drop definitions and imports whose every use was in dropped code: used in the unprojected module, used
-    nowhere in its projection (a name the module never uses itself is API: it stays), and inert (binding it
-    evaluates nothing that could fail or act: see inert_binding). Module blocks, and the methods of classes
-    (a class's fields are its API: a dataclass's are its constructor's arguments), to a fixed point.
-    Both sides of a comparison are pruned alike, so an NPU-only helper an earlier patch added is out of both."""
+    """Drop definitions and imports whose every use was in dropped code: used in the unprojected
+    module, used nowhere in its projection (a name the module never uses itself is API: it stays),
+    and inert (binding it evaluates nothing that could fail or act: see inert_binding). Module
+    blocks, and the methods of classes (a class's fields are its API: a dataclass's are its
+    constructor's arguments), to a fixed point. Both sides of a comparison are pruned alike, so an
+    NPU-only helper an earlier patch added is out of both."""
     used_before = used_names(original)
     lazy = postponed_annotations(original)
     changed = True
@@ -454,7 +539,9 @@ def prune(projected: ast.Module, original: ast.Module) -> None:
         for block in blocks_of(projected):
             for stmt in list(block):
                 names = bound_names(stmt)
-                field = block is not projected.body and not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef))
+                field = block is not projected.body and not isinstance(
+                    stmt, (ast.FunctionDef, ast.AsyncFunctionDef)
+                )
                 if field or not names or not names & used_before or not inert_binding(stmt, lazy):
                     continue
                 if not names & used_names(projected, outside=stmt):
@@ -465,13 +552,16 @@ def prune(projected: ast.Module, original: ast.Module) -> None:
 def postponed_annotations(module: ast.Module) -> bool:
     """`from __future__ import annotations`: annotations are then never evaluated."""
     return any(
-        isinstance(s, ast.ImportFrom) and s.module == "__future__" and any(a.name == "annotations" for a in s.names)
+        isinstance(s, ast.ImportFrom)
+        and s.module == "__future__"
+        and any(a.name == "annotations" for a in s.names)
         for s in module.body
     )
 
 
 def inert(node: ast.expr | None) -> bool:
-    """A value whose evaluation cannot fail or act: a constant, a name, a container or arithmetic of such."""
+    """A value whose evaluation cannot fail or act: a constant, a name, a container or arithmetic of
+    such."""
     if node is None or isinstance(node, (ast.Constant, ast.Name)):
         return True
     if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
@@ -511,11 +601,14 @@ def annotation_inert(node: ast.expr | None, lazy: bool) -> bool:
 
 
 def inert_binding(stmt: ast.stmt, lazy: bool) -> bool:
-    """Executing stmt (at import, or when its class is made) only binds names: a def without decorators and
-    with inert defaults, a class of such, an inert assignment, an import of the standard library."""
+    """Executing stmt (at import, or when its class is made) only binds names: a def without decorators
+    and with inert defaults, a class of such, an inert assignment, an import of the standard
+    library."""
     if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
         a = stmt.args
-        notes = [x.annotation for x in [*parameters(stmt), a.vararg, a.kwarg] if x is not None] + [stmt.returns]
+        notes = [x.annotation for x in [*parameters(stmt), a.vararg, a.kwarg] if x is not None] + [
+            stmt.returns
+        ]
         return (
             not stmt.decorator_list
             and all(map(inert, [*a.defaults, *a.kw_defaults]))
@@ -526,7 +619,10 @@ def inert_binding(stmt: ast.stmt, lazy: bool) -> bool:
             not stmt.decorator_list
             and not stmt.keywords
             and all(isinstance(b, ast.Name) for b in stmt.bases)
-            and all(is_docstring(s) or isinstance(s, ast.Pass) or inert_binding(s, lazy) for s in stmt.body)
+            and all(
+                is_docstring(s) or isinstance(s, ast.Pass) or inert_binding(s, lazy)
+                for s in stmt.body
+            )
         )
     if isinstance(stmt, ast.Assign):
         return inert(stmt.value) and all(isinstance(t, ast.Name) for t in stmt.targets)
@@ -551,8 +647,8 @@ def projection(source: str) -> ast.Module:
 
 
 def units(module: ast.Module) -> dict[str, list[ast.stmt]]:
-    """Qualified name -> statements: each function and method (its body, decorators and arguments as a def),
-    each class's own statements, and the module's own statements; docstrings left out."""
+    """Qualified name -> statements: each function and method (its body, decorators and arguments as a
+    def), each class's own statements, and the module's own statements; docstrings left out."""
     out: dict[str, list[ast.stmt]] = {MODULE: []}
     for node in without_docstring(module.body):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -564,7 +660,9 @@ def units(module: ast.Module) -> dict[str, list[ast.stmt]]:
                     out[f"{node.name}.{item.name}"] = [item]
                 else:
                     own.append(item)
-            out[node.name] = [ast.ClassDef(node.name, node.bases, node.keywords, own, node.decorator_list)]
+            out[node.name] = [
+                ast.ClassDef(node.name, node.bases, node.keywords, own, node.decorator_list)
+            ]
         else:
             out[MODULE].append(node)
     for stmts in out.values():
@@ -589,13 +687,15 @@ def shape(node: ast.AST) -> str:
 
 def header(node: ast.AST) -> str:
     """A statement without its blocks: what must be equal to look for the difference inside them."""
-    return shape(type(node)(**{f: v for f, v in ast.iter_fields(node) if f not in (*BLOCKS, "handlers")}))
+    return shape(
+        type(node)(**{f: v for f, v in ast.iter_fields(node) if f not in (*BLOCKS, "handlers")})
+    )
 
 
 def first_difference(new: list[ast.stmt], old: list[ast.stmt]) -> tuple[str, int, ast.stmt | None]:
-    """(the first differing statement, its line, its node on the patched side): a compound statement whose
-    header is the same (a def's signature, an `if`'s test, ...) is entered, so the answer is the innermost
-    statement that differs."""
+    """(the first differing statement, its line, its node on the patched side): a compound statement
+    whose header is the same (a def's signature, an `if`'s test, ...) is entered, so the answer is
+    the innermost statement that differs."""
     for i in range(max(len(new), len(old))):
         a, b = (new[i] if i < len(new) else None), (old[i] if i < len(old) else None)
         if a is not None and b is not None and shape(a) == shape(b):
@@ -617,11 +717,13 @@ def one_line(node: ast.AST | None) -> str:
 
 
 def why(stmt: ast.stmt | None, projected: ast.Module, lazy: bool) -> str:
-    """Why a differing statement counts, where it is not plain CPU/CUDA code: an NPU test left unfolded, or a
-    binding only NPU code uses that still runs on import."""
+    """Why a differing statement counts, where it is not plain CPU/CUDA code: an NPU test left
+    unfolded, or a binding only NPU code uses that still runs on import."""
     if stmt is None:
         return ""
-    header_only = type(stmt)(**{f: v for f, v in ast.iter_fields(stmt) if f not in (*BLOCKS, "handlers", "body")})
+    header_only = type(stmt)(
+        **{f: v for f, v in ast.iter_fields(stmt) if f not in (*BLOCKS, "handlers", "body")}
+    )
     for node in ast.walk(header_only):
         if isinstance(node, ast.Compare) and is_full_test(node):
             side = next(s for s in (node.left, node.comparators[0]) if is_device_type(s))
@@ -638,17 +740,23 @@ def why(stmt: ast.stmt | None, projected: ast.Module, lazy: bool) -> str:
     return ""
 
 
-def off_npu_changes(path: str, before: str | None, after: str | None, renamed_from: str = "") -> list[OffNpuChange]:
-    """Units of path whose off-NPU projection differs between before and after (None: no such file; before is
-    renamed_from's text when the patch renamed that module to path: its importers break on every device, one
-    change, and its units are compared with the source's). A side that does not parse proves nothing here:
-    ruff reports it (E999) and lint fails there."""
+def off_npu_changes(
+    path: str, before: str | None, after: str | None, renamed_from: str = ""
+) -> list[OffNpuChange]:
+    """Units of path whose off-NPU projection differs between before and after (None: no such file;
+    before is renamed_from's text when the patch renamed that module to path: its importers break on
+    every device, one change, and its units are compared with the source's). A side that does not
+    parse proves nothing here: ruff reports it (E999) and lint fails there."""
     try:
         old_tree, new_tree = ast.parse(before or ""), ast.parse(after or "")
     except SyntaxError:
         return []
     if after is None and before is not None:  # one finding, not one per unit it had
-        return [OffNpuChange(path, MODULE, "removed: the module", 1, "code importing it fails on every device")]
+        return [
+            OffNpuChange(
+                path, MODULE, "removed: the module", 1, "code importing it fails on every device"
+            )
+        ]
     old, new = projection(before or ""), projection(after or "")
     prune(old, old_tree)
     prune(new, new_tree)
@@ -657,13 +765,19 @@ def off_npu_changes(path: str, before: str | None, after: str | None, renamed_fr
     changes = (
         [
             OffNpuChange(
-                path, MODULE, f"renamed from {renamed_from}", 1, "code importing the old module fails on every device"
+                path,
+                MODULE,
+                f"renamed from {renamed_from}",
+                1,
+                "code importing the old module fails on every device",
             )
         ]
         if renamed_from
         else []
     )
-    written = {n.lineno: n for n in ast.walk(new_tree) if isinstance(n, ast.stmt)}  # as the patch wrote them
+    written = {
+        n.lineno: n for n in ast.walk(new_tree) if isinstance(n, ast.stmt)
+    }  # as the patch wrote them
     for name in dict.fromkeys([*new_units, *old_units]):
         a, b = new_units.get(name, []), old_units.get(name, [])
         if [shape(s) for s in a] != [shape(s) for s in b]:

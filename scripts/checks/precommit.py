@@ -1,11 +1,12 @@
-"""Whose gates run: a git tree's own `.pre-commit-config.yaml`, or the kit's table for the release wheel.
+"""Whose gates run: a git tree's own `.pre-commit-config.yaml`, or the kit's table for the release
+wheel.
 
-A tree's config decides every hook, its rev, args and file filters. Remote hooks run from the package
-registry where the kit's table (ci/upstream-hooks.toml) maps their repository to a package, at the
-config's rev; `repo: local` hooks run from the tree's own files (language python in a gate env of their
-own, made once per config digest under .work/gate-envs by scripts/legs/gateenv.py, with their
-additional_dependencies). Anything
-else is unchecked: it fails lint on each file the series touches that the hook would see.
+A tree's config decides every hook, its rev, args and file filters. Remote hooks run from the
+package registry where the kit's table (ci/upstream-hooks.toml) maps their repository to a package,
+at the config's rev; `repo: local` hooks run from the tree's own files (language python in a gate
+env of their own, made once per config digest under .work/gate-envs by scripts/legs/gateenv.py, with
+their additional_dependencies). Anything else is unchecked: it fails lint on each file the series
+touches that the hook would see.
 """
 
 from __future__ import annotations
@@ -21,7 +22,10 @@ from scripts.checks.hooks import CONFIG, KNOWN_TAGS, LANGUAGES, Bins, Hook, Hook
 from scripts.digests import sha256_text
 
 RELEASE = "the kit's table for the release, which ships no config (ci/upstream-hooks.toml)"
-FILE_STAGES = {"pre-commit", "commit"}  # the stages `pre-commit run` uses in CI ("commit": the old name)
+FILE_STAGES = {
+    "pre-commit",
+    "commit",
+}  # the stages `pre-commit run` uses in CI ("commit": the old name)
 RELEASE_REV = re.compile(r"^v?(?P<version>\d+(\.\d+)*)$")
 ENV_LAYOUT = "gate-env-1"  # part of the env's digest: a change of how it is made makes a new one
 
@@ -41,7 +45,9 @@ class GateSource:
 
     @property
     def needs_env(self) -> bool:
-        return bool(self.requirements) or any(h.run == "local" and h.language == "python" for h in self.hooks)
+        return bool(self.requirements) or any(
+            h.run == "local" and h.language == "python" for h in self.hooks
+        )
 
     @property
     def digest(self) -> str:
@@ -55,13 +61,20 @@ def release_gates(table: tuple[Hook, ...]) -> GateSource:
 def strings(value: object, what: str) -> tuple[str, ...]:
     if value is None:
         return ()
-    if isinstance(value, str) or not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise HooksError(f"{CONFIG}: {what} is not a list of strings", f"fix {what} in the tree's {CONFIG}")
+    if (
+        isinstance(value, str)
+        or not isinstance(value, list)
+        or not all(isinstance(v, str) for v in value)
+    ):
+        raise HooksError(
+            f"{CONFIG}: {what} is not a list of strings", f"fix {what} in the tree's {CONFIG}"
+        )
     return tuple(value)
 
 
 def both(first: str, second: str) -> str:
-    """One regex that re.search finds where both do (pre-commit applies the top-level and the hook's `files`)."""
+    """One regex that re.search finds where both do (pre-commit applies the top-level and the hook's
+    `files`)."""
     if not first or not second:
         return first or second
     return f"^(?=.*?(?:{first}))(?=.*?(?:{second}))"
@@ -76,11 +89,24 @@ def short_repo(url: str) -> str:
 
 
 def remote_hook(url: str, rev: str, hook_id: str, common: dict, table: tuple[Hook, ...]) -> Hook:
-    """A remote hook as the registry package the kit's table maps its repository to, at the config's rev."""
-    template = next((h for h in table if short_repo(h.repo) == short_repo(url) and h.id == hook_id and h.package), None)
+    """A remote hook as the registry package the kit's table maps its repository to, at the config's
+    rev."""
+    template = next(
+        (
+            h
+            for h in table
+            if short_repo(h.repo) == short_repo(url) and h.id == hook_id and h.package
+        ),
+        None,
+    )
     if template is None:
         return Hook(
-            hook_id, url, "no", rev, why=f"{url} at {rev}: no registry package the kit maps this hook to", **common
+            hook_id,
+            url,
+            "no",
+            rev,
+            why=f"{url} at {rev}: no registry package the kit maps this hook to",
+            **common,
         )
     name = template.package.partition("==")[0]
     release = RELEASE_REV.match(rev)
@@ -90,17 +116,31 @@ def remote_hook(url: str, rev: str, hook_id: str, common: dict, table: tuple[Hoo
         package = f"{name}=={release['version']}"
     else:
         return Hook(
-            hook_id, url, "no", rev, why=f"rev {rev} of {url} is no release of {name} on the registry", **common
+            hook_id,
+            url,
+            "no",
+            rev,
+            why=f"rev {rev} of {url} is no release of {name} on the registry",
+            **common,
         )
     defaults = {"types": template.types} if "types" not in common else {}
     return Hook(
-        hook_id, url, template.run, rev, package, template.entry, kit_args=template.kit_args, **{**defaults, **common}
+        hook_id,
+        url,
+        template.run,
+        rev,
+        package,
+        template.entry,
+        kit_args=template.kit_args,
+        **{**defaults, **common},
     )
 
 
-# every language pre-commit knows: a local hook in one the kit does not run is unchecked; any other is a typo
+# every language pre-commit knows: a local hook in one the kit does not run is unchecked; any other
+# is a typo
 PRE_COMMIT_LANGUAGES = frozenset(
-    "conda coursier dart docker docker_image dotnet fail golang haskell julia lua node perl pygrep python r ruby "
+    "conda coursier dart docker docker_image dotnet fail golang haskell julia lua node perl pygrep "
+    "python r ruby "
     "rust script swift system unsupported unsupported_script".split()
 )
 
@@ -109,12 +149,15 @@ def local_hook(hook_id: str, row: dict, common: dict) -> Hook:
     language = row.get("language")
     if language not in PRE_COMMIT_LANGUAGES:
         raise HooksError(
-            f"{CONFIG}: local hook {hook_id} has language {language!r}, which pre-commit does not know",
-            f"give {hook_id} one of pre-commit's languages (python, system, script, ...) in the tree's {CONFIG}",
+            f"{CONFIG}: local hook {hook_id} has language {language!r}, which pre-commit does not "
+            "know",
+            f"give {hook_id} one of pre-commit's languages (python, system, script, ...) in the "
+            f"tree's {CONFIG}",
         )
     if not isinstance(row.get("entry"), str) or not row["entry"].strip():
         raise HooksError(
-            f"{CONFIG}: local hook {hook_id} has no entry", f"give {hook_id} an `entry:` in the tree's {CONFIG}"
+            f"{CONFIG}: local hook {hook_id} has no entry",
+            f"give {hook_id} an `entry:` in the tree's {CONFIG}",
         )
     if language not in LANGUAGES:
         return Hook(
@@ -128,16 +171,27 @@ def local_hook(hook_id: str, row: dict, common: dict) -> Hook:
 
 
 def tree_hooks(data: object, table: tuple[Hook, ...]) -> tuple[tuple[Hook, ...], tuple[str, ...]]:
-    """(the hooks, the python local hooks' additional_dependencies) of a parsed `.pre-commit-config.yaml`."""
+    """(the hooks, the python local hooks' additional_dependencies) of a parsed
+    `.pre-commit-config.yaml`."""
     if not isinstance(data, dict):
-        raise HooksError(f"{CONFIG} is not a mapping", f"make the tree's {CONFIG} a pre-commit config (repos: ...)")
+        raise HooksError(
+            f"{CONFIG} is not a mapping",
+            f"make the tree's {CONFIG} a pre-commit config (repos: ...)",
+        )
     if not isinstance(data.get("repos"), list):
-        raise HooksError(f"{CONFIG} has no `repos:` list", f"make repos: a list of repositories in the tree's {CONFIG}")
+        raise HooksError(
+            f"{CONFIG} has no `repos:` list",
+            f"make repos: a list of repositories in the tree's {CONFIG}",
+        )
     top_files, top_exclude = str(data.get("files") or ""), str(data.get("exclude") or "")
     default_stages = set(strings(data.get("default_stages"), "default_stages"))
     hooks, deps = [], []
     for number, repo in enumerate(data["repos"], 1):
-        if not isinstance(repo, dict) or not isinstance(repo.get("hooks"), list) or "repo" not in repo:
+        if (
+            not isinstance(repo, dict)
+            or not isinstance(repo.get("hooks"), list)
+            or "repo" not in repo
+        ):
             raise HooksError(
                 f"{CONFIG}: repository #{number} of repos has no `repo:` or no `hooks:` list",
                 f"give it both in the tree's {CONFIG}",
@@ -146,7 +200,8 @@ def tree_hooks(data: object, table: tuple[Hook, ...]) -> tuple[tuple[Hook, ...],
         for place, row in enumerate(repo["hooks"], 1):
             if not isinstance(row, dict) or not isinstance(row.get("id"), str):
                 raise HooksError(
-                    f"{CONFIG}: hook #{place} of {url} has no id", f"give it an `id:` in the tree's {CONFIG}"
+                    f"{CONFIG}: hook #{place} of {url} has no id",
+                    f"give it an `id:` in the tree's {CONFIG}",
                 )
             hook_id = str(row["id"])
             common = {
@@ -160,7 +215,8 @@ def tree_hooks(data: object, table: tuple[Hook, ...]) -> tuple[tuple[Hook, ...],
                     common[key] = strings(row[key], f"{hook_id}'s {key}")
             stages = set(strings(row.get("stages"), f"{hook_id}'s stages")) or default_stages
             unknown = sorted(
-                {t for k in ("types", "types_or", "exclude_types") for t in common.get(k, ())} - KNOWN_TAGS
+                {t for k in ("types", "types_or", "exclude_types") for t in common.get(k, ())}
+                - KNOWN_TAGS
             )
             if stages and not stages & FILE_STAGES:
                 hooks.append(
@@ -186,12 +242,22 @@ def tree_hooks(data: object, table: tuple[Hook, ...]) -> tuple[tuple[Hook, ...],
                     )
                 )
             elif url == "meta":
-                hooks.append(Hook(hook_id, url, "no", why="checks the config itself", stand_in="not a file gate"))
+                hooks.append(
+                    Hook(
+                        hook_id,
+                        url,
+                        "no",
+                        why="checks the config itself",
+                        stand_in="not a file gate",
+                    )
+                )
             elif url == "local":
                 hook = local_hook(hook_id, row, common)
                 hooks.append(hook)
                 if hook.language == "python":
-                    deps += strings(row.get("additional_dependencies"), f"{hook_id}'s additional_dependencies")
+                    deps += strings(
+                        row.get("additional_dependencies"), f"{hook_id}'s additional_dependencies"
+                    )
             else:
                 hooks.append(remote_hook(url, rev, hook_id, common, table))
     return tuple(hooks), tuple(dict.fromkeys(deps))
@@ -215,7 +281,9 @@ def parse_config(text: str, where: str, table: tuple[Hook, ...]) -> GateSource:
         ) from None
     try:
         hooks, deps = tree_hooks(data, table)
-    except HooksError as exc:  # the rows are read without knowing whose tree: it is named here, once
+    except (
+        HooksError
+    ) as exc:  # the rows are read without knowing whose tree: it is named here, once
         raise HooksError(exc.what.replace(CONFIG, f"{CONFIG} of {where}", 1), exc.fix) from None
     table_packages = set(packages(table))
     extra = [p for p in packages(hooks) if p not in table_packages]
@@ -223,16 +291,22 @@ def parse_config(text: str, where: str, table: tuple[Hook, ...]) -> GateSource:
 
 
 def tree_gates(repo: Path, commit: str, where: str, table: tuple[Hook, ...]) -> GateSource:
-    """The gates of the tree at commit of repo; a tree without a config has none (pre-commit would run nothing)."""
+    """The gates of the tree at commit of repo; a tree without a config has none (pre-commit would run
+    nothing)."""
     text = gitcmd.show_file(repo, commit, CONFIG)
     label = f"{where} at {commit[:12]}"
     if text is None:
-        return GateSource(f"{label}, which has no {CONFIG}: no hooks", (), f"# no {CONFIG} at {commit}\n")
+        return GateSource(
+            f"{label}, which has no {CONFIG}: no hooks", (), f"# no {CONFIG} at {commit}\n"
+        )
     return parse_config(text, label, table)
 
 
-def gate_bins(source: GateSource, table_bin: Path | None, make_env: Callable[[GateSource], Path]) -> Bins:
-    """Where each of source's hooks finds its program; make_env builds (or reuses) the gate env when needed."""
+def gate_bins(
+    source: GateSource, table_bin: Path | None, make_env: Callable[[GateSource], Path]
+) -> Bins:
+    """Where each of source's hooks finds its program; make_env builds (or reuses) the gate env when
+    needed."""
     in_table = frozenset(p for p in packages(source.hooks) if p not in source.requirements)
     if not source.is_tree or not source.needs_env:
         return Bins(table_bin, in_table)

@@ -1,5 +1,6 @@
-"""KIT007 judged patch by patch: each patch's off-NPU differences (the projection: scripts/checks/offnpu.py)
-against the `Kit-Off-NPU:` declarations of its message; what the PR then claims for every device but NPU.
+"""KIT007 judged patch by patch: each patch's off-NPU differences (the projection:
+scripts/checks/offnpu.py) against the `Kit-Off-NPU:` declarations of its message; what the PR then
+claims for every device but NPU.
 """
 
 from __future__ import annotations
@@ -31,19 +32,22 @@ class BadDeclaration(KitError):
     """A `Kit-Off-NPU:` trailer that does not say which unit, or why, or says it twice."""
 
 
-DECLARATION_FORM = "'Kit-Off-NPU: <file>::<unit>: <why>' (unit: Class.method, function, Class or <module>)"
+DECLARATION_FORM = (
+    "'Kit-Off-NPU: <file>::<unit>: <why>' (unit: Class.method, function, Class or <module>)"
+)
 
 
 def declarations(patch: str, message: str) -> dict[tuple[str, str], str]:
-    """(file, unit) -> why of each `Kit-Off-NPU: <file>::<unit>: <why>` trailer of a patch's message; a trailer
-    without a file and unit, without a reason, or naming a unit twice is refused."""
+    """(file, unit) -> why of each `Kit-Off-NPU: <file>::<unit>: <why>` trailer of a patch's message; a
+    trailer without a file and unit, without a reason, or naming a unit twice is refused."""
     out: dict[tuple[str, str], str] = {}
     for value in trailer_values(message, OFF_NPU_TRAILER):
         target, _, why = value.partition(": ")
         file, scoped, unit = target.strip().partition("::")
         if not (scoped and file.strip() and unit.strip()):
             raise BadDeclaration(
-                f"{patch}: the trailer 'Kit-Off-NPU: {target.strip()}: ...' does not name the file and unit it covers",
+                f"{patch}: the trailer 'Kit-Off-NPU: {target.strip()}: ...' does not name the file "
+                "and unit it covers",
                 f"write {DECLARATION_FORM} in {patch}'s message",
             )
         if not why.strip():
@@ -61,14 +65,17 @@ def declarations(patch: str, message: str) -> dict[tuple[str, str], str]:
     return out
 
 
-def check_declared_units(patch: str, declared: dict[tuple[str, str], str], units: dict[str, set[str]]) -> None:
+def check_declared_units(
+    patch: str, declared: dict[tuple[str, str], str], units: dict[str, set[str]]
+) -> None:
     """Refuse a declaration naming a file the patch does not change, or a unit that file does not have;
     units: each changed file -> the units of its two versions."""
     for file, unit in declared:
         if file not in units:
             raise BadDeclaration(
                 f"{patch}: 'Kit-Off-NPU: {file}::{unit}' names a file {patch} does not change",
-                f"name a file it changes ({', '.join(sorted(units)) or 'none'}) or drop the trailer",
+                f"name a file it changes ({', '.join(sorted(units)) or 'none'}) or drop the "
+                "trailer",
             )
         if unit not in units[file]:
             raise BadDeclaration(
@@ -80,8 +87,8 @@ def check_declared_units(patch: str, declared: dict[tuple[str, str], str], units
 def judge_off_npu(
     patch: str, changes: list[offnpu.OffNpuChange], declared: dict[tuple[str, str], str]
 ) -> tuple[list[Finding], list[Declared]]:
-    """(findings, declared differences) of one patch: an undeclared difference, and a declaration naming
-    no difference (its claim would be false), are findings."""
+    """(findings, declared differences) of one patch: an undeclared difference, and a declaration
+    naming no difference (its claim would be false), are findings."""
     findings = [
         Finding(
             c.file,
@@ -90,9 +97,11 @@ def judge_off_npu(
             f"off NPU, {c.unit} differs from upstream (`{c.statement}`"
             + (f": {c.reason}" if c.reason else "")
             + f") and {patch} does not declare it",
-            f'guard it by `.device.type == "npu"` on a tensor the function already uses, leaving CPU/CUDA code '
-            f"as upstream wrote it, or declare it: 'Kit-Off-NPU: {c.file}::{c.unit}: <why>' in {patch}'s message",
-        )  # fmt: skip
+            'guard it by `.device.type == "npu"` on a tensor the function already uses, leaving '
+            "CPU/CUDA code "
+            f"as upstream wrote it, or declare it: 'Kit-Off-NPU: {c.file}::{c.unit}: <why>' in "
+            f"{patch}'s message",
+        )
         for c in changes
         if (c.file, c.unit) not in declared
     ]
@@ -104,11 +113,13 @@ def judge_off_npu(
             OFF_NPU.id,
             f"declares Kit-Off-NPU: {file}::{unit}, but off NPU {unit} is unchanged by this patch",
             "drop that trailer (or name the unit the patch changes)",
-        )  # fmt: skip
+        )
         for file, unit in declared
         if (file, unit) not in changed
     ]
-    return findings, [Declared(patch, f, u, why) for (f, u), why in declared.items() if (f, u) in changed]
+    return findings, [
+        Declared(patch, f, u, why) for (f, u), why in declared.items() if (f, u) in changed
+    ]
 
 
 @dataclass(frozen=True)
@@ -118,8 +129,11 @@ class OffNpuProof:
 
     def claim(self) -> str:
         """What the PR says about every device but NPU: made from this proof, never written by hand."""
-        how = ("checked by the kit: each touched `vllm_omni/` module with every NPU device test taken as false "
-               "equals upstream's, function by function")  # fmt: skip
+        how = (
+            "checked by the kit: each touched `vllm_omni/` module with every NPU device test taken "
+            "as false "
+            "equals upstream's, function by function"
+        )
         if self.findings:
             return f"Off NPU: NOT proven ({len(self.findings)} undeclared difference(s); {how})."
         if not self.declared:
@@ -129,8 +143,8 @@ class OffNpuProof:
 
 
 def off_npu_proof(repo: Path, patches: list[Patch]) -> OffNpuProof:
-    """KIT007 over the checkout's commits pristine..HEAD, one per patch in series order: each commit's own
-    off-NPU differences against its parent, judged against its own declarations."""
+    """KIT007 over the checkout's commits pristine..HEAD, one per patch in series order: each commit's
+    own off-NPU differences against its parent, judged against its own declarations."""
     findings: list[Finding] = []
     declared: list[Declared] = []
     commits = gitcmd.messages(repo, f"{PRISTINE_TAG}..HEAD")
@@ -143,8 +157,13 @@ def off_npu_proof(repo: Path, patches: list[Patch]) -> OffNpuProof:
             if not (path.startswith("vllm_omni/") and path.endswith(".py")):
                 continue
             source = renamed.get(path, path)
-            before, after = gitcmd.show_file(repo, f"{commit}^", source), gitcmd.show_file(repo, commit, path)
-            changes += offnpu.off_npu_changes(path, before, after, renamed_from=renamed.get(path, ""))
+            before, after = (
+                gitcmd.show_file(repo, f"{commit}^", source),
+                gitcmd.show_file(repo, commit, path),
+            )
+            changes += offnpu.off_npu_changes(
+                path, before, after, renamed_from=renamed.get(path, "")
+            )
             unit_names[path] = offnpu.unit_names(before) | offnpu.unit_names(after)
         check_declared_units(patch.name, claims, unit_names)
         mine, theirs = judge_off_npu(patch.name, changes, claims)

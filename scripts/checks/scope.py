@@ -46,8 +46,14 @@ def total(scopes: Sequence[Scope]) -> Scope:
     """The series as a whole: each file counted once."""
     files = dict.fromkeys(f for s in scopes for f in s.files)
     new = dict.fromkeys(f for s in scopes for f in s.new_files)
-    return Scope("total", tuple(files), tuple(new), sum(s.added for s in scopes), sum(s.removed for s in scopes),
-                 sum(s.test_config_lines for s in scopes))  # fmt: skip
+    return Scope(
+        "total",
+        tuple(files),
+        tuple(new),
+        sum(s.added for s in scopes),
+        sum(s.removed for s in scopes),
+        sum(s.test_config_lines for s in scopes),
+    )
 
 
 def share(part: int, whole: int) -> str:
@@ -56,7 +62,14 @@ def share(part: int, whole: int) -> str:
 
 def rows(scopes: Sequence[Scope]) -> list[tuple[object, ...]]:
     return [
-        (s.name, len(s.files), f"+{s.added}", f"-{s.removed}", len(s.new_files), share(s.test_config_lines, s.changed))
+        (
+            s.name,
+            len(s.files),
+            f"+{s.added}",
+            f"-{s.removed}",
+            len(s.new_files),
+            share(s.test_config_lines, s.changed),
+        )
         for s in [*scopes, total(scopes)]
     ]
 
@@ -67,5 +80,7 @@ HEADERS = ("patch", "files", "added", "removed", "new files", "tests/config")
 def rfc_warning(whole: Scope) -> str | None:
     if whole.changed <= RFC_THRESHOLD:
         return None
-    return (f"{whole.changed} changed lines is over upstream's {RFC_THRESHOLD}-line threshold: "
-            "open an RFC issue first, or split the series")  # fmt: skip
+    return (
+        f"{whole.changed} changed lines is over upstream's {RFC_THRESHOLD}-line threshold: "
+        "open an RFC issue first, or split the series"
+    )

@@ -20,5 +20,14 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
     current(ws)
     python, _, _, env = suite.prepare(ws, "npu", ws.records / "bench")
     env["KIT_BENCH_OUT"] = str(ws.records / "bench-npu-gather.json")
-    cmd = [str(python), "-m", "pytest", "tests/regression/bench_npu_gather.py", "-p", "no:cacheprovider", "-q", "-s"]
+    cmd = [
+        str(python),
+        "-m",
+        "pytest",
+        "tests/regression/bench_npu_gather.py",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "-s",
+    ]
     return subprocess.run([*cmd, *args.pytest_args], cwd=ws.root, env=env).returncode

@@ -13,10 +13,16 @@ from scripts.series import load_series
 from scripts.workspace import Workspace
 
 
-def checkout_lock(ws: Workspace, *, shared: bool = False) -> contextlib.AbstractContextManager[None]:
+def checkout_lock(
+    ws: Workspace, *, shared: bool = False
+) -> contextlib.AbstractContextManager[None]:
     """The checkout's lock: apply/refresh/pr write (exclusive), lint/test read (shared)."""
-    return worklock.hold(ws.locks / f"{ws.checkout.name}.lock", f".work/{ws.checkout.name}",
-                         shared=shared, say=progress)  # fmt: skip
+    return worklock.hold(
+        ws.locks / f"{ws.checkout.name}.lock",
+        f".work/{ws.checkout.name}",
+        shared=shared,
+        say=progress,
+    )
 
 
 def current(ws: Workspace) -> State:

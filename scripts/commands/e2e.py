@@ -1,4 +1,5 @@
-"""The LingBot-World realtime benchmark on Ascend: independent server+bench runs, md5 determinism, the band."""
+"""The LingBot-World realtime benchmark on Ascend: independent server+bench runs, md5 determinism, the
+band."""
 
 from __future__ import annotations
 
@@ -19,8 +20,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, ws: Workspace) -> int:
     config = e2e_config.config_of(ws, args, os.environ)  # every value checked before anything waits
-    with checkout_lock(ws, shared=True):  # the server and upstream's client run the checkout's code: it stays put
-        # Setup errors are KitErrors and signals KeyboardInterrupts: the front door reports both in one line.
+    with checkout_lock(
+        ws, shared=True
+    ):  # the server and upstream's client run the checkout's code: it stays put
+        # Setup errors are KitErrors and signals KeyboardInterrupts: the front door reports both in
+        # one line.
         python = install.base_python(config.python) if config.mode == "ascend" else None
         checks = preflight.run(ws, config, python)
         with lock.hold_cards(e2e_run.locked_cards(config), config.lock_dir, config.lock_wait_s):

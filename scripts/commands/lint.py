@@ -20,10 +20,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def add_tool_arguments(p: argparse.ArgumentParser) -> None:
     """The tools of upstream's gate: `lint` and `pr`'s precheck take the same."""
-    p.add_argument("--ruff", default="ruff", help="the ruff executable (upstream's pin: ci/upstream-hooks.toml)")
-    p.add_argument("--hooks-bin", metavar="DIR",
-                   help="folder of upstream's hook programs (typos, check-yaml, ...; nox -s lint installs them "
-                   "from ci/upstream-hooks.toml); default: PATH, then beside the running python")  # fmt: skip
+    p.add_argument(
+        "--ruff",
+        default="ruff",
+        help="the ruff executable (upstream's pin: ci/upstream-hooks.toml)",
+    )
+    p.add_argument(
+        "--hooks-bin",
+        metavar="DIR",
+        help="folder of upstream's hook programs (typos, check-yaml, ...; nox -s lint installs them "
+        "from ci/upstream-hooks.toml); default: PATH, then beside the running python",
+    )
 
 
 def run(args: argparse.Namespace, ws: Workspace) -> int:
@@ -42,10 +49,25 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
     print(table(["upstream hook", "version", "here"], result.hook_rows))
     print(table(["check", "findings"], result.rows()))
     print(result.off_npu.claim())
-    records.write(ws.records, "lint", {"series_digest": state.series_digest, "files": result.files,
-                  "findings": [str(f) for f in result.findings], "pre_existing": len(result.pre_existing),
-                  "ruff": ruff, "gates": result.gates, "hooks": [list(row) for row in result.hook_rows],
-                  "off_npu": result.off_npu.claim(), "passed": not result.findings})  # fmt: skip
+    records.write(
+        ws.records,
+        "lint",
+        {
+            "series_digest": state.series_digest,
+            "files": result.files,
+            "findings": [str(f) for f in result.findings],
+            "pre_existing": len(result.pre_existing),
+            "ruff": ruff,
+            "gates": result.gates,
+            "hooks": [list(row) for row in result.hook_rows],
+            "off_npu": result.off_npu.claim(),
+            "passed": not result.findings,
+        },
+    )
     count = len(result.findings)
-    progress(f"lint clean ({len(result.files)} files, ruff {ruff})" if not count else f"lint: {count} finding(s)")
+    progress(
+        f"lint clean ({len(result.files)} files, ruff {ruff})"
+        if not count
+        else f"lint: {count} finding(s)"
+    )
     return 0 if not count else 1

@@ -14,11 +14,22 @@ from scripts.workspace import Workspace
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--only", action="append", default=[],
-                   help="run only mutants whose key contains this text (repeatable: any of them)")  # fmt: skip
-    p.add_argument("--operator", action="append", choices=mutate.OPERATORS, default=[],
-                   help="run only this operator's mutants (repeatable)")  # fmt: skip
-    p.add_argument("--list", action="store_true", help="list the mutants and their keys, run nothing")
+    p.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        help="run only mutants whose key contains this text (repeatable: any of them)",
+    )
+    p.add_argument(
+        "--operator",
+        action="append",
+        choices=mutate.OPERATORS,
+        default=[],
+        help="run only this operator's mutants (repeatable)",
+    )
+    p.add_argument(
+        "--list", action="store_true", help="list the mutants and their keys, run nothing"
+    )
     p.add_argument(
         "--series-tests",
         action="store_true",
@@ -50,7 +61,16 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
         previous = records.read(ws.records, "mutate-series") if args.series_tests else None
         kept = mutate.kills_to_keep(previous, state.series_digest)
         return mutate.run_all(
-            ws.records, mutants, equivalent, stale, tree, workers, state.series_digest, started, series_tests, kept
+            ws.records,
+            mutants,
+            equivalent,
+            stale,
+            tree,
+            workers,
+            state.series_digest,
+            started,
+            series_tests,
+            kept,
         )
     finally:
         for worker in workers.values():

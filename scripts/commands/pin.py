@@ -7,13 +7,23 @@ import dataclasses
 import tempfile
 from pathlib import Path
 
-from scripts.pin import PinError, fetch_git, fetch_wheel, load_pin, record_git_commit, resolve_tag, wheel_matches_tree
+from scripts.pin import (
+    PinError,
+    fetch_git,
+    fetch_wheel,
+    load_pin,
+    record_git_commit,
+    resolve_tag,
+    wheel_matches_tree,
+)
 from scripts.report import progress, table
 from scripts.workspace import Workspace
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--record-git", action="store_true", help="resolve git.tag at git.url and write git.commit")
+    p.add_argument(
+        "--record-git", action="store_true", help="resolve git.tag at git.url and write git.commit"
+    )
 
 
 def run(args: argparse.Namespace, ws: Workspace) -> int:

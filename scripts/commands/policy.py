@@ -1,4 +1,5 @@
-"""Check the repository's text: citations resolve, the README's tables are current, workflows pin and bound."""
+"""Check the repository's text: citations resolve, the README's tables are current, workflows pin and
+bound."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Prepare the upstream PR: signed-off branch, format-patch files, cover, PR body, precheck, range-diff."""
+"""Prepare the upstream PR: signed-off branch, format-patch files, cover, PR body, precheck,
+range-diff."""
 
 from __future__ import annotations
 
@@ -26,14 +27,27 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar=("URL", "REF"),
         help="make pr/vN on upstream's REF (branch, tag or sha) fetched from URL into .work/upstream",
     )
-    p.add_argument("--3way", dest="threeway", action="store_true", help="with --onto: accept patches that need a merge")
-    p.add_argument("--push-to", metavar="FORK", help="with --onto: push pr/vN to your fork (a URL or a path)")
-    p.add_argument("--open", action="store_true", help="with --push-to: open the PR with gh (installed, logged in)")
+    p.add_argument(
+        "--3way",
+        dest="threeway",
+        action="store_true",
+        help="with --onto: accept patches that need a merge",
+    )
+    p.add_argument(
+        "--push-to", metavar="FORK", help="with --onto: push pr/vN to your fork (a URL or a path)"
+    )
+    p.add_argument(
+        "--open",
+        action="store_true",
+        help="with --push-to: open the PR with gh (installed, logged in)",
+    )
 
 
 def run(args: argparse.Namespace, ws: Workspace) -> int:
     prepare.check_flags(args)
     identity = user_identity(ws.root)
-    tools = tools_for(ws, args.ruff, args.hooks_bin, gateenv.maker(ws))  # from the caller's folder, once
+    tools = tools_for(
+        ws, args.ruff, args.hooks_bin, gateenv.maker(ws)
+    )  # from the caller's folder, once
     with checkout_lock(ws):  # pr/vN is written into the checkout
         return revision.prepare_revision(ws, args, identity, tools)

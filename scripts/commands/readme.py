@@ -1,4 +1,5 @@
-"""Print the README's generated tables (the series, the KIT rules), markers included, to paste over the old ones."""
+"""Print the README's generated tables (the series, the KIT rules), markers included, to paste over the
+old ones."""
 
 from __future__ import annotations
 

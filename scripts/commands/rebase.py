@@ -1,4 +1,5 @@
-"""Try the series on another pin (a release or a git ref) and report each patch; --move makes it the pin."""
+"""Try the series on another pin (a release or a git ref) and report each patch; --move makes it the
+pin."""
 
 from __future__ import annotations
 
@@ -32,7 +33,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="when no patch conflicts: move the pin to the target, drop what upstream has, refresh the rest",
     )
-    p.add_argument("--report-name", help="file name (without .json/.md) of the reports in .work/rebase/")
+    p.add_argument(
+        "--report-name", help="file name (without .json/.md) of the reports in .work/rebase/"
+    )
     p.add_argument(
         "--baseline",
         type=Path,
@@ -43,11 +46,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, ws: Workspace) -> int:
     pin = load_pin(ws.pin_file)
     patches = load_series(ws.patches)
-    before = trial.read_baseline(args.baseline)  # read first: a missing one is refused, never taken as empty
+    before = trial.read_baseline(
+        args.baseline
+    )  # read first: a missing one is refused, never taken as empty
     if args.move:
         trial.refuse_local_work(ws)
     target = trial.target_of(ws, pin, args)
-    progress(f"trying {len(patches)} patch(es) from {pin.label} on {target.label} (the checkout is not touched)")
+    progress(
+        f"trying {len(patches)} patch(es) from {pin.label} on {target.label} (the checkout is not "
+        "touched)"
+    )
     ws.work.mkdir(parents=True, exist_ok=True)
     name = args.report_name or args.target or f"{Path(target.url).name}-{target.ref}"
     with tempfile.TemporaryDirectory(dir=ws.work, prefix=".rebase-") as tmp:
@@ -62,7 +70,10 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
         data = trial.report(pin, target, verdicts, False, depends, gates)
         out = trial.write_report(ws.rebase_dir, name, data, trial.markdown(data, verdicts))
         counts = ", ".join(f"{n} {SHOWN.get(o, o)}" for o, n in data["counts"].items() if n)  # type: ignore[attr-defined]
-        progress(f"{target.label}: {counts or 'empty series'}; report .work/rebase/{out.name} and {out.stem}.md")
+        progress(
+            f"{target.label}: {counts or 'empty series'}; report .work/rebase/{out.name} and "
+            f"{out.stem}.md"
+        )
         if args.move:
             trial.move(ws, pin, target, patches, repo, verdicts)
             data = trial.report(pin, target, verdicts, True, depends, gates)

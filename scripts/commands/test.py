@@ -14,12 +14,16 @@ from scripts.legs import legenv, legrun, modes, suite
 from scripts.workspace import Workspace
 
 USAGE = "python -m scripts test [stock|npu]... [--jobs N] [--changed] [--python PATH] [--require MODE] [pytest args]"
-PASSTHROUGH = True  # what the options below do not name goes to pytest (`-k rope`, `--durations=15`)
+PASSTHROUGH = (
+    True  # what the options below do not name goes to pytest (`-k rope`, `--durations=15`)
+)
 
 
 def positive_int(text: str) -> int:
     if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive whole number (--jobs 1: one after the other)")
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a positive whole number (--jobs 1: one after the other)"
+        )
     return int(text)
 
 
@@ -45,12 +49,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="PATH",
         help="run the npu leg in that interpreter (plus the test tools) instead of its venv",
     )
-    p.add_argument("--require", choices=modes.MODES, help="the npu leg's mode must be this one, else it fails")
+    p.add_argument(
+        "--require", choices=modes.MODES, help="the npu leg's mode must be this one, else it fails"
+    )
     p.set_defaults(pytest_args=[])
 
 
 def flags() -> dict[str, bool]:
-    """Each option of `test` -> whether it takes a value: `nox -s refresh test -- --changed` keeps them from refresh."""
+    """Each option of `test` -> whether it takes a value: `nox -s refresh test -- --changed` keeps them
+    from refresh."""
     p = argparse.ArgumentParser(add_help=False)
     add_arguments(p)
     return {flag: action.nargs != 0 for action in p._actions for flag in action.option_strings}
@@ -66,7 +73,10 @@ def choices(args: argparse.Namespace) -> suite.TestArgs:
     chosen = tuple(legs) or legenv.LEGS
     if args.require is not None and chosen != ("npu",):
         leg = next(leg for leg in chosen if leg != "npu")
-        raise KitError(f"--require {args.require} for leg {leg}", "only the npu leg takes --require: real or simulated")
+        raise KitError(
+            f"--require {args.require} for leg {leg}",
+            "only the npu leg takes --require: real or simulated",
+        )
     options = legenv.LegOptions(python=args.python, require=args.require)
     return suite.TestArgs(chosen, args.jobs, args.changed, options, rest)
 

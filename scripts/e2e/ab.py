@@ -89,8 +89,13 @@ def bootstrap_delta(
 
     deltas = sorted(draw(b) - draw(a) for _ in range(RESAMPLES))
     tail = (1.0 - confidence) / 2.0
-    low, high = deltas[int(tail * RESAMPLES)], deltas[min(RESAMPLES - 1, int((1.0 - tail) * RESAMPLES))]
-    point = statistics.median([v for t in b for v in t]) - statistics.median([v for t in a for v in t])
+    low, high = (
+        deltas[int(tail * RESAMPLES)],
+        deltas[min(RESAMPLES - 1, int((1.0 - tail) * RESAMPLES))],
+    )
+    point = statistics.median([v for t in b for v in t]) - statistics.median(
+        [v for t in a for v in t]
+    )
     return point, low, high
 
 
@@ -121,7 +126,10 @@ def variant_env(env: Mapping[str, str], variant: str) -> dict[str, str]:
     """``STANDIN_<V>_X`` becomes ``STANDIN_X`` for variant V's server: per-variant stand-in knobs."""
     prefix = f"STANDIN_{variant}_"
     own = {f"STANDIN_{k[len(prefix) :]}": v for k, v in env.items() if k.startswith(prefix)}
-    return {**{k: v for k, v in env.items() if not k.startswith(("STANDIN_A_", "STANDIN_B_"))}, **own}
+    return {
+        **{k: v for k, v in env.items() if not k.startswith(("STANDIN_A_", "STANDIN_B_"))},
+        **own,
+    }
 
 
 # ---- resolving and applying BASE --------------------------------------------------------------
@@ -135,16 +143,22 @@ def base_series(ws: Workspace, base: str, scratch: Path) -> tuple[list[Patch], s
     if base in revs:
         found = revisions.find_series(revs[base], ws.pr_dir / base / "series", ws.root, scratch)
         if found is None:
-            raise ABError(f"revision {base}'s series is neither in .work/pr nor in this repository's history",
-                          "pass a git ref of the kit instead")  # fmt: skip
+            raise ABError(
+                f"revision {base}'s series is neither in .work/pr nor in this repository's history",
+                "pass a git ref of the kit instead",
+            )
         return found
     commit = gitcmd.verify(ws.root, f"{base}^{{commit}}")
     if commit is None:
-        raise ABError(f"--ab {base!r} is not a revision in patches/revisions.toml, a git ref, or pristine",
-                      "pass e.g. --ab v1, --ab main~3 or --ab pristine")  # fmt: skip
+        raise ABError(
+            f"--ab {base!r} is not a revision in patches/revisions.toml, a git ref, or pristine",
+            "pass e.g. --ab v1, --ab main~3 or --ab pristine",
+        )
     patches = revisions.patches_at(ws.root, commit, scratch / "ref")
     if patches is None:
-        raise ABError(f"{base} ({commit[:12]}) has no valid patches/ series", "pass a kit commit that has one")
+        raise ABError(
+            f"{base} ({commit[:12]}) has no valid patches/ series", "pass a kit commit that has one"
+        )
     return patches, f"kit commit {commit[:12]}"
 
 
@@ -156,9 +170,13 @@ def prepare_variants(ws: Workspace, base: str) -> tuple[Variant, Variant]:
         where = ws.ab_dir / "base" / "vllm-omni"
         where.parent.mkdir(parents=True, exist_ok=True)
         apply_series(pin, patches, where, ws.downloads, force=True, progress=progress)
-        a = Variant("A", base, series_digest(patches), len(patches), source, where)  # reads the files: inside
+        a = Variant(
+            "A", base, series_digest(patches), len(patches), source, where
+        )  # reads the files: inside
     head = load_series(ws.patches)
-    b = Variant("B", "HEAD (patches/)", series_digest(head), len(head), "this working tree", ws.checkout)
+    b = Variant(
+        "B", "HEAD (patches/)", series_digest(head), len(head), "this working tree", ws.checkout
+    )
     return a, b
 
 
@@ -169,20 +187,34 @@ def server_command(
     ws: Workspace, config: E2EConfig, variant: Variant, base_python: str | None
 ) -> tuple[list[str], str]:
     """(server command, python for upstream's client) for one variant."""
-    values = {"host": config.host, "port": str(config.port), "model": config.model_name,
-              "deploy_config": str(config.deploy_config), "checkout": str(variant.checkout)}  # fmt: skip
+    values = {
+        "host": config.host,
+        "port": str(config.port),
+        "model": config.model_name,
+        "deploy_config": str(config.deploy_config),
+        "checkout": str(variant.checkout),
+    }
     if config.standin:
         values["python"] = str(legenv.ensure_env(ws, "stock"))
-        return fill_cmd(config.server_cmd or standin_server_cmd(ws.standin_script), values), sys.executable
+        return fill_cmd(
+            config.server_cmd or standin_server_cmd(ws.standin_script), values
+        ), sys.executable
     assert base_python is not None  # preflight refused a run without one
     venv = ws.ab_dir / variant.name / "venv"
     values["python"] = str(install.install(ws, base_python, variant.checkout, venv))
     return fill_cmd(config.server_cmd or install.serve_command(venv), values), values["python"]
 
 
-def run_trials(ws: Workspace, config: E2EConfig, folder: Path, variants: Mapping[str, Variant], base_python: str | None,
-               env: Mapping[str, str]) -> list[Trial]:  # fmt: skip
-    """ABBA x repeats; stops at the first failed trial, which stays in the list and decides the verdict."""
+def run_trials(
+    ws: Workspace,
+    config: E2EConfig,
+    folder: Path,
+    variants: Mapping[str, Variant],
+    base_python: str | None,
+    env: Mapping[str, str],
+) -> list[Trial]:
+    """ABBA x repeats; stops at the first failed trial, which stays in the list and decides the
+    verdict."""
 
     commands = {name: server_command(ws, config, v, base_python) for name, v in variants.items()}
     image = benchclient.first_frame(config, folder)
@@ -192,10 +224,18 @@ def run_trials(ws: Workspace, config: E2EConfig, folder: Path, variants: Mapping
     for index, name in enumerate(order, start=1):
         d = folder / f"run-{index}"
         server_cmd, client_python = commands[name]
-        cmd = benchclient.command(config, client, client_python, d / "benchmark.json", d / "video.mp4", image)
+        cmd = benchclient.command(
+            config, client, client_python, d / "benchmark.json", d / "video.mp4", image
+        )
         server_env = variant_env(env, name)
         record = run.one_run(
-            config, index, folder, server_cmd, server_env, cmd, benchclient.client_env(client, server_env, ws.root)
+            config,
+            index,
+            folder,
+            server_cmd,
+            server_env,
+            cmd,
+            benchclient.client_env(client, server_env, ws.root),
         )
         trial = Trial(record, name)
         if record.status == "ok":
@@ -204,7 +244,11 @@ def run_trials(ws: Workspace, config: E2EConfig, folder: Path, variants: Mapping
             trial.intervals_ms = steady_intervals(document, config.warmup_chunks)
             trial.ttfc_ms = document["sessions"][-1].get("metrics", {}).get("ttfc_ms")
         trials.append(trial)
-        print(f"trial {index}/{len(order)} ({name}): {run.progress(config, record).split(': ', 1)[1]}", flush=True)
+        print(
+            f"trial {index}/{len(order)} ({name}): "
+            f"{run.progress(config, record).split(': ', 1)[1]}",
+            flush=True,
+        )
         if record.status != "ok":
             break
     return trials
@@ -216,7 +260,10 @@ def lossless(folder: Path, trials: Sequence[Trial]) -> dict[str, Any]:
     results = compare.against_first(videos)
     for t, v in zip(trials, videos, strict=True):
         t.record.md5 = compare.md5_file(v)
-    by_variant = {name: [r for t, r in zip(trials[1:], results, strict=True) if t.variant == name] for name in "AB"}
+    by_variant = {
+        name: [r for t, r in zip(trials[1:], results, strict=True) if t.variant == name]
+        for name in "AB"
+    }
     firsts = [r.first_diff_frame for r in by_variant["B"] if r.first_diff_frame is not None]
     return {
         "a_deterministic": all(r.md5_equal and r.frames_equal for r in by_variant["A"]),
@@ -240,20 +287,38 @@ def lossless_text(loss: Mapping[str, Any] | None) -> str:
     return f"NOT lossless: decoded frames differ from frame {first} ({count} frames)"
 
 
-def summarize(config: E2EConfig, trials: Sequence[Trial], loss: Mapping[str, Any] | None) -> dict[str, Any]:
+def summarize(
+    config: E2EConfig, trials: Sequence[Trial], loss: Mapping[str, Any] | None
+) -> dict[str, Any]:
     failed = next((t for t in trials if t.record.status != "ok"), None)
     rows = [
-        {"trial": t.record.index, "variant": t.variant, "status": t.record.status, "error": t.record.error,
-         "steady_median_ms": t.record.steady_median_ms, "steady_p99_ms": t.record.steady_p99_ms,
-         "ttfc_ms": t.ttfc_ms, "md5": t.record.md5, "steady_intervals": len(t.intervals_ms)}
+        {
+            "trial": t.record.index,
+            "variant": t.variant,
+            "status": t.record.status,
+            "error": t.record.error,
+            "steady_median_ms": t.record.steady_median_ms,
+            "steady_p99_ms": t.record.steady_p99_ms,
+            "ttfc_ms": t.ttfc_ms,
+            "md5": t.record.md5,
+            "steady_intervals": len(t.intervals_ms),
+        }
         for t in trials
-    ]  # fmt: skip
-    out: dict[str, Any] = {"trials": rows, "stage_attribution": STAGE_NOTE, "confidence": config.ab_confidence}
+    ]
+    out: dict[str, Any] = {
+        "trials": rows,
+        "stage_attribution": STAGE_NOTE,
+        "confidence": config.ab_confidence,
+    }
     if failed is not None:
-        first_line = failed.record.error.splitlines()[0] if failed.record.error else failed.record.status
+        first_line = (
+            failed.record.error.splitlines()[0] if failed.record.error else failed.record.status
+        )
         out["verdict"] = "trial_failed"
-        out["reason"] = (f"trial {failed.record.index} ({failed.variant}) {failed.record.status}: {first_line}; "
-                         "no delta is reported from an incomplete A/B")  # fmt: skip
+        out["reason"] = (
+            f"trial {failed.record.index} ({failed.variant}) {failed.record.status}: {first_line}; "
+            "no delta is reported from an incomplete A/B"
+        )
         return out
     per = {name: [t for t in trials if t.variant == name] for name in "AB"}
     delta, low, high = bootstrap_delta(
@@ -269,12 +334,16 @@ def summarize(config: E2EConfig, trials: Sequence[Trial], loss: Mapping[str, Any
         delta_pct=delta / median_a * 100.0,
         ci_ms=[low, high],
         ci_pct=[low / median_a * 100.0, high / median_a * 100.0],
-        spread_pct={name: spread_pct([t.record.steady_median_ms or 0.0 for t in ts]) for name, ts in per.items()},
+        spread_pct={
+            name: spread_pct([t.record.steady_median_ms or 0.0 for t in ts])
+            for name, ts in per.items()
+        },
         lossless=loss,
     )
     same = lossless_text(loss)
     out["reason"] = (
-        f"B vs A steady median {delta:+.1f} ms ({out['delta_pct']:+.2f} %), {config.ab_confidence:.0%} CI "
+        f"B vs A steady median {delta:+.1f} ms ({out['delta_pct']:+.2f} %), "
+        f"{config.ab_confidence:.0%} CI "
         f"[{out['ci_pct'][0]:+.2f}, {out['ci_pct'][1]:+.2f}] %: {verdict}; {same}"
     )
     return out
@@ -292,23 +361,42 @@ def model_config_digest(model: str | None) -> str | None:
     return None
 
 
-def checklist(ws: Workspace, config: E2EConfig, variants: Mapping[str, Variant], summary: Mapping[str, Any],
-              hardware: str) -> list[tuple[str, str]]:  # fmt: skip
+def checklist(
+    ws: Workspace,
+    config: E2EConfig,
+    variants: Mapping[str, Variant],
+    summary: Mapping[str, Any],
+    hardware: str,
+) -> list[tuple[str, str]]:
     """The reviewer's questions, item by item, answered from this invocation."""
     a, b = variants["A"], variants["B"]
     kit = evidence.kit_identity(ws)
     pin = load_pin(ws.pin_file)
-    workload = (f"{config.chunks} chunks, {config.width}x{config.height} @ {config.fps} fps, seed {config.seed}, "
-                f"warm-up {config.warmup_sessions} session(s) + {config.warmup_chunks} chunks, "
-                f"{config.sessions} measured session(s) per trial")  # fmt: skip
+    workload = (
+        f"{config.chunks} chunks, {config.width}x{config.height} @ {config.fps} fps, seed "
+        f"{config.seed}, "
+        f"warm-up {config.warmup_sessions} session(s) + {config.warmup_chunks} chunks, "
+        f"{config.sessions} measured session(s) per trial"
+    )
     return [
         ("Base (A)", f"{a.label}: {a.patches} patches, series {a.series_digest[:16]} ({a.source})"),
-        ("Head (B)", f"{b.label}: {b.patches} patches, series {b.series_digest[:16]}, kit {kit['kit_commit']}"),
+        (
+            "Head (B)",
+            f"{b.label}: {b.patches} patches, series {b.series_digest[:16]}, kit "
+            f"{kit['kit_commit']}",
+        ),
         ("Pin", pin.label),
         ("Hardware", hardware),
-        ("Model", f"{config.model or 'none (stand-in)'}; {model_config_digest(config.model) or 'no config digest'}"),
+        (
+            "Model",
+            f"{config.model or 'none (stand-in)'}; "
+            f"{model_config_digest(config.model) or 'no config digest'}",
+        ),
         ("Workload", workload),
-        ("Repeats", f"ABBA x {config.ab_repeats} = {4 * config.ab_repeats} trials, each on a fresh server"),
+        (
+            "Repeats",
+            f"ABBA x {config.ab_repeats} = {4 * config.ab_repeats} trials, each on a fresh server",
+        ),
         ("Result", summary["reason"]),
         ("Stage attribution", STAGE_NOTE),
     ]
@@ -320,9 +408,27 @@ def markdown(summary: Mapping[str, Any], items: Sequence[tuple[str, str]], stand
         lines += [f"> NOTE: {evidence.STANDIN_NOTE}. These numbers say nothing about Ascend.", ""]
     lines += [f"- **{k}**: {v}" for k, v in items]
     num = lambda v: "-" if v is None else f"{v:.1f}"  # noqa: E731
-    rows = [[t["trial"], t["variant"], t["status"], num(t["steady_median_ms"]), num(t["steady_p99_ms"]),
-             num(t["ttfc_ms"]), t["md5"] or "-"] for t in summary["trials"]]  # fmt: skip
-    headers = ["trial", "variant", "status", "steady median (ms)", "p99 (ms)", "TTFC (ms)", "video md5"]
+    rows = [
+        [
+            t["trial"],
+            t["variant"],
+            t["status"],
+            num(t["steady_median_ms"]),
+            num(t["steady_p99_ms"]),
+            num(t["ttfc_ms"]),
+            t["md5"] or "-",
+        ]
+        for t in summary["trials"]
+    ]
+    headers = [
+        "trial",
+        "variant",
+        "status",
+        "steady median (ms)",
+        "p99 (ms)",
+        "TTFC (ms)",
+        "video md5",
+    ]
     lines += ["", markdown_table(headers, rows)]
     if "spread_pct" in summary:
         spread = ", ".join(f"{k} {v:.2f} %" for k, v in summary["spread_pct"].items())
@@ -330,37 +436,72 @@ def markdown(summary: Mapping[str, Any], items: Sequence[tuple[str, str]], stand
     return "\n".join(lines) + "\n"
 
 
-def execute(ws: Workspace, config: E2EConfig, base_python: str | None, checks: Sequence[preflight.Check]) -> int:
+def execute(
+    ws: Workspace, config: E2EConfig, base_python: str | None, checks: Sequence[preflight.Check]
+) -> int:
     a, b = prepare_variants(ws, str(config.ab))  # a bad BASE stops here, before any evidence folder
     folder = evidence.create(config.evidence_root)
     print(f"e2e: A/B ({config.mode}) {config.ab} vs HEAD, evidence in {folder}", flush=True)
     variants = {"A": a, "B": b}
     env = run.server_env(ws, config, os.environ)
     hardware = "stand-in (no accelerator)" if config.standin else preflight.npu_smi_info()
-    evidence.write_json(folder / "manifest.json", {
-        "mode": f"ab-{config.mode}", "config": asdict(config), "variants": {k: asdict(v) for k, v in variants.items()},
-        "preflight": [asdict(c) for c in checks], "hardware": hardware, "kit": evidence.kit_identity(ws),
-        "determinism_env": determinism.recorded(env),
-    })  # fmt: skip
+    evidence.write_json(
+        folder / "manifest.json",
+        {
+            "mode": f"ab-{config.mode}",
+            "config": asdict(config),
+            "variants": {k: asdict(v) for k, v in variants.items()},
+            "preflight": [asdict(c) for c in checks],
+            "hardware": hardware,
+            "kit": evidence.kit_identity(ws),
+            "determinism_env": determinism.recorded(env),
+        },
+    )
     try:
         trials = run_trials(ws, config, folder, variants, base_python, env)
     except KeyboardInterrupt as stop:
         reason = evidence.interruption(stop, "the A/B trials")
-        evidence.write_json(folder / "ab.json", {"verdict": "interrupted", "reason": reason, "evidence": str(folder)})
+        evidence.write_json(
+            folder / "ab.json",
+            {"verdict": "interrupted", "reason": reason, "evidence": str(folder)},
+        )
         raise
     complete = all(t.record.status == "ok" for t in trials)
     summary = summarize(config, trials, lossless(folder, trials) if complete else None)
-    items = checklist(ws, config, variants, summary, "stand-in (no accelerator)" if config.standin else "npu-smi below")
+    items = checklist(
+        ws,
+        config,
+        variants,
+        summary,
+        "stand-in (no accelerator)" if config.standin else "npu-smi below",
+    )
     # series_digest: the head's, as in the e2e record, so that a PR body can tell a stale A/B.
-    document = {**summary, "mode": config.mode, "stand_in": config.standin, "checklist": dict(items),
-                "evidence": str(folder), "series_digest": b.series_digest}  # fmt: skip
+    document = {
+        **summary,
+        "mode": config.mode,
+        "stand_in": config.standin,
+        "checklist": dict(items),
+        "evidence": str(folder),
+        "series_digest": b.series_digest,
+    }
     evidence.write_json(folder / "ab.json", document)
     text = markdown(summary, items, config.standin)
-    planned = plot.ab_trials(folder, abba(config.ab_repeats), summary["trials"], {"A": a.label, "B": b.label})
-    figure = plot.section(folder, f"A/B ({config.mode}): chunk intervals per trial", planned, config.band_ms,
-                          config.warmup_chunks)  # fmt: skip
+    planned = plot.ab_trials(
+        folder, abba(config.ab_repeats), summary["trials"], {"A": a.label, "B": b.label}
+    )
+    figure = plot.section(
+        folder,
+        f"A/B ({config.mode}): chunk intervals per trial",
+        planned,
+        config.band_ms,
+        config.warmup_chunks,
+    )
     (folder / "ab.md").write_text(
-        text + "\n" + "\n".join(figure) + "\n" + ("" if config.standin else f"\n```\n{hardware}\n```\n")
+        text
+        + "\n"
+        + "\n".join(figure)
+        + "\n"
+        + ("" if config.standin else f"\n```\n{hardware}\n```\n")
     )
     records.write(config.evidence_root.parent / "records", "e2e-ab", {**document, "markdown": text})
     print(f"e2e: A/B {summary['verdict'].upper()}: {summary['reason']}", flush=True)

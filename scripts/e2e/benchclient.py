@@ -38,7 +38,8 @@ def choose_client(config: E2EConfig) -> str:
 
 
 def first_frame(config: E2EConfig, folder: Path) -> str:
-    """``--image`` as given, else the kit's grey PNG written into ``folder``: no client ever downloads one."""
+    """``--image`` as given, else the kit's grey PNG written into ``folder``: no client ever downloads
+    one."""
     if config.image:
         return config.image
     path = folder / "first-frame.png"
@@ -46,28 +47,44 @@ def first_frame(config: E2EConfig, folder: Path) -> str:
     return str(path)
 
 
-def command(config: E2EConfig, client: str, python: str, json_path: Path, video_path: Path, image: str) -> list[str]:
+def command(
+    config: E2EConfig, client: str, python: str, json_path: Path, video_path: Path, image: str
+) -> list[str]:
     """The benchmark command line; both clients take these flags (``--ping-interval``: the kit's only)."""
     if client == "upstream":
         head = [python, str(config.checkout / BENCHMARK_REL)]
     else:
         head = [sys.executable, "-m", "scripts.e2e.client"]
     args = [
-        "--host", config.host,
-        "--port", str(config.port),
-        "--model", config.model_name,
-        "--num-chunks", str(config.chunks),
-        "--warmup-chunks", str(config.warmup_chunks),
-        "--warmup-sessions", str(config.warmup_sessions),
-        "--sessions", str(config.sessions),
-        "--width", str(config.width),
-        "--height", str(config.height),
-        "--fps", str(config.fps),
-        "--seed", str(config.seed),
-        "--output-json", str(json_path),
-        "--save-video", str(video_path),
-        "--image", image,
-    ]  # fmt: skip
+        "--host",
+        config.host,
+        "--port",
+        str(config.port),
+        "--model",
+        config.model_name,
+        "--num-chunks",
+        str(config.chunks),
+        "--warmup-chunks",
+        str(config.warmup_chunks),
+        "--warmup-sessions",
+        str(config.warmup_sessions),
+        "--sessions",
+        str(config.sessions),
+        "--width",
+        str(config.width),
+        "--height",
+        str(config.height),
+        "--fps",
+        str(config.fps),
+        "--seed",
+        str(config.seed),
+        "--output-json",
+        str(json_path),
+        "--save-video",
+        str(video_path),
+        "--image",
+        image,
+    ]
     if client == "kit":
         args += ["--ping-interval", str(config.ping_interval_s)]
     if config.prompt:
@@ -79,7 +96,10 @@ def client_env(client: str, env: Mapping[str, str], kit_root: Path) -> dict[str,
     """The kit client imports ``scripts``: put the kit on its path (upstream's script finds its own)."""
     if client != "kit":
         return dict(env)
-    return {**env, "PYTHONPATH": os.pathsep.join(filter(None, [str(kit_root), env.get("PYTHONPATH", "")]))}
+    return {
+        **env,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(kit_root), env.get("PYTHONPATH", "")])),
+    }
 
 
 def last_error_line(log_path: Path) -> str:
@@ -99,8 +119,14 @@ def run(cmd: list[str], env: Mapping[str, str], log_path: Path, timeout_s: float
     with log_path.open("ab") as log:
         try:
             with signals.held():  # a signal lands after proc is known, inside this try
-                proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                        env=dict(env), start_new_session=True)  # fmt: skip
+                proc = subprocess.Popen(
+                    cmd,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    env=dict(env),
+                    start_new_session=True,
+                )
             code = proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             timed_out = True

@@ -40,11 +40,18 @@ def gray_png(width: int, height: int) -> bytes:
     """A plain grey PNG: a first frame that needs no file and no network."""
 
     def block(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+        return (
+            struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+        )
 
     raw = b"".join(b"\x00" + b"\x80" * (width * 3) for _ in range(height))
     header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + block(b"IHDR", header) + block(b"IDAT", zlib.compress(raw)) + block(b"IEND", b"")
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + block(b"IHDR", header)
+        + block(b"IDAT", zlib.compress(raw))
+        + block(b"IEND", b"")
+    )
 
 
 def image_url(value: str | None, width: int, height: int) -> str:
@@ -70,7 +77,10 @@ def session_start(args: argparse.Namespace) -> dict[str, Any]:
         "num_frames": num_frames_for_chunks(args.num_chunks),
         "fps": args.fps,
         "seed": args.seed,
-        "extra_params": {"flow_shift": FLOW_SHIFT, "camera_action_script": [[["w"]] * 3] * args.num_chunks},
+        "extra_params": {
+            "flow_shift": FLOW_SHIFT,
+            "camera_action_script": [[["w"]] * 3] * args.num_chunks,
+        },
     }
 
 
@@ -84,22 +94,31 @@ class Session:
 
 
 async def _keepalive(ws: Any, interval_s: float) -> None:
-    """``session.ping`` every ``interval_s``: the server aborts a session without progress for its stall timeout."""
+    """``session.ping`` every ``interval_s``: the server aborts a session without progress for its
+    stall timeout."""
     while True:
         await asyncio.sleep(interval_s)
         await ws.send(json.dumps({"type": "session.ping"}))
 
 
-def take_binary(result: Session, pending: dict[str, Any] | None, data: bytes, now: float, last: float) -> float:
-    """Add one binary frame; a ``media`` one is a chunk (contiguous index from 0). Returns the new ``last``."""
+def take_binary(
+    result: Session, pending: dict[str, Any] | None, data: bytes, now: float, last: float
+) -> float:
+    """Add one binary frame; a ``media`` one is a chunk (contiguous index from 0). Returns the new
+    ``last``."""
     if pending is None:
-        raise BenchmarkError("Received a binary frame with no preceding video.chunk_metadata event.")
+        raise BenchmarkError(
+            "Received a binary frame with no preceding video.chunk_metadata event."
+        )
     result.media.extend(data)  # the trailer too: it carries the muxer's last fragment
     if pending.get("kind", "media") != "media":
         return last
     index = pending.get("generation_chunk_index")
     if index != len(result.chunks):
-        raise BenchmarkError(f"Chunk index {index!r} where {len(result.chunks)} was expected (indices not contiguous).")
+        raise BenchmarkError(
+            f"Chunk index {index!r} where {len(result.chunks)} was expected (indices not "
+            "contiguous)."
+        )
     result.chunks.append(Chunk(index, now, now - last, len(data), int(pending["num_frames"])))
     result.ttfc_s = now if result.ttfc_s is None else result.ttfc_s
     return now
@@ -112,11 +131,15 @@ def take_event(result: Session, event: dict[str, Any]) -> bool:
         result.request_id = event.get("request_id")
     elif kind == "error":
         raise BenchmarkError(
-            f"Server rejected the session after {len(result.chunks)} chunk(s): {event.get('message', event)}"
+            f"Server rejected the session after {len(result.chunks)} chunk(s): "
+            f"{event.get('message', event)}"
         )
     elif kind == "session.done":
         if event.get("stopped"):
-            raise BenchmarkError(f"Session stopped after {len(result.chunks)} chunk(s) (session.done.stopped is true).")
+            raise BenchmarkError(
+                f"Session stopped after {len(result.chunks)} chunk(s) (session.done.stopped is "
+                "true)."
+            )
         return True
     return False
 
@@ -129,17 +152,24 @@ async def run_session(url: str, payload: dict[str, Any], args: argparse.Namespac
     async with connect(url, max_size=None, ping_interval=None) as ws:
         await ws.send(json.dumps(payload))
         started = time.perf_counter()
-        pinger = asyncio.create_task(_keepalive(ws, args.ping_interval)) if args.ping_interval > 0 else None
+        pinger = (
+            asyncio.create_task(_keepalive(ws, args.ping_interval))
+            if args.ping_interval > 0
+            else None
+        )
         try:
             while True:
                 timeout = args.first_chunk_timeout if not result.chunks else args.chunk_timeout
                 try:
                     message = await asyncio.wait_for(ws.recv(), timeout=timeout)
                 except asyncio.TimeoutError as exc:
-                    raise BenchmarkError(f"No message for {timeout:.0f} s after {len(result.chunks)} chunk(s)") from exc
+                    raise BenchmarkError(
+                        f"No message for {timeout:.0f} s after {len(result.chunks)} chunk(s)"
+                    ) from exc
                 except ConnectionClosed as exc:
                     raise BenchmarkError(
-                        f"Server closed the connection after {len(result.chunks)} chunk(s) without session.done"
+                        f"Server closed the connection after {len(result.chunks)} chunk(s) without "
+                        "session.done"
                     ) from exc
                 now = time.perf_counter() - started
                 if isinstance(message, bytes):
@@ -161,7 +191,13 @@ async def run_session(url: str, payload: dict[str, Any], args: argparse.Namespac
 
 def document(args: argparse.Namespace, url: str, sessions: list[Session]) -> dict[str, Any]:
     per_session = [
-        session_metrics(s.chunks, fps=args.fps, warmup_chunks=args.warmup_chunks, ttfc_s=s.ttfc_s, wall_s=s.wall_s)
+        session_metrics(
+            s.chunks,
+            fps=args.fps,
+            warmup_chunks=args.warmup_chunks,
+            ttfc_s=s.ttfc_s,
+            wall_s=s.wall_s,
+        )
         for s in sessions
     ]
     return {
@@ -190,11 +226,18 @@ def document(args: argparse.Namespace, url: str, sessions: list[Session]) -> dic
             "playback_buffer_chunks": 1,
         },
         "sessions": [
-            {"session_index": i, "request_id": s.request_id, "chunks": [c.to_dict() for c in s.chunks], "metrics": m}
+            {
+                "session_index": i,
+                "request_id": s.request_id,
+                "chunks": [c.to_dict() for c in s.chunks],
+                "metrics": m,
+            }
             for i, (s, m) in enumerate(zip(sessions, per_session, strict=True))
         ],
         # One session: the aggregate is that session's metrics, as upstream reports it.
-        "metrics": {**per_session[0], "sessions": 1} if len(per_session) == 1 else {"sessions": len(per_session)},
+        "metrics": {**per_session[0], "sessions": 1}
+        if len(per_session) == 1
+        else {"sessions": len(per_session)},
     }
 
 
@@ -216,7 +259,9 @@ async def run(args: argparse.Namespace) -> None:
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m scripts.e2e.client", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(
+        prog="python -m scripts.e2e.client", description=__doc__.splitlines()[0]
+    )
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--base-url", default=None)
@@ -233,7 +278,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--warmup-chunks", type=int, default=6)
     p.add_argument("--first-chunk-timeout", type=float, default=900.0)
     p.add_argument("--chunk-timeout", type=float, default=300.0)
-    p.add_argument("--ping-interval", type=float, default=20.0, help="seconds between session.ping; 0: never")
+    p.add_argument(
+        "--ping-interval", type=float, default=20.0, help="seconds between session.ping; 0: never"
+    )
     p.add_argument("--output-json", default=None)
     p.add_argument("--save-video", default=None)
     return p.parse_args(argv)

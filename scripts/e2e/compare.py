@@ -50,7 +50,9 @@ def decode_frames(path: Path) -> Iterator[Frame]:
             rgb = frame.to_rgb()
             plane, row = rgb.planes[0], rgb.width * 3
             data = bytes(plane)
-            packed = b"".join(data[y * plane.line_size : y * plane.line_size + row] for y in range(rgb.height))
+            packed = b"".join(
+                data[y * plane.line_size : y * plane.line_size + row] for y in range(rgb.height)
+            )
             yield Frame(rgb.width, rgb.height, packed)
 
 
@@ -104,11 +106,15 @@ def hashed(frames: Iterable[Frame], sink: IO[str]) -> Iterator[Frame]:
         yield frame
 
 
-def compare_pair(reference: Path, candidate: Path, ref_hashes: Path, cand_hashes: Path) -> Comparison:
+def compare_pair(
+    reference: Path, candidate: Path, ref_hashes: Path, cand_hashes: Path
+) -> Comparison:
     """Stream both videos frame by frame (a long 832x480 rollout does not fit twice in memory)."""
     md5 = (md5_file(reference), md5_file(candidate))
     with ref_hashes.open("w") as ref_sink, cand_hashes.open("w") as cand_sink:
-        pairs = zip_longest(hashed(decode_frames(reference), ref_sink), hashed(decode_frames(candidate), cand_sink))
+        pairs = zip_longest(
+            hashed(decode_frames(reference), ref_sink), hashed(decode_frames(candidate), cand_sink)
+        )
         seen, first_diff, count, worst = compare_frames(pairs)
     counts = _count_lines(ref_hashes), _count_lines(cand_hashes)
     return Comparison(
@@ -123,9 +129,13 @@ def compare_pair(reference: Path, candidate: Path, ref_hashes: Path, cand_hashes
 
 
 def against_first(videos: Sequence[Path]) -> list[Comparison]:
-    """Every video after the first against the first; each one's frame hashes land in frames.sha256 beside it."""
+    """Every video after the first against the first; each one's frame hashes land in frames.sha256
+    beside it."""
     hashes = [v.with_name("frames.sha256") for v in videos]
-    return [compare_pair(videos[0], v, hashes[0], h) for v, h in zip(videos[1:], hashes[1:], strict=True)]
+    return [
+        compare_pair(videos[0], v, hashes[0], h)
+        for v, h in zip(videos[1:], hashes[1:], strict=True)
+    ]
 
 
 def frame_counts(results: Sequence[Comparison]) -> list[int]:

@@ -1,5 +1,5 @@
-"""Parameters of one e2e invocation: its options, declared once (OPTIONS) for argparse, each checked against its
-rule; the few a workflow sets also read a KIT_E2E_* variable."""
+"""Parameters of one e2e invocation: its options, declared once (OPTIONS) for argparse, each checked
+against its rule; the few a workflow sets also read a KIT_E2E_* variable."""
 
 from __future__ import annotations
 
@@ -31,7 +31,9 @@ STANDIN_BAND_MS = (50.0, 400.0)
 
 CLIENTS = ("auto", "upstream", "kit")
 LOCK_DIR_NAME = "vllm-omni-kit-locks"  # under the system's temporary folder, unless --lock-dir
-BANDS_SHOWN = "2865:3167 on Ascend, 50:400 with --standin"  # ASCEND_BAND_MS, STANDIN_BAND_MS (a test checks)
+BANDS_SHOWN = (
+    "2865:3167 on Ascend, 50:400 with --standin"  # ASCEND_BAND_MS, STANDIN_BAND_MS (a test checks)
+)
 
 
 @dataclass(frozen=True)
@@ -78,7 +80,8 @@ class E2EConfig:
 
     @property
     def model_name(self) -> str:
-        """What the client asks for and the stand-in serves; on Ascend the model path (vllm's default name)."""
+        """What the client asks for and the stand-in serves; on Ascend the model path (vllm's default
+        name)."""
         return self.model or STANDIN_MODEL_NAME
 
     @property
@@ -103,17 +106,24 @@ def parse_band(text: str) -> tuple[float, float]:
 
 
 def parse_cards(text: str) -> tuple[int, ...]:
-    """``"0,1,2,3"`` -> (0, 1, 2, 3), sorted; a card named twice is refused (it would silently be one card less)."""
+    """``"0,1,2,3"`` -> (0, 1, 2, 3), sorted; a card named twice is refused (it would silently be one
+    card less)."""
     try:
         listed = [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
         listed = []
     if not listed or min(listed) < 0:
-        raise KitError(f"card list {text!r} is not a comma-separated list of card ids", "pass e.g. --cards 0,1,2,3")
+        raise KitError(
+            f"card list {text!r} is not a comma-separated list of card ids",
+            "pass e.g. --cards 0,1,2,3",
+        )
     twice = sorted({c for c in listed if listed.count(c) > 1})
     if twice:
         names = ", ".join(map(str, twice))
-        raise KitError(f"card list {text!r} names card {names} more than once", "list each card once, e.g. 0,1,2,3")
+        raise KitError(
+            f"card list {text!r} names card {names} more than once",
+            "list each card once, e.g. 0,1,2,3",
+        )
     return tuple(sorted(listed))
 
 
@@ -122,17 +132,22 @@ def number_text(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else f"{x:g}"
 
 
-WEEK_S = 7 * 24 * 3600.0  # the longest bound a time option takes: beyond it a value is a typo, not a plan
-PIXELS = 16  # LingBot-World's latent: 8x VAE downsampling, then 2x2 patches (480x832 -> 30x52 = 1560 tokens)
+WEEK_S = (
+    7 * 24 * 3600.0
+)  # the longest bound a time option takes: beyond it a value is a typo, not a plan
+# LingBot-World's latent: 8x VAE downsampling, then 2x2 patches (480x832 -> 30x52 = 1560 tokens)
+PIXELS = 16
 
 
 @dataclass(frozen=True)
 class Option:
-    """One e2e option: its flag (`--name`), its KIT_E2E_NAME variable, its default, and the one rule its value
-    must meet. Every value, from either source, is checked against the rule before anything starts."""
+    """One e2e option: its flag (`--name`), its KIT_E2E_NAME variable, its default, and the one rule
+    its value must meet. Every value, from either source, is checked against the rule before
+    anything starts."""
 
     name: str  # the flag without "--"; the field of E2EConfig is the same with "_"
-    kind: str  # "int", "float", "text", "flag" (a switch: given or not), "choice", or "parsed" (by `parse`)
+    # "int", "float", "text", "flag" (a switch: given or not), "choice", or "parsed" (by `parse`)
+    kind: str
     default: str | None
     help: str = ""
     lo: float | None = None  # smallest allowed value
@@ -144,7 +159,8 @@ class Option:
     parse: Callable[[str], object] | None = None  # kind "parsed": raises KitError itself
     why: str = ""  # the reason for the rule, said in the fix
     positional: bool = False
-    from_env: bool = False  # also read KIT_E2E_<NAME>: only where an Ascend job sets it (workflow, pipeline, job.sh)
+    # also read KIT_E2E_<NAME>: only where an Ascend job sets it (workflow, pipeline, job.sh)
+    from_env: bool = False
     shown_default: str = ""  # a default computed at run time, as --help says it
 
     @property
@@ -160,7 +176,8 @@ class Option:
         return self.name.upper() if self.positional else f"--{self.name}"
 
     def rule(self) -> str:
-        """What a good value is, in words: `an integer from 1 to 65535`, `a number > 0`, `one of auto, kit`."""
+        """What a good value is, in words: `an integer from 1 to 65535`, `a number > 0`, `one of auto,
+        kit`."""
         if self.kind == "choice":
             return "one of " + ", ".join(self.choices)
         noun = "an integer" if self.kind == "int" else "a number"
@@ -201,7 +218,11 @@ class Option:
         return self.hi is None or not (number > self.hi or (self.hi_open and number == self.hi))
 
     def metavar(self) -> str:
-        return self.name.upper().replace("-", "_") if self.kind != "choice" else "{" + ",".join(self.choices) + "}"
+        return (
+            self.name.upper().replace("-", "_")
+            if self.kind != "choice"
+            else "{" + ",".join(self.choices) + "}"
+        )
 
     def refuse(self, text: str, source: str) -> KitError:
         why = f" ({self.why})" if self.why else ""
@@ -214,17 +235,39 @@ def _count(name: str, default: str, lo: int, text: str = "") -> Option:
 
 
 def _seconds(name: str, default: str, text: str = "", *, zero: bool = False) -> Option:
-    return Option(name, "float", default, text, lo=0, lo_open=not zero, hi=WEEK_S, why="seconds, at most a week")
+    return Option(
+        name,
+        "float",
+        default,
+        text,
+        lo=0,
+        lo_open=not zero,
+        hi=WEEK_S,
+        why="seconds, at most a week",
+    )
 
 
 def _pixels(name: str, default: str) -> Option:
-    return Option(name, "int", default, lo=PIXELS, hi=8192, multiple_of=PIXELS,
-                  why=f"the model works on {PIXELS}-pixel patches")  # fmt: skip
+    return Option(
+        name,
+        "int",
+        default,
+        lo=PIXELS,
+        hi=8192,
+        multiple_of=PIXELS,
+        why=f"the model works on {PIXELS}-pixel patches",
+    )
 
 
 OPTIONS: tuple[Option, ...] = (
     Option("model", "text", None, "the model directory", positional=True),
-    Option("deploy-config", "text", None, "deploy YAML", shown_default=f"<checkout>/{DEPLOY_CONFIG_REL}"),
+    Option(
+        "deploy-config",
+        "text",
+        None,
+        "deploy YAML",
+        shown_default=f"<checkout>/{DEPLOY_CONFIG_REL}",
+    ),
     Option("host", "text", "127.0.0.1", "where the server listens"),
     Option("port", "int", "8091", lo=1, hi=65535, why="a TCP port"),
     _count("chunks", "32", 1),
@@ -242,34 +285,47 @@ OPTIONS: tuple[Option, ...] = (
         shown_default=BANDS_SHOWN,
     ),
     Option("cards", "parsed", "0,1,2,3", "physical card ids", parse=parse_cards, from_env=True),
-    Option("standin", "flag", None, "serve with the test stand-in (no Ascend checks; reports say so)"),
+    Option(
+        "standin", "flag", None, "serve with the test stand-in (no Ascend checks; reports say so)"
+    ),
     Option(
         "server-url",
         "parsed",
         None,
         "benchmark an already-running server at ws://HOST:PORT (nothing is started or stopped)",
         parse=lambda text: checked_server_url(text),
-    ),  # fmt: skip
+    ),
     Option(
         "ab",
         "text",
         None,
-        "A/B: BASE (a patches/revisions.toml label, a git ref, or pristine) against the current series",
-    ),  # fmt: skip
+        "A/B: BASE (a patches/revisions.toml label, a git ref, or pristine) against the current "
+        "series",
+    ),
     _count("ab-repeats", "3", 1, "ABBA repeats"),
-    Option("ab-confidence", "float", "0.95", "CI level", lo=0.5, hi=1, hi_open=True, why="a confidence level"),
+    Option(
+        "ab-confidence",
+        "float",
+        "0.95",
+        "CI level",
+        lo=0.5,
+        hi=1,
+        hi_open=True,
+        why="a confidence level",
+    ),
     _seconds(
         "ping-interval-s",
         "20",
         "the kit client's session.ping interval; 0: never (upstream's client pings every 20 s)",
         zero=True,
-    ),  # fmt: skip
+    ),
     Option(
         "server-cmd",
         "text",
         None,
-        "serve command override; {host} {port} {model} {deploy_config} {python} {checkout} are filled in",
-    ),  # fmt: skip
+        "serve command override; {host} {port} {model} {deploy_config} {python} {checkout} are "
+        "filled in",
+    ),
     Option("client", "choice", "auto", choices=CLIENTS),
     _pixels("width", "832"),
     _pixels("height", "480"),
@@ -288,7 +344,13 @@ OPTIONS: tuple[Option, ...] = (
     _seconds("bench-timeout-s", "3600"),
     _seconds("stop-timeout-s", "60"),
     _seconds("lock-wait-s", "0", zero=True),
-    Option("evidence-root", "text", None, "where evidence folders go", shown_default="<kit>/.work/evidence"),
+    Option(
+        "evidence-root",
+        "text",
+        None,
+        "where evidence folders go",
+        shown_default="<kit>/.work/evidence",
+    ),
     Option(
         "lock-dir",
         "text",
@@ -306,15 +368,22 @@ class _Parser(argparse.ArgumentParser):
 
 
 def help_text(o: Option) -> str:
-    """What --help says of one option: its meaning, its rule, its default (as the run computes it), its variable."""
+    """What --help says of one option: its meaning, its rule, its default (as the run computes it), its
+    variable."""
     rule = "" if o.kind in ("text", "parsed", "flag") else o.rule()
     default = o.shown_default or o.default or ""
-    said = [o.help, rule, f"default: {default}" if default else "", f"or {o.env}" if o.from_env else ""]
+    said = [
+        o.help,
+        rule,
+        f"default: {default}" if default else "",
+        f"or {o.env}" if o.from_env else "",
+    ]
     return "; ".join(filter(None, said))
 
 
 def add_options(p: argparse.ArgumentParser) -> None:
-    """Every option on p, a given value checked by its rule (a KitError naming the flag); None when not given."""
+    """Every option on p, a given value checked by its rule (a KitError naming the flag); None when not
+    given."""
     p.allow_abbrev = False  # `--chunk 4` is a typo to name, not --chunks
     for o in OPTIONS:
         if o.kind == "flag":  # False when not given: never None, so no variable or default is read
@@ -328,45 +397,71 @@ def add_options(p: argparse.ArgumentParser) -> None:
 
 
 def option_values(ns: argparse.Namespace, env: Mapping[str, str]) -> dict[str, object]:
-    """Each option's value: the flag if given, else its variable if it reads one and it is set, else the default."""
+    """Each option's value: the flag if given, else its variable if it reads one and it is set, else
+    the default."""
     values: dict[str, object] = {}
     for o in OPTIONS:
-        given, from_env = getattr(ns, o.field), env.get(o.env, "") if o.from_env else ""  # "": unset
+        given, from_env = (
+            getattr(ns, o.field),
+            env.get(o.env, "") if o.from_env else "",
+        )  # "": unset
         text, source = (from_env, o.env) if from_env else (o.default, "default")
-        values[o.field] = given if given is not None else None if text is None else o.value(text, source)
+        values[o.field] = (
+            given if given is not None else None if text is None else o.value(text, source)
+        )
     return values
 
 
-def parse_args(ws: Workspace, argv: Sequence[str], env: Mapping[str, str] = os.environ) -> E2EConfig:
-    """`python -m scripts e2e ARGV` as its run() reads it (tests; the front door parses the same options)."""
+def parse_args(
+    ws: Workspace, argv: Sequence[str], env: Mapping[str, str] = os.environ
+) -> E2EConfig:
+    """`python -m scripts e2e ARGV` as its run() reads it (tests; the front door parses the same
+    options)."""
     p = _Parser(prog="python -m scripts e2e")
     add_options(p)
     return config_of(ws, p.parse_args(list(argv)), env)
 
 
 def config_of(ws: Workspace, ns: argparse.Namespace, env: Mapping[str, str]) -> E2EConfig:
-    """The run's configuration: the options as given or from their variables, then the defaults the workspace sets.
+    """The run's configuration: the options as given or from their variables, then the defaults the
+    workspace sets.
 
-    Flags win over the KIT_E2E_* variables a workflow sets, which win over the defaults; every value is checked."""
+    Flags win over the KIT_E2E_* variables a workflow sets, which win over the defaults; every value
+    is checked."""
     v = option_values(ns, env)
     if v["chunks"] <= v["warmup_chunks"]:
-        raise KitError(f"--chunks {v['chunks']} leaves no steady chunk after --warmup-chunks {v['warmup_chunks']}",
-                       "pass more --chunks than --warmup-chunks")  # fmt: skip
+        raise KitError(
+            f"--chunks {v['chunks']} leaves no steady chunk after --warmup-chunks "
+            f"{v['warmup_chunks']}",
+            "pass more --chunks than --warmup-chunks",
+        )
     if v["ab"] and v["server_url"]:
-        raise KitError("--ab and --server-url both given", "an A/B starts a fresh server per trial: drop --server-url")
+        raise KitError(
+            "--ab and --server-url both given",
+            "an A/B starts a fresh server per trial: drop --server-url",
+        )
     if v["server_url"] and v["standin"]:
-        raise KitError("--server-url and --standin both given", "pass one: --standin starts the stand-in itself")
+        raise KitError(
+            "--server-url and --standin both given",
+            "pass one: --standin starts the stand-in itself",
+        )
     checkout = ws.checkout
-    host, port = parse_server_url(str(v["server_url"])) if v["server_url"] else (v["host"], v["port"])
+    host, port = (
+        parse_server_url(str(v["server_url"])) if v["server_url"] else (v["host"], v["port"])
+    )
     standin_band = STANDIN_BAND_MS if v["standin"] else ASCEND_BAND_MS
     derived = {
-        "deploy_config": Path(str(v["deploy_config"])) if v["deploy_config"] else checkout / DEPLOY_CONFIG_REL,
+        "deploy_config": Path(str(v["deploy_config"]))
+        if v["deploy_config"]
+        else checkout / DEPLOY_CONFIG_REL,
         "host": host,
         "port": port,
         "band_ms": v["band"] or standin_band,
         "server_cmd": tuple(shlex.split(str(v["server_cmd"]))) if v["server_cmd"] else None,
         "evidence_root": Path(str(v["evidence_root"])) if v["evidence_root"] else ws.evidence,
-        "lock_dir": Path(str(v["lock_dir"])) if v["lock_dir"] else Path(tempfile.gettempdir()) / LOCK_DIR_NAME,
+        "lock_dir": Path(str(v["lock_dir"]))
+        if v["lock_dir"]
+        else Path(tempfile.gettempdir()) / LOCK_DIR_NAME,
         "checkout": checkout,
     }
     # Every other field is the option of the same name, as checked.
@@ -381,9 +476,16 @@ def parse_server_url(text: str) -> tuple[str, int]:
         port = url.port
     except ValueError:
         port = None
-    if url.scheme != "ws" or not url.hostname or port is None or url.path not in ("", "/", WS_PATH) or url.query:
+    if (
+        url.scheme != "ws"
+        or not url.hostname
+        or port is None
+        or url.path not in ("", "/", WS_PATH)
+        or url.query
+    ):
         raise KitError(
-            f"server URL {text!r} is not ws://HOST:PORT", f"pass e.g. --server-url ws://127.0.0.1:8091{WS_PATH}"
+            f"server URL {text!r} is not ws://HOST:PORT",
+            f"pass e.g. --server-url ws://127.0.0.1:8091{WS_PATH}",
         )
     return url.hostname, port
 
@@ -395,8 +497,18 @@ def checked_server_url(text: str) -> str:
 
 def standin_server_cmd(script: Path) -> tuple[str, ...]:
     """vllm-omni's handler from the checkout with the stand-in engine, run by the stock leg's python."""
-    return ("{python}", str(script), "--host", "{host}", "--port", "{port}", "--checkout", "{checkout}",
-            "--model", "{model}")  # fmt: skip
+    return (
+        "{python}",
+        str(script),
+        "--host",
+        "{host}",
+        "--port",
+        "{port}",
+        "--checkout",
+        "{checkout}",
+        "--model",
+        "{model}",
+    )
 
 
 def fill_cmd(template: Sequence[str], values: Mapping[str, str]) -> list[str]:

@@ -63,8 +63,9 @@ ASCEND_RUNTIME_ENV: dict[str, str] = {
 
 
 def server_env(base: Mapping[str, str], cards: Sequence[int], ascend: bool) -> dict[str, str]:
-    """The server's environment: the caller's, plus the pinned settings; on Ascend also spawn, the offline
-    hub and the cards, as logical ids (the job's visible devices from 0: what CANN's variable takes)."""
+    """The server's environment: the caller's, plus the pinned settings; on Ascend also spawn, the
+    offline hub and the cards, as logical ids (the job's visible devices from 0: what CANN's
+    variable takes)."""
     env = {**base, **ASCEND_ENV}
     if ascend:
         env |= ASCEND_RUNTIME_ENV

@@ -21,10 +21,13 @@ from scripts.workspace import Workspace
 
 STANDIN_NOTE = (
     "stand-in engine behind vllm-omni's own realtime video handler from the patched checkout "
-    "(tests/standins/omni_realtime_server.py): protocol, encoder, trailer and stall timeout are upstream's; "
+    "(tests/standins/omni_realtime_server.py): protocol, encoder, trailer and stall timeout are "
+    "upstream's; "
     "no Ascend hardware and no model were used"
 )
-EXTERNAL_NOTE = "external server (--server-url): started elsewhere; runs are repeated benchmarks against it"
+EXTERNAL_NOTE = (
+    "external server (--server-url): started elsewhere; runs are repeated benchmarks against it"
+)
 HANDLER_REL = Path("vllm_omni/entrypoints/openai/serving_video_output_stream.py")
 
 VERSIONS_PROBE = r"""
@@ -85,12 +88,14 @@ def run_dir(folder: Path, index: int) -> Path:
 
 
 def digest_if_there(path: Path) -> str | None:
-    """The file's sha256 (as `sha256sum` prints it), None where it is missing (evidence records what it finds)."""
+    """The file's sha256 (as `sha256sum` prints it), None where it is missing (evidence records what it
+    finds)."""
     return sha256_file(path) if path.is_file() else None
 
 
 def head_of(repo: Path) -> str | None:
-    """The commit checked out in repo, None where git or a commit is missing (evidence records what it finds)."""
+    """The commit checked out in repo, None where git or a commit is missing (evidence records what it
+    finds)."""
     try:
         return gitcmd.verify(repo, "HEAD")
     except gitcmd.GitMissing:
@@ -98,7 +103,8 @@ def head_of(repo: Path) -> str | None:
 
 
 def kit_series_digest(patches_dir: Path) -> str | None:
-    """The series' digest as every record, revision and PR body has it; None while the series does not load."""
+    """The series' digest as every record, revision and PR body has it; None while the series does not
+    load."""
     try:
         return series_digest(load_series(patches_dir))
     except SeriesError:
@@ -140,9 +146,18 @@ print(json.dumps(out))
 def standin_versions(python: str, checkout: Path) -> dict[str, Any]:
     """The stand-in server's stack (the stock leg's env) and which handler file it serves."""
     done = subprocess.run(
-        [python, "-c", STANDIN_PROBE], capture_output=True, encoding="utf-8", errors="replace", timeout=300, check=False
+        [python, "-c", STANDIN_PROBE],
+        capture_output=True,
+        encoding="utf-8",
+        errors="replace",
+        timeout=300,
+        check=False,
     )
-    found = dict(json.loads(done.stdout)) if done.returncode == 0 else {"error": done.stderr.strip()[-300:]}
+    found = (
+        dict(json.loads(done.stdout))
+        if done.returncode == 0
+        else {"error": done.stderr.strip()[-300:]}
+    )
     handler = checkout / HANDLER_REL
     return {
         **found,
@@ -157,15 +172,23 @@ def write_json(path: Path, data: Mapping[str, Any]) -> None:
 
 
 def summary_document(
-    *, verdict: str, reason: str, mode: str, band_ms: tuple[float, float], runs: Sequence[RunRecord],
-    determinism: Mapping[str, Any] | None, folder: Path,
-) -> dict[str, Any]:  # fmt: skip
+    *,
+    verdict: str,
+    reason: str,
+    mode: str,
+    band_ms: tuple[float, float],
+    runs: Sequence[RunRecord],
+    determinism: Mapping[str, Any] | None,
+    folder: Path,
+) -> dict[str, Any]:
     return {
         "verdict": verdict,
         "reason": reason,
         "mode": mode,
         "stand_in": mode == "standin",
-        "note": {"standin": STANDIN_NOTE, "external": EXTERNAL_NOTE}.get(mode, "served by vllm-omni on Ascend cards"),
+        "note": {"standin": STANDIN_NOTE, "external": EXTERNAL_NOTE}.get(
+            mode, "served by vllm-omni on Ascend cards"
+        ),
         "band_ms": list(band_ms),
         "runs": [asdict(r) for r in runs],
         "determinism": determinism,
@@ -178,9 +201,13 @@ def _num(value: float | None, digits: int) -> str:
 
 
 def summary_markdown(summary: Mapping[str, Any], manifest: Mapping[str, Any]) -> str:
-    """The PR's Test Result section, from summary.json and the manifest; draws the runs' chunk-interval plot."""
+    """The PR's Test Result section, from summary.json and the manifest; draws the runs' chunk-interval
+    plot."""
     lo, hi = summary["band_ms"]
-    cfg, kit = manifest["config"], manifest["kit"]  # kit: series_sha256 in manifests written before series_digest
+    cfg, kit = (
+        manifest["config"],
+        manifest["kit"],
+    )  # kit: series_sha256 in manifests written before series_digest
     lines = [
         "## Test Result",
         "",
@@ -195,37 +222,61 @@ def summary_markdown(summary: Mapping[str, Any], manifest: Mapping[str, Any]) ->
     served = {
         "standin": "stand-in engine behind upstream's handler, no cards",
         "external": f"server at {cfg['server_url']}",
-    }.get(summary["mode"], f"cards {cfg['cards']}, deploy config `{Path(str(cfg['deploy_config'])).name}`")
+    }.get(
+        summary["mode"],
+        f"cards {cfg['cards']}, deploy config `{Path(str(cfg['deploy_config'])).name}`",
+    )
     lines += [
         f"- Setup: {manifest['mode']}, {served}, "
-        f"{cfg['chunks']} chunks, {cfg['warmup_sessions']} warm-up + {cfg['sessions']} measured session(s), "
+        f"{cfg['chunks']} chunks, {cfg['warmup_sessions']} warm-up + {cfg['sessions']} measured "
+        "session(s), "
         f"{cfg['runs']} independent server runs, client `{manifest['client']}`",
         "- Versions: " + ", ".join(f"{k} {v}" for k, v in sorted(versions.items()) if k != "cann"),
-        f"- Kit {kit.get('kit_commit')}, series digest {kit.get('series_digest', kit.get('series_sha256'))}",
+        f"- Kit {kit.get('kit_commit')}, series digest "
+        f"{kit.get('series_digest', kit.get('series_sha256'))}",
         "",
     ]
-    headers = ["run", "server up (s)", "steady median (ms)", "p99 (ms)", "steady mean (ms)", "steady RTF",
-               "whole-session RTF", f"median in band {lo:g}-{hi:g} ms", "video md5"]  # fmt: skip
+    headers = [
+        "run",
+        "server up (s)",
+        "steady median (ms)",
+        "p99 (ms)",
+        "steady mean (ms)",
+        "steady RTF",
+        "whole-session RTF",
+        f"median in band {lo:g}-{hi:g} ms",
+        "video md5",
+    ]
     rows = []
     for run in summary["runs"]:
         band = "-" if run["in_band"] is None else ("in" if run["in_band"] else "OUT")
         cells = [str(run["index"]), _num(run["server_up_s"], 1), _num(run["steady_median_ms"], 1)]
-        cells += [_num(run["steady_p99_ms"], 1), _num(run["steady_mean_ms"], 1), _num(run["steady_rtf"], 3)]
+        cells += [
+            _num(run["steady_p99_ms"], 1),
+            _num(run["steady_mean_ms"], 1),
+            _num(run["steady_rtf"], 3),
+        ]
         rows.append([*cells, _num(run["session_rtf"], 3), band, run["md5"] or run["status"]])
     lines.append(markdown_table(headers, rows))
     lines += [
         "",
-        "Steady RTF: steady chunk intervals over the steady chunks' video seconds. Whole-session RTF: a session's "
-        "wall time, first chunk included, over its video seconds. Only the steady median is judged.",
+        "Steady RTF: steady chunk intervals over the steady chunks' video seconds. Whole-session "
+        "RTF: a session's "
+        "wall time, first chunk included, over its video seconds. Only the steady median is "
+        "judged.",
     ]
     det = summary.get("determinism")
     if det:
-        lines += ["", f"Determinism: md5 {'equal' if det['md5_equal'] else 'DIFFERENT'}, decoded frames "]
+        lines += [
+            "",
+            f"Determinism: md5 {'equal' if det['md5_equal'] else 'DIFFERENT'}, decoded frames ",
+        ]
         lines[-1] += (
             "identical."
             if det["frames_equal"]
             else (
-                f"differ from frame {det['first_diff_frame']} on ({det['differing_frames']} frames; "
+                f"differ from frame {det['first_diff_frame']} on ({det['differing_frames']} "
+                "frames; "
                 f"max abs diff {det['max_abs_diff']}, PSNR {det['psnr_db']} dB)."
             )
         )
@@ -238,5 +289,6 @@ def summary_markdown(summary: Mapping[str, Any], manifest: Mapping[str, Any]) ->
 
 
 def interruption(stop: KeyboardInterrupt, where: str) -> str:
-    """What the evidence says of a run a signal ended (the front door names TERM, HUP, QUIT; Ctrl-C is bare)."""
+    """What the evidence says of a run a signal ended (the front door names TERM, HUP, QUIT; Ctrl-C is
+    bare)."""
     return f"stopped by {str(stop) or 'SIGINT'} during {where}; its server was stopped, nothing left running"

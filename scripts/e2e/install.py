@@ -30,7 +30,8 @@ class InstallError(KitError):
 
 
 def base_python(explicit: str | None, env: Mapping[str, str] = os.environ) -> str | None:
-    """The runner's python: ``--python``, else the first python3 on PATH outside the active venv (nox's)."""
+    """The runner's python: ``--python``, else the first python3 on PATH outside the active venv
+    (nox's)."""
     if explicit:
         return explicit
     active = Path(sys.prefix).resolve() if sys.prefix != sys.base_prefix else None
@@ -52,7 +53,9 @@ def _run(cmd: list[str], what: str) -> str:
     done = subprocess.run(cmd, capture_output=True, encoding="utf-8", errors="replace", check=False)
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise InstallError(f"{what} failed: {last[:200]}", "see the command above; delete .work/e2e-venv and retry")
+        raise InstallError(
+            f"{what} failed: {last[:200]}", "see the command above; delete .work/e2e-venv and retry"
+        )
     return done.stdout.strip()
 
 
@@ -66,25 +69,42 @@ def install(ws: Workspace, python: str, checkout: Path, venv: Path) -> Path:
         shutil.rmtree(venv)  # rebuilt each invocation: nothing from an older series survives
     _run([python, "-m", "venv", "--system-site-packages", str(venv)], "creating the e2e venv")
     vpy = str(venv_python(venv))
-    _run([vpy, "-m", "pip", "install", "--no-deps", "--no-index", str(pinned_wheel(ws))], "installing the pinned wheel")
+    _run(
+        [vpy, "-m", "pip", "install", "--no-deps", "--no-index", str(pinned_wheel(ws))],
+        "installing the pinned wheel",
+    )
     site = Path(
-        _run([vpy, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], "locating site-packages")
+        _run(
+            [vpy, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            "locating site-packages",
+        )
     )
     package = site / "vllm_omni"
     shutil.rmtree(package)
     package.symlink_to(checkout / "vllm_omni", target_is_directory=True)
     determinism.install_hook(site)
     where = _run(
-        [vpy, "-c", "import vllm_omni, os; print(os.path.realpath(vllm_omni.__file__))"], "importing vllm_omni"
+        [vpy, "-c", "import vllm_omni, os; print(os.path.realpath(vllm_omni.__file__))"],
+        "importing vllm_omni",
     )
     if not Path(where).is_relative_to(checkout.resolve()):
-        raise InstallError(f"vllm_omni resolves to {where}, not the checkout", "delete .work/e2e-venv and retry")
+        raise InstallError(
+            f"vllm_omni resolves to {where}, not the checkout", "delete .work/e2e-venv and retry"
+        )
     return Path(vpy)
 
 
 def serve_command(venv: Path) -> tuple[str, ...]:
     """The serve command template for the patched install."""
     return (
-        str(venv / "bin" / "vllm-omni"), "serve", "{model}", "--omni",
-        "--deploy-config", "{deploy_config}", "--host", "{host}", "--port", "{port}",
-    )  # fmt: skip
+        str(venv / "bin" / "vllm-omni"),
+        "serve",
+        "{model}",
+        "--omni",
+        "--deploy-config",
+        "{deploy_config}",
+        "--host",
+        "{host}",
+        "--port",
+        "{port}",
+    )

@@ -1,9 +1,9 @@
 """One lock file per card, so two e2e jobs on one runner never share a card.
 
-Locks are ``flock``s (scripts.worklock.locked): the kernel drops them when the holder dies, so a killed
-job never leaves a stale lock. Cards are taken in ascending order (no deadlock
-between overlapping sets). The lock directory must be shared by every job of
-the runner (a host path mounted into job containers).
+Locks are ``flock``s (scripts.worklock.locked): the kernel drops them when the holder dies, so a
+killed job never leaves a stale lock. Cards are taken in ascending order (no deadlock between
+overlapping sets). The lock directory must be shared by every job of the runner (a host path mounted
+into job containers).
 """
 
 from __future__ import annotations

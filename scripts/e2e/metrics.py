@@ -32,7 +32,8 @@ class Chunk:
 
 
 def percentile(values: Sequence[float], point: int) -> float:
-    """The ``point``-th percentile (1..99), linear between closest ranks (numpy's default), so short runs have a p99."""
+    """The ``point``-th percentile (1..99), linear between closest ranks (numpy's default), so short
+    runs have a p99."""
     if not values:
         raise ValueError("percentile of no values")
     if len(values) == 1:
@@ -62,9 +63,15 @@ def steady_chunk_deadline_ms(fps: float) -> float:
 
 
 def playback(chunks: Sequence[Chunk], fps: float, buffer_chunks: int = 1) -> dict[str, Any]:
-    """Simulated viewer: starts after ``buffer_chunks`` arrived, plays at ``fps``, stalls on a late chunk."""
+    """Simulated viewer: starts after ``buffer_chunks`` arrived, plays at ``fps``, stalls on a late
+    chunk."""
     if not chunks:
-        return {"underrun_count": 0, "total_stall_ms": 0.0, "playback_span_s": 0.0, "stall_ratio": 0.0}
+        return {
+            "underrun_count": 0,
+            "total_stall_ms": 0.0,
+            "playback_span_s": 0.0,
+            "stall_ratio": 0.0,
+        }
     start = chunks[min(buffer_chunks, len(chunks)) - 1].arrival_s
     clock, stalls, stall_s, first = start, 0, 0.0, None
     for chunk in chunks:

@@ -47,7 +47,11 @@ _PROC_ROW = re.compile(r"^\|\s*(\d+)\s+(\d+)\s+\|\s*(\d+)\s+\|")
 
 def parse_npu_ids(npu_smi_info: str) -> dict[int, str]:
     """NPU id -> "name health" from ``npu-smi info``'s device table."""
-    return {int(m[1]): f"{m[2]} {m[3]}" for line in npu_smi_info.splitlines() if (m := _NPU_ROW.match(line))}
+    return {
+        int(m[1]): f"{m[2]} {m[3]}"
+        for line in npu_smi_info.splitlines()
+        if (m := _NPU_ROW.match(line))
+    }
 
 
 def parse_busy_cards(npu_smi_info: str) -> dict[int, list[int]]:
@@ -67,7 +71,12 @@ def npu_smi_info(fix: str = NO_CARDS_FIX) -> str:
     if shutil.which("npu-smi") is None:
         raise PreflightError("no Ascend cards visible: npu-smi not found", fix)
     done = subprocess.run(
-        ["npu-smi", "info"], capture_output=True, encoding="utf-8", errors="replace", timeout=60, check=False
+        ["npu-smi", "info"],
+        capture_output=True,
+        encoding="utf-8",
+        errors="replace",
+        timeout=60,
+        check=False,
     )
     if done.returncode != 0:
         raise PreflightError(
@@ -99,8 +108,10 @@ def check_cards(cards: Sequence[int], info: str, env: Mapping[str, str]) -> Chec
     missing = [c for c in cards if c not in physical]
     if missing:
         raise PreflightError(
-            f"cards {missing} not visible: this job sees {len(physical)} NPU(s) (logical ids 0..{len(physical) - 1})",
-            "ask the runner for more cards (resource class / label) or pass --cards with logical ids it has",
+            f"cards {missing} not visible: this job sees {len(physical)} NPU(s) (logical ids "
+            f"0..{len(physical) - 1})",
+            "ask the runner for more cards (resource class / label) or pass --cards with logical "
+            "ids it has",
         )
     visible = env.get("ASCEND_RT_VISIBLE_DEVICES")
     if visible:
@@ -110,8 +121,14 @@ def check_cards(cards: Sequence[int], info: str, env: Mapping[str, str]) -> Chec
         )
     busy = busy_cards(info, cards)
     if busy:
-        raise PreflightError(f"cards already in use: {busy}", "stop those processes or choose other --cards")
-    return Check("cards", "ok", ", ".join(f"{c}: npu-smi id {physical[c]} {listed[physical[c]]}" for c in cards))
+        raise PreflightError(
+            f"cards already in use: {busy}", "stop those processes or choose other --cards"
+        )
+    return Check(
+        "cards",
+        "ok",
+        ", ".join(f"{c}: npu-smi id {physical[c]} {listed[physical[c]]}" for c in cards),
+    )
 
 
 def check_cann(env: Mapping[str, str]) -> Check:
@@ -119,7 +136,8 @@ def check_cann(env: Mapping[str, str]) -> Check:
     if not home or not Path(home).is_dir():
         raise PreflightError(
             "CANN environment not sourced (ASCEND_HOME_PATH unset or missing)",
-            "source the toolkit's set_env.sh (e.g. /usr/local/Ascend/ascend-toolkit/set_env.sh) first",
+            "source the toolkit's set_env.sh (e.g. /usr/local/Ascend/ascend-toolkit/set_env.sh) "
+            "first",
         )
     atb = env.get("ATB_HOME_PATH")
     if not atb or not Path(atb).is_dir():
@@ -133,23 +151,32 @@ def check_cann(env: Mapping[str, str]) -> Check:
 def check_torch_npu(python: str) -> Check:
     probe = "import torch, torch_npu, torch_npu._C; assert torch.npu.is_available(); print(torch_npu.__version__)"
     done = subprocess.run(
-        [python, "-c", probe], capture_output=True, encoding="utf-8", errors="replace", timeout=300, check=False
+        [python, "-c", probe],
+        capture_output=True,
+        encoding="utf-8",
+        errors="replace",
+        timeout=300,
+        check=False,
     )
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
         raise PreflightError(
             f"real torch_npu not importable with {python}: {last[:200]}",
-            "install the pinned torch_npu into the runner's python (or pass --python) and source CANN",
+            "install the pinned torch_npu into the runner's python (or pass --python) and source "
+            "CANN",
         )
     return Check("torch_npu", "ok", f"{done.stdout.strip()} ({python})")
 
 
 def check_model(model: str | None) -> Check:
     if not model:
-        raise PreflightError("no model path given", "pass the model directory as the first argument")
+        raise PreflightError(
+            "no model path given", "pass the model directory as the first argument"
+        )
     if not ascendci.is_model_dir(Path(model)):
         raise PreflightError(
-            f"model path {model} is not a model directory (no {' or '.join(ascendci.MODEL_MARKERS)})",
+            f"model path {model} is not a model directory (no "
+            f"{' or '.join(ascendci.MODEL_MARKERS)})",
             "pass the model's directory (on Ascend CI: python -m scripts ascendci model)",
         )
     return Check("model", "ok", model)
@@ -159,32 +186,45 @@ PLACEHOLDERS = ("host", "port", "model", "deploy_config", "python", "checkout")
 
 
 def check_server_cmd(template: Sequence[str] | None) -> Check:
-    """--server-cmd: only known placeholders, and a program that exists (else Popen's error comes later)."""
+    """--server-cmd: only known placeholders, and a program that exists (else Popen's error comes
+    later)."""
     if template is None:
         return Check("server_cmd", "ok", "the kit's own")
-    unknown = sorted({m for arg in template for m in re.findall(r"\{(\w+)\}", arg)} - set(PLACEHOLDERS))
+    unknown = sorted(
+        {m for arg in template for m in re.findall(r"\{(\w+)\}", arg)} - set(PLACEHOLDERS)
+    )
     if unknown:
         raise PreflightError(
-            f"--server-cmd names unknown placeholder(s) {', '.join('{' + u + '}' for u in unknown)}",
+            "--server-cmd names unknown placeholder(s) "
+            f"{', '.join('{' + u + '}' for u in unknown)}",
             f"use only {', '.join('{' + p + '}' for p in PLACEHOLDERS)}",
         )
     program = template[0] if template else ""
     filled_later = "{" in program  # e.g. {python}: known once the venv or the stock env exists
-    if not filled_later and not (shutil.which(program) if "/" not in program else os.access(program, os.X_OK)):
+    if not filled_later and not (
+        shutil.which(program) if "/" not in program else os.access(program, os.X_OK)
+    ):
         raise PreflightError(
-            f"--server-cmd program {program!r} is not an executable on PATH", "pass its full path, or fix its name"
+            f"--server-cmd program {program!r} is not an executable on PATH",
+            "pass its full path, or fix its name",
         )
     return Check("server_cmd", "ok", " ".join(template))
 
 
 def check_image(image: str | None) -> Check:
-    """--image: a URL the client can send, or a readable file (else the client fails with the server up)."""
+    """--image: a URL the client can send, or a readable file (else the client fails with the server
+    up)."""
     if image is None:
         return Check("image", "ok", "the kit's grey first frame")
-    if image.partition(":")[0] in ("http", "https", "data") or os.access(image, os.R_OK) and Path(image).is_file():
+    if (
+        image.partition(":")[0] in ("http", "https", "data")
+        or os.access(image, os.R_OK)
+        and Path(image).is_file()
+    ):
         return Check("image", "ok", image)
     raise PreflightError(
-        f"--image {image} is neither a readable file nor a URL", "pass a PNG/JPEG path or an http(s) URL"
+        f"--image {image} is neither a readable file nor a URL",
+        "pass a PNG/JPEG path or an http(s) URL",
     )
 
 
@@ -194,7 +234,12 @@ def check_client_python(python: str | None) -> Check:
         ok = importlib.util.find_spec("websockets") is not None
         python = sys.executable
     else:
-        ok = subprocess.run([python, "-c", "import websockets"], capture_output=True, timeout=120).returncode == 0
+        ok = (
+            subprocess.run(
+                [python, "-c", "import websockets"], capture_output=True, timeout=120
+            ).returncode
+            == 0
+        )
     if not ok:
         raise PreflightError(
             f"the benchmark client's python {python} cannot import websockets",
@@ -206,11 +251,15 @@ def check_client_python(python: str | None) -> Check:
 def check_vllm(python: str, omni_version: str) -> Check:
     """The image's vLLM is the major.minor the pinned vllm-omni release is made for."""
     probe = "import importlib.metadata as m; print(m.version('vllm'))"
-    done = subprocess.run([python, "-c", probe], capture_output=True, text=True, timeout=120, check=False)
+    done = subprocess.run(
+        [python, "-c", probe], capture_output=True, text=True, timeout=120, check=False
+    )
     version = done.stdout.strip() if done.returncode == 0 else "(not installed)"
     why = ascendci.vllm_mismatch(version, omni_version)
     if why:
-        raise PreflightError(f"{why} ({python})", "run in the CI image built on the matching vllm-ascend release")
+        raise PreflightError(
+            f"{why} ({python})", "run in the CI image built on the matching vllm-ascend release"
+        )
     return Check("vllm", "ok", f"{version} ({python})")
 
 
@@ -236,36 +285,66 @@ def check_checkout(ws: Workspace) -> Check:
 
 
 def inputs(config: E2EConfig, client_python: str | None) -> list[Check]:
-    """The run's own inputs, checked before anything on the machine (after the checkout, which holds the
-    default deploy config): a typo is found on any host, before a server starts."""
+    """The run's own inputs, checked before anything on the machine (after the checkout, which holds
+    the default deploy config): a typo is found on any host, before a server starts."""
     return [
-        check_file("deploy_config", config.deploy_config, "run nox -s apply, or pass --deploy-config"),
+        check_file(
+            "deploy_config", config.deploy_config, "run nox -s apply, or pass --deploy-config"
+        ),
         check_server_cmd(config.server_cmd),
         check_image(config.image),
         check_client_python(client_python),
     ]
 
 
-def run(ws: Workspace, config: E2EConfig, python: str | None, env: Mapping[str, str] = os.environ) -> list[Check]:
+def run(
+    ws: Workspace, config: E2EConfig, python: str | None, env: Mapping[str, str] = os.environ
+) -> list[Check]:
     """All checks in order; the first failure raises."""
     if config.mode == "external":
         # Nothing is started here; the client still runs here, with its first frame.
-        skipped = ("cards", "cann", "torch_npu", "vllm", "model", "checkout", "deploy_config", "port")
+        skipped = (
+            "cards",
+            "cann",
+            "torch_npu",
+            "vllm",
+            "model",
+            "checkout",
+            "deploy_config",
+            "port",
+        )
         checks = [Check(n, "skipped", f"external server at {config.server_url}") for n in skipped]
         return [*checks, check_image(config.image), check_client_python(None)]
     if config.standin:
-        # The stand-in serves upstream's handler from the checkout with a stand-in engine: it needs no model
-        # (one given must exist) and no card, but the deploy config the Ascend run would read must exist.
+        # The stand-in serves upstream's handler from the checkout with a stand-in engine: it needs
+        # no model (one given must exist) and no card, but the deploy config the Ascend run would
+        # read must exist.
         skipped = ("cards", "cann", "torch_npu", "vllm")
         checks = [Check(n, "skipped", "stand-in mode") for n in skipped]
-        model = check_model(config.model) if config.model else Check("model", "skipped", "stand-in mode")
-        return [*checks, model, check_checkout(ws), *inputs(config, None), check_port(config.host, config.port)]
-    # Ascend: upstream's client runs in the e2e venv, which sees the base python's packages; the kit's in this one.
+        model = (
+            check_model(config.model)
+            if config.model
+            else Check("model", "skipped", "stand-in mode")
+        )
+        return [
+            *checks,
+            model,
+            check_checkout(ws),
+            *inputs(config, None),
+            check_port(config.host, config.port),
+        ]
+    # Ascend: upstream's client runs in the e2e venv, which sees the base python's packages; the
+    # kit's in this one.
     client_python = python if benchclient.choose_client(config) == "upstream" else None
     checks = [check_model(config.model), check_checkout(ws), *inputs(config, client_python)]
-    checks += [check_cards(config.cards, npu_smi_info(f"{NO_CARDS_FIX}, or pass --standin"), env), check_cann(env)]
+    checks += [
+        check_cards(config.cards, npu_smi_info(f"{NO_CARDS_FIX}, or pass --standin"), env),
+        check_cann(env),
+    ]
     if python is None:
-        raise PreflightError("no base python found on PATH", "pass --python (the runner's python with torch_npu)")
+        raise PreflightError(
+            "no base python found on PATH", "pass --python (the runner's python with torch_npu)"
+        )
     checks.append(check_torch_npu(python))
     checks.append(check_vllm(python, load_pin(ws.pin_file).version))
     checks.append(check_port(config.host, config.port))

@@ -17,7 +17,16 @@ from pathlib import Path
 from typing import Any
 
 from scripts import records, report, signals
-from scripts.e2e import benchclient, compare, determinism, evidence, install, metrics, preflight, server
+from scripts.e2e import (
+    benchclient,
+    compare,
+    determinism,
+    evidence,
+    install,
+    metrics,
+    preflight,
+    server,
+)
 from scripts.e2e.config import E2EConfig, fill_cmd, standin_server_cmd
 from scripts.e2e.evidence import RunRecord
 from scripts.errors import KitError
@@ -57,7 +66,9 @@ def cleanup_problems(config: E2EConfig, survivors: Sequence[int]) -> list[str]:
     return problems
 
 
-def _bench_failure(outcome: benchclient.BenchOutcome, srv: server.Server | None, timeout_s: float) -> tuple[str, str]:
+def _bench_failure(
+    outcome: benchclient.BenchOutcome, srv: server.Server | None, timeout_s: float
+) -> tuple[str, str]:
     if outcome.timed_out:
         return "benchmark_timeout", f"benchmark still running after {timeout_s:g} s: killed"
     code = None if srv is None else srv.proc.poll()
@@ -65,11 +76,21 @@ def _bench_failure(outcome: benchclient.BenchOutcome, srv: server.Server | None,
         return "server_died", f"server exited with code {code} during the benchmark"
     if "Server rejected the session" in outcome.last_error:
         return "server_error", outcome.last_error
-    return "benchmark_failed", outcome.last_error or f"benchmark exited with code {outcome.returncode}"
+    return (
+        "benchmark_failed",
+        outcome.last_error or f"benchmark exited with code {outcome.returncode}",
+    )
 
 
-def one_run(config: E2EConfig, index: int, folder: Path, server_cmd: list[str], env: Mapping[str, str],
-            bench_cmd: list[str], bench_env: Mapping[str, str]) -> RunRecord:  # fmt: skip
+def one_run(
+    config: E2EConfig,
+    index: int,
+    folder: Path,
+    server_cmd: list[str],
+    env: Mapping[str, str],
+    bench_cmd: list[str],
+    bench_env: Mapping[str, str],
+) -> RunRecord:
     """Start a server, wait for health, benchmark, stop the group, check the port and cards are free."""
     record = RunRecord(index)
     d = evidence.run_dir(folder, index)
@@ -77,7 +98,9 @@ def one_run(config: E2EConfig, index: int, folder: Path, server_cmd: list[str], 
         return external_run(config, record, folder, bench_cmd, bench_env)
     srv: server.Server | None = None
     try:
-        with signals.held():  # a signal lands after srv is known, inside this try: its finally stops it
+        with (
+            signals.held()
+        ):  # a signal lands after srv is known, inside this try: its finally stops it
             srv = server.start(server_cmd, env, d / "server.log")
         record.server_pgid = srv.pgid
         record.server_up_s = server.wait_healthy(srv, config.health_url, config.health_timeout_s)
@@ -87,11 +110,16 @@ def one_run(config: E2EConfig, index: int, folder: Path, server_cmd: list[str], 
         else:
             record.status, record.error = _bench_failure(outcome, srv, config.bench_timeout_s)
     except server.ServerDiedError as died:
-        record.status, record.error = "server_died", f"server exited with code {died.returncode} before healthy"
+        record.status, record.error = (
+            "server_died",
+            f"server exited with code {died.returncode} before healthy",
+        )
     except server.ServerUnhealthyError as slow:
         record.status, record.error = "server_unhealthy", str(slow)
     finally:
-        problems = [] if srv is None else cleanup_problems(config, server.stop(srv, config.stop_timeout_s))
+        problems = (
+            [] if srv is None else cleanup_problems(config, server.stop(srv, config.stop_timeout_s))
+        )
     if problems:
         record.error = "; ".join(filter(None, [record.error, *problems]))
         record.status = "cleanup_failed" if record.status == "ok" else record.status
@@ -101,9 +129,15 @@ def one_run(config: E2EConfig, index: int, folder: Path, server_cmd: list[str], 
     return record
 
 
-def external_run(config: E2EConfig, record: RunRecord, folder: Path, bench_cmd: list[str],
-                 bench_env: Mapping[str, str]) -> RunRecord:  # fmt: skip
-    """A benchmark against a server started elsewhere: health, then the client; nothing to start or stop."""
+def external_run(
+    config: E2EConfig,
+    record: RunRecord,
+    folder: Path,
+    bench_cmd: list[str],
+    bench_env: Mapping[str, str],
+) -> RunRecord:
+    """A benchmark against a server started elsewhere: health, then the client; nothing to start or
+    stop."""
     d = evidence.run_dir(folder, record.index)
     try:
         record.server_up_s = server.wait_healthy(None, config.health_url, config.health_timeout_s)
@@ -149,24 +183,41 @@ def judge_determinism(folder: Path, runs: Sequence[RunRecord]) -> dict[str, Any]
     }
 
 
-def verdict(runs: Sequence[RunRecord], det: Mapping[str, Any] | None, config: E2EConfig) -> tuple[str, str]:
+def verdict(
+    runs: Sequence[RunRecord], det: Mapping[str, Any] | None, config: E2EConfig
+) -> tuple[str, str]:
     """The one word a reader needs first, and why."""
     failed = next((r for r in runs if r.status != "ok"), None)
     if failed is not None:
-        return failed.status, f"run {failed.index}: {failed.error.splitlines()[0] if failed.error else failed.status}"
+        return (
+            failed.status,
+            f"run {failed.index}: "
+            f"{failed.error.splitlines()[0] if failed.error else failed.status}",
+        )
     if det is not None and not (det["md5_equal"] and det["frames_equal"]):
         if det["frames_equal"]:
-            return "nondeterministic", "video containers differ (md5) although the decoded frames are identical"
+            return (
+                "nondeterministic",
+                "video containers differ (md5) although the decoded frames are identical",
+            )
         return "nondeterministic", (
-            f"decoded frames differ from frame {det['first_diff_frame']} on: {det['differing_frames']} frames, "
+            f"decoded frames differ from frame {det['first_diff_frame']} on: "
+            f"{det['differing_frames']} frames, "
             f"max abs diff {det['max_abs_diff']}, PSNR {det['psnr_db']} dB"
         )
     lo, hi = config.band_ms
     for r in runs:
         if r.in_band is None:
-            return "out_of_band", f"run {r.index}: no steady-state chunk (raise --chunks above --warmup-chunks)"
+            return (
+                "out_of_band",
+                f"run {r.index}: no steady-state chunk (raise --chunks above --warmup-chunks)",
+            )
         if not r.in_band:
-            return "out_of_band", f"run {r.index}: steady median {r.steady_median_ms:.1f} ms outside {lo:g}-{hi:g} ms"
+            return (
+                "out_of_band",
+                f"run {r.index}: steady median {r.steady_median_ms:.1f} ms outside {lo:g}-{hi:g} "
+                "ms",
+            )
     det_text = "videos identical (md5 and frames)" if det else "determinism not judged (one run)"
     return "pass", f"{len(runs)} run(s), {det_text}, steady medians within {lo:g}-{hi:g} ms"
 
@@ -177,9 +228,11 @@ def progress(config: E2EConfig, record: RunRecord) -> str:
         return f"run {record.index}/{config.runs}: {up}, {record.status}: {record.error.splitlines()[0]}"
     stopped = "stopped, port free" if config.starts_server else "external server left running"
     return (
-        f"run {record.index}/{config.runs}: {up}, benchmark ok, steady median {record.steady_median_ms or 0:.1f} ms "
+        f"run {record.index}/{config.runs}: {up}, benchmark ok, steady median "
+        f"{record.steady_median_ms or 0:.1f} ms "
         f"(p99 {record.steady_p99_ms or 0:.1f}, mean {record.steady_mean_ms or 0:.1f}), "
-        f"steady RTF {record.steady_rtf or 0:.3f}, whole-session RTF {record.session_rtf or 0:.3f}; {stopped}"
+        f"steady RTF {record.steady_rtf or 0:.3f}, whole-session RTF "
+        f"{record.session_rtf or 0:.3f}; {stopped}"
     )
 
 
@@ -189,36 +242,70 @@ def table(runs: Sequence[RunRecord]) -> str:
     def fmt(value: float | None, digits: int) -> str:
         return "-" if value is None else f"{value:.{digits}f}"
 
-    headers = ["run", "status", "up s", "median ms", "p99 ms", "mean ms", "steady RTF", "session RTF", "md5"]
+    headers = [
+        "run",
+        "status",
+        "up s",
+        "median ms",
+        "p99 ms",
+        "mean ms",
+        "steady RTF",
+        "session RTF",
+        "md5",
+    ]
     rows = [
-        (r.index, r.status, fmt(r.server_up_s, 1), fmt(r.steady_median_ms, 1), fmt(r.steady_p99_ms, 1),
-         fmt(r.steady_mean_ms, 1), fmt(r.steady_rtf, 3), fmt(r.session_rtf, 3), r.md5 or "-")
+        (
+            r.index,
+            r.status,
+            fmt(r.server_up_s, 1),
+            fmt(r.steady_median_ms, 1),
+            fmt(r.steady_p99_ms, 1),
+            fmt(r.steady_mean_ms, 1),
+            fmt(r.steady_rtf, 3),
+            fmt(r.session_rtf, 3),
+            r.md5 or "-",
+        )
         for r in runs
-    ]  # fmt: skip
+    ]
     return report.table(headers, rows)
 
 
 def standin_in_stock_env(ws: Workspace, config: E2EConfig) -> bool:
-    """A stand-in whose command names ``{python}``: it runs in the stock leg's closure (vllm, uvicorn, av)."""
+    """A stand-in whose command names ``{python}``: it runs in the stock leg's closure (vllm, uvicorn,
+    av)."""
     template = config.server_cmd or standin_server_cmd(ws.standin_script)
     return config.standin and any("{python}" in arg for arg in template)
 
 
 def server_env(ws: Workspace, config: E2EConfig, environ: Mapping[str, str]) -> dict[str, str]:
-    """The server's environment; a stand-in in the stock leg's env reads and writes that leg's .pyc, as the
-    leg does (without them each start compiles torch and vllm again where PYTHONDONTWRITEBYTECODE is set)."""
+    """The server's environment; a stand-in in the stock leg's env reads and writes that leg's .pyc, as
+    the leg does (without them each start compiles torch and vllm again where
+    PYTHONDONTWRITEBYTECODE is set)."""
     env = determinism.server_env(environ, config.cards, ascend=config.mode == "ascend")
     if standin_in_stock_env(ws, config):
         env = legenv.bytecode_env(env, legenv.pycache_dir(legenv.env_dir(ws, "stock")))
     return env
 
 
-def prepare(ws: Workspace, config: E2EConfig, python: str | None) -> tuple[list[str], str, dict[str, Any]]:
-    """(server command, python for upstream's client, versions): stand-in, external server or the patched install."""
-    values = {"host": config.host, "port": str(config.port), "model": config.model_name, "python": sys.executable,
-              "deploy_config": str(config.deploy_config), "checkout": str(config.checkout)}  # fmt: skip
+def prepare(
+    ws: Workspace, config: E2EConfig, python: str | None
+) -> tuple[list[str], str, dict[str, Any]]:
+    """(server command, python for upstream's client, versions): stand-in, external server or the
+    patched install."""
+    values = {
+        "host": config.host,
+        "port": str(config.port),
+        "model": config.model_name,
+        "python": sys.executable,
+        "deploy_config": str(config.deploy_config),
+        "checkout": str(config.checkout),
+    }
     if not config.starts_server:
-        return [], sys.executable, {"note": f"external server at {config.server_url}: versions not visible from here"}
+        return (
+            [],
+            sys.executable,
+            {"note": f"external server at {config.server_url}: versions not visible from here"},
+        )
     if config.standin:
         if standin_in_stock_env(ws, config):
             values["python"] = str(legenv.ensure_env(ws, "stock"))
@@ -231,7 +318,9 @@ def prepare(ws: Workspace, config: E2EConfig, python: str | None) -> tuple[list[
     return fill_cmd(template, values), venv_python, evidence.probe_versions(venv_python)
 
 
-def execute(ws: Workspace, config: E2EConfig, python: str | None, checks: Sequence[preflight.Check]) -> int:
+def execute(
+    ws: Workspace, config: E2EConfig, python: str | None, checks: Sequence[preflight.Check]
+) -> int:
     folder = evidence.create(config.evidence_root)
     print(f"e2e: {config.mode} mode, evidence in {folder}", flush=True)
     note = {"standin": evidence.STANDIN_NOTE, "external": evidence.EXTERNAL_NOTE}.get(config.mode)
@@ -262,8 +351,18 @@ def execute(ws: Workspace, config: E2EConfig, python: str | None, checks: Sequen
         image = benchclient.first_frame(config, folder)
         for index in range(1, config.runs + 1):
             d = folder / f"run-{index}"
-            cmd = benchclient.command(config, client, client_python, d / "benchmark.json", d / "video.mp4", image)
-            record = one_run(config, index, folder, server_cmd, env, cmd, benchclient.client_env(client, env, ws.root))
+            cmd = benchclient.command(
+                config, client, client_python, d / "benchmark.json", d / "video.mp4", image
+            )
+            record = one_run(
+                config,
+                index,
+                folder,
+                server_cmd,
+                env,
+                cmd,
+                benchclient.client_env(client, env, ws.root),
+            )
             runs.append(record)
             if record.status == "ok":
                 judge_performance(record, d / "benchmark.json", config)
@@ -279,15 +378,24 @@ def execute(ws: Workspace, config: E2EConfig, python: str | None, checks: Sequen
         result = ("setup_failed", str(error))
         raise
     except KeyboardInterrupt as stop:  # the server of the run under way was stopped on the way out
-        result = ("interrupted", evidence.interruption(stop, f"run {len(runs) + 1} of {config.runs}"))
+        result = (
+            "interrupted",
+            evidence.interruption(stop, f"run {len(runs) + 1} of {config.runs}"),
+        )
         raise
     finally:
         summary = evidence.summary_document(
-            verdict=result[0], reason=result[1], mode=config.mode, band_ms=config.band_ms,
-            runs=runs, determinism=det, folder=folder,
-        )  # fmt: skip
+            verdict=result[0],
+            reason=result[1],
+            mode=config.mode,
+            band_ms=config.band_ms,
+            runs=runs,
+            determinism=det,
+            folder=folder,
+        )
         evidence.write_json(folder / "summary.json", summary)
-        # The PR body quotes this record; it sits beside the evidence root (.work/records by default).
+        # The PR body quotes this record; it sits beside the evidence root (.work/records by
+        # default).
         records.write(
             config.evidence_root.parent / "records",
             "e2e",
@@ -316,6 +424,7 @@ def _card_map(config: E2EConfig) -> dict[str, Any]:
 
 
 def locked_cards(config: E2EConfig) -> tuple[int, ...]:
-    """The cards whose machine-wide locks this run takes: only real ones (a stand-in or a server started
-    elsewhere uses none here, so such runs never wait for each other or for a job on the cards)."""
+    """The cards whose machine-wide locks this run takes: only real ones (a stand-in or a server
+    started elsewhere uses none here, so such runs never wait for each other or for a job on the
+    cards)."""
     return config.cards if config.mode == "ascend" else ()

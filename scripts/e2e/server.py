@@ -64,7 +64,8 @@ def probe_health(url: str, timeout_s: float = 2.0) -> bool:
 
 
 def wait_healthy(server: Server | None, url: str, timeout_s: float) -> float:
-    """Seconds until ``url`` answered 200; raises ServerDiedError or ServerUnhealthyError (None: started elsewhere)."""
+    """Seconds until ``url`` answered 200; raises ServerDiedError or ServerUnhealthyError (None:
+    started elsewhere)."""
     started = time.monotonic()
     while True:
         code = None if server is None else server.proc.poll()

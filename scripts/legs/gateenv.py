@@ -1,5 +1,6 @@
-"""The env of a git tree's gates (scripts/checks/precommit.py): its registry packages the kit's table does not pin
-and its local python hooks' additional_dependencies, made with uv once per config digest under .work/gate-envs."""
+"""The env of a git tree's gates (scripts/checks/precommit.py): its registry packages the kit's table
+does not pin and its local python hooks' additional_dependencies, made with uv once per config
+digest under .work/gate-envs."""
 
 from __future__ import annotations
 
@@ -57,7 +58,10 @@ def gate_env(source: GateSource, env: Path, locks: Path) -> Path:
                     *source.requirements,
                 ]
             )
-        progress(f"gate env {shown}: {', '.join(source.requirements) or 'no packages'} (made once per config)")
+        progress(
+            f"gate env {shown}: {', '.join(source.requirements) or 'no packages'} (made once per "
+            "config)"
+        )
         for argv in steps:
             done = subprocess.run(argv, capture_output=True, text=True, env=environ)
             if done.returncode != 0:

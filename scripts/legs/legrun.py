@@ -1,7 +1,8 @@
-"""One `test` run: plan each leg's pytest, run the legs (in parallel when the cores allow), record each leg.
+"""One `test` run: plan each leg's pytest, run the legs (in parallel when the cores allow), record each
+leg.
 
-scripts/legs/suite.py holds the pieces (interpreters, commands, junit and coverage readers); this module
-puts them in order for the legs a run names.
+scripts/legs/suite.py holds the pieces (interpreters, commands, junit and coverage readers); this
+module puts them in order for the legs a run names.
 """
 
 from __future__ import annotations
@@ -25,10 +26,13 @@ from scripts.workspace import Workspace
 
 
 def run_legs(ws: Workspace, state: State, opts: suite.TestArgs) -> int:
-    """Each leg's pytest started directly, at once when the cores allow; the caller holds the checkout's lock."""
+    """Each leg's pytest started directly, at once when the cores allow; the caller holds the
+    checkout's lock."""
     series_diff = combined_diff(ws.checkout)
     planned = {leg: plan_leg(ws, state, leg, opts, series_diff) for leg in opts.legs}
-    runs = {leg: run for leg, run in planned.items() if run is not None}  # None: nothing changed since green
+    runs = {
+        leg: run for leg, run in planned.items() if run is not None
+    }  # None: nothing changed since green
     done = start_legs(ws, runs, opts.jobs)
     codes, unreported = {}, []
     # the lines every measured leg is read against: one AST pass over the patched files for all legs
@@ -41,18 +45,26 @@ def run_legs(ws: Workspace, state: State, opts: suite.TestArgs) -> int:
             codes[leg] = exc.exit_code
             unreported.append(exc)
     if len(done) > 1:
-        print(table(["leg", "result", "seconds", "pristine oracle"], summary_rows(runs, done, codes)))
+        print(
+            table(["leg", "result", "seconds", "pristine oracle"], summary_rows(runs, done, codes))
+        )
     if unreported:
         raise unreported[0]
     return max(codes.values(), default=0)
 
 
-def start_legs(ws: Workspace, runs: dict[str, LegRun], jobs: int | None) -> dict[str, tuple[int, float]]:
-    """Each leg's pytest: all at once when the cores allow, else one after the other (exit code, seconds)."""
+def start_legs(
+    ws: Workspace, runs: dict[str, LegRun], jobs: int | None
+) -> dict[str, tuple[int, float]]:
+    """Each leg's pytest: all at once when the cores allow, else one after the other (exit code,
+    seconds)."""
     at_once, threads = suite.plan_jobs(len(runs), jobs, os.cpu_count() or 1)
     if at_once <= 1 or len(runs) <= 1:
         return {leg: run_one(ws, r) for leg, r in runs.items()}
-    progress(f"legs {', '.join(runs)} in parallel, {threads} thread(s) each (-- --jobs 1: one after the other)")
+    progress(
+        f"legs {', '.join(runs)} in parallel, {threads} thread(s) each (-- --jobs 1: one after the "
+        "other)"
+    )
     return suite.run_parallel(
         {leg: r.command for leg, r in runs.items()},
         {leg: r.env | suite.thread_env(threads) for leg, r in runs.items()},
@@ -79,7 +91,8 @@ def summary_rows(
 
 @dataclass(frozen=True)
 class LegRun:
-    """One leg's planned pytest run: what it runs, in which interpreter and env, and what its record needs."""
+    """One leg's planned pytest run: what it runs, in which interpreter and env, and what its record
+    needs."""
 
     leg: str
     out: Path
@@ -97,11 +110,15 @@ class LegRun:
     opts: suite.TestArgs
 
 
-def plan_leg(ws: Workspace, state: State, leg: str, opts: suite.TestArgs, series_diff: str) -> LegRun | None:
-    """The leg's interpreter (built or reused), mode and pytest command; None when --changed finds nothing to run."""
+def plan_leg(
+    ws: Workspace, state: State, leg: str, opts: suite.TestArgs, series_diff: str
+) -> LegRun | None:
+    """The leg's interpreter (built or reused), mode and pytest command; None when --changed finds
+    nothing to run."""
     out = ws.records / f"test-{leg}"
     python, mode, versions, env = suite.prepare(ws, leg, out, opts.options)
-    env |= {  # the suite's pristine oracle cache (tests/regression/oracle_cache.py), and where it reports
+    # the suite's pristine oracle cache (tests/regression/oracle_cache.py), and where it reports
+    env |= {
         "KIT_ORACLE_CACHE": str(ws.cache / f"oracle-{leg}"),
         "KIT_ORACLE_REPORT": str(out / suite.ORACLE_REPORT),
         "KIT_ENV_STAMP_NAME": legenv.STAMP_NAME,
@@ -124,11 +141,15 @@ def plan_leg(ws: Workspace, state: State, leg: str, opts: suite.TestArgs, series
         if not targets:
             return None  # nothing changed since the last green run: its record stands
     full = targets == [suite.SUITE]
-    # Only the whole suite measures coverage: a --changed subset runs what the last full run's map selects, a
-    # run narrowed by pytest arguments is no full record either (full_suite false, no green map), and
-    # coverage.py's tracer costs such a run half again its time.
+    # Only the whole suite measures coverage: a --changed subset runs what the last full run's map
+    # selects, a run narrowed by pytest arguments is no full record either (full_suite false, no
+    # green map), and coverage.py's tracer costs such a run half again its time.
     why_not_measured = "--changed" if not full else "pytest arguments" if opts.pytest_args else ""
-    measured = None if why_not_measured else [ws.checkout / f for f in touched([series_diff]) if f.endswith(".py")]
+    measured = (
+        None
+        if why_not_measured
+        else [ws.checkout / f for f in touched([series_diff]) if f.endswith(".py")]
+    )
     command = suite.suite_command(python, out, measured, targets, opts.pytest_args)
     return LegRun(
         leg,
@@ -151,15 +172,22 @@ def plan_leg(ws: Workspace, state: State, leg: str, opts: suite.TestArgs, series
 def run_one(ws: Workspace, run: LegRun) -> tuple[int, float]:
     """One leg's pytest in the foreground, its output live (exit code, seconds)."""
     started = time.monotonic()
-    return subprocess.run(run.command, cwd=ws.root, env=run.env).returncode, time.monotonic() - started
+    return subprocess.run(
+        run.command, cwd=ws.root, env=run.env
+    ).returncode, time.monotonic() - started
 
 
-def finish_leg(ws: Workspace, state: State, run: LegRun, rc: int, wanted: dict[str, set[int]]) -> int:
-    """The leg's record (counts, coverage of the NPU branches, oracle use, upstream's tests), its green map, its row."""
+def finish_leg(
+    ws: Workspace, state: State, run: LegRun, rc: int, wanted: dict[str, set[int]]
+) -> int:
+    """The leg's record (counts, coverage of the NPU branches, oracle use, upstream's tests), its green
+    map, its row."""
     leg, out, opts = run.leg, run.out, run.opts
     junit, cov_json, syncs = out / "junit.xml", out / "coverage.json", out / "npu-syncs.json"
     if not junit.is_file():
-        raise suite.SuiteDidNotRun(f"leg {leg}: pytest exited {rc} without a report", "see pytest's output above")
+        raise suite.SuiteDidNotRun(
+            f"leg {leg}: pytest exited {rc} without a report", "see pytest's output above"
+        )
     counts = suite.counts_from_junit(junit.read_text(encoding="utf-8"))
     coverage, by_file = None, None
     if not run.why_not_measured:
@@ -177,19 +205,37 @@ def finish_leg(ws: Workspace, state: State, run: LegRun, rc: int, wanted: dict[s
     if syncs.is_file():  # written by the npu tests: host syncs per NPU attention call
         data["host_syncs"] = json.loads(syncs.read_text(encoding="utf-8"))
     # upstream's own CPU tests, where the source carries tests/ (scripts/legs/upstream_tests.py)
-    upstream = upstream_tests.in_leg(run.python, run.env, ws.root, ws.pristine_tree, ws.checkout, out, run.series_diff)
+    upstream = upstream_tests.in_leg(
+        run.python, run.env, ws.root, ws.pristine_tree, ws.checkout, out, run.series_diff
+    )
     if upstream is not None:
         data["upstream_tests"] = upstream.as_record()
         data["passed_all"] = bool(data["passed_all"]) and upstream.ok
     # A --changed run never stands in for the full one in reports (the PR body reads test-<leg>).
     records.write(ws.records, f"test-{leg}" if run.full else f"test-{leg}-changed", data)
-    if counts.ok and rc == 0 and not opts.pytest_args:  # green, and not narrowed by pytest arguments
+    if (
+        counts.ok and rc == 0 and not opts.pytest_args
+    ):  # green, and not narrowed by pytest arguments
         suite.write_green(out / suite.GREEN, run.context, state.patches, run.patch_files, by_file)
     progress(f"leg {leg}: pristine oracle {oracle['source']} ({oracle['reason']})")
-    lines_run = f"not measured ({run.why_not_measured})" if coverage is None else f"{coverage[0]}/{coverage[1]}"
+    lines_run = (
+        f"not measured ({run.why_not_measured})"
+        if coverage is None
+        else f"{coverage[0]}/{coverage[1]}"
+    )
     print(
         table(
-            ["leg", "mode", "torch", "torch_npu", "passed", "failed", "errors", "skipped", "NPU-branch lines run"],
+            [
+                "leg",
+                "mode",
+                "torch",
+                "torch_npu",
+                "passed",
+                "failed",
+                "errors",
+                "skipped",
+                "NPU-branch lines run",
+            ],
             [
                 (
                     leg,

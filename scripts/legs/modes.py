@@ -21,8 +21,11 @@ def mode_shortfall(mode: str, required: str | None, versions_seen: dict[str, str
             return "torch_npu is not installed in that python"
         if versions_seen.get("torch_npu_import") != "ok":
             return f"import torch_npu failed: {versions_seen.get('torch_npu_import', 'not tried')}"
-        return (f"torch_npu imports but sees no NPU (torch.npu.is_available() {versions_seen.get('npu_available')}, "
-                f"{versions_seen.get('npu_devices', '0')} devices)")  # fmt: skip
+        return (
+            "torch_npu imports but sees no NPU (torch.npu.is_available() "
+            f"{versions_seen.get('npu_available')}, "
+            f"{versions_seen.get('npu_devices', '0')} devices)"
+        )
     return "torch_npu imported, so the leg runs on the real NPU, not the simulated one"
 
 

@@ -1,5 +1,5 @@
-"""pip's index settings carried over to uv: uv reads neither pip.conf nor PIP_*, and Ascend users keep their
-mirror there. Used wherever the kit runs uv (leg envs, gate envs, pin resolution)."""
+"""pip's index settings carried over to uv: uv reads neither pip.conf nor PIP_*, and Ascend users keep
+their mirror there. Used wherever the kit runs uv (leg envs, gate envs, pin resolution)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,18 @@ _PIP_TO_UV = {
     "trusted-host": "--allow-insecure-host",
 }
 # Set by a user who configured uv itself: then uv's own settings win and nothing is carried.
-UV_INDEX_VARS = ("UV_INDEX_URL", "UV_DEFAULT_INDEX", "UV_INDEX", "UV_EXTRA_INDEX_URL", "UV_FIND_LINKS")
-_SCOPE_RANK = {"global": 0, "install": 1, ":env:": 2}  # pip: environment beats [install] beats [global]
+UV_INDEX_VARS = (
+    "UV_INDEX_URL",
+    "UV_DEFAULT_INDEX",
+    "UV_INDEX",
+    "UV_EXTRA_INDEX_URL",
+    "UV_FIND_LINKS",
+)
+_SCOPE_RANK = {
+    "global": 0,
+    "install": 1,
+    ":env:": 2,
+}  # pip: environment beats [install] beats [global]
 
 
 def pip_settings(config_list: str) -> dict[str, str]:
@@ -31,7 +41,9 @@ def pip_settings(config_list: str) -> dict[str, str]:
     return {key: value for key, (_, value) in best.items()}
 
 
-def uv_index_args(settings: dict[str, str], environ: dict[str, str], extras: bool = True) -> list[str]:
+def uv_index_args(
+    settings: dict[str, str], environ: dict[str, str], extras: bool = True
+) -> list[str]:
     """uv options equivalent to pip's index settings (empty when uv is configured itself).
 
     With `extras=False` only the main index is carried: resolving new pins must not depend
@@ -40,9 +52,15 @@ def uv_index_args(settings: dict[str, str], environ: dict[str, str], extras: boo
     if any(environ.get(name) for name in UV_INDEX_VARS):
         return []
     keys = _PIP_TO_UV if extras else {"index-url": _PIP_TO_UV["index-url"]}
-    args = [arg for key, flag in keys.items() for value in settings.get(key, "").split() for arg in (flag, value)]
+    args = [
+        arg
+        for key, flag in keys.items()
+        for value in settings.get(key, "").split()
+        for arg in (flag, value)
+    ]
     if any(flag in args for flag in ("--extra-index-url", "--find-links")):
-        # pip takes the best version across all indexes; uv's default stops at the first index that has the name.
+        # pip takes the best version across all indexes; uv's default stops at the first index that
+        # has the name.
         args += ["--index-strategy", "unsafe-best-match"]
     return args
 

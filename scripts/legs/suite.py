@@ -51,13 +51,16 @@ class SuiteDidNotRun(KitError):
 
 
 def npu_mode(leg: str, versions: dict[str, str]) -> str:
-    """none for stock; real only when torch_npu really imported in the env and sees a card; else simulated."""
+    """none for stock; real only when torch_npu really imported in the env and sees a card; else
+    simulated."""
     if leg == "stock":
         return "none"
     return "real" if probe.has_card(versions) else "simulated"
 
 
-def leg_env(leg: str, mode: str, checkout: Path, pristine: Path, out: Path, pycache: Path) -> dict[str, str]:
+def leg_env(
+    leg: str, mode: str, checkout: Path, pristine: Path, out: Path, pycache: Path
+) -> dict[str, str]:
     leg_vars = {
         "KIT_LEG_REPORT_DIR": str(out),
         "COVERAGE_FILE": str(out / ".coverage"),  # two legs at once must not share coverage data
@@ -66,7 +69,8 @@ def leg_env(leg: str, mode: str, checkout: Path, pristine: Path, out: Path, pyca
         "KIT_CHECKOUT": str(checkout),
         "KIT_PRISTINE": str(pristine),
     }
-    # .pyc of what the leg imports, compiled on its first run and kept with its env; never in the checkout.
+    # .pyc of what the leg imports, compiled on its first run and kept with its env; never in the
+    # checkout.
     env = legenv.bytecode_env({**os.environ, **leg_vars}, pycache)
     if mode == "simulated":
         # torch_npu is installed but cannot load without CANN; stop torch from auto-loading it.
@@ -75,34 +79,68 @@ def leg_env(leg: str, mode: str, checkout: Path, pristine: Path, out: Path, pyca
 
 
 def coverage_config(files: list[Path]) -> str:
-    """coverage.py settings measuring only these files: reporting on every file of the tree costs a minute.
+    """coverage.py settings measuring only these files: reporting on every file of the tree costs a
+    minute.
 
-    Per-test contexts in the JSON report say which tests executed each file (what --changed maps by).
+    Per-test contexts in the JSON report say which tests executed each file (what --changed maps
+    by).
     """
-    return "[run]\ninclude =\n" + "".join(f"    {f}\n" for f in files) + "[json]\nshow_contexts = True\n"
+    return (
+        "[run]\ninclude =\n"
+        + "".join(f"    {f}\n" for f in files)
+        + "[json]\nshow_contexts = True\n"
+    )
 
 
-# Plugins the suite's runs go without. The cache: the legs keep no state between runs. Logging: pytest's
-# log capture attaches its handler to every non-propagating logger around each test phase, and vllm's imports
-# leave thousands of loggers (about a tenth of a leg's tests' time); a record still reaches the test's
-# captured output through vllm's own handler or Python's last-resort one.
+# Plugins the suite's runs go without. The cache: the legs keep no state between runs. Logging:
+# pytest's log capture attaches its handler to every non-propagating logger around each test phase,
+# and vllm's imports leave thousands of loggers (about a tenth of a leg's tests' time); a record
+# still reaches the test's captured output through vllm's own handler or Python's last-resort one.
 PLUGINS_OFF = ["-p", "no:cacheprovider", "-p", "no:logging"]
 
 
-def pytest_command(python: Path, junit: Path, cov_json: Path, cov_config: Path | None, targets: list[str],
-                   extra: list[str]) -> list[str]:  # fmt: skip
-    """The leg's pytest; coverage (per-test contexts, JSON report) only when a coverage config is given."""
-    cov = ["--cov", f"--cov-config={cov_config}", "--cov-context=test", f"--cov-report=json:{cov_json}",
-           "--cov-report="] if cov_config else []  # fmt: skip
-    return [str(python), "-m", "pytest", *targets, *PLUGINS_OFF, f"--junitxml={junit}", *cov, *extra]
+def pytest_command(
+    python: Path,
+    junit: Path,
+    cov_json: Path,
+    cov_config: Path | None,
+    targets: list[str],
+    extra: list[str],
+) -> list[str]:
+    """The leg's pytest; coverage (per-test contexts, JSON report) only when a coverage config is
+    given."""
+    cov = (
+        [
+            "--cov",
+            f"--cov-config={cov_config}",
+            "--cov-context=test",
+            f"--cov-report=json:{cov_json}",
+            "--cov-report=",
+        ]
+        if cov_config
+        else []
+    )
+    return [
+        str(python),
+        "-m",
+        "pytest",
+        *targets,
+        *PLUGINS_OFF,
+        f"--junitxml={junit}",
+        *cov,
+        *extra,
+    ]
 
 
 def counts_from_junit(xml_text: str) -> Counts:
-    """Tests by outcome, each test counted once. pytest writes a second <testcase> for an error in a test's
-    teardown and counts it in the suite's totals: a leg whose every test erred twice showed passed below zero."""
+    """Tests by outcome, each test counted once. pytest writes a second <testcase> for an error in a
+    test's teardown and counts it in the suite's totals: a leg whose every test erred twice showed
+    passed below zero."""
     kinds: dict[tuple[str | None, str | None], set[str]] = {}
     for case in ET.fromstring(xml_text).iter("testcase"):
-        kinds.setdefault((case.get("classname"), case.get("name")), set()).update(child.tag for child in case)
+        kinds.setdefault((case.get("classname"), case.get("name")), set()).update(
+            child.tag for child in case
+        )
     worst = ("failure", "error", "skipped")  # a test that failed and then erred in teardown failed
     outcomes = Counter(next((k for k in worst if k in seen), "passed") for seen in kinds.values())
     return Counts(outcomes["passed"], outcomes["failure"], outcomes["error"], outcomes["skipped"])
@@ -120,7 +158,9 @@ def npu_branch_lines(series_diff: str, checkout: Path) -> dict[str, set[int]]:
     return out
 
 
-def executed(cov_json_text: str, cwd: Path, checkout: Path, wanted: dict[str, set[int]]) -> tuple[int, int]:
+def executed(
+    cov_json_text: str, cwd: Path, checkout: Path, wanted: dict[str, set[int]]
+) -> tuple[int, int]:
     """(executed, total) of the wanted lines, from coverage.py's JSON report (paths relative to cwd)."""
     files = json.loads(cov_json_text).get("files", {})
     by_rel = {}
@@ -133,9 +173,11 @@ def executed(cov_json_text: str, cwd: Path, checkout: Path, wanted: dict[str, se
     return hit, total
 
 
-def suite_command(python: Path, out: Path, measured: list[Path] | None, targets: list[str],
-                  extra: list[str]) -> list[str]:  # fmt: skip
-    """pytest on the targets (the suite, or modules of it), its junit.xml and coverage.json to land in out.
+def suite_command(
+    python: Path, out: Path, measured: list[Path] | None, targets: list[str], extra: list[str]
+) -> list[str]:
+    """pytest on the targets (the suite, or modules of it), its junit.xml and coverage.json to land in
+    out.
 
     ``measured``: the files coverage.py measures; None measures nothing (no coverage.json).
     """
@@ -148,8 +190,14 @@ def suite_command(python: Path, out: Path, measured: list[Path] | None, targets:
     return pytest_command(python, junit, cov_json, cov_config, targets, extra)
 
 
-def record(leg: str, mode: str, versions: dict[str, str], counts: Counts, coverage: tuple[int, int] | None,
-           series_digest: str) -> dict[str, object]:  # fmt: skip
+def record(
+    leg: str,
+    mode: str,
+    versions: dict[str, str],
+    counts: Counts,
+    coverage: tuple[int, int] | None,
+    series_digest: str,
+) -> dict[str, object]:
     """The leg's record; coverage None (not measured) is written as null, never as 0 lines run."""
     return {
         "leg": leg,
@@ -166,7 +214,8 @@ def record(leg: str, mode: str, versions: dict[str, str], counts: Counts, covera
 def prepare(
     ws: Workspace, leg: str, out: Path, options: legenv.LegOptions | None = None
 ) -> tuple[Path, str, dict[str, str], dict[str, str]]:
-    """(python, mode, versions, process env) for one leg on the kit's checkout, after saying which mode it runs in."""
+    """(python, mode, versions, process env) for one leg on the kit's checkout, after saying which mode
+    it runs in."""
     options = options or legenv.LegOptions()
     found = legenv.interpreter(ws, legenv.check_leg(leg), options)
     versions, cached = probe.leg_versions(found.python, found.pycache, found.probe_cache)
@@ -177,23 +226,32 @@ def prepare(
     modes.require_mode(leg, mode, options.require, versions)
     if mode == "simulated":
         why = modes.mode_shortfall(mode, "real", versions)
-        progress(f"leg {leg}: {why}; the NPU branches run on the simulated NPU (tests/regression/npu_standin), "
-                 "not on Ascend")  # fmt: skip
+        progress(
+            f"leg {leg}: {why}; the NPU branches run on the simulated NPU "
+            "(tests/regression/npu_standin), "
+            "not on Ascend"
+        )
     if mode == "real":
-        # An image's torch / torch_npu / vllm may not be the pinned ones: the record says which stack ran.
+        # An image's torch / torch_npu / vllm may not be the pinned ones: the record says which
+        # stack ran.
         versions = {**versions, "stack": probe.stack_note(versions, legenv.leg_pins(ws, leg))}
         progress(f"leg {leg}: stack {versions['stack']}")
     out.mkdir(parents=True, exist_ok=True)
-    versions = {**versions, "interpreter": found.origin}  # recorded with the versions, shown in the PR body
+    versions = {
+        **versions,
+        "interpreter": found.origin,
+    }  # recorded with the versions, shown in the PR body
     env = leg_env(leg, mode, ws.checkout, ws.pristine_tree, out, found.pycache)
     return found.python, mode, versions, env
 
 
-# --- pristine oracle cache ------------------------------------------------------
-# The suite's conftest keeps the pristine tree's results under .work/cache (KIT_ORACLE_CACHE); its rules
-# live with the suite (tests/regression/oracle_cache.py). The runner only reads what the suite reports.
+# --- pristine oracle cache ------------------------------------------------------ The suite's
+# conftest keeps the pristine tree's results under .work/cache (KIT_ORACLE_CACHE); its rules live
+# with the suite (tests/regression/oracle_cache.py). The runner only reads what the suite reports.
 
-ORACLE_REPORT = "oracle.json"  # in the leg's report dir: whether this run used the cache, and why not
+ORACLE_REPORT = (
+    "oracle.json"  # in the leg's report dir: whether this run used the cache, and why not
+)
 
 
 def oracle_use(report_dir: Path) -> dict[str, str]:
@@ -222,7 +280,8 @@ def plan_jobs(legs: int, jobs: int | None, cores: int) -> tuple[int, int]:
 
 
 def thread_env(threads: int) -> dict[str, str]:
-    """One leg's thread budget for torch (OpenMP) and MKL; the oracle cache key reads it back from torch."""
+    """One leg's thread budget for torch (OpenMP) and MKL; the oracle cache key reads it back from
+    torch."""
     return {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
 
 
@@ -234,7 +293,9 @@ def status_line(running: dict[str, tuple[float, bytes]], now: float) -> str:
     parts = []
     for leg, (started, tail) in running.items():
         marks = PERCENT.findall(tail)
-        parts.append(f"{leg} {now - started:.0f}s" + (f" {int(marks[-1])}%" if marks else " starting"))
+        parts.append(
+            f"{leg} {now - started:.0f}s" + (f" {int(marks[-1])}%" if marks else " starting")
+        )
     return "running: " + " | ".join(parts)
 
 
@@ -244,12 +305,19 @@ def _tail(path: Path, size: int = 4096) -> bytes:
         return handle.read()
 
 
-# A leg's end is seen within POLL_S (the job ends with its last leg); the status line changes every STATUS_S.
+# A leg's end is seen within POLL_S (the job ends with its last leg); the status line changes every
+# STATUS_S.
 POLL_S, STATUS_S = 0.05, 0.5
 
 
-def run_parallel(commands: dict[str, list[str]], envs: dict[str, dict[str, str]], logs: dict[str, Path],
-                 cwd: Path, *, live: bool) -> dict[str, tuple[int, float]]:  # fmt: skip
+def run_parallel(
+    commands: dict[str, list[str]],
+    envs: dict[str, dict[str, str]],
+    logs: dict[str, Path],
+    cwd: Path,
+    *,
+    live: bool,
+) -> dict[str, tuple[int, float]]:
     """Run each leg's command at once; print each leg's output as one block when it ends.
 
     While they run, one status line (rewritten in place on a terminal) says where each leg is.
@@ -262,7 +330,11 @@ def run_parallel(commands: dict[str, list[str]], envs: dict[str, dict[str, str]]
         for leg, cmd in commands.items():
             logs[leg].parent.mkdir(parents=True, exist_ok=True)
             with logs[leg].open("wb") as log:
-                owned.append(subprocess.Popen(cmd, cwd=cwd, env=envs[leg], stdout=log, stderr=subprocess.STDOUT))
+                owned.append(
+                    subprocess.Popen(
+                        cmd, cwd=cwd, env=envs[leg], stdout=log, stderr=subprocess.STDOUT
+                    )
+                )
             procs[leg] = (owned[-1], time.monotonic())
         while len(done) < len(procs):
             time.sleep(POLL_S)
@@ -277,9 +349,15 @@ def run_parallel(commands: dict[str, list[str]], envs: dict[str, dict[str, str]]
                 print(f"===== leg {leg}: {verdict} in {now - started:.1f} s =====", flush=True)
                 sys.stdout.write(logs[leg].read_text(encoding="utf-8", errors="replace"))
                 print(f"===== end of leg {leg} (kept in {logs[leg]}) =====", flush=True)
-            if live and len(done) < len(procs) and now - shown >= STATUS_S:  # the logs' tails read only for it
+            if (
+                live and len(done) < len(procs) and now - shown >= STATUS_S
+            ):  # the logs' tails read only for it
                 shown = now
-                running = {leg: (started, _tail(logs[leg])) for leg, (_, started) in procs.items() if leg not in done}
+                running = {
+                    leg: (started, _tail(logs[leg]))
+                    for leg, (_, started) in procs.items()
+                    if leg not in done
+                }
                 sys.stdout.write("\r\x1b[2K" + status_line(running, now)[:200])
                 sys.stdout.flush()
     return done
@@ -287,8 +365,8 @@ def run_parallel(commands: dict[str, list[str]], envs: dict[str, dict[str, str]]
 
 @contextlib.contextmanager
 def stopped_if_left() -> Iterator[list[subprocess.Popen[bytes]]]:
-    """A list for the processes started inside the block; those still running when it is left (an interrupt,
-    an error) are stopped: none outlives the kit command that started it."""
+    """A list for the processes started inside the block; those still running when it is left (an
+    interrupt, an error) are stopped: none outlives the kit command that started it."""
     owned: list[subprocess.Popen[bytes]] = []
     try:
         yield owned
@@ -300,10 +378,11 @@ def stopped_if_left() -> Iterator[list[subprocess.Popen[bytes]]]:
 
 
 # --- --changed: only the tests that cover the patches changed since the last green run ---------
-# After a green full run the leg keeps, in GREEN, each patch's digest and files and, from coverage.py's
-# per-test contexts, which test modules executed each file the series touches. A later --changed run
-# selects the modules that executed a file some changed patch touches (before or after the change).
-# Whole modules, not single tests: a module-scoped fixture's setup is counted for its first test only.
+# After a green full run the leg keeps, in GREEN, each patch's digest and files and, from
+# coverage.py's per-test contexts, which test modules executed each file the series touches. A later
+# --changed run selects the modules that executed a file some changed patch touches (before or after
+# the change). Whole modules, not single tests: a module-scoped fixture's setup is counted for its
+# first test only.
 
 GREEN = "green.json"
 
@@ -317,26 +396,36 @@ class Selection:
 
 
 def modules_by_file(cov_json_text: str, cwd: Path, checkout: Path) -> dict[str, list[str]]:
-    """checkout-relative file -> the test modules that executed a line of it (coverage.py test contexts)."""
+    """checkout-relative file -> the test modules that executed a line of it (coverage.py test
+    contexts)."""
     out: dict[str, list[str]] = {}
     for name, data in json.loads(cov_json_text).get("files", {}).items():
         path = (cwd / name).resolve()
         if not path.is_relative_to(checkout.resolve()):
             continue
         contexts = {ctx for names in data.get("contexts", {}).values() for ctx in names}
-        out[str(path.relative_to(checkout.resolve()))] = sorted({c.split("::")[0] for c in contexts if "::" in c})
+        out[str(path.relative_to(checkout.resolve()))] = sorted(
+            {c.split("::")[0] for c in contexts if "::" in c}
+        )
     return out
 
 
-def select_changed(green: dict | None, context: dict[str, str], patches: dict[str, str],
-                   patch_files: dict[str, list[str]], modules: list[str]) -> Selection:  # fmt: skip
+def select_changed(
+    green: dict | None,
+    context: dict[str, str],
+    patches: dict[str, str],
+    patch_files: dict[str, list[str]],
+    modules: list[str],
+) -> Selection:
     """What a --changed run must run, and why; the full suite whenever the record cannot answer."""
     if green is None:
         return Selection(None, "no green run of this leg recorded yet", [], [])
     for name in sorted(context):
         if green.get("context", {}).get(name) != context[name]:
             return Selection(None, f"{name} changed since the last green run", [], [])
-    changed = sorted(p for p in set(patches) | set(green["patches"]) if green["patches"].get(p) != patches.get(p))
+    changed = sorted(
+        p for p in set(patches) | set(green["patches"]) if green["patches"].get(p) != patches.get(p)
+    )
     if not changed:
         return Selection([], "no patch changed since the last green run", [], list(modules))
     coverage: dict[str, list[str]] = green["coverage"]
@@ -345,25 +434,51 @@ def select_changed(green: dict | None, context: dict[str, str], patches: dict[st
         files = sorted(set(patch_files.get(patch, [])) | set(green["files"].get(patch, [])))
         unknown = [f for f in files if f not in coverage]
         if unknown:
-            why = "not Python" if not unknown[0].endswith(".py") else "not measured in the last green run"
-            return Selection(None, f"{patch} touches {unknown[0]} ({why}): no coverage to map it to tests", [], [])
+            why = (
+                "not Python"
+                if not unknown[0].endswith(".py")
+                else "not measured in the last green run"
+            )
+            return Selection(
+                None,
+                f"{patch} touches {unknown[0]} ({why}): no coverage to map it to tests",
+                [],
+                [],
+            )
         covering = sorted({m for f in files for m in coverage[f]})
         selected.update(covering)
         rows.append((patch, ", ".join(files), ", ".join(Path(m).name for m in covering) or "none"))
-    return Selection(sorted(selected), f"{len(changed)} patch(es) changed since the last green run", rows,
-                     [m for m in modules if m not in selected])  # fmt: skip
+    return Selection(
+        sorted(selected),
+        f"{len(changed)} patch(es) changed since the last green run",
+        rows,
+        [m for m in modules if m not in selected],
+    )
 
 
-def green_record(context: dict[str, str], patches: dict[str, str], patch_files: dict[str, list[str]],
-                 coverage: dict[str, list[str]]) -> dict[str, object]:  # fmt: skip
+def green_record(
+    context: dict[str, str],
+    patches: dict[str, str],
+    patch_files: dict[str, list[str]],
+    coverage: dict[str, list[str]],
+) -> dict[str, object]:
     return {"context": context, "patches": patches, "files": patch_files, "coverage": coverage}
 
 
-def write_green(path: Path, context: dict[str, str], patches: dict[str, str], patch_files: dict[str, list[str]],
-                coverage: dict[str, list[str]] | None) -> None:  # fmt: skip
-    """Record a green run. A --changed run (coverage None) moves the patches on; the map stays the full run's."""
+def write_green(
+    path: Path,
+    context: dict[str, str],
+    patches: dict[str, str],
+    patch_files: dict[str, list[str]],
+    coverage: dict[str, list[str]] | None,
+) -> None:
+    """Record a green run. A --changed run (coverage None) moves the patches on; the map stays the full
+    run's."""
     if coverage is None:
-        green = json.loads(path.read_text(encoding="utf-8")) | {"patches": patches, "files": patch_files}
+        green = json.loads(path.read_text(encoding="utf-8")) | {
+            "patches": patches,
+            "files": patch_files,
+        }
     else:
         green = green_record(context, patches, patch_files, coverage)
     path.write_text(json.dumps(green, indent=1, sort_keys=True) + "\n", encoding="utf-8")
@@ -381,20 +496,33 @@ def tree_digest(root: Path, parts: tuple[str, ...]) -> str:
     return h.hexdigest()
 
 
-def changed_targets(leg: str, green: dict | None, context: dict[str, str], patches: dict[str, str],
-                    patch_files: dict[str, list[str]], root: Path) -> list[str]:  # fmt: skip
+def changed_targets(
+    leg: str,
+    green: dict | None,
+    context: dict[str, str],
+    patches: dict[str, str],
+    patch_files: dict[str, list[str]],
+    root: Path,
+) -> list[str]:
     """The pytest targets of a --changed run ([SUITE] for the full suite, [] for none), said out loud."""
     modules = sorted(str(p.relative_to(root)) for p in (root / SUITE).glob("test_*.py"))
     selection = select_changed(green, context, patches, patch_files, modules)
     progress(f"leg {leg}: --changed: {selection.reason}")
     if selection.rows:
-        print(table(["changed patch", "files it touches", "test modules that executed them"], selection.rows))
+        print(
+            table(
+                ["changed patch", "files it touches", "test modules that executed them"],
+                selection.rows,
+            )
+        )
     if selection.targets is None:
         progress(f"leg {leg}: --changed: running the full suite")
         return [SUITE]
     if selection.skipped:
-        progress(f"leg {leg}: not run, as they executed none of those files in the last green full run: "
-                 + ", ".join(Path(m).name for m in selection.skipped))  # fmt: skip
+        progress(
+            f"leg {leg}: not run, as they executed none of those files in the last green full run: "
+            + ", ".join(Path(m).name for m in selection.skipped)
+        )
     if not selection.targets:
         progress(f"leg {leg}: nothing to run; the last green record stands")
     return selection.targets

@@ -21,7 +21,9 @@ from scripts.diffparse import touched
 from scripts.legs.suite import stopped_if_left
 from scripts.report import progress, table
 
-BOOTSTRAP = Path("tests") / "regression" / "_npu_leg.py"  # runs a command in a process prepared like the leg's
+BOOTSTRAP = (
+    Path("tests") / "regression" / "_npu_leg.py"
+)  # runs a command in a process prepared like the leg's
 
 
 @dataclass(frozen=True)
@@ -73,7 +75,13 @@ def outcomes(junit_text: str) -> dict[str, str]:
     out = {}
     for case in ET.fromstring(junit_text).iter("testcase"):
         kinds = {child.tag for child in case}
-        state = "failed" if kinds & {"failure", "error"} else "skipped" if "skipped" in kinds else "passed"
+        state = (
+            "failed"
+            if kinds & {"failure", "error"}
+            else "skipped"
+            if "skipped" in kinds
+            else "passed"
+        )
         out[f"{case.get('classname', '')}::{case.get('name', '')}"] = state
     return out
 
@@ -82,32 +90,66 @@ NO_REPORT = "(pytest wrote no report)"
 
 
 def compare(files: list[str], pristine: dict[str, str], patched: dict[str, str]) -> Comparison:
-    """Regressions: failing on patched but not on pristine (a collection error included), or gone from patched."""
-    regressions = sorted(t for t, s in patched.items() if s == "failed" and pristine.get(t) != "failed")
+    """Regressions: failing on patched but not on pristine (a collection error included), or gone from
+    patched."""
+    regressions = sorted(
+        t for t, s in patched.items() if s == "failed" and pristine.get(t) != "failed"
+    )
     regressions += sorted(t for t, s in pristine.items() if s == "passed" and t not in patched)
     both = sorted(t for t, s in patched.items() if s == "failed" and pristine.get(t) == "failed")
     return Comparison(files, regressions, both, sum(s == "passed" for s in patched.values()))
 
 
-def run_both(trees: dict[str, Path], python: Path, env: dict[str, str], kit_root: Path, files: list[str],
-             out: Path) -> dict[str, Path]:  # fmt: skip
-    """pytest on files inside each tree, with only that tree on the import path, the trees side by side (the leg
-    waits for the slower run, not for both); the JUnit report of each lands in out (name -> path)."""
+def run_both(
+    trees: dict[str, Path],
+    python: Path,
+    env: dict[str, str],
+    kit_root: Path,
+    files: list[str],
+    out: Path,
+) -> dict[str, Path]:
+    """pytest on files inside each tree, with only that tree on the import path, the trees side by side
+    (the leg waits for the slower run, not for both); the JUnit report of each lands in out (name ->
+    path)."""
     junits = {name: out / f"upstream-{name}.xml" for name in trees}
     with stopped_if_left() as owned:
         for name, tree in trees.items():
             junits[name].unlink(missing_ok=True)
-            cmd = [str(python), str(kit_root / BOOTSTRAP), "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "cpu",
-                   f"--junitxml={junits[name]}", *files]  # fmt: skip
-            owned.append(subprocess.Popen(cmd, cwd=tree, env={**env, "PYTHONPATH": str(tree)},
-                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))  # fmt: skip
+            cmd = [
+                str(python),
+                str(kit_root / BOOTSTRAP),
+                "-m",
+                "pytest",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                "-m",
+                "cpu",
+                f"--junitxml={junits[name]}",
+                *files,
+            ]
+            owned.append(
+                subprocess.Popen(
+                    cmd,
+                    cwd=tree,
+                    env={**env, "PYTHONPATH": str(tree)},
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+            )
         for proc in owned:
             proc.wait()
     return junits
 
 
 def in_leg(
-    python: Path, env: dict[str, str], kit_root: Path, pristine: Path, checkout: Path, out: Path, series_diff: str
+    python: Path,
+    env: dict[str, str],
+    kit_root: Path,
+    pristine: Path,
+    checkout: Path,
+    out: Path,
+    series_diff: str,
 ) -> Comparison | None:
     """Run and compare upstream's tests for the touched modules; None where the source has no tests/."""
     if not (pristine / "tests").is_dir():
@@ -116,17 +158,29 @@ def in_leg(
     if not files:
         progress("upstream's tests: none of them imports a module the series touches")
         return Comparison([])
-    progress(f"upstream's tests: {len(files)} CPU test file(s) for the touched modules, on pristine and on patched")
-    junits = run_both({"pristine": pristine, "patched": checkout}, python, env, kit_root, files, out)
+    progress(
+        f"upstream's tests: {len(files)} CPU test file(s) for the touched modules, on pristine and "
+        "on patched"
+    )
+    junits = run_both(
+        {"pristine": pristine, "patched": checkout}, python, env, kit_root, files, out
+    )
     # No report at all (pytest itself broke) counts as one failed test, never as a pass.
-    results = {name: outcomes(junit.read_text(encoding="utf-8")) if junit.is_file() else {NO_REPORT: "failed"}
-               for name, junit in junits.items()}  # fmt: skip
+    results = {
+        name: outcomes(junit.read_text(encoding="utf-8"))
+        if junit.is_file()
+        else {NO_REPORT: "failed"}
+        for name, junit in junits.items()
+    }
     found = compare(files, results["pristine"], results["patched"])
-    rows = [(t, "FAILS ON PATCHED ONLY") for t in found.regressions] + [(t, "fails on both") for t in found.both_fail]
+    rows = [(t, "FAILS ON PATCHED ONLY") for t in found.regressions] + [
+        (t, "fails on both") for t in found.both_fail
+    ]
     if rows:
         print(table(["upstream test", "result"], rows))
     progress(
-        f"upstream's tests: {found.passed} passed on patched, {len(found.regressions)} regression(s), "
+        f"upstream's tests: {found.passed} passed on patched, {len(found.regressions)} "
+        "regression(s), "
         f"{len(found.both_fail)} failing on pristine too (not counted)"
     )
     return found

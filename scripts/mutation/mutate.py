@@ -1,4 +1,5 @@
-"""Mutation testing of the Python lines the series adds: does some leg test fail for every edit that matters?
+"""Mutation testing of the Python lines the series adds: does some leg test fail for every edit that
+matters?
 
 Each mutant is one small edit of one added line of the patched tree (pristine..HEAD of the
 checkout, files under ``vllm_omni/``): a comparison or boolean flipped, a constant, slice
@@ -42,10 +43,13 @@ from scripts.workspace import Workspace
 
 DEVICE_TYPES = {"cuda", "npu", "cpu"}
 CASTS = {"to", "float", "long"}  # a dropped cast changes dtype or device
-KERNEL_CALLS = {"npu_fusion_attention"}  # whose tensor inputs get an added .float() (the kernel wants one dtype)
+KERNEL_CALLS = {
+    "npu_fusion_attention"
+}  # whose tensor inputs get an added .float() (the kernel wants one dtype)
 SUITE = Path("tests/regression")
-# Leg tests that exercise each patched file; other files run the whole suite. The series' own upstream-style
-# tests come first, so a mutant's killed_by says whether they kill it without the kit's simulated suite.
+# Leg tests that exercise each patched file; other files run the whole suite. The series' own
+# upstream-style tests come first, so a mutant's killed_by says whether they kill it without the
+# kit's simulated suite.
 TESTS_FOR = {
     "vllm_omni/diffusion/layers/rope.py": [
         "test_series_upstream_tests.py",
@@ -66,12 +70,27 @@ TESTS_FOR = {
         "test_stock_leg.py",
     ],
 }
-# `--series-tests`: the series' own upstream-style tests alone (they run every test file the series adds), in the
-# stock leg alone: what upstream's CPU CI runs them with (stock torch, no torch_npu, no simulator).
+# `--series-tests`: the series' own upstream-style tests alone (they run every test file the series
+# adds), in the stock leg alone: what upstream's CPU CI runs them with (stock torch, no torch_npu,
+# no simulator).
 SERIES_TESTS = "test_series_upstream_tests.py"
-# Every operator, in the summary's order (each gets its row, 0 mutants included: a silent operator shows).
-OPERATORS = ("compare", "guard", "boolean", "constant", "slice", "statement", "swap", "cast", "conditional", "name",
-             "arithmetic", "keyword", "return")  # fmt: skip
+# Every operator, in the summary's order (each gets its row, 0 mutants included: a silent operator
+# shows).
+OPERATORS = (
+    "compare",
+    "guard",
+    "boolean",
+    "constant",
+    "slice",
+    "statement",
+    "swap",
+    "cast",
+    "conditional",
+    "name",
+    "arithmetic",
+    "keyword",
+    "return",
+)
 ARITHMETIC: dict[type[ast.operator], tuple[type[ast.operator], ...]] = {
     ast.FloorDiv: (ast.Div,),
     ast.Div: (ast.FloorDiv, ast.Mult),
@@ -83,8 +102,22 @@ SYMBOL = {ast.FloorDiv: "//", ast.Div: "/", ast.Add: "+", ast.Sub: "-", ast.Mult
 # Results of these are host lists, ints or tensors: what decides a name's kind when it is assigned.
 LIST_CALLS = {"tolist", "list", "accumulate"}
 INT_CALLS = {"int", "len", "numel"}
-TENSOR_CALLS = {"to", "index_select", "flatten", "view", "cat", "new_empty", "empty", "zeros", "tensor",
-                "reshape", "unflatten", "contiguous", "float", "long"}  # fmt: skip
+TENSOR_CALLS = {
+    "to",
+    "index_select",
+    "flatten",
+    "view",
+    "cat",
+    "new_empty",
+    "empty",
+    "zeros",
+    "tensor",
+    "reshape",
+    "unflatten",
+    "contiguous",
+    "float",
+    "long",
+}
 NEGATED = {
     ast.Eq: ast.NotEq,
     ast.NotEq: ast.Eq,
@@ -110,7 +143,8 @@ class Mutant:
     operator: str  # compare, guard, boolean, constant, slice, statement, swap, cast,
     # conditional, name, arithmetic, keyword, return
     description: str  # what changed, e.g. "== -> !="
-    source: str  # the original line, stripped: with path and description, a key that survives line moves
+    # the original line, stripped: with path and description, a key that survives line moves
+    source: str
     text: str  # the whole mutated file
 
     @property
@@ -144,7 +178,12 @@ def _edits(node: ast.AST, added: set[int]) -> Iterator[tuple[ast.AST, str, str, 
             if isinstance(side, ast.Tuple) and len(side.elts) > 1 and _is_device_guard(node):
                 for drop in side.elts:
                     rest = ast.Tuple([e for e in side.elts if e is not drop], ast.Load())
-                    yield side, ast.unparse(rest), "guard", f"drop {ast.unparse(drop)} from {ast.unparse(side)}"
+                    yield (
+                        side,
+                        ast.unparse(rest),
+                        "guard",
+                        f"drop {ast.unparse(drop)} from {ast.unparse(side)}",
+                    )
     elif isinstance(node, ast.BoolOp):
         other = ast.Or() if isinstance(node.op, ast.And) else ast.And()
         yield (
@@ -159,7 +198,12 @@ def _edits(node: ast.AST, added: set[int]) -> Iterator[tuple[ast.AST, str, str, 
         yield node, repr(not node.value), "boolean", f"{node.value} -> {not node.value}"
     elif isinstance(node, ast.Constant) and type(node.value) is int:
         for delta in (1, -1):
-            yield node, repr(node.value + delta), "constant", f"{node.value} -> {node.value + delta}"
+            yield (
+                node,
+                repr(node.value + delta),
+                "constant",
+                f"{node.value} -> {node.value + delta}",
+            )
     elif isinstance(node, ast.Slice):
         for name in ("lower", "upper"):
             bound = getattr(node, name)
@@ -171,14 +215,28 @@ def _edits(node: ast.AST, added: set[int]) -> Iterator[tuple[ast.AST, str, str, 
         args = node.args
         for i in range(len(args) - 1):
             if not any(isinstance(a, ast.Starred) for a in args[i : i + 2]):
-                swapped = ast.Call(node.func, [*args[:i], args[i + 1], args[i], *args[i + 2 :]], node.keywords)
-                yield node, ast.unparse(swapped), "swap", f"swap arguments {i} and {i + 1} of {ast.unparse(node.func)}"
+                swapped = ast.Call(
+                    node.func, [*args[:i], args[i + 1], args[i], *args[i + 2 :]], node.keywords
+                )
+                yield (
+                    node,
+                    ast.unparse(swapped),
+                    "swap",
+                    f"swap arguments {i} and {i + 1} of {ast.unparse(node.func)}",
+                )
         if isinstance(node.func, ast.Attribute) and node.func.attr in CASTS:
             yield node, f"({ast.unparse(node.func.value)})", "cast", f"drop .{node.func.attr}(...)"
-        name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+        name = (
+            node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+        )
         if name in KERNEL_CALLS:
             for i, arg in enumerate(args[:3]):
-                yield arg, f"({ast.unparse(arg)}).float()", "cast", f"add .float() to argument {i} of {name}"
+                yield (
+                    arg,
+                    f"({ast.unparse(arg)}).float()",
+                    "cast",
+                    f"add .float() to argument {i} of {name}",
+                )
         for keyword in node.keywords:
             if keyword.arg is not None:
                 rest = [k for k in node.keywords if k is not keyword]
@@ -196,10 +254,19 @@ def _edits(node: ast.AST, added: set[int]) -> Iterator[tuple[ast.AST, str, str, 
             yield node.value, "None", "return", "return None"
         if isinstance(node.value, ast.Tuple) and len(node.value.elts) > 1:
             elts = node.value.elts
-            yield node.value, ast.unparse(ast.Tuple([elts[1], elts[0], *elts[2:]], ast.Load())), "return", \
-                "swap the first two returned values"  # fmt: skip
-    if isinstance(node, ast.stmt) and set(range(node.lineno, (node.end_lineno or node.lineno) + 1)) <= added:
-        if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)):  # not a docstring
+            yield (
+                node.value,
+                ast.unparse(ast.Tuple([elts[1], elts[0], *elts[2:]], ast.Load())),
+                "return",
+                "swap the first two returned values",
+            )
+    if (
+        isinstance(node, ast.stmt)
+        and set(range(node.lineno, (node.end_lineno or node.lineno) + 1)) <= added
+    ):
+        if not (
+            isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+        ):  # not a docstring
             yield node, "pass", "statement", f"remove {type(node).__name__.lower()} statement"
 
 
@@ -211,7 +278,8 @@ def _kind_of_annotation(annotation: ast.expr | None) -> str:
 
 
 def _kind_of_value(value: ast.expr, kinds: dict[str, str]) -> str:
-    """tensor, int or list when the expression's shape says so (a call's name, a literal, a known name)."""
+    """tensor, int or list when the expression's shape says so (a call's name, a literal, a known
+    name)."""
     if isinstance(value, ast.IfExp):
         body = _kind_of_value(value.body, kinds)
         return body if body == _kind_of_value(value.orelse, kinds) else ""
@@ -226,11 +294,19 @@ def _kind_of_value(value: ast.expr, kinds: dict[str, str]) -> str:
         return "int" if sides == {"int"} else ""
     if isinstance(value, ast.Subscript):
         base = value.value
-        if isinstance(base, ast.Attribute) and base.attr == "shape" and not isinstance(value.slice, ast.Slice):
+        if (
+            isinstance(base, ast.Attribute)
+            and base.attr == "shape"
+            and not isinstance(value.slice, ast.Slice)
+        ):
             return "int"
         return "tensor" if _kind_of_value(base, kinds) == "tensor" else ""
     if isinstance(value, ast.Call):
-        name = value.func.attr if isinstance(value.func, ast.Attribute) else getattr(value.func, "id", "")
+        name = (
+            value.func.attr
+            if isinstance(value.func, ast.Attribute)
+            else getattr(value.func, "id", "")
+        )
         for calls, kind in ((LIST_CALLS, "list"), (INT_CALLS, "int"), (TENSOR_CALLS, "tensor")):
             if name in calls:
                 return kind
@@ -238,7 +314,8 @@ def _kind_of_value(value: ast.expr, kinds: dict[str, str]) -> str:
 
 
 def name_kinds(function: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, str]:
-    """The function's own names with a known kind: parameters by annotation, locals by what they are assigned.
+    """The function's own names with a known kind: parameters by annotation, locals by what they are
+    assigned.
 
     A name assigned values of two kinds, or of one it cannot tell, has none (it is never swapped).
     """
@@ -247,23 +324,45 @@ def name_kinds(function: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, st
         if isinstance(node, ast.Assign):
             for target in node.targets:
                 values = node.value.elts if isinstance(node.value, ast.Tuple) else None
-                if isinstance(target, ast.Tuple) and values is not None and len(values) == len(target.elts):
-                    bindings += [(t.id, v) for t, v in zip(target.elts, values, strict=True) if isinstance(t, ast.Name)]
+                if (
+                    isinstance(target, ast.Tuple)
+                    and values is not None
+                    and len(values) == len(target.elts)
+                ):
+                    bindings += [
+                        (t.id, v)
+                        for t, v in zip(target.elts, values, strict=True)
+                        if isinstance(t, ast.Name)
+                    ]
                 elif isinstance(target, ast.Name):
                     bindings.append((target.id, node.value))
-        elif isinstance(node, ast.For) and isinstance(node.target, ast.Tuple) and isinstance(node.iter, ast.Call):
+        elif (
+            isinstance(node, ast.For)
+            and isinstance(node.target, ast.Tuple)
+            and isinstance(node.iter, ast.Call)
+        ):
             first = node.target.elts[0]
             if getattr(node.iter.func, "id", "") == "enumerate" and isinstance(first, ast.Name):
                 bindings.append((first.id, ast.Constant(0)))  # the index of enumerate(...)
     arguments = function.args
-    annotated = {a.arg: _kind_of_annotation(a.annotation)
-                 for a in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]}  # fmt: skip
+    annotated = {
+        a.arg: _kind_of_annotation(a.annotation)
+        for a in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]
+    }
     kinds = {name: kind for name, kind in annotated.items() if kind}
-    for _ in range(2):  # a local assigned from another local: the second pass knows the first's kind
+    for _ in range(
+        2
+    ):  # a local assigned from another local: the second pass knows the first's kind
         found: dict[str, set[str]] = {name: {kind} for name, kind in annotated.items()}
         for name, value in bindings:
-            found.setdefault(name, set()).add(_kind_of_value(value, kinds) if value is not None else "")
-        kinds = {name: kind for name, (kind, *more) in ((n, sorted(k)) for n, k in found.items()) if kind and not more}
+            found.setdefault(name, set()).add(
+                _kind_of_value(value, kinds) if value is not None else ""
+            )
+        kinds = {
+            name: kind
+            for name, (kind, *more) in ((n, sorted(k)) for n, k in found.items())
+            if kind and not more
+        }
     return kinds
 
 
@@ -285,8 +384,11 @@ def _name_edits(tree: ast.Module, added: set[int]) -> Iterator[tuple[ast.AST, st
             continue
         kinds = name_kinds(function)
         tensors = sorted(name for name, kind in kinds.items() if kind == "tensor")
-        loads = [n for n in ast.walk(function) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
-                 and n.id in kinds]  # fmt: skip
+        loads = [
+            n
+            for n in ast.walk(function)
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in kinds
+        ]
         used: dict[ast.AST, set[str]] = {}
         for load in loads:
             used.setdefault(statement_of(load), set()).add(load.id)
@@ -316,9 +418,15 @@ def mutants_of(path: str, source: str, added: set[int]) -> list[Mutant]:
     lines = source.splitlines(keepends=True)
     out: list[Mutant] = []
     tree = ast.parse(source)
-    seen = {ast.dump(tree)}  # a mutant that parses to the same program is no mutant (e.g. swapping k, k)
-    edits = [(node, edit) for node in ast.walk(tree) if getattr(node, "lineno", None) in added
-             for edit in _edits(node, added)]  # fmt: skip
+    seen = {
+        ast.dump(tree)
+    }  # a mutant that parses to the same program is no mutant (e.g. swapping k, k)
+    edits = [
+        (node, edit)
+        for node in ast.walk(tree)
+        if getattr(node, "lineno", None) in added
+        for edit in _edits(node, added)
+    ]
     edits += [(edit[0], edit) for edit in _name_edits(tree, added)]
     # In file order, so that "(occurrence N)" counts the same edit of identical lines from the top.
     edits.sort(key=lambda pair: (pair[0].lineno, pair[0].col_offset))
@@ -332,7 +440,8 @@ def mutants_of(path: str, source: str, added: set[int]) -> list[Mutant]:
             continue
         seen.add(program)
         source_line = lines[node.lineno - 1].strip()
-        # The key names the line by its text: the same edit of another line with that text is another occurrence.
+        # The key names the line by its text: the same edit of another line with that text is
+        # another occurrence.
         same = sum(m.source == source_line and m.description.startswith(description) for m in out)
         description = f"{description} (occurrence {same + 1})" if same else description
         out.append(Mutant(path, node.lineno, operator, description, source_line, text))
@@ -340,7 +449,8 @@ def mutants_of(path: str, source: str, added: set[int]) -> list[Mutant]:
 
 
 def series_mutants(series_diff: str, tree: Path) -> list[Mutant]:
-    """Mutants of every added line of the series' Python files under vllm_omni/ (tests are not mutated)."""
+    """Mutants of every added line of the series' Python files under vllm_omni/ (tests are not
+    mutated)."""
     out: list[Mutant] = []
     for diff in parse(series_diff):
         if diff.path.startswith("vllm_omni/") and diff.path.endswith(".py") and diff.added:
@@ -354,34 +464,54 @@ def added_tests(series_diff: str, tree: Path) -> dict[str, str]:
     return {
         d.path: (tree / d.path).read_text(encoding="utf-8")
         for d in parse(series_diff)
-        if d.path.startswith("tests/") and d.path.rsplit("/", 1)[-1].startswith("test_") and (tree / d.path).is_file()
+        if d.path.startswith("tests/")
+        and d.path.rsplit("/", 1)[-1].startswith("test_")
+        and (tree / d.path).is_file()
     }
 
 
 def select(mutants: list[Mutant], texts: list[str], operators: list[str]) -> list[Mutant]:
-    """The mutants whose key contains any of ``texts`` and whose operator is one of ``operators`` (empty: all)."""
-    return [m for m in mutants if (not texts or any(t in m.key for t in texts))
-            and (not operators or m.operator in operators)]  # fmt: skip
+    """The mutants whose key contains any of ``texts`` and whose operator is one of ``operators``
+    (empty: all)."""
+    return [
+        m
+        for m in mutants
+        if (not texts or any(t in m.key for t in texts))
+        and (not operators or m.operator in operators)
+    ]
 
 
 def npu_branch(mutants: list[Mutant], tree: Path) -> list[Mutant]:
     """The mutants of the NPU-branch lines: lines only NPU runs, and the device guards that lead there."""
-    npu_only = {path: npu_only_lines((tree / path).read_text(encoding="utf-8")) for path in {m.path for m in mutants}}
+    npu_only = {
+        path: npu_only_lines((tree / path).read_text(encoding="utf-8"))
+        for path in {m.path for m in mutants}
+    }
     return [m for m in mutants if m.line in npu_only[m.path] or m.device_guard]
 
 
 def branch_lines(outcomes: list[Outcome]) -> dict[str, object]:
-    """NPU-branch lines (path:line) and those a killed mutant shows to run: a mutant that fails a test ran."""
+    """NPU-branch lines (path:line) and those a killed mutant shows to run: a mutant that fails a test
+    ran."""
     lines = sorted({f"{o.path}:{o.line}" for o in outcomes})
     run = sorted({f"{o.path}:{o.line}" for o in outcomes if o.status in ("killed", "timeout")})
-    return {"lines": len(lines), "lines_run": len(run), "lines_not_shown_run": sorted(set(lines) - set(run))}
+    return {
+        "lines": len(lines),
+        "lines_run": len(run),
+        "lines_not_shown_run": sorted(set(lines) - set(run)),
+    }
 
 
 def kills_to_keep(previous: dict[str, Any] | None, series_digest: str) -> dict[str, Outcome]:
-    """`--series-tests`: the kills of an earlier run (finished or not) on the same series digest. The digest covers
-    the mutated code and the series' own tests alike (both are patches), so such a mutant dies again; the others
-    run. A run in the full mode keeps nothing: the kit's suite is outside the digest."""
-    if not previous or previous.get("scope") != "npu-branch" or previous.get("series_digest") != series_digest:
+    """`--series-tests`: the kills of an earlier run (finished or not) on the same series digest. The
+    digest covers the mutated code and the series' own tests alike (both are patches), so such a
+    mutant dies again; the others run. A run in the full mode keeps nothing: the kit's suite is
+    outside the digest."""
+    if (
+        not previous
+        or previous.get("scope") != "npu-branch"
+        or previous.get("series_digest") != series_digest
+    ):
         return {}
     kills = [o for o in previous.get("outcomes", []) if o.get("status") in ("killed", "timeout")]
     return {o["key"]: Outcome(**{**o, "legs": tuple(o["legs"])}) for o in kills}
@@ -390,7 +520,8 @@ def kills_to_keep(previous: dict[str, Any] | None, series_digest: str) -> dict[s
 def legs_for(mutant: Mutant, npu_only: set[int]) -> list[str]:
     """The npu leg for a line only NPU runs; both legs for device guards and shared lines.
 
-    The npu leg goes first: it runs the NPU-path tests and most shared ones, so it usually kills sooner.
+    The npu leg goes first: it runs the NPU-path tests and most shared ones, so it usually kills
+    sooner.
     """
     if mutant.line in npu_only and not mutant.device_guard:
         return ["npu"]
@@ -409,15 +540,16 @@ def imports_module(test_source: str, path: str) -> bool:
 
 
 def series_test_ids(path: str, series_tests: dict[str, str]) -> list[str]:
-    """The series' own test files that import the module at path, as test ids of SERIES_TESTS (all of them when
-    none does): a mutant of paged_attention.py need not wait for the RoPE test."""
+    """The series' own test files that import the module at path, as test ids of SERIES_TESTS (all of
+    them when none does): a mutant of paged_attention.py need not wait for the RoPE test."""
     files = [f for f, text in sorted(series_tests.items()) if imports_module(text, path)]
     test = str(SUITE / SERIES_TESTS)
     return [f"{test}::test_series_upstream_test_passes_from_checkout[{f}]" for f in files] or [test]
 
 
 def tests_for(path: str, series_tests: dict[str, str] | None = None) -> list[str]:
-    """The leg tests a mutant of path runs: with series_tests (file -> text), only the series' own tests."""
+    """The leg tests a mutant of path runs: with series_tests (file -> text), only the series' own
+    tests."""
     if series_tests is not None:
         return series_test_ids(path, series_tests)
     return [str(SUITE / name) for name in TESTS_FOR.get(path, [])] or [str(SUITE)]
@@ -436,9 +568,14 @@ def load_equivalent(path: Path) -> dict[str, str]:
         raise MutateError(f"{path.name} is not valid TOML ({error})", "fix the file") from None
     out = {}
     for i, entry in enumerate(entries, 1):
-        missing = [k for k in ("file", "line", "mutation", "reason") if not str(entry.get(k, "")).strip()]
+        missing = [
+            k for k in ("file", "line", "mutation", "reason") if not str(entry.get(k, "")).strip()
+        ]
         if missing:
-            raise MutateError(f"{path.name}: entry {i} lacks {', '.join(missing)}", "give each entry all four fields")
+            raise MutateError(
+                f"{path.name}: entry {i} lacks {', '.join(missing)}",
+                "give each entry all four fields",
+            )
         out[f"{entry['file']} | {entry['line']} | {entry['mutation']}"] = entry["reason"]
     return out
 
@@ -471,7 +608,8 @@ def make_workspace(work: Path, checkout: Path, kit_root: Path) -> Path:
 
 
 def first_failure(output: str) -> str:
-    """The first failing test's id in pytest -q -rf output ("FAILED path::name - ..."), else the last line."""
+    """The first failing test's id in pytest -q -rf output ("FAILED path::name - ..."), else the last
+    line."""
     for line in output.splitlines():
         if line.startswith(("FAILED ", "ERROR ")):
             return line.split(" ", 1)[1].split(" - ", 1)[0]
@@ -479,21 +617,31 @@ def first_failure(output: str) -> str:
 
 
 class Worker:
-    """A leg's fork server (tests/regression/_mutant_worker.py): vllm imported once, one fork per pytest run."""
+    """A leg's fork server (tests/regression/_mutant_worker.py): vllm imported once, one fork per
+    pytest run."""
 
     def __init__(self, leg: str, python: Path, env: dict[str, str], cwd: Path) -> None:
         self.leg = leg
         script = cwd / SUITE / "_mutant_worker.py"
         # Its own session: a Ctrl-C reaches the kit only, which then stops the worker (close()).
-        self.proc = subprocess.Popen([str(python), str(script)], cwd=cwd, env=env, stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, encoding="utf-8", errors="replace",
-                                     start_new_session=True)  # fmt: skip
+        self.proc = subprocess.Popen(
+            [str(python), str(script)],
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            encoding="utf-8",
+            errors="replace",
+            start_new_session=True,
+        )
         self._reply()  # {"ready": true} once the imports are done
 
     def _reply(self) -> dict[str, object]:
         line = self.proc.stdout.readline() if self.proc.stdout else ""
         if not line:
-            raise MutateError(f"the {self.leg} leg's mutation worker exited", "see its output above")
+            raise MutateError(
+                f"the {self.leg} leg's mutation worker exited", "see its output above"
+            )
         return json.loads(line)
 
     def run(self, tests: list[str], timeout: float) -> tuple[str, str]:
@@ -505,11 +653,13 @@ class Worker:
         reply = self._reply()
         if reply["rc"] is None:
             return "timeout", ""
-        return ("passed", "") if reply["rc"] == 0 else ("failed", first_failure(str(reply["output"])))
+        return (
+            ("passed", "") if reply["rc"] == 0 else ("failed", first_failure(str(reply["output"])))
+        )
 
     def close(self) -> None:
-        """An idle worker exits at the end of its input; one still running a test (interrupted) gets SIGTERM,
-        which kills that pytest run first (tests/regression/_mutant_worker.py)."""
+        """An idle worker exits at the end of its input; one still running a test (interrupted) gets
+        SIGTERM, which kills that pytest run first (tests/regression/_mutant_worker.py)."""
         if self.proc.stdin:
             with contextlib.suppress(BrokenPipeError):
                 self.proc.stdin.close()
@@ -536,31 +686,56 @@ def run_mutant(
     status, killed_by = "survived", ""
     try:
         target.write_text(mutant.text, encoding="utf-8")
-        # The series' own tests go upstream with stock torch: the stock leg judges every mutant alone there.
+        # The series' own tests go upstream with stock torch: the stock leg judges every mutant
+        # alone there.
         for leg in list(workers) if series_tests is not None else legs_for(mutant, npu_only):
             ran.append(leg)
             result, failure = workers[leg].run(tests_for(mutant.path, series_tests), timeout)
             if result != "passed":
-                status, killed_by = ("killed", f"{leg}: {failure}") if result == "failed" else ("timeout", leg)
+                status, killed_by = (
+                    ("killed", f"{leg}: {failure}") if result == "failed" else ("timeout", leg)
+                )
                 break
     finally:
         target.write_text(original, encoding="utf-8")
-    return Outcome(mutant.key, mutant.path, mutant.line, mutant.operator, mutant.description, status, tuple(ran),
-                   killed_by, round(time.monotonic() - started, 1))  # fmt: skip
+    return Outcome(
+        mutant.key,
+        mutant.path,
+        mutant.line,
+        mutant.operator,
+        mutant.description,
+        status,
+        tuple(ran),
+        killed_by,
+        round(time.monotonic() - started, 1),
+    )
 
 
 def listed(mutant: Mutant, equivalent: dict[str, str]) -> Outcome:
-    return Outcome(mutant.key, mutant.path, mutant.line, mutant.operator, mutant.description, "equivalent", (),
-                   equivalent[mutant.key], 0.0)  # fmt: skip
+    return Outcome(
+        mutant.key,
+        mutant.path,
+        mutant.line,
+        mutant.operator,
+        mutant.description,
+        "equivalent",
+        (),
+        equivalent[mutant.key],
+        0.0,
+    )
 
 
 def summary_rows(outcomes: list[Outcome]) -> list[tuple[str, int, int, int, int, int]]:
-    """Per operator (every one, in OPERATORS' order): mutants, killed, survived, equivalent, timeout; the total."""
+    """Per operator (every one, in OPERATORS' order): mutants, killed, survived, equivalent, timeout;
+    the total."""
     ops = [*OPERATORS, *sorted({o.operator for o in outcomes} - set(OPERATORS))]
     rows = []
     for op in [*ops, "total"]:
         chosen = [o for o in outcomes if op in ("total", o.operator)]
-        counts = [sum(o.status == s for o in chosen) for s in ("killed", "survived", "equivalent", "timeout")]
+        counts = [
+            sum(o.status == s for o in chosen)
+            for s in ("killed", "survived", "equivalent", "timeout")
+        ]
         rows.append((op, len(chosen), *counts))
     return rows
 
@@ -568,14 +743,25 @@ def summary_rows(outcomes: list[Outcome]) -> list[tuple[str, int, int, int, int,
 def score(outcomes: list[Outcome]) -> float:
     """Killed (timeouts count as killed) over the non-equivalent mutants."""
     counted = [o for o in outcomes if o.status != "equivalent"]
-    return sum(o.status in ("killed", "timeout") for o in counted) / len(counted) if counted else 1.0
+    return (
+        sum(o.status in ("killed", "timeout") for o in counted) / len(counted) if counted else 1.0
+    )
 
 
 def record(
-    outcomes: list[Outcome], stale: list[str], seconds: float, series_digest: str, total: int, series_only: bool = False
+    outcomes: list[Outcome],
+    stale: list[str],
+    seconds: float,
+    series_digest: str,
+    total: int,
+    series_only: bool = False,
 ) -> dict[str, object]:
     survivors = [o.key for o in outcomes if o.status == "survived"]
-    scope = {"scope": "npu-branch", "tests": SERIES_TESTS, **branch_lines(outcomes)} if series_only else {}
+    scope = (
+        {"scope": "npu-branch", "tests": SERIES_TESTS, **branch_lines(outcomes)}
+        if series_only
+        else {}
+    )
     return {
         **scope,
         "series_digest": series_digest,
@@ -596,7 +782,9 @@ def record(
 def start_worker(ws: Workspace, leg: str, tree: Path) -> Worker:
     # The leg's own venv, probed the way a test run probes it (the probe cache included).
     found = legenv.interpreter(ws, legenv.check_leg(leg), legenv.LegOptions())
-    mode = suite.npu_mode(leg, probe.leg_versions(found.python, found.pycache, found.probe_cache)[0])
+    mode = suite.npu_mode(
+        leg, probe.leg_versions(found.python, found.pycache, found.probe_cache)[0]
+    )
     out = ws.mutate_dir / f"records-{leg}"
     out.mkdir(parents=True, exist_ok=True)
     progress(f"leg {leg}: mode {mode}; starting its worker")
@@ -616,12 +804,15 @@ def run_all(
     series_tests: dict[str, str] | None = None,
     kept: dict[str, Outcome] | None = None,
 ) -> int:
-    """Every mutant in turn (a kill in kept is not run again); the record is `mutate`, or `mutate-series` for the
-    series' own tests alone."""
+    """Every mutant in turn (a kill in kept is not run again); the record is `mutate`, or
+    `mutate-series` for the series' own tests alone."""
     kept = kept or {}
     series_only = series_tests is not None
     name = "mutate-series" if series_only else "mutate"
-    npu_only = {path: npu_only_lines((tree / path).read_text(encoding="utf-8")) for path in {m.path for m in mutants}}
+    npu_only = {
+        path: npu_only_lines((tree / path).read_text(encoding="utf-8"))
+        for path in {m.path for m in mutants}
+    }
     timeouts: dict[str, float] = {}
     for path in sorted({m.path for m in mutants}):
         # Control: the unmutated tree passes the same selection, and its time bounds a mutant's run.
@@ -629,12 +820,18 @@ def run_all(
             began = time.monotonic()
             result, failure = worker.run(tests_for(path, series_tests), 1800)
             if result != "passed":
-                raise MutateError(f"leg {leg} fails {path}'s tests on the unmutated series ({failure})",
-                                  "make both legs green first (nox -s test)")  # fmt: skip
-            progress(f"control: leg {leg} passes {path}'s tests unmutated ({time.monotonic() - began:.0f} s)")
+                raise MutateError(
+                    f"leg {leg} fails {path}'s tests on the unmutated series ({failure})",
+                    "make both legs green first (nox -s test)",
+                )
+            progress(
+                f"control: leg {leg} passes {path}'s tests unmutated "
+                f"({time.monotonic() - began:.0f} s)"
+            )
             timeouts[path] = max(timeouts.get(path, 0.0), 60.0, 3 * (time.monotonic() - began))
     progress(
-        f"{len(mutants)} mutants of {len({m.path for m in mutants})} files; {len(equivalent)} listed as equivalent"
+        f"{len(mutants)} mutants of {len({m.path for m in mutants})} files; {len(equivalent)} "
+        "listed as equivalent"
         + (f"; {len(kept)} killed by an earlier run on this series, kept" if kept else "")
     )
     outcomes = []
@@ -644,23 +841,45 @@ def run_all(
         elif mutant.key in kept:
             outcome = kept[mutant.key]
         else:
-            outcome = run_mutant(mutant, tree, workers, npu_only[mutant.path], timeouts[mutant.path], series_tests)
+            outcome = run_mutant(
+                mutant, tree, workers, npu_only[mutant.path], timeouts[mutant.path], series_tests
+            )
         outcomes.append(outcome)
         records.write(
             records_dir,
             name,
-            record(outcomes, stale, time.monotonic() - started, series_digest, len(mutants), series_only),
+            record(
+                outcomes,
+                stale,
+                time.monotonic() - started,
+                series_digest,
+                len(mutants),
+                series_only,
+            ),
         )
-        progress(f"[{i}/{len(mutants)}] {outcome.status:10} {mutant.path}:{mutant.line} {mutant.description}"
-                 + (f" ({outcome.killed_by})" if outcome.status == "killed" else ""))  # fmt: skip
+        progress(
+            f"[{i}/{len(mutants)}] {outcome.status:10} {mutant.path}:{mutant.line} "
+            f"{mutant.description}"
+            + (f" ({outcome.killed_by})" if outcome.status == "killed" else "")
+        )
     elapsed = time.monotonic() - started
-    print(table(["operator", "mutants", "killed", "survived", "equivalent", "timeout"], summary_rows(outcomes)))
+    print(
+        table(
+            ["operator", "mutants", "killed", "survived", "equivalent", "timeout"],
+            summary_rows(outcomes),
+        )
+    )
     for o in outcomes:
         if o.status == "survived":
             print(f"survived: {o.key}")
     data = record(outcomes, stale, elapsed, series_digest, len(mutants), series_only)
     records.write(records_dir, name, data)
     if series_only:
-        progress(f"NPU-branch lines shown run by the series' own tests: {data['lines_run']}/{data['lines']}")
-    progress(f"mutation score {data['score']:.1%} ({len(outcomes)} mutants) in {elapsed / 60:.1f} min")
+        progress(
+            "NPU-branch lines shown run by the series' own tests: "
+            f"{data['lines_run']}/{data['lines']}"
+        )
+    progress(
+        f"mutation score {data['score']:.1%} ({len(outcomes)} mutants) in {elapsed / 60:.1f} min"
+    )
     return 0 if data["passed"] else 1

@@ -18,21 +18,43 @@ from scripts.report import markdown_table
 
 Record = Mapping[str, Any]
 NOT_RUN = "not run"
-# (record name, what it is, what was run): the contributor's evidence, in order; {ruff} is the pinned version.
+# (record name, what it is, what was run): the contributor's evidence, in order; {ruff} is the
+# pinned version.
 PLAN = (
-    ("lint", "lint", "upstream's pre-commit hooks at its pins (ruff v{ruff} with upstream's settings, typos with "
-                     "upstream's configuration, pre-commit-hooks' YAML, whitespace, end-of-file and debug-statement "
-                     "checks) on the lines the series adds, plus the contributor kit's checks: "
-                     f"{'; '.join(rule.requires for rule in RULES)}"),
-    ("test-stock", "CPU regression, leg `stock`", "a CPU regression suite on the patched tree with stock torch, no "
-                   "torch_npu installed"),
-    ("test-npu", "CPU regression, leg `npu`", "the same suite with the pinned torch_npu (real with CANN, else a "
-                 "simulated NPU on CPU, said so in the result)"),
-    ("e2e", "e2e realtime benchmark", "the serve and benchmark commands above, twice with independent servers on 4 "
-            "Ascend cards (SP-4): steady chunk-interval median and video md5 compared"),
-    ("mutate-series", "NPU contract of the added tests", "every NPU-branch line the series adds mutated, one edit at "
-                      "a time, against the added tests alone, with stock torch"),
-)  # fmt: skip
+    (
+        "lint",
+        "lint",
+        "upstream's pre-commit hooks at its pins (ruff v{ruff} with upstream's settings, typos "
+        "with "
+        "upstream's configuration, pre-commit-hooks' YAML, whitespace, end-of-file and "
+        "debug-statement "
+        "checks) on the lines the series adds, plus the contributor kit's checks: "
+        f"{'; '.join(rule.requires for rule in RULES)}",
+    ),
+    (
+        "test-stock",
+        "CPU regression, leg `stock`",
+        "a CPU regression suite on the patched tree with stock torch, no torch_npu installed",
+    ),
+    (
+        "test-npu",
+        "CPU regression, leg `npu`",
+        "the same suite with the pinned torch_npu (real with CANN, else a "
+        "simulated NPU on CPU, said so in the result)",
+    ),
+    (
+        "e2e",
+        "e2e realtime benchmark",
+        "the serve and benchmark commands above, twice with independent servers on 4 "
+        "Ascend cards (SP-4): steady chunk-interval median and video md5 compared",
+    ),
+    (
+        "mutate-series",
+        "NPU contract of the added tests",
+        "every NPU-branch line the series adds mutated, one edit at "
+        "a time, against the added tests alone, with stock torch",
+    ),
+)
 DEPLOY_CONFIG = "benchmarks/lingbot_world/configs/npu_usp4_eager.yaml"
 MODEL = "/path/to/lingbot-world-v2-14b-causal-fast-diffusers"  # the reviewer's copy of the model
 BENCHMARK = "benchmarks/lingbot_world/benchmark_lingbot_world_realtime.py"
@@ -51,29 +73,48 @@ def freshness(record: Record | None, digest: str) -> str | None:
 def lint_result(r: Record) -> str:
     findings = len(r.get("findings", []))
     verdict = "passed" if r.get("passed") else f"FAILED, {findings} finding(s)"
-    return (f"{verdict}: upstream's hooks, ruff {r.get('ruff', '?')} and the kit's checks on "
-            f"{len(r.get('files', []))} Python file(s); "
-            f"{r.get('pre_existing', 0)} pre-existing upstream finding(s) not counted")  # fmt: skip
+    return (
+        f"{verdict}: upstream's hooks, ruff {r.get('ruff', '?')} and the kit's checks on "
+        f"{len(r.get('files', []))} Python file(s); "
+        f"{r.get('pre_existing', 0)} pre-existing upstream finding(s) not counted"
+    )
 
 
 def test_result(r: Record) -> str:
     mode = r.get("mode", "?")
-    mode_text = {"none": "no torch_npu", "simulated": "simulated NPU on CPU, not real Ascend hardware",
-                 "real": "real torch_npu on Ascend"}.get(mode, mode)  # fmt: skip
+    mode_text = {
+        "none": "no torch_npu",
+        "simulated": "simulated NPU on CPU, not real Ascend hardware",
+        "real": "real torch_npu on Ascend",
+    }.get(mode, mode)
     counts = ", ".join(f"{r.get(k, 0)} {k}" for k in ("passed", "failed", "errors", "skipped"))
-    versions = ", ".join(f"{k} {v}" for k, v in sorted(dict(r.get("versions", {})).items()) if k != "torch_npu_import")
+    versions = ", ".join(
+        f"{k} {v}"
+        for k, v in sorted(dict(r.get("versions", {})).items())
+        if k != "torch_npu_import"
+    )
     verdict = "passed" if r.get("passed_all", r.get("passed") is True) else "FAILED"
     return f"{verdict}: {counts} (mode {mode}: {mode_text}; {versions})"
 
 
 def e2e_result(r: Record) -> str:
-    """From the e2e record (its summary.json plus series_digest): verdict, runs, determinism, evidence folder."""
+    """From the e2e record (its summary.json plus series_digest): verdict, runs, determinism, evidence
+    folder."""
     medians = [run.get("steady_median_ms") for run in r.get("runs", [])]
     shown = ", ".join("-" if m is None else f"{m:.1f} ms" for m in medians) or "no run finished"
-    md5 = {True: "equal", False: "DIFFERENT"}.get((r.get("determinism") or {}).get("md5_equal"), "not compared")
-    where = "stand-in server, no Ascend cards: not a hardware result" if r.get("stand_in") else "Ascend cards"
-    return (f"{r.get('verdict', '?')}: steady chunk-interval median per run {shown}; video md5 {md5}; {where}; "
-            f"evidence {r.get('evidence', 'not recorded')}")  # fmt: skip
+    md5 = {True: "equal", False: "DIFFERENT"}.get(
+        (r.get("determinism") or {}).get("md5_equal"), "not compared"
+    )
+    where = (
+        "stand-in server, no Ascend cards: not a hardware result"
+        if r.get("stand_in")
+        else "Ascend cards"
+    )
+    return (
+        f"{r.get('verdict', '?')}: steady chunk-interval median per run {shown}; video md5 {md5}; "
+        f"{where}; "
+        f"evidence {r.get('evidence', 'not recorded')}"
+    )
 
 
 def mutation_result(r: Record) -> str:
@@ -83,7 +124,8 @@ def mutation_result(r: Record) -> str:
     killed = sum(o.get("status") in ("killed", "timeout") for o in counted)
     equivalent = len(outcomes) - len(counted)
     text = (
-        f"the series' own tests run {r.get('lines_run', 0)}/{r.get('lines', 0)} NPU-branch lines and kill "
+        f"the series' own tests run {r.get('lines_run', 0)}/{r.get('lines', 0)} NPU-branch lines "
+        "and kill "
         f"{killed}/{len(counted)} mutants of them"
     )
     if equivalent:
@@ -122,7 +164,8 @@ def scope_markdown(scopes: Sequence[Scope], left_out: Sequence[tuple[str, str]] 
 
 
 def plan_lines(ruff: str) -> list[str]:
-    """What the contributor's kit ran, with the ruff version ci/kit-tools.txt pins (read by the caller)."""
+    """What the contributor's kit ran, with the ruff version ci/kit-tools.txt pins (read by the
+    caller)."""
     return [how.replace("{ruff}", ruff) for _, _, how in PLAN]
 
 
@@ -203,7 +246,8 @@ recorded on this revision (anything not run says so).
 
 
 def sections(text: str) -> list[tuple[str, str]]:
-    """(heading, text) of each `## ` section of a markdown text; the part before the first has heading ""."""
+    """(heading, text) of each `## ` section of a markdown text; the part before the first has heading
+    ""."""
     parts = re.split(r"(?m)^## +(.+?)\s*$", text)
     return [("", parts[0]), *zip(parts[1::2], parts[2::2], strict=True)]
 
@@ -213,9 +257,10 @@ def heading_key(heading: str) -> str:
 
 
 def in_template(template: str, filled: str) -> str:
-    """filled (the kit's body) in the target's own PR template: each template section the kit fills (same heading,
-    case and punctuation aside) takes the kit's text; the others keep the template's for the submitter to fill;
-    a section of the kit's the template lacks follows at the end. An HTML comment of the template is dropped."""
+    """filled (the kit's body) in the target's own PR template: each template section the kit fills
+    (same heading, case and punctuation aside) takes the kit's text; the others keep the template's
+    for the submitter to fill; a section of the kit's the template lacks follows at the end. An HTML
+    comment of the template is dropped."""
     key = heading_key
     ours = {key(h): (h, t) for h, t in sections(filled) if h}
     out, used = [], set()

@@ -53,12 +53,15 @@ def parse(text: str) -> Cover:
     if not title or title.startswith("#"):
         raise CoverError(
             f"patches/{NAME} does not start with the PR title",
-            "make its first line the title, e.g. [Bugfix][NPU] Fix ... (format: scripts/pr/cover.py)",
+            "make its first line the title, e.g. [Bugfix][NPU] Fix ... (format: "
+            "scripts/pr/cover.py)",
         )
     if len(title) > TITLE_MAX:
         raise CoverError(
-            f"patches/{NAME}'s title is {len(title)} characters, over the {TITLE_MAX} a commit-style title keeps",
-            "shorten it: one or two of upstream's prefixes ([NPU], [Bugfix], [Hardware][Ascend]) and what changes",
+            f"patches/{NAME}'s title is {len(title)} characters, over the {TITLE_MAX} a "
+            "commit-style title keeps",
+            "shorten it: one or two of upstream's prefixes ([NPU], [Bugfix], [Hardware][Ascend]) "
+            "and what changes",
         )
     rest = "\n".join(lines[1:])
     heading = re.search(rf"^{re.escape(NOTES)}[ \t]*$", rest, re.M)
@@ -82,8 +85,8 @@ def load(patches_dir: Path) -> Cover:
 
 
 def purpose_section(cover: Cover, subjects: Sequence[str], other_devices: str) -> str:
-    """The PR's Purpose: the cover's paragraphs, what changes on other devices (the off-NPU proof's words, never
-    the cover's), one line per commit, then the notes for reviewers."""
+    """The PR's Purpose: the cover's paragraphs, what changes on other devices (the off-NPU proof's
+    words, never the cover's), one line per commit, then the notes for reviewers."""
     commits = "\n".join(f"- {s}" for s in subjects)
     notes = f"\n\n### Notes for reviewers\n\n{cover.notes}" if cover.notes else ""
     return f"{cover.purpose}\n\n{other_devices}\n\nCommits:\n\n{commits}{notes}"
@@ -96,6 +99,9 @@ def compare(old: str | None, new: str, old_label: str) -> str:
     if old == new:
         return f"Cover against {old_label}: unchanged."
     diff = difflib.unified_diff(
-        old.splitlines(keepends=True), new.splitlines(keepends=True), f"{old_label}/{NAME}", f"new/{NAME}"
+        old.splitlines(keepends=True),
+        new.splitlines(keepends=True),
+        f"{old_label}/{NAME}",
+        f"new/{NAME}",
     )
     return f"Cover against {old_label}:\n\n{''.join(diff).rstrip()}"

@@ -30,7 +30,9 @@ from scripts.rebase.verdicts import Verdict, judge_series
 from scripts.series import Patch
 
 MARKER = "kit-upstream-clone"  # in .git/: this folder is the kit's, it may reset it
-GITHUB = re.compile(r"^(?:https://github\.com/|git@github\.com:|ssh://git@github\.com/)([^/]+)/([^/]+?)(?:\.git)?/?$")
+GITHUB = re.compile(
+    r"^(?:https://github\.com/|git@github\.com:|ssh://git@github\.com/)([^/]+)/([^/]+?)(?:\.git)?/?$"
+)
 
 
 class OntoError(KitError):
@@ -47,7 +49,9 @@ def kit_clone(clone: Path) -> Path:
     if not clone.exists():
         clone.mkdir(parents=True)
         gitcmd.init(clone)
-        (clone / ".git" / MARKER).write_text("made by the kit for nox -s pr -- --onto\n", encoding="utf-8")
+        (clone / ".git" / MARKER).write_text(
+            "made by the kit for nox -s pr -- --onto\n", encoding="utf-8"
+        )
     return clone
 
 
@@ -61,7 +65,8 @@ def fetch_ref(clone: Path, url: str, ref: str) -> str:
         raise OntoError(what, "try again: the ref moved while fetching") from None
     except KitError as exc:
         raise OntoError(
-            f"cannot fetch {ref} ({commit[:12]}) from {url} ({exc.what})", "check the URL and network"
+            f"cannot fetch {ref} ({commit[:12]}) from {url} ({exc.what})",
+            "check the URL and network",
         ) from exc
     gitcmd.detach(clone, commit, force=True)
     gitcmd.clean(clone)
@@ -89,29 +94,45 @@ def build(
     branch: str,
     threeway: bool,
 ) -> tuple[list[Verdict], list[str]]:
-    """(the verdict per patch, the upstream-form commits of branch) on top of base; raises on a refusal."""
+    """(the verdict per patch, the upstream-form commits of branch) on top of base; raises on a
+    refusal."""
     found = judge_series(clone, checkout, patches, commits, with_history=True)
     why = refusal(found, threeway)
     if why:
         gitcmd.detach(clone, base, force=True)
-        fix = "pass --3way to accept the merge" if "only with a merge" in why else "rebase the series first"
-        raise OntoError(f"not making {branch}: {why}", f"{fix} (nox -s rebase -- --git URL REF shows every patch)")
+        fix = (
+            "pass --3way to accept the merge"
+            if "only with a merge" in why
+            else "rebase the series first"
+        )
+        raise OntoError(
+            f"not making {branch}: {why}",
+            f"{fix} (nox -s rebase -- --git URL REF shows every patch)",
+        )
     applied = gitcmd.rev_list(clone, f"{base}..HEAD")
     made = build_branch(clone, base, applied, signer, branch)
     gitcmd.switch(clone, branch, force=True)  # the clone shows what would be pushed
     return found, made
 
 
-def target_gates(clone: Path, base: str, where: str, tools: Tools, proof: OffNpuProof, scratch: Path) -> SeriesLint:
-    """The series on REF (the clone's branch) judged by REF's own gates: its `.pre-commit-config.yaml` and
-    tools/, as upstream's CI will judge the PR; scratch receives REF's tree (ruff format's "before")."""
+def target_gates(
+    clone: Path, base: str, where: str, tools: Tools, proof: OffNpuProof, scratch: Path
+) -> SeriesLint:
+    """The series on REF (the clone's branch) judged by REF's own gates: its `.pre-commit-config.yaml`
+    and tools/, as upstream's CI will judge the PR; scratch receives REF's tree (ruff format's
+    "before")."""
     source = precommit.tree_gates(clone, base, where, tools.hooks)
     export_tree(clone, base, scratch)
     return lint_tree(tools, source, clone, base, proof, scratch)
 
 
-# Where a target tree keeps its PR template and states its DCO rule (GitHub's places, then the usual guides).
-TEMPLATES = (".github/PULL_REQUEST_TEMPLATE.md", ".github/pull_request_template.md", "PULL_REQUEST_TEMPLATE.md")
+# Where a target tree keeps its PR template and states its DCO rule (GitHub's places, then the usual
+# guides).
+TEMPLATES = (
+    ".github/PULL_REQUEST_TEMPLATE.md",
+    ".github/pull_request_template.md",
+    "PULL_REQUEST_TEMPLATE.md",
+)
 DCO_FILES = (".github/dco.yml", "CONTRIBUTING.md", ".github/CONTRIBUTING.md")
 DCO_WORDS = re.compile(r"\bDCO\b|Developer Certificate of Origin|Signed-off-by", re.I)
 
@@ -120,24 +141,35 @@ DCO_WORDS = re.compile(r"\bDCO\b|Developer Certificate of Origin|Signed-off-by",
 class TargetRules:
     """The PR template and DCO rule of the target tree, as the PR is judged by them."""
 
-    template: str | None  # the template's text (None: the target has none; the kit's own sections are used)
+    template: (
+        str | None
+    )  # the template's text (None: the target has none; the kit's own sections are used)
     template_from: str
     dco_from: str
 
 
 def target_rules(clone: Path, base: str) -> TargetRules:
     """The target's PR template and where it states its DCO rule; commits are signed off either way."""
-    found = next(((p, t) for p in TEMPLATES if (t := gitcmd.show_file(clone, base, p)) is not None), None)
-    dco = next((p for p in DCO_FILES if DCO_WORDS.search(gitcmd.show_file(clone, base, p) or "")), None)
+    found = next(
+        ((p, t) for p in TEMPLATES if (t := gitcmd.show_file(clone, base, p)) is not None), None
+    )
+    dco = next(
+        (p for p in DCO_FILES if DCO_WORDS.search(gitcmd.show_file(clone, base, p) or "")), None
+    )
     return TargetRules(
         found[1] if found else None,
-        f"{found[0]} of the target" if found else "the kit's sections (the target has no PR template)",
-        f"{dco} of the target" if dco else "none stated by the target; every commit is signed off all the same",
+        f"{found[0]} of the target"
+        if found
+        else "the kit's sections (the target has no PR template)",
+        f"{dco} of the target"
+        if dco
+        else "none stated by the target; every commit is signed off all the same",
     )
 
 
 def gate_report(result: SeriesLint) -> str:
-    """What REF's gates say: the series' own lines first (they fail the PR), then upstream's pre-existing ones."""
+    """What REF's gates say: the series' own lines first (they fail the PR), then upstream's
+    pre-existing ones."""
     own = "\n".join(f"  {f}" for f in result.findings) or "  none"
     theirs = "\n".join(f"  {f}" for f in result.pre_existing) or "  none"
     return (
@@ -148,41 +180,50 @@ def gate_report(result: SeriesLint) -> str:
 
 
 def push_reason(stdout: str, stderr: str) -> str:
-    """Why git push failed, in git's words: a refused ref's porcelain line, else git's first fatal:/error: line
-    (the advice git prints after it, "make sure ... the repository exists", is not the reason)."""
+    """Why git push failed, in git's words: a refused ref's porcelain line, else git's first
+    fatal:/error: line (the advice git prints after it, "make sure ... the repository exists", is
+    not the reason)."""
     refused = [line.split("\t")[-1] for line in stdout.splitlines() if line.startswith("!")]
     if refused:
         return refused[0].strip()
     said = [line.strip() for line in stderr.splitlines() if line.strip()]
-    reason = next((line for line in said if line.startswith(("fatal:", "error:", "remote: error:"))), None)
+    reason = next(
+        (line for line in said if line.startswith(("fatal:", "error:", "remote: error:"))), None
+    )
     return reason or (said[0] if said else "git push said nothing")
 
 
 def pushed_ref(branch: str) -> str:
-    """Where the kit's clone keeps what it last pushed of branch: a force-push may replace that, nothing else."""
+    """Where the kit's clone keeps what it last pushed of branch: a force-push may replace that,
+    nothing else."""
     return f"refs/kit/pushed/{branch}"
 
 
 def push(clone: Path, remote: str, branch: str) -> None:
     """Push branch to the user's fork, with the user's own config (credentials live there).
 
-    A branch the fork does not have, or one the push fast-forwards, is pushed; one the kit pushed before is
-    replaced only while it is still what the kit pushed (--force-with-lease): a commit someone else added there
-    (a maintainer's fix) is never overwritten; the refusal names it."""
+    A branch the fork does not have, or one the push fast-forwards, is pushed; one the kit pushed
+    before is replaced only while it is still what the kit pushed (--force-with-lease): a commit
+    someone else added there (a maintainer's fix) is never overwritten; the refusal names it."""
     target = remote if "://" in remote or remote.startswith("git@") else str(Path(remote).resolve())
     last = gitcmd.verify(clone, pushed_ref(branch))
     lease = [f"--force-with-lease=refs/heads/{branch}:{last}"] if last else []
     proc = gitcmd.push(clone, target, f"{branch}:refs/heads/{branch}", *lease)
     if proc.returncode == 0:
-        gitcmd.update_ref(clone, pushed_ref(branch), gitcmd.rev_parse(clone, branch), message="kit pushed")
+        gitcmd.update_ref(
+            clone, pushed_ref(branch), gitcmd.rev_parse(clone, branch), message="kit pushed"
+        )
         return
     reason = push_reason(proc.stdout, proc.stderr)
     if "rejected" in proc.stdout or "stale info" in reason or "fetch first" in reason:
         raise OntoError(
-            f"the fork's {branch} holds {others_commit(clone, target, branch)}, which the kit did not push; "
+            f"the fork's {branch} holds {others_commit(clone, target, branch)}, which the kit did "
+            "not push; "
             "not replacing it (nothing pushed or recorded)",
-            f"take it into the series (commit it in the checkout, nox -s refresh), or, to drop it, delete the "
-            f"fork's branch yourself: git push {remote} --delete {branch}; then run nox -s pr again",
+            "take it into the series (commit it in the checkout, nox -s refresh), or, to drop it, "
+            "delete the "
+            f"fork's branch yourself: git push {remote} --delete {branch}; then run nox -s pr "
+            "again",
         )
     raise OntoError(
         f"git push to {remote} failed: {reason} (nothing recorded)",
@@ -204,7 +245,9 @@ def github_repo(url: str) -> str | None:
     return f"{m[1]}/{m[2]}" if m else None
 
 
-def gh_command(upstream_url: str, fork: str, branch: str, base: str, title: str, body_file: Path) -> list[str]:
+def gh_command(
+    upstream_url: str, fork: str, branch: str, base: str, title: str, body_file: Path
+) -> list[str]:
     """The `gh pr create` that opens the PR from the fork's branch against upstream's base."""
     owner = (github_repo(fork) or "FORK_OWNER/").split("/")[0]
     return [
@@ -229,7 +272,9 @@ def gh_ready() -> str | None:
     if shutil.which("gh") is None:
         return "gh is not installed"
     if (
-        subprocess.run(["gh", "auth", "status"], capture_output=True, encoding="utf-8", errors="replace").returncode
+        subprocess.run(
+            ["gh", "auth", "status"], capture_output=True, encoding="utf-8", errors="replace"
+        ).returncode
         != 0
     ):
         return "gh is not authenticated (gh auth login)"

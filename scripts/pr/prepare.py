@@ -45,28 +45,47 @@ class PrError(KitError):
     """The PR cannot be prepared as asked."""
 
 
-def previous_range_diff(ws: Workspace, prev: revisions.Revision | None, new_tip: str, identity: str) -> str:
+def previous_range_diff(
+    ws: Workspace, prev: revisions.Revision | None, new_tip: str, identity: str
+) -> str:
     if prev is None:
         return "First revision: no range-diff."
     ws.work.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=ws.work, prefix=".pr-range-diff-") as tmp:
         found = revisions.find_series(prev, ws.pr_dir / prev.label / "series", ws.root, Path(tmp))
         if found is None:
-            return (f"Range-diff against {prev.label}: not available (its patches are neither in "
-                    f".work/pr/{prev.label}/series nor in the kit's git history).")  # fmt: skip
+            return (
+                f"Range-diff against {prev.label}: not available (its patches are neither in "
+                f".work/pr/{prev.label}/series nor in the kit's git history)."
+            )
         old, where = found
         try:
-            text = rangediff.range_diff(ws.checkout, new_tip, old, Signer(identity, prev.prepared), Path(tmp))
+            text = rangediff.range_diff(
+                ws.checkout, new_tip, old, Signer(identity, prev.prepared), Path(tmp)
+            )
         except rangediff.RangeDiffUnavailableError as exc:
             return f"Range-diff against {prev.label}: not available ({exc.what})."
     return f"Range-diff against {prev.label} (from {where}):\n\n{text.rstrip()}"
 
 
-def cover_text(title: str, rev: revisions.Revision, pin: str, where: str, identity: str, patches: list[Patch],
-               scopes: list[scope.Scope], lint: SeriesLint, ruff: tuple[str, str],
-               rdiff: str, cover_diff: str, onto_report: str = "") -> str:  # fmt: skip
+def cover_text(
+    title: str,
+    rev: revisions.Revision,
+    pin: str,
+    where: str,
+    identity: str,
+    patches: list[Patch],
+    scopes: list[scope.Scope],
+    lint: SeriesLint,
+    ruff: tuple[str, str],
+    rdiff: str,
+    cover_diff: str,
+    onto_report: str = "",
+) -> str:
     warning = scope.rfc_warning(scope.total(scopes))
-    ruff_note = "" if ruff[0] == ruff[1] else f"  (not upstream's pinned {ruff[1]}: results may differ)"
+    ruff_note = (
+        "" if ruff[0] == ruff[1] else f"  (not upstream's pinned {ruff[1]}: results may differ)"
+    )
     findings = "\n".join(str(f) for f in lint.findings) or "no findings"
     listing = "\n".join(f"  {p.name}  {p.subject}" for p in patches)
     return f"""{title}
@@ -95,9 +114,12 @@ Precheck (nox -s lint): upstream's hooks, ruff {ruff[0]}{ruff_note} with upstrea
 
 def refuse_overwrite(out: Path, force: bool) -> None:
     if out.exists() and not force:
-        raise PrError(f".work/pr/{out.name} already holds this revision",
-                      "pass --force to make it again (nox -s pr -- --force; a push still replaces only what the kit "
-                      "pushed), or move it away first")  # fmt: skip
+        raise PrError(
+            f".work/pr/{out.name} already holds this revision",
+            "pass --force to make it again (nox -s pr -- --force; a push still replaces only what "
+            "the kit "
+            "pushed), or move it away first",
+        )
 
 
 def write_output(out: Path, files: dict[str, str]) -> None:
@@ -114,21 +136,36 @@ def write_output(out: Path, files: dict[str, str]) -> None:
 
 
 def check_flags(args: argparse.Namespace) -> None:
-    needs_onto = [flag for flag, on in (("--3way", args.threeway), ("--push-to", args.push_to), ("--open", args.open))
-                  if on]  # fmt: skip
+    needs_onto = [
+        flag
+        for flag, on in (
+            ("--3way", args.threeway),
+            ("--push-to", args.push_to),
+            ("--open", args.open),
+        )
+        if on
+    ]
     if needs_onto and not args.onto:
-        raise PrError(f"{', '.join(needs_onto)} work only with --onto URL REF",
-                      "add --onto https://github.com/vllm-project/vllm-omni main (or another URL and ref)")  # fmt: skip
+        raise PrError(
+            f"{', '.join(needs_onto)} work only with --onto URL REF",
+            "add --onto https://github.com/vllm-project/vllm-omni main (or another URL and ref)",
+        )
     if args.open and not args.push_to:
-        raise PrError("--open needs --push-to FORK (gh opens the PR from the pushed branch)", "add --push-to")
+        raise PrError(
+            "--open needs --push-to FORK (gh opens the PR from the pushed branch)", "add --push-to"
+        )
 
 
 def previous_cover(ws: Workspace, prev: revisions.Revision | None, text: str) -> str:
     if prev is None:
         return "Cover: first revision."
     if not prev.cover_digest:
-        return f"Cover against {prev.label}: {prev.label} was prepared before the series had a cover."
-    return compare(revisions.find_cover(prev, ws.pr_dir / prev.label / "series", ws.root), text, prev.label)
+        return (
+            f"Cover against {prev.label}: {prev.label} was prepared before the series had a cover."
+        )
+    return compare(
+        revisions.find_cover(prev, ws.pr_dir / prev.label / "series", ws.root), text, prev.label
+    )
 
 
 @dataclass(frozen=True)
@@ -143,14 +180,24 @@ class Onto:
     rules: onto.TargetRules  # REF's PR template and DCO rule
 
 
-def put_onto(ws: Workspace, args: argparse.Namespace, patches: list[Patch], commits: list[str], signer: Signer,
-             branch: str, tools: Tools, proof: OffNpuProof) -> Onto:  # fmt: skip
+def put_onto(
+    ws: Workspace,
+    args: argparse.Namespace,
+    patches: list[Patch],
+    commits: list[str],
+    signer: Signer,
+    branch: str,
+    tools: Tools,
+    proof: OffNpuProof,
+) -> Onto:
     """pr/vN made on REF in the kit's clone, judged by REF's gates."""
     url, ref = trial.git_url(args.onto[0]), args.onto[1]
     clone = onto.kit_clone(ws.upstream_clone)
     progress(f"fetching {url} {ref} into .work/{ws.upstream_clone.name}")
     base = onto.fetch_ref(clone, url, ref)
-    verdicts, made = onto.build(clone, base, ws.checkout, patches, commits, signer, branch, args.threeway)
+    verdicts, made = onto.build(
+        clone, base, ws.checkout, patches, commits, signer, branch, args.threeway
+    )
     verdict_table = outcomes_table([(v.name, v.shown, v.detail) for v in verdicts], "verdict")
     print(verdict_table)
     kept = [p for p, v in zip(patches, verdicts, strict=True) if v.outcome not in DROPPED]
@@ -161,40 +208,65 @@ def put_onto(ws: Workspace, args: argparse.Namespace, patches: list[Patch], comm
     with tempfile.TemporaryDirectory(dir=ws.work, prefix=".pr-onto-base-") as tmp:
         gates = onto.target_gates(clone, base, f"{url} {ref}", tools, proof, Path(tmp) / "tree")
     print(onto.gate_report(gates))
-    return Onto(kept, made, f"{url} {ref} ({base[:12]})", verdict_table, gates, onto.target_rules(clone, base))
+    return Onto(
+        kept,
+        made,
+        f"{url} {ref} ({base[:12]})",
+        verdict_table,
+        gates,
+        onto.target_rules(clone, base),
+    )
 
 
-def refuse_open_without_gh(args: argparse.Namespace, branch: str, title: str, body_file: Path) -> None:
-    """--open with no usable gh is refused before anything is made or pushed, naming the command to run later."""
+def refuse_open_without_gh(
+    args: argparse.Namespace, branch: str, title: str, body_file: Path
+) -> None:
+    """--open with no usable gh is refused before anything is made or pushed, naming the command to run
+    later."""
     if not args.open or not (why := onto.gh_ready()):
         return
-    cmd = onto.gh_command(trial.git_url(args.onto[0]), args.push_to, branch, args.onto[1], title, body_file)
+    cmd = onto.gh_command(
+        trial.git_url(args.onto[0]), args.push_to, branch, args.onto[1], title, body_file
+    )
     raise PrError(
         f"cannot open the PR: {why}; nothing was made or pushed",
-        f"install gh and run gh auth login, or drop --open and, after the push, run: {shlex.join(cmd)}",
+        "install gh and run gh auth login, or drop --open and, after the push, run: "
+        f"{shlex.join(cmd)}",
     )
 
 
 def push(ws: Workspace, args: argparse.Namespace, branch: str) -> None:
-    """Push pr/vN to the fork when asked, before anything is recorded: a failed push leaves no revision behind.
-    --force re-prepares .work/pr/vN; it never forces the push (onto.push replaces only what the kit pushed)."""
+    """Push pr/vN to the fork when asked, before anything is recorded: a failed push leaves no revision
+    behind. --force re-prepares .work/pr/vN; it never forces the push (onto.push replaces only what
+    the kit pushed)."""
     if args.onto and args.push_to:
         onto.push(ws.upstream_clone, args.push_to, branch)
         progress(f"pushed {branch} to {args.push_to}")
 
 
-def deliver(ws: Workspace, args: argparse.Namespace, branch: str, title: str, body_file: Path) -> None:
+def deliver(
+    ws: Workspace, args: argparse.Namespace, branch: str, title: str, body_file: Path
+) -> None:
     """Print (or run) `gh pr create` for a pushed branch; otherwise say what stays local."""
     if not args.onto:
-        progress(f"{branch} is for review only; make the branch upstream can merge with: "
-                 "nox -s pr -- --onto https://github.com/vllm-project/vllm-omni main")  # fmt: skip
+        progress(
+            f"{branch} is for review only; make the branch upstream can merge with: "
+            "nox -s pr -- --onto https://github.com/vllm-project/vllm-omni main"
+        )
         return
     if not args.push_to:
-        progress(f"nothing pushed; to open the PR: nox -s pr -- --onto {' '.join(args.onto)} --push-to YOUR_FORK_URL")
+        progress(
+            f"nothing pushed; to open the PR: nox -s pr -- --onto {' '.join(args.onto)} --push-to "
+            "YOUR_FORK_URL"
+        )
         return
-    cmd = onto.gh_command(trial.git_url(args.onto[0]), args.push_to, branch, args.onto[1], title, body_file)
+    cmd = onto.gh_command(
+        trial.git_url(args.onto[0]), args.push_to, branch, args.onto[1], title, body_file
+    )
     print(shlex.join(cmd))
     if args.open:
         proc = subprocess.run(cmd, cwd=ws.root)
         if proc.returncode != 0:
-            raise PrError(f"gh pr create exited {proc.returncode}", "see gh's message; the branch is pushed")
+            raise PrError(
+                f"gh pr create exited {proc.returncode}", "see gh's message; the branch is pushed"
+            )

@@ -1,7 +1,8 @@
 """One revision of the PR, in order: check, compose, record.
 
-Compute first, record last: every check (provenance, output folder, gh, precheck, --onto) passes before
-the branch, .work/pr/vN or patches/revisions.toml is written, so a refused run leaves no revision behind.
+Compute first, record last: every check (provenance, output folder, gh, precheck, --onto) passes
+before the branch, .work/pr/vN or patches/revisions.toml is written, so a refused run leaves no
+revision behind.
 """
 
 from __future__ import annotations
@@ -63,7 +64,8 @@ def plan(ws: Workspace, args: argparse.Namespace, identity: str) -> Plan:
     patches = load_series(ws.patches)
     if not patches:
         raise prepare.PrError(
-            "the series is empty: nothing to send upstream", "add patches (commit in the checkout, nox -s refresh)"
+            "the series is empty: nothing to send upstream",
+            "add patches (commit in the checkout, nox -s refresh)",
         )
     cover = load(ws.patches)
     digest = verify_current(ws.checkout, pin, patches).series_digest
@@ -71,7 +73,9 @@ def plan(ws: Workspace, args: argparse.Namespace, identity: str) -> Plan:
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
     kit_commit = revisions.head_commit_holding(ws.root, digest)
     rev, is_new = revisions.current(revs, digest, pin.label, kit_commit, now, cover.digest)
-    signer = Signer(identity, rev.prepared)  # the revision's date: the same revision gives the same commit ids
+    signer = Signer(
+        identity, rev.prepared
+    )  # the revision's date: the same revision gives the same commit ids
     prev = next((r for r in reversed(revs) if r.number < rev.number), None)
     out = ws.pr_dir / rev.label
     branch = f"pr/{rev.label}"
@@ -82,14 +86,19 @@ def plan(ws: Workspace, args: argparse.Namespace, identity: str) -> Plan:
 
 def precheck(ws: Workspace, tools: Tools, p: Plan) -> tuple[SeriesLint, str] | None:
     """The series' lint; None (after printing its findings) when it has any."""
-    progress("precheck: upstream's pre-commit hooks, ruff with upstream's settings, kit checks, off-NPU proof")
+    progress(
+        "precheck: upstream's pre-commit hooks, ruff with upstream's settings, kit checks, off-NPU "
+        "proof"
+    )
     lint, ruff_version = lint_checkout(ws, tools, p.patches)
     if lint.findings:
         for finding in lint.findings:
             print(finding)
         progress(
-            f"precheck: {len(lint.findings)} finding(s): nothing recorded or made (no {p.rev.label} in "
-            "patches/revisions.toml, no .work/pr, no branch); fix them (nox -s lint shows the same), "
+            f"precheck: {len(lint.findings)} finding(s): nothing recorded or made (no "
+            f"{p.rev.label} in "
+            "patches/revisions.toml, no .work/pr, no branch); fix them (nox -s lint shows the "
+            "same), "
             "nox -s refresh, and run nox -s pr again"
         )
         return None
@@ -98,21 +107,35 @@ def precheck(ws: Workspace, tools: Tools, p: Plan) -> tuple[SeriesLint, str] | N
     return lint, ruff_version
 
 
-def make_branch(ws: Workspace, args: argparse.Namespace, tools: Tools, p: Plan, lint: SeriesLint) -> Branch | None:
-    """The signed-off commits: on the pristine commit for review and, with --onto, on upstream's REF; None
-    (after saying so) when REF's gates find something on the series' lines."""
+def make_branch(
+    ws: Workspace, args: argparse.Namespace, tools: Tools, p: Plan, lint: SeriesLint
+) -> Branch | None:
+    """The signed-off commits: on the pristine commit for review and, with --onto, on upstream's REF;
+    None (after saying so) when REF's gates find something on the series' lines."""
     commits = gitcmd.rev_list(ws.checkout, f"{PRISTINE_TAG}..HEAD")
     made = rewrite(ws.checkout, PRISTINE_TAG, commits, p.signer)  # objects only: no branch yet
     where = f"Branch {p.branch} in .work/{ws.checkout.name} (for review)"
     if not args.onto:
         return Branch(commits, made[-1], ws.checkout, p.patches, made, where, "", None)
-    sendable = [(patch, c) for patch, c in zip(p.patches, commits, strict=True) if not patch.already_upstream]
+    sendable = [
+        (patch, c)
+        for patch, c in zip(p.patches, commits, strict=True)
+        if not patch.already_upstream
+    ]
     put = prepare.put_onto(
-        ws, args, [s for s, _ in sendable], [c for _, c in sendable], p.signer, p.branch, tools, lint.off_npu
+        ws,
+        args,
+        [s for s, _ in sendable],
+        [c for _, c in sendable],
+        p.signer,
+        p.branch,
+        tools,
+        lint.off_npu,
     )
     if put.gates.findings:
         progress(
-            f"precheck on {put.base}: {len(put.gates.findings)} finding(s) of its gates on the series' "
+            f"precheck on {put.base}: {len(put.gates.findings)} finding(s) of its gates on the "
+            "series' "
             "lines: nothing recorded; fix them (nox -s refresh) and run nox -s pr again"
         )
         return None
@@ -122,7 +145,10 @@ def make_branch(ws: Workspace, args: argparse.Namespace, tools: Tools, p: Plan, 
     )
     clone = ws.upstream_clone
     where = f"Branch {p.branch} in .work/{clone.name} on {put.base}: {len(put.made)} commit(s)"
-    progress(f"branch {p.branch} in .work/{clone.name} on {put.base}: {len(put.made)} signed-off commit(s)")
+    progress(
+        f"branch {p.branch} in .work/{clone.name} on {put.base}: {len(put.made)} signed-off "
+        "commit(s)"
+    )
     return Branch(commits, made[-1], clone, put.kept, put.made, where, onto_report, put.rules)
 
 
@@ -138,9 +164,14 @@ class Composed:
     ruff: tuple[str, str]  # (the precheck's version, upstream's pin)
 
 
-def compose(ws: Workspace, tools: Tools, p: Plan, b: Branch, lint: SeriesLint, ruff_version: str) -> Composed:
-    # A Backport patch is already upstream: the review branch keeps it (later trees hold its file), the PR does not.
-    sent = [(patch, c) for patch, c in zip(b.kept, b.made, strict=True) if not patch.already_upstream]
+def compose(
+    ws: Workspace, tools: Tools, p: Plan, b: Branch, lint: SeriesLint, ruff_version: str
+) -> Composed:
+    # A Backport patch is already upstream: the review branch keeps it (later trees hold its file),
+    # the PR does not.
+    sent = [
+        (patch, c) for patch, c in zip(b.kept, b.made, strict=True) if not patch.already_upstream
+    ]
     subjects = [message_parts(b.repo, c)[0] for _, c in sent]
     scopes = [scope.of_patch(patch.name, patch.text) for patch, _ in sent]
     results = evidence({name: records.read(ws.records, name) for name, _, _ in PLAN}, p.digest)
@@ -148,8 +179,13 @@ def compose(ws: Workspace, tools: Tools, p: Plan, b: Branch, lint: SeriesLint, r
     rdiff = prepare.previous_range_diff(ws, p.prev, b.review_tip, p.identity)
 
     files = {patch.name: gitcmd.format_patch(b.repo, c) for patch, c in sent}
-    ruff = (ruff_version, hook_version(tools.hooks, "ruff-check"))  # (the precheck's, upstream's pin)
-    left_out = [(patch.name, patch.upstream_status) for patch in p.patches if patch.already_upstream]
+    ruff = (
+        ruff_version,
+        hook_version(tools.hooks, "ruff-check"),
+    )  # (the precheck's, upstream's pin)
+    left_out = [
+        (patch.name, patch.upstream_status) for patch in p.patches if patch.already_upstream
+    ]
     purpose = purpose_section(p.cover, subjects, lint.off_npu.claim())
     files["pr-body.md"] = body(purpose, results, scopes, p.pin_label, p.digest, ruff[1], left_out)
     if b.rules is not None and b.rules.template is not None:
@@ -176,13 +212,14 @@ def compose(ws: Workspace, tools: Tools, p: Plan, b: Branch, lint: SeriesLint, r
 
 
 def record(ws: Workspace, args: argparse.Namespace, p: Plan, b: Branch, c: Composed) -> None:
-    """Push first (a refused or failed push records nothing), then the output, the review branch and the
-    revision (last: it is what the next run compares with)."""
+    """Push first (a refused or failed push records nothing), then the output, the review branch and
+    the revision (last: it is what the next run compares with)."""
     prepare.push(ws, args, p.branch)
     prepare.write_output(p.out, c.files)
     gitcmd.set_branch(ws.checkout, p.branch, b.review_tip)
     progress(
-        f"branch {p.branch} in .work/{ws.checkout.name}: {len(b.commits)} commit(s) signed off by {p.identity}, "
+        f"branch {p.branch} in .work/{ws.checkout.name}: {len(b.commits)} commit(s) signed off by "
+        f"{p.identity}, "
         "kit trailers stripped; it sits on the kit's pristine commit: for review, not for upstream"
     )
     if p.is_new:
@@ -196,7 +233,11 @@ def summary(p: Plan, b: Branch, c: Composed, lint: SeriesLint) -> str:
         ("title", p.cover.title),
         ("branch", b.where),
         ("output", f".work/pr/{p.rev.label}/ ({c.sent} patch file(s), cover.txt, pr-body.md)"),
-        ("scope", f"{len(whole.files)} file(s), +{whole.added} -{whole.removed}, {len(whole.new_files)} new"),
+        (
+            "scope",
+            f"{len(whole.files)} file(s), +{whole.added} -{whole.removed}, {len(whole.new_files)} "
+            "new",
+        ),
         ("RFC threshold", scope.rfc_warning(whole) or f"under {scope.RFC_THRESHOLD} lines"),
         ("precheck", f"{len(lint.findings)} finding(s) (ruff {c.ruff[0]})"),
         *[(label, text.split(" (")[0].split(":")[0]) for _, label, text in c.results],

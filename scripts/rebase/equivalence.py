@@ -18,7 +18,9 @@ from scripts.errors import KitError
 
 STRUCTURED = (".yaml", ".yml", ".toml")
 # Lines that say nothing on their own (closing brackets, bare keywords): they match anywhere.
-TRIVIAL = re.compile(r"^(?:[()\[\]{},:;]*|else:|try:|finally:|pass|return|break|continue|\"\"\"|''')$")
+TRIVIAL = re.compile(
+    r"^(?:[()\[\]{},:;]*|else:|try:|finally:|pass|return|break|continue|\"\"\"|''')$"
+)
 
 
 class EquivalenceError(KitError):
@@ -28,7 +30,11 @@ class EquivalenceError(KitError):
 def python_code(text: str) -> str:
     """Python source without comments (tokenize-exact); the text as is when it does not tokenize."""
     try:
-        tokens = [t for t in tokenize.generate_tokens(io.StringIO(text).readline) if t.type != tokenize.COMMENT]
+        tokens = [
+            t
+            for t in tokenize.generate_tokens(io.StringIO(text).readline)
+            if t.type != tokenize.COMMENT
+        ]
         return tokenize.untokenize(tokens)
     except (tokenize.TokenError, IndentationError, SyntaxError):
         return text
@@ -99,7 +105,9 @@ def suffix_of(path: str) -> str:
     return path[dot:] if dot > path.rfind("/") else ""
 
 
-def file_equivalent(path: str, added: tuple[str, ...], post_image: str | None, target_text: str | None) -> bool:
+def file_equivalent(
+    path: str, added: tuple[str, ...], post_image: str | None, target_text: str | None
+) -> bool:
     """The change a patch makes to one file is in the target: as data for YAML/TOML, else line by line."""
     suffix = suffix_of(path)
     if suffix in STRUCTURED and post_image is not None:

@@ -37,7 +37,9 @@ from scripts.report import markdown_table, progress
 from scripts.series import Patch, load_series, series_header
 from scripts.workspace import Workspace
 
-VERSION = re.compile(r"^\d+(\.\d+)+([.+-]?[A-Za-z0-9.]+)?$")  # a release version; anything else is a git ref
+VERSION = re.compile(
+    r"^\d+(\.\d+)+([.+-]?[A-Za-z0-9.]+)?$"
+)  # a release version; anything else is a git ref
 
 
 class RebaseError(KitError):
@@ -65,16 +67,21 @@ class Target:
 
 
 def resolve_ref(url: str, ref: str, cwd: Path) -> str:
-    """The commit REF names at URL: a sha as given, else the branch or tag (peeled) the server advertises."""
+    """The commit REF names at URL: a sha as given, else the branch or tag (peeled) the server
+    advertises."""
     if COMMIT.match(ref):
         return ref
     try:
         commit = gitcmd.remote_commit(url, ref, branches=True, cwd=cwd)
     except GitFailed as exc:
-        raise RebaseError(f"cannot list refs of {url} ({exc.what})", "check the URL and the network") from exc
+        raise RebaseError(
+            f"cannot list refs of {url} ({exc.what})", "check the URL and the network"
+        ) from exc
     if commit:
         return commit
-    raise RebaseError(f"{url} has no branch or tag {ref}", "name a branch, a tag or a full 40-hex commit id")
+    raise RebaseError(
+        f"{url} has no branch or tag {ref}", "name a branch, a tag or a full 40-hex commit id"
+    )
 
 
 def git_url(url: str) -> str:
@@ -86,7 +93,8 @@ def target_of(ws: Workspace, pin: Pin, args: argparse.Namespace) -> Target:
     release = args.target
     if release and args.git:
         raise RebaseError(
-            f"both a target ({release}) and --git {' '.join(args.git)} given: only one can be tried",
+            f"both a target ({release}) and --git {' '.join(args.git)} given: only one can be "
+            "tried",
             f"drop one: nox -s rebase -- {release}, or nox -s rebase -- --git {' '.join(args.git)}",
         )
     if release == "latest":
@@ -96,21 +104,42 @@ def target_of(ws: Workspace, pin: Pin, args: argparse.Namespace) -> Target:
         url, ref = git_url(args.git[0]), args.git[1]
     elif release and VERSION.match(release):
         wheel, digest = fetch_verified(
-            pin.project, release, ws.downloads, None, lambda name: registry.published_sha256(pin.project, name)
+            pin.project,
+            release,
+            ws.downloads,
+            None,
+            lambda name: registry.published_sha256(pin.project, name),
         )
-        moved = replace(pin, version=release, source="wheel", wheel_filename=wheel.name, wheel_sha256=digest,
-                        git_tag=f"v{release}", git_commit="")  # fmt: skip
+        moved = replace(
+            pin,
+            version=release,
+            source="wheel",
+            wheel_filename=wheel.name,
+            wheel_sha256=digest,
+            git_tag=f"v{release}",
+            git_commit="",
+        )
         return Target(moved, "release")
     elif release:
         url, ref = pin.git_url, release
     else:
-        raise RebaseError("no target given", "name a release (nox -s rebase -- 0.28.0) or a git ref (-- --git URL REF)")
+        raise RebaseError(
+            "no target given",
+            "name a release (nox -s rebase -- 0.28.0) or a git ref (-- --git URL REF)",
+        )
     commit = resolve_ref(url, ref, ws.root)
-    return Target(replace(pin, source="git", git_url=url, git_tag=ref, git_commit=commit), "git", url, ref, commit)
+    return Target(
+        replace(pin, source="git", git_url=url, git_tag=ref, git_commit=commit),
+        "git",
+        url,
+        ref,
+        commit,
+    )
 
 
 def fetch_target(target: Target, dest: Path, downloads: Path) -> None:
-    """A repository at dest holding the target tree on branch `series`, tagged pristine, with git history."""
+    """A repository at dest holding the target tree on branch `series`, tagged pristine, with git
+    history."""
     if target.kind != "git":
         build_pristine(target.pin, dest, downloads, progress)
         return
@@ -125,11 +154,18 @@ def fetch_target(target: Target, dest: Path, downloads: Path) -> None:
 
 
 def current_series(pin: Pin, patches: list[Patch], dest: Path, downloads: Path) -> list[str]:
-    """The current pin with the series applied (it applies there by definition); the patch commits, in order."""
+    """The current pin with the series applied (it applies there by definition); the patch commits, in
+    order."""
     build_pristine(pin, dest, downloads, progress)
-    return commit_all(dest, patches, False, lambda patch, result: RebaseError(
-        f"{patch.name} does not apply to the current pin ({result.detail})", "run nox -s apply and resolve it first"
-    ))  # fmt: skip
+    return commit_all(
+        dest,
+        patches,
+        False,
+        lambda patch, result: RebaseError(
+            f"{patch.name} does not apply to the current pin ({result.detail})",
+            "run nox -s apply and resolve it first",
+        ),
+    )
 
 
 def try_series(
@@ -139,14 +175,19 @@ def try_series(
     commits = current_series(pin, patches, scratch / "current", downloads)
     repo = scratch / "target"
     fetch_target(target, repo, downloads)
-    return repo, judge_series(repo, scratch / "current", patches, commits, with_history=target.kind == "git")
+    return repo, judge_series(
+        repo, scratch / "current", patches, commits, with_history=target.kind == "git"
+    )
 
 
 def gates_of(target: Target, repo: Path, table: tuple[Hook, ...]) -> dict[str, object]:
-    """Which gates the target judges the series by, and how the kit runs each (lint runs them after --move):
-    a git target's own config, read as data, or the kit's table for a release."""
-    source = tree_gates(repo, target.commit, f"{target.url} {target.ref}", table) if target.kind == "git" else (
-        release_gates(table))  # fmt: skip
+    """Which gates the target judges the series by, and how the kit runs each (lint runs them after
+    --move): a git target's own config, read as data, or the kit's table for a release."""
+    source = (
+        tree_gates(repo, target.commit, f"{target.url} {target.ref}", table)
+        if target.kind == "git"
+        else (release_gates(table))
+    )
     return {"source": source.label, "hooks": [[h.id, h.version, how_run(h)] for h in source.hooks]}
 
 
@@ -219,17 +260,26 @@ def report(
 
 def markdown(data: dict[str, object], verdicts: list[Verdict]) -> str:
     """The report as a maintainer pastes it into the PR that moves the pin."""
-    rows = markdown_table(["#", "patch", "verdict", "evidence"],
-                          [(i, f"`{v.name}`", v.shown, v.detail) for i, v in enumerate(verdicts, 1)])  # fmt: skip
+    rows = markdown_table(
+        ["#", "patch", "verdict", "evidence"],
+        [(i, f"`{v.name}`", v.shown, v.detail) for i, v in enumerate(verdicts, 1)],
+    )
     hunks = "\n".join(
-        f"- `{v.name}` {label}: {mark}" for v in verdicts if v.outcome == "upstream-partial" for label, mark in v.hunks
+        f"- `{v.name}` {label}: {mark}"
+        for v in verdicts
+        if v.outcome == "upstream-partial"
+        for label, mark in v.hunks
     )
     depends = data["dependent_tests"]
     assert isinstance(depends, dict)
-    deps = "\n".join(f"- `{name}`: {', '.join(f'`{t}`' for t in tests)}" for name, tests in depends.items())
+    deps = "\n".join(
+        f"- `{name}`: {', '.join(f'`{t}`' for t in tests)}" for name, tests in depends.items()
+    )
     gates = data["gates"]
     assert isinstance(gates, dict)
-    gate_rows = markdown_table(["hook", "version", "how the kit runs it"], [tuple(row) for row in gates["hooks"]])
+    gate_rows = markdown_table(
+        ["hook", "version", "how the kit runs it"], [tuple(row) for row in gates["hooks"]]
+    )
     return f"""## Rebase of the series: {data["from"]} -> {data["to"]}
 
 {rows}
@@ -267,8 +317,8 @@ def write_report(reports: Path, name: str, data: dict[str, object], text: str) -
 
 
 def read_baseline(path: Path | None) -> set[str] | None:
-    """The patches an earlier report found conflicting (None without --baseline); read before any work, so a
-    missing or foreign file is refused, never taken for "no conflicts then"."""
+    """The patches an earlier report found conflicting (None without --baseline); read before any work,
+    so a missing or foreign file is refused, never taken for "no conflicts then"."""
     if path is None:
         return None
     fix = "pass a JSON report from .work/rebase/ (leave --baseline out on a first run)"
@@ -278,7 +328,9 @@ def read_baseline(path: Path | None) -> set[str] | None:
     except OSError as exc:
         raise RebaseError(f"--baseline {path}: {exc.strerror or exc}", fix) from None
     except (ValueError, KeyError, TypeError) as exc:
-        raise RebaseError(f"--baseline {path} is not a rebase report ({type(exc).__name__}: {exc})", fix) from None
+        raise RebaseError(
+            f"--baseline {path} is not a rebase report ({type(exc).__name__}: {exc})", fix
+        ) from None
 
 
 def new_conflicts(verdicts: list[Verdict], before: set[str] | None) -> list[str]:
@@ -293,15 +345,22 @@ def pin_fields(target: Target) -> dict[str, str]:
     """The upstream.toml keys the target sets (each on its own `key = "..."` line)."""
     p = target.pin
     if target.kind == "release":
-        return {"version": p.version, "filename": p.wheel_filename, "sha256": p.wheel_sha256, "tag": p.git_tag,
-                "commit": ""}  # fmt: skip
+        return {
+            "version": p.version,
+            "filename": p.wheel_filename,
+            "sha256": p.wheel_sha256,
+            "tag": p.git_tag,
+            "commit": "",
+        }
     # the wheel fields stay those of the last release; the git source is the pin now
     return {"source": "git", "url": p.git_url, "tag": p.git_tag, "commit": p.git_commit}
 
 
 def pin_by_hand(target: Target) -> str:
     """The edit of patches/upstream.toml that moves the pin to target, as a user makes it."""
-    return "set in patches/upstream.toml " + ", ".join(f'{k} = "{v}"' for k, v in pin_fields(target).items())
+    return "set in patches/upstream.toml " + ", ".join(
+        f'{k} = "{v}"' for k, v in pin_fields(target).items()
+    )
 
 
 def moved_pin_text(text: str, target: Target) -> str:
@@ -309,15 +368,25 @@ def moved_pin_text(text: str, target: Target) -> str:
     for key, value in pin_fields(target).items():
         text, n = re.subn(rf'(?m)^{key} = ".*"$', f'{key} = "{value}"', text)
         if n != 1:
-            raise RebaseError(f"patches/upstream.toml has no single '{key} = ' line", "restore it from git")
+            raise RebaseError(
+                f"patches/upstream.toml has no single '{key} = ' line", "restore it from git"
+            )
     return text
 
 
 def series_note(target: Target, verdicts: list[Verdict], patches: list[Patch]) -> str:
     """Comment lines for patches/series saying which patches upstream has, and where."""
-    where = f"{target.ref} ({target.commit[:12]}) at {target.url}" if target.kind == "git" else target.pin.version
+    where = (
+        f"{target.ref} ({target.commit[:12]}) at {target.url}"
+        if target.kind == "git"
+        else target.pin.version
+    )
     slugs = {p.name: p.slug for p in patches}
-    return "".join(f"# dropped {slugs[v.name]}: {v.shown} in {where}\n" for v in verdicts if v.outcome in DROPPED)
+    return "".join(
+        f"# dropped {slugs[v.name]}: {v.shown} in {where}\n"
+        for v in verdicts
+        if v.outcome in DROPPED
+    )
 
 
 class MoveInterrupted(RebaseError):
@@ -327,34 +396,55 @@ class MoveInterrupted(RebaseError):
 
 
 def refuse_local_work(ws: Workspace) -> None:
-    """--move leaves a checkout that apply rebuilds: never over work that exists only there (apply's own guard),
-    so that afterwards nothing waits to be exported and `nox -s apply` is all that is left to do."""
+    """--move leaves a checkout that apply rebuilds: never over work that exists only there (apply's
+    own guard), so that afterwards nothing waits to be exported and `nox -s apply` is all that is
+    left to do."""
     state = read_state(ws.checkout) if (ws.checkout / ".git").is_dir() else None
     guard("replace", Inspection(ws.checkout, state))
 
 
-def move(ws: Workspace, pin: Pin, target: Target, patches: list[Patch], repo: Path, verdicts: list[Verdict]) -> None:
-    """One transaction: the refreshed series, its note and the new pin are made in a copy of patches/, then
-    swapped into patches/ in one step with signals held (journalled: a kill -9 is finished by the next command).
-    A signal before the swap leaves patches/ and the pin as they were."""
+def move(
+    ws: Workspace,
+    pin: Pin,
+    target: Target,
+    patches: list[Patch],
+    repo: Path,
+    verdicts: list[Verdict],
+) -> None:
+    """One transaction: the refreshed series, its note and the new pin are made in a copy of patches/,
+    then swapped into patches/ in one step with signals held (journalled: a kill -9 is finished by
+    the next command). A signal before the swap leaves patches/ and the pin as they were."""
     conflicts = [v.name for v in verdicts if v.outcome == "conflict"]
     if conflicts:
         raise RebaseError(
-            f"not moving the pin: {', '.join(conflicts)} conflict(s) on {target.label}; nothing was changed",
-            f"to resolve them on it: {pin_by_hand(target)}, then nox -s apply -- --3way (it stops at the first "
-            "conflict: resolve, git add, nox -s apply -- --continue), then nox -s refresh; or keep the pin",
+            f"not moving the pin: {', '.join(conflicts)} conflict(s) on {target.label}; nothing "
+            "was changed",
+            f"to resolve them on it: {pin_by_hand(target)}, then nox -s apply -- --3way (it stops "
+            "at the first "
+            "conflict: resolve, git add, nox -s apply -- --continue), then nox -s refresh; or keep "
+            "the pin",
         )
     text = moved_pin_text(handfile.read(ws.pin_file, "patches/upstream.toml"), target)
     new_pin = parse_pin(text)
     if target.kind == "release":
         verify_digest(ws.downloads / new_pin.wheel_filename, new_pin.wheel_sha256)
-        progress(f"{new_pin.wheel_filename}: sha256 {new_pin.wheel_sha256[:16]}... as the registry publishes it")
+        progress(
+            f"{new_pin.wheel_filename}: sha256 {new_pin.wheel_sha256[:16]}... as the registry "
+            "publishes it"
+        )
     for v in verdicts:
         if v.outcome in DROPPED:
             progress(f"{v.name}: dropped from the series ({v.shown})")
     pristine = gitcmd.rev_parse(repo, PRISTINE_TAG)
-    state = State(pin=new_pin.label, pin_digest=pin_digest(new_pin), pristine_commit=pristine, series_digest="",
-                  patches={}, head=head(repo), status="applied")  # fmt: skip
+    state = State(
+        pin=new_pin.label,
+        pin_digest=pin_digest(new_pin),
+        pristine_commit=pristine,
+        series_digest="",
+        patches={},
+        head=head(repo),
+        status="applied",
+    )
     write_state(repo, state)
     staged = repo.parent / "patches"
     shutil.copytree(ws.patches, staged, ignore=shutil.ignore_patterns(".*"))
@@ -364,7 +454,8 @@ def move(ws: Workspace, pin: Pin, target: Target, patches: list[Patch], repo: Pa
     except RefreshInterrupted as exc:
         signal_name = exc.what.split(" by ", 1)[1].split()[0].rstrip(":")
         raise MoveInterrupted(
-            f"rebase --move interrupted by {signal_name} while it refreshed the series aside: patches/ and the "
+            f"rebase --move interrupted by {signal_name} while it refreshed the series aside: "
+            "patches/ and the "
             "pin are as they were",
             "run it again",
         ) from None
@@ -381,15 +472,26 @@ def move(ws: Workspace, pin: Pin, target: Target, patches: list[Patch], repo: Pa
 
 def differences(patches: Path, staged: Path) -> tuple[dict[str, str], list[str]]:
     """(files of staged that patches/ lacks or holds otherwise, files of patches/ that staged lacks)."""
-    new = {p.name: p.read_bytes() for p in staged.iterdir() if p.is_file() and not p.name.startswith(".")}
-    old = {p.name: p.read_bytes() for p in patches.iterdir() if p.is_file() and not p.name.startswith(".")}
+    new = {
+        p.name: p.read_bytes()
+        for p in staged.iterdir()
+        if p.is_file() and not p.name.startswith(".")
+    }
+    old = {
+        p.name: p.read_bytes()
+        for p in patches.iterdir()
+        if p.is_file() and not p.name.startswith(".")
+    }
     writes = {name: data.decode("utf-8") for name, data in new.items() if old.get(name) != data}
     return writes, sorted(set(old) - set(new))
 
 
 def test_texts(ws: Workspace, patches: list[Patch]) -> dict[str, str]:
     """The kit's regression suite, and the test files the series adds (their added lines), by name."""
-    found = {str(f.relative_to(ws.root)): f.read_text(encoding="utf-8") for f in sorted(ws.regression.glob("*.py"))}
+    found = {
+        str(f.relative_to(ws.root)): f.read_text(encoding="utf-8")
+        for f in sorted(ws.regression.glob("*.py"))
+    }
     for patch in patches:
         for hunk in diffparse.hunks(patch.text):
             if hunk.path.startswith("tests/"):

@@ -42,7 +42,9 @@ class Verdict:
     name: str
     outcome: str  # one of OUTCOMES
     detail: str = ""
-    hunks: list[tuple[str, str]] = field(default_factory=list)  # (hunk, "upstream" | "not upstream")
+    hunks: list[tuple[str, str]] = field(
+        default_factory=list
+    )  # (hunk, "upstream" | "not upstream")
 
     @property
     def shown(self) -> str:
@@ -58,11 +60,14 @@ def hunk_upstream(repo: Path, hunk: diffparse.Hunk, post_image: str | None) -> b
     """One hunk is in the target: it reverse-applies alone, or its added lines (its data) are there."""
     if gitcmd.applies(repo, hunk.text, "-R"):
         return True
-    return equivalence.file_equivalent(hunk.path, hunk.added, post_image, gitcmd.show_file(repo, "HEAD", hunk.path))
+    return equivalence.file_equivalent(
+        hunk.path, hunk.added, post_image, gitcmd.show_file(repo, "HEAD", hunk.path)
+    )
 
 
 def apply_rest(repo: Path, hunks: list[diffparse.Hunk], commit: str) -> str:
-    """Apply some hunks of a patch (3-way where needed) and commit them as the patch's own commit; the outcome."""
+    """Apply some hunks of a patch (3-way where needed) and commit them as the patch's own commit; the
+    outcome."""
     text = "".join(h.text for h in hunks)
     threeway = not gitcmd.applies(repo, text)
     proc = gitcmd.apply_to_index(repo, text, threeway)
@@ -78,7 +83,9 @@ def try_apply(repo: Path, patch: Patch) -> Verdict:
     exact = gitcmd.apply_check(repo, patch.path).returncode == 0
     if not exact and gitcmd.apply_check(repo, patch.path, f"-C{FUZZ_CONTEXT}").returncode == 0:
         gitcmd.must(gitcmd.am(repo, patch.path, f"-C{FUZZ_CONTEXT}"))
-        return Verdict(patch.name, "fuzz", f"applies only with {FUZZ_CONTEXT} line(s) of context matching")
+        return Verdict(
+            patch.name, "fuzz", f"applies only with {FUZZ_CONTEXT} line(s) of context matching"
+        )
     result = apply_one(repo, patch, threeway=True)
     if result.outcome == "conflict":
         gitcmd.must(gitcmd.abort(repo, "am"))
@@ -101,21 +108,30 @@ def renames(repo: Path, patch: Patch) -> str:
 def judge(repo: Path, patch: Patch, commit: str, history: dict[str, str] | None) -> Verdict:
     """The verdict for one patch on the target at repo's HEAD; applying it (or its rest) moves HEAD."""
     if gitcmd.applies(repo, patch.text, "-R"):
-        return Verdict(patch.name, "upstream-verbatim", "the target holds the change: the patch reverse-applies")
+        return Verdict(
+            patch.name,
+            "upstream-verbatim",
+            "the target holds the change: the patch reverse-applies",
+        )
     forward = gitcmd.applies(repo, patch.text)
     note = ""
     if history is not None:
         found = history.get(gitcmd.patch_id(repo, patch.text))
         if found and not forward:
-            return Verdict(patch.name, "upstream-verbatim", f"patch-id of upstream commit {found[:12]}")
+            return Verdict(
+                patch.name, "upstream-verbatim", f"patch-id of upstream commit {found[:12]}"
+            )
         if found:
             note = f"upstream merged it in {found[:12]}, but the target does not hold it (reverted since)"
-    if forward:  # it applies as is: lines that happen to be elsewhere in the file are no evidence against that
+    # it applies as is: lines that happen to be elsewhere in the file are no evidence against that
+    if forward:
         verdict = try_apply(repo, patch)
         return replace(verdict, detail="; ".join(x for x in (verdict.detail, note) if x))
     hunks = diffparse.hunks(patch.text)
     marks = [hunk_upstream(repo, h, gitcmd.show_file(repo, commit, h.path)) for h in hunks]
-    rows = [(h.label, "upstream" if m else "not upstream") for h, m in zip(hunks, marks, strict=True)]
+    rows = [
+        (h.label, "upstream" if m else "not upstream") for h, m in zip(hunks, marks, strict=True)
+    ]
     if hunks and all(marks):
         return Verdict(
             patch.name,
@@ -134,14 +150,20 @@ def judge(repo: Path, patch: Patch, commit: str, history: dict[str, str] | None)
                 f"{rest[0].label}: the rest does not apply (upstream already has {upstream})",
                 rows,
             )
-        return Verdict(patch.name, "upstream-partial", f"upstream has {upstream}; the rest applied ({applied})", rows)
+        return Verdict(
+            patch.name,
+            "upstream-partial",
+            f"upstream has {upstream}; the rest applied ({applied})",
+            rows,
+        )
     return try_apply(repo, patch)
 
 
 def judge_series(
     repo: Path, current: Path, patches: list[Patch], commits: list[str], with_history: bool
 ) -> list[Verdict]:
-    """Judge each patch on repo's HEAD in order; current holds the series' commits (their blobs are the 3-way base)."""
+    """Judge each patch on repo's HEAD in order; current holds the series' commits (their blobs are the
+    3-way base)."""
     gitcmd.must(gitcmd.fetch_head(repo, current, CURRENT_REF))
     files = sorted({h.path for p in patches for h in diffparse.hunks(p.text)})
     history = history_patch_ids(repo, files) if with_history else None

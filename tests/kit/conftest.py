@@ -1,4 +1,5 @@
-"""Fixtures of the kit's own tests: small upstreams, and copies of the kit driven through its front door."""
+"""Fixtures of the kit's own tests: small upstreams, and copies of the kit driven through its front
+door."""
 
 from __future__ import annotations
 
@@ -31,19 +32,26 @@ from scripts.gitcmd import KIT_IDENTITY, git
 from scripts.workspace import Workspace
 
 KIT_ROOT = Path(__file__).resolve().parents[2]
-# A pytest started as a background job ignores SIGINT and SIGQUIT, and the kit rightly keeps an ignored signal
-# ignored (signals.takeable): the fault tests' signals need every test process to start from the defaults.
+# A pytest started as a background job ignores SIGINT and SIGQUIT, and the kit rightly keeps an
+# ignored signal ignored (signals.takeable): the fault tests' signals need every test process to
+# start from the defaults.
 for _ending in signals.ENDING:
     if signal.getsignal(_ending) is signal.SIG_IGN:
-        signal.signal(_ending, signal.default_int_handler if _ending == signal.SIGINT else signal.SIG_DFL)
-# A spawned program that runs the front door as its shell does (signal handlers included), on its own kit.
+        signal.signal(
+            _ending, signal.default_int_handler if _ending == signal.SIGINT else signal.SIG_DFL
+        )
+# A spawned program that runs the front door as its shell does (signal handlers included), on its
+# own kit.
 FRONT_DOOR = (
     "import scripts.__main__ as front\nfront.install_run_handlers()\n"
     "sys.exit(front.main(sys.argv[1:], front.Workspace.of_kit()))"
 )
 _WHO = {"NAME": "Test Author", "EMAIL": "author@example.org", "DATE": "2026-01-02T03:04:05+00:00"}
-AUTHOR = {f"GIT_{role}_{key}": value for role in ("AUTHOR", "COMMITTER") for key, value in _WHO.items()}
-# A patch as the kit's own series carries it: by the kit's identity (the submitter becomes its author upstream).
+AUTHOR = {
+    f"GIT_{role}_{key}": value for role in ("AUTHOR", "COMMITTER") for key, value in _WHO.items()
+}
+# A patch as the kit's own series carries it: by the kit's identity (the submitter becomes its
+# author upstream).
 KIT_AUTHOR = {**AUTHOR, **{k: v for k, v in KIT_IDENTITY.items() if k.startswith("GIT_AUTHOR_")}}
 SMALL_UPSTREAM = {
     "vllm_omni/__init__.py": "",
@@ -58,8 +66,10 @@ def pytest_configure(config: pytest.Config) -> None:
     wanted = [*kittools.pin_lines(ws.kit_tools), *packages(load_hooks(ws.upstream_hooks))]
     if lacking := kittools.missing(wanted):
         raise pytest.UsageError(
-            f"kit: error: this interpreter lacks the kit's test tools {', '.join(lacking)} -- run: nox -s kit "
-            "(it installs ci/kit-dev-tools.txt and upstream's hooks; `nox -s kit -- tests/kit/test_x.py` runs one)"
+            f"kit: error: this interpreter lacks the kit's test tools {', '.join(lacking)} -- run: "
+            "nox -s kit "
+            "(it installs ci/kit-dev-tools.txt and upstream's hooks; `nox -s kit -- "
+            "tests/kit/test_x.py` runs one)"
         )
 
 
@@ -69,11 +79,20 @@ def build_wheel(dest: Path, files: dict[str, str], version: str = "0.1.0") -> tu
     with zipfile.ZipFile(wheel, "w") as zf:
         for name, text in sorted(files.items()):
             zf.writestr(zipfile.ZipInfo(name, date_time=(2026, 1, 1, 0, 0, 0)), text)
-        zf.writestr(zipfile.ZipInfo(f"vllm_omni-{version}.dist-info/METADATA", (2026, 1, 1, 0, 0, 0)), "Name: x\n")
+        zf.writestr(
+            zipfile.ZipInfo(f"vllm_omni-{version}.dist-info/METADATA", (2026, 1, 1, 0, 0, 0)),
+            "Name: x\n",
+        )
     return wheel, hashlib.sha256(wheel.read_bytes()).hexdigest()
 
 
-def pin_toml(version: str, filename: str, sha256: str, url: str = "https://example.invalid/x", commit: str = "") -> str:
+def pin_toml(
+    version: str,
+    filename: str,
+    sha256: str,
+    url: str = "https://example.invalid/x",
+    commit: str = "",
+) -> str:
     return (
         f'project = "vllm-omni"\nversion = "{version}"\nsource = "wheel"\n\n'
         f'[wheel]\nfilename = "{filename}"\nsha256 = "{sha256}"\n\n'
@@ -82,7 +101,12 @@ def pin_toml(version: str, filename: str, sha256: str, url: str = "https://examp
 
 
 def commit_patch(
-    repo: Path, edits: dict[str, str], subject: str, slug: str, status: str = "Pending", author: dict[str, str] = AUTHOR
+    repo: Path,
+    edits: dict[str, str],
+    subject: str,
+    slug: str,
+    status: str = "Pending",
+    author: dict[str, str] = AUTHOR,
 ) -> None:
     for name, text in edits.items():
         path = repo / name
@@ -95,7 +119,8 @@ def commit_patch(
 
 @contextlib.contextmanager
 def captured_fds() -> Iterator[SimpleNamespace]:
-    """Capture fds 1 and 2 (and sys.stdout/sys.stderr on them) into `.stdout`/`.stderr`; restored after, exactly."""
+    """Capture fds 1 and 2 (and sys.stdout/sys.stderr on them) into `.stdout`/`.stderr`; restored
+    after, exactly."""
     out = SimpleNamespace(stdout="", stderr="")
     sys.stdout.flush()
     sys.stderr.flush()
@@ -125,34 +150,51 @@ Proc = subprocess.CompletedProcess[str]
 
 @dataclass(frozen=True)
 class Kit(Workspace):
-    """A copy of the kit (scripts/, ci/, patches/) like a fresh clone: a Workspace with the means to drive it."""
+    """A copy of the kit (scripts/, ci/, patches/) like a fresh clone: a Workspace with the means to
+    drive it."""
 
     def run(self, *args: str, check: bool = False, env: dict[str, str] | None = None) -> Proc:
-        """`main(args, self)` in this process, from the copy's root, as a subprocess would show it: fds 1 and 2
-        captured, `env` for the call only, an escaping exception as its traceback and exit 1."""
+        """`main(args, self)` in this process, from the copy's root, as a subprocess would show it: fds
+        1 and 2 captured, `env` for the call only, an escaping exception as its traceback and exit
+        1."""
         overrides = {"CI": "", **(env or {})}
-        with captured_fds() as out, mock.patch.dict(os.environ, overrides), contextlib.chdir(self.root):
+        with (
+            captured_fds() as out,
+            mock.patch.dict(os.environ, overrides),
+            contextlib.chdir(self.root),
+        ):
             try:
                 code = main(list(args), self)
-            except SystemExit as stop:  # what sys.exit() in a command would have ended the process with
+            except (
+                SystemExit
+            ) as stop:  # what sys.exit() in a command would have ended the process with
                 code = stop.code if isinstance(stop.code, int) else 0 if stop.code is None else 1
                 if not isinstance(stop.code, int | None):
                     print(stop.code, file=sys.stderr)
             except BaseException:  # noqa: BLE001 -- the interpreter's own last word: a traceback, exit 1
                 traceback.print_exc()
                 code = 1
-        return self.checked(subprocess.CompletedProcess(["main", *args], code, out.stdout, out.stderr), args, check)
+        return self.checked(
+            subprocess.CompletedProcess(["main", *args], code, out.stdout, out.stderr), args, check
+        )
 
     def spawn(self, *args: str, check: bool = False, env: dict[str, str] | None = None) -> Proc:
-        """`python -m scripts ARGS` as a process of its own (real signals, an edited scripts/, a fresh interpreter)."""
+        """`python -m scripts ARGS` as a process of its own (real signals, an edited scripts/, a fresh
+        interpreter)."""
         env = {**os.environ, "CI": "", **(env or {})}
         argv = [sys.executable, "-m", "scripts", *args]
-        return self.checked(subprocess.run(argv, cwd=self.root, capture_output=True, text=True, env=env), args, check)
+        return self.checked(
+            subprocess.run(argv, cwd=self.root, capture_output=True, text=True, env=env),
+            args,
+            check,
+        )
 
     @staticmethod
     def checked(proc: Proc, args: tuple[str, ...], check: bool) -> Proc:
         if check and proc.returncode != 0:
-            raise AssertionError(f"kit {args} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+            raise AssertionError(
+                f"kit {args} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+            )
         return proc
 
     def git(self, *args: str) -> str:
@@ -178,10 +220,12 @@ def copy_kit(dest: Path, with_patches: bool) -> Kit:
 
 
 def clone(template: Kit, dest: Path) -> Kit:
-    """A copy of a prepared kit, .work included (nothing in it names its own path): the fault tables start
-    about 300 cases from a few states, each built once per worker."""
+    """A copy of a prepared kit, .work included (nothing in it names its own path): the fault tables
+    start about 300 cases from a few states, each built once per worker."""
     shutil.copytree(template.root, dest, symlinks=True)
-    for wheel in template.root.parent.glob("*.whl"):  # where build_wheel left it, as a test's tmp_path holds it
+    for wheel in template.root.parent.glob(
+        "*.whl"
+    ):  # where build_wheel left it, as a test's tmp_path holds it
         shutil.copy2(wheel, dest.parent / wheel.name)
     return Kit(dest)
 
@@ -202,7 +246,9 @@ def small_kit(small_kit_template: Kit, tmp_path: Path) -> Kit:
     return clone(small_kit_template, tmp_path / "kit")
 
 
-def make_series(kit: Kit, patches: list[tuple[dict[str, str], str, str]], author: dict[str, str] = AUTHOR) -> None:
+def make_series(
+    kit: Kit, patches: list[tuple[dict[str, str], str, str]], author: dict[str, str] = AUTHOR
+) -> None:
     """Apply the empty series, commit each (edits, subject, slug) as author, and refresh into patches/."""
     kit.run("apply", check=True)
     for edits, subject, slug in patches:
@@ -218,7 +264,8 @@ def rope_with(changed: dict[int, str]) -> str:
 
 RUFF = shutil.which("ruff", path=str(Path(sys.executable).parent)) or "ruff"
 SPDX = (
-    "# SPDX-License-Identifier: Apache-2.0\n# SPDX-FileCopyrightText: Copyright contributors to the vLLM-Omni project\n"
+    "# SPDX-License-Identifier: Apache-2.0\n"
+    "# SPDX-FileCopyrightText: Copyright contributors to the vLLM-Omni project\n"
 )
 # A CPU test as upstream marks one.
 MARKED_TEST = (
@@ -241,7 +288,8 @@ def identity(tmp_path: Path) -> dict[str, str]:
 
 
 def ephemeral_ports(range_file: Path = Path("/proc/sys/net/ipv4/ip_local_port_range")) -> range:
-    """The ports the kernel hands out to bind(0) and outgoing connections (Linux's default if unreadable)."""
+    """The ports the kernel hands out to bind(0) and outgoing connections (Linux's default if
+    unreadable)."""
     try:
         low, high = (int(n) for n in range_file.read_text().split())
     except (OSError, ValueError):
@@ -250,8 +298,8 @@ def ephemeral_ports(range_file: Path = Path("/proc/sys/net/ipv4/ip_local_port_ra
 
 
 def free_port(ephemeral: range | None = None) -> int:
-    """A free loopback port below the ephemeral range: a stand-in binds its port seconds after the case picks it,
-    and a port from bind(0) could be handed out again in that time."""
+    """A free loopback port below the ephemeral range: a stand-in binds its port seconds after the case
+    picks it, and a port from bind(0) could be handed out again in that time."""
     ephemeral = ephemeral or ephemeral_ports()
     low = max(1024, ephemeral.start - 20000)
     if ephemeral.start - low < 1000:  # a range that starts low: nothing below it to choose from
@@ -271,7 +319,8 @@ def free_port(ephemeral: range | None = None) -> int:
 
 
 def live_processes() -> Iterator[tuple[int, list[str], list[bytes]]]:
-    """(pid, /proc stat fields after the name: state ppid pgrp ..., argv) of each live (not zombie) process."""
+    """(pid, /proc stat fields after the name: state ppid pgrp ..., argv) of each live (not zombie)
+    process."""
     for entry in (e for e in Path("/proc").iterdir() if e.name.isdigit()):
         with contextlib.suppress(OSError):  # a process that ended meanwhile
             fields = (entry / "stat").read_text().rsplit(")", 1)[-1].split()
@@ -286,9 +335,21 @@ def live_pids(wanted: Callable[[list[bytes]], bool]) -> list[int]:
 
 
 THREE_PATCHES = [
-    ({"vllm_omni/layers/rope.py": rope_with({10: "line 10 fixed"})}, "[Bugfix] Fix line ten", "fix-ten"),
-    ({"vllm_omni/layers/rope.py": rope_with({10: "line 10 fixed", 20: "line 20 fixed"})}, "[NPU] Twenty", "twenty"),
-    ({"vllm_omni/attn.py": "def attend(q):\n    return q * 2\n"}, "[NPU] Double attention", "double-attn"),
+    (
+        {"vllm_omni/layers/rope.py": rope_with({10: "line 10 fixed"})},
+        "[Bugfix] Fix line ten",
+        "fix-ten",
+    ),
+    (
+        {"vllm_omni/layers/rope.py": rope_with({10: "line 10 fixed", 20: "line 20 fixed"})},
+        "[NPU] Twenty",
+        "twenty",
+    ),
+    (
+        {"vllm_omni/attn.py": "def attend(q):\n    return q * 2\n"},
+        "[NPU] Double attention",
+        "double-attn",
+    ),
 ]
 
 
@@ -311,7 +372,8 @@ def e2e_kit(tmp_path_factory: pytest.TempPathFactory) -> Workspace:
     return e2e_prereq.e2e_copy(tmp_path_factory.mktemp("e2e-kit"))
 
 
-# Caches shared with the developer's commands (leg envs keyed by pins, downloads verified by sha256), test reports.
+# Caches shared with the developer's commands (leg envs keyed by pins, downloads verified by
+# sha256), test reports.
 SHARED_UNDER_WORK = ("envs", "downloads", "records/kit", "records/kit-heavy")
 
 
@@ -333,5 +395,7 @@ def developers_work_untouched() -> Iterator[None]:
     """No test writes into the developer's .work (fails the session naming the files if one did)."""
     before = work_snapshot(KIT_ROOT / ".work")
     yield
-    changed = sorted({name for name, _ in set(before.items()) ^ set(work_snapshot(KIT_ROOT / ".work").items())})
+    changed = sorted(
+        {name for name, _ in set(before.items()) ^ set(work_snapshot(KIT_ROOT / ".work").items())}
+    )
     assert not changed, f"a test wrote into the developer's .work: {', '.join(changed[:5])}"

@@ -1,6 +1,7 @@
-"""What the e2e tests need: a copy of the kit with its own .work (the developer's is never written), the series
-applied there, the stock leg's env. Shared with the developer: the leg envs (a cache keyed by the pin files,
-linked) and the pinned wheel (copied when downloaded, else the copy downloads it)."""
+"""What the e2e tests need: a copy of the kit with its own .work (the developer's is never written),
+the series applied there, the stock leg's env. Shared with the developer: the leg envs (a cache
+keyed by the pin files, linked) and the pinned wheel (copied when downloaded, else the copy
+downloads it)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,9 @@ PARSING = Workspace(Path(__file__).resolve().parents[2])
 
 def e2e_copy(dest: Path) -> Workspace:
     for part in ("scripts", "ci", "patches", "tests/standins"):
-        shutil.copytree(PARSING.root / part, dest / part, ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copytree(
+            PARSING.root / part, dest / part, ignore=shutil.ignore_patterns("__pycache__")
+        )
     ws = Workspace(dest)
     PARSING.envs.mkdir(parents=True, exist_ok=True)
     ws.work.mkdir()
@@ -35,11 +38,16 @@ def e2e_copy(dest: Path) -> Workspace:
 
 
 def ensure_checkout_and_stock_env(ws: Workspace) -> Path:
-    """The stock leg's python, with ``ws.checkout`` exactly the pin + the series (applied once per copy)."""
+    """The stock leg's python, with ``ws.checkout`` exactly the pin + the series (applied once per
+    copy)."""
     try:
         verify_current(ws.checkout, load_pin(ws.pin_file), load_series(ws.patches))
     except KitError:
-        done = subprocess.run([sys.executable, "-m", "scripts", "apply"], cwd=ws.root, capture_output=True, text=True)
+        done = subprocess.run(
+            [sys.executable, "-m", "scripts", "apply"], cwd=ws.root, capture_output=True, text=True
+        )
         assert done.returncode == 0, done.stdout + done.stderr
-        verify_current(ws.checkout, load_pin(ws.pin_file), load_series(ws.patches))  # raises unless current now
+        verify_current(
+            ws.checkout, load_pin(ws.pin_file), load_series(ws.patches)
+        )  # raises unless current now
     return legenv.ensure_env(ws, "stock")

@@ -1,9 +1,11 @@
-"""The fault tables' contract and their shared setups (test_faults*.py, test_apply_refresh.py import them).
+"""The fault tables' contract and their shared setups (test_faults*.py, test_apply_refresh.py import
+them).
 
-A row drives the real CLI on a small upstream (kit3: three patches, the first two in rope.py) and asserts the
-contract: the exit code, one line naming the thing and the fix, no traceback, and nothing lost (patches/
-byte-identical, the user's own files kept). Faults that cannot be produced for real here (a full disk, a signal
-at an exact instant) are injected at the one call they hit, in a real kit process (`inject`).
+A row drives the real CLI on a small upstream (kit3: three patches, the first two in rope.py) and
+asserts the contract: the exit code, one line naming the thing and the fix, no traceback, and
+nothing lost (patches/ byte-identical, the user's own files kept). Faults that cannot be produced
+for real here (a full disk, a signal at an exact instant) are injected at the one call they hit, in
+a real kit process (`inject`).
 """
 
 from __future__ import annotations
@@ -23,8 +25,16 @@ from scripts.gitcmd import git
 
 Env = dict[str, str]
 Setup = Callable[[Kit, Path], Env | None]  # may return environment variables for the run
-Then = Callable[[Kit, subprocess.CompletedProcess[str]], None]  # a row's own checks after the contract
-C_LOCALE = {"LC_ALL": "C", "LANG": "C", "PYTHONCOERCECLOCALE": "0", "PYTHONUTF8": "0", "PYTHONIOENCODING": ""}
+Then = Callable[
+    [Kit, subprocess.CompletedProcess[str]], None
+]  # a row's own checks after the contract
+C_LOCALE = {
+    "LC_ALL": "C",
+    "LANG": "C",
+    "PYTHONCOERCECLOCALE": "0",
+    "PYTHONUTF8": "0",
+    "PYTHONIOENCODING": "",
+}
 NOTES = "a user's notes\n"
 
 
@@ -53,12 +63,19 @@ def check(proc: subprocess.CompletedProcess[str], code: int, needle: str) -> Non
         one_line_error(proc, code, needle)
         return
     out = proc.stdout + proc.stderr
-    assert proc.returncode == 0 and "Traceback" not in out and "kit: error:" not in out and needle in out, out
+    assert (
+        proc.returncode == 0
+        and "Traceback" not in out
+        and "kit: error:" not in out
+        and needle in out
+    ), out
 
 
 def popen(cmd: list[str], cwd: Path) -> subprocess.Popen[str]:
     env = {**os.environ, "CI": ""}
-    return subprocess.Popen(cmd, cwd=cwd, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    return subprocess.Popen(
+        cmd, cwd=cwd, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+    )
 
 
 def finished(proc: subprocess.Popen[str]) -> subprocess.CompletedProcess[str]:
@@ -66,7 +83,9 @@ def finished(proc: subprocess.Popen[str]) -> subprocess.CompletedProcess[str]:
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
-def inject(kit: Kit, code: str, *args: str, env: Env | None = None) -> subprocess.CompletedProcess[str]:
+def inject(
+    kit: Kit, code: str, *args: str, env: Env | None = None
+) -> subprocess.CompletedProcess[str]:
     """Run the real kit CLI after `code` has replaced one filesystem call (the fault's only stand-in)."""
     argv = [sys.executable, "-c", f"import errno, os, signal, sys\n{code}\n" + FRONT_DOOR, *args]
     env = {**os.environ, "CI": "", **(env or {})}
@@ -75,7 +94,8 @@ def inject(kit: Kit, code: str, *args: str, env: Env | None = None) -> subproces
 
 @dataclass(frozen=True)
 class Row:
-    """One fault: the command, what it must say, after setup (which may return environment variables for the run)."""
+    """One fault: the command, what it must say, after setup (which may return environment variables
+    for the run)."""
 
     id: str
     args: str | tuple[str, ...]  # a string is split on spaces
@@ -93,7 +113,8 @@ class Row:
 
 
 def run_row(kit: Kit, row: Row, tmp_path: Path) -> subprocess.CompletedProcess[str]:
-    """Set the row up, run it, check its output and (unless the row writes it) that patches/ is byte-identical."""
+    """Set the row up, run it, check its output and (unless the row writes it) that patches/ is
+    byte-identical."""
     env = {**(row.env or {}), **(row.setup(kit, tmp_path) or {})}
     before = snapshot(kit.patches)
     try:
@@ -114,7 +135,8 @@ def run_row(kit: Kit, row: Row, tmp_path: Path) -> subprocess.CompletedProcess[s
 
 
 def pin_files(kit: Kit, tmp_path: Path, files: dict[str, bytes]) -> None:
-    """Pin the kit to a 0.2.0 holding SMALL_UPSTREAM plus files (any bytes: zipfile writes str or bytes)."""
+    """Pin the kit to a 0.2.0 holding SMALL_UPSTREAM plus files (any bytes: zipfile writes str or
+    bytes)."""
     where = tmp_path / "release-0.2.0"
     where.mkdir(exist_ok=True)
     wheel, digest = build_wheel(where, {**SMALL_UPSTREAM, **files}, "0.2.0")  # type: ignore[dict-item]
@@ -165,14 +187,21 @@ def interrupted_apply(kit: Kit, _tmp: Path) -> None:
     state = state_of(kit)
     kit.git("reset", "-q", "--hard", "pristine")
     kit.git("am", "-q", "-k", str(kit.patches / "0001-fix-ten.patch"))
-    (kit.checkout / ".git/kit-state.json").write_text(json.dumps({**state, "status": "applying", "head": ""}))
+    (kit.checkout / ".git/kit-state.json").write_text(
+        json.dumps({**state, "status": "applying", "head": ""})
+    )
 
 
 def commit_bytes(kit: Kit, edits: dict[str, bytes], slug: str) -> None:
     for name, data in edits.items():
         (kit.checkout / name).write_bytes(data)
     kit.git("add", "-A")
-    kit.git("commit", "-q", "-m", f"[NPU] {slug.title()}\n\nUpstream-Status: Pending\nKit-Patch: {slug}\n")
+    kit.git(
+        "commit",
+        "-q",
+        "-m",
+        f"[NPU] {slug.title()}\n\nUpstream-Status: Pending\nKit-Patch: {slug}\n",
+    )
 
 
 def lock_held(kit: Kit, _tmp: Path) -> None:
@@ -205,8 +234,8 @@ def write_files(root: Path, files: dict[str, str | bytes]) -> None:
 
 
 def steps(*actions: dict[str, str | bytes] | tuple[str, ...] | str | Setup) -> Setup:
-    """In order: files written into the checkout (a dict), a git command in it (a tuple), a kit command (a str),
-    another setup (a callable)."""
+    """In order: files written into the checkout (a dict), a git command in it (a tuple), a kit command
+    (a str), another setup (a callable)."""
 
     def setup(kit: Kit, tmp_path: Path) -> None:
         for action in actions:
@@ -224,25 +253,41 @@ def steps(*actions: dict[str, str | bytes] | tuple[str, ...] | str | Setup) -> S
 
 def commit(files: dict[str, str | bytes], text: str, slug: str, *then: str) -> Setup:
     return steps(
-        files, ("add", "-A"), ("commit", "-q", "-m", f"{text}\n\nUpstream-Status: Pending\nKit-Patch: {slug}"), *then
+        files,
+        ("add", "-A"),
+        ("commit", "-q", "-m", f"{text}\n\nUpstream-Status: Pending\nKit-Patch: {slug}"),
+        *then,
     )
 
 
 def sha_of(kit: Kit, slug: str) -> str:
-    return kit.git("log", "-1", "--format=%H", f"--grep=^Kit-Patch: {slug}$", "pristine..HEAD").strip()
+    return kit.git(
+        "log", "-1", "--format=%H", f"--grep=^Kit-Patch: {slug}$", "pristine..HEAD"
+    ).strip()
 
 
 def fixup(slug: str, edits: dict[str, str], kind: str = "fixup", *, add: bool = False) -> Setup:
-    """`git commit --fixup=<commit>` (or --squash / --fixup=amend:) aimed at slug's commit; add: new files too."""
+    """`git commit --fixup=<commit>` (or --squash / --fixup=amend:) aimed at slug's commit; add: new
+    files too."""
 
     def setup(kit: Kit, _tmp: Path) -> None:
         write_files(kit.checkout, edits)
         if add:
             kit.git("add", "-A")
         target = sha_of(kit, slug)
-        option = {"fixup": f"--fixup={target}", "squash": f"--squash={target}", "amend": f"--fixup=amend:{target}"}
-        git("commit", "-qa", option[kind], *(["-m", "more"] if kind == "squash" else []), cwd=kit.checkout,
-            env={**AUTHOR, "GIT_EDITOR": "sed -i 's/^Why this change.$/Why, amended./'"})  # fmt: skip
+        option = {
+            "fixup": f"--fixup={target}",
+            "squash": f"--squash={target}",
+            "amend": f"--fixup=amend:{target}",
+        }
+        git(
+            "commit",
+            "-qa",
+            option[kind],
+            *(["-m", "more"] if kind == "squash" else []),
+            cwd=kit.checkout,
+            env={**AUTHOR, "GIT_EDITOR": "sed -i 's/^Why this change.$/Why, amended./'"},
+        )
 
     return setup
 

@@ -1,5 +1,5 @@
-"""What several of the kit's test modules share: the leg-copy helpers, the `test` command's parse, npu-smi
-tables. Test modules import from here (or take conftest fixtures), never from each other."""
+"""What several of the kit's test modules share: the leg-copy helpers, the `test` command's parse,
+npu-smi tables. Test modules import from here (or take conftest fixtures), never from each other."""
 
 from __future__ import annotations
 
@@ -36,8 +36,12 @@ NPU_SMI = """\
 +===========================+===============+====================================================+
 """
 # What a pod given two of a host's cards sees: npu-smi lists the host's ids 4 and 5.
-POD_NPU_SMI = NPU_SMI.replace("| 0     910B1", "| 4     910B1").replace("| 1     910B1", "| 5     910B1")
-POD_NPU_SMI = POD_NPU_SMI.replace("| 1       0                 | 424242", "| 5       0                 | 424242")
+POD_NPU_SMI = NPU_SMI.replace("| 0     910B1", "| 4     910B1").replace(
+    "| 1     910B1", "| 5     910B1"
+)
+POD_NPU_SMI = POD_NPU_SMI.replace(
+    "| 1       0                 | 424242", "| 5       0                 | 424242"
+)
 
 
 @dataclass(frozen=True)
@@ -81,11 +85,15 @@ def parse_test_args(argv: list[str]) -> suite.TestArgs:
 def leg_kit(dest: Path) -> Kit:
     kit = copy_kit(dest, with_patches=True)
     shutil.copytree(
-        KIT_ROOT / "tests" / "regression", dest / "tests" / "regression", ignore=shutil.ignore_patterns("__pycache__")
+        KIT_ROOT / "tests" / "regression",
+        dest / "tests" / "regression",
+        ignore=shutil.ignore_patterns("__pycache__"),
     )
     shutil.copy2(KIT_ROOT / "pytest.ini", dest / "pytest.ini")
     envs = KIT_ROOT / ".work" / "envs"
-    envs.mkdir(parents=True, exist_ok=True)  # the leg runner builds the envs here if they are missing
+    envs.mkdir(
+        parents=True, exist_ok=True
+    )  # the leg runner builds the envs here if they are missing
     (dest / ".work").mkdir(exist_ok=True)
     (dest / ".work" / "envs").symlink_to(envs, target_is_directory=True)
     for wheel in (KIT_ROOT / ".work" / "downloads").glob("vllm_omni-*.whl"):
@@ -94,25 +102,38 @@ def leg_kit(dest: Path) -> Kit:
 
 
 def junit_cases(kit: Kit, leg: str) -> list[ET.Element]:
-    return list(ET.parse(kit.root / ".work" / "records" / f"test-{leg}" / "junit.xml").getroot().iter("testcase"))
+    return list(
+        ET.parse(kit.root / ".work" / "records" / f"test-{leg}" / "junit.xml")
+        .getroot()
+        .iter("testcase")
+    )
 
 
 def failed_tests(kit: Kit, leg: str) -> list[str]:
-    failed = [c for c in junit_cases(kit, leg) if c.find("failure") is not None or c.find("error") is not None]
+    failed = [
+        c
+        for c in junit_cases(kit, leg)
+        if c.find("failure") is not None or c.find("error") is not None
+    ]
     return [f"{case.get('classname')}::{case.get('name')}" for case in failed]
 
 
 def shared_env_ready(kit: Kit, leg: str) -> None:
-    # A copy that did not see it ready would rebuild the env through the link, deleting this checkout's.
+    # A copy that did not see it ready would rebuild the env through the link, deleting this
+    # checkout's.
     subprocess.run([sys.executable, "-m", "scripts", "legenv", leg], cwd=KIT_ROOT, check=True)
     probe = f"import scripts.legs.legenv as e, scripts.workspace as w; print(e.is_ready(w.Workspace('.'), {leg!r}))"
-    done = subprocess.run([sys.executable, "-c", probe], cwd=kit.root, capture_output=True, text=True, check=True)
-    assert done.stdout.strip() == "True", f"the copy would rebuild the shared {leg} env: {done.stdout}{done.stderr}"
+    done = subprocess.run(
+        [sys.executable, "-c", probe], cwd=kit.root, capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip() == "True", (
+        f"the copy would rebuild the shared {leg} env: {done.stdout}{done.stderr}"
+    )
 
 
 def assert_control_passed(kit: Kit, leg: str) -> None:
-    """Control: on the shipped series the tests that catch this leg's mutations ran and passed, so a failure of a
-    broken series is the mutation's doing (also test_loop.py's, for the stock leg)."""
+    """Control: on the shipped series the tests that catch this leg's mutations ran and passed, so a
+    failure of a broken series is the mutation's doing (also test_loop.py's, for the stock leg)."""
     assert failed_tests(kit, leg) == []
     passed = [c.get("name", "") for c in junit_cases(kit, leg) if c.find("skipped") is None]
     for m in MUTATIONS:

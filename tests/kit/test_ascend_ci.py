@@ -1,5 +1,6 @@
-"""The Ascend jobs as written (workflow, Buildkite files, ci/ascend/), read as data; each check has broken
-copies it must refuse. The shell pieces run in bash, over a stand-in CANN tree and a stand-in `gh`."""
+"""The Ascend jobs as written (workflow, Buildkite files, ci/ascend/), read as data; each check has
+broken copies it must refuse. The shell pieces run in bash, over a stand-in CANN tree and a stand-in
+`gh`."""
 
 from __future__ import annotations
 
@@ -30,8 +31,12 @@ JOB = KIT_ROOT / "ci" / "ascend" / "job.sh"
 ENV_SH = KIT_ROOT / "ci" / "ascend" / "env.sh"
 TARGETS = ascendci.load(KIT_ROOT / "ci", ascendci.TARGETS)
 RUNTIME_ENV = {"HF_HUB_OFFLINE": "1", "VLLM_WORKER_MULTIPROC_METHOD": "spawn"}
-# a stand-in CANN tree: where each set_env.sh is, the unset variable it appends to, the variable it sets
-CANN = {"ascend-toolkit": ("PYTHONPATH", "ASCEND_HOME_PATH"), "nnal/atb": ("LD_LIBRARY_PATH", "ATB_HOME_PATH")}
+# a stand-in CANN tree: where each set_env.sh is, the unset variable it appends to, the variable it
+# sets
+CANN = {
+    "ascend-toolkit": ("PYTHONPATH", "ASCEND_HOME_PATH"),
+    "nnal/atb": ("LD_LIBRARY_PATH", "ATB_HOME_PATH"),
+}
 DIGEST = "registry.example/kit/ascend-ci@sha256:" + "a" * 64
 APPROVED = "1" * 40
 GITHUB_HOSTED = {"ubuntu-24.04", "ubuntu-24.04-arm"}
@@ -43,8 +48,12 @@ def load_yaml(text: str) -> Any:
 
 def stages(command: str) -> list[str]:
     """The ci/ascend/job.sh stages a run line or command names, in order."""
-    return [w for line in command.splitlines() if "ci/ascend/job.sh" in line
-            for w in line.split("ci/ascend/job.sh", 1)[1].split()]  # fmt: skip
+    return [
+        w
+        for line in command.splitlines()
+        if "ci/ascend/job.sh" in line
+        for w in line.split("ci/ascend/job.sh", 1)[1].split()
+    ]
 
 
 def stage_problems(names: list[str]) -> list[str]:
@@ -61,23 +70,33 @@ TRUSTED_UPLOAD = "git show FETCH_HEAD:ci/ascend/buildkite-upload.sh | bash -s --
 
 
 def workflow_problems(text: str) -> list[str]:
-    """What keeps ascend-e2e.yml from running only approved commits, on the pool, the way Ascend CI runs."""
+    """What keeps ascend-e2e.yml from running only approved commits, on the pool, the way Ascend CI
+    runs."""
     doc, problems = load_yaml(text), []
     if list(doc["on"]) != ["workflow_dispatch"]:
         problems.append(f"triggers other than workflow_dispatch: {list(doc['on'])}")
     inputs = doc["on"]["workflow_dispatch"]["inputs"]
-    free = sorted(name for name, spec in inputs.items() if spec.get("type") != "choice" and name not in ("pr", "sha"))
+    free = sorted(
+        name
+        for name, spec in inputs.items()
+        if spec.get("type") != "choice" and name not in ("pr", "sha")
+    )
     if free:
         problems.append(f"free-text inputs besides pr and sha: {free}")
     label = inputs.get("runner_label", {})
-    if label.get("type") != "choice" or sorted(label.get("options", [])) != sorted(TARGETS["github"]):
+    if label.get("type") != "choice" or sorted(label.get("options", [])) != sorted(
+        TARGETS["github"]
+    ):
         problems.append("runner_label is not a choice of exactly ci/ascend/targets.toml's labels")
     if doc.get("permissions") != {}:
         problems.append("the workflow's default permissions are not empty")
     gate = doc["jobs"]["gate"]["steps"][-1]["run"]
-    for needle, what in (('"refs/heads/$DEFAULT_BRANCH"', "the dispatched branch"),
-                         ('"$DISPATCHED_SHA" == "$SHA"', "the commit with pr=0"),
-                         ("pulls/$PR", "the PR head"), ("ascendci image github", "the image list")):  # fmt: skip
+    for needle, what in (
+        ('"refs/heads/$DEFAULT_BRANCH"', "the dispatched branch"),
+        ('"$DISPATCHED_SHA" == "$SHA"', "the commit with pr=0"),
+        ("pulls/$PR", "the PR head"),
+        ("ascendci image github", "the image list"),
+    ):
         if needle not in gate:
             problems.append(f"the gate does not check {what}")
     job = doc["jobs"]["e2e"]
@@ -87,10 +106,14 @@ def workflow_problems(text: str) -> list[str]:
     if set(container) != {"image"} or container["image"] != "${{ needs.gate.outputs.image }}":
         problems.append("the container has options or volumes, or an image the gate did not check")
     if {k: job.get("env", {}).get(k) for k in RUNTIME_ENV} != RUNTIME_ENV:
-        problems.append("the job's env lacks HF_HUB_OFFLINE=1 or VLLM_WORKER_MULTIPROC_METHOD=spawn")
+        problems.append(
+            "the job's env lacks HF_HUB_OFFLINE=1 or VLLM_WORKER_MULTIPROC_METHOD=spawn"
+        )
     runs = [step.get("run", "") for step in job["steps"]]
     if any("set_env.sh" in run or "set -u" in run for run in runs):
-        problems.append("a step sources CANN or sets -u itself (job.sh does, through ci/ascend/env.sh)")
+        problems.append(
+            "a step sources CANN or sets -u itself (job.sh does, through ci/ascend/env.sh)"
+        )
     problems += stage_problems([s for run in runs for s in stages(run)])
     return problems
 
@@ -106,31 +129,48 @@ def pipeline_problems(pipeline: str, step: str) -> list[str]:
     if not block or upload.get("depends_on") != block.get("key"):
         problems.append("the upload does not wait for the block step (the approval)")
     if not (block or {}).get("allowed_teams"):
-        problems.append("the block step has no allowed_teams: anyone with build access could approve")
+        problems.append(
+            "the block step has no allowed_teams: anyone with build access could approve"
+        )
     if TRUSTED_UPLOAD + " step" not in upload.get(
         "command", ""
     ) or "$$BUILDKITE_PIPELINE_DEFAULT_BRANCH" not in upload.get("command", ""):
-        problems.append("the upload step does not run the default branch's ci/ascend/buildkite-upload.sh step")
+        problems.append(
+            "the upload step does not run the default branch's ci/ascend/buildkite-upload.sh step"
+        )
     (job,) = load_yaml(step)["steps"]
-    secrets = [p.get("kubernetes", {}).get("podSpecPatch", {}).get("imagePullSecrets") for p in job.get("plugins", [])]
+    secrets = [
+        p.get("kubernetes", {}).get("podSpecPatch", {}).get("imagePullSecrets")
+        for p in job.get("plugins", [])
+    ]
     if not any(secrets):
-        problems.append("the NPU step has no kubernetes plugin with imagePullSecrets (the cluster's pull secret)")
+        problems.append(
+            "the NPU step has no kubernetes plugin with imagePullSecrets (the cluster's pull "
+            "secret)"
+        )
     if 'KIT_ASCEND_COMMIT="$$BUILDKITE_COMMIT"' not in job.get("command", ""):
         problems.append("the NPU step does not check its commit against BUILDKITE_COMMIT")
     if job.get("agents") != {"queue": "${KIT_ASCEND_QUEUE}", "resource_class": "npu-4"}:
-        problems.append(f"agents are not the chosen queue with resource_class npu-4: {job.get('agents')}")
+        problems.append(
+            f"agents are not the chosen queue with resource_class npu-4: {job.get('agents')}"
+        )
     if job.get("image") != "${KIT_ASCEND_IMAGE}":
         problems.append("the step's image is not the one the upload checked")
     if {k: job.get("env", {}).get(k) for k in RUNTIME_ENV} != RUNTIME_ENV:
-        problems.append("the step's env lacks HF_HUB_OFFLINE=1 or VLLM_WORKER_MULTIPROC_METHOD=spawn")
+        problems.append(
+            "the step's env lacks HF_HUB_OFFLINE=1 or VLLM_WORKER_MULTIPROC_METHOD=spawn"
+        )
     return problems + stage_problems(stages(job.get("command", "")))
 
 
 def job_script_problems(text: str) -> list[str]:
-    """What breaks job.sh on a CANN image: nounset before CANN is sourced; a card stage without CANN/ATB."""
+    """What breaks job.sh on a CANN image: nounset before CANN is sourced; a card stage without
+    CANN/ATB."""
     problems = []
     before = text.split("source ci/ascend/env.sh", 1)[0]
-    if any(line.strip().startswith("set -") and "u" in line.split()[1] for line in before.splitlines()):
+    if any(
+        line.strip().startswith("set -") and "u" in line.split()[1] for line in before.splitlines()
+    ):
         problems.append("set -u before ci/ascend/env.sh: CANN's set_env.sh reads unset variables")
     for stage in ("leg", "e2e"):
         body = text.split(f"\n    {stage})\n", 1)[-1].split(";;", 1)[0]
@@ -143,37 +183,103 @@ def job_script_problems(text: str) -> list[str]:
 
 W, P, S, J = "workflow", "pipeline", "step", "job"
 BROKEN = [
-    (W, ("          - linux-aarch64-a3-4\n", "          - linux-aarch64-a2-4\n"), "runner_label is not a choice"),
+    (
+        W,
+        ("          - linux-aarch64-a3-4\n", "          - linux-aarch64-a2-4\n"),
+        "runner_label is not a choice",
+    ),
     (W, ("        type: choice\n", "        type: string\n"), "free-text inputs"),
-    (W, ("    runs-on: ${{ inputs.runner_label }}", "    runs-on: [self-hosted, \"${{ inputs.runner_label }}\"]"),
-     "runs-on is not the one chosen pool label"),
-    (W, ("      image: ${{ needs.gate.outputs.image }} # zizmor: ignore[unpinned-images]\n",
-         "      image: ${{ needs.gate.outputs.image }} # zizmor: ignore[unpinned-images]\n"
-         "      options: --device /dev/davinci0\n"), "the container has options"),
+    (
+        W,
+        (
+            "    runs-on: ${{ inputs.runner_label }}",
+            '    runs-on: [self-hosted, "${{ inputs.runner_label }}"]',
+        ),
+        "runs-on is not the one chosen pool label",
+    ),
+    (
+        W,
+        (
+            "      image: ${{ needs.gate.outputs.image }} # zizmor: ignore[unpinned-images]\n",
+            "      image: ${{ needs.gate.outputs.image }} # zizmor: ignore[unpinned-images]\n"
+            "      options: --device /dev/davinci0\n",
+        ),
+        "the container has options",
+    ),
     (W, ('      HF_HUB_OFFLINE: "1"', '      HF_HUB_OFFLINE: "0"'), "lacks HF_HUB_OFFLINE=1"),
-    (W, ("            [[ \"$DISPATCHED_SHA\" == \"$SHA\" ]]", "            true"), "the commit with pr=0"),
+    (
+        W,
+        ('            [[ "$DISPATCHED_SHA" == "$SHA" ]]', "            true"),
+        "the commit with pr=0",
+    ),
     (W, ('[[ "$REF" == "refs/heads/$DEFAULT_BRANCH" ]] ||', "true ||"), "the dispatched branch"),
-    (W, ("run: ci/ascend/job.sh leg\n", "run: set -u; source /usr/local/Ascend/ascend-toolkit/set_env.sh\n"),
-     "sources CANN or sets -u"),
-    (W, ("run: ci/ascend/job.sh leg\n", "run: ci/ascend/job.sh apply\n"), "no step runs the npu leg"),
-    (W, ('  workflow_dispatch:\n', '  pull_request_target:\n  workflow_dispatch:\n'), "triggers other than"),
-    (P, ("            value: ascend-a3\n", "            value: ascend-any\n"), "no block step offers"),
+    (
+        W,
+        (
+            "run: ci/ascend/job.sh leg\n",
+            "run: set -u; source /usr/local/Ascend/ascend-toolkit/set_env.sh\n",
+        ),
+        "sources CANN or sets -u",
+    ),
+    (
+        W,
+        ("run: ci/ascend/job.sh leg\n", "run: ci/ascend/job.sh apply\n"),
+        "no step runs the npu leg",
+    ),
+    (
+        W,
+        ("  workflow_dispatch:\n", "  pull_request_target:\n  workflow_dispatch:\n"),
+        "triggers other than",
+    ),
+    (
+        P,
+        ("            value: ascend-a3\n", "            value: ascend-any\n"),
+        "no block step offers",
+    ),
     (P, ("    depends_on: approve\n", ""), "does not wait for the block step"),
     (S, ('      resource_class: "npu-4"', '      resource_class: "npu-1"'), "resource_class npu-4"),
-    (S, ('      VLLM_WORKER_MULTIPROC_METHOD: spawn', '      VLLM_WORKER_MULTIPROC_METHOD: fork'), "spawn"),
-    (S, ("job.sh commit tools apply leg e2e", "job.sh commit tools apply e2e leg"), "does not run before the e2e"),
+    (
+        S,
+        ("      VLLM_WORKER_MULTIPROC_METHOD: spawn", "      VLLM_WORKER_MULTIPROC_METHOD: fork"),
+        "spawn",
+    ),
+    (
+        S,
+        ("job.sh commit tools apply leg e2e", "job.sh commit tools apply e2e leg"),
+        "does not run before the e2e",
+    ),
     (S, ("job.sh commit tools", "job.sh tools"), "the approved commit is not checked first"),
     (S, ("              - name: swr-secret\n", ""), "no kubernetes plugin with imagePullSecrets"),
-    (S, ('KIT_ASCEND_COMMIT="$$BUILDKITE_COMMIT" ', ""), "does not check its commit against BUILDKITE_COMMIT"),
+    (
+        S,
+        ('KIT_ASCEND_COMMIT="$$BUILDKITE_COMMIT" ', ""),
+        "does not check its commit against BUILDKITE_COMMIT",
+    ),
     (P, ("    allowed_teams:\n      - ascend-ci-approvers\n", ""), "no allowed_teams"),
-    (P, ('"$$BUILDKITE_PIPELINE_DEFAULT_BRANCH"', '"$$BUILDKITE_BRANCH"'), "does not run the default branch's"),
-    (W, ("run: ci/ascend/job.sh commit\n", 'run: test "$(git rev-parse HEAD)" = "$KIT_ASCEND_COMMIT"\n'),
-     "the approved commit is not checked first"),
+    (
+        P,
+        ('"$$BUILDKITE_PIPELINE_DEFAULT_BRANCH"', '"$$BUILDKITE_BRANCH"'),
+        "does not run the default branch's",
+    ),
+    (
+        W,
+        (
+            "run: ci/ascend/job.sh commit\n",
+            'run: test "$(git rev-parse HEAD)" = "$KIT_ASCEND_COMMIT"\n',
+        ),
+        "the approved commit is not checked first",
+    ),
     (J, ("set -eo pipefail\n", "set -euo pipefail\n"), "set -u before ci/ascend/env.sh"),
-    (J, ("      source ci/ascend/env.sh\n      set -u\n      \"$tools/bin/nox\" -s \"test",
-         "      \"$tools/bin/nox\" -s \"test"), "stage leg runs without ci/ascend/env.sh"),
+    (
+        J,
+        (
+            '      source ci/ascend/env.sh\n      set -u\n      "$tools/bin/nox" -s "test',
+            '      "$tools/bin/nox" -s "test',
+        ),
+        "stage leg runs without ci/ascend/env.sh",
+    ),
     (J, (" --require real", ""), "does not require mode real"),
-]  # fmt: skip
+]
 
 
 CHECKS: dict[str, tuple[Path, Callable[[str], list[str]]]] = {
@@ -184,37 +290,57 @@ CHECKS: dict[str, tuple[Path, Callable[[str], list[str]]]] = {
 }
 
 
-ROWS = [(kind, ("", ""), "") for kind in CHECKS] + BROKEN  # each file as it is, then its broken copies
+ROWS = [
+    (kind, ("", ""), "") for kind in CHECKS
+] + BROKEN  # each file as it is, then its broken copies
 
 
-@pytest.mark.parametrize(("kind", "change", "problem"), ROWS, ids=[f"{k}-{p or 'as-is'}" for k, _, p in ROWS])
+@pytest.mark.parametrize(
+    ("kind", "change", "problem"), ROWS, ids=[f"{k}-{p or 'as-is'}" for k, _, p in ROWS]
+)
 def test_the_ascend_files_state_the_facts_and_a_broken_copy_is_refused(
     kind: str, change: tuple[str, str], problem: str
 ) -> None:
     path, check = CHECKS[kind]
     broken = path.read_text().replace(*change, 1)
     assert (broken != path.read_text()) == bool(problem), change
-    assert any(problem in p for p in check(broken)) if problem else check(broken) == [], check(broken)
+    assert any(problem in p for p in check(broken)) if problem else check(broken) == [], check(
+        broken
+    )
 
 
-def source(tmp_path: Path, env_sh: Path = ENV_SH, atb: bool = True) -> subprocess.CompletedProcess[str]:
-    """Strict bash sourcing env.sh over a stand-in CANN tree at tmp_path/Ascend whose set_env.sh files append to
-    variables the job never set, as CANN's do; it prints what the job's next commands see."""
+def source(
+    tmp_path: Path, env_sh: Path = ENV_SH, atb: bool = True
+) -> subprocess.CompletedProcess[str]:
+    """Strict bash sourcing env.sh over a stand-in CANN tree at tmp_path/Ascend whose set_env.sh files
+    append to variables the job never set, as CANN's do; it prints what the job's next commands see.
+    """
     root = tmp_path / "Ascend"
     for where, (appended, home) in list(CANN.items())[: 2 if atb else 1]:
         (root / where).mkdir(parents=True)
-        (root / where / "set_env.sh").write_text(f"export {appended}=${appended}:x\nexport {home}={root}/{where}\n")
-    script = (f'set -euo pipefail\nsource "{env_sh}"\n'
-              'echo "$ASCEND_HOME_PATH $ATB_HOME_PATH $VLLM_WORKER_MULTIPROC_METHOD $HF_HUB_OFFLINE $-"\n')  # fmt: skip
+        (root / where / "set_env.sh").write_text(
+            f"export {appended}=${appended}:x\nexport {home}={root}/{where}\n"
+        )
+    script = (
+        f'set -euo pipefail\nsource "{env_sh}"\n'
+        'echo "$ASCEND_HOME_PATH $ATB_HOME_PATH $VLLM_WORKER_MULTIPROC_METHOD $HF_HUB_OFFLINE $-"\n'
+    )
     env = {"PATH": "/usr/bin:/bin", "ASCEND_ROOT": str(root)}
-    return subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env, check=False)
+    return subprocess.run(
+        ["bash", "-c", script], capture_output=True, text=True, env=env, check=False
+    )
 
 
 def test_env_sh_sources_cann_and_atb_under_nounset(tmp_path: Path) -> None:
     done, root = source(tmp_path), tmp_path / "Ascend"
     assert done.returncode == 0, done.stderr
     home, atb, method, offline, flags = done.stdout.split()
-    assert (home, atb, method, offline) == (f"{root}/ascend-toolkit", f"{root}/nnal/atb", "spawn", "1")
+    assert (home, atb, method, offline) == (
+        f"{root}/ascend-toolkit",
+        f"{root}/nnal/atb",
+        "spawn",
+        "1",
+    )
     assert "u" in flags and "e" in flags  # the caller's strictness is back on after CANN's scripts
 
 
@@ -239,7 +365,9 @@ def test_every_target_names_known_hardware_and_the_bands_are_sane_per_chip() -> 
         lo, hi = entry["band_ms"]
         assert 0 < lo < hi, chip
     assert ascendci.band_for(bands, "910B1") == "2865:3167"
-    assert ascendci.band_for(bands, "910B3") is None  # no run there yet: its first green run is the baseline
+    assert (
+        ascendci.band_for(bands, "910B3") is None
+    )  # no run there yet: its first green run is the baseline
     assert ascendci.chip_of({0: "910B3 OK", 1: "910B3 OK"}, (0, 1)) == "910B3"
     for chips in ({0: "910B3 OK", 1: "910B1 OK"}, {0: "910B3 OK"}):
         with pytest.raises(KitError, match="not one visible chip model"):
@@ -249,10 +377,20 @@ def test_every_target_names_known_hardware_and_the_bands_are_sane_per_chip() -> 
 @pytest.mark.parametrize(
     ("system", "name", "image", "error"),
     [
-        ("github", "linux-aarch64-a2-4", DIGEST, "is not in ci/ascend/targets.toml"),  # the label vllm-ascend retired
+        (
+            "github",
+            "linux-aarch64-a2-4",
+            DIGEST,
+            "is not in ci/ascend/targets.toml",
+        ),  # the label vllm-ascend retired
         ("buildkite", "ascend-a2b3; rm -rf /", DIGEST, "is not in ci/ascend/targets.toml"),
         ("github", "linux-aarch64-a2b3-4", "", "no CI image recorded"),
-        ("github", "linux-aarch64-a2b3-4", "registry.example/kit/ascend-ci:latest", "no CI image recorded"),
+        (
+            "github",
+            "linux-aarch64-a2b3-4",
+            "registry.example/kit/ascend-ci:latest",
+            "no CI image recorded",
+        ),
         ("gitlab", "x", DIGEST, "unknown CI system"),
     ],
 )
@@ -272,18 +410,28 @@ def test_the_dockerfile_builds_on_a_digest_and_sources_cann_and_atb() -> None:
     assert "ARG BASE\nFROM ${BASE}" in text and "@sha256:[0-9a-f]{64}$" in text
     assert "ascend-toolkit/set_env.sh" in text and "nnal/atb/set_env.sh" in text
     assert "ENV VLLM_WORKER_MULTIPROC_METHOD=spawn" in text and "-c /tmp/kit/held.txt" in text
-    assert "python3 -m scripts ascendci held > /tmp/kit/held.txt" in text and "pip freeze" not in text
+    assert (
+        "python3 -m scripts ascendci held > /tmp/kit/held.txt" in text and "pip freeze" not in text
+    )
     assert "quay.io/atlas-ci/vllm-ascend:v0.30.0@sha256:" in text and "quay.io/ascend/" not in text
-    assert "--index-url" not in text and "pypi.org" not in text  # the pool's index comes from the environment
+    assert (
+        "--index-url" not in text and "pypi.org" not in text
+    )  # the pool's index comes from the environment
 
 
-# The wheel's CUDA builds and what the NPU image takes instead (None: nothing), as upstream's setup picks.
+# The wheel's CUDA builds and what the NPU image takes instead (None: nothing), as upstream's setup
+# picks.
 FOR_NPU = {"fa3-fwd": None, "onnxruntime": "onnxruntime-cann"}
 
 
 def runtime_requirements(metadata: str) -> list[str]:
-    """A wheel's Requires-Dist lines without extras, for NPU, as ci/ascend/omni-requirements.txt lists them."""
-    lines = [line.split(": ", 1)[1] for line in metadata.splitlines() if line.startswith("Requires-Dist: ")]
+    """A wheel's Requires-Dist lines without extras, for NPU, as ci/ascend/omni-requirements.txt lists
+    them."""
+    lines = [
+        line.split(": ", 1)[1]
+        for line in metadata.splitlines()
+        if line.startswith("Requires-Dist: ")
+    ]
     out = []
     for req in (line for line in lines if "extra ==" not in line):
         name = re.match(r"[A-Za-z0-9._-]+", req)[0]  # type: ignore[index]
@@ -297,12 +445,21 @@ def runtime_requirements(metadata: str) -> list[str]:
 def test_the_images_requirements_are_the_pinned_wheels() -> None:
     ws = Workspace(KIT_ROOT)
     with zipfile.ZipFile(fetch_wheel(load_pin(ws.pin_file), ws.downloads)) as whl:
-        metadata = whl.read(next(n for n in whl.namelist() if n.endswith(".dist-info/METADATA"))).decode()
-    listed = [line for line in (KIT_ROOT / "ci" / "ascend" / "omni-requirements.txt").read_text().splitlines()
-              if line and not line.startswith("#")]  # fmt: skip
+        metadata = whl.read(
+            next(n for n in whl.namelist() if n.endswith(".dist-info/METADATA"))
+        ).decode()
+    listed = [
+        line
+        for line in (KIT_ROOT / "ci" / "ascend" / "omni-requirements.txt").read_text().splitlines()
+        if line and not line.startswith("#")
+    ]
     assert listed == runtime_requirements(metadata)
-    assert runtime_requirements(metadata + "Requires-Dist: fa3-fwd==0.0.3\n") == listed  # CUDA-only, left out
-    assert "onnxruntime-cann>=1.23.2" in listed and not any(r.startswith("onnxruntime>") for r in listed)
+    assert (
+        runtime_requirements(metadata + "Requires-Dist: fa3-fwd==0.0.3\n") == listed
+    )  # CUDA-only, left out
+    assert "onnxruntime-cann>=1.23.2" in listed and not any(
+        r.startswith("onnxruntime>") for r in listed
+    )
 
 
 def stub(path: Path, script: str) -> None:
@@ -311,10 +468,17 @@ def stub(path: Path, script: str) -> None:
     path.chmod(0o755)
 
 
-def run_gate(tmp_path: Path, *, ref: str = "refs/heads/main", dispatched: str = APPROVED, pr: str = "0",
-             head: str = APPROVED, image: str = "") -> subprocess.CompletedProcess[str]:  # fmt: skip
-    """The gate step of ascend-e2e.yml in a copy of the kit whose targets.toml records ``image`` for a2; a
-    stand-in `gh` answers the PR's head."""
+def run_gate(
+    tmp_path: Path,
+    *,
+    ref: str = "refs/heads/main",
+    dispatched: str = APPROVED,
+    pr: str = "0",
+    head: str = APPROVED,
+    image: str = "",
+) -> subprocess.CompletedProcess[str]:
+    """The gate step of ascend-e2e.yml in a copy of the kit whose targets.toml records ``image`` for
+    a2; a stand-in `gh` answers the PR's head."""
     kit = tmp_path / "kit"
     for part in ("scripts", "ci"):
         shutil.copytree(KIT_ROOT / part, kit / part, ignore=shutil.ignore_patterns("__pycache__"))
@@ -323,10 +487,21 @@ def run_gate(tmp_path: Path, *, ref: str = "refs/heads/main", dispatched: str = 
     stub(tmp_path / "bin" / "gh", f"echo {head}\n")
     script = load_yaml(WORKFLOW.read_text())["jobs"]["gate"]["steps"][-1]["run"]
     output = tmp_path / "github_output"
-    env = {"PATH": f"{tmp_path / 'bin'}:{Path(sys.executable).parent}:/usr/bin:/bin", "REPO": "o/kit", "REF": ref,
-           "DEFAULT_BRANCH": "main", "DISPATCHED_SHA": dispatched, "PR": pr, "SHA": APPROVED,
-           "LABEL": "linux-aarch64-a2b3-4", "GITHUB_OUTPUT": str(output), "PYTHONPATH": str(kit)}  # fmt: skip
-    done = subprocess.run(["bash", "-c", script], cwd=kit, env=env, capture_output=True, text=True, check=False)
+    env = {
+        "PATH": f"{tmp_path / 'bin'}:{Path(sys.executable).parent}:/usr/bin:/bin",
+        "REPO": "o/kit",
+        "REF": ref,
+        "DEFAULT_BRANCH": "main",
+        "DISPATCHED_SHA": dispatched,
+        "PR": pr,
+        "SHA": APPROVED,
+        "LABEL": "linux-aarch64-a2b3-4",
+        "GITHUB_OUTPUT": str(output),
+        "PYTHONPATH": str(kit),
+    }
+    done = subprocess.run(
+        ["bash", "-c", script], cwd=kit, env=env, capture_output=True, text=True, check=False
+    )
     done.stdout += output.read_text() if output.exists() else ""
     return done
 
@@ -349,22 +524,29 @@ def test_the_gate_refuses(tmp_path: Path, case: dict[str, str], error: str) -> N
 
 
 @pytest.mark.parametrize("case", [{}, {"pr": "7"}], ids=["pr0", "pr"])
-def test_the_gate_passes_the_approved_commit_and_its_image(tmp_path: Path, case: dict[str, str]) -> None:
+def test_the_gate_passes_the_approved_commit_and_its_image(
+    tmp_path: Path, case: dict[str, str]
+) -> None:
     done = run_gate(tmp_path, image=DIGEST, **case)
     assert done.returncode == 0, done.stderr
     assert f"sha={APPROVED}\nimage={DIGEST}\n" in done.stdout
 
 
 def where_jobs_run(files: dict[str, str]) -> list[str]:
-    """Each runs-on / agents.queue that is neither GitHub-hosted, a CPU queue, nor the checked Ascend choice."""
+    """Each runs-on / agents.queue that is neither GitHub-hosted, a CPU queue, nor the checked Ascend
+    choice."""
     odd = []
     for name, text in files.items():
         doc = load_yaml(text)
         for job_id, job in doc.get("jobs", {}).items():
             runs_on = job["runs-on"]
             matrix = job.get("strategy", {}).get("matrix", {})
-            labels = set(matrix.get("runner", [])) if runs_on == "${{ matrix.runner }}" else {runs_on}
-            if not (labels <= GITHUB_HOSTED or (name == "ascend-e2e.yml.github" and job_id == "e2e")):
+            labels = (
+                set(matrix.get("runner", [])) if runs_on == "${{ matrix.runner }}" else {runs_on}
+            )
+            if not (
+                labels <= GITHUB_HOSTED or (name == "ascend-e2e.yml.github" and job_id == "e2e")
+            ):
                 odd.append(f"{name} job {job_id}: {runs_on}")
         for step in doc.get("steps", []):
             queue = step.get("agents", {}).get("queue")
@@ -374,32 +556,60 @@ def where_jobs_run(files: dict[str, str]) -> list[str]:
 
 
 def test_only_the_checked_ascend_files_reach_a_card() -> None:
-    files = {f"{p.name}.github": p.read_text() for p in (KIT_ROOT / ".github" / "workflows").glob("*.yml")}
+    files = {
+        f"{p.name}.github": p.read_text()
+        for p in (KIT_ROOT / ".github" / "workflows").glob("*.yml")
+    }
     files |= {f"{p.name}.buildkite": p.read_text() for p in (KIT_ROOT / ".buildkite").glob("*.yml")}
-    assert {"ascend-e2e.yml.buildkite", "ascend-e2e-step.yml.buildkite", "ascend-e2e.yml.github"} <= set(files)
+    assert {
+        "ascend-e2e.yml.buildkite",
+        "ascend-e2e-step.yml.buildkite",
+        "ascend-e2e.yml.github",
+    } <= set(files)
     assert where_jobs_run(files) == []
-    bad = {**files, "weekly.yml.github": files["weekly.yml.github"].replace("ubuntu-24.04-arm", "linux-aarch64-a2-4")}
+    bad = {
+        **files,
+        "weekly.yml.github": files["weekly.yml.github"].replace(
+            "ubuntu-24.04-arm", "linux-aarch64-a2-4"
+        ),
+    }
     assert where_jobs_run(bad) == ["weekly.yml.github job legs: ${{ matrix.runner }}"]
     bad = {
         **files,
-        "ascend-e2e.yml.buildkite": files["ascend-e2e.yml.buildkite"].replace("cpu_queue_premerge", "ascend-a3"),
+        "ascend-e2e.yml.buildkite": files["ascend-e2e.yml.buildkite"].replace(
+            "cpu_queue_premerge", "ascend-a3"
+        ),
     }
     assert where_jobs_run(bad) == [
-        "ascend-e2e.yml.buildkite step :pipeline: Upload the e2e step for the chosen queue: queue ascend-a3"
+        "ascend-e2e.yml.buildkite step :pipeline: Upload the e2e step for the chosen queue: queue "
+        "ascend-a3"
     ]
 
 
 @pytest.mark.parametrize(
     ("chip", "band", "note"),
-    [("910B1", "2865:3167", ""), ("910B3", ascendci.BASELINE_BAND, "no band for 910B3 in ci/ascend/bands.toml")],
+    [
+        ("910B1", "2865:3167", ""),
+        ("910B3", ascendci.BASELINE_BAND, "no band for 910B3 in ci/ascend/bands.toml"),
+    ],
 )
-def test_the_band_command_reads_the_cards_chip(tmp_path: Path, chip: str, band: str, note: str) -> None:
+def test_the_band_command_reads_the_cards_chip(
+    tmp_path: Path, chip: str, band: str, note: str
+) -> None:
     stub(tmp_path / "npu-smi", f"cat <<'EOF'\n{POD_NPU_SMI.replace('910B1', chip)}EOF\n")
     env = {"PATH": f"{tmp_path}:/usr/bin:/bin"}
-    done = subprocess.run([sys.executable, "-m", "scripts", "ascendci", "band", "--cards", "0,1"], cwd=KIT_ROOT,
-                          env=env, capture_output=True, text=True, check=False)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "scripts", "ascendci", "band", "--cards", "0,1"],
+        cwd=KIT_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
-    assert done.stdout == f"{band}\n"  # stdout is the band alone: the job reads it into KIT_E2E_BAND
+    assert (
+        done.stdout == f"{band}\n"
+    )  # stdout is the band alone: the job reads it into KIT_E2E_BAND
     assert note in done.stderr
 
 
@@ -427,17 +637,39 @@ def hub_cache(hub: Path, refs: bool = True) -> Path:
 LAYOUTS: list[tuple[str, dict[str, str], Callable[[Path], Path]]] = [
     ("hub-cache via HF_HUB_CACHE", {"HF_HUB_CACHE": "{t}/hub"}, lambda t: hub_cache(t / "hub")),
     ("hub-cache via HF_HOME", {"HF_HOME": "{t}/hf"}, lambda t: hub_cache(t / "hf" / "hub")),
-    ("hub-cache in HOME, no refs/main", {}, lambda t: hub_cache(t / "home/.cache/huggingface/hub", refs=False)),
+    (
+        "hub-cache in HOME, no refs/main",
+        {},
+        lambda t: hub_cache(t / "home/.cache/huggingface/hub", refs=False),
+    ),
     ("hub-cache in the pool's home", {}, lambda t: hub_cache(t / "pool/.cache/huggingface/hub")),
     ("local_dir under HF_HOME", {"HF_HOME": "{t}/hf"}, lambda t: model_at(t / "hf/org/model.v2")),
-    ("local_dir in the pool's home", {}, lambda t: model_at(t / "pool/.cache/huggingface/org/model.v2")),
-    ("modelscope via its variable", {"MODELSCOPE_CACHE": "{t}/ms"}, lambda t: model_at(t / "ms/models/org/model___v2")),
-    ("modelscope default", {}, lambda t: model_at(t / "pool/.cache/modelscope/hub/models/org/model___v2")),
-    ("modelscope, older release", {}, lambda t: model_at(t / "home/.cache/modelscope/hub/org/model___v2")),
+    (
+        "local_dir in the pool's home",
+        {},
+        lambda t: model_at(t / "pool/.cache/huggingface/org/model.v2"),
+    ),
+    (
+        "modelscope via its variable",
+        {"MODELSCOPE_CACHE": "{t}/ms"},
+        lambda t: model_at(t / "ms/models/org/model___v2"),
+    ),
+    (
+        "modelscope default",
+        {},
+        lambda t: model_at(t / "pool/.cache/modelscope/hub/models/org/model___v2"),
+    ),
+    (
+        "modelscope, older release",
+        {},
+        lambda t: model_at(t / "home/.cache/modelscope/hub/org/model___v2"),
+    ),
 ]
 
 
-def places(tmp_path: Path, env: dict[str, str], explicit: str | None = None) -> list[ascendci.ModelPlace]:
+def places(
+    tmp_path: Path, env: dict[str, str], explicit: str | None = None
+) -> list[ascendci.ModelPlace]:
     env = {k: v.format(t=tmp_path) for k, v in env.items()}
     return ascendci.model_places(REPO, env, [tmp_path / "home", tmp_path / "pool"], explicit)
 
@@ -456,7 +688,9 @@ def test_the_model_is_found_in_each_layout_the_pools_use(
 
 
 def test_the_refusal_names_every_place_and_an_explicit_path_is_the_only_one(tmp_path: Path) -> None:
-    everywhere = places(tmp_path, {"HF_HUB_CACHE": "{t}/hub", "HF_HOME": "{t}/hf", "MODELSCOPE_CACHE": "{t}/ms"})
+    everywhere = places(
+        tmp_path, {"HF_HUB_CACHE": "{t}/hub", "HF_HOME": "{t}/hf", "MODELSCOPE_CACHE": "{t}/ms"}
+    )
     with pytest.raises(KitError) as refused:
         ascendci.find_model(REPO, everywhere)
     message = str(refused.value)
@@ -466,7 +700,9 @@ def test_the_refusal_names_every_place_and_an_explicit_path_is_the_only_one(tmp_
     explicit = places(tmp_path, {"HF_HUB_CACHE": "{t}/hub"}, str(tmp_path / "mine"))
     with pytest.raises(KitError, match=f"no model_index.json or config.json in: {tmp_path}/mine"):
         ascendci.find_model(REPO, explicit)
-    assert ascendci.find_model(REPO, explicit[:0] + [ascendci.ModelPlace("explicit", model_at(tmp_path / "mine"))])
+    assert ascendci.find_model(
+        REPO, explicit[:0] + [ascendci.ModelPlace("explicit", model_at(tmp_path / "mine"))]
+    )
 
 
 # --- the version hold, from the distributions' metadata ----------------------------------------
@@ -477,11 +713,14 @@ def dist(site: Path, name: str, version: str, editable: str | None = None) -> No
     info.mkdir(parents=True)
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
     if editable:  # what pip writes for `pip install -e`: pip freeze prints `-e <path>` for it
-        (info / "direct_url.json").write_text(f'{{"url": "file://{editable}", "dir_info": {{"editable": true}}}}')
+        (info / "direct_url.json").write_text(
+            f'{{"url": "file://{editable}", "dir_info": {{"editable": true}}}}'
+        )
 
 
 def image_site(tmp_path: Path, vllm: str = "0.30.0+empty") -> Path:
-    """A stand-in for a vllm-ascend image's site-packages: vllm and vllm-ascend editable, as they are there."""
+    """A stand-in for a vllm-ascend image's site-packages: vllm and vllm-ascend editable, as they are
+    there."""
     site = tmp_path / "site"
     dist(site, "torch", "2.13.0")
     dist(site, "torch_npu", "2.13.0")
@@ -501,7 +740,9 @@ def held(site: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_the_hold_keeps_editable_vllm_and_vllm_ascend_and_refuses_vanilla_onnxruntime(tmp_path: Path) -> None:
+def test_the_hold_keeps_editable_vllm_and_vllm_ascend_and_refuses_vanilla_onnxruntime(
+    tmp_path: Path,
+) -> None:
     done = held(image_site(tmp_path))
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == [
@@ -517,16 +758,25 @@ def test_the_hold_keeps_editable_vllm_and_vllm_ascend_and_refuses_vanilla_onnxru
     ("change", "error"),
     [
         ("vllm 0.28", "vLLM 0.28.2 is not the 0.30 release vllm-omni 0.30.0 is made for"),
-        ("no vllm-ascend", "the base image has no vllm-ascend installed: not a vllm-ascend release image"),
+        (
+            "no vllm-ascend",
+            "the base image has no vllm-ascend installed: not a vllm-ascend release image",
+        ),
     ],
 )
-def test_the_hold_refuses_an_image_that_is_not_the_matching_release(tmp_path: Path, change: str, error: str) -> None:
+def test_the_hold_refuses_an_image_that_is_not_the_matching_release(
+    tmp_path: Path, change: str, error: str
+) -> None:
     site = image_site(tmp_path, vllm="0.28.2" if change == "vllm 0.28" else "0.30.0")
     if change == "no vllm-ascend":
         shutil.rmtree(next(site.glob("vllm_ascend-*")))
     done = held(site)
     assert done.returncode == 2 and done.stdout == ""
-    assert done.stderr.startswith("kit: error: ") and error in done.stderr and done.stderr.count("\n") == 1
+    assert (
+        done.stderr.startswith("kit: error: ")
+        and error in done.stderr
+        and done.stderr.count("\n") == 1
+    )
 
 
 # --- the pool's package index ------------------------------------------------------------------
@@ -558,7 +808,10 @@ MIRROR = "http://cache.pool.local/pypi/simple"
         ),
         (
             {"PIP_EXTRA_INDEX_URL": "http://a/simple http://b/simple"},
-            {"PIP_EXTRA_INDEX_URL": "http://a/simple http://b/simple", "UV_INDEX": "http://a/simple http://b/simple"},
+            {
+                "PIP_EXTRA_INDEX_URL": "http://a/simple http://b/simple",
+                "UV_INDEX": "http://a/simple http://b/simple",
+            },
         ),
         ({}, {}),  # nothing set: nothing named, each installer keeps its own default
     ],
@@ -567,31 +820,51 @@ MIRROR = "http://cache.pool.local/pypi/simple"
 def test_the_job_takes_the_pools_index_from_its_environment(
     tmp_path: Path, given: dict[str, str], expected: dict[str, str]
 ) -> None:
-    script = f'source "{KIT_ROOT}/ci/ascend/index.sh"\n' + "".join(f'echo "{v}=${{{v}:-}}"\n' for v in INDEX_VARS)
+    script = f'source "{KIT_ROOT}/ci/ascend/index.sh"\n' + "".join(
+        f'echo "{v}=${{{v}:-}}"\n' for v in INDEX_VARS
+    )
     env = {
         "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
         "HOME": str(tmp_path),
         "PIP_CONFIG_FILE": os.devnull,
         **given,
     }
-    done = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        ["bash", "-c", script], env=env, capture_output=True, text=True, check=False
+    )
     assert done.returncode == 0, done.stderr
     seen = dict(line.split("=", 1) for line in done.stdout.splitlines())
     assert {k: v for k, v in seen.items() if v} == expected
-    for path in (JOB, KIT_ROOT / "ci/ascend/buildkite-upload.sh", KIT_ROOT / "ci/ascend/Dockerfile"):
+    for path in (
+        JOB,
+        KIT_ROOT / "ci/ascend/buildkite-upload.sh",
+        KIT_ROOT / "ci/ascend/Dockerfile",
+    ):
         assert "pypi.org" not in path.read_text() and "--index-url" not in path.read_text()
 
 
 # --- Buildkite: what is uploaded comes from the default branch ---------------------------------
 
-GIT_ID = ["-c", "user.name=Kit Test", "-c", "user.email=kit@example.com", "-c", "init.defaultBranch=main"]
+GIT_ID = [
+    "-c",
+    "user.name=Kit Test",
+    "-c",
+    "user.email=kit@example.com",
+    "-c",
+    "init.defaultBranch=main",
+]
 GIT_ENV = {"GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
 KIT_PARTS = (".buildkite", "ci", "scripts", "patches/upstream.toml")
 
 
 def git(cwd: Path, *args: str) -> str:
     done = subprocess.run(
-        ["git", *GIT_ID, *args], cwd=cwd, capture_output=True, text=True, check=True, env={**os.environ, **GIT_ENV}
+        ["git", *GIT_ID, *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, **GIT_ENV},
     )
     return done.stdout.strip()
 
@@ -623,9 +896,9 @@ SETTINGS_STEP = next(
 def agent_run(
     agent: Path, bin_dir: Path, command: str
 ) -> tuple[subprocess.CompletedProcess[str], list[tuple[str, str]]]:
-    """``command`` as a Buildkite agent runs it in its checkout (``$$`` is Buildkite's escaped ``$``), with a
-    stand-in buildkite-agent that records each upload (the file, and the queue and image it is filled with)
-    and answers the block step's field."""
+    """``command`` as a Buildkite agent runs it in its checkout (``$$`` is Buildkite's escaped ``$``),
+    with a stand-in buildkite-agent that records each upload (the file, and the queue and image it
+    is filled with) and answers the block step's field."""
     records = bin_dir / "uploads"
     shutil.rmtree(records, ignore_errors=True)
     records.mkdir(parents=True)
@@ -644,7 +917,12 @@ def agent_run(
         "BUILDKITE_PIPELINE_DEFAULT_BRANCH": "main",
     }
     done = subprocess.run(
-        ["bash", "-c", command.replace("$$", "$")], cwd=agent, env=env, capture_output=True, text=True, check=False
+        ["bash", "-c", command.replace("$$", "$")],
+        cwd=agent,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     uploads = sorted(records.glob("*.yml"))
     return done, [(u.read_text(), u.with_suffix(".env").read_text().strip()) for u in uploads]
@@ -656,7 +934,9 @@ def test_a_pr_that_edits_the_pipeline_cannot_skip_the_approval(tmp_path: Path) -
     git(main, "checkout", "-qb", "pr")
     pipeline = main / ".buildkite" / "ascend-e2e.yml"
     edited = load_yaml(pipeline.read_text())
-    edited["steps"] = [s for s in edited["steps"] if "block" not in s]  # no approval: straight to the cards
+    edited["steps"] = [
+        s for s in edited["steps"] if "block" not in s
+    ]  # no approval: straight to the cards
     edited["steps"][0].pop("depends_on")
     pipeline.write_text(yaml.safe_dump(edited))
     upload_sh = main / "ci" / "ascend" / "buildkite-upload.sh"
@@ -677,14 +957,18 @@ def test_a_pr_that_edits_the_pipeline_cannot_skip_the_approval(tmp_path: Path) -
     assert [text for text, _ in uploads] == [main_pipeline]
     assert pipeline_problems(main_pipeline, STEP.read_text()) == []
     # after the block: the step and the image are the default branch's too
-    upload_step = next(s for s in load_yaml(main_pipeline)["steps"] if s.get("key") == "upload-ascend-e2e")
+    upload_step = next(
+        s for s in load_yaml(main_pipeline)["steps"] if s.get("key") == "upload-ascend-e2e"
+    )
     done, uploads = agent_run(agent, bin_dir, upload_step["command"])
     assert done.returncode == 0, done.stderr
     main_step = git(main, "show", "main:.buildkite/ascend-e2e-step.yml") + "\n"
     assert uploads == [(main_step, f"queue=ascend-a2b3 image={DIGEST}")]
 
     # the check bites: the old settings step uploads the PR's own file, which has no approval
-    done, uploads = agent_run(agent, bin_dir, "buildkite-agent pipeline upload .buildkite/ascend-e2e.yml")
+    done, uploads = agent_run(
+        agent, bin_dir, "buildkite-agent pipeline upload .buildkite/ascend-e2e.yml"
+    )
     assert done.returncode == 0 and "block" not in uploads[0][0]
     problems = pipeline_problems(uploads[0][0], STEP.read_text())
     assert "no block step offers exactly ci/ascend/targets.toml's queues" in problems
@@ -694,7 +978,8 @@ def test_a_pr_that_edits_the_pipeline_cannot_skip_the_approval(tmp_path: Path) -
 
 MODEL = TARGETS["model"]["repo"]
 NO_CARD = (
-    "kit: error: no Ascend cards visible: npu-smi not found -- run on an Ascend runner with the driver "
+    "kit: error: no Ascend cards visible: npu-smi not found -- run on an Ascend runner with the "
+    "driver "
     "mounted (npu-smi on PATH)"
 )
 POOL_LAYOUTS: list[tuple[str, Callable[[Path], tuple[dict[str, str], Path]]]] = [
@@ -721,7 +1006,9 @@ def cann_tree(root: Path) -> Path:
     """A stand-in CANN install: each set_env.sh appends to a variable the job never set, as CANN's do."""
     for where, (appended, home) in CANN.items():
         (root / where).mkdir(parents=True)
-        (root / where / "set_env.sh").write_text(f"export {appended}=${appended}:x\nexport {home}={root}/{where}\n")
+        (root / where / "set_env.sh").write_text(
+            f"export {appended}=${appended}:x\nexport {home}={root}/{where}\n"
+        )
     return root
 
 
@@ -739,7 +1026,9 @@ def pool_job(tmp_path: Path, *stages: str, env: dict[str, str]) -> subprocess.Co
     )
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="handing the checkout to another uid (chown) needs root")
+@pytest.mark.skipif(
+    os.geteuid() != 0, reason="handing the checkout to another uid (chown) needs root"
+)
 @pytest.mark.parametrize(("layout", "lay_out"), POOL_LAYOUTS, ids=[row[0] for row in POOL_LAYOUTS])
 def test_dry_run_in_a_pool_container_gets_to_the_first_step_that_needs_a_card(
     tmp_path: Path, layout: str, lay_out: Callable[[Path], tuple[dict[str, str], Path]]
@@ -765,24 +1054,63 @@ def test_dry_run_in_a_pool_container_gets_to_the_first_step_that_needs_a_card(
     assert done.returncode == 2 and done.stderr.splitlines() == [NO_CARD], done.stderr
     assert f"kit: the checkout is the approved commit {head}\n" in done.stdout
     assert f"kit: the model: {where}\n" in done.stdout
-    assert (home / ".gitconfig").read_text() == f"[safe]\n\tdirectory = {checkout}\n"  # the workspace, once
+    assert (
+        home / ".gitconfig"
+    ).read_text() == f"[safe]\n\tdirectory = {checkout}\n"  # the workspace, once
 
 
 # --- the job's refusals: one line each, nothing run ----------------------------------------------
 
 JOB_ROWS = [
-    ("no-stage", (), {}, "no stage given -- run ci/ascend/job.sh STAGE..., stages: commit tools apply leg e2e"),
-    ("typo-stage", ("tools", "aply"), {}, "unknown stage aply -- use stages from: commit tools apply leg e2e"),
-    ("apply-without-tools", ("apply",), {}, "the kit's tools are not in {t}/none (no bin/nox) -- run the tools stage"),
+    (
+        "no-stage",
+        (),
+        {},
+        "no stage given -- run ci/ascend/job.sh STAGE..., stages: commit tools apply leg e2e",
+    ),
+    (
+        "typo-stage",
+        ("tools", "aply"),
+        {},
+        "unknown stage aply -- use stages from: commit tools apply leg e2e",
+    ),
+    (
+        "apply-without-tools",
+        ("apply",),
+        {},
+        "the kit's tools are not in {t}/none (no bin/nox) -- run the tools stage",
+    ),
     ("leg-without-tools", ("leg",), {}, "the kit's tools are not in {t}/none (no bin/nox)"),
-    ("commit-not-a-sha", ("commit",), {"KIT_ASCEND_COMMIT": "HEAD"}, "KIT_ASCEND_COMMIT='HEAD' is not a full 40-hex"),
-    ("commit-unset", ("commit",), {"KIT_ASCEND_COMMIT": ""}, "KIT_ASCEND_COMMIT='' is not a full 40-hex commit id"),
-    ("commit-other", ("commit",), {"KIT_ASCEND_COMMIT": "1" * 40}, f"not the approved {'1' * 40} -- check out the"),
-    ("e2e-no-model", ("e2e",), {}, "model robbyant/lingbot-world-v2-14b-causal-fast-diffusers is not in any place"),
+    (
+        "commit-not-a-sha",
+        ("commit",),
+        {"KIT_ASCEND_COMMIT": "HEAD"},
+        "KIT_ASCEND_COMMIT='HEAD' is not a full 40-hex",
+    ),
+    (
+        "commit-unset",
+        ("commit",),
+        {"KIT_ASCEND_COMMIT": ""},
+        "KIT_ASCEND_COMMIT='' is not a full 40-hex commit id",
+    ),
+    (
+        "commit-other",
+        ("commit",),
+        {"KIT_ASCEND_COMMIT": "1" * 40},
+        f"not the approved {'1' * 40} -- check out the",
+    ),
+    (
+        "e2e-no-model",
+        ("e2e",),
+        {},
+        "model robbyant/lingbot-world-v2-14b-causal-fast-diffusers is not in any place",
+    ),
 ]
 
 
-@pytest.mark.parametrize(("case", "stages", "given", "error"), JOB_ROWS, ids=[row[0] for row in JOB_ROWS])
+@pytest.mark.parametrize(
+    ("case", "stages", "given", "error"), JOB_ROWS, ids=[row[0] for row in JOB_ROWS]
+)
 def test_the_job_refuses_in_one_line(
     tmp_path: Path, case: str, stages: tuple[str, ...], given: dict[str, str], error: str
 ) -> None:

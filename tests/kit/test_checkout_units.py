@@ -1,4 +1,5 @@
-"""Pure rules of the checkout: which hunk git failed on, which files are generated (not the user's edits)."""
+"""Pure rules of the checkout: which hunk git failed on, which files are generated (not the user's
+edits)."""
 
 import pytest
 
@@ -9,7 +10,8 @@ from scripts.checkout.foreign import is_generated
 def test_failed_hunk_counts_a_renamed_files_hunks_and_is_none_where_git_names_no_failure() -> None:
     assert failed_hunk("Checking patch a.py...\n", "") is None
     patch = (
-        "diff --git a/old.py b/new.py\nrename from old.py\nrename to new.py\n--- a/old.py\n+++ b/new.py\n"
+        "diff --git a/old.py b/new.py\nrename from old.py\nrename to new.py\n--- a/old.py\n+++ "
+        "b/new.py\n"
         "@@ -1 +1 @@\n--- a\n+b\n@@ -7 +7 @@\n-c\n+d\n"
     )
     # git names a renamed file by its old name; `--- a` is a removed line, not a file header

@@ -1,5 +1,6 @@
-"""The A/B (``e2e --ab BASE``): statistics on made-up intervals, then two stand-in runs (marked e2e; each trial
-starts a server): one ABBA whose B is slower and changes a frame, one whose B crashes (STANDIN_B_* knobs)."""
+"""The A/B (``e2e --ab BASE``): statistics on made-up intervals, then two stand-in runs (marked e2e;
+each trial starts a server): one ABBA whose B is slower and changes a frame, one whose B crashes
+(STANDIN_B_* knobs)."""
 
 from __future__ import annotations
 
@@ -23,26 +24,47 @@ from scripts.workspace import Workspace
 
 pytest.importorskip("av", reason="frames are decoded with PyAV (ci/kit-dev-tools.txt)")
 
-LOSSLESS = {"a_deterministic": True, "lossless": True, "frames_equal": True, "md5_equal": True,
-            "first_diff_frame": None, "differing_frames": 0, "frame_counts": [45, 45, 45, 45]}  # fmt: skip
-FRAME_30 = {**LOSSLESS, "lossless": False, "frames_equal": False, "md5_equal": False, "first_diff_frame": 30,
-            "differing_frames": 16}  # fmt: skip
+LOSSLESS = {
+    "a_deterministic": True,
+    "lossless": True,
+    "frames_equal": True,
+    "md5_equal": True,
+    "first_diff_frame": None,
+    "differing_frames": 0,
+    "frame_counts": [45, 45, 45, 45],
+}
+FRAME_30 = {
+    **LOSSLESS,
+    "lossless": False,
+    "frames_equal": False,
+    "md5_equal": False,
+    "first_diff_frame": 30,
+    "differing_frames": 16,
+}
 
 
-def noisy_trials(median_ms: float, seed: int, trials: int = 2, intervals: int = 14) -> list[list[float]]:
+def noisy_trials(
+    median_ms: float, seed: int, trials: int = 2, intervals: int = 14
+) -> list[list[float]]:
     """Intervals with +-2 % jitter and a rare 2x spike, as a busy host produces them."""
     rng = random.Random(seed)
     return [
-        [median_ms * (2.0 if rng.random() < 0.05 else 1.0 + rng.uniform(-0.02, 0.02)) for _ in range(intervals)]
+        [
+            median_ms * (2.0 if rng.random() < 0.05 else 1.0 + rng.uniform(-0.02, 0.02))
+            for _ in range(intervals)
+        ]
         for _ in range(trials)
     ]
 
 
 def test_bootstrap_detects_a_faster_b_not_a_wide_spread() -> None:
     # slower and no change: the summaries below (the same bootstrap on the same intervals)
-    _, low, high = ab.bootstrap_delta(noisy_trials(315.0, seed=3), noisy_trials(300.0, seed=1), 0.95)
+    _, low, high = ab.bootstrap_delta(
+        noisy_trials(315.0, seed=3), noisy_trials(300.0, seed=1), 0.95
+    )
     assert ab.speed_verdict(low, high) == "faster"
-    # Two B trials far apart: the same pooled median, but the interval widens with the spread and reaches zero.
+    # Two B trials far apart: the same pooled median, but the interval widens with the spread and
+    # reaches zero.
     base = noisy_trials(300.0, seed=5)
     tight = ab.bootstrap_delta(base, noisy_trials(315.0, seed=6), 0.95)
     far_apart = [noisy_trials(285.0, seed=7, trials=1)[0], noisy_trials(345.0, seed=8, trials=1)[0]]
@@ -53,20 +75,35 @@ def test_bootstrap_detects_a_faster_b_not_a_wide_spread() -> None:
 
 def test_abba_order_and_per_variant_knobs() -> None:
     assert ab.abba(2) == list("ABBAABBA")
-    env = {"STANDIN_CHUNK_INTERVAL_MS": "300", "STANDIN_B_LATENCY_SCALE": "1.05", "STANDIN_A_FAULT": "error"}
-    assert ab.variant_env(env, "B") == {"STANDIN_CHUNK_INTERVAL_MS": "300", "STANDIN_LATENCY_SCALE": "1.05"}
-    assert ab.variant_env(env, "A") == {"STANDIN_CHUNK_INTERVAL_MS": "300", "STANDIN_FAULT": "error"}
+    env = {
+        "STANDIN_CHUNK_INTERVAL_MS": "300",
+        "STANDIN_B_LATENCY_SCALE": "1.05",
+        "STANDIN_A_FAULT": "error",
+    }
+    assert ab.variant_env(env, "B") == {
+        "STANDIN_CHUNK_INTERVAL_MS": "300",
+        "STANDIN_LATENCY_SCALE": "1.05",
+    }
+    assert ab.variant_env(env, "A") == {
+        "STANDIN_CHUNK_INTERVAL_MS": "300",
+        "STANDIN_FAULT": "error",
+    }
     assert ab.spread_pct([100.0, 101.0, 99.0]) == pytest.approx(2.0)
 
 
 def trials(a: list[list[float]], b: list[list[float]], failed: str = "") -> list[ab.Trial]:
-    """ABBA trials with these intervals (A's and B's in order); ``failed``: the status of the first B trial."""
+    """ABBA trials with these intervals (A's and B's in order); ``failed``: the status of the first B
+    trial."""
     out, left = [], {"A": list(a), "B": list(b)}
     for index, name in enumerate(ab.abba(len(a) // 2), start=1):
         status = failed if failed and name == "B" else "ok"
         intervals = left[name].pop(0)
-        record = RunRecord(index, status, error=f"{status}: it exited" if status != "ok" else "",
-                           steady_median_ms=statistics.median(intervals))  # fmt: skip
+        record = RunRecord(
+            index,
+            status,
+            error=f"{status}: it exited" if status != "ok" else "",
+            steady_median_ms=statistics.median(intervals),
+        )
         out.append(ab.Trial(record, name, intervals_ms=intervals if status == "ok" else []))
         if status != "ok":
             break
@@ -81,16 +118,23 @@ def test_summary_of_a_five_percent_slower_b_with_the_same_bytes() -> None:
     doc = summarize(trials(noisy_trials(300.0, seed=1), noisy_trials(315.0, seed=2)), LOSSLESS)
     assert doc["verdict"] == "slower", doc["reason"]
     assert doc["ci_pct"][0] > 0 and doc["delta_ms"] == pytest.approx(15.0, abs=5.0)
-    assert doc["lossless"]["lossless"] is True  # slower, but the same bytes: the two verdicts are apart
+    assert (
+        doc["lossless"]["lossless"] is True
+    )  # slower, but the same bytes: the two verdicts are apart
     assert [t["variant"] for t in doc["trials"]] == list("ABBA")
     assert doc["median_b_ms"] == pytest.approx(doc["median_a_ms"] + doc["delta_ms"])
-    assert doc["stage_attribution"] == ab.STAGE_NOTE and "only end-to-end was measured" in ab.STAGE_NOTE
+    assert (
+        doc["stage_attribution"] == ab.STAGE_NOTE
+        and "only end-to-end was measured" in ab.STAGE_NOTE
+    )
     assert "lossless: B's bytes and decoded frames equal A's" in doc["reason"]
 
 
 def test_summary_of_one_frame_difference_at_unchanged_speed() -> None:
     doc = summarize(trials(noisy_trials(300.0, seed=1), noisy_trials(300.0, seed=4)), FRAME_30)
-    assert doc["verdict"] == "no significant change", doc["reason"]  # 0 % on known data (the host is not)
+    assert doc["verdict"] == "no significant change", doc[
+        "reason"
+    ]  # 0 % on known data (the host is not)
     assert doc["ci_pct"][0] < 0 < doc["ci_pct"][1]
     assert "NOT lossless: decoded frames differ from frame 30 (16 frames)" in doc["reason"]
     assert ab.lossless_text({**FRAME_30, "frames_equal": True}) == (
@@ -102,27 +146,65 @@ def test_summary_of_one_frame_difference_at_unchanged_speed() -> None:
 def assert_crashed_b(doc: dict[str, Any]) -> None:
     """A crashed B trial ends the A/B: reported, with no delta and no lossless judgement."""
     assert doc["verdict"] == "trial_failed"
-    assert [(t["variant"], t["status"]) for t in doc["trials"]] == [("A", "ok"), ("B", "server_died")]
+    assert [(t["variant"], t["status"]) for t in doc["trials"]] == [
+        ("A", "ok"),
+        ("B", "server_died"),
+    ]
     assert "trial 2 (B) server_died" in doc["reason"] and "no delta" in doc["reason"]
     assert "delta_ms" not in doc and "lossless" not in doc
 
 
 def test_summary_of_a_crashed_b_trial_reports_no_delta() -> None:
-    doc = summarize(trials(noisy_trials(300.0, seed=1), noisy_trials(300.0, seed=2), "server_died"), None)
+    doc = summarize(
+        trials(noisy_trials(300.0, seed=1), noisy_trials(300.0, seed=2), "server_died"), None
+    )
     assert_crashed_b(doc)
     assert "trial 2 (B) server_died: server_died: it exited" in doc["reason"]
 
 
-def run_ab(kit: Workspace, tmp_path: Path, interval_ms: int = 300,
-           **knobs: str) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:  # fmt: skip
+def run_ab(
+    kit: Workspace, tmp_path: Path, interval_ms: int = 300, **knobs: str
+) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
     ensure_checkout_and_stock_env(kit)
     root = tmp_path / "evidence"
-    cmd = [sys.executable, "-m", "scripts", "e2e", "--standin", "--ab", "pristine", "--ab-repeats", "1",
-           "--port", str(free_port()), "--chunks", "16", "--warmup-chunks", "2", "--warmup-sessions", "0",
-           "--width", "64", "--height", "48", "--health-timeout-s", "300", "--bench-timeout-s", "120",
-           "--stop-timeout-s", "5", "--evidence-root", str(root), "--lock-dir", str(tmp_path / "locks")]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "scripts",
+        "e2e",
+        "--standin",
+        "--ab",
+        "pristine",
+        "--ab-repeats",
+        "1",
+        "--port",
+        str(free_port()),
+        "--chunks",
+        "16",
+        "--warmup-chunks",
+        "2",
+        "--warmup-sessions",
+        "0",
+        "--width",
+        "64",
+        "--height",
+        "48",
+        "--health-timeout-s",
+        "300",
+        "--bench-timeout-s",
+        "120",
+        "--stop-timeout-s",
+        "5",
+        "--evidence-root",
+        str(root),
+        "--lock-dir",
+        str(tmp_path / "locks"),
+    ]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("STANDIN_", "KIT_E2E_"))}
-    env |= {"STANDIN_CHUNK_INTERVAL_MS": str(interval_ms), **{f"STANDIN_B_{k.upper()}": v for k, v in knobs.items()}}
+    env |= {
+        "STANDIN_CHUNK_INTERVAL_MS": str(interval_ms),
+        **{f"STANDIN_B_{k.upper()}": v for k, v in knobs.items()},
+    }
     done = subprocess.run(cmd, cwd=kit.root, env=env, capture_output=True, text=True, timeout=900)
     (folder,) = root.iterdir()
     md = (folder / "ab.md").read_text()
@@ -131,16 +213,23 @@ def run_ab(kit: Workspace, tmp_path: Path, interval_ms: int = 300,
 
 
 @pytest.mark.e2e
-def test_standin_abba_detects_a_slower_b_and_its_changed_frame(e2e_kit: Workspace, tmp_path: Path) -> None:
+def test_standin_abba_detects_a_slower_b_and_its_changed_frame(
+    e2e_kit: Workspace, tmp_path: Path
+) -> None:
     done, doc = run_ab(e2e_kit, tmp_path, latency_scale="1.05", alter_frame="30")
     assert done.returncode == 0, done.stdout + done.stderr
     assert [t["variant"] for t in doc["trials"]] == list("ABBA")
     assert doc["verdict"] == "slower", doc["reason"]
     assert doc["ci_pct"][0] > 0 and 2.0 < doc["delta_pct"] < 8.0
     loss = doc["lossless"]
-    # One generated frame changed; H.264 predicts later frames from it, so they decode differently too.
-    # Every frame before it is equal: the pristine and the patched handler, at different speeds, give the same bytes.
-    assert loss["lossless"] is False and loss["first_diff_frame"] == 30 and loss["differing_frames"] >= 1
+    # One generated frame changed; H.264 predicts later frames from it, so they decode differently
+    # too. Every frame before it is equal: the pristine and the patched handler, at different
+    # speeds, give the same bytes.
+    assert (
+        loss["lossless"] is False
+        and loss["first_diff_frame"] == 30
+        and loss["differing_frames"] >= 1
+    )
     assert loss["a_deterministic"] is True
     assert "NOT lossless: decoded frames differ from frame 30 (" in doc["reason"]
     assert doc["checklist"]["Base (A)"].startswith("pristine: 0 patches")
@@ -148,8 +237,13 @@ def test_standin_abba_detects_a_slower_b_and_its_changed_frame(e2e_kit: Workspac
 
 
 @pytest.mark.e2e
-def test_standin_crashed_b_trial_is_reported_not_averaged_away(e2e_kit: Workspace, tmp_path: Path) -> None:
-    # No statistics here (the crash ends the A/B): chunks ten times as fast as the ABBA case's, 4.5 s less asleep.
-    done, doc = run_ab(e2e_kit, tmp_path, interval_ms=30, fault="die-mid-session", fault_after_chunks="3")
+def test_standin_crashed_b_trial_is_reported_not_averaged_away(
+    e2e_kit: Workspace, tmp_path: Path
+) -> None:
+    # No statistics here (the crash ends the A/B): chunks ten times as fast as the ABBA case's, 4.5
+    # s less asleep.
+    done, doc = run_ab(
+        e2e_kit, tmp_path, interval_ms=30, fault="die-mid-session", fault_after_chunks="3"
+    )
     assert done.returncode == 1
     assert_crashed_b(doc)

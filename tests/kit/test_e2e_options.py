@@ -1,5 +1,6 @@
-"""Every e2e option, from its flag and its KIT_E2E_* variable, is checked against its rule before anything starts.
-Bad values come from the rule table (scripts/e2e/config.py OPTIONS); only self-parsed options list examples."""
+"""Every e2e option, from its flag and its KIT_E2E_* variable, is checked against its rule before
+anything starts. Bad values come from the rule table (scripts/e2e/config.py OPTIONS); only
+self-parsed options list examples."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from scripts.e2e import config, lock, run
 from scripts.e2e.config import OPTIONS, Option, number_text
 from scripts.errors import KitError
 
-# Options of kind "parsed" check themselves; each needs bad examples here (bad_values fails without).
+# Options of kind "parsed" check themselves; each needs bad examples here (bad_values fails
+# without).
 PARSED_BAD = {
     "band": ["3167:2865", "x", "1:", "nan:nan", "-1:2"],
     "cards": ["a,b", "-1", ","],
@@ -50,21 +52,29 @@ def good_values(o: Option) -> list[str]:
 
 
 def refusal(option: Option, value: str, source: str) -> str:
-    """What is wrong with the refusal of one bad value ("" when it names its source, the value and a fix)."""
+    """What is wrong with the refusal of one bad value ("" when it names its source, the value and a
+    fix)."""
     # --opt=VALUE: how a value that starts with "-" (-1:2, -inf) is written on a command line
     argv, env = ([f"{option.flag}={value}"], {}) if source == "flag" else ([], {option.env: value})
     try:
         config.parse_args(WS, argv, env)
     except KitError as refused:
         named = option.flag if source == "flag" else option.env
-        said = refused.what.startswith((f"{named} ", f"{named}: ")) and repr(value) in refused.what and refused.fix
+        said = (
+            refused.what.startswith((f"{named} ", f"{named}: "))
+            and repr(value) in refused.what
+            and refused.fix
+        )
         return "" if said and "\n" not in str(refused) else str(refused)
     return "accepted"
 
 
 def test_every_bad_value_is_refused_naming_its_source_and_the_rule() -> None:
-    # A value comes from the flag, or from the variable of an option that reads one; a switch carries none.
-    sources = {o.name: ("flag", "env") if o.from_env else ("flag",) for o in OPTIONS if o.kind != "flag"}
+    # A value comes from the flag, or from the variable of an option that reads one; a switch
+    # carries none.
+    sources = {
+        o.name: ("flag", "env") if o.from_env else ("flag",) for o in OPTIONS if o.kind != "flag"
+    }
     cases = [(o, v, s) for o in OPTIONS for v in bad_values(o) for s in sources.get(o.name, ())]
     wrong = {f"{s} {o.name}={v}": refusal(o, v, s) for o, v, s in cases}
     assert {case: why for case, why in wrong.items() if why} == {}
@@ -73,27 +83,52 @@ def test_every_bad_value_is_refused_naming_its_source_and_the_rule() -> None:
 def test_the_default_and_the_allowed_bounds_pass_into_the_options_field() -> None:
     fields = {f.name for f in config.dataclasses.fields(config.E2EConfig)}
     options = {o.field for o in OPTIONS}
-    assert options - fields == {"band"} and fields - options == {"checkout", "band_ms"}  # band -> band_ms
+    assert options - fields == {"band"} and fields - options == {
+        "checkout",
+        "band_ms",
+    }  # band -> band_ms
     for option in (o for o in OPTIONS if o.kind != "flag"):
         for value in good_values(option):
             # chunks must stay above warmup-chunks
-            extra = {"warmup-chunks": ["--chunks", "1000"], "chunks": ["--warmup-chunks", "0"]}.get(option.name, [])
-            parsed = getattr(config.parse_args(WS, [f"{option.flag}={value}", *extra], {}), option.field)
+            extra = {"warmup-chunks": ["--chunks", "1000"], "chunks": ["--warmup-chunks", "0"]}.get(
+                option.name, []
+            )
+            parsed = getattr(
+                config.parse_args(WS, [f"{option.flag}={value}", *extra], {}), option.field
+            )
             assert parsed == option.value(value, option.flag), (option.name, value, parsed)
 
 
-def test_a_flag_wins_over_its_variable_an_empty_variable_is_unset_and_only_named_variables_are_read() -> None:
-    assert config.parse_args(WS, ["--cards", "4,5"], {"KIT_E2E_CARDS": "a,b"}).cards == (4, 5)  # the flag counts
+def test_a_flag_wins_over_its_variable_an_empty_variable_is_unset_and_only_named_variables_are_read() -> (
+    None
+):
+    assert config.parse_args(WS, ["--cards", "4,5"], {"KIT_E2E_CARDS": "a,b"}).cards == (
+        4,
+        5,
+    )  # the flag counts
     assert config.parse_args(WS, [], {"KIT_E2E_CARDS": ""}).cards == (0, 1, 2, 3)
-    lock_dir = config.parse_args(WS, [], {"KIT_E2E_LOCK_DIR": "/var/lock/k", "KIT_E2E_MODEL": "/m"}).lock_dir
+    lock_dir = config.parse_args(
+        WS, [], {"KIT_E2E_LOCK_DIR": "/var/lock/k", "KIT_E2E_MODEL": "/m"}
+    ).lock_dir
     assert lock_dir == Path("/var/lock/k")
-    assert config.parse_args(WS, [], {"KIT_E2E_MODEL": "/m"}).model is None  # no job sets it: not read
-    assert config.parse_args(WS, [], {"KIT_E2E_PORT": "abc", "KIT_E2E_STANDIN": "1"}).port == 8091  # not read
-    # a variable only where an Ascend job sets one: the workflows, the Buildkite steps, job.sh, the docker-host form
-    jobs = [*(KIT_ROOT / ".github" / "workflows").glob("*.yml"), *(KIT_ROOT / ".buildkite").glob("*.yml"),
-            *(KIT_ROOT / "ci" / "ascend").glob("*.sh"), KIT_ROOT / "docs" / "ascend-ci.md"]  # fmt: skip
+    assert (
+        config.parse_args(WS, [], {"KIT_E2E_MODEL": "/m"}).model is None
+    )  # no job sets it: not read
+    assert (
+        config.parse_args(WS, [], {"KIT_E2E_PORT": "abc", "KIT_E2E_STANDIN": "1"}).port == 8091
+    )  # not read
+    # a variable only where an Ascend job sets one: the workflows, the Buildkite steps, job.sh, the
+    # docker-host form
+    jobs = [
+        *(KIT_ROOT / ".github" / "workflows").glob("*.yml"),
+        *(KIT_ROOT / ".buildkite").glob("*.yml"),
+        *(KIT_ROOT / "ci" / "ascend").glob("*.sh"),
+        KIT_ROOT / "docs" / "ascend-ci.md",
+    ]
     workflows = " ".join(p.read_text(encoding="utf-8") for p in jobs)
-    assert {o.env for o in OPTIONS if o.from_env} == set(re.findall(r"\bKIT_E2E_[A-Z_]+\b", workflows))
+    assert {o.env for o in OPTIONS if o.from_env} == set(
+        re.findall(r"\bKIT_E2E_[A-Z_]+\b", workflows)
+    )
 
 
 def test_help_says_each_default_as_the_run_computes_it_and_each_name_once() -> None:
@@ -106,7 +141,9 @@ def test_help_says_each_default_as_the_run_computes_it_and_each_name_once() -> N
     assert f"default: {lo}:{hi} on Ascend, {s_lo}:{s_hi} with --standin" in text
     assert f"default: $TMPDIR/{config.LOCK_DIR_NAME}" in text
     deploy = next(o for o in OPTIONS if o.name == "deploy-config")
-    assert config.help_text(deploy) == f"deploy YAML; default: <checkout>/{config.DEPLOY_CONFIG_REL}"
+    assert (
+        config.help_text(deploy) == f"deploy YAML; default: <checkout>/{config.DEPLOY_CONFIG_REL}"
+    )
 
 
 def test_rules_read_as_words() -> None:
@@ -118,7 +155,9 @@ def test_rules_read_as_words() -> None:
     assert by_name["warmup-chunks"].rule() == "an integer >= 0"
 
 
-def test_only_a_run_on_real_cards_takes_card_locks_and_a_held_card_is_refused_in_one_line(tmp_path: Path) -> None:
+def test_only_a_run_on_real_cards_takes_card_locks_and_a_held_card_is_refused_in_one_line(
+    tmp_path: Path,
+) -> None:
     assert run.locked_cards(config.parse_args(WS, ["--cards", "2,3"], {})) == (2, 3)
     assert run.locked_cards(config.parse_args(WS, ["--standin", "--cards", "2,3"], {})) == ()
     assert run.locked_cards(config.parse_args(WS, ["--server-url", "ws://h:1"], {})) == ()

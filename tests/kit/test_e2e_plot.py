@@ -1,5 +1,6 @@
-"""The chunk-interval plot (scripts/e2e/plot.py): its data from pure functions on known values, the PNG from
-synthetic benchmark JSONs, and summary.md's plot faults (one line each, nothing lost), written as `nox -s e2e` does."""
+"""The chunk-interval plot (scripts/e2e/plot.py): its data from pure functions on known values, the PNG
+from synthetic benchmark JSONs, and summary.md's plot faults (one line each, nothing lost), written
+as `nox -s e2e` does."""
 
 from __future__ import annotations
 
@@ -30,12 +31,18 @@ OK2 = (RunRecord(1, "ok"), RunRecord(2, "ok"))
 
 
 def chunk_list(intervals_ms: list[float]) -> list[dict[str, Any]]:
-    return [{"index": i, "inter_arrival_ms": ms, "num_frames": 12 if i else 9} for i, ms in enumerate(intervals_ms)]
+    return [
+        {"index": i, "inter_arrival_ms": ms, "num_frames": 12 if i else 9}
+        for i, ms in enumerate(intervals_ms)
+    ]
 
 
 def benchmark(*sessions: list[float]) -> dict[str, Any]:
     """A benchmark JSON as the clients write it, reduced to what the plot and metrics read."""
-    return {"config": {"target_fps": 16.0}, "sessions": [{"chunks": chunk_list(s)} for s in sessions]}
+    return {
+        "config": {"target_fps": 16.0},
+        "sessions": [{"chunks": chunk_list(s)} for s in sessions],
+    }
 
 
 def run_intervals(run: int) -> list[float]:
@@ -47,7 +54,9 @@ def planned(label: str, status: str = "ok") -> plot.Planned:
     return plot.Planned(label, label, status, Path("unused"))
 
 
-def test_figure_draws_intervals_after_chunk_zero_the_band_the_steady_window_and_a_line_per_session() -> None:
+def test_figure_draws_intervals_after_chunk_zero_the_band_the_steady_window_and_a_line_per_session() -> (
+    None
+):
     runs = [(planned(f"run {r}"), benchmark(run_intervals(r)), "") for r in (1, 2)]
     fig = plot.figure("t", runs, BAND, WARMUP)
     assert [line.label for line in fig.lines] == ["run 1", "run 2"]
@@ -65,12 +74,18 @@ def test_figure_draws_intervals_after_chunk_zero_the_band_the_steady_window_and_
 
 
 @pytest.mark.parametrize(("warmup", "window"), [(0, (1, 7)), (1, (1, 7)), (7, (7, 7)), (8, None)])
-def test_steady_window_is_the_chunks_the_verdict_pools(warmup: int, window: tuple[int, int] | None) -> None:
+def test_steady_window_is_the_chunks_the_verdict_pools(
+    warmup: int, window: tuple[int, int] | None
+) -> None:
     # the shaded chunks are exactly those metrics.steady_from_benchmark judges
     document = benchmark(run_intervals(1))
     fig = plot.figure("t", [(planned("run 1"), document, "")], BAND, warmup)
     assert fig.steady == window
-    shaded = [] if fig.steady is None else [i for i in fig.lines[0].chunks if fig.steady[0] <= i <= fig.steady[1]]
+    shaded = (
+        []
+        if fig.steady is None
+        else [i for i in fig.lines[0].chunks if fig.steady[0] <= i <= fig.steady[1]]
+    )
     steady = metrics.steady_from_benchmark(document, warmup)
     assert len(shaded) == steady.count
     assert fig.medians.get("run 1") == steady.median_ms
@@ -80,10 +95,15 @@ def test_a_variants_median_is_the_ab_summarys_pooled_median() -> None:
     order = abba(1)
     documents = {i: benchmark(run_intervals(i)) for i in range(1, len(order) + 1)}
     trials = plot.ab_trials(Path("f"), order, [], {"A": "v1", "B": "HEAD"})
-    fig = plot.figure("t", [(p, documents[i], "") for i, p in enumerate(trials, start=1)], BAND, WARMUP)
+    fig = plot.figure(
+        "t", [(p, documents[i], "") for i, p in enumerate(trials, start=1)], BAND, WARMUP
+    )
     for variant, group in (("A", "A = v1: trials 1, 4"), ("B", "B = HEAD: trials 2, 3")):
         pooled = [
-            ms for i, v in enumerate(order, start=1) if v == variant for ms in steady_intervals(documents[i], WARMUP)
+            ms
+            for i, v in enumerate(order, start=1)
+            if v == variant
+            for ms in steady_intervals(documents[i], WARMUP)
         ]
         assert fig.medians[group] == statistics.median(pooled)
 
@@ -95,13 +115,19 @@ def write_runs(folder: Path, runs: int) -> None:
 
 
 def test_ab_plot_names_the_failed_trial_and_those_never_run(tmp_path: Path) -> None:
-    # An A/B stops at its first failed trial: the plot draws the trials before it and names the rest.
+    # An A/B stops at its first failed trial: the plot draws the trials before it and names the
+    # rest.
     write_runs(tmp_path, 1)
-    trials = plot.ab_trials(tmp_path, abba(1), [{"trial": 1, "status": "ok"}, {"trial": 2, "status": "server_died"}],
-                            {"A": "v1", "B": "HEAD"})  # fmt: skip
+    trials = plot.ab_trials(
+        tmp_path,
+        abba(1),
+        [{"trial": 1, "status": "ok"}, {"trial": 2, "status": "server_died"}],
+        {"A": "v1", "B": "HEAD"},
+    )
     lines = plot.section(tmp_path, "A/B (standin)", trials, BAND, WARMUP)
     assert lines[-1].endswith(
-        "Missing: trial 2 (B) (server_died: no benchmark.json); trial 3 (B) (not run); trial 4 (A) (not run)."
+        "Missing: trial 2 (B) (server_died: no benchmark.json); trial 3 (B) (not run); trial 4 (A) "
+        "(not run)."
     )
     assert "for A = v1: trials 1, 4 (steady median 314.5 ms); dashed" in lines[-1]
     assert (tmp_path / plot.PNG).is_file()
@@ -122,20 +148,36 @@ if __name__ == "__main__":
 def e2e_folder(tmp_path: Path, records: list[RunRecord]) -> Path:
     """An e2e evidence folder of two planned stand-in runs: manifest, summary.json, each record's JSON."""
     folder = tmp_path / "e2e"
-    config = parse_args(PARSING, ["--standin", "--chunks", str(CHUNKS), "--warmup-chunks", str(WARMUP), "--runs", "2"])
+    config = parse_args(
+        PARSING,
+        ["--standin", "--chunks", str(CHUNKS), "--warmup-chunks", str(WARMUP), "--runs", "2"],
+    )
     folder.mkdir()
-    manifest = {"mode": "standin", "config": asdict(config), "client": "kit", "versions": {}, "kit": {}}
+    manifest = {
+        "mode": "standin",
+        "config": asdict(config),
+        "client": "kit",
+        "versions": {},
+        "kit": {},
+    }
     evidence.write_json(folder / "manifest.json", manifest)
     write_runs(folder, len(records))
-    summary = evidence.summary_document(verdict="pass", reason="r", mode="standin", band_ms=BAND, runs=records,
-                                        determinism=None, folder=folder)  # fmt: skip
+    summary = evidence.summary_document(
+        verdict="pass",
+        reason="r",
+        mode="standin",
+        band_ms=BAND,
+        runs=records,
+        determinism=None,
+        folder=folder,
+    )
     evidence.write_json(folder / "summary.json", summary)
     return folder
 
 
 def write_summary(folder: Path, *python_flags: str) -> subprocess.CompletedProcess[str]:
-    """summary.md as `nox -s e2e` writes it: in this process (matplotlib imported once, not 3 s a row), or in a
-    python of its own for a row that needs one (flags such as -S)."""
+    """summary.md as `nox -s e2e` writes it: in this process (matplotlib imported once, not 3 s a row),
+    or in a python of its own for a row that needs one (flags such as -S)."""
     if python_flags:
         cmd = [sys.executable, *python_flags, "-c", WRITE_SUMMARY, str(folder)]
         return subprocess.run(cmd, cwd=PARSING.root, capture_output=True, text=True, timeout=300)
@@ -152,10 +194,14 @@ def write_summary(folder: Path, *python_flags: str) -> subprocess.CompletedProce
 
 
 def evidence_files(folder: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()
+    }
 
 
-def test_summary_md_links_a_byte_stable_png_of_the_fixed_size_with_a_caption(tmp_path: Path) -> None:
+def test_summary_md_links_a_byte_stable_png_of_the_fixed_size_with_a_caption(
+    tmp_path: Path,
+) -> None:
     from matplotlib.image import imread
 
     folder = e2e_folder(tmp_path, [RunRecord(1, "ok"), RunRecord(2, "ok")])
@@ -166,7 +212,11 @@ def test_summary_md_links_a_byte_stable_png_of_the_fixed_size_with_a_caption(tmp
     caption = next(line for line in text.splitlines() if line.startswith("Chunk intervals"))
     # 300 + 10 * run + the median of chunks 2..7
     assert "run 1 (steady median 314.5 ms); run 2 (steady median 324.5 ms)" in caption
-    assert "band 50-400 ms" in caption and f"chunks {WARMUP}-{CHUNKS - 1}" in caption and "Missing" not in caption
+    assert (
+        "band 50-400 ms" in caption
+        and f"chunks {WARMUP}-{CHUNKS - 1}" in caption
+        and "Missing" not in caption
+    )
     first = (folder / plot.PNG).read_bytes()
     width, height = (round(side * plot.DPI) for side in plot.SIZE_IN)
     assert imread(folder / plot.PNG).shape[:2] == (height, width)
@@ -195,23 +245,58 @@ class Row:
 
 
 ROWS = [
-    Row("failed run without JSON", (RunRecord(1, "ok"), RunRecord(2, "server_died")),
-        lambda f: (f / "run-2" / "benchmark.json").unlink(), "Missing: run 2 (server_died: no benchmark.json).",
-        png=True),
-    Row("run after the failure never started", (RunRecord(1, "server_died"),), lambda _f: None,
-        "Missing: run 2 (not run).", png=True),
-    Row("truncated JSON", OK2, edit_run_1(lambda t: t[: len(t) // 2]),
-        "Missing: run 1 (ok: benchmark.json unreadable: ", png=True),
-    Row("JSON without sessions", OK2, edit_run_1(lambda t: t.replace('"sessions"', '"other"')),
-        "Missing: run 1 (ok: no sessions list).", png=True),
-    Row("chunk without its interval", OK2, edit_run_1(lambda t: t.replace('"inter_arrival_ms"', '"x"', 1)),
-        "Missing: run 1 (ok: session 1's chunks lack index/inter_arrival_ms ('inter_arrival_ms')).", png=True),
-    Row("PNG path taken by a folder", OK2, lambda f: (f / plot.PNG).mkdir(),
-        "Chunk-interval plot not made: IsADirectoryError: ", png=False),
-    Row("python without matplotlib", OK2, lambda _f: None,
+    Row(
+        "failed run without JSON",
+        (RunRecord(1, "ok"), RunRecord(2, "server_died")),
+        lambda f: (f / "run-2" / "benchmark.json").unlink(),
+        "Missing: run 2 (server_died: no benchmark.json).",
+        png=True,
+    ),
+    Row(
+        "run after the failure never started",
+        (RunRecord(1, "server_died"),),
+        lambda _f: None,
+        "Missing: run 2 (not run).",
+        png=True,
+    ),
+    Row(
+        "truncated JSON",
+        OK2,
+        edit_run_1(lambda t: t[: len(t) // 2]),
+        "Missing: run 1 (ok: benchmark.json unreadable: ",
+        png=True,
+    ),
+    Row(
+        "JSON without sessions",
+        OK2,
+        edit_run_1(lambda t: t.replace('"sessions"', '"other"')),
+        "Missing: run 1 (ok: no sessions list).",
+        png=True,
+    ),
+    Row(
+        "chunk without its interval",
+        OK2,
+        edit_run_1(lambda t: t.replace('"inter_arrival_ms"', '"x"', 1)),
+        "Missing: run 1 (ok: session 1's chunks lack index/inter_arrival_ms ('inter_arrival_ms')).",
+        png=True,
+    ),
+    Row(
+        "PNG path taken by a folder",
+        OK2,
+        lambda f: (f / plot.PNG).mkdir(),
+        "Chunk-interval plot not made: IsADirectoryError: ",
+        png=False,
+    ),
+    Row(
+        "python without matplotlib",
+        OK2,
+        lambda _f: None,
         "Chunk-interval plot not made: No module named 'matplotlib' -- install the kit's tools: "
-        "pip install -r ci/kit-dev-tools.txt", png=False, python_flags=("-S",)),  # -S: no site-packages
-]  # fmt: skip
+        "pip install -r ci/kit-dev-tools.txt",
+        png=False,
+        python_flags=("-S",),
+    ),  # -S: no site-packages
+]
 
 
 @pytest.mark.parametrize("row", ROWS, ids=[r.name for r in ROWS])
@@ -223,10 +308,16 @@ def test_plot_fault_row(row: Row, tmp_path: Path) -> None:
     out = done.stdout + done.stderr
     assert done.returncode == 0 and "Traceback" not in out, out
     text = (folder / "summary.md").read_text()
-    assert text.startswith("## Test Result") and "Environment and logs" in text  # the rest of the summary is there
+    assert (
+        text.startswith("## Test Result") and "Environment and logs" in text
+    )  # the rest of the summary is there
     said = [line for line in text.splitlines() if row.needle in line]
     assert len(said) == 1, text
-    assert not said[0].startswith("Chunk-interval plot not made") or " -- " in said[0]  # the thing, then the fix
+    assert (
+        not said[0].startswith("Chunk-interval plot not made") or " -- " in said[0]
+    )  # the thing, then the fix
     assert (folder / plot.PNG).is_file() is row.png
     after = evidence_files(folder)
-    assert {k: v for k, v in after.items() if k not in ("summary.md", plot.PNG)} == before  # nothing lost
+    assert {
+        k: v for k, v in after.items() if k not in ("summary.md", plot.PNG)
+    } == before  # nothing lost

@@ -1,5 +1,6 @@
-"""The kit's client against vllm-omni's own realtime video handler (tests/standins/omni_realtime_server.py: only the
-engine stands in), served from the copy's checkout in the stock leg's env; the servers start once, in parallel."""
+"""The kit's client against vllm-omni's own realtime video handler
+(tests/standins/omni_realtime_server.py: only the engine stands in), served from the copy's checkout
+in the stock leg's env; the servers start once, in parallel."""
 
 from __future__ import annotations
 
@@ -26,11 +27,16 @@ av = pytest.importorskip("av", reason="frames are decoded with PyAV (ci/kit-dev-
 
 CHUNKS = ["--num-chunks", "3", "--warmup-chunks", "1", "--width", "64", "--height", "48"]
 FRAMES = 9 + 12 + 12
-# Three servers (each start is seconds of CPU). "slow" is the issue's stall case scaled down (stall timeout 2 s, first
-# chunk after 4 s); it serves the same frames later, so it is also the second server whose bytes must equal a's.
+# Three servers (each start is seconds of CPU). "slow" is the issue's stall case scaled down (stall
+# timeout 2 s, first chunk after 4 s); it serves the same frames later, so it is also the second
+# server whose bytes must equal a's.
 SLOW = ["--stall-timeout-s", "2", "--first-chunk-delay-ms", "4000"]
 STALLED, RUNNING = "Stall timeout: no generation progress", "server is running 'lingbot-world'"
-SERVERS = {"a": [], "slow": SLOW, "dies": ["--fault", "die-mid-session", "--fault-after-chunks", "2"]}
+SERVERS = {
+    "a": [],
+    "slow": SLOW,
+    "dies": ["--fault", "die-mid-session", "--fault-after-chunks", "2"],
+}
 
 
 @dataclass
@@ -41,18 +47,33 @@ class Served:
 
 
 @pytest.fixture(scope="module")
-def servers(e2e_kit: Workspace, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Served]]:
+def servers(
+    e2e_kit: Workspace, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, Served]]:
     python = ensure_checkout_and_stock_env(e2e_kit)
     logs = tmp_path_factory.mktemp("servers")
     env = {k: v for k, v in os.environ.items() if not k.startswith("STANDIN_")}
-    env = legenv.bytecode_env(env, legenv.pycache_dir(legenv.env_dir(e2e_kit, "stock")))  # as the e2e starts them
+    env = legenv.bytecode_env(
+        env, legenv.pycache_dir(legenv.env_dir(e2e_kit, "stock"))
+    )  # as the e2e starts them
     started: dict[str, Served] = {}
     for name, extra in SERVERS.items():
         port = free_port()
-        cmd = [str(python), str(e2e_kit.standin_script), "--port", str(port), "--checkout", str(e2e_kit.checkout),
-               "--chunk-interval-ms", "30", *extra]  # fmt: skip
+        cmd = [
+            str(python),
+            str(e2e_kit.standin_script),
+            "--port",
+            str(port),
+            "--checkout",
+            str(e2e_kit.checkout),
+            "--chunk-interval-ms",
+            "30",
+            *extra,
+        ]
         with (logs / f"{name}.log").open("wb") as log:
-            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+            proc = subprocess.Popen(
+                cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+            )
         started[name] = Served(port, server.Server(proc, logs / f"{name}.log"), e2e_kit)
     try:
         for name, s in started.items():
@@ -66,9 +87,25 @@ def servers(e2e_kit: Workspace, tmp_path_factory: pytest.TempPathFactory) -> Ite
             server.stop(s.handle, 5)
 
 
-def bench(served: Served, tmp_path: Path, *extra: str, name: str = "b") -> subprocess.CompletedProcess[str]:
-    out = ["--output-json", str(tmp_path / f"{name}.json"), "--save-video", str(tmp_path / f"{name}.mp4")]
-    cmd = [sys.executable, "-m", "scripts.e2e.client", "--port", str(served.port), *CHUNKS, *out, *extra]
+def bench(
+    served: Served, tmp_path: Path, *extra: str, name: str = "b"
+) -> subprocess.CompletedProcess[str]:
+    out = [
+        "--output-json",
+        str(tmp_path / f"{name}.json"),
+        "--save-video",
+        str(tmp_path / f"{name}.mp4"),
+    ]
+    cmd = [
+        sys.executable,
+        "-m",
+        "scripts.e2e.client",
+        "--port",
+        str(served.port),
+        *CHUNKS,
+        *out,
+        *extra,
+    ]
     return subprocess.run(cmd, cwd=served.kit.root, capture_output=True, text=True, timeout=120)
 
 
@@ -85,7 +122,9 @@ def decoded_frames(path: Path) -> int:
         return sum(1 for _ in container.decode(video=0))
 
 
-def test_success_keeps_the_trailer_and_another_server_the_bytes(servers: dict[str, Served], tmp_path: Path) -> None:
+def test_success_keeps_the_trailer_and_another_server_the_bytes(
+    servers: dict[str, Served], tmp_path: Path
+) -> None:
     done = bench(servers["a"], tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     session = json.loads((tmp_path / "b.json").read_text())["sessions"][0]
@@ -100,7 +139,8 @@ def test_success_keeps_the_trailer_and_another_server_the_bytes(servers: dict[st
     # Without the trailer the muxer's last fragment is missing: frames are lost.
     (tmp_path / "cut.mp4").write_bytes(video[:media_bytes])
     assert decoded_frames(tmp_path / "cut.mp4") < FRAMES
-    # Another process with another timing (its first chunk 4 s late, pings keeping the session): the same bytes.
+    # Another process with another timing (its first chunk 4 s late, pings keeping the session): the
+    # same bytes.
     assert bench(servers["slow"], tmp_path, "--ping-interval", "0.5", name="slow").returncode == 0
     assert (tmp_path / "slow.mp4").read_bytes() == video
     # A different seed changes the frames: the equality above is not a constant.
@@ -111,12 +151,32 @@ def test_success_keeps_the_trailer_and_another_server_the_bytes(servers: dict[st
 @pytest.mark.parametrize(
     ("name", "extra", "code", "said"),
     [
-        ("slow", ["--ping-interval", "0.5"], 0, ""),  # pings carry a slow first chunk past the stall timeout
-        ("slow", ["--ping-interval", "0"], 1, f"Server rejected the session after 0 chunk(s): {STALLED}"),
-        ("a", ["--model", "another-model"], 1, f"Model mismatch: request specifies 'another-model' but {RUNNING}"),
+        (
+            "slow",
+            ["--ping-interval", "0.5"],
+            0,
+            "",
+        ),  # pings carry a slow first chunk past the stall timeout
+        (
+            "slow",
+            ["--ping-interval", "0"],
+            1,
+            f"Server rejected the session after 0 chunk(s): {STALLED}",
+        ),
+        (
+            "a",
+            ["--model", "another-model"],
+            1,
+            f"Model mismatch: request specifies 'another-model' but {RUNNING}",
+        ),
         ("dies", [], 1, "closed the connection after 2 chunk(s) without session.done"),
     ],
-    ids=["pings-carry-a-slow-first-chunk", "without-pings-the-stall-error", "model-name-mismatch", "server-closing"],
+    ids=[
+        "pings-carry-a-slow-first-chunk",
+        "without-pings-the-stall-error",
+        "model-name-mismatch",
+        "server-closing",
+    ],
 )
 def test_the_handlers_answer_is_the_clients_outcome(
     servers: dict[str, Served], tmp_path: Path, name: str, extra: list[str], code: int, said: str
@@ -129,15 +189,45 @@ def test_the_handlers_answer_is_the_clients_outcome(
 
 def test_e2e_against_an_already_running_server(servers: dict[str, Served], tmp_path: Path) -> None:
     root = tmp_path / "evidence"
-    cmd = [sys.executable, "-m", "scripts", "e2e", "--server-url", f"ws://127.0.0.1:{servers['a'].port}",
-           "--chunks", "3", "--warmup-chunks", "1", "--width", "64", "--height", "48", "--runs", "2",
-           "--band", "10:400", "--evidence-root", str(root), "--lock-dir", str(tmp_path / "locks")]  # fmt: skip
-    done = subprocess.run(cmd, cwd=servers["a"].kit.root, capture_output=True, text=True, timeout=120)
+    cmd = [
+        sys.executable,
+        "-m",
+        "scripts",
+        "e2e",
+        "--server-url",
+        f"ws://127.0.0.1:{servers['a'].port}",
+        "--chunks",
+        "3",
+        "--warmup-chunks",
+        "1",
+        "--width",
+        "64",
+        "--height",
+        "48",
+        "--runs",
+        "2",
+        "--band",
+        "10:400",
+        "--evidence-root",
+        str(root),
+        "--lock-dir",
+        str(tmp_path / "locks"),
+    ]
+    done = subprocess.run(
+        cmd, cwd=servers["a"].kit.root, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     (folder,) = root.iterdir()
     summary = json.loads((folder / "summary.json").read_text())
-    assert summary["verdict"] == "pass" and summary["mode"] == "external" and not summary["stand_in"]
-    assert summary["determinism"]["frames_equal"] and summary["determinism"]["frame_counts"] == [FRAMES, FRAMES]
+    assert (
+        summary["verdict"] == "pass" and summary["mode"] == "external" and not summary["stand_in"]
+    )
+    assert summary["determinism"]["frames_equal"] and summary["determinism"]["frame_counts"] == [
+        FRAMES,
+        FRAMES,
+    ]
     assert "external server" in (folder / "summary.md").read_text()
     time.sleep(0.2)
-    assert servers["a"].handle.proc.poll() is None  # left running: the e2e did not start it, so it does not stop it
+    assert (
+        servers["a"].handle.proc.poll() is None
+    )  # left running: the e2e did not start it, so it does not stop it

@@ -1,5 +1,6 @@
-"""`python -m scripts e2e --standin` in a subprocess, on a copy of the kit: the verdict, the evidence files, and
-no process of the case left (by process group and by the case's unique port), for success and each fault."""
+"""`python -m scripts e2e --standin` in a subprocess, on a copy of the kit: the verdict, the evidence
+files, and no process of the case left (by process group and by the case's unique port), for success
+and each fault."""
 
 from __future__ import annotations
 
@@ -33,25 +34,65 @@ RUN_FILES = {"server.log", "benchmark.log", "benchmark.json", "video.mp4", "fram
 
 @pytest.fixture(scope="module", autouse=True)
 def _checkout_and_stock_env(e2e_kit: Workspace) -> None:
-    ensure_checkout_and_stock_env(e2e_kit)  # the stand-in serves the copy's handler from the stock leg's env
+    ensure_checkout_and_stock_env(
+        e2e_kit
+    )  # the stand-in serves the copy's handler from the stock leg's env
 
 
 def processes_mentioning(port: int) -> list[int]:
-    return live_pids(lambda args: str(port).encode() in args and b"--port" in args)  # stand-in and client: --port
+    return live_pids(
+        lambda args: str(port).encode() in args and b"--port" in args
+    )  # stand-in and client: --port
 
 
 class Case:
     def __init__(
-        self, kit: Workspace, tmp_path: Path, fault: str = "none", *extra: str, env: dict[str, str] | None = None
+        self,
+        kit: Workspace,
+        tmp_path: Path,
+        fault: str = "none",
+        *extra: str,
+        env: dict[str, str] | None = None,
     ) -> None:
         self.port = free_port()
         self.root = tmp_path / "evidence"
-        cmd = [sys.executable, "-m", "scripts", "e2e", "--standin", "--port", str(self.port),
-               "--chunks", "4", "--warmup-chunks", "1", "--width", "64", "--height", "48",
-               "--health-timeout-s", "300", "--bench-timeout-s", "60", "--stop-timeout-s", "5",
-               "--evidence-root", str(self.root), "--lock-dir", str(tmp_path / "locks"), *extra]  # fmt: skip
-        case_env = {**os.environ, "STANDIN_FAULT": fault, "STANDIN_CHUNK_INTERVAL_MS": "60", **(env or {})}
-        self.done = subprocess.run(cmd, cwd=kit.root, env=case_env, capture_output=True, text=True, timeout=120)
+        cmd = [
+            sys.executable,
+            "-m",
+            "scripts",
+            "e2e",
+            "--standin",
+            "--port",
+            str(self.port),
+            "--chunks",
+            "4",
+            "--warmup-chunks",
+            "1",
+            "--width",
+            "64",
+            "--height",
+            "48",
+            "--health-timeout-s",
+            "300",
+            "--bench-timeout-s",
+            "60",
+            "--stop-timeout-s",
+            "5",
+            "--evidence-root",
+            str(self.root),
+            "--lock-dir",
+            str(tmp_path / "locks"),
+            *extra,
+        ]
+        case_env = {
+            **os.environ,
+            "STANDIN_FAULT": fault,
+            "STANDIN_CHUNK_INTERVAL_MS": "60",
+            **(env or {}),
+        }
+        self.done = subprocess.run(
+            cmd, cwd=kit.root, env=case_env, capture_output=True, text=True, timeout=120
+        )
 
     @property
     def folder(self) -> Path:
@@ -64,7 +105,9 @@ class Case:
         summary: dict[str, Any] = json.loads((self.folder / "summary.json").read_text())
         assert summary["verdict"] == verdict and len(summary["runs"]) == runs
         assert summary["stand_in"] is True and summary["mode"] == "standin"
-        assert {"manifest.json", "summary.json", "summary.md"} <= {p.name for p in self.folder.iterdir()}
+        assert {"manifest.json", "summary.json", "summary.md"} <= {
+            p.name for p in self.folder.iterdir()
+        }
         assert "stand-in" in (self.folder / "summary.md").read_text()
         manifest = json.loads((self.folder / "manifest.json").read_text())
         assert manifest["ascend"] is False and manifest["mode"] == "standin"
@@ -91,9 +134,13 @@ def test_deterministic_success(e2e_kit: Workspace, tmp_path: Path) -> None:
     manifest = json.loads((case.folder / "manifest.json").read_text())
     assert Path(manifest["server_cmd"][1]).name == "omni_realtime_server.py"
     assert manifest["server_cmd"][0] == str(legenv.env_python(legenv.env_dir(e2e_kit, "stock")))
-    assert not Path(manifest["server_cmd"][0]).is_relative_to(e2e_kit.root)  # by the env's real path, not the link
+    assert not Path(manifest["server_cmd"][0]).is_relative_to(
+        e2e_kit.root
+    )  # by the env's real path, not the link
     handler = e2e_kit.checkout / evidence.HANDLER_REL
-    assert manifest["versions"]["handler_sha256"] == hashlib.sha256(handler.read_bytes()).hexdigest()  # as sha256sum
+    assert (
+        manifest["versions"]["handler_sha256"] == hashlib.sha256(handler.read_bytes()).hexdigest()
+    )  # as sha256sum
     md = (case.folder / "summary.md").read_text()
     assert "vllm-omni's own realtime video handler" in md and "whole-session RTF" in md
 
@@ -112,25 +159,52 @@ def test_nondeterministic_bytes_name_the_first_frame(e2e_kit: Workspace, tmp_pat
 @pytest.mark.parametrize(
     ("fault", "extra", "env", "verdict", "reason"),
     [
-        ("never-healthy", ["--health-timeout-s", "2"], {}, "server_unhealthy", "not healthy after 2 s"),
+        (
+            "never-healthy",
+            ["--health-timeout-s", "2"],
+            {},
+            "server_unhealthy",
+            "not healthy after 2 s",
+        ),
         ("die-mid-session", [], {}, "server_died", "exited with code 3"),
         ("error", [], {}, "server_error", "injected error"),
         ("none", ["--runs", "1", "--ping-interval-s", "0"], STALLS, "server_error", STALLED),
-        # A stalled engine keeps the handler's session open, so the server outlives SIGTERM: the stop escalates to
-        # SIGKILL after the stop timeout (1 s here, not the cases' 5 s: the escalation is the same, 4 s sooner).
-        ("stall", ["--bench-timeout-s", "3", "--stop-timeout-s", "1"], {}, "benchmark_timeout", "after 3 s"),
+        # A stalled engine keeps the handler's session open, so the server outlives SIGTERM: the
+        # stop escalates to SIGKILL after the stop timeout (1 s here, not the cases' 5 s: the
+        # escalation is the same, 4 s sooner).
+        (
+            "stall",
+            ["--bench-timeout-s", "3", "--stop-timeout-s", "1"],
+            {},
+            "benchmark_timeout",
+            "after 3 s",
+        ),
     ],
-    ids=["never-healthy", "dies-mid-session", "sends-error", "handlers-stall-timeout", "benchmark-times-out"],
+    ids=[
+        "never-healthy",
+        "dies-mid-session",
+        "sends-error",
+        "handlers-stall-timeout",
+        "benchmark-times-out",
+    ],
 )
 def test_a_fault_is_the_runs_verdict(
-    e2e_kit: Workspace, tmp_path: Path, fault: str, extra: list[str], env: dict[str, str], verdict: str, reason: str
+    e2e_kit: Workspace,
+    tmp_path: Path,
+    fault: str,
+    extra: list[str],
+    env: dict[str, str],
+    verdict: str,
+    reason: str,
 ) -> None:
     case = Case(e2e_kit, tmp_path, fault, *extra, env=env)
     summary = case.assert_verdict(verdict, 1, runs=1)
     error = summary["runs"][0]["error"]
     assert reason in summary["reason"] and reason in error
     assert ("server log tail" in error) == (verdict in ("server_died", "server_unhealthy"))
-    assert (case.folder / "run-1" / "benchmark.log").is_file() == (fault != "never-healthy")  # the client ran
+    assert (case.folder / "run-1" / "benchmark.log").is_file() == (
+        fault != "never-healthy"
+    )  # the client ran
 
 
 def test_port_already_taken_stops_at_preflight(e2e_kit: Workspace, tmp_path: Path) -> None:
@@ -145,18 +219,33 @@ def test_port_already_taken_stops_at_preflight(e2e_kit: Workspace, tmp_path: Pat
     assert processes_mentioning(port) == []
 
 
-@pytest.mark.skipif(any(Path(p, "npu-smi").exists() for p in os.environ.get("PATH", "").split(os.pathsep)),
-                    reason="an Ascend host: the no-card preflight line cannot be shown here")  # fmt: skip
+@pytest.mark.skipif(
+    any(Path(p, "npu-smi").exists() for p in os.environ.get("PATH", "").split(os.pathsep)),
+    reason="an Ascend host: the no-card preflight line cannot be shown here",
+)
 def test_cpu_host_without_standin_stops_at_preflight(e2e_kit: Workspace, tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("KIT_E2E_")}
-    model = tmp_path / "model"  # the run's own inputs pass: the first check that fails is the machine's
+    model = (
+        tmp_path / "model"
+    )  # the run's own inputs pass: the first check that fails is the machine's
     model.mkdir()
     (model / "model_index.json").write_text("{}")
-    argv = [sys.executable, "-m", "scripts", "e2e", str(model), "--evidence-root", str(tmp_path / "ev")]
-    done = subprocess.run(argv, cwd=e2e_kit.root, env=env, capture_output=True, text=True, timeout=60)
+    argv = [
+        sys.executable,
+        "-m",
+        "scripts",
+        "e2e",
+        str(model),
+        "--evidence-root",
+        str(tmp_path / "ev"),
+    ]
+    done = subprocess.run(
+        argv, cwd=e2e_kit.root, env=env, capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.splitlines() == [
-        "kit: error: no Ascend cards visible: npu-smi not found -- run on an Ascend runner with the driver mounted "
+        "kit: error: no Ascend cards visible: npu-smi not found -- run on an Ascend runner with "
+        "the driver mounted "
         "(npu-smi on PATH), or pass --standin"
     ]
     assert not (tmp_path / "ev").exists()

@@ -1,9 +1,11 @@
-"""A model-based test of the edit loop (docs/recovery.md lists the invariants it checks after every step).
+"""A model-based test of the edit loop (docs/recovery.md lists the invariants it checks after every
+step).
 
-A hypothesis `RuleBasedStateMachine` drives the real CLI and real git on a small synthetic kit: its rules are the
-user's actions, its model a list of patches (slug, subject, file contents) for patches/ and one for the checkout.
-Each patch owns its own upstream file, so no reorder or drop conflicts and every outcome is predictable.
-Profiles: `small` (default, part of the kit's suite) and `long` (KIT_MODEL_PROFILE=long; the weekly workflow).
+A hypothesis `RuleBasedStateMachine` drives the real CLI and real git on a small synthetic kit: its
+rules are the user's actions, its model a list of patches (slug, subject, file contents) for
+patches/ and one for the checkout. Each patch owns its own upstream file, so no reorder or drop
+conflicts and every outcome is predictable. Profiles: `small` (default, part of the kit's suite) and
+`long` (KIT_MODEL_PROFILE=long; the weekly workflow).
 """
 
 from __future__ import annotations
@@ -46,19 +48,37 @@ from scripts.gitcmd import git
 
 SLOTS = 6  # upstream files a patch can own: at most this many patches at once
 LINES = 12
-EDITABLE = (2, 5, 9)  # lines a patch changes: far enough apart for separate hunks, each with context
+EDITABLE = (
+    2,
+    5,
+    9,
+)  # lines a patch changes: far enough apart for separate hunks, each with context
 SUBJECTS = ("[NPU] Fix the guard", "[Bugfix] Größe der Blöcke", "[Misc] Tidy the cache")
 PAUSED = ("rebase-apply", "rebase-merge", "MERGE_HEAD", "CHERRY_PICK_HEAD", "REVERT_HEAD")
 FOLD_PREFIXES = ("fixup! ", "squash! ", "amend! ")
 USER_ENV = {**AUTHOR, "GIT_EDITOR": "true"}
 PROFILES = {
-    "small": settings(max_examples=10, stateful_step_count=10, derandomize=True, database=None, deadline=None,
-                      suppress_health_check=list(HealthCheck), print_blob=False),
-    "long": settings(max_examples=100, stateful_step_count=25, deadline=None, database=None,
-                     suppress_health_check=list(HealthCheck), print_blob=True),
-}  # fmt: skip
-# The small profile's sessions, pinned: derandomized alone, hypothesis seeds them from the machine's source text, so
-# any edit of the class changed which sessions the default tier runs (and what they reach). The seed they had then:
+    "small": settings(
+        max_examples=10,
+        stateful_step_count=10,
+        derandomize=True,
+        database=None,
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+        print_blob=False,
+    ),
+    "long": settings(
+        max_examples=100,
+        stateful_step_count=25,
+        deadline=None,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+        print_blob=True,
+    ),
+}
+# The small profile's sessions, pinned: derandomized alone, hypothesis seeds them from the machine's
+# source text, so any edit of the class changed which sessions the default tier runs (and what they
+# reach). The seed they had then:
 SMALL_SEED = 0x9E99FE24C7E50F76AAB3529AC0938E172CE071FA64750DDF0D5E061C4BF69C1DB47176A5FD38EE607FE7EFDE37EF45E5
 
 
@@ -94,14 +114,20 @@ class Change:
         return f"{self.subject}\n\nWhy {self.slug}.\n\nUpstream-Status: Pending\nKit-Patch: {self.slug}\n"
 
     def edited(self, slot: int, line: int, text: str) -> Change:
-        files = tuple((s, ls[:line] + (text,) + ls[line + 1 :] if s == slot else ls) for s, ls in self.files)
+        files = tuple(
+            (s, ls[:line] + (text,) + ls[line + 1 :] if s == slot else ls) for s, ls in self.files
+        )
         return replace(self, files=files)
 
     def hunks(self) -> list[tuple[str, list[str], list[str]]]:
         """(path, removed lines, added lines) as a diff of each file against upstream shows them."""
         out = []
         for slot, lines in sorted(self.files):
-            changed = [(old, new) for old, new in zip(upstream_lines(slot), lines, strict=True) if old != new]
+            changed = [
+                (old, new)
+                for old, new in zip(upstream_lines(slot), lines, strict=True)
+                if old != new
+            ]
             out.append((slot_path(slot), [old for old, _ in changed], [new for _, new in changed]))
         return out
 
@@ -123,7 +149,9 @@ def parsed_hunks(patch_text: str) -> list[tuple[str, list[str], list[str]]]:
 
 def snapshot(folder: Path) -> dict[str, bytes]:
     """Every file under folder (hidden ones too: a left-over temporary file is a change)."""
-    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()
+    }
 
 
 def last_line(stderr: str) -> str:
@@ -131,20 +159,27 @@ def last_line(stderr: str) -> str:
     return lines[-1] if lines else ""
 
 
-# Interrupted: 130, or killed by SIGINT itself (Python does that when the signal comes as it starts or exits).
+# Interrupted: 130, or killed by SIGINT itself (Python does that when the signal comes as it starts
+# or exits).
 INTERRUPTED = (130, -signal.SIGINT)
-DURATION: dict[str, float] = {}  # apply's and refresh's run time after STARTUP, timed once on the template
+DURATION: dict[
+    str, float
+] = {}  # apply's and refresh's run time after STARTUP, timed once on the template
 # How long a bare interpreter takes to start: no program can see a signal before that.
 _started = time.monotonic()
 subprocess.run([sys.executable, "-c", "pass"], check=True)
 STARTUP = time.monotonic() - _started
 
 
-def spawn(kit: Kit, *args: str, signal_after: tuple[float, int] | None = None) -> subprocess.Popen[str]:
-    """`python -m scripts ARGS` in a process group of its own, as a shell runs it (a signal reaches its gits too),
-    sent `signal_after` = (seconds, signal) unless it ended before."""
+def spawn(
+    kit: Kit, *args: str, signal_after: tuple[float, int] | None = None
+) -> subprocess.Popen[str]:
+    """`python -m scripts ARGS` in a process group of its own, as a shell runs it (a signal reaches its
+    gits too), sent `signal_after` = (seconds, signal) unless it ended before."""
     cmd, env = [sys.executable, "-m", "scripts", *args], {**os.environ, "CI": ""}
-    proc = subprocess.Popen(cmd, cwd=kit.root, env=env, text=True, stdout=PIPE, stderr=PIPE, start_new_session=True)
+    proc = subprocess.Popen(
+        cmd, cwd=kit.root, env=env, text=True, stdout=PIPE, stderr=PIPE, start_new_session=True
+    )
     if signal_after is not None:
         try:
             proc.wait(timeout=signal_after[0])
@@ -153,15 +188,22 @@ def spawn(kit: Kit, *args: str, signal_after: tuple[float, int] | None = None) -
     return proc
 
 
-def run_kit(kit: Kit, *args: str, interrupt_after: float | None = None, spawned: bool = False) -> CompletedProcess:
-    """The real CLI in this process (0.1 s a call instead of 0.6 s), or spawned: to be Ctrl-C'd (SIGINT to the
-    group, as a terminal's) or to run a copy's scripts/ a test broke on purpose. Nothing it started may remain."""
+def run_kit(
+    kit: Kit, *args: str, interrupt_after: float | None = None, spawned: bool = False
+) -> CompletedProcess:
+    """The real CLI in this process (0.1 s a call instead of 0.6 s), or spawned: to be Ctrl-C'd (SIGINT
+    to the group, as a terminal's) or to run a copy's scripts/ a test broke on purpose. Nothing it
+    started may remain."""
     if interrupt_after is None and not spawned:
         before = set(processes(1, os.getpid()))
         done = kit.run(*args)
         left = sorted(set(processes(1, os.getpid())) - before)
     else:
-        proc = spawn(kit, *args, signal_after=None if interrupt_after is None else (interrupt_after, signal.SIGINT))
+        proc = spawn(
+            kit,
+            *args,
+            signal_after=None if interrupt_after is None else (interrupt_after, signal.SIGINT),
+        )
         try:
             stdout, stderr = proc.communicate(timeout=300)
         finally:
@@ -173,26 +215,43 @@ def run_kit(kit: Kit, *args: str, interrupt_after: float | None = None, spawned:
     return judged(args, done, interrupt_after)
 
 
-def judged(args: tuple[str, ...], outcome: CompletedProcess, interrupt_after: float | None) -> CompletedProcess:
-    """The endings every run must keep: no traceback, exit 0, 1 (a conflict) or 2 (or interrupted), and a failure
-    says one `kit: error: <what> -- <fix>` line."""
-    code, output, last = outcome.returncode, outcome.stdout + outcome.stderr, last_line(outcome.stderr)
+def judged(
+    args: tuple[str, ...], outcome: CompletedProcess, interrupt_after: float | None
+) -> CompletedProcess:
+    """The endings every run must keep: no traceback, exit 0, 1 (a conflict) or 2 (or interrupted), and
+    a failure says one `kit: error: <what> -- <fix>` line."""
+    code, output, last = (
+        outcome.returncode,
+        outcome.stdout + outcome.stderr,
+        last_line(outcome.stderr),
+    )
     signalled = f" (Ctrl-C after {interrupt_after} s)" if interrupt_after else ""
     say(f"  kit {' '.join(args)}{signalled} -> exit {code}: {last}")
     if currently_in_test_context():  # the statistics: which outcomes the run reached
         event(f"{args[0]}{' interrupted' if interrupt_after else ''} -> exit {code}")
     assert "Traceback" not in output, f"kit {args}: a traceback\n{output}"
-    failed = 1 if args[0] == "apply" and " does not apply: " in last else 2  # a conflict, as in rebase
-    assert code in ((0, failed, *INTERRUPTED) if interrupt_after else (0, failed)), f"kit {args}: exit {code}\n{output}"
+    failed = (
+        1 if args[0] == "apply" and " does not apply: " in last else 2
+    )  # a conflict, as in rebase
+    assert code in ((0, failed, *INTERRUPTED) if interrupt_after else (0, failed)), (
+        f"kit {args}: exit {code}\n{output}"
+    )
     if code != 0:
         lines = [line for line in outcome.stderr.splitlines() if line.strip()]
-        # Killed by SIGINT itself, Python was before the kit's first line or past its last: no line is possible.
-        assert len(lines) == 1 or (code == -signal.SIGINT and not lines), f"kit {args}: not exactly one line\n{output}"
-        assert all(ln.startswith("kit: error: ") and " -- " in ln for ln in lines), f"not '<what> -- <fix>': {lines}"
+        # Killed by SIGINT itself, Python was before the kit's first line or past its last: no line
+        # is possible.
+        assert len(lines) == 1 or (code == -signal.SIGINT and not lines), (
+            f"kit {args}: not exactly one line\n{output}"
+        )
+        assert all(ln.startswith("kit: error: ") and " -- " in ln for ln in lines), (
+            f"not '<what> -- <fix>': {lines}"
+        )
     return outcome
 
 
-HISTORY: list[str] = []  # this session's steps and the kit's answers, for a failure that does not replay
+HISTORY: list[
+    str
+] = []  # this session's steps and the kit's answers, for a failure that does not replay
 
 
 def say(text: str) -> None:
@@ -202,13 +261,16 @@ def say(text: str) -> None:
 
 
 def rule(**strategies: st.SearchStrategy) -> Callable[[Callable[..., None]], Callable[..., None]]:
-    """hypothesis's rule, its steps logged: a failure it raises carries the session's steps (one that depends on
-    when a signal landed may not replay, and then hypothesis cannot print the steps itself)."""
+    """hypothesis's rule, its steps logged: a failure it raises carries the session's steps (one that
+    depends on when a signal landed may not replay, and then hypothesis cannot print the steps
+    itself)."""
 
     def logged(step: Callable[..., None]) -> Callable[..., None]:
         @functools.wraps(step)
         def run(machine: EditLoop, **kwargs: object) -> None:
-            HISTORY.append(f"state.{step.__name__}({', '.join(f'{k}={v!r}' for k, v in kwargs.items())})")
+            HISTORY.append(
+                f"state.{step.__name__}({', '.join(f'{k}={v!r}' for k, v in kwargs.items())})"
+            )
             try:
                 step(machine, **kwargs)
             except AssertionError as exc:
@@ -222,7 +284,8 @@ def rule(**strategies: st.SearchStrategy) -> Callable[[Callable[..., None]], Cal
 
 
 def processes(field: int, value: int) -> list[str]:
-    """Live processes (pid, state, command line) whose /proc stat field after the name (1: ppid, 2: pgrp) is value."""
+    """Live processes (pid, state, command line) whose /proc stat field after the name (1: ppid, 2:
+    pgrp) is value."""
     return [
         f"{pid} {fields[0]} " + b" ".join(args).decode(errors="replace")
         for pid, fields, args in live_processes()
@@ -242,7 +305,9 @@ class Scene:
 INITIAL = (
     Change.new("guard", SUBJECTS[0], 0),
     Change.new("blocks", SUBJECTS[1], 1),
-    Change.new("guard-too", SUBJECTS[0], 2),  # the first one's subject: a fold aims by commit, never by subject
+    Change.new(
+        "guard-too", SUBJECTS[0], 2
+    ),  # the first one's subject: a fold aims by commit, never by subject
 )
 
 
@@ -267,7 +332,10 @@ def template() -> Kit:
         git("add", "-A", cwd=kit.checkout)
         git("commit", "-q", "-m", change.message, cwd=kit.checkout, env=USER_ENV)
     kit.run("refresh", check=True)
-    for command in ("apply", "refresh"):  # where a drawn Ctrl-C lands: fixed per run, so a replay hits the same spot
+    for command in (
+        "apply",
+        "refresh",
+    ):  # where a drawn Ctrl-C lands: fixed per run, so a replay hits the same spot
         started = time.monotonic()
         kit.spawn(command, check=True)  # timed as run_kit runs it: a process of its own
         DURATION[command] = max(time.monotonic() - started - STARTUP, 0.1)
@@ -275,7 +343,8 @@ def template() -> Kit:
 
 
 class EditLoop(RuleBasedStateMachine):
-    """The user (rules) against the model (`exported`: what patches/ holds; `work`: what the checkout holds)."""
+    """The user (rules) against the model (`exported`: what patches/ holds; `work`: what the checkout
+    holds)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -284,16 +353,29 @@ class EditLoop(RuleBasedStateMachine):
         self.checkout = self.kit.checkout
         self.exported: list[Change] = list(INITIAL)
         self.work: list[Change] = list(INITIAL)
-        self.phase = "clean"  # or "conflict" (apply stopped at a patch), "interrupted" (an apply got Ctrl-C)
-        self.synced = True  # HEAD is what the kit last applied or exported: no commit of the user's since
-        # fixup!/squash! commits not folded yet, oldest first: (kind, target slug, aimed by a shared subject)
+        self.phase = (
+            "clean"  # or "conflict" (apply stopped at a patch), "interrupted" (an apply got Ctrl-C)
+        )
+        self.synced = (
+            True  # HEAD is what the kit last applied or exported: no commit of the user's since
+        )
+        # fixup!/squash! commits not folded yet, oldest first: (kind, target slug, aimed by a shared
+        # subject)
         self.folds: list[tuple[str, str, bool]] = []
         self.top = INITIAL[-1].slug  # the patch the HEAD commit belongs to (what an amend changes)
-        self.hand_edited: tuple[str, bytes] | None = None  # a patch file the user broke: (name, its bytes)
+        self.hand_edited: tuple[str, bytes] | None = (
+            None  # a patch file the user broke: (name, its bytes)
+        )
         self.made = 0
-        self.own_code = False  # True when a test broke the copy's scripts/: then the kit runs as a process
-        self.kept_refs: dict[str, str] = {}  # the user's own branches and tags: ref -> commit (invariant 7)
-        self.kept_files: dict[str, bytes] = {}  # the user's files that git ignores: path -> bytes (invariant 7)
+        self.own_code = (
+            False  # True when a test broke the copy's scripts/: then the kit runs as a process
+        )
+        self.kept_refs: dict[
+            str, str
+        ] = {}  # the user's own branches and tags: ref -> commit (invariant 7)
+        self.kept_files: dict[
+            str, bytes
+        ] = {}  # the user's files that git ignores: path -> bytes (invariant 7)
         HISTORY.clear()
 
     def teardown(self) -> None:
@@ -337,13 +419,17 @@ class EditLoop(RuleBasedStateMachine):
     def refused(self, outcome: CompletedProcess, before: Scene, *, needle: str = "") -> None:
         """Exit 2 (or 130), one line naming the thing and the fix, and nothing changed."""
         assert outcome.returncode in (2, *INTERRUPTED), f"expected a refusal, got {outcome}"
-        assert needle in last_line(outcome.stderr), f"the refusal should name {needle!r}: {outcome.stderr}"
+        assert needle in last_line(outcome.stderr), (
+            f"the refusal should name {needle!r}: {outcome.stderr}"
+        )
         self.unchanged(before)
 
     def unchanged(self, before: Scene) -> None:
         """patches/, the checkout's branch, HEAD and status, and its kit state are as they were."""
         after = self.scene()
-        assert after == before, f"a refusal changed {[k for k in vars(after) if getattr(after, k) != vars(before)[k]]}"
+        assert after == before, (
+            f"a refusal changed {[k for k in vars(after) if getattr(after, k) != vars(before)[k]]}"
+        )
 
     def succeeded(self, outcome: CompletedProcess) -> None:
         assert outcome.returncode == 0, f"expected success, got {outcome}"
@@ -351,28 +437,57 @@ class EditLoop(RuleBasedStateMachine):
     def patches_are(self, changes: list[Change], before: Scene) -> None:
         """patches/ holds `changes` in order; a patch the user did not change keeps its bytes."""
         series = (self.kit.patches / "series").read_text(encoding="utf-8")
-        names = [line.strip() for line in series.splitlines() if line.strip() and not line.startswith("#")]
+        names = [
+            line.strip()
+            for line in series.splitlines()
+            if line.strip() and not line.startswith("#")
+        ]
         assert names == [file_name(i, c) for i, c in enumerate(changes, 1)], f"series is {names}"
-        on_disk = sorted(p.name for p in self.kit.patches.iterdir() if p.is_file() and p.suffix == ".patch")
+        on_disk = sorted(
+            p.name for p in self.kit.patches.iterdir() if p.is_file() and p.suffix == ".patch"
+        )
         assert on_disk == sorted(names), f"patches/ holds {on_disk}, the series {names}"
         old = {file_name(i, c): c for i, c in enumerate(self.exported, 1)}
         for name, change in zip(names, changes, strict=True):
             text = (self.kit.patches / name).read_text(encoding="utf-8")
-            assert parsed_hunks(text) == change.hunks(), f"{name} does not hold the diff of {change.slug}"
-            assert f"\nKit-Patch: {change.slug}\n" in text and "\nUpstream-Status: Pending\n" in text, name
-            assert text.count("\nKit-Patch: ") == 1, f"{name} carries more than one Kit-Patch trailer"
+            assert parsed_hunks(text) == change.hunks(), (
+                f"{name} does not hold the diff of {change.slug}"
+            )
+            assert (
+                f"\nKit-Patch: {change.slug}\n" in text and "\nUpstream-Status: Pending\n" in text
+            ), name
+            assert text.count("\nKit-Patch: ") == 1, (
+                f"{name} carries more than one Kit-Patch trailer"
+            )
             if old.get(name) == change and self.hand_edited is None:
-                assert before.patches[name] == text.encode(), f"{name} was rewritten although nothing changed in it"
-        others = {k: v for k, v in self.scene().patches.items() if not k.endswith(".patch") and k != "series"}
-        assert others == {k: v for k, v in before.patches.items() if not k.endswith(".patch") and k != "series"}
+                assert before.patches[name] == text.encode(), (
+                    f"{name} was rewritten although nothing changed in it"
+                )
+        others = {
+            k: v
+            for k, v in self.scene().patches.items()
+            if not k.endswith(".patch") and k != "series"
+        }
+        assert others == {
+            k: v for k, v in before.patches.items() if not k.endswith(".patch") and k != "series"
+        }
 
     def checkout_is(self, changes: list[Change]) -> None:
         """The checkout's files and commit messages are the model's, and nothing is left uncommitted."""
-        expected = {**UPSTREAM, **{slot_path(s): as_text(lines) for c in changes for s, lines in c.files}}
-        wrong = [p for p, text in expected.items() if (self.checkout / p).read_text(encoding="utf-8") != text]
+        expected = {
+            **UPSTREAM,
+            **{slot_path(s): as_text(lines) for c in changes for s, lines in c.files},
+        }
+        wrong = [
+            p
+            for p, text in expected.items()
+            if (self.checkout / p).read_text(encoding="utf-8") != text
+        ]
         assert not wrong, f"the checkout's {wrong} are not the model's"
         messages = [m.rstrip("\n") for _, m in self.own_commits()]
-        assert messages == [c.message.rstrip("\n") for c in changes], f"commit messages {messages} are not the model's"
+        assert messages == [c.message.rstrip("\n") for c in changes], (
+            f"commit messages {messages} are not the model's"
+        )
         assert self.user_git("status", "--porcelain") == "", "the checkout has uncommitted changes"
 
     def missing(self) -> list[str]:
@@ -388,7 +503,9 @@ class EditLoop(RuleBasedStateMachine):
         change = self.work[index]
         line = EDITABLE[(self.made + len(self.work)) % len(EDITABLE)]
         self.made += 1
-        self.work[index] = change.edited(change.files[0][0], line, f"{change.slug} edit {self.made}")
+        self.work[index] = change.edited(
+            change.files[0][0], line, f"{change.slug} edit {self.made}"
+        )
         write_files(self.checkout, self.work[index])
         self.user_git("commit", "-q", "-a", *args)
         self.synced = False
@@ -397,7 +514,13 @@ class EditLoop(RuleBasedStateMachine):
         """`git rebase -i pristine` with the todo the user would write."""
         path = self.tmp / "todo"
         path.write_text("".join(f"{line}\n" for line in todo or ["noop"]), encoding="utf-8")
-        self.user_git("rebase", "-q", "-i", "pristine", env={"GIT_SEQUENCE_EDITOR": f"cp {shlex.quote(str(path))}"})
+        self.user_git(
+            "rebase",
+            "-q",
+            "-i",
+            "pristine",
+            env={"GIT_SEQUENCE_EDITOR": f"cp {shlex.quote(str(path))}"},
+        )
         self.synced = False
         self.top = (self.work[-1].slug if self.work else "") if new_top else self.top
 
@@ -415,14 +538,26 @@ class EditLoop(RuleBasedStateMachine):
         self.synced, self.top = False, change.slug
 
     @precondition(lambda self: self.phase == "clean" and self.work)
-    @rule(index=st.integers(0, SLOTS - 1), how=st.sampled_from(["fixup", "squash", "fixup-by-commit"]))
+    @rule(
+        index=st.integers(0, SLOTS - 1), how=st.sampled_from(["fixup", "squash", "fixup-by-commit"])
+    )
     def fold(self, index: int, how: str) -> None:
-        """An edit committed with --fixup=/--squash= aimed at a patch's commit, or as `fixup! <commit>`."""
-        index %= len(self.work)  # drawn numbers are taken modulo the count: every draw is a valid step
+        """An edit committed with --fixup=/--squash= aimed at a patch's commit, or as `fixup!
+        <commit>`."""
+        index %= len(
+            self.work
+        )  # drawn numbers are taken modulo the count: every draw is a valid step
         target, change = self.own_commits()[index][0], self.work[index]
-        # git writes `fixup! <subject>`: the kit can tell the target only if no other patch's subject starts so
-        shared = how != "fixup-by-commit" and sum(c.subject.startswith(change.subject) for c in self.work) > 1
-        say(f"  git commit --{how}={target[:12]} (patch {change.slug!r}{', a shared subject' if shared else ''})")
+        # git writes `fixup! <subject>`: the kit can tell the target only if no other patch's
+        # subject starts so
+        shared = (
+            how != "fixup-by-commit"
+            and sum(c.subject.startswith(change.subject) for c in self.work) > 1
+        )
+        say(
+            f"  git commit --{how}={target[:12]} (patch "
+            f"{change.slug!r}{', a shared subject' if shared else ''})"
+        )
         aim = ("-m", f"fixup! {target}") if how == "fixup-by-commit" else (f"--{how}={target}",)
         self.commit_user_edit(index, *aim)
         self.folds.append((how.split("-")[0], change.slug, shared))
@@ -431,7 +566,8 @@ class EditLoop(RuleBasedStateMachine):
     @precondition(lambda self: self.phase == "clean" and any(shared for _, _, shared in self.folds))
     @rule()
     def reword_folds(self) -> None:
-        """What the kit says when a fold's subject names two patches: reword the fold to `<kind>! <commit>`."""
+        """What the kit says when a fold's subject names two patches: reword the fold to `<kind>!
+        <commit>`."""
         folds, todo = iter(self.folds), []
         for commit, message in self.commits():
             todo.append(f"pick {commit}")
@@ -466,7 +602,12 @@ class EditLoop(RuleBasedStateMachine):
         index = 1 + (index - 1) % (len(self.work) - 1)
         into, gone = self.work[index - 1], self.work.pop(index)
         self.work[index - 1] = replace(into, files=tuple(sorted(into.files + gone.files)))
-        self.rebase([f"{'fixup' if i == index else 'pick'} {c}" for i, (c, _) in enumerate(self.own_commits())])
+        self.rebase(
+            [
+                f"{'fixup' if i == index else 'pick'} {c}"
+                for i, (c, _) in enumerate(self.own_commits())
+            ]
+        )
 
     @precondition(lambda self: self.phase == "clean" and not self.folds and self.work)
     @rule(index=st.integers(0, SLOTS - 1))
@@ -484,9 +625,15 @@ class EditLoop(RuleBasedStateMachine):
 
     def expect_refresh(self, outcome: CompletedProcess, before: Scene, drops: list[str]) -> None:
         if self.phase == "conflict" or (self.phase == "interrupted" and outcome.returncode != 0):
-            return self.refused(outcome, before)  # an interrupted apply may have stopped before it changed anything
-        if any(shared for _, _, shared in self.folds):  # invariant 2: refused, never folded by a guess
-            return self.refused(outcome, before, needle="" if self.missing() else "patches by subject")
+            return self.refused(
+                outcome, before
+            )  # an interrupted apply may have stopped before it changed anything
+        if any(
+            shared for _, _, shared in self.folds
+        ):  # invariant 2: refused, never folded by a guess
+            return self.refused(
+                outcome, before, needle="" if self.missing() else "patches by subject"
+            )
         if self.missing() and not drops:
             return self.refused(outcome, before, needle=f"--drop {self.missing()[0]}")
         self.succeeded(outcome)
@@ -509,7 +656,8 @@ class EditLoop(RuleBasedStateMachine):
         self.expect_apply(self.run_kit("apply"), before)
 
     def holds_unexported_work(self) -> bool:
-        """The checkout holds work of the user's that patches/ does not: apply must refuse to discard it."""
+        """The checkout holds work of the user's that patches/ does not: apply must refuse to discard
+        it."""
         holds_more = self.work != self.exported or self.folds or self.hand_edited
         return self.phase == "clean" and not self.synced and bool(holds_more)
 
@@ -517,7 +665,9 @@ class EditLoop(RuleBasedStateMachine):
         if self.phase == "conflict" or self.holds_unexported_work():
             return self.refused(outcome, before)  # it would discard the user's work
         if self.phase == "clean" and not self.synced and outcome.returncode != 0:
-            return self.refused(outcome, before)  # rewritten commits with the same content: either is fine
+            return self.refused(
+                outcome, before
+            )  # rewritten commits with the same content: either is fine
         self.succeeded(outcome)
         assert snapshot(self.kit.patches) == before.patches, "apply changed patches/"
         self.settled(self.exported)
@@ -538,17 +688,24 @@ class EditLoop(RuleBasedStateMachine):
         before = self.scene()
         outcome = self.run_kit("apply")
         assert outcome.returncode == 1, f"apply of a broken {name}: {outcome}"
-        assert name in last_line(outcome.stderr), f"the conflict should name {name}: {outcome.stderr}"
+        assert name in last_line(outcome.stderr), (
+            f"the conflict should name {name}: {outcome.stderr}"
+        )
         assert snapshot(self.kit.patches) == before.patches, "apply changed patches/"
-        assert (self.checkout / ".git" / "rebase-apply").is_dir(), "apply stopped without the git am to resolve"
+        assert (self.checkout / ".git" / "rebase-apply").is_dir(), (
+            "apply stopped without the git am to resolve"
+        )
         self.phase = "conflict"
 
     @precondition(lambda self: self.phase == "conflict")
     @rule()
     def resolve_and_continue(self) -> None:
-        """Write what the broken patch meant, git add, apply --continue; refresh must then write it back."""
+        """Write what the broken patch meant, git add, apply --continue; refresh must then write it
+        back."""
         assert self.hand_edited is not None
-        meant = next(c for i, c in enumerate(self.exported, 1) if file_name(i, c) == self.hand_edited[0])
+        meant = next(
+            c for i, c in enumerate(self.exported, 1) if file_name(i, c) == self.hand_edited[0]
+        )
         write_files(self.checkout, meant)
         self.user_git("add", "-A")
         before = self.scene()
@@ -577,39 +734,59 @@ class EditLoop(RuleBasedStateMachine):
         self.checkout_is(self.work)
 
     @precondition(lambda self: self.phase == "clean")
-    @rule(command=st.sampled_from(["apply", "refresh"]), at=st.sampled_from([0.2, 0.5, 0.7, 0.8, 0.85, 0.9, 0.95]))
+    @rule(
+        command=st.sampled_from(["apply", "refresh"]),
+        at=st.sampled_from([0.2, 0.5, 0.7, 0.8, 0.85, 0.9, 0.95]),
+    )
     def ctrl_c(self, command: str, at: float) -> None:
-        """Ctrl-C (SIGINT to the group) at a drawn fraction of the command's run time, then the recovery the kit
-        names. The model's state afterwards is the same whatever the moment (which a replay cannot reproduce)."""
+        """Ctrl-C (SIGINT to the group) at a drawn fraction of the command's run time, then the
+        recovery the kit names. The model's state afterwards is the same whatever the moment (which
+        a replay cannot reproduce)."""
         drops = self.drops(command == "refresh")
         before = self.scene()
-        outcome = self.run_kit(command, *drops, interrupt_after=round(STARTUP + at * DURATION[command], 2))
-        if outcome.returncode not in INTERRUPTED:  # it ended (or refused) before the signal: the usual expectations
+        outcome = self.run_kit(
+            command, *drops, interrupt_after=round(STARTUP + at * DURATION[command], 2)
+        )
+        if (
+            outcome.returncode not in INTERRUPTED
+        ):  # it ended (or refused) before the signal: the usual expectations
             if command == "refresh":
                 return self.expect_refresh(outcome, before, drops)
             return self.expect_apply(outcome, before)
         if command == "refresh":
             now = snapshot(self.kit.patches)
             if now != before.patches:  # it swapped the files in: that refresh is whole
-                changed = sorted(k for k in now.keys() | before.patches.keys() if now.get(k) != before.patches.get(k))
-                say(f"  patches/ was written before the signal ({', '.join(changed)}): nothing to redo")
+                changed = sorted(
+                    k
+                    for k in now.keys() | before.patches.keys()
+                    if now.get(k) != before.patches.get(k)
+                )
+                say(
+                    f"  patches/ was written before the signal ({', '.join(changed)}): nothing to "
+                    "redo"
+                )
                 return self.exported_now(before)
             self.checkout_is(self.work)  # its autosquash may have run; the content is the same
             self.synced = False
             say("  run refresh again, as the kit says")
             return self.expect_refresh(self.run_kit("refresh", *drops), self.scene(), drops)
         assert snapshot(self.kit.patches) == before.patches, "an interrupted apply changed patches/"
-        if self.holds_unexported_work():  # refused or interrupted, it must not have touched the user's work
+        if (
+            self.holds_unexported_work()
+        ):  # refused or interrupted, it must not have touched the user's work
             return self.unchanged(before)
         self.phase = "interrupted"
-        self.refresh(drop=True)  # refuses (the checkout is not whole) or, stopped before any change, succeeds
+        self.refresh(
+            drop=True
+        )  # refuses (the checkout is not whole) or, stopped before any change, succeeds
         say("  run apply again, as the kit says")
         return self.expect_apply(self.run_kit("apply"), self.scene())
 
     @precondition(lambda self: self.phase == "clean")
     @rule()
     def keep_own_things(self) -> None:
-        """A branch and a tag of the user's at HEAD, and a file in a folder the checkout's exclude ignores."""
+        """A branch and a tag of the user's at HEAD, and a file in a folder the checkout's exclude
+        ignores."""
         self.made += 1
         at, path = self.user_git("rev-parse", "HEAD").strip(), f"notes/n{self.made}.txt"
         self.user_git("branch", f"keep{self.made}", at)
@@ -625,12 +802,15 @@ class EditLoop(RuleBasedStateMachine):
     @precondition(lambda self: self.phase == "clean")
     @rule()
     def merge(self) -> None:
-        """A side branch merged --no-ff into the series: refresh refuses, naming the merge; the user undoes it."""
+        """A side branch merged --no-ff into the series: refresh refuses, naming the merge; the user
+        undoes it."""
         at = self.user_git("rev-parse", "HEAD").strip()
         self.user_git("checkout", "-q", "-b", "side", at)
         (self.checkout / "side.txt").write_text("side\n", encoding="utf-8")
         self.user_git("add", "-A")
-        self.user_git("commit", "-q", "-m", "[NPU] Side\n\nUpstream-Status: Pending\nKit-Patch: side")
+        self.user_git(
+            "commit", "-q", "-m", "[NPU] Side\n\nUpstream-Status: Pending\nKit-Patch: side"
+        )
         self.user_git("checkout", "-q", "series")
         self.user_git("merge", "-q", "--no-ff", "-m", "Merge side", "side")
         before = self.scene()
@@ -639,58 +819,92 @@ class EditLoop(RuleBasedStateMachine):
         self.user_git("branch", "-q", "-D", "side")
 
     @precondition(lambda self: self.phase == "clean")
-    @rule(key=st.sampled_from(["format.signOff", "diff.noprefix", "core.autocrlf", "commit.gpgSign", "am.threeWay"]),
-          command=st.sampled_from(["refresh", "apply"]))  # fmt: skip
+    @rule(
+        key=st.sampled_from(
+            ["format.signOff", "diff.noprefix", "core.autocrlf", "commit.gpgSign", "am.threeWay"]
+        ),
+        command=st.sampled_from(["refresh", "apply"]),
+    )
     def checkout_config(self, key: str, command: str) -> None:
-        """A setting in the checkout's own .git/config that would shape the kit's output: refused, named."""
+        """A setting in the checkout's own .git/config that would shape the kit's output: refused,
+        named."""
         self.user_git("config", key, "true")
         before = self.scene()
         self.refused(self.run_kit(command), before, needle=f"sets {key.lower()}")
         self.user_git("config", "--unset-all", key)
 
-    @precondition(lambda self: self.phase == "clean" and self.synced and len(self.exported) >= 2
-                  and self.work == self.exported and not self.folds and self.hand_edited is None)  # fmt: skip
+    @precondition(
+        lambda self: self.phase == "clean"
+        and self.synced
+        and len(self.exported) >= 2
+        and self.work == self.exported
+        and not self.folds
+        and self.hand_edited is None
+    )
     @rule()
     def apply_waits_for_the_lock(self) -> None:
-        """apply started while another kit command holds the checkout's lock; meanwhile that command takes the last
-        patch out of the series. Once apply has the lock it applies the series as it is then (invariant 8)."""
+        """apply started while another kit command holds the checkout's lock; meanwhile that command
+        takes the last patch out of the series. Once apply has the lock it applies the series as it
+        is then (invariant 8)."""
         name = file_name(len(self.exported), self.exported[-1])
-        with worklock.locked(self.kit.locks / f"{self.checkout.name}.lock", stamp="pid 4242 (kit refresh)", wait_s=0):
+        with worklock.locked(
+            self.kit.locks / f"{self.checkout.name}.lock", stamp="pid 4242 (kit refresh)", wait_s=0
+        ):
             proc = spawn(self.kit, "apply")
             assert proc.stdout is not None
             first = proc.stdout.readline()
             assert "waiting for" in first, first
             series = self.kit.patches / "series"
-            series.write_text(series.read_text(encoding="utf-8").replace(f"{name}\n", ""), encoding="utf-8")
+            series.write_text(
+                series.read_text(encoding="utf-8").replace(f"{name}\n", ""), encoding="utf-8"
+            )
             (self.kit.patches / name).unlink()
         stdout, stderr = proc.communicate(timeout=300)
-        self.succeeded(judged(("apply",), CompletedProcess(("apply",), proc.returncode, first + stdout, stderr), None))
+        self.succeeded(
+            judged(
+                ("apply",),
+                CompletedProcess(("apply",), proc.returncode, first + stdout, stderr),
+                None,
+            )
+        )
         self.settled(self.exported[:-1])
 
     @precondition(lambda self: self.phase == "clean")
     @rule(command=st.sampled_from(["apply", "refresh"]), at=st.sampled_from([0.2, 0.5, 0.8, 0.95]))
     def kill_9(self, command: str, at: float) -> None:
-        """SIGKILL to the whole process group (kit and gits at once) at a drawn fraction of the command's run time,
-        then the same command again: it heals what the killed one left (its locks, its paused rebase, a record it
-        did not write) and ends as if the killed run had not happened, or had finished."""
+        """SIGKILL to the whole process group (kit and gits at once) at a drawn fraction of the
+        command's run time, then the same command again: it heals what the killed one left (its
+        locks, its paused rebase, a record it did not write) and ends as if the killed run had not
+        happened, or had finished."""
         drops = self.drops(command == "refresh")
         before = self.scene()
         moment = round(STARTUP + at * DURATION[command], 2)
         proc = spawn(self.kit, command, *drops, signal_after=(moment, signal.SIGKILL))
         stdout, stderr = proc.communicate()
         killed = proc.returncode == -signal.SIGKILL
-        say(f"  kit {command} killed (SIGKILL to its group) after {at} of its run time: exit {proc.returncode}")
+        say(
+            f"  kit {command} killed (SIGKILL to its group) after {at} of its run time: exit "
+            f"{proc.returncode}"
+        )
         if command == "refresh":
             if not killed:  # it ended (or refused) before the signal: the usual expectations hold
-                outcome = judged((command, *drops), CompletedProcess(command, proc.returncode, stdout, stderr), None)
+                outcome = judged(
+                    (command, *drops),
+                    CompletedProcess(command, proc.returncode, stdout, stderr),
+                    None,
+                )
                 return self.expect_refresh(outcome, before, drops)
-            if snapshot(self.kit.patches) != before.patches:  # it swapped its files in: that refresh is whole
+            if (
+                snapshot(self.kit.patches) != before.patches
+            ):  # it swapped its files in: that refresh is whole
                 say("  it wrote patches/ before it died: the next refresh records it")
                 self.succeeded(self.run_kit("refresh"))
                 return self.exported_now(before)
             return self.expect_refresh(self.run_kit("refresh", *drops), before, drops)
         assert snapshot(self.kit.patches) == before.patches, "a killed apply changed patches/"
-        if self.holds_unexported_work():  # refused before any change, or killed before it could refuse
+        if (
+            self.holds_unexported_work()
+        ):  # refused before any change, or killed before it could refuse
             return self.unchanged(before)
         self.phase = "interrupted" if killed else self.phase
         return self.expect_apply(self.run_kit("apply"), self.scene())
@@ -699,15 +913,21 @@ class EditLoop(RuleBasedStateMachine):
     def the_users_own_things_survive(self) -> None:
         """Invariant 7: the user's branches, tags and ignored files are where they were, byte for byte."""
         for ref, commit in self.kept_refs.items():
-            assert self.user_git("rev-parse", "-q", "--verify", ref).strip() == commit, f"{ref} is gone or moved"
+            assert self.user_git("rev-parse", "-q", "--verify", ref).strip() == commit, (
+                f"{ref} is gone or moved"
+            )
         for path, data in self.kept_files.items():
-            assert (self.checkout / path).is_file() and (self.checkout / path).read_bytes() == data, f"{path} lost"
+            assert (self.checkout / path).is_file() and (
+                self.checkout / path
+            ).read_bytes() == data, f"{path} lost"
 
     @invariant()
     def no_paused_operation_the_user_did_not_start(self) -> None:
         paused = [entry for entry in PAUSED if (self.checkout / ".git" / entry).exists()]
         allowed = ["rebase-apply"] if self.phase == "conflict" else []
-        assert paused == allowed, f"paused git operation(s) in the checkout: {paused} (phase {self.phase})"
+        assert paused == allowed, (
+            f"paused git operation(s) in the checkout: {paused} (phase {self.phase})"
+        )
 
     @invariant()
     def patches_folder_holds_no_temporary_files(self) -> None:
@@ -717,7 +937,9 @@ class EditLoop(RuleBasedStateMachine):
 
 PROFILE = os.environ.get("KIT_MODEL_PROFILE", "small")
 if PROFILE not in PROFILES:
-    raise pytest.UsageError(f"KIT_MODEL_PROFILE={PROFILE!r} is not a profile: use one of {', '.join(PROFILES)}")
+    raise pytest.UsageError(
+        f"KIT_MODEL_PROFILE={PROFILE!r} is not a profile: use one of {', '.join(PROFILES)}"
+    )
 EditLoop.TestCase.settings = PROFILES[PROFILE]
 if PROFILE == "small":
     seed(SMALL_SEED)(EditLoop)
@@ -732,20 +954,37 @@ def test_the_weekly_workflow_runs_the_long_profile() -> None:
 
 
 BITES = [
-    pytest.param("scripts/checkout/refresh.py", "(patches_dir / name).unlink(missing_ok=True)", "pass",
-                 [("remove", {"index": 1}), ("refresh", {"drop": True})], "patches/ holds",
-                 id="refresh-keeps-a-dropped-file"),
-    pytest.param("scripts/gitcmd.py", '"--zero-commit", ', "", [("new_commit", {"subject": "x"}),
-                 ("refresh", {"drop": False})], "rewritten although nothing changed",
-                 id="refresh-rewrites-untouched-patches"),
-    pytest.param("scripts/report.py", "def fail(message: str) -> None:\n",
-                 "def fail(message: str) -> None:\n    print('warning', file=sys.stderr)\n",
-                 [("new_commit", {"subject": "x"}), ("apply", {})], "exactly one line", id="a-refusal-in-two-lines"),
-]  # fmt: skip
+    pytest.param(
+        "scripts/checkout/refresh.py",
+        "(patches_dir / name).unlink(missing_ok=True)",
+        "pass",
+        [("remove", {"index": 1}), ("refresh", {"drop": True})],
+        "patches/ holds",
+        id="refresh-keeps-a-dropped-file",
+    ),
+    pytest.param(
+        "scripts/gitcmd.py",
+        '"--zero-commit",',
+        "",
+        [("new_commit", {"subject": "x"}), ("refresh", {"drop": False})],
+        "rewritten although nothing changed",
+        id="refresh-rewrites-untouched-patches",
+    ),
+    pytest.param(
+        "scripts/report.py",
+        "def fail(message: str) -> None:\n",
+        "def fail(message: str) -> None:\n    print('warning', file=sys.stderr)\n",
+        [("new_commit", {"subject": "x"}), ("apply", {})],
+        "exactly one line",
+        id="a-refusal-in-two-lines",
+    ),
+]
 
 
 @pytest.mark.parametrize(("path", "old", "new", "steps", "needle"), BITES)
-def test_the_machine_bites(path: str, old: str, new: str, steps: list[tuple[str, dict]], needle: str) -> None:
+def test_the_machine_bites(
+    path: str, old: str, new: str, steps: list[tuple[str, dict]], needle: str
+) -> None:
     """The same steps on a kit broken on purpose (in the example's copy): the machine must object."""
     machine = EditLoop()
     try:

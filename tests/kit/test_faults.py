@@ -1,7 +1,8 @@
 """The fault table: every bad input or interruption of the apply/edit/refresh loop.
 
-Each row drives the real CLI on kit3 and asserts the contract of faulttable.py (exit code, one line naming the
-thing and the fix, no traceback, nothing lost); a row's `then` pins what that row adds to it.
+Each row drives the real CLI on kit3 and asserts the contract of faulttable.py (exit code, one line
+naming the thing and the fix, no traceback, nothing lost); a row's `then` pins what that row adds to
+it.
 """
 
 from __future__ import annotations
@@ -50,7 +51,9 @@ def stop_at_twenty(kit: Kit, tmp_path: Path) -> None:
 
 
 def resolve_twenty(kit: Kit) -> None:
-    rope = rope_with({10: "line 10 fixed", 19: "line 19 upstream", 20: "line 20 fixed", 21: "line 21 upstream"})
+    rope = rope_with(
+        {10: "line 10 fixed", 19: "line 19 upstream", 20: "line 20 fixed", 21: "line 21 upstream"}
+    )
     (kit.checkout / "vllm_omni/layers/rope.py").write_text(rope)
     kit.git("add", "vllm_omni/layers/rope.py")
 
@@ -81,7 +84,9 @@ def git_am_continue_by_hand(kit: Kit, tmp_path: Path) -> None:
 def fixup_commit(kit: Kit, _tmp: Path) -> None:
     """A real edit waiting to be exported, so refresh has files to write."""
     target = kit.git("rev-list", "-1", "HEAD~1").strip()
-    (kit.checkout / "vllm_omni/layers/rope.py").write_text(rope_with({10: "line 10 fixed", 20: "line 20 better"}))
+    (kit.checkout / "vllm_omni/layers/rope.py").write_text(
+        rope_with({10: "line 10 fixed", 20: "line 20 better"})
+    )
     kit.git("commit", "-qam", "tweak", f"--fixup={target}")
 
 
@@ -102,9 +107,15 @@ def diffs_replaced(diffs: bytes) -> Callable[[Kit, Path], None]:
 
 
 PYC = put(f"{CHECKOUT}/vllm_omni/__pycache__/attn.cpython-311.pyc", b"\0")
-NO_GUESSING = {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "user.useConfigOnly", "GIT_CONFIG_VALUE_0": "true"}
+NO_GUESSING = {
+    "GIT_CONFIG_COUNT": "1",
+    "GIT_CONFIG_KEY_0": "user.useConfigOnly",
+    "GIT_CONFIG_VALUE_0": "true",
+}
 NO_GUESSING |= {"EMAIL": "", "GIT_AUTHOR_EMAIL": "", "GIT_COMMITTER_EMAIL": ""}
-NO_DATA = b"diff --git a/x.bin b/x.bin\nindex 1..2 100644\nBinary files a/x.bin and b/x.bin differ\n"
+NO_DATA = (
+    b"diff --git a/x.bin b/x.bin\nindex 1..2 100644\nBinary files a/x.bin and b/x.bin differ\n"
+)
 
 
 def symlinked_patch(kit: Kit, tmp_path: Path) -> None:
@@ -136,12 +147,19 @@ def notes_kept(where: str) -> Then:
 
 
 def said_whom_it_waited_for(_kit: Kit, proc: subprocess.CompletedProcess[str]) -> None:
-    assert "waiting for .work/vllm-omni: in use by pid 4242 (kit refresh)" in proc.stdout  # how long: test_worklock
+    assert (
+        "waiting for .work/vllm-omni: in use by pid 4242 (kit refresh)" in proc.stdout
+    )  # how long: test_worklock
 
 
 ROWS = [
     # measured in the issue
-    Row("git-am-continue-by-hand-then-refresh", "refresh", "apply -- --continue", git_am_continue_by_hand),
+    Row(
+        "git-am-continue-by-hand-then-refresh",
+        "refresh",
+        "apply -- --continue",
+        git_am_continue_by_hand,
+    ),
     Row("interrupted-apply-then-refresh", "refresh", "an apply was interrupted", interrupted_apply),
     Row("interrupted-apply-then-lint", "lint", "an apply was interrupted", interrupted_apply),
     Row("paused-rebase-then-refresh", "refresh", "in the middle of a git rebase", PAUSED_REBASE),
@@ -152,11 +170,24 @@ ROWS = [
         "not a plain NNNN-<slug>.patch file name",
         appended(SERIES, b"../x.patch\n"),
     ),
-    Row("corrupt-state-json", "lint", "kit-state.json is unreadable", edit(STATE, lambda b: b[:20])),
+    Row(
+        "corrupt-state-json", "lint", "kit-state.json is unreadable", edit(STATE, lambda b: b[:20])
+    ),
     Row("corrupt-state-json-apply", "apply", "apply -- --force", edit(STATE, lambda b: b[:20])),
-    Row("state-extra-key", "apply", "unexpected keys ['extra']", replaced(STATE, b"{", b'{"extra": 1,', 1)),
+    Row(
+        "state-extra-key",
+        "apply",
+        "unexpected keys ['extra']",
+        replaced(STATE, b"{", b'{"extra": 1,', 1),
+    ),
     Row("patch-not-utf8", "apply", "is not valid UTF-8", replaced(P3, b"Double", b"D\xffuble")),
-    Row("checkout-is-a-file", "apply", "is a file, not a kit checkout", checkout_is_file, then=notes_kept(".")),
+    Row(
+        "checkout-is-a-file",
+        "apply",
+        "is a file, not a kit checkout",
+        checkout_is_file,
+        then=notes_kept("."),
+    ),
     Row(
         "two-callers",
         "apply",
@@ -172,7 +203,12 @@ ROWS = [
         "version '9.9.9' but wheel.filename is version 0.1.0",
         replaced(PIN, b'version = "0.1.0"', b'version = "9.9.9"'),
     ),
-    Row("version-integer", "apply", "is not a string", replaced(PIN, b'version = "0.1.0"', b"version = 30")),
+    Row(
+        "version-integer",
+        "apply",
+        "is not a string",
+        replaced(PIN, b'version = "0.1.0"', b"version = 30"),
+    ),
     Row(
         "foreign-folder-at-checkout",
         "apply --force",
@@ -184,38 +220,110 @@ ROWS = [
         "reused-slug",
         "refresh",
         "both carry Kit-Patch: fix-ten",
-        lambda kit, _t: commit_patch(kit.checkout, {"vllm_omni/new.py": "x = 1\n"}, "[NPU] Another", "fix-ten"),
+        lambda kit, _t: commit_patch(
+            kit.checkout, {"vllm_omni/new.py": "x = 1\n"}, "[NPU] Another", "fix-ten"
+        ),
     ),
     # the kit's own
     Row("empty-patch", "apply", "holds no diff", diffs_replaced(b"")),
-    Row("binary-hunk-without-data", "apply", "binary file without its data", diffs_replaced(NO_DATA)),
+    Row(
+        "binary-hunk-without-data", "apply", "binary file without its data", diffs_replaced(NO_DATA)
+    ),
     Row("symlinked-patch", "apply", "is a symbolic link", symlinked_patch),
-    Row("checkout-on-another-branch-apply", "apply", "on branch experiment, not on series", ON_BRANCH),
+    Row(
+        "checkout-on-another-branch-apply",
+        "apply",
+        "on branch experiment, not on series",
+        ON_BRANCH,
+    ),
     Row("checkout-on-another-branch-refresh", "refresh", "on branch experiment", ON_BRANCH),
-    Row("detached-head-refresh", "refresh", "a detached HEAD", user_git("checkout", "-q", "--detach", "HEAD~1")),
+    Row(
+        "detached-head-refresh",
+        "refresh",
+        "a detached HEAD",
+        user_git("checkout", "-q", "--detach", "HEAD~1"),
+    ),
     Row("dropped-commit-refresh", "refresh", "refresh would delete it", DROPPED_COMMIT),
     Row("drop-unknown-slug", "refresh --drop nope", "--drop nope: no patch", DROPPED_COMMIT),
     Row("drop-slug-still-held", "refresh --drop twenty", "still holds that patch"),
     Row("continue-without-conflict", "apply --continue", "nothing to continue"),
     Row("abort-without-conflict", "apply --abort", "nothing to abort"),
-    Row("continue-unresolved", "apply --continue", "is not resolved yet (nothing staged)", stop_at_twenty),
+    Row(
+        "continue-unresolved",
+        "apply --continue",
+        "is not resolved yet (nothing staged)",
+        stop_at_twenty,
+    ),
     # --force gets past the am --abort where git cannot guess an identity
-    Row("force-where-git-cannot-guess-an-identity", "apply --force", P2_STOPS, stop_at_twenty, 1, env=NO_GUESSING),
+    Row(
+        "force-where-git-cannot-guess-an-identity",
+        "apply --force",
+        P2_STOPS,
+        stop_at_twenty,
+        1,
+        env=NO_GUESSING,
+    ),
     Row("apply-while-stopped", "apply", "stopped at patch 0002-twenty.patch", stop_at_twenty),
     Row("lint-while-stopped", "lint", "-- --continue", stop_at_twenty),
-    Row("series-names-missing-file", "apply", "which is not in patches/", appended(SERIES, b"0009-gone.patch\n")),
+    Row(
+        "series-names-missing-file",
+        "apply",
+        "which is not in patches/",
+        appended(SERIES, b"0009-gone.patch\n"),
+    ),
     Row("series-not-utf8", "apply", "series is not valid UTF-8", put(SERIES, b"\xff\n")),
-    Row("no-upstream-status", "apply", "has no Upstream-Status", replaced(P3, b"Upstream-Status", b"X")),
+    Row(
+        "no-upstream-status",
+        "apply",
+        "has no Upstream-Status",
+        replaced(P3, b"Upstream-Status", b"X"),
+    ),
     Row("lock-timeout-not-a-number", "apply", "KIT_LOCK_TIMEOUT='soon'", env=lock_wait("soon")),
     Row("generated-files-are-not-edits", "apply", "[3/3]", PYC, 0),
-    Row("pin-file-missing", "apply", "upstream.toml", lambda kit, _t: (kit.patches / "upstream.toml").unlink()),
-    # every file a user edits by hand (invariant 12): refused in one line naming the file, the entry and the fix
-    Row("series-bom", "apply", "patches/series starts with a UTF-8 byte order mark", edit(SERIES, BOM.__add__)),
-    Row("pin-bom", "apply", "patches/upstream.toml starts with a UTF-8 byte order mark", edit(PIN, BOM.__add__)),
-    Row("pin-key-typo", "apply", "wheel.sha265 is not a field of the pin", replaced(PIN, b"sha256 =", b"sha265 =")),
-    Row("pin-key-missing", "apply", "git.url is missing -- add it", replaced(PIN, b"url =", b"# url =")),
-    Row("pin-not-utf8", "apply", "upstream.toml is not valid UTF-8 (line 1", edit(PIN, b"#\xff\n".__add__)),
-    Row("patch-bom", "apply", "0001-fix-ten.patch starts with a UTF-8 byte order mark", edit(P1, BOM.__add__)),
+    Row(
+        "pin-file-missing",
+        "apply",
+        "upstream.toml",
+        lambda kit, _t: (kit.patches / "upstream.toml").unlink(),
+    ),
+    # every file a user edits by hand (invariant 12): refused in one line naming the file, the entry
+    # and the fix
+    Row(
+        "series-bom",
+        "apply",
+        "patches/series starts with a UTF-8 byte order mark",
+        edit(SERIES, BOM.__add__),
+    ),
+    Row(
+        "pin-bom",
+        "apply",
+        "patches/upstream.toml starts with a UTF-8 byte order mark",
+        edit(PIN, BOM.__add__),
+    ),
+    Row(
+        "pin-key-typo",
+        "apply",
+        "wheel.sha265 is not a field of the pin",
+        replaced(PIN, b"sha256 =", b"sha265 ="),
+    ),
+    Row(
+        "pin-key-missing",
+        "apply",
+        "git.url is missing -- add it",
+        replaced(PIN, b"url =", b"# url ="),
+    ),
+    Row(
+        "pin-not-utf8",
+        "apply",
+        "upstream.toml is not valid UTF-8 (line 1",
+        edit(PIN, b"#\xff\n".__add__),
+    ),
+    Row(
+        "patch-bom",
+        "apply",
+        "0001-fix-ten.patch starts with a UTF-8 byte order mark",
+        edit(P1, BOM.__add__),
+    ),
     Row("slug-with-slash", "apply", "which holds characters a slug may not", SLUG_IS(b"a/b")),
     Row("slug-300-characters", "apply", "a Kit-Patch: slug of 300 characters", SLUG_IS(b"x" * 300)),
     Row("slug-empty", "apply", "has no Kit-Patch: trailer", SLUG_IS(b"")),
@@ -229,11 +337,20 @@ ROWS = [
         "two-statuses-in-a-patch",
         "apply",
         "carries 2 Upstream-Status: trailers",
-        replaced(P3, b"Upstream-Status: Pending", b"Upstream-Status: Pending\nUpstream-Status: Pending"),
+        replaced(
+            P3, b"Upstream-Status: Pending", b"Upstream-Status: Pending\nUpstream-Status: Pending"
+        ),
     ),
-    Row("slug-upper-case", "apply", "write 'Kit-Patch: double-attn' in it", SLUG_IS(b"Double-Attn")),
+    Row(
+        "slug-upper-case", "apply", "write 'Kit-Patch: double-attn' in it", SLUG_IS(b"Double-Attn")
+    ),
     Row("series-crlf-kept-as-entries", "apply", "[3/3]", replaced(SERIES, b"\n", b"\r\n"), 0),
-    Row("series-names-a-folder", "apply", "not a plain NNNN-<slug>.patch", appended(SERIES, b"sub/0004-x.patch\n")),
+    Row(
+        "series-names-a-folder",
+        "apply",
+        "not a plain NNNN-<slug>.patch",
+        appended(SERIES, b"sub/0004-x.patch\n"),
+    ),
     Row(
         "ci-targets-bom",
         "ascendci image github x",
@@ -248,16 +365,35 @@ ROWS = [
     ),
     # rebase: what it was asked is checked before it downloads or reads anything
     Row("rebase-release-and-git", REBASE_BOTH, "only one can be tried"),
-    Row("rebase-baseline-missing", "rebase 0.2.0 --baseline typo.json", "--baseline typo.json: No such file"),
+    Row(
+        "rebase-baseline-missing",
+        "rebase 0.2.0 --baseline typo.json",
+        "--baseline typo.json: No such file",
+    ),
     Row(
         "rebase-baseline-not-json",
         "rebase 0.2.0 --baseline notes.txt",
         "is not a rebase report",
         put("notes.txt", b"x"),
     ),
-    Row("rebase-baseline-bom", "rebase 0.2.0 --baseline r.json", "is not a rebase report", put("r.json", BOM + b"{}")),
-    Row("rebase-move-over-local-edits", "rebase 0.2.0 --move", "has uncommitted edits", put(f"{CHECKOUT}/x.py", b"1")),
-    Row("rebase-move-over-unexported-work", "rebase 0.2.0 --move", "not exported to patches/", UNEXPORTED),
+    Row(
+        "rebase-baseline-bom",
+        "rebase 0.2.0 --baseline r.json",
+        "is not a rebase report",
+        put("r.json", BOM + b"{}"),
+    ),
+    Row(
+        "rebase-move-over-local-edits",
+        "rebase 0.2.0 --move",
+        "has uncommitted edits",
+        put(f"{CHECKOUT}/x.py", b"1"),
+    ),
+    Row(
+        "rebase-move-over-unexported-work",
+        "rebase 0.2.0 --move",
+        "not exported to patches/",
+        UNEXPORTED,
+    ),
 ]
 
 
@@ -268,9 +404,13 @@ def test_fault_row(row: Row, kit3: Kit, tmp_path: Path) -> None:
 
 # ---- injected faults: the disk, the folder's permissions, a signal at an exact instant ----
 
-ENOSPC = "os.fsync = lambda fd: (_ for _ in ()).throw(OSError(errno.ENOSPC, 'No space left on device'))"
+ENOSPC = (
+    "os.fsync = lambda fd: (_ for _ in ()).throw(OSError(errno.ENOSPC, 'No space left on device'))"
+)
 EROFS = "os.fsync = lambda fd: (_ for _ in ()).throw(OSError(errno.EROFS, 'Read-only file system'))"
-NAME_TOO_LONG = "os.fsync = lambda fd: (_ for _ in ()).throw(OSError(errno.ENAMETOOLONG, 'File name too long'))"
+NAME_TOO_LONG = (
+    "os.fsync = lambda fd: (_ for _ in ()).throw(OSError(errno.ENAMETOOLONG, 'File name too long'))"
+)
 TERM_WHILE_WRITING = "os.fsync = lambda fd: os.kill(os.getpid(), signal.SIGTERM)"
 TERM_WHILE_SWAPPING = """real = os.replace
 def replace(a, b):
@@ -287,9 +427,16 @@ os.replace = replace"""
         (TERM_WHILE_WRITING, 130, "refresh interrupted by SIGTERM"),
         (NAME_TOO_LONG, 2, "a file name is too long for the file system"),  # not "free disk space"
     ],
-    ids=["disk-full-on-refresh", "read-only-patches-on-refresh", "sigterm-while-writing", "name-too-long"],
+    ids=[
+        "disk-full-on-refresh",
+        "read-only-patches-on-refresh",
+        "sigterm-while-writing",
+        "name-too-long",
+    ],
 )
-def test_refresh_cut_short_changes_nothing(kit3: Kit, code: str, exit_code: int, needle: str) -> None:
+def test_refresh_cut_short_changes_nothing(
+    kit3: Kit, code: str, exit_code: int, needle: str
+) -> None:
     fixup_commit(kit3, Path())  # a real edit to export
     before = snapshot(kit3.patches)
     proc = inject(kit3, code, "refresh")
@@ -303,8 +450,12 @@ def test_a_signal_while_refresh_swaps_finishes_the_swap(kit3: Kit, name: str) ->
     fixup_commit(kit3, Path())
     proc = inject(kit3, TERM_WHILE_SWAPPING.replace("SIGTERM", f"SIG{name}"), "refresh")
     one_line_error(proc, 130, "refresh interrupted")
-    assert "line 20 better" in (kit3.patches / "0002-twenty.patch").read_text()  # the swap completed
-    assert "patches/ unchanged" in kit3.run("refresh", check=True).stdout  # and a rerun finds nothing to do
+    assert (
+        "line 20 better" in (kit3.patches / "0002-twenty.patch").read_text()
+    )  # the swap completed
+    assert (
+        "patches/ unchanged" in kit3.run("refresh", check=True).stdout
+    )  # and a rerun finds nothing to do
 
 
 # ---- the README's recovery, followed to the letter, keeps every patch ----------------
@@ -321,10 +472,17 @@ def test_conflict_recovery_keeps_every_patch(kit3: Kit, tmp_path: Path, by_hand:
     if by_hand:
         kit3.git("am", "--continue")
     proc = kit3.run("apply", "--continue", check=True)
-    assert "0002-twenty.patch: resolved" in proc.stdout and "[3/3] 0003-double-attn.patch: clean" in proc.stdout
+    assert (
+        "0002-twenty.patch: resolved" in proc.stdout
+        and "[3/3] 0003-double-attn.patch: clean" in proc.stdout
+    )
     one_line_error(kit3.run("lint"), 2, "not exported to patches/")  # lint waits for the refresh
     assert "0002-twenty.patch: updated" in kit3.run("refresh", check=True).stdout
-    assert patch_names(kit3) == ["0001-fix-ten.patch", "0002-twenty.patch", "0003-double-attn.patch"]
+    assert patch_names(kit3) == [
+        "0001-fix-ten.patch",
+        "0002-twenty.patch",
+        "0003-double-attn.patch",
+    ]
     assert "line 19 upstream" in (kit3.patches / "0002-twenty.patch").read_text()
     kit3.run("apply", check=True)  # the refreshed series applies cleanly on the new pin
 
@@ -332,18 +490,26 @@ def test_conflict_recovery_keeps_every_patch(kit3: Kit, tmp_path: Path, by_hand:
 def test_abort_goes_back_to_the_previous_pin(kit3: Kit, tmp_path: Path) -> None:
     head = kit3.git("rev-parse", "HEAD")
     stop_at_twenty(kit3, tmp_path)
-    assert [p.name for p in kit3.checkout.parent.iterdir() if p.name.startswith(".vllm-omni")] == []  # no copy aside
-    assert "restored the checkout of the previous pin" in kit3.run("apply", "--abort", check=True).stdout
+    assert [
+        p.name for p in kit3.checkout.parent.iterdir() if p.name.startswith(".vllm-omni")
+    ] == []  # no copy aside
+    assert (
+        "restored the checkout of the previous pin"
+        in kit3.run("apply", "--abort", check=True).stdout
+    )
     assert kit3.git("rev-parse", "HEAD") == head
     assert "0.1.0, pristine" in kit3.git("log", "-1", "--format=%s", "pristine")
-    assert kit3.git("status", "--porcelain") == ""  # the previous pin's files, nothing of the new one's left
+    assert (
+        kit3.git("status", "--porcelain") == ""
+    )  # the previous pin's files, nothing of the new one's left
 
 
 def test_a_finished_apply_leaves_no_way_back_nor_a_lock_a_signal_left_on_it(kit3: Kit) -> None:
-    # The last-good head is kept for the apply that may be aborted; once an apply finished it is gone, so an
-    # abort after a later apply that started from unexported work never goes back to an older head.
-    # Ctrl-C reaching the git that moves or deletes refs/kit/last-good (found by the edit-loop model) leaves its lock
-    # file: the ref is the kit's own and the kit holds the checkout's lock, so the next apply goes on.
+    # The last-good head is kept for the apply that may be aborted; once an apply finished it is
+    # gone, so an abort after a later apply that started from unexported work never goes back to an
+    # older head. Ctrl-C reaching the git that moves or deletes refs/kit/last-good (found by the
+    # edit-loop model) leaves its lock file: the ref is the kit's own and the kit holds the
+    # checkout's lock, so the next apply goes on.
     refs = kit3.checkout / ".git" / "refs" / "kit"
     refs.mkdir(parents=True, exist_ok=True)
     (refs / "last-good.lock").write_text("", encoding="utf-8")
@@ -358,12 +524,16 @@ def test_abort_on_the_same_pin_goes_back_to_the_last_good_head(kit3: Kit) -> Non
     assert kit3.run("apply").returncode == 1
     kit3.run("apply", "--abort", check=True)
     assert kit3.git("rev-parse", "HEAD") == head
-    one_line_error(kit3.run("lint"), 2, "does not match patches/")  # patches/ still holds the broken edit
+    one_line_error(
+        kit3.run("lint"), 2, "does not match patches/"
+    )  # patches/ still holds the broken edit
 
 
 def test_comments_in_the_middle_of_the_series_survive_refresh(kit3: Kit) -> None:
     series = kit3.patches / "series"
-    text = series.read_text().replace("0002-twenty.patch", "# why twenty\n0002-twenty.patch  # keep")
+    text = series.read_text().replace(
+        "0002-twenty.patch", "# why twenty\n0002-twenty.patch  # keep"
+    )
     series.write_text(text)
     kit3.run("apply", check=True)
     fixup_commit(kit3, Path())
@@ -382,16 +552,23 @@ def test_binary_changes_round_trip(kit3: Kit) -> None:
 
 def test_drop_names_what_refresh_removes(kit3: Kit) -> None:
     DROPPED_COMMIT(kit3, Path())
-    assert "0002-twenty.patch: dropped" in kit3.run("refresh", "--drop", "twenty", check=True).stdout
+    assert (
+        "0002-twenty.patch: dropped" in kit3.run("refresh", "--drop", "twenty", check=True).stdout
+    )
     assert patch_names(kit3) == ["0001-fix-ten.patch", "0002-double-attn.patch"]
 
 
 def test_an_interpreter_without_pip_is_named_with_the_fix(small_kit: Kit, tmp_path: Path) -> None:
-    """uv-made environments (uvx, nox's uv backend) have no pip: the wheel download says so, in one line."""
+    """uv-made environments (uvx, nox's uv backend) have no pip: the wheel download says so, in one
+    line."""
     for wheel in (small_kit.root / ".work/downloads").glob("*.whl"):
         wheel.unlink()  # so that apply must download it
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "nopip")], check=True)
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "nopip")], check=True
+    )
     python = tmp_path / "nopip" / "bin" / "python"
-    proc = subprocess.run([str(python), "-m", "scripts", "apply"], cwd=small_kit.root, capture_output=True, text=True)
+    proc = subprocess.run(
+        [str(python), "-m", "scripts", "apply"], cwd=small_kit.root, capture_output=True, text=True
+    )
     one_line_error(proc, 2, "pip is not installed for")
     assert "uvx --with pip" in proc.stderr and not (small_kit.root / ".work/vllm-omni").exists()

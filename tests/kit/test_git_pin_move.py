@@ -1,6 +1,6 @@
-"""A pin moved from or to a git commit: `apply` builds the new checkout beside the old one (a git pin is fetched
-shallow) and borrows the old history for `git am -3` and the way back, instead of failing on the ref it meant
-to borrow it under ("refs/kit/previous-pin: not a valid SHA1")."""
+"""A pin moved from or to a git commit: `apply` builds the new checkout beside the old one (a git pin
+is fetched shallow) and borrows the old history for `git am -3` and the way back, instead of failing
+on the ref it meant to borrow it under ("refs/kit/previous-pin: not a valid SHA1")."""
 
 from __future__ import annotations
 
@@ -30,8 +30,9 @@ def ref(repo: Path, name: str) -> str:
     return git("rev-parse", "--verify", "-q", f"{name}^{{commit}}", cwd=repo).strip()
 
 
-# (from, to, the file upstream changes): the pin's source before and after the move; notes/npu.md is the one
-# the series adds, so the new pin conflicts with it (a wheel pin stays at the release: no conflict to make)
+# (from, to, the file upstream changes): the pin's source before and after the move; notes/npu.md is
+# the one the series adds, so the new pin conflicts with it (a wheel pin stays at the release: no
+# conflict to make)
 MOVES = [
     ("git", "git", "README.md"),
     ("git", "wheel", "README.md"),
@@ -46,7 +47,9 @@ def pin(kit: Kit, upstream: Path, source: str, wheel_pin: str) -> None:
     kit.write_pin(git_pin(wheel_pin, upstream, commit) if source == "git" else wheel_pin)
 
 
-@pytest.mark.parametrize(("before", "after", "moved"), MOVES, ids=[f"{a}-to-{b}:{m}" for a, b, m in MOVES])
+@pytest.mark.parametrize(
+    ("before", "after", "moved"), MOVES, ids=[f"{a}-to-{b}:{m}" for a, b, m in MOVES]
+)
 def test_apply_follows_a_moved_pin_and_keeps_the_way_back(
     small_kit: Kit, upstream: Path, before: str, after: str, moved: str
 ) -> None:
@@ -62,7 +65,9 @@ def test_apply_follows_a_moved_pin_and_keeps_the_way_back(
     proc = small_kit.run("apply")
     out = proc.stdout + proc.stderr
     assert "Traceback" not in out and "not a valid SHA1" not in out, out
-    assert {p.name: p.read_bytes() for p in small_kit.patches.glob("*.patch")} == series  # nothing lost
+    assert {
+        p.name: p.read_bytes() for p in small_kit.patches.glob("*.patch")
+    } == series  # nothing lost
     # the old checkout's history came along, for `git am -3` and the way back
     assert git("rev-parse", "refs/kit/previous-pin", cwd=small_kit.checkout).strip() == old_head
     if moved == "README.md":

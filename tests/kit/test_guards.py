@@ -1,4 +1,5 @@
-"""The one table of checkout refusals (scripts/checkout/guards.py GUARDS): every command's guard reads it."""
+"""The one table of checkout refusals (scripts/checkout/guards.py GUARDS): every command's guard reads
+it."""
 
 from __future__ import annotations
 
@@ -25,11 +26,24 @@ class Given(Inspection):
 
 
 Ins = Inspection
-BARE = (Ins.no_repository, Ins.absent)  # conditions whose messages name no fact but the checkout's place
-FACTS = {"patch": "0002-x.patch", "op": "git rebase", "on": "branch mine", "dirty": "a.py", "built": "0.28.0",
-         "now": "0.30.0", "differs": "0003-y.patch", "key": "format.signoff", "more": "", "lock": ".git/index.lock",
-         "file": "attributes",
-         "commit": "0" * 40}  # fmt: skip
+BARE = (
+    Ins.no_repository,
+    Ins.absent,
+)  # conditions whose messages name no fact but the checkout's place
+FACTS = {
+    "patch": "0002-x.patch",
+    "op": "git rebase",
+    "on": "branch mine",
+    "dirty": "a.py",
+    "built": "0.28.0",
+    "now": "0.30.0",
+    "differs": "0003-y.patch",
+    "key": "format.signoff",
+    "more": "",
+    "lock": ".git/index.lock",
+    "file": "attributes",
+    "commit": "0" * 40,
+}
 
 
 @pytest.mark.parametrize("purpose", sorted(GUARDS))
@@ -40,7 +54,9 @@ def test_every_row_holds_a_condition_the_inspection_reads_and_formats(purpose: s
             what.format(where="w", **FACTS), fix.format(where="w", **FACTS)
 
 
-def test_a_row_whose_condition_is_not_the_inspections_fails_the_check(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_row_whose_condition_is_not_the_inspections_fails_the_check(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setitem(GUARDS, "use", ((lambda seen: None, StaleCheckout, "x", "y"),))
     with pytest.raises(AssertionError):
         test_every_row_holds_a_condition_the_inspection_reads_and_formats("use")
@@ -49,8 +65,14 @@ def test_a_row_whose_condition_is_not_the_inspections_fails_the_check(monkeypatc
 @pytest.mark.parametrize(
     ("purpose", "holds", "error", "message"),
     [
-        # built from other inputs and dirty: a run of it says the inputs first, refresh the edits first
-        ("use", (Ins.other_pin, Ins.dirty), StaleCheckout, "was built from 0.28.0, the pin is now 0.30.0"),
+        # built from other inputs and dirty: a run of it says the inputs first, refresh the edits
+        # first
+        (
+            "use",
+            (Ins.other_pin, Ins.dirty),
+            StaleCheckout,
+            "was built from 0.28.0, the pin is now 0.30.0",
+        ),
         ("export", (Ins.other_pin, Ins.dirty), LocalEdits, "has uncommitted edits"),
         # the kit's own unfinished apply: apply rebuilds it, every other purpose refuses it
         ("replace", (Ins.applying, Ins.dirty), None, ""),
@@ -68,10 +90,18 @@ def test_a_row_whose_condition_is_not_the_inspections_fails_the_check(monkeypatc
         ("use", (Ins.git_busy, Ins.applying), LocalEdits, "another git is working"),
         ("replace", (Ins.pristine_moved, Ins.applying), StaleCheckout, "tag is gone or moved"),
         ("use", (Ins.refresh_killed, Ins.dirty), StaleCheckout, "a refresh was killed"),
-        pytest.param("export", (Ins.paused, Ins.dirty), LocalEdits, "in the middle of a git rebase", id="paused"),
+        pytest.param(
+            "export",
+            (Ins.paused, Ins.dirty),
+            LocalEdits,
+            "in the middle of a git rebase",
+            id="paused",
+        ),
     ],
 )
-def test_the_first_row_that_holds_decides(purpose: str, holds: tuple, error: type | None, message: str) -> None:
+def test_the_first_row_that_holds_decides(
+    purpose: str, holds: tuple, error: type | None, message: str
+) -> None:
     seen = Given(holds)
     with pytest.raises(error, match=message) if error else contextlib.nullcontext() as raised:
         guard(purpose, seen)

@@ -8,20 +8,36 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import AUTHOR, KIT_AUTHOR, RUFF, SPDX, Kit, clone, make_series, rope_with, work_snapshot
+from conftest import (
+    AUTHOR,
+    KIT_AUTHOR,
+    RUFF,
+    SPDX,
+    Kit,
+    clone,
+    make_series,
+    rope_with,
+    work_snapshot,
+)
 
 from scripts.gitcmd import git
 
 
-def test_a_write_under_work_changes_the_snapshot_and_the_shared_parts_do_not(tmp_path: Path) -> None:
+def test_a_write_under_work_changes_the_snapshot_and_the_shared_parts_do_not(
+    tmp_path: Path,
+) -> None:
     work = tmp_path / ".work"
     (work / "records").mkdir(parents=True)
     (work / "envs" / "stock").mkdir(parents=True)
     (work / "records" / "e2e.json").write_text("{}", encoding="utf-8")
     before = work_snapshot(work)
-    (work / "envs" / "stock" / "built").write_text("a cache", encoding="utf-8")  # shared: not the developer's work
+    (work / "envs" / "stock" / "built").write_text(
+        "a cache", encoding="utf-8"
+    )  # shared: not the developer's work
     (work / "records" / "kit").mkdir()
-    (work / "records" / "kit" / "junit.xml").write_text("<x/>", encoding="utf-8")  # these tests' own report
+    (work / "records" / "kit" / "junit.xml").write_text(
+        "<x/>", encoding="utf-8"
+    )  # these tests' own report
     assert work_snapshot(work) == before
     (work / "records" / "e2e.json").write_text('{"overwritten": true}', encoding="utf-8")
     (work / "evidence").mkdir()
@@ -32,18 +48,24 @@ def test_a_write_under_work_changes_the_snapshot_and_the_shared_parts_do_not(tmp
     assert work_snapshot(tmp_path / "none") == {}
 
 
-# ---- invariant 12: the user's environment never changes what the kit writes or finds ------------------------
-# Each row is a setting a user may have (variables, files under their HOME or config home, a TMPDIR holding
-# tool configs): under it, apply --force, refresh and lint must write the same patches/ bytes and report the same
-# findings as under a clean environment. Add a row per new member of the class: (id, variables, files), where a
-# file's path starts with "home/" (the user's HOME), "config/" (their XDG_CONFIG_HOME) or "tmp/" (their TMPDIR).
+# ---- invariant 12: the user's environment never changes what the kit writes or finds
+# ------------------------ Each row is a setting a user may have (variables, files under their HOME
+# or config home, a TMPDIR holding tool configs): under it, apply --force, refresh and lint must
+# write the same patches/ bytes and report the same findings as under a clean environment. Add a row
+# per new member of the class: (id, variables, files), where a file's path starts with "home/" (the
+# user's HOME), "config/" (their XDG_CONFIG_HOME) or "tmp/" (their TMPDIR).
 
-SITE = "lib/python3.11/site-packages"  # a user site under PYTHONUSERBASE (the leg pins are for Python 3.11)
+# a user site under PYTHONUSERBASE (the leg pins are for Python 3.11)
+SITE = "lib/python3.11/site-packages"
 
 HOSTILE: list[tuple[str, dict[str, str], dict[str, str]]] = [
     ("GIT_DIFF_OPTS", {"GIT_DIFF_OPTS": "--unified=1"}, {}),
     ("GIT_EXTERNAL_DIFF", {"GIT_EXTERNAL_DIFF": "echo changed"}, {}),
-    ("GIT_CONFIG_PARAMETERS", {"GIT_CONFIG_PARAMETERS": "'diff.context'='1' 'core.autocrlf'='true'"}, {}),
+    (
+        "GIT_CONFIG_PARAMETERS",
+        {"GIT_CONFIG_PARAMETERS": "'diff.context'='1' 'core.autocrlf'='true'"},
+        {},
+    ),
     (
         "GIT_CONFIG_COUNT",
         {
@@ -58,21 +80,47 @@ HOSTILE: list[tuple[str, dict[str, str], dict[str, str]]] = [
     (
         "GIT_CONFIG_GLOBAL",
         {"GIT_CONFIG_GLOBAL": "{home}/other.gitconfig"},
-        {"home/other.gitconfig": "[diff]\n\tcontext = 1\n\tsuppressBlankEmpty = true\n[core]\n\tautocrlf = true\n"},
+        {
+            "home/other.gitconfig": "[diff]\n\tcontext = 1\n\tsuppressBlankEmpty = true\n[core]\n\tautocrlf = true\n"
+        },
     ),
-    ("home-gitconfig", {}, {"home/.gitconfig": "[diff]\n\tcontext = 5\n[format]\n\tsignature = mine\n"}),
+    (
+        "home-gitconfig",
+        {},
+        {"home/.gitconfig": "[diff]\n\tcontext = 5\n[format]\n\tsignature = mine\n"},
+    ),
     ("xdg-attributes-diff-python", {}, {"config/git/attributes": "*.py diff=python\n"}),
     ("xdg-attributes-yaml-binary", {}, {"config/git/attributes": "*.yaml -diff\n"}),
-    ("xdg-attributes-crlf", {}, {"config/git/attributes": "*.py text eol=crlf\n*.yaml text eol=crlf\n"}),
+    (
+        "xdg-attributes-crlf",
+        {},
+        {"config/git/attributes": "*.py text eol=crlf\n*.yaml text eol=crlf\n"},
+    ),
     # an empty XDG_CONFIG_HOME: git reads HOME/.config instead
     ("home-attributes", {"XDG_CONFIG_HOME": ""}, {"home/.config/git/attributes": "* -diff\n"}),
-    ("xdg-config-core", {}, {"config/git/config": "[core]\n\tautocrlf = true\n[diff]\n\tcontext = 0\n"}),
+    (
+        "xdg-config-core",
+        {},
+        {"config/git/config": "[core]\n\tautocrlf = true\n[diff]\n\tcontext = 0\n"},
+    ),
     ("GIT_ATTR_SOURCE", {"GIT_ATTR_SOURCE": "HEAD~1"}, {}),
     ("GIT_EXEC_PATH", {"GIT_EXEC_PATH": "{home}"}, {}),
     ("GIT_TRACE", {"GIT_TRACE": "1", "GIT_TRACE_SETUP": "1"}, {}),
-    ("GIT_NOTES_REF", {"GIT_NOTES_REF": "refs/notes/commits", "GIT_NOTES_DISPLAY_REF": "refs/notes/*"}, {}),
-    ("locale-and-tz", {"LANG": "de_DE.UTF-8", "LC_ALL": "de_DE.UTF-8", "LANGUAGE": "de", "TZ": "Asia/Kolkata"}, {}),
-    ("C-locale-no-utf8", {"LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0", "PYTHONIOENCODING": "ascii"}, {}),
+    (
+        "GIT_NOTES_REF",
+        {"GIT_NOTES_REF": "refs/notes/commits", "GIT_NOTES_DISPLAY_REF": "refs/notes/*"},
+        {},
+    ),
+    (
+        "locale-and-tz",
+        {"LANG": "de_DE.UTF-8", "LC_ALL": "de_DE.UTF-8", "LANGUAGE": "de", "TZ": "Asia/Kolkata"},
+        {},
+    ),
+    (
+        "C-locale-no-utf8",
+        {"LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0", "PYTHONIOENCODING": "ascii"},
+        {},
+    ),
     (
         "PYTHONPATH-shadows-a-hook",
         {"PYTHONPATH": "{home}/py"},
@@ -89,11 +137,27 @@ HOSTILE: list[tuple[str, dict[str, str], dict[str, str]]] = [
             f"home/user/{SITE}/pre_commit_hooks/trailing_whitespace_fixer.py": "def main(a=0):\n  return 0\n",
         },
     ),
-    ("colour-and-terminal", {"FORCE_COLOR": "1", "CLICOLOR_FORCE": "1", "TERM": "xterm-256color", "COLUMNS": "20"}, {}),
-    ("GIT_DIR-elsewhere", {"GIT_DIR": "{home}", "GIT_WORK_TREE": "{tmp}", "GIT_INDEX_FILE": "{tmp}/index"}, {}),
+    (
+        "colour-and-terminal",
+        {"FORCE_COLOR": "1", "CLICOLOR_FORCE": "1", "TERM": "xterm-256color", "COLUMNS": "20"},
+        {},
+    ),
+    (
+        "GIT_DIR-elsewhere",
+        {"GIT_DIR": "{home}", "GIT_WORK_TREE": "{tmp}", "GIT_INDEX_FILE": "{tmp}/index"},
+        {},
+    ),
     ("PYTHONWARNINGS", {"PYTHONWARNINGS": "error", "PYTHONDEVMODE": "1"}, {}),
-    ("RUFF-variables", {"RUFF_OUTPUT_FORMAT": "github", "RUFF_NO_CACHE": "false", "RUFF_CACHE_DIR": "{home}/rc"}, {}),
-    ("ruff-user-config", {}, {"config/ruff/ruff.toml": "line-length = 20\n[lint]\nselect = ['ALL']\n"}),
+    (
+        "RUFF-variables",
+        {"RUFF_OUTPUT_FORMAT": "github", "RUFF_NO_CACHE": "false", "RUFF_CACHE_DIR": "{home}/rc"},
+        {},
+    ),
+    (
+        "ruff-user-config",
+        {},
+        {"config/ruff/ruff.toml": "line-length = 20\n[lint]\nselect = ['ALL']\n"},
+    ),
     (
         "tool-configs-in-TMPDIR",
         {"TMPDIR": "{tmp}"},
@@ -106,13 +170,24 @@ HOSTILE: list[tuple[str, dict[str, str], dict[str, str]]] = [
     ),
 ]
 
-# A series with findings (a typo, trailing white space, an unused import) and a YAML file, so that a row that
-# changed hunk headers, context, binary-ness, line endings or a hook's config would show in the bytes or findings.
+# A series with findings (a typo, trailing white space, an unused import) and a YAML file, so that a
+# row that changed hunk headers, context, binary-ness, line endings or a hook's config would show in
+# the bytes or findings.
 ENV_SERIES = [
-    ({"vllm_omni/layers/rope.py": rope_with({5: "def rope(x):", 30: "    return teh  "})}, "[NPU] Rope", "rope"),
-    ({"vllm_omni/npu.yaml": "mode: npu\ncards:  4\n", "vllm_omni/npu.py": SPDX + "import os\n\nx = 'teh'\n"},
-     "[NPU] Config", "npu-config"),
-]  # fmt: skip
+    (
+        {"vllm_omni/layers/rope.py": rope_with({5: "def rope(x):", 30: "    return teh  "})},
+        "[NPU] Rope",
+        "rope",
+    ),
+    (
+        {
+            "vllm_omni/npu.yaml": "mode: npu\ncards:  4\n",
+            "vllm_omni/npu.py": SPDX + "import os\n\nx = 'teh'\n",
+        },
+        "[NPU] Config",
+        "npu-config",
+    ),
+]
 
 
 @dataclass(frozen=True)
@@ -127,7 +202,8 @@ def patch_bytes(kit: Kit) -> dict[str, bytes]:
 
 
 def spawned_lint(kit: Kit, env: dict[str, str]) -> tuple[int, str]:
-    """lint as the user runs it (a process of its own, their environment), its output with the kit's path cut."""
+    """lint as the user runs it (a process of its own, their environment), its output with the kit's
+    path cut."""
     proc = kit.spawn("lint", "--ruff", RUFF, env=env)
     return proc.returncode, (proc.stdout + proc.stderr).replace(str(kit.root), "KIT")
 
@@ -153,7 +229,9 @@ def hostile(tmp_path: Path, variables: dict[str, str], files: dict[str, str]) ->
     return env
 
 
-@pytest.mark.parametrize(("variables", "files"), [row[1:] for row in HOSTILE], ids=[row[0] for row in HOSTILE])
+@pytest.mark.parametrize(
+    ("variables", "files"), [row[1:] for row in HOSTILE], ids=[row[0] for row in HOSTILE]
+)
 def test_the_users_environment_changes_no_byte_and_no_finding(
     env_baseline: Baseline, tmp_path: Path, variables: dict[str, str], files: dict[str, str]
 ) -> None:
@@ -161,31 +239,49 @@ def test_the_users_environment_changes_no_byte_and_no_finding(
     env = hostile(tmp_path, variables, files)
     for command in ("apply --force", "refresh"):
         proc = kit.spawn(*command.split(), env=env)
-        assert proc.returncode == 0 and "Traceback" not in proc.stderr, (command, proc.stdout, proc.stderr)
+        assert proc.returncode == 0 and "Traceback" not in proc.stderr, (
+            command,
+            proc.stdout,
+            proc.stderr,
+        )
     assert patch_bytes(kit) == env_baseline.patches
     assert spawned_lint(kit, env) == env_baseline.lint
 
 
-# Rows whose setting changes what a plain git writes: each proves its row is hostile (the table bites), the
-# kit's git alone being isolated from it.
+# Rows whose setting changes what a plain git writes: each proves its row is hostile (the table
+# bites), the kit's git alone being isolated from it.
 CHANGES_PLAIN_GIT = (
-    "GIT_DIFF_OPTS", "GIT_CONFIG_PARAMETERS", "GIT_CONFIG_COUNT", "GIT_CONFIG_GLOBAL", "home-gitconfig",
-    "xdg-attributes-diff-python", "xdg-attributes-yaml-binary", "home-attributes", "xdg-config-core",
-)  # fmt: skip
+    "GIT_DIFF_OPTS",
+    "GIT_CONFIG_PARAMETERS",
+    "GIT_CONFIG_COUNT",
+    "GIT_CONFIG_GLOBAL",
+    "home-gitconfig",
+    "xdg-attributes-diff-python",
+    "xdg-attributes-yaml-binary",
+    "home-attributes",
+    "xdg-config-core",
+)
 
 
 @pytest.mark.parametrize("row", CHANGES_PLAIN_GIT)
-def test_each_git_row_changes_what_a_plain_git_writes(env_baseline: Baseline, tmp_path: Path, row: str) -> None:
+def test_each_git_row_changes_what_a_plain_git_writes(
+    env_baseline: Baseline, tmp_path: Path, row: str
+) -> None:
     _, variables, files = next(r for r in HOSTILE if r[0] == row)
     clean = {**os.environ, **hostile(tmp_path / "clean", {}, {})}
     users = {**os.environ, **hostile(tmp_path / "users", variables, files)}
     argv = ["git", "format-patch", "--stdout", "pristine..HEAD"]
-    outputs = [subprocess.run(argv, cwd=env_baseline.kit.checkout, env=env, capture_output=True, check=True).stdout
-               for env in (clean, users)]  # fmt: skip
+    outputs = [
+        subprocess.run(
+            argv, cwd=env_baseline.kit.checkout, env=env, capture_output=True, check=True
+        ).stdout
+        for env in (clean, users)
+    ]
     assert outputs[0] != outputs[1]
 
 
-# ---- the reverse: what grants access is honoured (a CI container whose checkout another uid owns) ----------
+# ---- the reverse: what grants access is honoured (a CI container whose checkout another uid owns)
+# ----------
 
 NOBODY = 65534
 
@@ -199,34 +295,58 @@ def chown_tree(top: Path, uid: int) -> None:
 def refusal(proc: subprocess.CompletedProcess[str], needle: str) -> None:
     """One line `kit: error: <what> -- <fix>` holding needle, exit 2, no traceback."""
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
-    assert proc.returncode == 2 and "Traceback" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
-    assert len(lines) == 1 and lines[0].startswith("kit: error: ") and " -- " in lines[0] and needle in lines[0], lines
+    assert proc.returncode == 2 and "Traceback" not in proc.stdout + proc.stderr, (
+        proc.stdout + proc.stderr
+    )
+    assert (
+        len(lines) == 1
+        and lines[0].startswith("kit: error: ")
+        and " -- " in lines[0]
+        and needle in lines[0]
+    ), lines
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="giving a checkout to another uid needs root (CI runs as root)")
-def test_a_checkout_another_user_owns_needs_the_users_safe_directory(env_baseline: Baseline, tmp_path: Path) -> None:
+@pytest.mark.skipif(
+    os.geteuid() != 0, reason="giving a checkout to another uid needs root (CI runs as root)"
+)
+def test_a_checkout_another_user_owns_needs_the_users_safe_directory(
+    env_baseline: Baseline, tmp_path: Path
+) -> None:
     kit = clone(env_baseline.kit, tmp_path / "kit")
     chown_tree(kit.checkout, NOBODY)
     env = hostile(tmp_path, {}, {})
     proc = kit.spawn("refresh", env=env)
     refusal(proc, f"git config --global --add safe.directory {kit.checkout}")
     assert patch_bytes(kit) == env_baseline.patches
-    (tmp_path / "home" / ".gitconfig").write_text(f"[safe]\n\tdirectory = {kit.checkout}\n", encoding="utf-8")
+    (tmp_path / "home" / ".gitconfig").write_text(
+        f"[safe]\n\tdirectory = {kit.checkout}\n", encoding="utf-8"
+    )
     for command in ("apply --force", "refresh"):
         proc = kit.spawn(*command.split(), env=env)
-        assert proc.returncode == 0 and "Traceback" not in proc.stderr, (command, proc.stdout, proc.stderr)
+        assert proc.returncode == 0 and "Traceback" not in proc.stderr, (
+            command,
+            proc.stdout,
+            proc.stderr,
+        )
     assert patch_bytes(kit) == env_baseline.patches
     assert spawned_lint(kit, env) == env_baseline.lint
 
 
 PR_SERIES = [
-    ({"vllm_omni/attn.py": 'def attend(q):\n    if q.device.type == "npu":\n        return q * 2\n    return q\n'},
-     "[NPU] Attend on NPU", "npu-attend"),
-]  # fmt: skip
+    (
+        {
+            "vllm_omni/attn.py": 'def attend(q):\n    if q.device.type == "npu":\n        return q * 2\n    return q\n'
+        },
+        "[NPU] Attend on NPU",
+        "npu-attend",
+    ),
+]
 COVER = "[NPU] Attend on Ascend NPU\n\nAttention takes the CPU path on Ascend; this gives NPU its own branch.\n"
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="giving a checkout to another uid needs root (CI runs as root)")
+@pytest.mark.skipif(
+    os.geteuid() != 0, reason="giving a checkout to another uid needs root (CI runs as root)"
+)
 def test_pr_records_the_kit_commit_of_a_kit_repository_another_user_owns(
     small_kit: Kit, identity: dict[str, str]
 ) -> None:
@@ -242,10 +362,14 @@ def test_pr_records_the_kit_commit_of_a_kit_repository_another_user_owns(
     refusal(small_kit.run("pr", "--ruff", RUFF, env=identity), f"safe.directory {root}")
     assert not (small_kit.patches / "revisions.toml").exists()
     config = Path(identity["GIT_CONFIG_GLOBAL"])
-    config.write_text(config.read_text(encoding="utf-8") + f"[safe]\n\tdirectory = {root}\n", encoding="utf-8")
+    config.write_text(
+        config.read_text(encoding="utf-8") + f"[safe]\n\tdirectory = {root}\n", encoding="utf-8"
+    )
     proc = small_kit.run("pr", "--ruff", RUFF, env=identity)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert f'kit_commit = "{head}"' in (small_kit.patches / "revisions.toml").read_text(encoding="utf-8")
+    assert f'kit_commit = "{head}"' in (small_kit.patches / "revisions.toml").read_text(
+        encoding="utf-8"
+    )
 
 
 @pytest.mark.parametrize(
@@ -258,12 +382,18 @@ def test_pr_records_the_kit_commit_of_a_kit_repository_another_user_owns(
 def test_a_checkouts_own_info_files_are_refused_by_name(
     env_baseline: Baseline, tmp_path: Path, name: str, text: str
 ) -> None:
-    """git reads .git/info/attributes and grafts besides the commits, and no option turns them off: refused."""
+    """git reads .git/info/attributes and grafts besides the commits, and no option turns them off:
+    refused."""
     kit = clone(env_baseline.kit, tmp_path / "kit")
     (kit.checkout / name).write_text(text, encoding="utf-8")
     for command in ("refresh", "lint"):
-        refusal(kit.spawn(command, "--ruff", RUFF) if command == "lint" else kit.spawn(command), name)
-        assert patch_bytes(kit) == env_baseline.patches and (kit.checkout / name).read_text(encoding="utf-8") == text
+        refusal(
+            kit.spawn(command, "--ruff", RUFF) if command == "lint" else kit.spawn(command), name
+        )
+        assert (
+            patch_bytes(kit) == env_baseline.patches
+            and (kit.checkout / name).read_text(encoding="utf-8") == text
+        )
 
 
 def test_pr_with_a_non_ascii_name_under_the_c_locale(small_kit: Kit, tmp_path: Path) -> None:
@@ -271,9 +401,21 @@ def test_pr_with_a_non_ascii_name_under_the_c_locale(small_kit: Kit, tmp_path: P
     make_series(small_kit, PR_SERIES, author=KIT_AUTHOR)
     (small_kit.patches / "cover.md").write_text(COVER, encoding="utf-8")
     config = tmp_path / "gitconfig"
-    config.write_text("[user]\n\tname = Zoë Ångström-Łukasz\n\temail = zoe@example.org\n", encoding="utf-8")
-    c_locale = {"LC_ALL": "C", "LANG": "C", "PYTHONCOERCECLOCALE": "0", "PYTHONUTF8": "0", "PYTHONIOENCODING": ""}
+    config.write_text(
+        "[user]\n\tname = Zoë Ångström-Łukasz\n\temail = zoe@example.org\n", encoding="utf-8"
+    )
+    c_locale = {
+        "LC_ALL": "C",
+        "LANG": "C",
+        "PYTHONCOERCECLOCALE": "0",
+        "PYTHONUTF8": "0",
+        "PYTHONIOENCODING": "",
+    }
     proc = small_kit.spawn("pr", "--ruff", RUFF, env={"GIT_CONFIG_GLOBAL": str(config), **c_locale})
-    assert proc.returncode == 0 and "Traceback" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
+    assert proc.returncode == 0 and "Traceback" not in proc.stdout + proc.stderr, (
+        proc.stdout + proc.stderr
+    )
     body = small_kit.root / ".work/pr/v1/0001-npu-attend.patch"
-    assert "Signed-off-by: Zoë Ångström-Łukasz <zoe@example.org>" in body.read_text(encoding="utf-8")
+    assert "Signed-off-by: Zoë Ångström-Łukasz <zoe@example.org>" in body.read_text(
+        encoding="utf-8"
+    )

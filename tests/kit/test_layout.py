@@ -1,7 +1,7 @@
 """The layout shows the pipeline: no module of scripts/ imports from a later stage (STAGES, the list of
-docs/internals.md's "Layout", checked both ways), the regression suite never imports the kit, no test module
-imports another (shared helpers live in conftest.py or a helpers module), and an import names what it defines.
-One test per rule, each also run on planted sources it must catch."""
+docs/internals.md's "Layout", checked both ways), the regression suite never imports the kit, no
+test module imports another (shared helpers live in conftest.py or a helpers module), and an import
+names what it defines. One test per rule, each also run on planted sources it must catch."""
 
 from __future__ import annotations
 
@@ -35,23 +35,38 @@ STAGES: dict[int, tuple[str, ...]] = {
 def stage_of(module: str) -> int | None:
     for number, names in STAGES.items():
         for name in names:
-            if module in (name, name.rstrip(".")) or (name.endswith(".") and module.startswith(name)):
+            if module in (name, name.rstrip(".")) or (
+                name.endswith(".") and module.startswith(name)
+            ):
                 return number
     return None
 
 
 def kit_imports(source: str) -> set[str]:
-    """Modules of scripts/ a source file imports, unprefixed: `from scripts.legs import suite` -> legs.suite."""
+    """Modules of scripts/ a source file imports, unprefixed: `from scripts.legs import suite` ->
+    legs.suite."""
     found: set[str] = set()
     for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "scripts":
+        if (
+            isinstance(node, ast.ImportFrom)
+            and node.module
+            and node.module.split(".")[0] == "scripts"
+        ):
             sub = node.module.removeprefix("scripts").removeprefix(".")
             for alias in node.names:
                 child = f"{sub}.{alias.name}".lstrip(".")
                 where = KIT_ROOT / "scripts" / Path(*child.split("."))
-                found.add(child if where.with_suffix(".py").is_file() or where.is_dir() or not sub else sub)
+                found.add(
+                    child
+                    if where.with_suffix(".py").is_file() or where.is_dir() or not sub
+                    else sub
+                )
         elif isinstance(node, ast.Import):
-            found.update(a.name.removeprefix("scripts.") for a in node.names if a.name.split(".")[0] == "scripts")
+            found.update(
+                a.name.removeprefix("scripts.")
+                for a in node.names
+                if a.name.split(".")[0] == "scripts"
+            )
     return found
 
 
@@ -60,7 +75,9 @@ def backward_imports(modules: dict[str, str]) -> list[str]:
     for name, source in sorted(modules.items()):
         own = stage_of(name)
         if own is None:
-            problems.append(f"{name}: no stage (add it to STAGES and to docs/internals.md's Layout)")
+            problems.append(
+                f"{name}: no stage (add it to STAGES and to docs/internals.md's Layout)"
+            )
             continue
         for imported in sorted(kit_imports(source)):
             theirs = stage_of(imported)
@@ -79,9 +96,14 @@ def kit_modules() -> dict[str, str]:
 
 
 def layout_names(doc: str) -> set[str]:
-    """The names in the first column of the docs' Layout block (an entry at indent 0 or 2, before its text)."""
+    """The names in the first column of the docs' Layout block (an entry at indent 0 or 2, before its
+    text)."""
     block = doc.split("## Layout", 1)[1].split("```")[1]
-    entries = [re.split(r"\s{2,}", line.strip(), maxsplit=1)[0] for line in block.splitlines() if line[:3].strip()]
+    entries = [
+        re.split(r"\s{2,}", line.strip(), maxsplit=1)[0]
+        for line in block.splitlines()
+        if line[:3].strip()
+    ]
     return {name.removesuffix(".py").rstrip("/") for entry in entries for name in entry.split(", ")}
 
 
@@ -90,7 +112,9 @@ def unlisted(doc: str) -> list[str]:
     return [n for stage in STAGES.values() for n in stage if n.rstrip(".") not in names]
 
 
-def catches_each(check: Callable[[str, str], list[str]], planted: list[tuple[str, str, str]]) -> None:
+def catches_each(
+    check: Callable[[str, str], list[str]], planted: list[tuple[str, str, str]]
+) -> None:
     for name, source, expected in planted:
         problems = check(name, source)
         assert len(problems) == 1 and problems[0].startswith(expected), problems
@@ -99,9 +123,21 @@ def catches_each(check: Callable[[str, str], list[str]], planted: list[tuple[str
 def test_no_module_imports_a_later_stage_and_the_docs_layout_names_every_stage() -> None:
     assert backward_imports(kit_modules()) == []
     planted = [
-        ("checkout", "from scripts.legs import suite\n", "checkout (stage 3) -> legs.suite (stage 5)"),
-        ("series", "from scripts import checkout as co\n", "series (stage 2) -> checkout (stage 3)"),
-        ("legs.suite", "from scripts.commands.common import current\n", "legs.suite (stage 5) -> commands.common"),
+        (
+            "checkout",
+            "from scripts.legs import suite\n",
+            "checkout (stage 3) -> legs.suite (stage 5)",
+        ),
+        (
+            "series",
+            "from scripts import checkout as co\n",
+            "series (stage 2) -> checkout (stage 3)",
+        ),
+        (
+            "legs.suite",
+            "from scripts.commands.common import current\n",
+            "legs.suite (stage 5) -> commands.common",
+        ),
         ("pin", "import scripts.pr.branch\n", "pin (stage 1) -> pr.branch (stage 8)"),
         ("newthing", "", "newthing: no stage"),
     ]
@@ -113,9 +149,12 @@ def test_no_module_imports_a_later_stage_and_the_docs_layout_names_every_stage()
 
 
 def import_cycle(modules: dict[str, str]) -> list[str]:
-    """One cycle of the import graph (late imports inside functions included: they hide a cycle, they do not
-    remove it), as [a, b, ..., a]; [] when there is none. Same-stage imports are allowed, cycles are not."""
-    graph = {name: (kit_imports(source) & modules.keys()) - {name} for name, source in modules.items()}
+    """One cycle of the import graph (late imports inside functions included: they hide a cycle, they
+    do not remove it), as [a, b, ..., a]; [] when there is none. Same-stage imports are allowed,
+    cycles are not."""
+    graph = {
+        name: (kit_imports(source) & modules.keys()) - {name} for name, source in modules.items()
+    }
     try:
         graphlib.TopologicalSorter(graph).prepare()
     except graphlib.CycleError as cycle:
@@ -125,7 +164,10 @@ def import_cycle(modules: dict[str, str]) -> list[str]:
 
 def test_no_import_cycle_even_inside_a_stage() -> None:
     assert import_cycle(kit_modules()) == []
-    late = {"e2e.run": "from scripts.e2e import ab\n", "e2e.ab": "def f():\n    from scripts.e2e import run\n"}
+    late = {
+        "e2e.run": "from scripts.e2e import ab\n",
+        "e2e.ab": "def f():\n    from scripts.e2e import run\n",
+    }
     planted = {**late, "e2e.benchclient": ""}
     assert import_cycle(planted) == ["e2e.run", "e2e.ab", "e2e.run"]
 
@@ -137,18 +179,22 @@ def test_the_regression_suite_and_standins_never_import_the_kit() -> None:
         for path in sorted((KIT_ROOT / folder).rglob("*.py"))
         if (found := kit_imports(path.read_text(encoding="utf-8")))
     ]
-    assert offenders == []  # kit_imports bites on each import form: the planted sources of the two tests above
+    assert (
+        offenders == []
+    )  # kit_imports bites on each import form: the planted sources of the two tests above
 
 
 def located_at_import(name: str, source: str) -> list[str]:
-    """Where a module finds the kit by itself instead of being passed a Workspace: `__file__` anywhere (only
-    workspace.py may), and module-level code that makes a Workspace or a path under .work/ (a constant such
-    as `REBASE_DIR = <workspace>.work / "rebase"` fixes one kit at import time)."""
+    """Where a module finds the kit by itself instead of being passed a Workspace: `__file__` anywhere
+    (only workspace.py may), and module-level code that makes a Workspace or a path under .work/ (a
+    constant such as `REBASE_DIR = <workspace>.work / "rebase"` fixes one kit at import time)."""
     tree = ast.parse(source)
     found = []
     if name != "workspace":
         found += [
-            f"{name}:{n.lineno}: __file__" for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id == "__file__"
+            f"{name}:{n.lineno}: __file__"
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Name) and n.id == "__file__"
         ]
 
     definitions = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom)
@@ -163,7 +209,11 @@ def located_at_import(name: str, source: str) -> list[str]:
     for stmt in module_level(tree.body):
         for n in ast.walk(stmt):
             makes = isinstance(n, ast.Name) and n.id == "Workspace" and name != "__main__"
-            work = isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.split("/")[0] == ".work"
+            work = (
+                isinstance(n, ast.Constant)
+                and isinstance(n.value, str)
+                and n.value.split("/")[0] == ".work"
+            )
             if makes or work:
                 found.append(f"{name}:{stmt.lineno}: a workspace location at import time")
                 break
@@ -171,37 +221,57 @@ def located_at_import(name: str, source: str) -> list[str]:
 
 
 def test_no_module_finds_the_kit_by_itself() -> None:
-    assert [p for name, source in kit_modules().items() for p in located_at_import(name, source)] == []
+    assert [
+        p for name, source in kit_modules().items() for p in located_at_import(name, source)
+    ] == []
     ws = "from scripts.workspace import Workspace\n"
     made = ws + 'REBASE_DIR = Workspace.of_kit().work / "rebase"\n'
     in_if = 'import os\nif os.name:\n    EVIDENCE = Path(".work") / "evidence"\n'
     planted = [
-        ("pin", "from pathlib import Path\nROOT = Path(__file__).parent.parent\n", "pin:2: __file__"),
+        (
+            "pin",
+            "from pathlib import Path\nROOT = Path(__file__).parent.parent\n",
+            "pin:2: __file__",
+        ),
         ("legs.suite", "def f():\n    return __file__\n", "legs.suite:2: __file__"),
         ("rebase.trial", made, "rebase.trial:2: a workspace location"),
-        ("e2e.install", 'from pathlib import Path\nVENV = Path(".work/e2e-venv")\n', "e2e.install:2: a workspace"),
+        (
+            "e2e.install",
+            'from pathlib import Path\nVENV = Path(".work/e2e-venv")\n',
+            "e2e.install:2: a workspace",
+        ),
         ("e2e.config", in_if, "e2e.config:3: a workspace"),
     ]
     catches_each(located_at_import, planted)
     passed_in = 'def reports(ws: Workspace) -> object:\n    return ws.work / "rebase"\n'
-    assert located_at_import("rebase.trial", ws + passed_in + 'NOTE = "written under .work/rebase"\n') == []
+    assert (
+        located_at_import("rebase.trial", ws + passed_in + 'NOTE = "written under .work/rebase"\n')
+        == []
+    )
 
 
 def raw_installs(source: str) -> list[int]:
     """Lines of the noxfile that call ``session.install`` outside its ``install`` helper."""
     tree = ast.parse(source)
-    helper = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "install"), None)
+    helper = next(
+        (n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "install"), None
+    )
     inside = {id(n) for n in ast.walk(helper)} if helper else set()
-    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)]
+    calls = [
+        n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+    ]
     return [n.lineno for n in calls if n.func.attr == "install" and id(n) not in inside]
 
 
 def test_every_nox_install_writes_bytecode() -> None:
-    # uv writes no .pyc; under PYTHONDONTWRITEBYTECODE every xdist worker would compile pytest and numpy again.
+    # uv writes no .pyc; under PYTHONDONTWRITEBYTECODE every xdist worker would compile pytest and
+    # numpy again.
     import noxfile
 
     assert raw_installs((KIT_ROOT / "noxfile.py").read_text(encoding="utf-8")) == []
-    assert raw_installs("def install(s, *a):\n    s.install(*a, env={})\n\n\ndef kit(s):\n    s.install('x')\n") == [6]
+    assert raw_installs(
+        "def install(s, *a):\n    s.install(*a, env={})\n\n\ndef kit(s):\n    s.install('x')\n"
+    ) == [6]
     calls: list[tuple[tuple[str, ...], dict[str, object]]] = []
 
     class Session:  # records what nox's Session.install is given (nox itself is not run here)
@@ -213,8 +283,9 @@ def test_every_nox_install_writes_bytecode() -> None:
 
 
 def unresolved_test_imports(sources: dict[str, str]) -> list[str]:
-    """`from test_x import name` between the kit's test modules (by module name -> source) where test_x does not
-    define name at its top level: an import inside a heavy-tier test would fail only in that tier."""
+    """`from test_x import name` between the kit's test modules (by module name -> source) where test_x
+    does not define name at its top level: an import inside a heavy-tier test would fail only in
+    that tier."""
     trees = {module: ast.parse(source) for module, source in sources.items()}
     defined: dict[str, set[str]] = {}
     for module, tree in trees.items():
@@ -238,7 +309,10 @@ def unresolved_test_imports(sources: dict[str, str]) -> list[str]:
 
 
 def test_every_import_between_test_modules_names_what_it_defines() -> None:
-    sources = {path.stem: path.read_text(encoding="utf-8") for path in (KIT_ROOT / "tests" / "kit").glob("*.py")}
+    sources = {
+        path.stem: path.read_text(encoding="utf-8")
+        for path in (KIT_ROOT / "tests" / "kit").glob("*.py")
+    }
     assert unresolved_test_imports(sources) == []
     planted = {
         "test_a": "X = 1\n\ndef helper():\n    pass\n",
@@ -248,20 +322,26 @@ def test_every_import_between_test_modules_names_what_it_defines() -> None:
 
 
 def imports_of_test_modules(sources: dict[str, str]) -> list[str]:
-    """`import test_x` / `from test_x import ...` in any module of tests/kit (module name -> source), at any depth."""
+    """`import test_x` / `from test_x import ...` in any module of tests/kit (module name -> source),
+    at any depth."""
     return [
         f"{module}: {name}"
         for module, source in sorted(sources.items())
         for node in ast.walk(ast.parse(source))
         for name in (
-            [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in getattr(node, "names", [])]
+            [node.module or ""]
+            if isinstance(node, ast.ImportFrom)
+            else [a.name for a in getattr(node, "names", [])]
         )
         if isinstance(node, ast.Import | ast.ImportFrom) and name.startswith("test_")
     ]
 
 
 def test_no_test_module_imports_another() -> None:
-    sources = {path.stem: path.read_text(encoding="utf-8") for path in (KIT_ROOT / "tests" / "kit").glob("*.py")}
+    sources = {
+        path.stem: path.read_text(encoding="utf-8")
+        for path in (KIT_ROOT / "tests" / "kit").glob("*.py")
+    }
     assert imports_of_test_modules(sources) == []
     planted = {
         "test_b": "def test():\n    from test_a import X\n",

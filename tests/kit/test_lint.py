@@ -1,4 +1,5 @@
-"""Each of the kit's own lint checks fails on a deliberately bad patch; ruff runs with upstream's settings."""
+"""Each of the kit's own lint checks fails on a deliberately bad patch; ruff runs with upstream's
+settings."""
 
 from __future__ import annotations
 
@@ -24,23 +25,45 @@ GOOD_ATTN = (
 
 # (rule, file edits) — each breaks exactly one rule.
 BAD = {
-    "KIT001": {"vllm_omni/attn.py": "def attend(q):\n    if q.is_npu:\n        return q\n    return q\n"},
-    "KIT002": {"vllm_omni/attn.py": "def npu_attend(q):\n    import os, torch_npu\n\n    return os.sep, torch_npu\n"},
+    "KIT001": {
+        "vllm_omni/attn.py": "def attend(q):\n    if q.is_npu:\n        return q\n    return q\n"
+    },
+    "KIT002": {
+        "vllm_omni/attn.py": "def npu_attend(q):\n    import os, torch_npu\n\n    return os.sep, torch_npu\n"
+    },
     "KIT003": {"vllm_omni/extra.py": "X = 1\n"},
     "KIT004": {"tests/test_extra.py": SPDX + "\n\ndef test_x():\n    assert True\n"},
-    "KIT005": {"vllm_omni/attn.py": "import pickle\n\n\ndef attend(q):\n    return pickle.dumps(q)\n"},
-    "KIT006": {"vllm_omni/attn.py": "import torch\n\n\ndef attend(q):\n    torch.cuda.empty_cache()\n    return q\n"},
+    "KIT005": {
+        "vllm_omni/attn.py": "import pickle\n\n\ndef attend(q):\n    return pickle.dumps(q)\n"
+    },
+    "KIT006": {
+        "vllm_omni/attn.py": "import torch\n\n\ndef attend(q):\n    torch.cuda.empty_cache()\n    return q\n"
+    },
     "KIT007": {"vllm_omni/attn.py": "def attend(q):\n    return q * 2\n"},
 }
-AT = {"KIT001": 2, "KIT002": 2, "KIT003": 1, "KIT004": 1, "KIT005": 1, "KIT006": 5, "KIT007": 2}  # each finding's line
+AT = {
+    "KIT001": 2,
+    "KIT002": 2,
+    "KIT003": 1,
+    "KIT004": 1,
+    "KIT005": 1,
+    "KIT006": 5,
+    "KIT007": 2,
+}  # each finding's line
 
 
 def test_good_series_is_clean_with_long_test_lines_and_a_relative_ruff_path(small_kit: Kit) -> None:
-    long_test = MARKED_TEST + '\n\ndef test_y():\n    assert "' + "a" * 130 + '"\n'  # upstream lets tests/ exceed it
-    make_series(small_kit, [({"vllm_omni/attn.py": GOOD_ATTN, "tests/test_attn_npu.py": long_test}, "[NPU] ok", "ok")])
+    long_test = (
+        MARKED_TEST + '\n\ndef test_y():\n    assert "' + "a" * 130 + '"\n'
+    )  # upstream lets tests/ exceed it
+    make_series(
+        small_kit,
+        [({"vllm_omni/attn.py": GOOD_ATTN, "tests/test_attn_npu.py": long_test}, "[NPU] ok", "ok")],
+    )
     code, out = lint(small_kit)
     assert code == 0 and "lint clean" in out, out
-    # `--ruff .venv/bin/ruff`: resolved once where the user stands, although ruff runs in the checkout
+    # `--ruff .venv/bin/ruff`: resolved once where the user stands, although ruff runs in the
+    # checkout
     (small_kit.root / ".venv/bin").mkdir(parents=True)
     (small_kit.root / ".venv/bin/ruff").symlink_to(Path(RUFF).resolve())
     proc = small_kit.run("lint", "--ruff", ".venv/bin/ruff")
@@ -55,8 +78,12 @@ def test_each_own_check_fails_on_a_bad_patch(small_kit: Kit, rule: str) -> None:
     finding = next(line for line in out.splitlines() if f" {rule} " in line)
     (path,) = BAD[rule]
     checked = next(r for r in RULES if r.id == rule)
-    assert finding.startswith(f"{path}:{AT[rule]}: {rule} ") and "(fix: " in finding, finding  # file:line, rule, fix
-    assert checked.check is None or f" {rule} {checked.message}" in finding  # KIT007 words each finding itself
+    assert finding.startswith(f"{path}:{AT[rule]}: {rule} ") and "(fix: " in finding, (
+        finding
+    )  # file:line, rule, fix
+    assert (
+        checked.check is None or f" {rule} {checked.message}" in finding
+    )  # KIT007 words each finding itself
 
 
 def test_npu_only_lines_are_the_if_body_not_else_nor_a_docstring() -> None:
@@ -73,13 +100,19 @@ def test_every_rule_has_a_bad_patch_and_a_line_in_the_pr_test_plan() -> None:
     assert all(rule.requires in lint_plan for rule in RULES)
 
 
-def test_tool_pins_are_found_by_their_normalized_name_and_upstreams_ruff_is_typed_only_in_ci(tmp_path: Path) -> None:
+def test_tool_pins_are_found_by_their_normalized_name_and_upstreams_ruff_is_typed_only_in_ci(
+    tmp_path: Path,
+) -> None:
     (tmp_path / "user.txt").write_text("# tools\npytest==9.2.0\n", encoding="utf-8")
     tools = tmp_path / "tools.txt"
-    tools.write_text("# tools\nPyYAML==6.0.3\npytest-benchmark==5.3.1\n-r user.txt\n", encoding="utf-8")
+    tools.write_text(
+        "# tools\nPyYAML==6.0.3\npytest-benchmark==5.3.1\n-r user.txt\n", encoding="utf-8"
+    )
     assert kittools.pinned("pyyaml", tools) == "PyYAML==6.0.3"
     assert kittools.version("Pytest_Benchmark", tools) == "5.3.1"
-    assert kittools.version("pytest", tools) == "9.2.0"  # from the included file, not pytest-benchmark's line
+    assert (
+        kittools.version("pytest", tools) == "9.2.0"
+    )  # from the included file, not pytest-benchmark's line
     with pytest.raises(RuntimeError, match="pytest-cov is not pinned"):
         kittools.pinned("pytest-cov", tools)
     assert kittools.normalize("Foo.Bar__baz-Qux") == "foo-bar-baz-qux"
@@ -88,18 +121,27 @@ def test_tool_pins_are_found_by_their_normalized_name_and_upstreams_ruff_is_type
     ruff = hook_version(load_hooks(KIT_ROOT / "ci" / "upstream-hooks.toml"), "ruff-check")
     assert kittools.version("ruff", KIT_ROOT / "ci" / "kit-dev-tools.txt") == ruff
     assert f"ruff v{ruff} " in body.plan_lines(ruff)[0]
-    typed = [p.relative_to(KIT_ROOT) for p in (KIT_ROOT / "scripts").rglob("*.py") if ruff in p.read_text("utf-8")]
-    assert typed == [], f"ruff {ruff} typed in {typed}: read it from ci/upstream-hooks.toml (hooks.hook_version)"
+    typed = [
+        p.relative_to(KIT_ROOT)
+        for p in (KIT_ROOT / "scripts").rglob("*.py")
+        if ruff in p.read_text("utf-8")
+    ]
+    assert typed == [], (
+        f"ruff {ruff} typed in {typed}: read it from ci/upstream-hooks.toml (hooks.hook_version)"
+    )
 
 
-# ---- KIT002: every form of importing torch_npu; NPU-only decided by the device guard, not by names ----
+# ---- KIT002: every form of importing torch_npu; NPU-only decided by the device guard, not by names
+# ----
 GUARD = 'def f(q):\n    if q.device.type == "npu":\n'
 OFF_NPU = 'def f(q):\n    if q.device.type != "npu":\n'
 # (form, source of a new file, flagged): the import is always on an added line; the rows are data
 # (torch_npu_forms.toml), with GUARD and OFF_NPU written {guard} and {off_npu}.
 TORCH_NPU_FORMS = [
     (form, row["source"].replace("{guard}", GUARD).replace("{off_npu}", OFF_NPU), row["flagged"])
-    for form, row in tomllib.loads((Path(__file__).parent / "torch_npu_forms.toml").read_text("utf-8")).items()
+    for form, row in tomllib.loads(
+        (Path(__file__).parent / "torch_npu_forms.toml").read_text("utf-8")
+    ).items()
 ]
 
 
@@ -111,7 +153,9 @@ def kit002(diff: FileDiff, source: str) -> list[int]:
     return [f.line for f in check_file(diff, source) if f.rule == "KIT002"]
 
 
-@pytest.mark.parametrize(("form", "source", "flagged"), TORCH_NPU_FORMS, ids=[f[0] for f in TORCH_NPU_FORMS])
+@pytest.mark.parametrize(
+    ("form", "source", "flagged"), TORCH_NPU_FORMS, ids=[f[0] for f in TORCH_NPU_FORMS]
+)
 def test_torch_npu_import_forms(form: str, source: str, flagged: bool) -> None:
     found = kit002(new_file_diff("vllm_omni/x.py", source), source)
     assert bool(found) == flagged, (form, found)

@@ -1,5 +1,6 @@
-"""The fast edit-test loop: the pristine oracle cache (on real files), legs in parallel, --changed selection, and
-a carrier's loop in a copy of the kit (``legs``) that selects changed modules and uses or rebuilds the cache."""
+"""The fast edit-test loop: the pristine oracle cache (on real files), legs in parallel, --changed
+selection, and a carrier's loop in a copy of the kit (``legs``) that selects changed modules and
+uses or rebuilds the cache."""
 
 from __future__ import annotations
 
@@ -38,10 +39,16 @@ def cache(tmp_path: Path) -> tuple[Path, Path, Path]:
 
 
 STALE = {  # each damages the cache or returns the key to check with
-    "another_pin": (lambda f: oracle_cache.oracle_key("b" * 40, "stamp-1", 2), "pristine_commit changed"),
+    "another_pin": (
+        lambda f: oracle_cache.oracle_key("b" * 40, "stamp-1", 2),
+        "pristine_commit changed",
+    ),
     "another_env": (lambda f: oracle_cache.oracle_key("a" * 40, "stamp-2", 2), "env_stamp changed"),
     "other_threads": (lambda f: oracle_cache.oracle_key("a" * 40, "stamp-1", 1), "threads changed"),
-    "oracle_edited": (lambda f: f.oracle.write_text("CASES = [1, 2, 3]\n", encoding="utf-8"), "_oracle.py changed"),
+    "oracle_edited": (
+        lambda f: f.oracle.write_text("CASES = [1, 2, 3]\n", encoding="utf-8"),
+        "_oracle.py changed",
+    ),
     "pristine_file_edited": (
         lambda f: f.pristine.write_text("VERSION = '0.31.0'\n", encoding="utf-8"),
         "__init__.py changed",
@@ -52,17 +59,27 @@ STALE = {  # each damages the cache or returns the key to check with
         "pristine.pt is missing or corrupt",
     ),
     "results_deleted": (lambda f: f.results.unlink(), "pristine.pt is missing or corrupt"),
-    "manifest_garbage": (lambda f: f.manifest.write_text('{"key": ', encoding="utf-8"), "manifest.json is corrupt"),
+    "manifest_garbage": (
+        lambda f: f.manifest.write_text('{"key": ', encoding="utf-8"),
+        "manifest.json is corrupt",
+    ),
     "manifest_gone": (lambda f: f.manifest.unlink(), "no cached results yet"),
 }
 
 
 @pytest.mark.parametrize("change", STALE)
-def test_any_change_or_damage_makes_the_cache_stale(cache: tuple[Path, Path, Path], change: str) -> None:
+def test_any_change_or_damage_makes_the_cache_stale(
+    cache: tuple[Path, Path, Path], change: str
+) -> None:
     cache_dir, oracle, pristine = cache
-    results, manifest = cache_dir / oracle_cache.ORACLE_RESULTS, cache_dir / oracle_cache.ORACLE_MANIFEST
+    results, manifest = (
+        cache_dir / oracle_cache.ORACLE_RESULTS,
+        cache_dir / oracle_cache.ORACLE_MANIFEST,
+    )
     make, expected = STALE[change]
-    key = make(SimpleNamespace(oracle=oracle, pristine=pristine, results=results, manifest=manifest))
+    key = make(
+        SimpleNamespace(oracle=oracle, pristine=pristine, results=results, manifest=manifest)
+    )
     reason = oracle_cache.oracle_stale_reason(cache_dir, key if isinstance(key, dict) else KEY)
     assert reason is not None and expected in reason, reason
 
@@ -75,15 +92,21 @@ def test_each_thread_budget_keeps_its_own_entry_and_never_evicts_another(tmp_pat
     for key in keys:
         results = tmp_path / f"computed-{key['threads']}.pt"
         results.write_bytes(f"results with {key['threads']} threads".encode())
-        oracle_cache.store_oracle(oracle_cache.oracle_entry(tmp_path / "cache", key), key, results, [str(oracle)])
+        oracle_cache.store_oracle(
+            oracle_cache.oracle_entry(tmp_path / "cache", key), key, results, [str(oracle)]
+        )
     for key in keys:
         entry = oracle_cache.oracle_entry(tmp_path / "cache", key)
         assert oracle_cache.oracle_stale_reason(entry, key) is None
-        assert (entry / oracle_cache.ORACLE_RESULTS).read_bytes() == f"results with {key['threads']} threads".encode()
+        assert (
+            entry / oracle_cache.ORACLE_RESULTS
+        ).read_bytes() == f"results with {key['threads']} threads".encode()
     assert len({oracle_cache.oracle_entry(tmp_path / "cache", key) for key in keys}) == 2
 
 
-def test_a_new_store_repairs_a_damaged_cache(cache: tuple[Path, Path, Path], tmp_path: Path) -> None:
+def test_a_new_store_repairs_a_damaged_cache(
+    cache: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
     cache_dir, oracle, pristine = cache
     (cache_dir / oracle_cache.ORACLE_RESULTS).write_bytes(b"torn")
     fresh = tmp_path / "again.pt"
@@ -94,10 +117,14 @@ def test_a_new_store_repairs_a_damaged_cache(cache: tuple[Path, Path, Path], tmp
 
 
 def test_the_oracle_inputs_are_what_no_env_stamp_covers(tmp_path: Path) -> None:
-    """A layered env (the npu leg's) imports its lower env's packages through a .pth: its stamp covers them, so
-    they are not hashed on every run; the pristine tree and the oracle's code, on the path too, are."""
+    """A layered env (the npu leg's) imports its lower env's packages through a .pth: its stamp covers
+    them, so they are not hashed on every run; the pristine tree and the oracle's code, on the path
+    too, are."""
     layer, lower_site = tmp_path / "envs/npu", tmp_path / "envs/stock/lib/python3.11/site-packages"
-    pristine, oracle = tmp_path / "pristine/vllm_omni/__init__.py", tmp_path / "tests/regression/_oracle.py"
+    pristine, oracle = (
+        tmp_path / "pristine/vllm_omni/__init__.py",
+        tmp_path / "tests/regression/_oracle.py",
+    )
     layer_module = layer / "lib/python3.11/site-packages/torch_npu/__init__.py"
     loaded = {layer_module, lower_site / "torch/__init__.py", pristine, oracle}
     path = [str(oracle.parent), str(pristine.parent.parent), str(lower_site)]
@@ -120,8 +147,9 @@ def test_parse_test_args(argv: list[str], expected: tuple) -> None:
 
 
 def test_every_test_flag_is_parsed_by_test_and_kept_from_other_nox_sessions() -> None:
-    # `nox -s refresh test -- --changed`: nox hands one posargs list to both sessions, so the noxfile strips
-    # test's options (read from test's own parser) from the others; none of them reaches pytest.
+    # `nox -s refresh test -- --changed`: nox hands one posargs list to both sessions, so the
+    # noxfile strips test's options (read from test's own parser) from the others; none of them
+    # reaches pytest.
     import noxfile
 
     argv = ["--changed", "--jobs", "1", "--python=/usr/bin/python3", "--require", "real"]
@@ -135,59 +163,101 @@ def test_bad_jobs_is_one_clear_error_and_no_prefix_of_an_option_is_taken_for_it(
     for bad in (["--jobs", "0"], ["--jobs"], ["--jobs=two"]):
         with pytest.raises(KitError, match="argument --jobs: "):
             parse_test_args(bad)
-    assert parse_test_args(["--job", "1", "--py"]).pytest_args == ["--job", "1", "--py"]  # pytest's to judge
+    assert parse_test_args(["--job", "1", "--py"]).pytest_args == [
+        "--job",
+        "1",
+        "--py",
+    ]  # pytest's to judge
 
 
 @pytest.mark.parametrize(
     ("legs_n", "jobs", "cores", "expected"),
-    [(2, None, 2, (2, 1)), (2, None, 8, (2, 4)), (2, None, 1, (1, 1)), (2, 1, 8, (1, 8)), (1, None, 4, (1, 4))],
+    [
+        (2, None, 2, (2, 1)),
+        (2, None, 8, (2, 4)),
+        (2, None, 1, (1, 1)),
+        (2, 1, 8, (1, 8)),
+        (1, None, 4, (1, 4)),
+    ],
 )
 def test_plan_jobs(legs_n: int, jobs: int | None, cores: int, expected: tuple[int, int]) -> None:
     assert suite.plan_jobs(legs_n, jobs, cores) == expected
 
 
 def test_status_line_shows_each_running_leg() -> None:
-    line = suite.status_line({"stock": (10.0, b"....  [ 41%]\n...  [ 63%]"), "npu": (12.0, b"collecting")}, 40.0)
+    line = suite.status_line(
+        {"stock": (10.0, b"....  [ 41%]\n...  [ 63%]"), "npu": (12.0, b"collecting")}, 40.0
+    )
     assert line == "running: stock 30s 63% | npu 28s starting"
 
 
-def test_run_parallel_prints_one_block_per_leg(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_run_parallel_prints_one_block_per_leg(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     code = "import os, sys, time; time.sleep(float(sys.argv[1])); print('out of', os.environ['LEG']); sys.exit(int(sys.argv[2]))"  # noqa: E501
-    cmds = {"slow": [sys.executable, "-c", code, "1.5", "0"], "fast": [sys.executable, "-c", code, "0", "3"]}
+    cmds = {
+        "slow": [sys.executable, "-c", code, "1.5", "0"],
+        "fast": [sys.executable, "-c", code, "0", "3"],
+    }
     envs = {leg: {"LEG": leg, "PATH": "/usr/bin:/bin"} for leg in cmds}
     logs = {leg: tmp_path / leg / "output.log" for leg in cmds}
     done = suite.run_parallel(cmds, envs, logs, tmp_path, live=False)
     assert {leg: rc for leg, (rc, _) in done.items()} == {"slow": 0, "fast": 3}
     out = capsys.readouterr().out
     # The fast leg's block comes first and whole, although both ran at once.
-    assert out.index("leg fast: FAILED (exit 3)") < out.index("out of fast") < out.index("end of leg fast")
+    assert (
+        out.index("leg fast: FAILED (exit 3)")
+        < out.index("out of fast")
+        < out.index("end of leg fast")
+    )
     assert out.index("end of leg fast") < out.index("leg slow: passed") < out.index("out of slow")
 
 
 CONTEXT = {"pin": "p1", "env": "e1", "mode": "none", "kit": "k1"}
 PATCHES = {"0001-rope.patch": "d1", "0002-test.patch": "d2", "0006-config.patch": "d6"}
-FILES = {"0001-rope.patch": ["vllm_omni/rope.py"], "0002-test.patch": ["tests/test_rope.py"],
-         "0006-config.patch": ["configs/npu.yaml"]}  # fmt: skip
-COVERAGE = {"vllm_omni/rope.py": ["tests/regression/test_rope.py", "tests/regression/test_replay.py"],
-            "tests/test_rope.py": ["tests/regression/test_upstream.py"]}  # fmt: skip
-MODULES = ["tests/regression/test_replay.py", "tests/regression/test_rope.py", "tests/regression/test_stock.py",
-           "tests/regression/test_upstream.py"]  # fmt: skip
+FILES = {
+    "0001-rope.patch": ["vllm_omni/rope.py"],
+    "0002-test.patch": ["tests/test_rope.py"],
+    "0006-config.patch": ["configs/npu.yaml"],
+}
+COVERAGE = {
+    "vllm_omni/rope.py": ["tests/regression/test_rope.py", "tests/regression/test_replay.py"],
+    "tests/test_rope.py": ["tests/regression/test_upstream.py"],
+}
+MODULES = [
+    "tests/regression/test_replay.py",
+    "tests/regression/test_rope.py",
+    "tests/regression/test_stock.py",
+    "tests/regression/test_upstream.py",
+]
 GREEN = suite.green_record(CONTEXT, PATCHES, FILES, COVERAGE)
 
 
 def test_changed_patch_selects_the_modules_that_executed_its_files() -> None:
-    selection = suite.select_changed(GREEN, CONTEXT, {**PATCHES, "0001-rope.patch": "d1-edited"}, FILES, MODULES)
+    selection = suite.select_changed(
+        GREEN, CONTEXT, {**PATCHES, "0001-rope.patch": "d1-edited"}, FILES, MODULES
+    )
     assert selection.targets == ["tests/regression/test_replay.py", "tests/regression/test_rope.py"]
-    assert selection.skipped == ["tests/regression/test_stock.py", "tests/regression/test_upstream.py"]
-    assert selection.rows == [("0001-rope.patch", "vllm_omni/rope.py", "test_replay.py, test_rope.py")]
+    assert selection.skipped == [
+        "tests/regression/test_stock.py",
+        "tests/regression/test_upstream.py",
+    ]
+    assert selection.rows == [
+        ("0001-rope.patch", "vllm_omni/rope.py", "test_replay.py, test_rope.py")
+    ]
 
 
 def test_a_file_the_patch_no_longer_touches_still_counts() -> None:
     # 0002 moved from tests/test_rope.py to vllm_omni/rope.py: tests of both files run.
     moved = {**FILES, "0002-test.patch": ["vllm_omni/rope.py"]}
-    selection = suite.select_changed(GREEN, CONTEXT, {**PATCHES, "0002-test.patch": "d2-moved"}, moved, MODULES)
-    assert selection.targets == ["tests/regression/test_replay.py", "tests/regression/test_rope.py",
-                                 "tests/regression/test_upstream.py"]  # fmt: skip
+    selection = suite.select_changed(
+        GREEN, CONTEXT, {**PATCHES, "0002-test.patch": "d2-moved"}, moved, MODULES
+    )
+    assert selection.targets == [
+        "tests/regression/test_replay.py",
+        "tests/regression/test_rope.py",
+        "tests/regression/test_upstream.py",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -210,7 +280,11 @@ def test_full_suite_when_the_record_cannot_answer(
 
 def test_nothing_changed_runs_nothing_and_says_so() -> None:
     selection = suite.select_changed(GREEN, CONTEXT, PATCHES, FILES, MODULES)
-    assert selection.targets == [] and selection.skipped == MODULES and "no patch changed" in selection.reason
+    assert (
+        selection.targets == []
+        and selection.skipped == MODULES
+        and "no patch changed" in selection.reason
+    )
 
 
 OUTCOMES = """
@@ -235,23 +309,44 @@ def test_skips(): pytest.skip("no")
 
 
 def test_each_test_is_counted_once_by_its_outcome(tmp_path: Path) -> None:
-    # pytest's junit.xml of a real run: the suite's totals count each error (setup and teardown), not each test.
+    # pytest's junit.xml of a real run: the suite's totals count each error (setup and teardown),
+    # not each test.
     (tmp_path / "test_outcomes.py").write_text(OUTCOMES, encoding="utf-8")
     junit = tmp_path / "junit.xml"
-    pytest_args = ["-q", "-p", "no:cacheprovider", "-p", "no:randomly", f"--junitxml={junit}", "test_outcomes.py"]
-    subprocess.run([sys.executable, "-m", "pytest", *pytest_args], cwd=tmp_path, capture_output=True, check=False)
+    pytest_args = [
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "no:randomly",
+        f"--junitxml={junit}",
+        "test_outcomes.py",
+    ]
+    subprocess.run(
+        [sys.executable, "-m", "pytest", *pytest_args],
+        cwd=tmp_path,
+        capture_output=True,
+        check=False,
+    )
     counts = suite.counts_from_junit(junit.read_text(encoding="utf-8"))
     assert counts == suite.Counts(passed=1, failed=2, errors=2, skipped=1) and not counts.ok
 
 
 def test_modules_by_file_reads_coverage_contexts(tmp_path: Path) -> None:
     checkout = tmp_path / ".work" / "vllm-omni"
-    seen = ["tests/regression/test_rope.py::test_a[x]|run", "tests/regression/test_replay.py::test_b|setup"]
-    report = {"files": {
-        ".work/vllm-omni/vllm_omni/rope.py": {"contexts": {"3": [""], "7": seen}},
-        ".work/vllm-omni/vllm_omni/attn.py": {"contexts": {"1": [""]}},
-        "elsewhere/other.py": {"contexts": {"1": ["tests/regression/test_rope.py::test_a|run"]}},
-    }}  # fmt: skip
+    seen = [
+        "tests/regression/test_rope.py::test_a[x]|run",
+        "tests/regression/test_replay.py::test_b|setup",
+    ]
+    report = {
+        "files": {
+            ".work/vllm-omni/vllm_omni/rope.py": {"contexts": {"3": [""], "7": seen}},
+            ".work/vllm-omni/vllm_omni/attn.py": {"contexts": {"1": [""]}},
+            "elsewhere/other.py": {
+                "contexts": {"1": ["tests/regression/test_rope.py::test_a|run"]}
+            },
+        }
+    }
     assert suite.modules_by_file(json.dumps(report), tmp_path, checkout) == {
         "vllm_omni/rope.py": ["tests/regression/test_replay.py", "tests/regression/test_rope.py"],
         "vllm_omni/attn.py": [],
@@ -259,11 +354,13 @@ def test_modules_by_file_reads_coverage_contexts(tmp_path: Path) -> None:
 
 
 @pytest.mark.legs
-def test_a_carriers_loop_runs_changed_modules_and_keeps_and_rebuilds_the_oracle_cache(tmp_path: Path) -> None:
-    # The loop of a carrier in one copy of the kit (each leg run starts vllm: seconds of CPU apiece): a green
-    # full run (computes the pristine oracle; test_leg_mutations' stock control), a one-line edit of patch
-    # 0001, refresh, --changed (the oracle from the cache), --changed again (nothing to run), then a run
-    # narrowed by pytest arguments on a torn cache.
+def test_a_carriers_loop_runs_changed_modules_and_keeps_and_rebuilds_the_oracle_cache(
+    tmp_path: Path,
+) -> None:
+    # The loop of a carrier in one copy of the kit (each leg run starts vllm: seconds of CPU
+    # apiece): a green full run (computes the pristine oracle; test_leg_mutations' stock control), a
+    # one-line edit of patch 0001, refresh, --changed (the oracle from the cache), --changed again
+    # (nothing to run), then a run narrowed by pytest arguments on a torn cache.
     kit = leg_kit(tmp_path / "kit")
     shared_env_ready(kit, "stock")
     kit.run("apply", check=True)
@@ -273,25 +370,37 @@ def test_a_carriers_loop_runs_changed_modules_and_keeps_and_rebuilds_the_oracle_
     def oracle_used(proc: subprocess.CompletedProcess[str], record: str) -> dict[str, str]:
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
         used = json.loads((records / f"{record}.json").read_text())["pristine_oracle"]
-        assert f"pristine oracle {used['source']} ({used['reason']})" in proc.stdout  # the report says it
+        assert (
+            f"pristine oracle {used['source']} ({used['reason']})" in proc.stdout
+        )  # the report says it
         return dict(used)
 
     first = kit.run("test", "stock", "--changed")
     used = oracle_used(first, "test-stock")
-    assert "no green run of this leg recorded yet" in first.stdout and "running the full suite" in first.stdout
+    assert (
+        "no green run of this leg recorded yet" in first.stdout
+        and "running the full suite" in first.stdout
+    )
     full = json.loads((records / "test-stock.json").read_text())
-    assert full["npu_branch_lines_total"] > 0 and full["npu_branch_lines_executed"] > 0  # measured, tests traced
+    assert (
+        full["npu_branch_lines_total"] > 0 and full["npu_branch_lines_executed"] > 0
+    )  # measured, tests traced
     assert used["source"] == "computed" and used["reason"] == "no cached results yet"
-    assert_control_passed(kit, "stock")  # test_leg_mutations' stock control: the full suite on the shipped series
+    assert_control_passed(
+        kit, "stock"
+    )  # test_leg_mutations' stock control: the full suite on the shipped series
     cache = oracle_cache.oracle_entry(root, used)  # this thread budget's entry
     assert [p.name for p in root.iterdir()] == [cache.name]
 
-    # a one-line edit of patch 0001's comment, committed as a fixup of its commit (as the kit commits: no hooks)
+    # a one-line edit of patch 0001's comment, committed as a fixup of its commit (as the kit
+    # commits: no hooks)
     rope = kit.checkout / "vllm_omni" / "diffusion" / "layers" / "rope.py"
     text = rope.read_text(encoding="utf-8")
     line = next(x for x in text.splitlines() if "cos/sin: broadcast over batch and heads" in x)
     rope.write_text(text.replace(line, line + " (edited)"), encoding="utf-8")
-    target = git("log", "--format=%H", "--grep=^Kit-Patch: rope-2d-cos-sin$", cwd=kit.checkout).split()[0]
+    target = git(
+        "log", "--format=%H", "--grep=^Kit-Patch: rope-2d-cos-sin$", cwd=kit.checkout
+    ).split()[0]
     git("commit", "-q", "-a", "--fixup", target, cwd=kit.checkout)
     kit.run("refresh", check=True)
     changed = kit.run("test", "stock", "--changed")
@@ -299,11 +408,17 @@ def test_a_carriers_loop_runs_changed_modules_and_keeps_and_rebuilds_the_oracle_
     data = json.loads((records / "test-stock-changed.json").read_text())
     assert "tests/regression/test_rope_regression.py" in data["targets"]
     assert "tests/regression/test_stock_leg.py" not in data["targets"]  # it never executes rope.py
-    not_run = next(line for line in changed.stdout.splitlines() if "not run, as they executed none" in line)
+    not_run = next(
+        line for line in changed.stdout.splitlines() if "not run, as they executed none" in line
+    )
     assert "test_stock_leg.py" in not_run
-    assert data["npu_branch_lines_executed"] is None and "not measured (--changed)" in changed.stdout
+    assert (
+        data["npu_branch_lines_executed"] is None and "not measured (--changed)" in changed.stdout
+    )
     assert not (records / "test-stock" / "coverage.json").exists()
-    assert json.loads((records / "test-stock.json").read_text())["full_suite"]  # the full record stands
+    assert json.loads((records / "test-stock.json").read_text())[
+        "full_suite"
+    ]  # the full record stands
 
     again = kit.run("test", "stock", "--changed")
     assert again.returncode == 0 and "no patch changed since the last green run" in again.stdout
@@ -320,9 +435,10 @@ def test_a_carriers_loop_runs_changed_modules_and_keeps_and_rebuilds_the_oracle_
     assert not (records / "test-stock" / "coverage.json").exists()
     key = {k: used[k] for k in ("pristine_commit", "env_stamp", "threads")}
     assert oracle_cache.oracle_stale_reason(cache, key) is None
-    # The leg recomputes on whatever reason the cache gives and reports it (the torn write above). That an edit
-    # of the leg's real oracle makes its cache stale is read from the cache this leg wrote (its real inputs)
-    # without another leg run (about 40 s: the leg and the pristine oracle start vllm).
+    # The leg recomputes on whatever reason the cache gives and reports it (the torn write above).
+    # That an edit of the leg's real oracle makes its cache stale is read from the cache this leg
+    # wrote (its real inputs) without another leg run (about 40 s: the leg and the pristine oracle
+    # start vllm).
     oracle = kit.root / "tests" / "regression" / "_oracle.py"
     text = oracle.read_text(encoding="utf-8")
     oracle.write_text(text + "\n# the oracle changed\n", encoding="utf-8")

@@ -1,8 +1,9 @@
 """KIT007 is sound: whatever a patch makes run off NPU that upstream does not run is a finding.
 
-Each case is a real series on a small upstream whose module has the shapes the real series touches (a
-dataclass context, a property, a tensor-annotated function, a torch.device parameter), linted by the CLI.
-A bad case must be named by file, function and statement; its twin (the total form the series uses) is clean.
+Each case is a real series on a small upstream whose module has the shapes the real series touches
+(a dataclass context, a property, a tensor-annotated function, a torch.device parameter), linted by
+the CLI. A bad case must be named by file, function and statement; its twin (the total form the
+series uses) is clean.
 """
 
 from __future__ import annotations
@@ -10,7 +11,18 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import AUTHOR, RUFF, SMALL_UPSTREAM, SPDX, Kit, build_wheel, clone, copy_kit, lint, pin_toml
+from conftest import (
+    AUTHOR,
+    RUFF,
+    SMALL_UPSTREAM,
+    SPDX,
+    Kit,
+    build_wheel,
+    clone,
+    copy_kit,
+    lint,
+    pin_toml,
+)
 
 from scripts.checks.offnpu import off_npu_changes
 from scripts.checks.rules import check_file
@@ -65,7 +77,8 @@ def rotate_half(x):
 """
 # upstream's files carry either project's header; a module moved keeps its own
 ROTATE = (
-    "# SPDX-License-Identifier: Apache-2.0\n# SPDX-FileCopyrightText: Copyright contributors to the vLLM project\n\n\n"
+    "# SPDX-License-Identifier: Apache-2.0\n# SPDX-FileCopyrightText: Copyright contributors to "
+    "the vLLM project\n\n\n"
     "def rotate_half(x):\n    return x\n"
 )
 UPSTREAM = {**SMALL_UPSTREAM, CTX: PRISTINE, OTHER: ROTATE}
@@ -80,7 +93,8 @@ def npu_return(condition: str, indent: str, value: str = "None, None") -> str:
     return f"{indent}if {condition}:\n{indent}    return {value}\n"
 
 
-# (case, (old, new) edit of PRISTINE, the unit and the statement KIT007 names); each a member of the class
+# (case, (old, new) edit of PRISTINE, the unit and the statement KIT007 names); each a member of the
+# class
 BAD = [
     (
         "a field that may be None",
@@ -88,7 +102,8 @@ BAD = [
             STAGE,
             STAGE.replace(
                 "            return None, None\n",
-                npu_return('self.block_table.device.type == "npu"', "            ") + "            return None, None\n",
+                npu_return('self.block_table.device.type == "npu"', "            ")
+                + "            return None, None\n",
             ),
         ),
         "Context.stage",
@@ -138,13 +153,19 @@ BAD = [
     ),
     (
         "a default value made at def time, used only on NPU",
-        ("def reference(", "def _npu_attend(q, workspace=torch.empty(1 << 28)):\n    return q\n\n\ndef reference("),
+        (
+            "def reference(",
+            "def _npu_attend(q, workspace=torch.empty(1 << 28)):\n    return q\n\n\ndef reference(",
+        ),
         "_npu_attend",
         "def _npu_attend(q, workspace=torch.empty(1 << 28)):",
     ),
     (
         "a decorator run at def time, used only on NPU",
-        ("def reference(", "@torch.no_grad()\ndef _npu_attend(q):\n    return q\n\n\ndef reference("),
+        (
+            "def reference(",
+            "@torch.no_grad()\ndef _npu_attend(q):\n    return q\n\n\ndef reference(",
+        ),
         "_npu_attend",
         "@torch.no_grad()",
     ),
@@ -158,7 +179,9 @@ USES = {
 
 # The total forms the series uses, all in one module: off NPU this is upstream's module.
 GOOD = (
-    PRISTINE.replace("import torch\n", "import itertools\n\nimport torch\n\n_NPU_CACHE: dict = {}\n")
+    PRISTINE.replace(
+        "import torch\n", "import itertools\n\nimport torch\n\n_NPU_CACHE: dict = {}\n"
+    )
     .replace(
         STAGE,
         STAGE.replace(
@@ -172,7 +195,9 @@ GOOD = (
         ),
     )
     .replace(
-        "def reference(", "def _npu_pair(t):\n    return list(itertools.repeat(t, 2)), _NPU_CACHE\n\n\ndef reference("
+        "def reference(",
+        "def _npu_pair(t):\n    return list(itertools.repeat(t, 2)), _NPU_CACHE\n\n\ndef "
+        "reference(",
     )
     .replace(ATTEND, ATTEND + npu_return('q.device.type == "npu" and k.ready()', "    ", "q"))
     .replace(REPLAY, REPLAY.replace("q.is_cuda and", '(q.is_cuda or q.device.type == "npu") and'))
@@ -188,7 +213,9 @@ def bad_module(case: str, edit: tuple[str, str]) -> str:
     assert edit[0] in PRISTINE, case
     text = PRISTINE.replace(*edit)
     if case in USES:
-        text = text.replace(ATTEND, ATTEND + npu_return('q.device.type == "npu"', "    ", USES[case]))
+        text = text.replace(
+            ATTEND, ATTEND + npu_return('q.device.type == "npu"', "    ", USES[case])
+        )
     return text
 
 
@@ -208,7 +235,8 @@ def offnpu_kit(offnpu_template: Kit, tmp_path: Path) -> Kit:
 
 
 def series(kit: Kit, edits: dict[str, str], *trailers: str) -> None:
-    """One patch of edits, its message carrying the given Kit-Off-NPU trailers, refreshed into patches/."""
+    """One patch of edits, its message carrying the given Kit-Off-NPU trailers, refreshed into
+    patches/."""
     kit.run("apply", check=True)
     for name, text in edits.items():
         (kit.checkout / name).write_text(text, encoding="utf-8")
@@ -234,7 +262,12 @@ def test_the_total_forms_the_series_uses_change_nothing_off_npu() -> None:
 
 
 @pytest.mark.parametrize(
-    "case", ["a field that may be None", "a condition beside the test", "an allocation at import, used only on NPU"]
+    "case",
+    [
+        "a field that may be None",
+        "a condition beside the test",
+        "an allocation at import, used only on NPU",
+    ],
 )
 def test_lint_names_file_function_and_statement(offnpu_kit: Kit, case: str) -> None:
     _, edit, unit, statement = next(row for row in BAD if row[0] == case)
@@ -242,27 +275,43 @@ def test_lint_names_file_function_and_statement(offnpu_kit: Kit, case: str) -> N
     series(offnpu_kit, {CTX: text})
     code, out = lint(offnpu_kit)
     (finding,) = kit007(out)
-    line = next(n for n, t in enumerate(text.splitlines(), 1) if t.strip() == statement.replace("'", '"'))
-    assert code == 1 and finding.startswith(f"{CTX}:{line}: KIT007 off NPU, {unit} differs from upstream"), out
-    assert f"(`{statement}`" in finding and "0001-case.patch does not declare it" in finding, finding
+    line = next(
+        n for n, t in enumerate(text.splitlines(), 1) if t.strip() == statement.replace("'", '"')
+    )
+    assert code == 1 and finding.startswith(
+        f"{CTX}:{line}: KIT007 off NPU, {unit} differs from upstream"
+    ), out
+    assert f"(`{statement}`" in finding and "0001-case.patch does not declare it" in finding, (
+        finding
+    )
     assert f"'Kit-Off-NPU: {CTX}::{unit}: <why>'" in finding  # the fix names the file and the unit
 
 
 def test_lint_is_clean_on_the_total_forms(offnpu_kit: Kit) -> None:
     series(offnpu_kit, {CTX: GOOD})
     code, out = lint(offnpu_kit)
-    assert code == 0 and "lint clean" in out and "Off NPU (CPU, CUDA, ROCm, XPU) nothing changes" in out, out
+    assert (
+        code == 0
+        and "lint clean" in out
+        and "Off NPU (CPU, CUDA, ROCm, XPU) nothing changes" in out
+    ), out
 
 
 def test_a_declaration_covers_its_own_file_only(offnpu_kit: Kit) -> None:
-    flipped = PRISTINE.replace("def rotate_half(x):\n    return x\n", "def rotate_half(x):\n    return -x\n")
+    flipped = PRISTINE.replace(
+        "def rotate_half(x):\n    return x\n", "def rotate_half(x):\n    return -x\n"
+    )
     declared = f"{CTX}::rotate_half: the sign fix, on every device"
     series(offnpu_kit, {CTX: flipped, OTHER: ROTATE.replace("return x", "return -x")}, declared)
     code, out = lint(offnpu_kit)
     (finding,) = kit007(out)  # the other file's rotate_half: not covered
     assert code == 1 and finding.startswith(f"{OTHER}:6: KIT007 off NPU, rotate_half differs"), out
-    assert f"`rotate_half` ({CTX}): the sign fix, on every device" not in out  # NOT proven: no claim made
-    (offnpu_kit.checkout / OTHER).write_text(ROTATE, encoding="utf-8")  # the flip in ctx.py alone: declared
+    assert (
+        f"`rotate_half` ({CTX}): the sign fix, on every device" not in out
+    )  # NOT proven: no claim made
+    (offnpu_kit.checkout / OTHER).write_text(
+        ROTATE, encoding="utf-8"
+    )  # the flip in ctx.py alone: declared
     git("commit", "-q", "-a", "--amend", "--no-edit", cwd=offnpu_kit.checkout, env=AUTHOR)
     offnpu_kit.run("refresh", check=True)
     code, out = lint(offnpu_kit)
@@ -284,8 +333,12 @@ def test_a_renamed_module_is_one_finding_and_keeps_its_header(offnpu_kit: Kit) -
     code, out = lint(offnpu_kit)
     (finding,) = kit007(out)  # not one per unit of the module
     assert code == 1 and "vllm_omni/moved.py:1: KIT007 off NPU, <module> differs" in finding, out
-    assert f"(`renamed from {OTHER}`: code importing the old module fails on every device)" in finding
-    assert " KIT003 " not in out  # a moved file keeps its source's header (here vLLM's), not a new file's
+    assert (
+        f"(`renamed from {OTHER}`: code importing the old module fails on every device)" in finding
+    )
+    assert (
+        " KIT003 " not in out
+    )  # a moved file keeps its source's header (here vLLM's), not a new file's
 
 
 # (case, the trailers, what the one error line names): each refused, exit 2, patches/ untouched
@@ -294,19 +347,33 @@ BAD_DECLARATIONS = [
     ("no reason", [f"{CTX}::rotate_half: "], "gives no reason"),
     ("no reason, no colon", [f"{CTX}::rotate_half"], "gives no reason"),
     ("twice", [f"{CTX}::rotate_half: one", f"{CTX}::rotate_half: two"], "is declared twice"),
-    ("a file the patch does not change", [f"{OTHER}::rotate_half: why"], "names a file 0001-case.patch does not"),
+    (
+        "a file the patch does not change",
+        [f"{OTHER}::rotate_half: why"],
+        "names a file 0001-case.patch does not",
+    ),
     ("a unit the file does not have", [f"{CTX}::rotate_halves: why"], "has no unit rotate_halves"),
 ]
 
 
-@pytest.mark.parametrize(("case", "trailers", "said"), BAD_DECLARATIONS, ids=[c[0] for c in BAD_DECLARATIONS])
-def test_a_bad_declaration_is_refused_in_one_line(offnpu_kit: Kit, case: str, trailers: list[str], said: str) -> None:
+@pytest.mark.parametrize(
+    ("case", "trailers", "said"), BAD_DECLARATIONS, ids=[c[0] for c in BAD_DECLARATIONS]
+)
+def test_a_bad_declaration_is_refused_in_one_line(
+    offnpu_kit: Kit, case: str, trailers: list[str], said: str
+) -> None:
     series(offnpu_kit, {CTX: PRISTINE.replace("return x\n", "return -x\n")}, *trailers)
     patches = {p.name: p.read_bytes() for p in offnpu_kit.patches.iterdir()}
     proc = offnpu_kit.run("lint", "--ruff", RUFF)
     errors = [line for line in proc.stderr.splitlines() if line.strip()]
-    assert proc.returncode == 2 and "Traceback" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
-    assert len(errors) == 1 and errors[0].startswith("kit: error: 0001-case.patch: ") and said in errors[0], errors
+    assert proc.returncode == 2 and "Traceback" not in proc.stdout + proc.stderr, (
+        proc.stdout + proc.stderr
+    )
+    assert (
+        len(errors) == 1
+        and errors[0].startswith("kit: error: 0001-case.patch: ")
+        and said in errors[0]
+    ), errors
     assert " -- " in errors[0]  # then the fix
     assert {p.name: p.read_bytes() for p in offnpu_kit.patches.iterdir()} == patches
 
@@ -320,10 +387,15 @@ def test_a_removed_module_is_one_change() -> None:
 def test_spdx_lines_behind_a_bom_or_with_crlf_are_a_header(start: str) -> None:
     lines = [f"{start}# SPDX-License-Identifier: Apache-2.0", SPDX.splitlines()[1], "X = 1"]
     diff = "".join(
-        [f"diff --git a/{CTX} b/{CTX}\nnew file mode 100644\n--- /dev/null\n+++ b/{CTX}\n@@ -0,0 +1,3 @@\n"]
+        [
+            f"diff --git a/{CTX} b/{CTX}\nnew file mode 100644\n--- /dev/null\n+++ b/{CTX}\n@@ "
+            "-0,0 +1,3 @@\n"
+        ]
         + [f"+{line}\r\n" for line in lines]
     )
     (file_diff,) = parse(diff)
     assert [f for f in check_file(file_diff, "\n".join(lines)) if f.rule == "KIT003"] == []
-    bare = diff.replace("SPDX-FileCopyrightText", "Copyright")  # the header really missing: still KIT003
+    bare = diff.replace(
+        "SPDX-FileCopyrightText", "Copyright"
+    )  # the header really missing: still KIT003
     assert [f.rule for f in check_file(parse(bare)[0], "") if f.rule == "KIT003"] == ["KIT003"]

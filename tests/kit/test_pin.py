@@ -1,25 +1,46 @@
-"""The pin: sha256 verification before extraction, registry errors, the git source, the real 0.30.0 wheel."""
+"""The pin: sha256 verification before extraction, registry errors, the git source, the real 0.30.0
+wheel."""
 
 import shutil
 from pathlib import Path
 
 import pytest
-from conftest import AUTHOR, KIT_ROOT, SMALL_UPSTREAM, Kit, build_wheel, commit_patch, copy_kit, pin_toml
+from conftest import (
+    AUTHOR,
+    KIT_ROOT,
+    SMALL_UPSTREAM,
+    Kit,
+    build_wheel,
+    commit_patch,
+    copy_kit,
+    pin_toml,
+)
 
 from scripts import pin
 from scripts.gitcmd import git
 from scripts.pin import git_blob_id
 
 
-def test_shipped_pin_is_vllm_omni_0_30_0_and_version_names_the_pin_and_takes_no_command(small_kit: Kit) -> None:
+def test_shipped_pin_is_vllm_omni_0_30_0_and_version_names_the_pin_and_takes_no_command(
+    small_kit: Kit,
+) -> None:
     shipped = pin.load_pin(KIT_ROOT / "patches" / "upstream.toml")
     assert (shipped.project, shipped.version, shipped.source) == ("vllm-omni", "0.30.0", "wheel")
     assert shipped.wheel_filename == "vllm_omni-0.30.0-py3-none-any.whl"
-    assert shipped.git_url == "https://github.com/vllm-project/vllm-omni" and shipped.git_tag == "v0.30.0"
+    assert (
+        shipped.git_url == "https://github.com/vllm-project/vllm-omni"
+        and shipped.git_tag == "v0.30.0"
+    )
     done = small_kit.run("--version")
-    assert done.returncode == 0 and done.stdout.startswith("vllm-omni NPU kit: ") and "(wheel)" in done.stdout
+    assert (
+        done.returncode == 0
+        and done.stdout.startswith("vllm-omni NPU kit: ")
+        and "(wheel)" in done.stdout
+    )
     refused = small_kit.run("--version", "lint")
-    assert refused.returncode == 2 and refused.stderr.startswith("kit: error: --version takes no COMMAND")
+    assert refused.returncode == 2 and refused.stderr.startswith(
+        "kit: error: --version takes no COMMAND"
+    )
 
 
 def test_a_pin_digest_the_cached_wheel_fails_names_both_and_keeps_the_wheel(small_kit: Kit) -> None:
@@ -28,18 +49,24 @@ def test_a_pin_digest_the_cached_wheel_fails_names_both_and_keeps_the_wheel(smal
     small_kit.write_pin(text.replace(digest, "0" * 64))
     proc = small_kit.run("apply")
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
-    # the registry has no such small test wheel: the refetch fails, the error names both digests, and the cached
-    # wheel stays where it was (it is only replaced by a download that passes)
+    # the registry has no such small test wheel: the refetch fails, the error names both digests,
+    # and the cached wheel stays where it was (it is only replaced by a download that passes)
     assert (
-        f"the cached vllm_omni-0.1.0-py3-none-any.whl has sha256 {digest}, not the expected {'0' * 64}" in proc.stderr
+        f"the cached vllm_omni-0.1.0-py3-none-any.whl has sha256 {digest}, not the expected "
+        f"{'0' * 64}" in proc.stderr
     )
     assert "could not download vllm-omni==0.1.0" in proc.stderr
     left = sorted(p.name for p in (small_kit.root / ".work" / "downloads").iterdir())
-    assert left == [".lock", "vllm_omni-0.1.0-py3-none-any.whl"]  # no set-aside file, no partial download
+    assert left == [
+        ".lock",
+        "vllm_omni-0.1.0-py3-none-any.whl",
+    ]  # no set-aside file, no partial download
     assert not small_kit.checkout.exists()  # nothing extracted
 
 
-def test_one_fetch_serves_a_release_of_unknown_file_name_and_its_cache(tmp_path: Path, monkeypatch) -> None:
+def test_one_fetch_serves_a_release_of_unknown_file_name_and_its_cache(
+    tmp_path: Path, monkeypatch
+) -> None:
     (tmp_path / "built").mkdir()
     wheel, digest = build_wheel(tmp_path / "built", SMALL_UPSTREAM)
     served = [wheel]
@@ -60,10 +87,14 @@ def test_one_fetch_serves_a_release_of_unknown_file_name_and_its_cache(tmp_path:
     served.clear()  # from now on the registry serves nothing: the cache must do
     assert pin.fetch_verified("vllm-omni", "0.1.0", downloads, None, registry_digest) == got
     served.append(wheel)
-    again = r"has sha256 [0-9a-f]{64} \(the cached copy and a fresh download agree\), not the expected"
+    again = (
+        r"has sha256 [0-9a-f]{64} \(the cached copy and a fresh download agree\), not the expected"
+    )
     with pytest.raises(pin.PinError, match=f"{again} {'0' * 64}"):
         pin.fetch_verified("vllm-omni", "0.1.0", downloads, None, lambda _name: "0" * 64)
-    assert (downloads / wheel.name).read_bytes() == wheel.read_bytes()  # the good wheel stays cached
+    assert (
+        downloads / wheel.name
+    ).read_bytes() == wheel.read_bytes()  # the good wheel stays cached
     (downloads / wheel.name).unlink()  # an empty cache: the next fetch downloads
     served.append(wheel.with_name("vllm_omni-0.1.0-py3-none-manylinux.whl"))
     with pytest.raises(pin.PinError, match="served 2 wheels for vllm-omni==0.1.0"):
@@ -90,7 +121,11 @@ def make_git_upstream(tmp_path: Path, kit: Kit | None, commit: str = "") -> tupl
     git("tag", "-a", "v0.1.0", "-m", "v0.1.0", cwd=repo, env=AUTHOR)
     git("config", "uploadpack.allowAnySHA1InWant", "true", cwd=repo)
     if kit:
-        text = (kit.patches / "upstream.toml").read_text().replace("https://example.invalid/x", repo.as_uri())
+        text = (
+            (kit.patches / "upstream.toml")
+            .read_text()
+            .replace("https://example.invalid/x", repo.as_uri())
+        )
         kit.write_pin(text.replace('commit = ""', f'commit = "{commit}"'))
     return repo, git("rev-parse", "HEAD", cwd=repo).strip()
 
@@ -105,16 +140,23 @@ def test_git_source_against_a_local_repository(small_kit: Kit, tmp_path: Path) -
     assert git("rev-parse", "pristine", cwd=small_kit.checkout).strip() == commit
 
 
-def test_record_git_refuses_a_tag_whose_files_differ_from_the_wheel(small_kit: Kit, tmp_path: Path) -> None:
+def test_record_git_refuses_a_tag_whose_files_differ_from_the_wheel(
+    small_kit: Kit, tmp_path: Path
+) -> None:
     repo, _ = make_git_upstream(tmp_path, small_kit)
     commit_patch(repo, {"vllm_omni/attn.py": "not the release\n"}, "drift", "drift")
     git("tag", "-f", "-a", "v0.1.0", "-m", "v0.1.0", cwd=repo, env=AUTHOR)
     proc = small_kit.run("pin", "--record-git")
-    assert proc.returncode == 2 and "differs from the pinned wheel in 1 file(s), e.g. vllm_omni/attn.py" in proc.stderr
+    assert (
+        proc.returncode == 2
+        and "differs from the pinned wheel in 1 file(s), e.g. vllm_omni/attn.py" in proc.stderr
+    )
     assert 'commit = ""' in (small_kit.patches / "upstream.toml").read_text()  # nothing written
 
 
-def test_git_source_needs_a_recorded_commit_and_the_right_one(small_kit: Kit, tmp_path: Path) -> None:
+def test_git_source_needs_a_recorded_commit_and_the_right_one(
+    small_kit: Kit, tmp_path: Path
+) -> None:
     proc = small_kit.run("apply", "--source", "git")
     assert proc.returncode == 2 and "pin --record-git" in proc.stderr  # says how to record it
     make_git_upstream(tmp_path, small_kit, commit="1" * 40)
@@ -142,7 +184,9 @@ def test_real_wheel_apply_is_reproducible_and_refresh_is_byte_stable(tmp_path: P
 
 
 @pytest.mark.parametrize(
-    "data", [b"", b"x\n", b"caf\xe9\r\n", bytes(range(256))], ids=["empty", "text", "latin1", "binary"]
+    "data",
+    [b"", b"x\n", b"caf\xe9\r\n", bytes(range(256))],
+    ids=["empty", "text", "latin1", "binary"],
 )
 def test_blob_ids_of_wheel_entries_are_gits(data: bytes, tmp_path: Path) -> None:
     path = tmp_path / "f"

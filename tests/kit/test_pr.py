@@ -9,7 +9,18 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import AUTHOR, KIT_AUTHOR, MARKED_TEST, ME, RUFF, SMALL_UPSTREAM, SPDX, Kit, commit_patch, make_series
+from conftest import (
+    AUTHOR,
+    KIT_AUTHOR,
+    MARKED_TEST,
+    ME,
+    RUFF,
+    SMALL_UPSTREAM,
+    SPDX,
+    Kit,
+    commit_patch,
+    make_series,
+)
 
 from scripts.checks import scope
 from scripts.gitcmd import git
@@ -34,7 +45,9 @@ gives NPU its own branch, guarded by device.type, and tests it on CPU.
 
 
 def with_cover(kit: Kit, series: list = SERIES) -> None:
-    make_series(kit, series, author=KIT_AUTHOR)  # the kit's own patches: the submitter authors them upstream
+    make_series(
+        kit, series, author=KIT_AUTHOR
+    )  # the kit's own patches: the submitter authors them upstream
     (kit.patches / "cover.md").write_text(COVER)
 
 
@@ -59,7 +72,9 @@ def nothing_made(kit: Kit) -> bool:
     return not (kit.root / ".work/pr").exists() and not (kit.patches / "revisions.toml").exists()
 
 
-def test_pr_makes_signed_branch_clean_patches_and_body(small_kit: Kit, identity: dict[str, str]) -> None:
+def test_pr_makes_signed_branch_clean_patches_and_body(
+    small_kit: Kit, identity: dict[str, str]
+) -> None:
     with_cover(small_kit)
     head = small_kit.git("rev-parse", "HEAD")
     code, out = pr(small_kit, identity)
@@ -67,47 +82,75 @@ def test_pr_makes_signed_branch_clean_patches_and_body(small_kit: Kit, identity:
     assert small_kit.git("rev-parse", "HEAD") == head  # the checkout stays on the series
     log = small_kit.git("log", "--format=%B%x00", "pristine..pr/v1")
     for m in [m.strip() for m in log.split("\x00") if m.strip()]:
-        assert m.endswith(f"Signed-off-by: {ME}") and "Kit-Patch" not in m and "Upstream-Status" not in m
-    # The DCO app: each commit's sign-off matches its author. The kit is no person: its patches become the
-    # submitter's, dated by the revision recorded in patches/revisions.toml, so preparing again gives the same ids.
+        assert (
+            m.endswith(f"Signed-off-by: {ME}")
+            and "Kit-Patch" not in m
+            and "Upstream-Status" not in m
+        )
+    # The DCO app: each commit's sign-off matches its author. The kit is no person: its patches
+    # become the submitter's, dated by the revision recorded in patches/revisions.toml, so preparing
+    # again gives the same ids.
     prepared = revisions(small_kit).split('prepared = "')[1].split('"')[0]
     assert authors_and_sign_offs(small_kit, "pristine..pr/v1") == [(ME, prepared, [ME])] * 2
     ids = small_kit.git("rev-list", "pristine..pr/v1")
     assert small_kit.git("rev-parse", "pr/v1^{tree}") == small_kit.git("rev-parse", "HEAD^{tree}")
     for name in ("0001-npu-attend.patch", "0002-npu-attend-test.patch"):
         text = made(small_kit, f"v1/{name}")
-        assert f"Signed-off-by: {ME}" in text and "Kit-Patch:" not in text and "Upstream-Status:" not in text
+        assert (
+            f"Signed-off-by: {ME}" in text
+            and "Kit-Patch:" not in text
+            and "Upstream-Status:" not in text
+        )
         assert "Kit-Patch:" in made(small_kit, f"v1/series/{name}")  # the kit's own copy keeps them
     body = made(small_kit, "v1/pr-body.md")
     assert all(section in body for section in ("## Purpose", "## Test Plan", "## Test Result"))
     purpose = body.split("## Purpose\n\n", 1)[1].split("\n## Test Plan", 1)[0]
     assert purpose.startswith("Attention fails on Ascend because the NPU takes the CPU path.")
-    assert "Commits:\n\n- [NPU] Attend on NPU\n- [NPU] Test the NPU guard\n" in purpose  # one line per commit
+    assert (
+        "Commits:\n\n- [NPU] Attend on NPU\n- [NPU] Test the NPU guard\n" in purpose
+    )  # one line per commit
     assert "### Notes for reviewers\n\n- Validated with a simulated NPU only." in purpose
     assert "Why this change." not in body  # the commit bodies are not pasted end to end
-    assert body.count(": not run\n") == 5  # lint, both legs, e2e, the mutation figure: nothing recorded
+    assert (
+        body.count(": not run\n") == 5
+    )  # lint, both legs, e2e, the mutation figure: nothing recorded
     cover = made(small_kit, "v1/cover.txt")
-    assert cover.startswith("[NPU][Hardware][Ascend] Attend on Ascend NPU\n")  # the title is the cover's
+    assert cover.startswith(
+        "[NPU][Hardware][Ascend] Attend on Ascend NPU\n"
+    )  # the title is the cover's
     assert "(for review)" in cover and "Cover: first revision." in cover
-    assert "is for review only" in out and "--onto https://github.com/vllm-project/vllm-omni main" in out
+    assert (
+        "is for review only" in out
+        and "--onto https://github.com/vllm-project/vllm-omni main" in out
+    )
     assert "total" in cover and "+11" in cover and "First revision: no range-diff." in cover
     assert "Precheck (nox -s lint): upstream's hooks, ruff" in cover and "no findings" in cover
-    assert "typos" in cover and "actionlint" in cover  # every hook of upstream's gate, run or not, is listed
+    assert (
+        "typos" in cover and "actionlint" in cover
+    )  # every hook of upstream's gate, run or not, is listed
     # the words about other devices are the off-NPU proof's, in the cover and in the PR body alike
     off_npu = "Off NPU (CPU, CUDA, ROCm, XPU) nothing changes: checked by the kit"
     assert off_npu in cover and off_npu in purpose
     revs = revisions(small_kit)
     assert '[v1]\nseries_digest = "' + digest(small_kit) in revs and 'cover_digest = "' in revs
     assert pr(small_kit, identity, "--force")[0] == 0  # same series: still v1, no new revision
-    assert small_kit.git("rev-list", "pristine..pr/v1") == ids  # the same revision: the same commit ids
+    assert (
+        small_kit.git("rev-list", "pristine..pr/v1") == ids
+    )  # the same revision: the same commit ids
     # a change of the cover alone is a new revision, compared with the last
-    (small_kit.patches / "cover.md").write_text(COVER.replace("- Validated", "- Follow-up: fused RoPE.\n- Validated"))
+    (small_kit.patches / "cover.md").write_text(
+        COVER.replace("- Validated", "- Follow-up: fused RoPE.\n- Validated")
+    )
     code, out = pr(small_kit, identity)
     assert code == 0, out
     cover = made(small_kit, "v2/cover.txt")
     assert "Range-diff against v1" in cover and " = 1:  " in cover  # the patches did not change ...
-    assert "Cover against v1:" in cover and "+- Follow-up: fused RoPE." in cover  # ... the cover did
-    assert "[v2]" in revisions(small_kit) and "- Follow-up: fused RoPE." in made(small_kit, "v2/pr-body.md")
+    assert (
+        "Cover against v1:" in cover and "+- Follow-up: fused RoPE." in cover
+    )  # ... the cover did
+    assert "[v2]" in revisions(small_kit) and "- Follow-up: fused RoPE." in made(
+        small_kit, "v2/pr-body.md"
+    )
     # a change of a patch: range-diffed against the last revision's snapshot
     target = small_kit.git("rev-list", "-1", "HEAD~1").strip()
     (small_kit.checkout / "vllm_omni/attn.py").write_text(ATTN.replace("q * 2", "q * 3"))
@@ -117,7 +160,9 @@ def test_pr_makes_signed_branch_clean_patches_and_body(small_kit: Kit, identity:
     assert code == 0, out
     cover = made(small_kit, "v3/cover.txt")
     assert "Range-diff against v2 (from snapshot .work/pr/v2/series)" in cover
-    assert " ! 1:  " in cover and "q * 3" in cover and " = 2:  " in cover  # patch 1 changed, patch 2 did not
+    assert (
+        " ! 1:  " in cover and "q * 3" in cover and " = 2:  " in cover
+    )  # patch 1 changed, patch 2 did not
     assert made(small_kit, "v1/0001-npu-attend.patch").count("q * 2") == 1  # v1 kept
     assert "[v3]" in revisions(small_kit) and "[v4]" not in revisions(small_kit)
 
@@ -125,7 +170,9 @@ def test_pr_makes_signed_branch_clean_patches_and_body(small_kit: Kit, identity:
 def authors_and_sign_offs(kit: Kit, revs: str) -> list[tuple[str, str, list[str]]]:
     """(author, author date, Signed-off-by identities) of each commit in revs, oldest first."""
     out = []
-    for entry in kit.git("log", "--reverse", "--format=%an <%ae>%x01%aI%x01%B%x00", revs).split("\x00"):
+    for entry in kit.git("log", "--reverse", "--format=%an <%ae>%x01%aI%x01%B%x00", revs).split(
+        "\x00"
+    ):
         if entry.strip():
             author, date, message = entry.strip().split("\x01")
             lines = message.splitlines()
@@ -133,70 +180,130 @@ def authors_and_sign_offs(kit: Kit, revs: str) -> list[tuple[str, str, list[str]
     return out
 
 
-def test_no_identity_and_a_patch_by_someone_else_without_their_sign_off_are_refused(small_kit: Kit, identity) -> None:
+def test_no_identity_and_a_patch_by_someone_else_without_their_sign_off_are_refused(
+    small_kit: Kit, identity
+) -> None:
     with_cover(small_kit)
     code, out = pr(small_kit, {"GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"})
     assert code == 2 and "no git identity" in out and "git config --global user.email" in out
     assert nothing_made(small_kit)
     other = {**AUTHOR, "GIT_AUTHOR_NAME": "Grace Hopper", "GIT_AUTHOR_EMAIL": "grace@example.org"}
-    commit_patch(small_kit.checkout, {"vllm_omni/extra.py": SPDX}, "[NPU] Grace's patch", "graces", author=other)
+    commit_patch(
+        small_kit.checkout,
+        {"vllm_omni/extra.py": SPDX},
+        "[NPU] Grace's patch",
+        "graces",
+        author=other,
+    )
     small_kit.run("refresh", check=True)
     code, out = pr(small_kit, identity)
     assert code == 2 and "Traceback" not in out, out
     said = "commit '[NPU] Grace's patch' is authored by <grace@example.org> but signed off only by <ada@example.org>"
     assert said in out
-    assert "Signed-off-by: Grace Hopper <grace@example.org>" in out  # the fix names the line to ask for
+    assert (
+        "Signed-off-by: Grace Hopper <grace@example.org>" in out
+    )  # the fix names the line to ask for
     assert nothing_made(small_kit)
-    small_kit.git("commit", "-q", "--amend", "-m", "[NPU] Grace's patch\n\nWhy.\n\nUpstream-Status: Pending\n"
-                  "Kit-Patch: graces\nSigned-off-by: Grace Hopper <grace@example.org>\n")  # fmt: skip
+    small_kit.git(
+        "commit",
+        "-q",
+        "--amend",
+        "-m",
+        "[NPU] Grace's patch\n\nWhy.\n\nUpstream-Status: Pending\n"
+        "Kit-Patch: graces\nSigned-off-by: Grace Hopper <grace@example.org>\n",
+    )
     small_kit.run("refresh", check=True)
     code, out = pr(small_kit, identity)
     assert code == 0, out
     grace = "Grace Hopper <grace@example.org>"
     # her authorship kept, the submitter's sign-off added
-    assert authors_and_sign_offs(small_kit, "pristine..pr/v1")[-1] == (grace, AUTHOR["GIT_AUTHOR_DATE"], [grace, ME])
+    assert authors_and_sign_offs(small_kit, "pristine..pr/v1")[-1] == (
+        grace,
+        AUTHOR["GIT_AUTHOR_DATE"],
+        [grace, ME],
+    )
 
 
 @pytest.mark.parametrize(
     ("email", "message", "problem"),
-    [("a@x", "S\n\nSigned-off-by: A <a@x>\n", None),
-     ("A@X", "S\n\nSigned-off-by: A <a@x>\n", None),  # emails compare case-insensitively
-     ("a@x", "S\n\nBody.\n", "has no Signed-off-by: line"),
-     ("a@x", "S\n\nSigned-off-by: B <b@x>\n", "is authored by <a@x> but signed off only by <b@x>"),
-     ("a@x", "S\n\nNot Signed-off-by: A <a@x>\n", "has no Signed-off-by: line")],
-)  # fmt: skip
+    [
+        ("a@x", "S\n\nSigned-off-by: A <a@x>\n", None),
+        ("A@X", "S\n\nSigned-off-by: A <a@x>\n", None),  # emails compare case-insensitively
+        ("a@x", "S\n\nBody.\n", "has no Signed-off-by: line"),
+        (
+            "a@x",
+            "S\n\nSigned-off-by: B <b@x>\n",
+            "is authored by <a@x> but signed off only by <b@x>",
+        ),
+        ("a@x", "S\n\nNot Signed-off-by: A <a@x>\n", "has no Signed-off-by: line"),
+    ],
+)
 def test_dco_rule(email: str, message: str, problem: str | None) -> None:
     assert dco_problem(email, message) == problem
 
 
-def test_body_quotes_the_recorded_runs_and_follows_them(small_kit: Kit, identity: dict[str, str]) -> None:
+def test_body_quotes_the_recorded_runs_and_follows_them(
+    small_kit: Kit, identity: dict[str, str]
+) -> None:
     with_cover(small_kit)
     records = small_kit.root / ".work/records"
     current = digest(small_kit)
-    write_record(records, "lint", {"series_digest": current, "files": ["vllm_omni/attn.py"], "findings": [],
-                                   "pre_existing": 0, "ruff": "0.14.10", "passed": True})  # fmt: skip
-    leg = {"leg": "npu", "mode": "simulated", "versions": {"torch": "2.13.0+cpu", "torch_npu": "2.13.0"},
-           "passed": 12, "failed": 0, "errors": 0, "skipped": 3, "series_digest": current,
-           "passed_all": True}  # fmt: skip
+    write_record(
+        records,
+        "lint",
+        {
+            "series_digest": current,
+            "files": ["vllm_omni/attn.py"],
+            "findings": [],
+            "pre_existing": 0,
+            "ruff": "0.14.10",
+            "passed": True,
+        },
+    )
+    leg = {
+        "leg": "npu",
+        "mode": "simulated",
+        "versions": {"torch": "2.13.0+cpu", "torch_npu": "2.13.0"},
+        "passed": 12,
+        "failed": 0,
+        "errors": 0,
+        "skipped": 3,
+        "series_digest": current,
+        "passed_all": True,
+    }
     write_record(records, "test-npu", leg)
     write_record(records, "test-stock", {**leg, "leg": "stock", "series_digest": "f" * 64})
     assert pr(small_kit, identity)[0] == 0
     body = made(small_kit, "v1/pr-body.md")
     assert "**lint**: passed: upstream's hooks, ruff 0.14.10" in body
     assert "12 passed, 0 failed, 0 errors, 3 skipped (mode simulated: simulated NPU on CPU" in body
-    assert "**CPU regression, leg `stock`**: not run on this revision (last run was on series ffffffffffff" in body
+    assert (
+        "**CPU regression, leg `stock`**: not run on this revision (last run was on series "
+        "ffffffffffff" in body
+    )
     assert "**e2e realtime benchmark**: not run\n" in body
     write_record(records, "test-npu", {**leg, "passed": 11, "failed": 1, "passed_all": False})
     runs = [{"index": 1, "steady_median_ms": 3016.0}, {"index": 2, "steady_median_ms": 3016.4}]
-    e2e = {"series_digest": current, "verdict": "pass", "runs": runs, "determinism": {"md5_equal": True},
-           "stand_in": True, "evidence": "evidence/e2e-1"}  # fmt: skip
+    e2e = {
+        "series_digest": current,
+        "verdict": "pass",
+        "runs": runs,
+        "determinism": {"md5_equal": True},
+        "stand_in": True,
+        "evidence": "evidence/e2e-1",
+    }
     write_record(records, "e2e", e2e)
     code, out = pr(small_kit, identity)
-    assert code == 2 and "already holds this revision" in out and "--force" in out  # never replaced silently
+    assert (
+        code == 2 and "already holds this revision" in out and "--force" in out
+    )  # never replaced silently
     assert pr(small_kit, identity, "--force")[0] == 0
     body = made(small_kit, "v1/pr-body.md")
     assert "FAILED: 11 passed, 1 failed" in body and "12 passed" not in body
-    assert "pass: steady chunk-interval median per run 3016.0 ms, 3016.4 ms; video md5 equal; stand-in server" in body
+    assert (
+        "pass: steady chunk-interval median per run 3016.0 ms, 3016.4 ms; video md5 equal; "
+        "stand-in server" in body
+    )
     assert "**NPU contract of the added tests**: not run\n" in body  # no mutate-series record yet
     outcomes = [
         {"path": "a.py", "line": 3, "status": "killed"},
@@ -206,11 +313,19 @@ def test_body_quotes_the_recorded_runs_and_follows_them(small_kit: Kit, identity
     write_record(
         records,
         "mutate-series",
-        {"series_digest": current, "complete": True, "lines": 2, "lines_run": 2, "outcomes": outcomes, "survivors": []},
+        {
+            "series_digest": current,
+            "complete": True,
+            "lines": 2,
+            "lines_run": 2,
+            "outcomes": outcomes,
+            "survivors": [],
+        },
     )
     assert pr(small_kit, identity, "--force")[0] == 0
     assert (
-        "the series' own tests run 2/2 NPU-branch lines and kill 2/2 mutants of them (1 more listed as equivalent"
+        "the series' own tests run 2/2 NPU-branch lines and kill 2/2 mutants of them (1 more "
+        "listed as equivalent"
     ) in made(small_kit, "v1/pr-body.md")
 
 
@@ -222,11 +337,24 @@ def test_test_plan_is_what_a_reviewer_runs_and_a_backport_is_out_of_scope() -> N
             "--- /dev/null\n+++ b/tests/x/test_a.py\n@@ -0,0 +1 @@\n+x = 1\n",
         )
     ]
-    text = pr_body.body("why", [], scopes, "vllm-omni 0.30.0", "d" * 64, "0.14.10", [("0006-c.patch", "Backport [u]")])
+    text = pr_body.body(
+        "why",
+        [],
+        scopes,
+        "vllm-omni 0.30.0",
+        "d" * 64,
+        "0.14.10",
+        [("0006-c.patch", "Backport [u]")],
+    )
     plan = text.split("## Test Plan", 1)[1].split("## Test Result", 1)[0]
-    assert "pytest -v tests/x/test_a.py\n" in plan and "--deploy-config " + pr_body.DEPLOY_CONFIG in plan
+    assert (
+        "pytest -v tests/x/test_a.py\n" in plan
+        and "--deploy-config " + pr_body.DEPLOY_CONFIG in plan
+    )
     assert "nox -s" not in text  # a reviewer cannot run the kit's sessions
-    assert "Not in this PR: `0006-c.patch`, already upstream (Upstream-Status: Backport [u])." in text
+    assert (
+        "Not in this PR: `0006-c.patch`, already upstream (Upstream-Status: Backport [u])." in text
+    )
 
 
 def test_co_authored_by_is_kept_byte_for_byte_and_dco_still_checks_the_author() -> None:
@@ -236,13 +364,16 @@ def test_co_authored_by_is_kept_byte_for_byte_and_dco_still_checks_the_author() 
     )
     upstream = upstream_message(message, "Me <me@example.org>")
     assert upstream == (
-        "[NPU] Carry\n\nWhy.\n\nCo-authored-by: Some One <one@example.org>\nSigned-off-by: Me <me@example.org>\n"
+        "[NPU] Carry\n\nWhy.\n\nCo-authored-by: Some One <one@example.org>\nSigned-off-by: Me "
+        "<me@example.org>\n"
     )
     assert dco_problem("me@example.org", upstream) is None
     assert dco_problem("one@example.org", upstream) is not None  # a co-author is no sign-off
 
 
-def test_range_diff_from_kit_history_when_snapshot_is_gone(small_kit: Kit, identity: dict[str, str]) -> None:
+def test_range_diff_from_kit_history_when_snapshot_is_gone(
+    small_kit: Kit, identity: dict[str, str]
+) -> None:
     with_cover(small_kit)
     root = small_kit.root
     (root / ".gitignore").write_text("/.work/\n")
@@ -258,7 +389,11 @@ def test_range_diff_from_kit_history_when_snapshot_is_gone(small_kit: Kit, ident
     code, out = pr(small_kit, identity)
     assert code == 0, out
     cover = made(small_kit, "v2/cover.txt")
-    assert "Range-diff against v1 (from kit commit" in cover and " = 1:  " in cover and " ! 2:  " in cover
+    assert (
+        "Range-diff against v1 (from kit commit" in cover
+        and " = 1:  " in cover
+        and " ! 2:  " in cover
+    )
 
 
 def test_precheck_names_file_and_line(small_kit: Kit, identity: dict[str, str]) -> None:
@@ -279,31 +414,52 @@ def test_precheck_names_file_and_line(small_kit: Kit, identity: dict[str, str]) 
 
 def test_scope_figures_and_rfc_threshold() -> None:
     patch = (
-        "diff --git a/tests/t.yaml b/tests/t.yaml\nnew file mode 100644\n--- /dev/null\n+++ b/tests/t.yaml\n"
+        "diff --git a/tests/t.yaml b/tests/t.yaml\nnew file mode 100644\n--- /dev/null\n+++ "
+        "b/tests/t.yaml\n"
         "@@ -0,0 +1,501 @@\n" + "+x\n" * 501 + "diff --git a/vllm_omni/a.py b/vllm_omni/a.py\n"
         "--- a/vllm_omni/a.py\n+++ b/vllm_omni/a.py\n@@ -1,2 +1,2 @@\n-a\n+b\n c\n"
     )
     s = scope.of_patch("0001-x.patch", patch)
-    assert (s.added, s.removed, s.new_files, s.test_config_lines) == (502, 1, ("tests/t.yaml",), 501)
+    assert (s.added, s.removed, s.new_files, s.test_config_lines) == (
+        502,
+        1,
+        ("tests/t.yaml",),
+        501,
+    )
     assert scope.rows([s])[-1] == ("total", 2, "+502", "-1", 1, "99%")
     assert "over upstream's 500-line threshold" in (scope.rfc_warning(scope.total([s])) or "")
-    assert scope.rfc_warning(scope.of_patch("small", patch.split("diff --git a/vllm_omni")[0][:200])) is None
+    assert (
+        scope.rfc_warning(scope.of_patch("small", patch.split("diff --git a/vllm_omni")[0][:200]))
+        is None
+    )
 
 
 def test_sign_off_helper() -> None:
     assert sign_off("S\n\nBody.\n", ME) == f"S\n\nBody.\n\nSigned-off-by: {ME}\n"
-    assert sign_off("S\n\nBody.\n\nCo-authored-by: B <b@x>\n", ME).endswith(f"<b@x>\nSigned-off-by: {ME}\n")
+    assert sign_off("S\n\nBody.\n\nCo-authored-by: B <b@x>\n", ME).endswith(
+        f"<b@x>\nSigned-off-by: {ME}\n"
+    )
     assert sign_off(f"S\n\nSigned-off-by: {ME}\n", ME).count("Signed-off-by") == 1
 
 
 @pytest.mark.parametrize(
     ("text", "message"),
-    [(None, "patches/cover.md (the series cover: PR title, purpose, notes) is missing"),
-     ("# Title\n\nPurpose.\n", "patches/cover.md does not start with the PR title"),
-     ("[NPU] Title\n\n## Notes for reviewers\n\n- x\n", "patches/cover.md has no purpose paragraph"),
-     ("[NPU] " + "x" * 67 + "\n\nPurpose.\n", "patches/cover.md's title is 73 characters, over the 72")],
-)  # fmt: skip
-def test_bad_cover_is_one_line_and_nothing_written(small_kit: Kit, identity: dict[str, str], text, message) -> None:
+    [
+        (None, "patches/cover.md (the series cover: PR title, purpose, notes) is missing"),
+        ("# Title\n\nPurpose.\n", "patches/cover.md does not start with the PR title"),
+        (
+            "[NPU] Title\n\n## Notes for reviewers\n\n- x\n",
+            "patches/cover.md has no purpose paragraph",
+        ),
+        (
+            "[NPU] " + "x" * 67 + "\n\nPurpose.\n",
+            "patches/cover.md's title is 73 characters, over the 72",
+        ),
+    ],
+)
+def test_bad_cover_is_one_line_and_nothing_written(
+    small_kit: Kit, identity: dict[str, str], text, message
+) -> None:
     with_cover(small_kit)
     cover = small_kit.patches / "cover.md"
     cover.unlink() if text is None else cover.write_text(text)
@@ -312,7 +468,9 @@ def test_bad_cover_is_one_line_and_nothing_written(small_kit: Kit, identity: dic
     assert nothing_made(small_kit)
 
 
-def test_a_co_authored_patch_keeps_its_credit_through_refresh_apply_and_pr(small_kit: Kit, identity) -> None:
+def test_a_co_authored_patch_keeps_its_credit_through_refresh_apply_and_pr(
+    small_kit: Kit, identity
+) -> None:
     with_cover(small_kit)
     credit = "Co-authored-by: Some One <one@example.org>"
     (small_kit.checkout / "tests/test_carried.py").write_text(MARKED_TEST, encoding="utf-8")
@@ -324,7 +482,9 @@ def test_a_co_authored_patch_keeps_its_credit_through_refresh_apply_and_pr(small
     assert f"\n\n{credit}\nUpstream-Status: Pending\n".encode() in exported
     small_kit.run("apply", check=True)
     small_kit.run("refresh", check=True)
-    assert (small_kit.patches / "0003-carry.patch").read_bytes() == exported  # the round trip keeps it byte for byte
+    assert (
+        small_kit.patches / "0003-carry.patch"
+    ).read_bytes() == exported  # the round trip keeps it byte for byte
     code, out = pr(small_kit, identity)
     assert code == 0, out
     upstream = made(small_kit, "v1/0003-carry.patch")
@@ -337,29 +497,48 @@ def test_a_co_authored_patch_keeps_its_credit_through_refresh_apply_and_pr(small
 def test_a_new_revision_is_appended_and_the_users_notes_in_revisions_toml_are_kept(
     small_kit: Kit, identity: dict[str, str]
 ) -> None:
-    """Measured: a user's key and comment under [v1] vanished when pr recorded v2 (the file was rewritten)."""
+    """Measured: a user's key and comment under [v1] vanished when pr recorded v2 (the file was
+    rewritten)."""
     with_cover(small_kit)
     assert pr(small_kit, identity)[0] == 0
     path = small_kit.patches / "revisions.toml"
     mine = path.read_text().replace("\n[v1]\n", "\n# sent to the list on Monday\n[v1]\n")
-    mine = mine.replace('prepared = "', 'reviewer = "Grace" # asked for v2\nprepared = "') + "# the end, mine\n"
+    mine = (
+        mine.replace('prepared = "', 'reviewer = "Grace" # asked for v2\nprepared = "')
+        + "# the end, mine\n"
+    )
     path.write_text(mine)
-    (small_kit.patches / "cover.md").write_text(COVER.replace("tests it on CPU", "tests it on CPU and NPU"))
+    (small_kit.patches / "cover.md").write_text(
+        COVER.replace("tests it on CPU", "tests it on CPU and NPU")
+    )
     code, out = pr(small_kit, identity)
     assert code == 0, out
     text = path.read_text()
-    assert text.startswith(mine) and text.count("[v1]") == 1 and text.count("[v2]") == 1  # every byte kept
-    assert "revision v2: unchanged" in pr(small_kit, identity, "--force")[1]  # and pr reads its own file back
+    assert (
+        text.startswith(mine) and text.count("[v1]") == 1 and text.count("[v2]") == 1
+    )  # every byte kept
+    assert (
+        "revision v2: unchanged" in pr(small_kit, identity, "--force")[1]
+    )  # and pr reads its own file back
 
 
-def test_a_cover_with_a_bom_is_refused_not_put_in_the_title(small_kit: Kit, identity: dict[str, str]) -> None:
-    """The unclear outcome, decided: a BOM is refused (as in patches/series), never part of the PR title."""
+def test_a_cover_with_a_bom_is_refused_not_put_in_the_title(
+    small_kit: Kit, identity: dict[str, str]
+) -> None:
+    """The unclear outcome, decided: a BOM is refused (as in patches/series), never part of the PR
+    title."""
     with_cover(small_kit)
     (small_kit.patches / "cover.md").write_bytes(b"\xef\xbb\xbf" + COVER.encode())
     code, out = pr(small_kit, identity)
-    assert code == 2 and "patches/cover.md starts with a UTF-8 byte order mark" in out and nothing_made(small_kit)
+    assert (
+        code == 2
+        and "patches/cover.md starts with a UTF-8 byte order mark" in out
+        and nothing_made(small_kit)
+    )
     fix = out.split("save it without BOM, e.g. ", 1)[1].strip()
-    subprocess.run(fix, shell=True, cwd=small_kit.root, check=True)  # the fix the line gives, as written
+    subprocess.run(
+        fix, shell=True, cwd=small_kit.root, check=True
+    )  # the fix the line gives, as written
     assert (small_kit.patches / "cover.md").read_text() == COVER
     assert pr(small_kit, identity)[0] == 0
     assert made(small_kit, "v1/cover.txt").startswith("[NPU][Hardware][Ascend] Attend")
@@ -379,24 +558,30 @@ def upstream_repo(where: Path, files: dict[str, str]) -> Path:
 def test_a_push_replaces_only_what_the_kit_pushed_and_a_failed_one_records_nothing(
     small_kit: Kit, identity: dict[str, str], tmp_path: Path
 ) -> None:
-    """Measured: pr --force force-pushed over a maintainer's commit on the fork's pr/v1, exit 0; and a failed push
-    recorded the revision, so the retry needed --force."""
+    """Measured: pr --force force-pushed over a maintainer's commit on the fork's pr/v1, exit 0; and a
+    failed push recorded the revision, so the retry needed --force."""
     with_cover(small_kit)
     upstream = upstream_repo(tmp_path / "upstream", SMALL_UPSTREAM)
     fork = tmp_path / "fork.git"
     onto = ["--onto", str(upstream), "main", "--push-to"]
     code, out = pr(small_kit, identity, *onto, str(tmp_path / "no-such-fork"))
-    assert code == 2 and "git push to" in out and "nothing recorded" in out and nothing_made(small_kit), out
+    assert (
+        code == 2 and "git push to" in out and "nothing recorded" in out and nothing_made(small_kit)
+    ), out
     git("init", "-q", "--bare", str(fork), cwd=tmp_path)
     code, out = pr(small_kit, identity, *onto, str(fork))  # the retry: no --force needed
     assert code == 0 and "recorded v1" in out, out
-    # upstream moves on: the same revision re-prepared (--force) on it replaces what the kit itself pushed
+    # upstream moves on: the same revision re-prepared (--force) on it replaces what the kit itself
+    # pushed
     (upstream / "NEWS").write_text("news\n")
     git("add", "-A", cwd=upstream)
     git("commit", "-qm", "news", cwd=upstream, env=AUTHOR)
     code, out = pr(small_kit, identity, "--force", *onto, str(fork))
     assert code == 0, out
-    assert git("rev-parse", "pr/v1~2", cwd=fork).strip() == git("rev-parse", "main", cwd=upstream).strip()
+    assert (
+        git("rev-parse", "pr/v1~2", cwd=fork).strip()
+        == git("rev-parse", "main", cwd=upstream).strip()
+    )
     # a maintainer adds a commit to the fork's pr/v1: never replaced, the refusal names it
     mine = tmp_path / "maintainer"
     git("clone", "-q", "-b", "pr/v1", str(fork), str(mine), cwd=tmp_path)

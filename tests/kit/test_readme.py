@@ -31,21 +31,33 @@ def test_a_readme_table_edited_by_hand_or_without_its_markers_is_a_policy_findin
     ]
 
 
-def test_every_markdown_table_of_the_kit_goes_through_the_one_that_keeps_a_bar_inside_its_cell() -> None:
-    assert markdown_table(["#", "what"], [(1, "a|b"), (2, "")]) == "| # | what |\n|---|---|\n| 1 | a\\|b |\n| 2 |  |"
+def test_every_markdown_table_of_the_kit_goes_through_the_one_that_keeps_a_bar_inside_its_cell() -> (
+    None
+):
+    assert (
+        markdown_table(["#", "what"], [(1, "a|b"), (2, "")])
+        == "| # | what |\n|---|---|\n| 1 | a\\|b |\n| 2 |  |"
+    )
     own = [
         str(p.relative_to(KIT_ROOT))
         for p in sorted((KIT_ROOT / "scripts").rglob("*.py"))
         if p.name != "report.py" and "---|" in p.read_text(encoding="utf-8")
     ]
-    assert own == [], f"{own} write a Markdown table of their own: use scripts.report.markdown_table"
+    assert own == [], (
+        f"{own} write a Markdown table of their own: use scripts.report.markdown_table"
+    )
 
 
 def test_a_backport_patch_shows_as_already_upstream_and_out_of_the_prs_scope() -> None:
     patches = {p.name: p for p in load_series(KIT_ROOT / "patches")}
     config = patches["0006-npu-usp4-eager-config.patch"]
-    assert config.already_upstream and config.upstream_status.startswith("Backport [https://github.com/")
+    assert config.already_upstream and config.upstream_status.startswith(
+        "Backport [https://github.com/"
+    )
     assert not any(p.already_upstream for name, p in patches.items() if name != config.name)
     block = current_block(README, "series")
     assert block is not None and "| Backport (already upstream) |" in block
-    assert "The PR carries 6 files" in block and "`0006-npu-usp4-eager-config` is already upstream" in block
+    assert (
+        "The PR carries 6 files" in block
+        and "`0006-npu-usp4-eager-config` is already upstream" in block
+    )

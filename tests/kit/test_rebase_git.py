@@ -1,5 +1,5 @@
-"""nox -s rebase -- --git URL REF: the real series judged on synthetic "next" upstreams built from the real pinned
-release, and --move onto one of them."""
+"""nox -s rebase -- --git URL REF: the real series judged on synthetic "next" upstreams built from the
+real pinned release, and --move onto one of them."""
 
 from __future__ import annotations
 
@@ -15,7 +15,9 @@ from upstreams import CONFIG, LINGBOT, UPSTREAM_TEST, make_next_upstreams, real_
 
 from scripts.gitcmd import git
 
-pytestmark = pytest.mark.network  # the real pinned wheel: from .work/downloads when cached, else the registry
+pytestmark = (
+    pytest.mark.network
+)  # the real pinned wheel: from .work/downloads when cached, else the registry
 
 
 @pytest.fixture(scope="module")
@@ -49,23 +51,33 @@ def test_merged_upstream_verdict_per_patch(kit: Kit, upstream: Path) -> None:
     out = rebase(kit, upstream, "merged")
     got = verdicts(kit, "vllm-omni-merged")
     merged = git("rev-parse", "merged~5", cwd=upstream).strip()
-    assert got["rope-2d-cos-sin"] == ("upstream-verbatim", f"patch-id of upstream commit {merged[:12]}")
+    assert got["rope-2d-cos-sin"] == (
+        "upstream-verbatim",
+        f"patch-id of upstream commit {merged[:12]}",
+    )
     assert got["rope-2d-cos-sin-test"][0] == "clean"
     outcome, detail = got["paged-attention-npu"]
-    assert outcome == "upstream-partial" and "upstream has vllm_omni/experimental" in detail and "hunk #3" in detail
+    assert (
+        outcome == "upstream-partial"
+        and "upstream has vllm_omni/experimental" in detail
+        and "hunk #3" in detail
+    )
     assert got["npu-empty-stage-buffers"][0] in ("clean", "offset")
     assert got["lingbot-npu-paged-replay"][0] == "upstream-equivalent"
     assert got["npu-usp4-eager-config"][0] == "upstream-equivalent"
     data = json.loads((kit.root / ".work/rebase/vllm-omni-merged.json").read_text())
     hunks = dict(data["patches"][2]["hunks"])
-    # the merged upstream carries hunk #3 of 0003 only (the patch has more hunks since the review's helper)
+    # the merged upstream carries hunk #3 of 0003 only (the patch has more hunks since the review's
+    # helper)
     assert [i for i, v in enumerate(hunks.values(), 1) if v != "not upstream"] == [3]
     assert set(hunks.values()) == {"upstream", "not upstream"} and len(hunks) >= 4
     assert data["target"]["git_commit"] == git("rev-parse", "merged", cwd=upstream).strip()
     report = (kit.root / ".work/rebase/vllm-omni-merged.md").read_text()
     assert "| 1 | `0001-rope-2d-cos-sin.patch` | already upstream (verbatim) |" in report
     assert "already upstream (partial)" in out and "already upstream (equivalent)" in out
-    assert "test_rope_regression.py" in report  # a test that exercises the dropped rope patch is named
+    assert (
+        "test_rope_regression.py" in report
+    )  # a test that exercises the dropped rope patch is named
 
 
 def test_renamed_file_merges_three_way(kit: Kit, upstream: Path) -> None:
@@ -107,7 +119,8 @@ def test_unknown_ref_is_one_line(kit: Kit, upstream: Path) -> None:
 
 @pytest.mark.legs
 def test_move_onto_merged_then_apply_and_both_legs_pass(kit: Kit, upstream: Path) -> None:
-    """--move drops what upstream has, keeps the rest; the moved series applies strictly and passes both legs."""
+    """--move drops what upstream has, keeps the rest; the moved series applies strictly and passes
+    both legs."""
     for leg in ("stock", "npu"):  # built (or reused) here: a skip would read as a pass
         subprocess.run([sys.executable, "-m", "scripts", "legenv", leg], cwd=KIT_ROOT, check=True)
     (kit.root / ".work/envs").symlink_to(KIT_ROOT / ".work/envs")
@@ -118,16 +131,27 @@ def test_move_onto_merged_then_apply_and_both_legs_pass(kit: Kit, upstream: Path
     assert 'source = "git"' in pin and f'commit = "{commit}"' in pin and f'url = "{url}"' in pin
     series = (kit.patches / "series").read_text()
     where = f"in merged ({commit[:12]}) at {url}"
-    for slug, how in (("rope-2d-cos-sin", "verbatim"), ("lingbot-npu-paged-replay", "equivalent"),
-                      ("npu-usp4-eager-config", "equivalent")):  # fmt: skip
+    for slug, how in (
+        ("rope-2d-cos-sin", "verbatim"),
+        ("lingbot-npu-paged-replay", "equivalent"),
+        ("npu-usp4-eager-config", "equivalent"),
+    ):
         assert f"# dropped {slug}: already upstream ({how}) {where}\n" in series
     names = [line for line in series.splitlines() if line and not line.startswith("#")]
-    assert names == ["0001-rope-2d-cos-sin-test.patch", "0002-paged-attention-npu.patch",
-                     "0003-npu-empty-stage-buffers.patch", "0004-npu-cpu-tests.patch"]  # fmt: skip
+    assert names == [
+        "0001-rope-2d-cos-sin-test.patch",
+        "0002-paged-attention-npu.patch",
+        "0003-npu-empty-stage-buffers.patch",
+        "0004-npu-cpu-tests.patch",
+    ]
     report = (kit.root / ".work/rebase/vllm-omni-merged.md").read_text()
     assert f"The pin now names git `{url}` `merged` at commit `{commit}`" in report
     reduced = (kit.patches / "0002-paged-attention-npu.patch").read_text()
-    original = (KIT_ROOT / "patches" / "0003-paged-attention-npu.patch").read_text(encoding="utf-8").count("\n@@ ")
+    original = (
+        (KIT_ROOT / "patches" / "0003-paged-attention-npu.patch")
+        .read_text(encoding="utf-8")
+        .count("\n@@ ")
+    )
     # hunk #3 is upstream's now: the moved patch keeps every other hunk
     assert reduced.count("\n@@ ") == original - 1 and "Kit-Patch: paged-attention-npu" in reduced
     applied = kit.run("apply", env={"CI": "true"})  # strict: offsets or 3-way would fail
@@ -137,5 +161,12 @@ def test_move_onto_merged_then_apply_and_both_legs_pass(kit: Kit, upstream: Path
     for leg in ("stock", "npu"):
         record = json.loads((kit.root / f".work/records/test-{leg}.json").read_text())
         assert record["passed_all"] and record["failed"] == 0 and record["passed"] > 0
-        ran = record["upstream_tests"]  # the git source carries upstream's tests: they ran on pristine and patched
-        assert ran["files"] == [UPSTREAM_TEST] and ran["ok"] and ran["passed"] == 1 and ran["regressions"] == []
+        ran = record[
+            "upstream_tests"
+        ]  # the git source carries upstream's tests: they ran on pristine and patched
+        assert (
+            ran["files"] == [UPSTREAM_TEST]
+            and ran["ok"]
+            and ran["passed"] == 1
+            and ran["regressions"] == []
+        )

@@ -11,7 +11,8 @@ from scripts.gitcmd import FORMAT_PATCH, git
 from scripts.series import squashed_slugs, strip_kit_trailers, subject, trailer_values
 
 SUBJECTS = (
-    "[NPU] Déjà vu: run the fused attention on Ascend for the paged KV cache (ü, 昇腾)",  # encoded and folded
+    # encoded and folded
+    "[NPU] Déjà vu: run the fused attention on Ascend for the paged KV cache (ü, 昇腾)",
     "[Bugfix] A plain ASCII subject long enough that git folds it over two header lines",
 )
 
@@ -28,7 +29,8 @@ def test_subject_round_trips_through_format_patch(tmp_path: Path, text: str) -> 
 def test_every_kit_trailer_is_stripped_for_upstream() -> None:
     message = (
         "Fix it\n\nBody.\n\nUpstream-Status: Pending\n"
-        "Kit-Off-NPU: vllm_omni/diffusion/layers/rope.py::RotaryEmbeddingWan.forward_native: the fix itself\n"
+        "Kit-Off-NPU: vllm_omni/diffusion/layers/rope.py::RotaryEmbeddingWan.forward_native: the "
+        "fix itself\n"
         "Kit-Patch: rope\n"
         "Signed-off-by: A <a@b>\n"
     )
@@ -36,16 +38,20 @@ def test_every_kit_trailer_is_stripped_for_upstream() -> None:
 
 
 SQUASH = (
-    "A\n\nWhy a.\n\nUpstream-Status: Pending\nKit-Patch: a\n\nB\n\nWhy b.\n\nUpstream-Status: Pending\nKit-Patch: b\n"
+    "A\n\nWhy a.\n\nUpstream-Status: Pending\nKit-Patch: a\n\n"
+    "B\n\nWhy b.\n\nUpstream-Status: Pending\nKit-Patch: b\n"
 )
 
 
 @pytest.mark.parametrize(
     ("message", "slugs"),
-    [("S\n\nbody\nKit-Patch: x\nmore\n\nUpstream-Status: Pending\nKit-Patch: real\n", ["real"]),
-     ("S\n\nKit-Patch: x\n\nUpstream-Status: Pending\nKit-Patch: real\n", ["real"]),
-     (SQUASH, ["a", "b"]), ("S\n\nUpstream-Status: Pending\nKit-Patch: x\n\nA closing remark.\n", ["x"])],
-)  # fmt: skip
+    [
+        ("S\n\nbody\nKit-Patch: x\nmore\n\nUpstream-Status: Pending\nKit-Patch: real\n", ["real"]),
+        ("S\n\nKit-Patch: x\n\nUpstream-Status: Pending\nKit-Patch: real\n", ["real"]),
+        (SQUASH, ["a", "b"]),
+        ("S\n\nUpstream-Status: Pending\nKit-Patch: x\n\nA closing remark.\n", ["x"]),
+    ],
+)
 def test_only_trailer_blocks_hold_trailers(message: str, slugs: list[str]) -> None:
     assert squashed_slugs(message) == slugs
 
@@ -54,4 +60,6 @@ def test_a_body_line_like_a_trailer_stays_in_the_upstream_message() -> None:
     message = "S\n\nbody\nKit-Patch: x\n\nUpstream-Status: Pending\nKit-Patch: real\n"
     assert strip_kit_trailers(message) == "S\n\nbody\nKit-Patch: x\n\n"
     cherry = "S\n\nWhy.\n\nUpstream-Status: Pending\nKit-Patch: real\n(cherry picked from commit 0123abcd)\n"
-    assert trailer_values(message, "Kit-Patch") == trailer_values(cherry, "Kit-Patch") == ["real"]  # git's line too
+    assert (
+        trailer_values(message, "Kit-Patch") == trailer_values(cherry, "Kit-Patch") == ["real"]
+    )  # git's line too

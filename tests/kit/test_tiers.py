@@ -1,5 +1,6 @@
 """The tiers of the kit's own tests: pytest.ini's markers are the heavy tier's, and every test that
-builds or uses a leg env, starts servers on the real checkout or fetches a real wheel carries one."""
+builds or uses a leg env, starts servers on the real checkout or fetches a real wheel carries one.
+"""
 
 import ast
 import configparser
@@ -29,7 +30,8 @@ def tier_problems(ini_text: str) -> list[str]:
     if declared != set(HEAVY_MARKERS):
         problems.append(f"pytest.ini declares {sorted(declared)}, the tiers know {HEAVY_MARKERS}")
     for marks in [set(), *({m} for m in HEAVY_MARKERS)]:
-        # pytest's -m expression on a test with these marks (the tiers' expressions are plain Python)
+        # pytest's -m expression on a test with these marks (the tiers' expressions are plain
+        # Python)
         names = {m: m in marks for m in HEAVY_MARKERS}
         default, heavy = (bool(eval(KIT_TIERS[t][1], {}, names)) for t in ("default", "heavy"))  # noqa: S307
         if default == heavy:
@@ -39,11 +41,20 @@ def tier_problems(ini_text: str) -> list[str]:
 
 def test_the_tiers_split_the_tests_by_pytest_ini_markers_and_the_check_bites() -> None:
     assert tier_problems((KIT_ROOT / "pytest.ini").read_text(encoding="utf-8")) == []
-    assert kit_tests_command("default", ["-x"])[-2:] == ["--junitxml=.work/records/kit/junit.xml", "-x"]
+    assert kit_tests_command("default", ["-x"])[-2:] == [
+        "--junitxml=.work/records/kit/junit.xml",
+        "-x",
+    ]
     assert "--junitxml=.work/records/kit-heavy/junit.xml" in kit_tests_command("heavy", [])
-    assert "-n" in KIT_TIERS["default"] and "-n" in KIT_TIERS["heavy"]  # each test makes what it writes
-    assert "loadfile" in KIT_TIERS["heavy"]  # a module's servers / copies are set up once, on one worker
-    assert "worksteal" in KIT_TIERS["default"]  # no worker idles while the other still holds queued tests
+    assert (
+        "-n" in KIT_TIERS["default"] and "-n" in KIT_TIERS["heavy"]
+    )  # each test makes what it writes
+    assert (
+        "loadfile" in KIT_TIERS["heavy"]
+    )  # a module's servers / copies are set up once, on one worker
+    assert (
+        "worksteal" in KIT_TIERS["default"]
+    )  # no worker idles while the other still holds queued tests
     # Bites on a marker no tier knows.
     ini = (KIT_ROOT / "pytest.ini").read_text(encoding="utf-8") + "    slow: takes long\n"
     declared = "['e2e', 'legs', 'network', 'slow']"
@@ -63,7 +74,9 @@ def _marks(decorators: list[ast.expr]) -> set[str]:
         d.attr
         for dec in decorators
         for d in ast.walk(dec)
-        if isinstance(d, ast.Attribute) and isinstance(d.value, ast.Attribute) and d.value.attr == "mark"
+        if isinstance(d, ast.Attribute)
+        and isinstance(d.value, ast.Attribute)
+        and d.value.attr == "mark"
     }
 
 
@@ -72,9 +85,19 @@ def unmarked_heavy_tests(source: str) -> list[str]:
     fixtures, autouse ones included) without a heavy marker on them or on the module."""
     tree = ast.parse(source)
     defs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef | ast.ClassDef)}
-    module_marks = {m for n in tree.body if isinstance(n, ast.Assign) for t in n.targets
-                    if isinstance(t, ast.Name) and t.id == "pytestmark" for m in _marks([n.value])}  # fmt: skip
-    fixtures = {name for name, n in defs.items() if isinstance(n, ast.FunctionDef) and "fixture" in ast.dump(n)}
+    module_marks = {
+        m
+        for n in tree.body
+        if isinstance(n, ast.Assign)
+        for t in n.targets
+        if isinstance(t, ast.Name) and t.id == "pytestmark"
+        for m in _marks([n.value])
+    }
+    fixtures = {
+        name
+        for name, n in defs.items()
+        if isinstance(n, ast.FunctionDef) and "fixture" in ast.dump(n)
+    }
     autouse = [name for name in fixtures if "autouse" in ast.dump(defs[name])]
 
     def reach(names: list[str]) -> set[str]:
@@ -85,7 +108,11 @@ def unmarked_heavy_tests(source: str) -> list[str]:
                 continue
             seen.add(name)
             found |= (calls := _calls(defs[name]))
-            params = [a.arg for a in defs[name].args.args] if isinstance(defs[name], ast.FunctionDef) else []
+            params = (
+                [a.arg for a in defs[name].args.args]
+                if isinstance(defs[name], ast.FunctionDef)
+                else []
+            )
             names += [c for c in calls if c in defs] + [p for p in params if p in fixtures]
         return found
 
@@ -94,12 +121,17 @@ def unmarked_heavy_tests(source: str) -> list[str]:
         if name.startswith("test_") and isinstance(node, ast.FunctionDef):
             heavy = sorted(set().union(*HEAVY_CALLS.values()) & reach([name, *autouse]))
             if heavy and not (set(HEAVY_MARKERS) & (module_marks | _marks(node.decorator_list))):
-                problems.append(f"{name}: {', '.join(heavy)} without a {'/'.join(HEAVY_MARKERS)} marker")
+                problems.append(
+                    f"{name}: {', '.join(heavy)} without a {'/'.join(HEAVY_MARKERS)} marker"
+                )
     return problems
 
 
 def test_every_heavy_test_is_marked_and_the_check_bites() -> None:
-    found = {p.name: unmarked_heavy_tests(p.read_text("utf-8")) for p in (KIT_ROOT / "tests/kit").glob("test_*.py")}
+    found = {
+        p.name: unmarked_heavy_tests(p.read_text("utf-8"))
+        for p in (KIT_ROOT / "tests/kit").glob("test_*.py")
+    }
     assert {name: tests for name, tests in found.items() if tests} == {}
     # Bites through fixtures and helpers.
     source = (
@@ -115,13 +147,23 @@ def test_every_heavy_test_is_marked_and_the_check_bites() -> None:
         "test_a: ensure_env without a legs/e2e/network marker",
         "test_b: real_wheel without a legs/e2e/network marker",
     ]
-    assert unmarked_heavy_tests("import pytest\npytestmark = pytest.mark.network\n" + source.split("\n", 1)[1]) == []
+    assert (
+        unmarked_heavy_tests(
+            "import pytest\npytestmark = pytest.mark.network\n" + source.split("\n", 1)[1]
+        )
+        == []
+    )
 
 
-def test_the_kit_tests_without_their_tools_end_in_one_message_naming_them_and_nox(tmp_path: Path) -> None:
-    # A copy of the kit whose ci/kit-dev-tools.txt pins a tool this interpreter lacks: pytest says so, once.
+def test_the_kit_tests_without_their_tools_end_in_one_message_naming_them_and_nox(
+    tmp_path: Path,
+) -> None:
+    # A copy of the kit whose ci/kit-dev-tools.txt pins a tool this interpreter lacks: pytest says
+    # so, once.
     for part in ("scripts", "ci"):
-        shutil.copytree(KIT_ROOT / part, tmp_path / part, ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copytree(
+            KIT_ROOT / part, tmp_path / part, ignore=shutil.ignore_patterns("__pycache__")
+        )
     (tmp_path / "tests" / "kit").mkdir(parents=True)
     for name in ("conftest.py", "e2e_prereq.py", "test_tiers.py"):
         shutil.copy2(KIT_ROOT / "tests" / "kit" / name, tmp_path / "tests" / "kit" / name)
@@ -135,4 +177,6 @@ def test_the_kit_tests_without_their_tools_end_in_one_message_naming_them_and_no
     assert done.returncode == 4, out  # pytest's usage error: no test ran
     assert len(lines) == 1 and "kit-absent-tool -- run: nox -s kit" in lines[0], out
     assert "Traceback" not in out and "passed" not in out, out
-    assert missing(["pytest==1", "kit-absent-tool==1.0", "# a comment", "kit-absent-tool==2"]) == ["kit-absent-tool"]
+    assert missing(["pytest==1", "kit-absent-tool==1.0", "# a comment", "kit-absent-tool==2"]) == [
+        "kit-absent-tool"
+    ]

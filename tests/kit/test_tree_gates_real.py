@@ -1,6 +1,6 @@
-"""The real series on a git target that carries its own gates: the pinned release's tree as upstream, with a
-`.pre-commit-config.yaml` whose local hook (from its tools/, with a registry dependency) refuses torch_npu
-outside vllm_omni/platforms/, and a remote hook the registry does not serve."""
+"""The real series on a git target that carries its own gates: the pinned release's tree as upstream,
+with a `.pre-commit-config.yaml` whose local hook (from its tools/, with a registry dependency)
+refuses torch_npu outside vllm_omni/platforms/, and a remote hook the registry does not serve."""
 
 from __future__ import annotations
 
@@ -23,7 +23,9 @@ from upstreams import (
 
 from scripts.gitcmd import git
 
-pytestmark = pytest.mark.network  # the real pinned wheel, and the hook's dependency from the package registry
+pytestmark = (
+    pytest.mark.network
+)  # the real pinned wheel, and the hook's dependency from the package registry
 
 PAGED = "vllm_omni/experimental/ar_diffusion/kv_cache/paged_attention.py"
 DEPENDENCY = "tomli==2.4.1"
@@ -40,7 +42,9 @@ def upstream(tmp_path: Path) -> Path:
 
 def on_git(kit: Kit, upstream: Path) -> None:
     commit = git("rev-parse", "HEAD", cwd=upstream).strip()
-    kit.write_pin(git_pin((kit.patches / "upstream.toml").read_text(encoding="utf-8"), upstream, commit))
+    kit.write_pin(
+        git_pin((kit.patches / "upstream.toml").read_text(encoding="utf-8"), upstream, commit)
+    )
     kit.run("apply", check=True)
 
 
@@ -54,7 +58,10 @@ def test_lint_runs_the_targets_gates_on_the_real_series(tmp_path: Path, upstream
     code, out = lint(kit)
     assert code == 1 and "Traceback" not in out, out
     for n in imports:
-        assert f"{PAGED}:{n}: {NPU_IMPORT_HOOK} torch_npu is imported outside vllm_omni/platforms/" in out, out
+        assert (
+            f"{PAGED}:{n}: {NPU_IMPORT_HOOK} torch_npu is imported outside vllm_omni/platforms/"
+            in out
+        ), out
     unchecked = re.findall(rf"^.*(vllm_omni/\S+):\d+: {UNSERVED_HOOK} unchecked: (.*)$", out, re.M)
     assert unchecked and all("no registry package" in why for _, why in unchecked), out
     made = re.findall(rf"gate env (\S+): {re.escape(DEPENDENCY)} \(made once per config\)", out)

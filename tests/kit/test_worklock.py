@@ -17,18 +17,30 @@ def test_a_try_on_a_held_lock_fails_at_once_naming_the_holder_and_readers_share(
     lock_file, told, slept = tmp_path / "locks" / "x.lock", [], []
     with worklock.locked(lock_file, stamp="pid 1 (first)", wait_s=None):
         refusal = lambda holder: LookupError(holder.strip())  # noqa: E731  (the caller's own refusal)
-        with monkeypatch.context() as patched, pytest.raises(LookupError, match=r"^pid 1 \(first\)$"):
-            patched.setattr(worklock.time, "sleep", slept.append)  # at once: it never waits for the holder
-            with worklock.locked(lock_file, stamp="second", wait_s=0, busy=refusal, on_wait=told.append):
+        with (
+            monkeypatch.context() as patched,
+            pytest.raises(LookupError, match=r"^pid 1 \(first\)$"),
+        ):
+            patched.setattr(
+                worklock.time, "sleep", slept.append
+            )  # at once: it never waits for the holder
+            with worklock.locked(
+                lock_file, stamp="second", wait_s=0, busy=refusal, on_wait=told.append
+            ):
                 pass
         assert slept == [] and told == []  # a try tells no one it waits
-        clock = [100.0]  # the wait on a clock of its own: it polls until the deadline, then gives up
+        clock = [
+            100.0
+        ]  # the wait on a clock of its own: it polls until the deadline, then gives up
 
         def sleep(seconds: float) -> None:
             slept.append(seconds)
             clock[0] += seconds
 
-        with monkeypatch.context() as patched, pytest.raises(worklock.Busy, match="x.lock is in use by pid 1"):
+        with (
+            monkeypatch.context() as patched,
+            pytest.raises(worklock.Busy, match="x.lock is in use by pid 1"),
+        ):
             patched.setattr(worklock.time, "monotonic", lambda: clock[0])
             patched.setattr(worklock.time, "sleep", sleep)
             with worklock.locked(lock_file, stamp="third", wait_s=3, poll_s=1, on_wait=told.append):
@@ -36,8 +48,13 @@ def test_a_try_on_a_held_lock_fails_at_once_naming_the_holder_and_readers_share(
         assert slept == [1, 1, 1] and told == ["pid 1 (first)\n"]  # the whole timeout, told once
     with worklock.locked(lock_file, stamp="free", wait_s=0):  # released with its block
         assert lock_file.read_text(encoding="utf-8") == "free\n"
-    with worklock.locked(lock_file, stamp="r1", wait_s=0, shared=True):  # shared holders share; a writer waits
-        with worklock.locked(lock_file, stamp="r2", wait_s=0, shared=True), pytest.raises(worklock.Busy):
+    with worklock.locked(
+        lock_file, stamp="r1", wait_s=0, shared=True
+    ):  # shared holders share; a writer waits
+        with (
+            worklock.locked(lock_file, stamp="r2", wait_s=0, shared=True),
+            pytest.raises(worklock.Busy),
+        ):
             with worklock.locked(lock_file, stamp="w", wait_s=0):
                 pass
 

@@ -1,6 +1,6 @@
-"""Synthetic upstreams from the real pinned release (the 0.30.0 wheel's tree as v0.30.0) and the real series: each
-"next" upstream a branch made as upstream would make it (a patch verbatim, the same change in other words, one hunk
-of a patch, a rename of a touched file, a merge later reverted)."""
+"""Synthetic upstreams from the real pinned release (the 0.30.0 wheel's tree as v0.30.0) and the real
+series: each "next" upstream a branch made as upstream would make it (a patch verbatim, the same
+change in other words, one hunk of a patch, a rename of a touched file, a merge later reverted)."""
 
 from __future__ import annotations
 
@@ -18,9 +18,13 @@ PATCHES = KIT_ROOT / "patches"
 ROPE = "vllm_omni/diffusion/layers/rope.py"
 LINGBOT = "vllm_omni/diffusion/models/lingbot_world/transformer.py"
 CONFIG = "benchmarks/lingbot_world/configs/npu_usp4_eager.yaml"
-REPLAY_SERIES = '            if (query.is_cuda or query.device.type == "npu") and query.shape[0] == 1:\n'
+REPLAY_SERIES = (
+    '            if (query.is_cuda or query.device.type == "npu") and query.shape[0] == 1:\n'
+)
 # 0005's guard as upstream typed it: other spacing, a comment of its own.
-REPLAY_UPSTREAM = '            if (query.is_cuda or query.device.type=="npu") and query.shape[0]==1:  # NPU too\n'
+REPLAY_UPSTREAM = (
+    '            if (query.is_cuda or query.device.type=="npu") and query.shape[0]==1:  # NPU too\n'
+)
 # 0006's settings in upstream's words: other comments, keys in another order, flow-style mappings.
 CONFIG_UPSTREAM = """\
 # Ascend: 4 NPUs with Ulysses sequence parallelism (degree 4), eager mode.
@@ -49,7 +53,8 @@ stages:
 """
 
 
-# One of upstream's own CPU tests (the wheel has none), for a module the series still touches after --move.
+# One of upstream's own CPU tests (the wheel has none), for a module the series still touches after
+# --move.
 UPSTREAM_TEST = "tests/diffusion/ar_diffusion/test_paged_attention_cpu_copy.py"
 UPSTREAM_TEST_TEXT = """\
 # SPDX-License-Identifier: Apache-2.0
@@ -72,7 +77,8 @@ def patch(name_part: str) -> Path:
 
 
 def real_wheel(cache: Path) -> Path:
-    """The pinned release wheel (digest verified), from the kit's cache when it has it, else the registry."""
+    """The pinned release wheel (digest verified), from the kit's cache when it has it, else the
+    registry."""
     pin = load_pin(PATCHES / "upstream.toml")
     cached = KIT_ROOT / ".work" / "downloads" / pin.wheel_filename
     cache.mkdir(parents=True, exist_ok=True)
@@ -118,8 +124,12 @@ def make_next_upstreams(repo: Path) -> None:
     am(repo, patch("0001"))  # verbatim: its patch-id is in the history ...
     sin, rest = "        sin: torch.Tensor,", "\n    ) -> torch.Tensor:\n        if cos.dim"
     edit(repo, ROPE, sin + rest, sin + "  # (S, D/2) or (B, S, 1, D/2)" + rest)
-    commit_all(repo, "Document the cos/sin layouts")  # ... and a later edit of its context stops reverse-apply
-    third = hunks(patch("0003").read_text(encoding="utf-8"))[2].text  # half of 0003: one of its hunks
+    commit_all(
+        repo, "Document the cos/sin layouts"
+    )  # ... and a later edit of its context stops reverse-apply
+    third = hunks(patch("0003").read_text(encoding="utf-8"))[
+        2
+    ].text  # half of 0003: one of its hunks
     git("apply", "--index", "-", cwd=repo, stdin=third)
     commit_all(repo, "Build the block table once per step")
     git("apply", "--index", patch("0005").as_posix(), cwd=repo)
@@ -150,7 +160,8 @@ def make_next_upstreams(repo: Path) -> None:
     git("checkout", "-q", "main", cwd=repo)
 
 
-# ---- an upstream that carries its own gates: .pre-commit-config.yaml and a local hook in tools/ ----
+# ---- an upstream that carries its own gates: .pre-commit-config.yaml and a local hook in tools/
+# ----
 
 NPU_IMPORT_HOOK = "torch-npu-only-in-platforms"
 UNSERVED_HOOK = "npu-style"  # a remote hook repository the package registry does not serve
@@ -195,7 +206,8 @@ SIGNOFF = """\
 
 
 def gated_config(deps: tuple[str, ...] = ()) -> str:
-    """The config with the local import hook (its additional_dependencies: deps) and the unserved remote one."""
+    """The config with the local import hook (its additional_dependencies: deps) and the unserved
+    remote one."""
     extra = f"        additional_dependencies: [{', '.join(deps)}]\n" if deps else ""
     return f"""repos:
 {TRAILING}  - repo: https://git.example.org/npu-lint/npu-style-hooks
@@ -213,8 +225,11 @@ def gated_config(deps: tuple[str, ...] = ()) -> str:
 {extra}{SIGNOFF}"""
 
 
-def add_gates(repo: Path, config: str, message: str = "Add pre-commit gates", tool: str = NPU_IMPORT_TOOL) -> str:
-    """Commit config as the repository's .pre-commit-config.yaml (and the local hook's tool); the commit."""
+def add_gates(
+    repo: Path, config: str, message: str = "Add pre-commit gates", tool: str = NPU_IMPORT_TOOL
+) -> str:
+    """Commit config as the repository's .pre-commit-config.yaml (and the local hook's tool); the
+    commit."""
     (repo / "tools").mkdir(exist_ok=True)
     (repo / "tools" / "check_npu_import.py").write_text(tool, encoding="utf-8")
     (repo / ".pre-commit-config.yaml").write_text(config, encoding="utf-8")
@@ -222,7 +237,8 @@ def add_gates(repo: Path, config: str, message: str = "Add pre-commit gates", to
 
 
 def git_pin(kit_pin: str, url: Path, commit: str) -> str:
-    """A kit's pin text moved to the git source at commit of url (the wheel fields kept, as a move keeps them)."""
+    """A kit's pin text moved to the git source at commit of url (the wheel fields kept, as a move
+    keeps them)."""
     text = kit_pin.replace('source = "wheel"', 'source = "git"')
     text = re.sub(r'(?m)^url = ".*"$', f'url = "{url}"', text)
     return re.sub(r'(?m)^commit = ".*"$', f'commit = "{commit}"', text)

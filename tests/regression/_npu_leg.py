@@ -48,8 +48,8 @@ def prepare(mode: str) -> Any:
     return sim
 
 
-# The modules the suite tests (they import what else it reaches): both legs import them up front when coverage.py
-# measures, and benchmarks/main_job.py times the same imports as the legs' floor.
+# The modules the suite tests (they import what else it reaches): both legs import them up front
+# when coverage.py measures, and benchmarks/main_job.py times the same imports as the legs' floor.
 CODE_UNDER_TEST = (
     "vllm_omni.diffusion.models.lingbot_world.transformer",
     "vllm_omni.experimental.ar_diffusion.kv_cache.paged_attention",
@@ -57,8 +57,8 @@ CODE_UNDER_TEST = (
 
 
 def import_code_under_test() -> None:
-    """Import CODE_UNDER_TEST now; a module that fails (a broken patch, a mutant) is left to the tests importing
-    it, each of which then fails with the error."""
+    """Import CODE_UNDER_TEST now; a module that fails (a broken patch, a mutant) is left to the tests
+    importing it, each of which then fails with the error."""
     for name in CODE_UNDER_TEST:
         with contextlib.suppress(Exception):
             importlib.import_module(name)
@@ -66,7 +66,9 @@ def import_code_under_test() -> None:
 
 def _resolve_omni_platform_without_npu(torch: Any) -> None:
     available = torch.npu.is_available
-    torch.npu.is_available = lambda: False  # only while vllm-omni picks its platform (see the docstring)
+    torch.npu.is_available = (
+        lambda: False
+    )  # only while vllm-omni picks its platform (see the docstring)
     try:
         import vllm_omni.platforms as platforms
 
@@ -83,7 +85,11 @@ def record_syncs(scenario: str, syncs: int | None, **details: Any) -> None:
     if report_dir:
         path = Path(report_dir) / SYNC_REPORT_NAME
         path.parent.mkdir(parents=True, exist_ok=True)
-        data = {"npu_mode": os.environ.get("KIT_NPU_MODE", "none"), "target_max": 0, "scenarios": _sync_counts}
+        data = {
+            "npu_mode": os.environ.get("KIT_NPU_MODE", "none"),
+            "target_max": 0,
+            "scenarios": _sync_counts,
+        }
         path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
@@ -147,10 +153,11 @@ if __name__ == "__main__":
 
 
 def moved_bytes() -> Any:
-    """A dispatch mode that sums the bytes written by data-moving aten ops (gathers, copies, concatenations).
+    """A dispatch mode that sums the bytes written by data-moving aten ops (gathers, copies,
+    concatenations).
 
-    ``with moved_bytes() as counter: ...; counter.bytes``. It sees every op before the NPU backend does, so
-    it counts the same on the simulated NPU and on a card.
+    ``with moved_bytes() as counter: ...; counter.bytes``. It sees every op before the NPU backend
+    does, so it counts the same on the simulated NPU and on a card.
     """
     from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -161,7 +168,9 @@ def moved_bytes() -> Any:
             super().__init__()
             self.bytes = 0
 
-        def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None) -> Any:
+        def __torch_dispatch__(
+            self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None
+        ) -> Any:
             out = func(*args, **(kwargs or {}))
             if func.overloadpacket.__name__ in moving and hasattr(out, "element_size"):
                 self.bytes += out.numel() * out.element_size()

@@ -1,8 +1,8 @@
 """Deterministic regression cases (seeded CPU inputs), computed by whichever vllm_omni is importable.
 
-In the test process (``compute_all()``) that is the patched tree, first on ``sys.path``; as the script
-``python _oracle.py OUT.pt`` in a fresh interpreter whose ``PYTHONPATH`` names the pristine tree, the pristine
-one (both trees cannot share a process: same module names, same custom-op name).
+In the test process (``compute_all()``) that is the patched tree, first on ``sys.path``; as the
+script ``python _oracle.py OUT.pt`` in a fresh interpreter whose ``PYTHONPATH`` names the pristine
+tree, the pristine one (both trees cannot share a process: same module names, same custom-op name).
 """
 
 from __future__ import annotations
@@ -23,7 +23,13 @@ DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 ROPE_CASES = [
     ("s_ne_h", 1, 12, 4, 16),  # S != H: the pre-fix broadcast raises
     ("s_eq_h", 2, 6, 6, 8),  # S == H: the pre-fix broadcast is silently wrong
-    ("sp4_local", 1, 1170, 40, 128),  # LingBot-World per-rank tokens under Ulysses SP-4: cos (1170, 64)
+    (
+        "sp4_local",
+        1,
+        1170,
+        40,
+        128,
+    ),  # LingBot-World per-rank tokens under Ulysses SP-4: cos (1170, 64)
 ]
 
 # Paged attention geometries: (name, num_blocks, block_size, kv_heads, head_dim, dtype,
@@ -70,7 +76,9 @@ def rope_results() -> dict[str, torch.Tensor]:
 
 
 def paged_inputs(index: int) -> dict:
-    _, num_blocks, block_size, heads, head_dim, dtype_name, seqs, width, batched = PAGED_CASES[index]
+    _, num_blocks, block_size, heads, head_dim, dtype_name, seqs, width, batched = PAGED_CASES[
+        index
+    ]
     dtype = DTYPES[dtype_name]
     g = _gen(2000 + index)
     key_cache = torch.randn(num_blocks, block_size, heads, head_dim, generator=g).to(dtype)
@@ -85,7 +93,9 @@ def paged_inputs(index: int) -> dict:
     table = torch.zeros(len(seqs), width, dtype=torch.int32)
     for row, (_, _, ids) in enumerate(seqs):
         table[row, : len(ids)] = torch.tensor(ids, dtype=torch.int32)
-    q_ends = torch.tensor([0] + [q for q, _, _ in seqs], dtype=torch.int32).cumsum(0, dtype=torch.int32)
+    q_ends = torch.tensor([0] + [q for q, _, _ in seqs], dtype=torch.int32).cumsum(
+        0, dtype=torch.int32
+    )
     return {
         "query": query,
         "key_cache": key_cache,
@@ -100,10 +110,14 @@ def paged_inputs(index: int) -> dict:
 
 
 def paged_attention_call(inputs: dict, **extra) -> torch.Tensor:
-    from vllm_omni.experimental.ar_diffusion.kv_cache.paged_attention import ar_diffusion_paged_attention
+    from vllm_omni.experimental.ar_diffusion.kv_cache.paged_attention import (
+        ar_diffusion_paged_attention,
+    )
 
     named = {k: v for k, v in inputs.items() if k not in ("query", "key_cache", "value_cache")}
-    return ar_diffusion_paged_attention(inputs["query"], inputs["key_cache"], inputs["value_cache"], **named, **extra)
+    return ar_diffusion_paged_attention(
+        inputs["query"], inputs["key_cache"], inputs["value_cache"], **named, **extra
+    )
 
 
 def fused_op_call(index: int) -> dict[str, torch.Tensor]:
@@ -117,17 +131,30 @@ def fused_op_call(index: int) -> dict[str, torch.Tensor]:
     value_pool = inputs["value_cache"].flatten(0, 1).clone()
     # The current chunk is the last q_len tokens of the visible window.
     positions = torch.arange(kv_len - q_len, kv_len)
-    slots = torch.tensor(ids, dtype=torch.long)[positions // block_size] * block_size + positions % block_size
+    slots = (
+        torch.tensor(ids, dtype=torch.long)[positions // block_size] * block_size
+        + positions % block_size
+    )
     g = _gen(3000 + index)
     k_curr = torch.randn(q_len, *key_pool.shape[1:], generator=g).to(key_pool.dtype)
     v_curr = torch.randn(q_len, *value_pool.shape[1:], generator=g).to(value_pool.dtype)
     query = inputs["query"].reshape(-1, *inputs["query"].shape[-2:])
-    # The op's arguments: the chunk (no action tokens), the pools and write slots, the paged metadata, no staging.
+    # The op's arguments: the chunk (no action tokens), the pools and write slots, the paged
+    # metadata, no staging.
     chunk = (query, k_curr, v_curr, None, None)
     pools = (key_pool, value_pool, block_size, slots, torch.empty(0, dtype=torch.long))
-    metadata = ("block_table", "query_start_loc", "seq_lens", "max_query_len", "max_seq_len", "softmax_scale")
+    metadata = (
+        "block_table",
+        "query_start_loc",
+        "seq_lens",
+        "max_query_len",
+        "max_seq_len",
+        "softmax_scale",
+    )
     staging = (None, None, False, 0)
-    out = torch.ops.vllm_omni.ar_diffusion_paged_write_attn(*chunk, *pools, *(inputs[k] for k in metadata), *staging)
+    out = torch.ops.vllm_omni.ar_diffusion_paged_write_attn(
+        *chunk, *pools, *(inputs[k] for k in metadata), *staging
+    )
     return {"out": out, "key_pool": key_pool, "value_pool": value_pool}
 
 
@@ -151,7 +178,9 @@ def op_schema() -> str:
 class FakeKVManager:
     """The slice of the AR-Diffusion KV manager that ARDiffusionPagedForwardContext reads."""
 
-    def __init__(self, *, block_size: int = 4, num_blocks: int = 32, heads: int = 2, head_dim: int = 8):
+    def __init__(
+        self, *, block_size: int = 4, num_blocks: int = 32, heads: int = 2, head_dim: int = 8
+    ):
         self.block_size = block_size
         self.spec = SimpleNamespace(sink_chunks=1)
         self.history_staging: list = []  # staging disabled (the default)
@@ -163,8 +192,12 @@ class FakeKVManager:
         return list(range(20 + start, 20 + start + count))
 
 
-def forward_context(*, history_block_ids: list[int], seq_len: int, max_video_tokens: int, kv_cache=None):
-    from vllm_omni.experimental.ar_diffusion.kv_cache.paged_attention import ARDiffusionPagedForwardContext
+def forward_context(
+    *, history_block_ids: list[int], seq_len: int, max_video_tokens: int, kv_cache=None
+):
+    from vllm_omni.experimental.ar_diffusion.kv_cache.paged_attention import (
+        ARDiffusionPagedForwardContext,
+    )
 
     return ARDiffusionPagedForwardContext(
         kv_cache=kv_cache or FakeKVManager(),
@@ -188,14 +221,24 @@ CONTEXT_CASES = [
 def context_results() -> dict:
     out: dict = {}
     for name, history, seq_len, max_video_tokens, action_len in CONTEXT_CASES:
-        ctx = forward_context(history_block_ids=history, seq_len=seq_len, max_video_tokens=max_video_tokens)
+        ctx = forward_context(
+            history_block_ids=history, seq_len=seq_len, max_video_tokens=max_video_tokens
+        )
         ctx.prepare(CPU, action_len, seq_len + action_len)
         inputs = ctx.layer_inputs(0)
         for field in ("block_table", "query_start_loc", "seq_lens", "video_slots", "action_slots"):
             out[f"context/{name}/{field}"] = getattr(inputs, field)
-        ints = (inputs.block_size, inputs.seq_len, inputs.max_query_len, inputs.max_seq_len, inputs.stage_first_block)
+        ints = (
+            inputs.block_size,
+            inputs.seq_len,
+            inputs.max_query_len,
+            inputs.max_seq_len,
+            inputs.stage_first_block,
+        )
         out[f"context/{name}/ints"] = torch.tensor(ints)
-        out[f"context/{name}/stage_is_none"] = torch.tensor([inputs.stage_key is None, inputs.stage_value is None])
+        out[f"context/{name}/stage_is_none"] = torch.tensor(
+            [inputs.stage_key is None, inputs.stage_value is None]
+        )
     return out
 
 
@@ -229,10 +272,10 @@ def ensure_single_rank_parallel_state() -> None:
 def build_lingbot_self_attention():
     """A real ``LingBotSelfAttention`` on CPU with seeded weights.
 
-    vllm-omni has no CPU platform: its attention-backend lookup and the impl's forward dispatch raise there.
-    Answer the lookup (during construction only) with vllm-omni's TORCH_SDPA backend and route that impl's
-    forward to its portable torch path. Everything else, including ``forward``'s choice between the paged entry
-    and the dense layer, is real.
+    vllm-omni has no CPU platform: its attention-backend lookup and the impl's forward dispatch
+    raise there. Answer the lookup (during construction only) with vllm-omni's TORCH_SDPA backend
+    and route that impl's forward to its portable torch path. Everything else, including
+    ``forward``'s choice between the paged entry and the dense layer, is real.
     """
     from vllm.config import VllmConfig, set_current_vllm_config
     from vllm_omni.diffusion.attention.backends.registry import DiffusionAttentionBackendEnum
@@ -259,7 +302,9 @@ def build_lingbot_self_attention():
     g = _gen(4000)
     with torch.no_grad():
         for _, param in sorted(module.named_parameters()):
-            param.copy_(torch.randn(param.shape, generator=g) * 0.2 + (1.0 if param.dim() == 1 else 0.0))
+            param.copy_(
+                torch.randn(param.shape, generator=g) * 0.2 + (1.0 if param.dim() == 1 else 0.0)
+            )
     # The impl dispatches on the platform too: on CPU, run the SDPA backend's portable torch path.
     module.attn.attention.forward = module.attn.attention.forward_xpu
     # What the model loader does after loading weights (on CPU it selects vllm's CPU GEMM).
@@ -270,7 +315,9 @@ def build_lingbot_self_attention():
     return module.eval()
 
 
-def lingbot_inputs(chunk: int, rope_2d: bool) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+def lingbot_inputs(
+    chunk: int, rope_2d: bool
+) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
     _, dim, heads, tokens, _ = LINGBOT_CASE
     g = _gen(5000 + chunk)
     hidden = torch.randn(1, tokens, dim, generator=g)
@@ -284,7 +331,8 @@ def lingbot_inputs(chunk: int, rope_2d: bool) -> tuple[torch.Tensor, tuple[torch
 def lingbot_direct_replay(
     module, *, rope_2d: bool, device: torch.device = CPU, dtype: torch.dtype = torch.float32
 ) -> dict[str, torch.Tensor]:
-    """Two offline chunks through ``LingBotSelfAttention.forward`` (tick None: direct replay); results on CPU."""
+    """Two offline chunks through ``LingBotSelfAttention.forward`` (tick None: direct replay); results
+    on CPU."""
     from vllm_omni.diffusion.models.lingbot_world import transformer
 
     _, dim, heads, tokens, max_tokens = LINGBOT_CASE
@@ -304,7 +352,11 @@ def lingbot_direct_replay(
             rotary = (cos.to(device), sin.to(device))
             start = chunk * tokens
             result = module(
-                hidden.to(device, dtype), cache=cache, current_start=start, rotary_emb=rotary, sink_tokens=0
+                hidden.to(device, dtype),
+                cache=cache,
+                current_start=start,
+                rotary_emb=rotary,
+                sink_tokens=0,
             )
             assert result.device == device
             out[f"chunk{chunk}"] = result.cpu()
@@ -317,7 +369,12 @@ def lingbot_results() -> dict[str, torch.Tensor]:
     return {f"lingbot/{k}": v for k, v in lingbot_direct_replay(module, rope_2d=False).items()}
 
 
-SECTIONS = {"rope": rope_results, "paged": paged_results, "context": context_results, "lingbot": lingbot_results}
+SECTIONS = {
+    "rope": rope_results,
+    "paged": paged_results,
+    "context": context_results,
+    "lingbot": lingbot_results,
+}
 
 
 def compute_all(sections=tuple(SECTIONS)) -> dict:
@@ -330,20 +387,26 @@ def compute_all(sections=tuple(SECTIONS)) -> dict:
 
 
 def loaded_outside_env() -> list[str]:
-    """Files loaded from outside the env (covered by its stamp): the oracle's code, the stand-in, the pristine tree."""
+    """Files loaded from outside the env (covered by its stamp): the oracle's code, the stand-in, the
+    pristine tree."""
     files = {Path(__file__).resolve()}
     for module in list(sys.modules.values()):
         name = getattr(module, "__file__", None)
         if name and Path(name).is_file():
             files.add(Path(name).resolve())
-    return oracle_cache.outside_env(files, {Path(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}, sys.path)
+    return oracle_cache.outside_env(
+        files, {Path(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}, sys.path
+    )
 
 
 if __name__ == "__main__":
-    # python _oracle.py OUT.pt [INPUTS.json]: the results, and the files they were computed from. A fresh
-    # interpreter that exits when done: without the collector, which walks the ~700k objects vllm's imports
-    # leave again and again while they load (a sixth of this process's CPU; docs/results.md).
+    # python _oracle.py OUT.pt [INPUTS.json]: the results, and the files they were computed from. A
+    # fresh interpreter that exits when done: without the collector, which walks the ~700k objects
+    # vllm's imports leave again and again while they load (a sixth of this process's CPU;
+    # docs/results.md).
     gc.disable()
     torch.save(compute_all(), sys.argv[1])
     if len(sys.argv) > 2:
-        Path(sys.argv[2]).write_text(json.dumps(loaded_outside_env(), indent=1) + "\n", encoding="utf-8")
+        Path(sys.argv[2]).write_text(
+            json.dumps(loaded_outside_env(), indent=1) + "\n", encoding="utf-8"
+        )

@@ -1,5 +1,5 @@
-"""Inputs, upstream's reference and the stubbed kernel of the paged-attention tests (npu leg): shared by
-test_npu_paged_attention.py, test_npu_paged_contracts.py and bench_npu_gather.py."""
+"""Inputs, upstream's reference and the stubbed kernel of the paged-attention tests (npu leg): shared
+by test_npu_paged_attention.py, test_npu_paged_contracts.py and bench_npu_gather.py."""
 
 from __future__ import annotations
 
@@ -12,10 +12,14 @@ import pytest
 import torch
 from _oracle import DTYPES
 
-# (atol, rtol) against upstream's reference. Both compute scores and softmax in fp32 and round the probabilities
-# to the input dtype before P.V (as the kernel does); the fp32 summation order differs, which can move a value
-# across a rounding boundary: one ulp of the half dtype (its eps). fp32: the summation order alone, a few 1e-6.
-TOLERANCE = {"fp32": (2e-5, 2e-5), **{half: (torch.finfo(DTYPES[half]).eps,) * 2 for half in ("bf16", "fp16")}}
+# (atol, rtol) against upstream's reference. Both compute scores and softmax in fp32 and round the
+# probabilities to the input dtype before P.V (as the kernel does); the fp32 summation order
+# differs, which can move a value across a rounding boundary: one ulp of the half dtype (its eps).
+# fp32: the summation order alone, a few 1e-6.
+TOLERANCE = {
+    "fp32": (2e-5, 2e-5),
+    **{half: (torch.finfo(DTYPES[half]).eps,) * 2 for half in ("bf16", "fp16")},
+}
 
 
 @dataclass(frozen=True)
@@ -30,10 +34,19 @@ class Geometry:
 
 
 GEOMETRIES = [
-    # LingBot-World's block (one latent frame, 1560 tokens) and table width (19), with heads, head_dim and
-    # query tokens scaled down so the CPU reference stays fast: three full frames visible.
+    # LingBot-World's block (one latent frame, 1560 tokens) and table width (19), with heads,
+    # head_dim and query tokens scaled down so the CPU reference stays fast: three full frames
+    # visible.
     Geometry("block1560_width19_aligned", 1560, 2, 16, ((390, 3 * 1560),), 19),
-    Geometry("block1560_partial_last_block", 1560, 2, 16, ((156, 2 * 1560 + 780),), 19, batched_query=True),
+    Geometry(
+        "block1560_partial_last_block",
+        1560,
+        2,
+        16,
+        ((156, 2 * 1560 + 780),),
+        19,
+        batched_query=True,
+    ),
     Geometry("block16_partial_null_padded", 16, 4, 32, ((32, 40),), 6),
     Geometry("block16_kv_not_block_multiple", 16, 2, 32, ((16, 53),), 8, batched_query=True),
     Geometry("block1_every_token_a_block", 1, 2, 8, ((5, 7),), 9),
@@ -52,7 +65,9 @@ def make_inputs(geometry: Geometry, dtype: torch.dtype, seed: int = 0) -> dict[s
     """CPU inputs shaped as build_block_table shapes them: scattered block ids, null-block padding."""
     g = torch.Generator().manual_seed(seed)
     needed = [blocks_needed(kv, geometry.block_size) for _, kv in geometry.seqs]
-    num_blocks = 1 + sum(needed) + 2  # block 0 is the zeroed null block; two blocks nobody references
+    num_blocks = (
+        1 + sum(needed) + 2
+    )  # block 0 is the zeroed null block; two blocks nobody references
     shape = (num_blocks, geometry.block_size, geometry.heads, geometry.head_dim)
     key_cache = torch.randn(shape, generator=g).to(dtype)
     value_cache = torch.randn(shape, generator=g).to(dtype)
@@ -80,14 +95,21 @@ def make_inputs(geometry: Geometry, dtype: torch.dtype, seed: int = 0) -> dict[s
     }
 
 
-def on(device: torch.device, inputs: dict[str, Any], *, host: tuple[str, ...] = ()) -> dict[str, Any]:
+def on(
+    device: torch.device, inputs: dict[str, Any], *, host: tuple[str, ...] = ()
+) -> dict[str, Any]:
     """The same inputs with every tensor on ``device``, except the names in ``host``."""
-    return {k: v.to(device) if isinstance(v, torch.Tensor) and k not in host else v for k, v in inputs.items()}
+    return {
+        k: v.to(device) if isinstance(v, torch.Tensor) and k not in host else v
+        for k, v in inputs.items()
+    }
 
 
 def reference(inputs: dict[str, Any]) -> torch.Tensor:
     """Upstream's reference on CPU tensors, shaped like the query."""
-    from vllm_omni.experimental.ar_diffusion.kv_cache.paged_attention import _reference_paged_attention
+    from vllm_omni.experimental.ar_diffusion.kv_cache.paged_attention import (
+        _reference_paged_attention,
+    )
 
     query = inputs["query"]
     out = _reference_paged_attention(
@@ -103,7 +125,9 @@ def reference(inputs: dict[str, Any]) -> torch.Tensor:
     return out.reshape(query.shape)
 
 
-def assert_matches(out: torch.Tensor, expected: torch.Tensor, dtype_name: str, device: torch.device) -> None:
+def assert_matches(
+    out: torch.Tensor, expected: torch.Tensor, dtype_name: str, device: torch.device
+) -> None:
     assert out.device == device, "the NPU path must leave the result on the NPU"
     assert out.shape == expected.shape and out.dtype == expected.dtype
     atol, rtol = TOLERANCE[dtype_name]
@@ -117,13 +141,16 @@ def stub_kernel(query: torch.Tensor, *args: Any, **kwargs: Any) -> tuple[Any, ..
 
 @pytest.fixture
 def stubbed_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The fused kernel allocates its outputs and does no work: what the branch itself moves is what gets counted."""
+    """The fused kernel allocates its outputs and does no work: what the branch itself moves is what
+    gets counted."""
     import torch_npu
 
     monkeypatch.setattr(torch_npu, "npu_fusion_attention", stub_kernel)
 
 
-STAGED = Geometry("staged_block16", 16, 2, 32, ((32, 48),), 5)  # 3 visible blocks, 2 padding; block aligned
+STAGED = Geometry(
+    "staged_block16", 16, 2, 32, ((32, 48),), 5
+)  # 3 visible blocks, 2 padding; block aligned
 
 
 def staged_inputs(

@@ -1,12 +1,13 @@
 """Benchmark of the NPU paged-attention path at LingBot-World's shipped geometry (pytest-benchmark).
 
-Not collected by the legs (not ``test_*.py``); run it in the npu leg's environment (docs/results.md). Measures:
-the gather (whole-block ``index_select`` per K and V, as the NPU branch does, against the reference's per-token
-indexing; into a fresh tensor, into a reused destination as the NPU allocator gives, and against a plain copy
-of the same bytes); bytes moved per realtime chunk with history staging off and on; host syncs and bytes per
-call, batch 1 and 2, lengths where ``build_block_table`` puts them for an NPU target; and the extra memory one
-call allocates (the pristine tree sends NPU queries to the fp32 reference, which materialises (heads, q, kv)
-scores). Simulated NPU: timings are CPU timings, only their ratios compare; on a real NPU it times the card.
+Not collected by the legs (not ``test_*.py``); run it in the npu leg's environment
+(docs/results.md). Measures: the gather (whole-block ``index_select`` per K and V, as the NPU branch
+does, against the reference's per-token indexing; into a fresh tensor, into a reused destination as
+the NPU allocator gives, and against a plain copy of the same bytes); bytes moved per realtime chunk
+with history staging off and on; host syncs and bytes per call, batch 1 and 2, lengths where
+``build_block_table`` puts them for an NPU target; and the extra memory one call allocates (the
+pristine tree sends NPU queries to the fp32 reference, which materialises (heads, q, kv) scores).
+Simulated NPU: timings are CPU timings, only their ratios compare; on a real NPU it times the card.
 """
 
 from __future__ import annotations
@@ -39,8 +40,11 @@ def gather_inputs(device: torch.device) -> tuple[torch.Tensor, torch.Tensor, int
     return cache.to(device), table.to(device), KV_LEN
 
 
-def whole_block_gather(cache: torch.Tensor, table: torch.Tensor, kv_len: int, out: Any = None) -> torch.Tensor:
-    """What the NPU branch does: whole blocks, flattened to tokens, cut to the KV length (into ``out`` if given)."""
+def whole_block_gather(
+    cache: torch.Tensor, table: torch.Tensor, kv_len: int, out: Any = None
+) -> torch.Tensor:
+    """What the NPU branch does: whole blocks, flattened to tokens, cut to the KV length (into ``out``
+    if given)."""
     ids = table[0, : -(-kv_len // BLOCK)].to(torch.long)
     return torch.index_select(cache, 0, ids, out=out).flatten(0, 1)[:kv_len]
 
@@ -52,7 +56,9 @@ def per_token_gather(cache: torch.Tensor, table: torch.Tensor, kv_len: int) -> t
     return cache[blocks, positions % BLOCK]
 
 
-def synchronized(fn: Callable[..., torch.Tensor], device: torch.device) -> Callable[..., torch.Tensor]:
+def synchronized(
+    fn: Callable[..., torch.Tensor], device: torch.device
+) -> Callable[..., torch.Tensor]:
     def run(*args: Any) -> torch.Tensor:
         out = fn(*args)
         if device.type == "npu" and simulated_npu.installed() is None:
@@ -75,14 +81,19 @@ def test_gather_into_reused_memory(method: str, benchmark: Any, npu_device: torc
             return dest.copy_(source)
     else:
         fn = functools.partial(whole_block_gather, out=dest)
-    benchmark.pedantic(synchronized(fn, npu_device), args=(cache, table, kv_len), rounds=7, warmup_rounds=1)
+    benchmark.pedantic(
+        synchronized(fn, npu_device), args=(cache, table, kv_len), rounds=7, warmup_rounds=1
+    )
     if method != "plain_copy_same_bytes":
-        assert torch.equal(dest.flatten(0, 1)[:kv_len].cpu(), per_token_gather(cache.cpu(), table.cpu(), kv_len))
+        assert torch.equal(
+            dest.flatten(0, 1)[:kv_len].cpu(), per_token_gather(cache.cpu(), table.cpu(), kv_len)
+        )
     FIGURES[f"gather_{method}_median_s"] = benchmark.stats.stats.median
     FIGURES["gather_bytes_per_window"] = dest.numel() * dest.element_size()
 
 
-# -- bytes moved per realtime chunk, staging off and on ----------------------------------------------
+# -- bytes moved per realtime chunk, staging off and on
+# ----------------------------------------------
 
 
 def moved_by_call(npu_device: torch.device, stage: bool, reuse: bool) -> int:
@@ -94,16 +105,34 @@ def moved_by_call(npu_device: torch.device, stage: bool, reuse: bool) -> int:
     query = torch.zeros(QUERY, HEADS, HEAD_DIM, dtype=torch.bfloat16, device=npu_device)
     extra: dict[str, Any] = {}
     if stage:
-        window = torch.zeros(WIDTH * BLOCK, HEADS, HEAD_DIM, dtype=torch.bfloat16, device=npu_device)
+        window = torch.zeros(
+            WIDTH * BLOCK, HEADS, HEAD_DIM, dtype=torch.bfloat16, device=npu_device
+        )
         current_blocks = QUERY // BLOCK
-        extra = dict(stage_key=window, stage_value=window.clone(), reuse_history=reuse, current_tokens=QUERY,
-                     stage_first_block=kv_len // BLOCK - current_blocks)  # fmt: skip
+        extra = dict(
+            stage_key=window,
+            stage_value=window.clone(),
+            reuse_history=reuse,
+            current_tokens=QUERY,
+            stage_first_block=kv_len // BLOCK - current_blocks,
+        )
     q_loc = torch.tensor([0, QUERY], dtype=torch.int32, device=npu_device)
-    seq_lens = torch.tensor([kv_len], dtype=torch.int32)  # on the host, as prepare() keeps it on NPU
+    seq_lens = torch.tensor(
+        [kv_len], dtype=torch.int32
+    )  # on the host, as prepare() keeps it on NPU
     with moved_bytes() as counter:
-        pa.ar_diffusion_paged_attention(query, cache, values, block_table=table, query_start_loc=q_loc,
-                                        seq_lens=seq_lens, max_query_len=QUERY, max_seq_len=kv_len,
-                                        softmax_scale=HEAD_DIM**-0.5, **extra)  # fmt: skip
+        pa.ar_diffusion_paged_attention(
+            query,
+            cache,
+            values,
+            block_table=table,
+            query_start_loc=q_loc,
+            seq_lens=seq_lens,
+            max_query_len=QUERY,
+            max_seq_len=kv_len,
+            softmax_scale=HEAD_DIM**-0.5,
+            **extra,
+        )
     return counter.bytes
 
 
@@ -111,8 +140,12 @@ def moved_by_call(npu_device: torch.device, stage: bool, reuse: bool) -> int:
 def test_bytes_moved_per_chunk_with_staging_off_and_on(npu_device: torch.device) -> None:
     steps = 4  # denoising steps per chunk (num_inference_steps in the deploy config)
     off = moved_by_call(npu_device, stage=False, reuse=False)
-    full = moved_by_call(npu_device, stage=True, reuse=False)  # first step of a chunk: the whole window
-    reused = moved_by_call(npu_device, stage=True, reuse=True)  # later steps: only the current chunk's blocks
+    full = moved_by_call(
+        npu_device, stage=True, reuse=False
+    )  # first step of a chunk: the whole window
+    reused = moved_by_call(
+        npu_device, stage=True, reuse=True
+    )  # later steps: only the current chunk's blocks
     window_kv = 2 * KV_LEN * HEADS * HEAD_DIM * 2
     assert off >= window_kv and full >= window_kv and reused < full  # the count sees the gathers
     FIGURES.update(
@@ -125,7 +158,8 @@ def test_bytes_moved_per_chunk_with_staging_off_and_on(npu_device: torch.device)
     )
 
 
-# -- syncs and bytes per call, batch 1 and 2 --------------------------------------------------------
+# -- syncs and bytes per call, batch 1 and 2
+# --------------------------------------------------------
 
 
 def where_lengths_go(npu_device: torch.device) -> dict[str, torch.device]:
@@ -138,8 +172,9 @@ def where_lengths_go(npu_device: torch.device) -> dict[str, torch.device]:
 
 
 def call_figures(npu_device: torch.device, rows: int) -> dict[str, int]:
-    """Host syncs and bytes moved by one call of the patched entry (kernel stubbed), ``rows`` sequences: row r
-    sees the shared history (the tables' first 17 blocks) plus r + 1 blocks of its own frames."""
+    """Host syncs and bytes moved by one call of the patched entry (kernel stubbed), ``rows``
+    sequences: row r sees the shared history (the tables' first 17 blocks) plus r + 1 blocks of its
+    own frames."""
     from vllm_omni.experimental.ar_diffusion.kv_cache import paged_attention as pa
 
     cache, table, _ = gather_inputs(npu_device)
@@ -148,17 +183,30 @@ def call_figures(npu_device: torch.device, rows: int) -> dict[str, int]:
     kv_lens = [(17 + r + 1) * BLOCK for r in range(rows)]
     padded = [history + own[: r + 1] + [0] * (WIDTH - 18 - r) for r in range(rows)]
     where = where_lengths_go(npu_device)
-    q_loc = torch.tensor([QUERY * r for r in range(rows + 1)], dtype=torch.int32).to(where["query_start_loc"])
+    q_loc = torch.tensor([QUERY * r for r in range(rows + 1)], dtype=torch.int32).to(
+        where["query_start_loc"]
+    )
     seq_lens = torch.tensor(kv_lens, dtype=torch.int32).to(where["seq_lens"])
     block_table = torch.tensor(padded, dtype=torch.int32).to(npu_device)
     query = torch.zeros(rows * QUERY, HEADS, HEAD_DIM, dtype=torch.bfloat16, device=npu_device)
     values = cache.clone()
     with simulated_npu.count_syncs() as syncs, moved_bytes() as moved:
-        pa.ar_diffusion_paged_attention(query, cache, values, block_table=block_table, query_start_loc=q_loc,
-                                        seq_lens=seq_lens, max_query_len=QUERY, max_seq_len=WIDTH * BLOCK,
-                                        softmax_scale=HEAD_DIM**-0.5)  # fmt: skip
-    return {"host_syncs": syncs.total, "moved_bytes": moved.bytes,
-            "visible_kv_bytes": 2 * sum(kv_lens) * HEADS * HEAD_DIM * 2}  # fmt: skip
+        pa.ar_diffusion_paged_attention(
+            query,
+            cache,
+            values,
+            block_table=block_table,
+            query_start_loc=q_loc,
+            seq_lens=seq_lens,
+            max_query_len=QUERY,
+            max_seq_len=WIDTH * BLOCK,
+            softmax_scale=HEAD_DIM**-0.5,
+        )
+    return {
+        "host_syncs": syncs.total,
+        "moved_bytes": moved.bytes,
+        "visible_kv_bytes": 2 * sum(kv_lens) * HEADS * HEAD_DIM * 2,
+    }
 
 
 @pytest.mark.usefixtures("stubbed_kernel")
@@ -169,8 +217,12 @@ def test_syncs_and_bytes_per_call_batch_1_and_2(npu_device: torch.device) -> Non
         figures = call_figures(npu_device, rows)
         assert figures["moved_bytes"] >= figures["visible_kv_bytes"]  # the count sees the gathers
         FIGURES.update({f"call_batch{rows}_{name}": value for name, value in figures.items()})
-        FIGURES[f"call_batch{rows}_moved_over_visible_kv"] = figures["moved_bytes"] / figures["visible_kv_bytes"]
-    FIGURES["call_lengths_for_npu_target"] = {k: v.type for k, v in where_lengths_go(npu_device).items()}
+        FIGURES[f"call_batch{rows}_moved_over_visible_kv"] = (
+            figures["moved_bytes"] / figures["visible_kv_bytes"]
+        )
+    FIGURES["call_lengths_for_npu_target"] = {
+        k: v.type for k, v in where_lengths_go(npu_device).items()
+    }
 
 
 @pytest.mark.benchmark(group="gather-shipped-geometry")
@@ -178,13 +230,18 @@ def test_syncs_and_bytes_per_call_batch_1_and_2(npu_device: torch.device) -> Non
 def test_gather(method: str, benchmark: Any, npu_device: torch.device) -> None:
     cache, table, kv_len = gather_inputs(npu_device)
     fn = whole_block_gather if method == "whole_block_index_select" else per_token_gather
-    out = benchmark.pedantic(synchronized(fn, npu_device), args=(cache, table, kv_len), rounds=7, warmup_rounds=1)
+    out = benchmark.pedantic(
+        synchronized(fn, npu_device), args=(cache, table, kv_len), rounds=7, warmup_rounds=1
+    )
     assert out.shape == (kv_len, HEADS, HEAD_DIM)
-    assert torch.equal(out.cpu(), per_token_gather(cache.cpu(), table.cpu(), kv_len))  # same bytes both ways
+    assert torch.equal(
+        out.cpu(), per_token_gather(cache.cpu(), table.cpu(), kv_len)
+    )  # same bytes both ways
     FIGURES[f"gather_{method}_median_s"] = benchmark.stats.stats.median
 
 
-# -- memory ------------------------------------------------------------------------------------------
+# -- memory
+# ------------------------------------------------------------------------------------------
 
 
 def peak_allocated(fn: Callable[[], Any]) -> int:
@@ -194,7 +251,9 @@ def peak_allocated(fn: Callable[[], Any]) -> int:
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         result = fn()
     del result
-    events = sorted((e for e in prof.events() if e.self_cpu_memory_usage), key=lambda e: e.time_range.start)
+    events = sorted(
+        (e for e in prof.events() if e.self_cpu_memory_usage), key=lambda e: e.time_range.start
+    )
     live = peak = 0
     for event in events:
         live += event.self_cpu_memory_usage
@@ -208,36 +267,59 @@ def reference_scores_bytes(heads: int, query: int, kv: int) -> int:
 
 
 def npu_branch_bytes(heads: int, query: int, kv: int, head_dim: int, block: int) -> int:
-    """Gathered K and V (whole blocks, bf16) + the kernel's outputs (attention bf16, two (T, N, 8) fp32 stats)."""
+    """Gathered K and V (whole blocks, bf16) + the kernel's outputs (attention bf16, two (T, N, 8) fp32
+    stats)."""
     blocks = -(-kv // block)
-    return 2 * blocks * block * heads * head_dim * 2 + query * heads * head_dim * 2 + 2 * query * heads * 8 * 4
+    return (
+        2 * blocks * block * heads * head_dim * 2
+        + query * heads * head_dim * 2
+        + 2 * query * heads * 8 * 4
+    )
 
 
-@pytest.mark.usefixtures("stubbed_kernel")  # the fused kernel allocates exactly its outputs (its workspace is on-chip)
+@pytest.mark.usefixtures(
+    "stubbed_kernel"
+)  # the fused kernel allocates exactly its outputs (its workspace is on-chip)
 def test_peak_memory_npu_branch_vs_reference(npu_device: torch.device) -> None:
     if simulated_npu.installed() is None:
-        pytest.skip("measured through the simulated NPU (CPU allocation events); run it in simulated mode")
+        pytest.skip(
+            "measured through the simulated NPU (CPU allocation events); run it in simulated mode"
+        )
     from vllm_omni.experimental.ar_diffusion.kv_cache import paged_attention as pa
 
     # Scaled so the CPU reference fits: 2 heads, one frame of queries; block and table as shipped.
     heads, query_len, kv = 2, BLOCK, KV_LEN
     g = torch.Generator().manual_seed(1)
-    cache = [torch.randn(WIDTH + 1, BLOCK, heads, HEAD_DIM, generator=g).to(torch.bfloat16) for _ in "kv"]
+    cache = [
+        torch.randn(WIDTH + 1, BLOCK, heads, HEAD_DIM, generator=g).to(torch.bfloat16) for _ in "kv"
+    ]
     table = torch.arange(1, WIDTH + 1, dtype=torch.int32).unsqueeze(0)
     query = torch.randn(query_len, heads, HEAD_DIM, generator=g).to(torch.bfloat16)
-    q_loc, seq_lens = torch.tensor([0, query_len], dtype=torch.int32), torch.tensor([kv], dtype=torch.int32)
+    q_loc, seq_lens = (
+        torch.tensor([0, query_len], dtype=torch.int32),
+        torch.tensor([kv], dtype=torch.int32),
+    )
     scale = HEAD_DIM**-0.5
 
     reference = peak_allocated(
-        lambda: pa._reference_paged_attention(query, *cache, table, q_loc, seq_lens, scale, causal=False)
+        lambda: pa._reference_paged_attention(
+            query, *cache, table, q_loc, seq_lens, scale, causal=False
+        )
     )
     dev = [t.to(npu_device) for t in (query, *cache, table, q_loc)]
     npu_branch = peak_allocated(
         lambda: pa.ar_diffusion_paged_attention(
-            dev[0], dev[1], dev[2], block_table=dev[3], query_start_loc=dev[4], seq_lens=seq_lens,
-            max_query_len=query_len, max_seq_len=WIDTH * BLOCK, softmax_scale=scale,
+            dev[0],
+            dev[1],
+            dev[2],
+            block_table=dev[3],
+            query_start_loc=dev[4],
+            seq_lens=seq_lens,
+            max_query_len=query_len,
+            max_seq_len=WIDTH * BLOCK,
+            softmax_scale=scale,
         )
-    )  # fmt: skip
+    )
     scores = reference_scores_bytes(heads, query_len, kv)
     modelled = npu_branch_bytes(heads, query_len, kv, HEAD_DIM, BLOCK)
     # The measurements must agree with the models that extrapolate them to the shipped geometry.

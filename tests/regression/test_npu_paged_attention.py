@@ -1,8 +1,8 @@
-"""The NPU branch of AR-Diffusion paged attention on NPU tensors (npu leg: simulated NPU or an Ascend card),
-against upstream's ``_reference_paged_attention`` on CPU copies of the same inputs.
+"""The NPU branch of AR-Diffusion paged attention on NPU tensors (npu leg: simulated NPU or an Ascend
+card), against upstream's ``_reference_paged_attention`` on CPU copies of the same inputs.
 
-CANN 7.0's op page lists fp16 and bf16 only (fp32 came later): the numerics over dtypes run both beside fp32.
-The tests that count host syncs (``sync_counter()``) are simulator-only.
+CANN 7.0's op page lists fp16 and bf16 only (fp32 came later): the numerics over dtypes run both
+beside fp32. The tests that count host syncs (``sync_counter()``) are simulator-only.
 """
 
 from __future__ import annotations
@@ -35,10 +35,11 @@ from _paged_attention import (
 
 pytestmark = [pytest.mark.npu_leg, pytest.mark.core_model, pytest.mark.npu]
 
-# Production (LingBot-World serves bf16) and fp32, for the tests that are not about numerics over dtypes.
+# Production (LingBot-World serves bf16) and fp32, for the tests that are not about numerics over
+# dtypes.
 SERVED = ["fp32", "bf16"]
-# Host syncs per NPU attention call: none with host lengths (what prepare() and direct replay make on NPU), for
-# any batch size; one read-back per length tensor left on the device.
+# Host syncs per NPU attention call: none with host lengths (what prepare() and direct replay make
+# on NPU), for any batch size; one read-back per length tensor left on the device.
 HOST_LENGTHS = ("query_start_loc", "seq_lens")
 HOST_LENGTHS_SYNCS = 0
 DEVICE_LENGTHS_SYNCS = 2
@@ -49,7 +50,9 @@ DEVICE_LENGTHS_SYNCS = 2
 
 @pytest.mark.parametrize("dtype_name", list(DTYPES))
 @pytest.mark.parametrize("name", list(BY_NAME))
-def test_npu_paged_attention_equals_reference(name: str, dtype_name: str, npu_device: torch.device) -> None:
+def test_npu_paged_attention_equals_reference(
+    name: str, dtype_name: str, npu_device: torch.device
+) -> None:
     inputs = make_inputs(BY_NAME[name], DTYPES[dtype_name])
     out = paged(on(npu_device, inputs))
     assert_matches(out, reference(inputs), dtype_name, npu_device)
@@ -57,8 +60,11 @@ def test_npu_paged_attention_equals_reference(name: str, dtype_name: str, npu_de
 
 @pytest.mark.parametrize("dtype_name", SERVED)
 @pytest.mark.parametrize("name", list(BY_NAME))
-def test_host_seq_lens_give_the_same_result(name: str, dtype_name: str, npu_device: torch.device) -> None:
-    # prepare() keeps seq_lens on the host for NPU targets; the result must not depend on where they are.
+def test_host_seq_lens_give_the_same_result(
+    name: str, dtype_name: str, npu_device: torch.device
+) -> None:
+    # prepare() keeps seq_lens on the host for NPU targets; the result must not depend on where they
+    # are.
     inputs = make_inputs(BY_NAME[name], DTYPES[dtype_name])
     on_device = paged(on(npu_device, inputs))
     on_host = paged(on(npu_device, inputs, host=("seq_lens",)))
@@ -79,15 +85,22 @@ def test_padding_blocks_are_never_read(dtype_name: str, npu_device: torch.device
     assert_matches(out, reference(inputs), dtype_name, npu_device)
 
 
-GATHER_CASES = ["block16_kv_not_block_multiple", "block1560_width19_aligned", "kv_shorter_than_one_block"]
+GATHER_CASES = [
+    "block16_kv_not_block_multiple",
+    "block1560_width19_aligned",
+    "kv_shorter_than_one_block",
+]
 
 
 @pytest.mark.usefixtures("stubbed_kernel")
 @pytest.mark.parametrize("name", GATHER_CASES)
-def test_batch1_gathers_exactly_the_visible_blocks_once(name: str, npu_device: torch.device) -> None:
-    # The gather is the branch's whole cost: K and V, whole blocks up to the KV length, each written once.
-    # An extra block (cut away later), a concatenation of a single sequence or a second copy all cost
-    # bandwidth on the card without changing the result, so only a count of the bytes moved sees them.
+def test_batch1_gathers_exactly_the_visible_blocks_once(
+    name: str, npu_device: torch.device
+) -> None:
+    # The gather is the branch's whole cost: K and V, whole blocks up to the KV length, each written
+    # once. An extra block (cut away later), a concatenation of a single sequence or a second copy
+    # all cost bandwidth on the card without changing the result, so only a count of the bytes moved
+    # sees them.
     geometry = BY_NAME[name]
     inputs = on(npu_device, make_inputs(geometry, torch.bfloat16), host=("seq_lens",))
     kv_len = geometry.seqs[0][1]
@@ -95,21 +108,25 @@ def test_batch1_gathers_exactly_the_visible_blocks_once(name: str, npu_device: t
         paged(inputs)
     per_block = geometry.block_size * geometry.heads * geometry.head_dim * 2
     kv_bytes = 2 * blocks_needed(kv_len, geometry.block_size) * per_block
-    index_bytes = blocks_needed(kv_len, geometry.block_size) * 8  # at most: the block ids cast to int64 once
+    index_bytes = (
+        blocks_needed(kv_len, geometry.block_size) * 8
+    )  # at most: the block ids cast to int64 once
     assert kv_bytes <= counter.bytes <= kv_bytes + index_bytes
 
 
 @pytest.mark.usefixtures("stubbed_kernel")
 def test_batch2_gathers_each_visible_token_once(npu_device: torch.device) -> None:
-    # Two sequences: one gather per K and V writes both back to back, as TND packs them. Per-sequence gathers
-    # joined by torch.cat would write every byte twice (and whole blocks), which only a count of bytes sees.
+    # Two sequences: one gather per K and V writes both back to back, as TND packs them.
+    # Per-sequence gathers joined by torch.cat would write every byte twice (and whole blocks),
+    # which only a count of bytes sees.
     geometry = BY_NAME["two_sequences_different_lengths"]
     inputs = on(npu_device, make_inputs(geometry, torch.bfloat16), host=HOST_LENGTHS)
     with moved_bytes() as counter:
         paged(inputs)
     kv_lens = [kv_len for _, kv_len in geometry.seqs]
     kv_bytes = 2 * sum(kv_lens) * geometry.heads * geometry.head_dim * 2
-    # The token ids: one int32 table lookup and its int64 cast per row up to the longest, then the packed ids.
+    # The token ids: one int32 table lookup and its int64 cast per row up to the longest, then the
+    # packed ids.
     index_bytes = len(kv_lens) * max(kv_lens) * (4 + 8) + sum(kv_lens) * 8
     assert kv_bytes <= counter.bytes <= kv_bytes + index_bytes
 
@@ -131,28 +148,40 @@ def test_two_sequences_do_not_see_each_other(dtype_name: str, npu_device: torch.
             max_query_len=q_len,
         )
         atol, rtol = TOLERANCE[dtype_name]
-        torch.testing.assert_close(out[q0 : q0 + q_len], paged(on(npu_device, alone)).cpu(), atol=atol, rtol=rtol)
+        torch.testing.assert_close(
+            out[q0 : q0 + q_len], paged(on(npu_device, alone)).cpu(), atol=atol, rtol=rtol
+        )
 
 
-# -- history staging --------------------------------------------------------------------------------
+# -- history staging
+# --------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("dtype_name", list(DTYPES))
 @pytest.mark.parametrize("staging", ["off", "on", "zero_size"])
-def test_staging_modes_equal_reference(staging: str, dtype_name: str, npu_device: torch.device) -> None:
+def test_staging_modes_equal_reference(
+    staging: str, dtype_name: str, npu_device: torch.device
+) -> None:
     geometry = BY_NAME["block16_partial_null_padded"]
     inputs = make_inputs(geometry, DTYPES[dtype_name])
     extra: dict[str, Any] = {}
     if staging != "off":
-        rows = 0 if staging == "zero_size" else inputs["max_seq_len"] + 16  # capacity may exceed the window
-        buffers = [torch.zeros(rows, geometry.heads, geometry.head_dim, dtype=DTYPES[dtype_name]) for _ in "kv"]
+        rows = (
+            0 if staging == "zero_size" else inputs["max_seq_len"] + 16
+        )  # capacity may exceed the window
+        buffers = [
+            torch.zeros(rows, geometry.heads, geometry.head_dim, dtype=DTYPES[dtype_name])
+            for _ in "kv"
+        ]
         extra = {"stage_key": buffers[0].to(npu_device), "stage_value": buffers[1].to(npu_device)}
     out = paged(on(npu_device, inputs), **extra)
     assert_matches(out, reference(inputs), dtype_name, npu_device)
 
 
 @pytest.mark.parametrize("dtype_name", SERVED)
-def test_staging_fills_the_window_and_leaves_the_rest(dtype_name: str, npu_device: torch.device) -> None:
+def test_staging_fills_the_window_and_leaves_the_rest(
+    dtype_name: str, npu_device: torch.device
+) -> None:
     inputs, stage_key, stage_value = staged_inputs(npu_device, STAGED.width * 16 + 16, dtype_name)
     out = paged(on(npu_device, inputs), stage_key=stage_key, stage_value=stage_value)
     assert_matches(out, reference(inputs), dtype_name, npu_device)
@@ -162,89 +191,148 @@ def test_staging_fills_the_window_and_leaves_the_rest(dtype_name: str, npu_devic
 
 
 @pytest.mark.parametrize("dtype_name", SERVED)
-def test_reused_history_restages_only_the_current_chunk(dtype_name: str, npu_device: torch.device) -> None:
+def test_reused_history_restages_only_the_current_chunk(
+    dtype_name: str, npu_device: torch.device
+) -> None:
     inputs, stage_key, stage_value = staged_inputs(npu_device, STAGED.width * 16, dtype_name)
     device_inputs = on(npu_device, inputs)
-    paged(device_inputs, stage_key=stage_key, stage_value=stage_value)  # full stage, as a first layer call would
+    paged(
+        device_inputs, stage_key=stage_key, stage_value=stage_value
+    )  # full stage, as a first layer call would
     # The current chunk (visible block 2) gets new K/V; history blocks 0-1 are already staged.
     current = int(inputs["block_table"][0, 2])
-    inputs["key_cache"][current] = torch.randn(16, STAGED.heads, STAGED.head_dim).to(DTYPES[dtype_name])
+    inputs["key_cache"][current] = torch.randn(16, STAGED.heads, STAGED.head_dim).to(
+        DTYPES[dtype_name]
+    )
     device_inputs["key_cache"][current] = inputs["key_cache"][current].to(npu_device)
-    out = paged(device_inputs, stage_key=stage_key, stage_value=stage_value, reuse_history=True,
-                current_tokens=16, stage_first_block=2)  # fmt: skip
+    out = paged(
+        device_inputs,
+        stage_key=stage_key,
+        stage_value=stage_value,
+        reuse_history=True,
+        current_tokens=16,
+        stage_first_block=2,
+    )
     assert_matches(out, reference(inputs), dtype_name, npu_device)
     # Reuse must not re-gather the history: poisoned history rows stay as they are.
     stage_key[:32] = 99.0
-    paged(device_inputs, stage_key=stage_key, stage_value=stage_value, reuse_history=True,
-          current_tokens=16, stage_first_block=2)  # fmt: skip
+    paged(
+        device_inputs,
+        stage_key=stage_key,
+        stage_value=stage_value,
+        reuse_history=True,
+        current_tokens=16,
+        stage_first_block=2,
+    )
     assert (stage_key.cpu()[:32] == 99.0).all()
     assert torch.equal(stage_key.cpu()[32:48], inputs["key_cache"][current])
 
 
 @pytest.mark.usefixtures("stubbed_kernel")
 @pytest.mark.parametrize("dtype_name", SERVED)
-def test_staging_gathers_only_the_window_of_a_wider_table(dtype_name: str, npu_device: torch.device) -> None:
-    # The realtime block table runs past the staged window (the action block, unused capacity). Staging
-    # gathers the window's blocks and nothing more: one block beyond it costs bandwidth on every layer and
-    # step, and with spare buffer capacity it also lands past the window.
+def test_staging_gathers_only_the_window_of_a_wider_table(
+    dtype_name: str, npu_device: torch.device
+) -> None:
+    # The realtime block table runs past the staged window (the action block, unused capacity).
+    # Staging gathers the window's blocks and nothing more: one block beyond it costs bandwidth on
+    # every layer and step, and with spare buffer capacity it also lands past the window.
     window_blocks = 3  # of the table's 5
     inputs, stage_key, stage_value = staged_inputs(npu_device, STAGED.width * 16, dtype_name)
     inputs["max_seq_len"] = window_blocks * 16
     device_inputs = on(npu_device, inputs, host=("seq_lens",))
     with moved_bytes() as counter:
         paged(device_inputs, stage_key=stage_key, stage_value=stage_value)
-    window_bytes = 2 * window_blocks * 16 * STAGED.heads * STAGED.head_dim * DTYPES[dtype_name].itemsize
-    assert window_bytes <= counter.bytes <= window_bytes + window_blocks * 8  # + the block ids cast to int64
+    window_bytes = (
+        2 * window_blocks * 16 * STAGED.heads * STAGED.head_dim * DTYPES[dtype_name].itemsize
+    )
+    assert (
+        window_bytes <= counter.bytes <= window_bytes + window_blocks * 8
+    )  # + the block ids cast to int64
     beyond = window_blocks * 16
     assert (stage_key.cpu()[beyond:] == -7.0).all() and (stage_value.cpu()[beyond:] == -7.0).all()
 
 
-# -- the realtime path: forward context -> fused custom op -------------------------------------------
+# -- the realtime path: forward context -> fused custom op
+# -------------------------------------------
 
 
 @pytest.mark.parametrize("dtype_name", list(DTYPES))
-def test_history_staging_disabled_gives_zero_size_npu_buffers(dtype_name: str, npu_device: torch.device) -> None:
+def test_history_staging_disabled_gives_zero_size_npu_buffers(
+    dtype_name: str, npu_device: torch.device
+) -> None:
     ctx = npu_forward_context(npu_device, DTYPES[dtype_name])
     ctx.prepare(npu_device, 0, 2 * BLOCK)
     stage_key, stage_value = ctx.history_staging(0)
     for buffer in (stage_key, stage_value):
-        assert isinstance(buffer, torch.Tensor), "None is rejected by NPU eager dispatch for mutable arguments"
+        assert isinstance(buffer, torch.Tensor), (
+            "None is rejected by NPU eager dispatch for mutable arguments"
+        )
         assert buffer.device == npu_device
         assert tuple(buffer.shape) == (0, HEADS, HEAD_DIM) and buffer.dtype == DTYPES[dtype_name]
     assert stage_key is not stage_value
 
 
-def op_call(inputs: Any, query: torch.Tensor, k_curr: torch.Tensor, v_curr: torch.Tensor) -> torch.Tensor:
+def op_call(
+    inputs: Any, query: torch.Tensor, k_curr: torch.Tensor, v_curr: torch.Tensor
+) -> torch.Tensor:
     return torch.ops.vllm_omni.ar_diffusion_paged_write_attn(
-        query, k_curr, v_curr, None, None, inputs.key_pool, inputs.value_pool, inputs.block_size,
-        inputs.video_slots, inputs.action_slots, inputs.block_table, inputs.query_start_loc, inputs.seq_lens,
-        inputs.max_query_len, inputs.max_seq_len, HEAD_DIM**-0.5, inputs.stage_key, inputs.stage_value,
-        inputs.reuse_history, inputs.stage_first_block,
-    )  # fmt: skip
+        query,
+        k_curr,
+        v_curr,
+        None,
+        None,
+        inputs.key_pool,
+        inputs.value_pool,
+        inputs.block_size,
+        inputs.video_slots,
+        inputs.action_slots,
+        inputs.block_table,
+        inputs.query_start_loc,
+        inputs.seq_lens,
+        inputs.max_query_len,
+        inputs.max_seq_len,
+        HEAD_DIM**-0.5,
+        inputs.stage_key,
+        inputs.stage_value,
+        inputs.reuse_history,
+        inputs.stage_first_block,
+    )
 
 
 @pytest.mark.parametrize("dtype_name", SERVED)
-def test_fused_op_takes_zero_size_stage_buffers_end_to_end(dtype_name: str, npu_device: torch.device) -> None:
+def test_fused_op_takes_zero_size_stage_buffers_end_to_end(
+    dtype_name: str, npu_device: torch.device
+) -> None:
     ctx = npu_forward_context(npu_device, DTYPES[dtype_name])
     ctx.prepare(npu_device, 0, 2 * BLOCK)
     inputs = ctx.layer_inputs(0)
     assert inputs.stage_key is not None and inputs.stage_key.numel() == 0
     g = torch.Generator().manual_seed(11)
-    query, k_curr, v_curr = (torch.randn(2 * BLOCK, HEADS, HEAD_DIM, generator=g).to(DTYPES[dtype_name])
-                             for _ in range(3))  # fmt: skip
-    # Expected: write the chunk into CPU copies of the pools, then the reference over the same table.
+    query, k_curr, v_curr = (
+        torch.randn(2 * BLOCK, HEADS, HEAD_DIM, generator=g).to(DTYPES[dtype_name])
+        for _ in range(3)
+    )
+    # Expected: write the chunk into CPU copies of the pools, then the reference over the same
+    # table.
     key_pool, value_pool = inputs.key_pool.cpu(), inputs.value_pool.cpu()
     slots = inputs.video_slots.cpu()
     key_pool[slots], value_pool[slots] = k_curr, v_curr
-    expected = reference({
-        "query": query, "key_cache": key_pool.unflatten(0, (-1, BLOCK)),
-        "value_cache": value_pool.unflatten(0, (-1, BLOCK)), "block_table": inputs.block_table.cpu(),
-        "query_start_loc": inputs.query_start_loc.cpu(), "seq_lens": inputs.seq_lens.cpu(),
-        "softmax_scale": HEAD_DIM**-0.5,
-    })  # fmt: skip
+    expected = reference(
+        {
+            "query": query,
+            "key_cache": key_pool.unflatten(0, (-1, BLOCK)),
+            "value_cache": value_pool.unflatten(0, (-1, BLOCK)),
+            "block_table": inputs.block_table.cpu(),
+            "query_start_loc": inputs.query_start_loc.cpu(),
+            "seq_lens": inputs.seq_lens.cpu(),
+            "softmax_scale": HEAD_DIM**-0.5,
+        }
+    )
     out = op_call(inputs, query.to(npu_device), k_curr.to(npu_device), v_curr.to(npu_device))
     assert_matches(out, expected, dtype_name, npu_device)
-    assert torch.equal(inputs.key_pool.cpu(), key_pool), "the op must write the chunk into the NPU pool"
+    assert torch.equal(inputs.key_pool.cpu(), key_pool), (
+        "the op must write the chunk into the NPU pool"
+    )
 
 
 def test_deploy_config_stays_eager(checkout_root: Path) -> None:
@@ -252,13 +340,16 @@ def test_deploy_config_stays_eager(checkout_root: Path) -> None:
     # are host lists read per call: the series' deploy config must not capture graphs.
     import yaml
 
-    config = yaml.safe_load((checkout_root / "benchmarks/lingbot_world/configs/npu_usp4_eager.yaml").read_text())
+    config = yaml.safe_load(
+        (checkout_root / "benchmarks/lingbot_world/configs/npu_usp4_eager.yaml").read_text()
+    )
     stage = config["stages"][0]
     assert stage["enforce_eager"] is True
     assert stage["model_config"]["ar_diffusion_kv_config"]["warmup_cudagraph"] is False
 
 
-# -- host<->device traffic ----------------------------------------------------------------------------
+# -- host<->device traffic
+# ----------------------------------------------------------------------------
 
 
 @pytest.mark.simulator_only
@@ -310,8 +401,12 @@ def test_syncs_per_realtime_layer_call(npu_device: torch.device) -> None:
     sim = sync_counter()
     with sim.count_syncs() as seen:
         op_call(inputs, *chunk)
-    record_syncs("realtime layer: fused write+attend op, prepare() metadata, batch 1", seen.total,
-                 by_kind=dict(seen.by_kind), blocking_h2d=seen.blocking_h2d)  # fmt: skip
+    record_syncs(
+        "realtime layer: fused write+attend op, prepare() metadata, batch 1",
+        seen.total,
+        by_kind=dict(seen.by_kind),
+        blocking_h2d=seen.blocking_h2d,
+    )
     assert seen.total == HOST_LENGTHS_SYNCS, dict(seen.by_kind)
     assert seen.blocking_h2d == 0
 
@@ -319,16 +414,38 @@ def test_syncs_per_realtime_layer_call(npu_device: torch.device) -> None:
 @pytest.mark.parametrize(
     ("scenario", "name", "host", "limit"),
     [
-        ("entry: batch 1, host lengths", "block1560_width19_aligned", HOST_LENGTHS, HOST_LENGTHS_SYNCS),
-        ("entry: batch 2, host lengths", "two_sequences_different_lengths", HOST_LENGTHS, HOST_LENGTHS_SYNCS),
-        # Not made by the tree on NPU (prepare() and direct replay keep both on the host): one read-back each.
-        ("entry: batch 1, lengths on the device", "block1560_width19_aligned", (), DEVICE_LENGTHS_SYNCS),
-        ("entry: batch 2, lengths on the device", "two_sequences_different_lengths", (), DEVICE_LENGTHS_SYNCS),
+        (
+            "entry: batch 1, host lengths",
+            "block1560_width19_aligned",
+            HOST_LENGTHS,
+            HOST_LENGTHS_SYNCS,
+        ),
+        (
+            "entry: batch 2, host lengths",
+            "two_sequences_different_lengths",
+            HOST_LENGTHS,
+            HOST_LENGTHS_SYNCS,
+        ),
+        # Not made by the tree on NPU (prepare() and direct replay keep both on the host): one
+        # read-back each.
+        (
+            "entry: batch 1, lengths on the device",
+            "block1560_width19_aligned",
+            (),
+            DEVICE_LENGTHS_SYNCS,
+        ),
+        (
+            "entry: batch 2, lengths on the device",
+            "two_sequences_different_lengths",
+            (),
+            DEVICE_LENGTHS_SYNCS,
+        ),
     ],
 )
 @pytest.mark.simulator_only
-def test_syncs_per_entry_call(scenario: str, name: str, host: tuple[str, ...], limit: int,
-                              npu_device: torch.device) -> None:  # fmt: skip
+def test_syncs_per_entry_call(
+    scenario: str, name: str, host: tuple[str, ...], limit: int, npu_device: torch.device
+) -> None:
     device_inputs = on(npu_device, make_inputs(BY_NAME[name], torch.bfloat16), host=host)
     sim = sync_counter()
     with sim.count_syncs() as seen:
@@ -339,7 +456,8 @@ def test_syncs_per_entry_call(scenario: str, name: str, host: tuple[str, ...], l
 
 
 def test_causal_is_refused_on_npu(npu_device: torch.device) -> None:
-    # Like the reference: AR-Diffusion self-attention is non-causal, and the NPU branch has no causal mask.
+    # Like the reference: AR-Diffusion self-attention is non-causal, and the NPU branch has no
+    # causal mask.
     inputs = on(npu_device, make_inputs(BY_NAME["block16_partial_null_padded"], torch.float32))
     with pytest.raises(NotImplementedError, match="causal=False"):
         paged(inputs, causal=True)

@@ -44,12 +44,15 @@ def test_cpu_paged_attention_matches_dense_attention(index):
     out = _oracle.paged_attention_call(inputs)
     assert out.shape == inputs["query"].shape
     tol = 1e-5 if out.dtype == torch.float32 else 2e-2
-    torch.testing.assert_close(out.reshape(-1, *out.shape[-2:]).float(), torch.cat(expected), atol=tol, rtol=tol)
+    torch.testing.assert_close(
+        out.reshape(-1, *out.shape[-2:]).float(), torch.cat(expected), atol=tol, rtol=tol
+    )
 
 
 @pytest.mark.parametrize("index", range(len(PAGED)), ids=PAGED)
 def test_strided_query_gives_the_same_output(index):
-    # Ulysses hands attention a view, not a copy: all_to_all_5D(...).unbind(2) of (.., 3, H, D) q/k/v.
+    # Ulysses hands attention a view, not a copy: all_to_all_5D(...).unbind(2) of (.., 3, H, D)
+    # q/k/v.
     inputs = _oracle.paged_inputs(index)
     query = inputs["query"]
     axis = query.dim() - 2
@@ -94,7 +97,8 @@ def test_staging_disabled_gives_none_on_cpu():
 
 
 def test_staging_disabled_before_prepare_gives_none_as_upstream():
-    # No block table yet (prepare() not run): upstream returns (None, None), and so must the patched context.
+    # No block table yet (prepare() not run): upstream returns (None, None), and so must the patched
+    # context.
     ctx = _oracle.forward_context(history_block_ids=[1, 2], seq_len=8, max_video_tokens=24)
     ctx.staging_enabled = False
     assert ctx.block_table is None

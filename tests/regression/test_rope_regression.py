@@ -31,7 +31,9 @@ def test_2d_cos_sin_equals_expanded_4d(rope, index, name, dtype_name):
 
 @pytest.mark.parametrize("dtype_name", list(_oracle.DTYPES))
 @pytest.mark.parametrize(("index", "name"), CASES, ids=[name for _, name in CASES])
-def test_results_equal_pristine_bit_for_bit(rope, pristine_results, patched_results, index, name, dtype_name):
+def test_results_equal_pristine_bit_for_bit(
+    rope, pristine_results, patched_results, index, name, dtype_name
+):
     x, cos, sin = _oracle.rope_inputs(index, dtype_name)
     for kind in ("native_4d", "forward_4d"):
         key = f"rope/{name}/{dtype_name}/{kind}"
@@ -51,5 +53,7 @@ def test_square_case_is_not_vacuous():
     x1, x2 = x.unflatten(-1, (-1, 2)).unbind(-1)
     by_head = torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2, -1)
     tokens = x.shape[1]
-    by_token = _oracle.make_rope().forward_native(x, cos.view(1, tokens, 1, -1), sin.view(1, tokens, 1, -1))
+    by_token = _oracle.make_rope().forward_native(
+        x, cos.view(1, tokens, 1, -1), sin.view(1, tokens, 1, -1)
+    )
     assert not torch.allclose(by_head, by_token)

@@ -1,8 +1,10 @@
-"""The series' own upstream-style tests (every test file it adds under tests/) run and pass from the checkout.
+"""The series' own upstream-style tests (every test file it adds under tests/) run and pass from the
+checkout.
 
-Each runs in this process through ``pytest.main`` (the checkout's ``vllm_omni`` is already imported here; a fresh
-interpreter would pay ~12 s to import torch and vllm again), under upstream's marker list with
-``--strict-markers``, outcomes counted from pytest's reports. In the npu leg they run beside the simulated NPU.
+Each runs in this process through ``pytest.main`` (the checkout's ``vllm_omni`` is already imported
+here; a fresh interpreter would pay ~12 s to import torch and vllm again), under upstream's marker
+list with ``--strict-markers``, outcomes counted from pytest's reports. In the npu leg they run
+beside the simulated NPU.
 """
 
 from __future__ import annotations
@@ -22,7 +24,11 @@ def added_test_files(checkout: Path, pristine: Path) -> list[str]:
     """Test files of the checkout that the pristine tree lacks: the ones the series adds."""
     tests = checkout / "tests"
     found = tests.rglob("test_*.py") if tests.is_dir() else []
-    return sorted(str(p.relative_to(checkout)) for p in found if not (pristine / p.relative_to(checkout)).exists())
+    return sorted(
+        str(p.relative_to(checkout))
+        for p in found
+        if not (pristine / p.relative_to(checkout)).exists()
+    )
 
 
 SERIES_TESTS = added_test_files(Path(os.environ["KIT_CHECKOUT"]), Path(os.environ["KIT_PRISTINE"]))
@@ -45,7 +51,9 @@ def test_series_adds_upstream_tests() -> None:
 
 
 @pytest.mark.parametrize("test_file", SERIES_TESTS)
-def test_series_upstream_test_passes_from_checkout(test_file, checkout_root, tmp_path, monkeypatch, capsys):
+def test_series_upstream_test_passes_from_checkout(
+    test_file, checkout_root, tmp_path, monkeypatch, capsys
+):
     import vllm_omni
 
     assert Path(vllm_omni.__file__).resolve().is_relative_to(checkout_root)
@@ -57,9 +65,20 @@ def test_series_upstream_test_passes_from_checkout(test_file, checkout_root, tmp
     monkeypatch.setattr(sys, "path", list(sys.path))  # the inner run prepends the test's folder
     outcomes = Outcomes()
     rc = pytest.main(
-        ["-q", "-p", "no:cacheprovider", "--strict-markers", "-c", str(ini), str(checkout_root / test_file)],
+        [
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--strict-markers",
+            "-c",
+            str(ini),
+            str(checkout_root / test_file),
+        ],
         plugins=[outcomes],
     )
     output = capsys.readouterr().out
     assert rc == 0, output
-    assert outcomes.seen["passed"] > 0 and set(outcomes.seen) == {"passed"}, (dict(outcomes.seen), output)
+    assert outcomes.seen["passed"] > 0 and set(outcomes.seen) == {"passed"}, (
+        dict(outcomes.seen),
+        output,
+    )

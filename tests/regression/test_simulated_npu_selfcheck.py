@@ -1,7 +1,8 @@
 """Self-check of the simulated NPU (npu_standin/simulated_npu.py), installed by the npu leg's conftest.
 
-The stock leg imports the module (collecting this file) and must stay without an NPU: installing would rename
-PrivateUse1 for the rest of the process. Simulator-only: in mode ``real`` there is no simulator to check.
+The stock leg imports the module (collecting this file) and must stay without an NPU: installing
+would rename PrivateUse1 for the rest of the process. Simulator-only: in mode ``real`` there is no
+simulator to check.
 """
 
 from __future__ import annotations
@@ -11,7 +12,9 @@ from itertools import accumulate
 
 import pytest
 
-torch = pytest.importorskip("torch", reason="the simulated NPU needs torch (leg environments have it)")
+torch = pytest.importorskip(
+    "torch", reason="the simulated NPU needs torch (leg environments have it)"
+)
 
 from npu_standin import simulated_npu  # noqa: E402
 from npu_standin import torch_npu_schema as npu_schema  # noqa: E402
@@ -30,7 +33,8 @@ def test_importing_the_module_does_not_install_it() -> None:
 
 @needs_sim
 def test_install_adds_the_npu_backend_once() -> None:
-    # The npu leg's conftest installed it before anything imported vllm_omni, at the leg's torch-npu pin.
+    # The npu leg's conftest installed it before anything imported vllm_omni, at the leg's torch-npu
+    # pin.
     import torch_npu
 
     x = torch.ones(2, device="npu")
@@ -55,7 +59,9 @@ def test_factories_land_on_npu(device: str) -> None:
         torch.tensor([1, 2], device=where),
         torch.randn(3, device=where),
     ]
-    assert {(t.device.type, t.device.index, t.is_npu, t.is_cuda) for t in made} == {("npu", 0, True, False)}
+    assert {(t.device.type, t.device.index, t.is_npu, t.is_cuda) for t in made} == {
+        ("npu", 0, True, False)
+    }
     assert made[4].cpu().tolist() == [1, 3, 5]
     assert made[3].cpu().tolist() == [7.0, 7.0]
 
@@ -83,8 +89,11 @@ def test_ops_compute_like_cpu() -> None:
         assert torch.equal(on_npu.cpu(), on_cpu), name
     q = torch.randn(1, 2, 5, 8)
     sdpa = torch.nn.functional.scaled_dot_product_attention
-    # SDPA on npu decomposes into math ops, on CPU it may take a fused kernel: equal to fp32 rounding.
-    torch.testing.assert_close(sdpa(q.npu(), q.npu(), q.npu()).cpu(), sdpa(q, q, q), atol=1e-5, rtol=1e-5)
+    # SDPA on npu decomposes into math ops, on CPU it may take a fused kernel: equal to fp32
+    # rounding.
+    torch.testing.assert_close(
+        sdpa(q.npu(), q.npu(), q.npu()).cpu(), sdpa(q, q, q), atol=1e-5, rtol=1e-5
+    )
 
 
 @needs_sim
@@ -128,12 +137,17 @@ def test_custom_op_with_mutable_args_runs_its_kernel_on_npu_tensors() -> None:
 
 
 @needs_sim
-def test_torch_itself_accepts_none_for_the_series_op_mutable_stage_args(monkeypatch: pytest.MonkeyPatch) -> None:
-    # Patch 0004's premise, as far as a machine without a card can check it: the refusal of None for a mutable
-    # `Tensor(a!)?` is the stand-in's model of what was seen on Ascend (_reject_none_for_mutable_tensor), not
-    # torch's. With it switched off, torch's own dispatch of vllm_omni::ar_diffusion_paged_write_attn (Autograd,
-    # ADInplaceOrView, then the PrivateUse1 kernel) takes None for stage_key / stage_value and runs.
-    from vllm_omni.experimental.ar_diffusion.kv_cache import paged_attention  # noqa: F401  (registers the op)
+def test_torch_itself_accepts_none_for_the_series_op_mutable_stage_args(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Patch 0004's premise, as far as a machine without a card can check it: the refusal of None for
+    # a mutable `Tensor(a!)?` is the stand-in's model of what was seen on Ascend
+    # (_reject_none_for_mutable_tensor), not torch's. With it switched off, torch's own dispatch of
+    # vllm_omni::ar_diffusion_paged_write_attn (Autograd, ADInplaceOrView, then the PrivateUse1
+    # kernel) takes None for stage_key / stage_value and runs.
+    from vllm_omni.experimental.ar_diffusion.kv_cache import (
+        paged_attention,  # noqa: F401  (registers the op)
+    )
 
     monkeypatch.setattr(simulated_npu, "_reject_none_for_mutable_tensor", lambda *args: None)
     block, heads, dim = 4, 2, 8
@@ -143,11 +157,27 @@ def test_torch_itself_accepts_none_for_the_series_op_mutable_stage_args(monkeypa
     table = torch.tensor([[1, 0]], dtype=torch.int32).to("npu")
     host = [torch.tensor([0, block], dtype=torch.int32), torch.tensor([block], dtype=torch.int32)]
     out = torch.ops.vllm_omni.ar_diffusion_paged_write_attn(
-        *npu, None, None, *pools, block, slots, torch.empty(0, dtype=torch.long).to("npu"), table, *host, block,
-        2 * block, dim**-0.5, None, None, False, 0,
-    )  # fmt: skip
+        *npu,
+        None,
+        None,
+        *pools,
+        block,
+        slots,
+        torch.empty(0, dtype=torch.long).to("npu"),
+        table,
+        *host,
+        block,
+        2 * block,
+        dim**-0.5,
+        None,
+        None,
+        False,
+        0,
+    )
     assert out.device.type == "npu" and out.shape == (block, heads, dim)
-    assert torch.equal(pools[0].cpu()[block : 2 * block], npu[1].cpu())  # the kernel ran: the chunk was written
+    assert torch.equal(
+        pools[0].cpu()[block : 2 * block], npu[1].cpu()
+    )  # the kernel ran: the chunk was written
 
 
 # -- synchronisation counting ----------------------------------------------------------------------
@@ -202,7 +232,12 @@ def test_host_to_device_copies_record_pinned_non_blocking() -> None:
 
 
 def _naive_attention(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, q_lens: list[int], kv_lens: list[int], scale: float
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    q_lens: list[int],
+    kv_lens: list[int],
+    scale: float,
 ) -> torch.Tensor:
     """Per sequence, per head, plain softmax in float64."""
     out = torch.zeros(q.shape[0], q.shape[1], v.shape[2], dtype=torch.float64)
@@ -231,18 +266,30 @@ def _tnd(
     ("heads", "kv_heads", "dtype", "atol"),
     [(4, 4, torch.float32, 1e-5), (4, 2, torch.bfloat16, 2e-2), (6, 1, torch.float16, 2e-3)],
 )
-def test_fusion_attention_matches_naive_softmax(heads: int, kv_heads: int, dtype: torch.dtype, atol: float) -> None:
+def test_fusion_attention_matches_naive_softmax(
+    heads: int, kv_heads: int, dtype: torch.dtype, atol: float
+) -> None:
     import torch_npu
 
     q_lens, kv_lens = [3, 5, 1], [4, 9, 2]
     q, k, v = _tnd(q_lens, kv_lens, heads, kv_heads, dtype)
     with sim.count_syncs() as syncs:
         result = torch_npu.npu_fusion_attention(
-            q.npu(), k.npu(), v.npu(), heads, "TND", scale=0.25,
-            actual_seq_qlen=list(accumulate(q_lens)), actual_seq_kvlen=list(accumulate(kv_lens)),
-        )  # fmt: skip
+            q.npu(),
+            k.npu(),
+            v.npu(),
+            heads,
+            "TND",
+            scale=0.25,
+            actual_seq_qlen=list(accumulate(q_lens)),
+            actual_seq_kvlen=list(accumulate(kv_lens)),
+        )
     assert len(result) == 7 and result[4:] == (0, 0, 0)
-    assert result[0].device.type == "npu" and result[0].dtype == dtype and result[1].shape == (9, heads, 8)
+    assert (
+        result[0].device.type == "npu"
+        and result[0].dtype == dtype
+        and result[1].shape == (9, heads, 8)
+    )
     assert syncs.total == 0
     expected = _naive_attention(q, k, v, q_lens, kv_lens, 0.25)
     assert torch.allclose(result[0].cpu().double(), expected, atol=atol, rtol=0)
@@ -256,17 +303,27 @@ def _npu_tnd() -> tuple[torch.Tensor, ...]:
 def _call(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, **kwargs: object) -> object:
     import torch_npu
 
-    args = {"head_num": q.shape[1] if q.dim() == 3 else 2, "input_layout": "TND", "actual_seq_qlen": [3, 8],
-            "actual_seq_kvlen": [4, 13], **kwargs}  # fmt: skip
+    args = {
+        "head_num": q.shape[1] if q.dim() == 3 else 2,
+        "input_layout": "TND",
+        "actual_seq_qlen": [3, 8],
+        "actual_seq_kvlen": [4, 13],
+        **kwargs,
+    }
     return torch_npu.npu_fusion_attention(q, k, v, **args)
 
 
 @needs_sim
 def test_fusion_attention_rejects_per_sequence_lengths() -> None:
     q, k, v = _npu_tnd()
-    with pytest.raises(ValueError, match=r"kit rule, stricter than the real op\): actual_seq_qlen must be cumulative"):
+    with pytest.raises(
+        ValueError,
+        match=r"kit rule, stricter than the real op\): actual_seq_qlen must be cumulative",
+    ):
         _call(q, k, v, actual_seq_qlen=[3, 5], actual_seq_kvlen=[4, 13])
-    with pytest.raises(RuntimeError, match=r"actual_seq_qlen must be cumulative \(non-decreasing\)"):
+    with pytest.raises(
+        RuntimeError, match=r"actual_seq_qlen must be cumulative \(non-decreasing\)"
+    ):
         _call(q, k, v, actual_seq_qlen=[5, 3, 8], actual_seq_kvlen=[4, 9, 13])
     with pytest.raises(RuntimeError, match="actual_seq_kvlen must be cumulative"):
         _call(q, k, v, actual_seq_kvlen=[9, 4])
@@ -279,23 +336,46 @@ def test_fusion_attention_rejects_per_sequence_lengths() -> None:
 # (name, how the call is broken, the real op's message) for each rule of the real operator.
 RULE_CASES: list[tuple[str, dict[str, object], str]] = [
     ("cpu_tensors", {"on_host": True}, r"query, key, value must be NPU tensors"),
-    ("key_upcast", {"key_dtype": torch.float32}, r"The data type of query\[DT_BF16\], key\[DT_FLOAT\], "
-                                                 r"value\[DT_BF16\] are not equal\."),
+    (
+        "key_upcast",
+        {"key_dtype": torch.float32},
+        r"The data type of query\[DT_BF16\], key\[DT_FLOAT\], "
+        r"value\[DT_BF16\] are not equal\.",
+    ),
     ("value_upcast", {"value_dtype": torch.float32}, r"value\[DT_FLOAT\] are not equal"),
     ("float64", {"dtype": torch.float64}, r"The data type of query, key, value is not supported"),
     ("head_num_not_query_n", {"head_num": 3}, r"head_num is \[3\], but got query dim1 \[2\]\."),
     ("head_num_zero", {"head_num": 0}, r"head_num must > 0, but got 0"),
-    ("gqa_not_a_multiple", {"heads": 6, "kv_heads": 4}, r"n1Size \[6\] should be a multiple of n2Size \[4\]\."),
+    (
+        "gqa_not_a_multiple",
+        {"heads": 6, "kv_heads": 4},
+        r"n1Size \[6\] should be a multiple of n2Size \[4\]\.",
+    ),
     ("too_many_heads", {"heads": 258, "kv_heads": 2}, r"query N must be in 1~256, but got 258"),
     ("head_dim_too_large", {"head_dim": 776}, r"Head dim must <= 768, but got 776"),
     ("four_dims", {"four_dims": True}, r"not support input_layout TND with dim_num 4"),
-    ("lists_differ_in_length", {"actual_seq_kvlen": [13]},
-     r"the size of actual_seq_qlen and actual_seq_kvlen must be the same and cannot be empty\."),
-    ("empty_lists", {"actual_seq_qlen": [], "actual_seq_kvlen": []}, r"must be the same and cannot be empty"),
-    ("too_many_sequences", {"sequences": 2049}, r"actual_seq_qlen must have 1~2K entries, but got 2049"),
-    ("sum_exceeds_t", {"actual_seq_qlen": [3, 9]},
-     r"Query T\(8\) and key T\(13\) need larger than respectively sum of seqLen\(9\) and sekvLen\(13\)\."),
-]  # fmt: skip
+    (
+        "lists_differ_in_length",
+        {"actual_seq_kvlen": [13]},
+        r"the size of actual_seq_qlen and actual_seq_kvlen must be the same and cannot be empty\.",
+    ),
+    (
+        "empty_lists",
+        {"actual_seq_qlen": [], "actual_seq_kvlen": []},
+        r"must be the same and cannot be empty",
+    ),
+    (
+        "too_many_sequences",
+        {"sequences": 2049},
+        r"actual_seq_qlen must have 1~2K entries, but got 2049",
+    ),
+    (
+        "sum_exceeds_t",
+        {"actual_seq_qlen": [3, 9]},
+        r"Query T\(8\) and key T\(13\) need larger than respectively sum of seqLen\(9\) and "
+        r"sekvLen\(13\)\.",
+    ),
+]
 
 
 def _broken_call(how: dict[str, object]) -> None:
@@ -310,26 +390,37 @@ def _broken_call(how: dict[str, object]) -> None:
         q, k, v = q.unsqueeze(0), k.unsqueeze(0), v.unsqueeze(0)
     if not how.get("on_host"):
         q, k, v = q.npu(), k.npu(), v.npu()
-    lists = {name: how[name] for name in ("actual_seq_qlen", "actual_seq_kvlen", "head_num") if name in how}
+    lists = {
+        name: how[name]
+        for name in ("actual_seq_qlen", "actual_seq_kvlen", "head_num")
+        if name in how
+    }
     if "sequences" in how:  # one token per sequence, one key per sequence
         count = int(how["sequences"])
         q, k, v = (t[:1].expand(count, -1, -1).contiguous() for t in (q, k, v))
-        lists = {"actual_seq_qlen": list(range(1, count + 1)), "actual_seq_kvlen": list(range(1, count + 1))}
+        lists = {
+            "actual_seq_qlen": list(range(1, count + 1)),
+            "actual_seq_kvlen": list(range(1, count + 1)),
+        }
     _call(q, k, v, **lists)
 
 
 @needs_sim
 @pytest.mark.parametrize(("name", "how", "message"), RULE_CASES, ids=[c[0] for c in RULE_CASES])
-def test_a_call_that_breaks_a_rule_of_the_real_op_raises_its_message(name: str, how: dict[str, object],
-                                                                       message: str) -> None:  # fmt: skip
+def test_a_call_that_breaks_a_rule_of_the_real_op_raises_its_message(
+    name: str, how: dict[str, object], message: str
+) -> None:
     with pytest.raises(RuntimeError, match=message) as raised:
         _broken_call(how)
-    assert "[rule of the real op: " in str(raised.value)  # names the document or source that states the rule
+    assert "[rule of the real op: " in str(
+        raised.value
+    )  # names the document or source that states the rule
 
 
 @needs_sim
 def test_the_same_calls_pass_when_unbroken() -> None:
-    # Control for the cases above: the call they start from is valid, so each failure is the break's doing.
+    # Control for the cases above: the call they start from is valid, so each failure is the break's
+    # doing.
     _broken_call({})
     _broken_call({"heads": 4, "kv_heads": 2})
     _broken_call({"dtype": torch.float16})
@@ -347,16 +438,18 @@ def test_graph_mode_is_refused() -> None:
 def test_probabilities_are_cast_to_the_input_dtype_before_p_v() -> None:
     import torch_npu
 
-    # One query row, two keys (scores 0.3 and 0), values +1 and -1: the output is p0 - p1, which differs
-    # in bf16 depending on whether p0 and p1 were rounded to bf16 before P.V (the kernel rounds them).
+    # One query row, two keys (scores 0.3 and 0), values +1 and -1: the output is p0 - p1, which
+    # differs in bf16 depending on whether p0 and p1 were rounded to bf16 before P.V (the kernel
+    # rounds them).
     q = torch.zeros(1, 1, 16, dtype=torch.bfloat16)
     q[0, 0, 0] = 0.3
     k = torch.zeros(2, 1, 16, dtype=torch.bfloat16)
     k[0, 0, 0] = 1.0
     v = torch.zeros(2, 1, 16, dtype=torch.bfloat16)
     v[0], v[1] = 1.0, -1.0
-    out = torch_npu.npu_fusion_attention(q.npu(), k.npu(), v.npu(), 1, "TND", actual_seq_qlen=[1],
-                                         actual_seq_kvlen=[2])[0].cpu()  # fmt: skip
+    out = torch_npu.npu_fusion_attention(
+        q.npu(), k.npu(), v.npu(), 1, "TND", actual_seq_qlen=[1], actual_seq_kvlen=[2]
+    )[0].cpu()
     probs = torch.softmax(torch.stack([q[0, 0, 0].float(), torch.tensor(0.0)]), 0)
     cast_first = (probs.to(torch.bfloat16).float() @ torch.tensor([1.0, -1.0])).to(torch.bfloat16)
     fp32_probs = (probs @ torch.tensor([1.0, -1.0])).to(torch.bfloat16)
@@ -398,6 +491,7 @@ def test_fusion_attention_refuses_other_layouts() -> None:
 
 
 def test_fusion_attention_signature_matches_the_pinned_wheel() -> None:
-    # Needs no installed simulator: both legs run it (tests/kit/test_npu_schema.py shows the comparison bites).
+    # Needs no installed simulator: both legs run it (tests/kit/test_npu_schema.py shows the
+    # comparison bites).
     version = npu_schema.pinned_version()
     assert npu_schema.check_against_wheel(simulated_npu.npu_fusion_attention, version) == []

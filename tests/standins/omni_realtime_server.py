@@ -4,11 +4,12 @@ Real: ``OmniStreamingVideoOutputHandler`` from the patched checkout (protocol, r
 model-name check, fMP4 encoder and trailer, ``session.done``, stall timeout, ping/pong), behind a
 FastAPI WebSocket route under uvicorn, as upstream's API server serves ``/v1/realtime/video``.
 Stand-in: the engine client (no 14B model, no Ascend cards here). It keeps the contract the handler
-calls (``stage_configs``, ``default_sampling_params_list``, ``generate`` yielding ``OmniRequestOutput``
-built as the diffusion output formatter builds it, ``abort``, ``submit_interaction_async``) and yields
-deterministic frames: 9 for chunk 0, then 12 per chunk. ``/health`` and the WebSocket route are the
-kit's (upstream's api_server.py imports every serving class, torchaudio among their imports; so
-``vllm_omni.entrypoints.openai`` is registered as a bare package and its ``__init__`` does not run).
+calls (``stage_configs``, ``default_sampling_params_list``, ``generate`` yielding
+``OmniRequestOutput`` built as the diffusion output formatter builds it, ``abort``,
+``submit_interaction_async``) and yields deterministic frames: 9 for chunk 0, then 12 per chunk.
+``/health`` and the WebSocket route are the kit's (upstream's api_server.py imports every serving
+class, torchaudio among their imports; so ``vllm_omni.entrypoints.openai`` is registered as a bare
+package and its ``__init__`` does not run).
 
 Knobs and faults (each flag also read from ``STANDIN_<FLAG>``; docs/e2e.md) act through the fake
 engine or the health route, so the client sees the handler's real reaction. Binds loopback only.
@@ -37,7 +38,12 @@ HANDLER_MODULE = "vllm_omni.entrypoints.openai.serving_video_output_stream"
 KNOBS = [
     ("model", str, "lingbot-world", "the served model name"),
     ("fault", str, "none", None),
-    ("fault-after-chunks", int, "1", "the chunk a fault strikes at (die-mid-session exits with code 3)"),
+    (
+        "fault-after-chunks",
+        int,
+        "1",
+        "the chunk a fault strikes at (die-mid-session exits with code 3)",
+    ),
     ("nondet-from-frame", int, "9", "nondeterministic: noise from this frame on"),
     ("chunk-interval-ms", float, "100", None),
     ("first-chunk-delay-ms", float, "", "[default: --chunk-interval-ms]"),
@@ -55,7 +61,9 @@ def chunk_frame_counts(num_frames: int) -> list[int]:
 
 def frames(start: int, count: int, width: int, height: int, seed: int) -> np.ndarray:
     """(count, height, width, 3) uint8: a moving gradient fully determined by (frame index, seed)."""
-    index, y, x, channel = np.ogrid[start : start + count, :height, :width, 0:255:85]  # channel: 0, 85, 170
+    index, y, x, channel = np.ogrid[
+        start : start + count, :height, :width, 0:255:85
+    ]  # channel: 0, 85, 170
     return ((x * 4 + y * 2 + index * 5 + seed + channel) & 0xFF).astype(np.uint8)
 
 
@@ -66,11 +74,18 @@ class FakeEngineClient:
         from vllm_omni.inputs.data import OmniDiffusionSamplingParams
 
         self.args = args
-        self.stage_configs = [{"stage_type": "diffusion", "final_output": True, "final_output_type": "video"}]
+        self.stage_configs = [
+            {"stage_type": "diffusion", "final_output": True, "final_output_type": "video"}
+        ]
         self.default_sampling_params_list = [OmniDiffusionSamplingParams()]
 
     async def generate(
-        self, prompt: Any, request_id: str = "", *, sampling_params_list: Sequence[Any] | None = None, **_: Any
+        self,
+        prompt: Any,
+        request_id: str = "",
+        *,
+        sampling_params_list: Sequence[Any] | None = None,
+        **_: Any,
     ) -> AsyncGenerator[Any, None]:
         from vllm_omni.outputs import OmniRequestOutput
 
@@ -82,14 +97,27 @@ class FakeEngineClient:
             await self._fault(index)
             delay_ms = args.chunk_interval_ms if index else args.first_chunk_delay_ms
             await asyncio.sleep(delay_ms * args.latency_scale / 1000.0)
-            video = frames(start, count, int(params.width), int(params.height), int(params.seed or 0))
+            video = frames(
+                start, count, int(params.width), int(params.height), int(params.seed or 0)
+            )
             if start <= args.alter_frame < start + count:
-                video[args.alter_frame - start] ^= 0x80  # one frame visibly different, the rest unchanged
+                video[args.alter_frame - start] ^= (
+                    0x80  # one frame visibly different, the rest unchanged
+                )
             noisy = video[max(0, args.nondet_from_frame - start) :]
-            if args.fault == "nondeterministic" and noisy.size:  # per-process noise: survives compression
-                noisy ^= np.frombuffer(os.urandom(noisy.size), dtype=np.uint8).reshape(noisy.shape) & 0x3F
+            if (
+                args.fault == "nondeterministic" and noisy.size
+            ):  # per-process noise: survives compression
+                noisy ^= (
+                    np.frombuffer(os.urandom(noisy.size), dtype=np.uint8).reshape(noisy.shape)
+                    & 0x3F
+                )
             start += count
-            stream = {"generation_chunk_index": index, "started_event_ids": [], "active_event_ids": []}
+            stream = {
+                "generation_chunk_index": index,
+                "started_event_ids": [],
+                "active_event_ids": [],
+            }
             yield OmniRequestOutput.from_diffusion(
                 request_id=request_id,
                 images=[video],
@@ -125,7 +153,9 @@ def import_handler(checkout: Path) -> type:
     module = __import__(HANDLER_MODULE, fromlist=["OmniStreamingVideoOutputHandler"])
     origin = Path(module.__file__ or "").resolve()
     if not origin.is_relative_to(checkout.resolve()):
-        raise SystemExit(f"the handler was imported from {origin}, not from the checkout {checkout}")
+        raise SystemExit(
+            f"the handler was imported from {origin}, not from the checkout {checkout}"
+        )
     return module.OmniStreamingVideoOutputHandler  # type: ignore[no-any-return]
 
 
@@ -133,15 +163,20 @@ def build_app(args: argparse.Namespace) -> FastAPI:
     handler_class = import_handler(Path(args.checkout))
     app = FastAPI()
     app.state.openai_streaming_video_output = handler_class(
-        engine_client=FakeEngineClient(args), model_name=args.model, stall_timeout=args.stall_timeout_s
+        engine_client=FakeEngineClient(args),
+        model_name=args.model,
+        stall_timeout=args.stall_timeout_s,
     )
 
     @app.get("/health")
     async def health() -> PlainTextResponse:
         never = args.fault == "never-healthy"
-        return PlainTextResponse("loading\n", status_code=503) if never else PlainTextResponse("ok\n")
+        return (
+            PlainTextResponse("loading\n", status_code=503) if never else PlainTextResponse("ok\n")
+        )
 
-    # FastAPI reads the annotation to inject the WebSocket: it must resolve in this module's globals.
+    # FastAPI reads the annotation to inject the WebSocket: it must resolve in this module's
+    # globals.
     @app.websocket("/v1/realtime/video")
     async def streaming_video_output(websocket: WebSocket) -> None:
         await websocket.app.state.openai_streaming_video_output.handle_session(websocket)
@@ -157,7 +192,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     for flag, kind, default, help_text in KNOBS:
         value = os.environ.get("STANDIN_" + flag.upper().replace("-", "_"), default)
         choices = FAULTS if flag == "fault" else None
-        p.add_argument(f"--{flag}", type=kind, default=kind(value) if value else None, choices=choices, help=help_text)
+        p.add_argument(
+            f"--{flag}",
+            type=kind,
+            default=kind(value) if value else None,
+            choices=choices,
+            help=help_text,
+        )
     args = p.parse_args(argv)
     if args.first_chunk_delay_ms is None:
         args.first_chunk_delay_ms = args.chunk_interval_ms
@@ -168,13 +209,18 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def main(argv: list[str]) -> None:
     args = parse_args(argv)
-    # The handler's imports (torch, vllm) leave ~700k objects that the collector walks again and again while
-    # they load: a fifth of the import's CPU. They stay for the server's life: frozen, not walked.
+    # The handler's imports (torch, vllm) leave ~700k objects that the collector walks again and
+    # again while they load: a fifth of the import's CPU. They stay for the server's life: frozen,
+    # not walked.
     gc.disable()
     app = build_app(args)
     gc.freeze()
     gc.enable()
-    print(f"stand-in engine behind vllm-omni's handler on {args.host}:{args.port} (fault={args.fault})", flush=True)
+    print(
+        f"stand-in engine behind vllm-omni's handler on {args.host}:{args.port} "
+        f"(fault={args.fault})",
+        flush=True,
+    )
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
 
 

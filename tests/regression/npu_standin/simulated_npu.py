@@ -1,17 +1,19 @@
 """A simulated Ascend NPU: the npu test leg's stand-in where no Ascend card and no CANN exist.
 
-``install()`` renames torch's PrivateUse1 backend to ``"npu"`` (as torch_npu does): ``Tensor.is_npu``,
-``Tensor.npu()``, ``torch.npu`` and device ``npu:0`` exist. Tensors on ``npu:0`` wrap a CPU tensor; every
-aten op runs on that storage (in-place writes, also from custom ops, reach it). ``sys.modules["torch_npu"]``
-gets ``npu_fusion_attention``, a CPU reference with the pinned wheel's schema (checked by torch_npu_schema.py).
-Not torch_npu, CANN or a performance model: results are CPU results, reported as "simulated NPU". The rename
-cannot be undone in a process: install only in a dedicated one (the npu leg's, or a subprocess).
+``install()`` renames torch's PrivateUse1 backend to ``"npu"`` (as torch_npu does):
+``Tensor.is_npu``, ``Tensor.npu()``, ``torch.npu`` and device ``npu:0`` exist. Tensors on ``npu:0``
+wrap a CPU tensor; every aten op runs on that storage (in-place writes, also from custom ops, reach
+it). ``sys.modules["torch_npu"]`` gets ``npu_fusion_attention``, a CPU reference with the pinned
+wheel's schema (checked by torch_npu_schema.py). Not torch_npu, CANN or a performance model: results
+are CPU results, reported as "simulated NPU". The rename cannot be undone in a process: install only
+in a dedicated one (the npu leg's, or a subprocess).
 
-Counted (``SimulatedNPU.syncs``, ``count_syncs()``): D2H reads (``.item()``, ``bool()``, ``.tolist()``,
-``.cpu()``, copies into CPU tensors, printing), ``torch.npu.synchronize()``, ops whose output shape depends
-on device data (``nonzero``, boolean indexing, ...), and every H2D copy with whether it was non-blocking from
-pinned memory. Stock torch pins only through an accelerator's C++ hooks, so ``Tensor.pin_memory`` returns a
-CPU copy whose storage is remembered as pinned (``torch.empty(..., pin_memory=True)`` is not simulated).
+Counted (``SimulatedNPU.syncs``, ``count_syncs()``): D2H reads (``.item()``, ``bool()``,
+``.tolist()``, ``.cpu()``, copies into CPU tensors, printing), ``torch.npu.synchronize()``, ops
+whose output shape depends on device data (``nonzero``, boolean indexing, ...), and every H2D copy
+with whether it was non-blocking from pinned memory. Stock torch pins only through an accelerator's
+C++ hooks, so ``Tensor.pin_memory`` returns a CPU copy whose storage is remembered as pinned
+(``torch.empty(..., pin_memory=True)`` is not simulated).
 """
 
 from __future__ import annotations
@@ -54,10 +56,28 @@ _MIXED_DEVICE_OK = {
     aten.index_put_.default,
     aten._index_put_impl_.default,
 }
-# Factory overloads that land on the PrivateUse1 key with no tensor argument to wrap: filled, ranged, random.
-_FILLED = ("empty.memory_format", "empty_strided", "full", "zeros", "ones", "scalar_tensor", "eye", "eye.m")
+# Factory overloads that land on the PrivateUse1 key with no tensor argument to wrap: filled,
+# ranged, random.
+_FILLED = (
+    "empty.memory_format",
+    "empty_strided",
+    "full",
+    "zeros",
+    "ones",
+    "scalar_tensor",
+    "eye",
+    "eye.m",
+)
 _RANGED = ("arange", "arange.start", "arange.start_step", "linspace")
-_RANDOM = ("randn", "randn.generator", "rand", "rand.generator", "randint", "randint.low", "randperm")
+_RANDOM = (
+    "randn",
+    "randn.generator",
+    "rand",
+    "rand.generator",
+    "randint",
+    "randint.low",
+    "randperm",
+)
 
 
 @dataclass(frozen=True)
@@ -122,7 +142,9 @@ class SimulatedNPUTensor(torch.Tensor):
         return self.cpu_data.tolist()
 
     def numpy(self, *, force: bool = False) -> Any:
-        raise TypeError(f"can't convert {self.device} device type tensor to numpy. Use Tensor.cpu() first.")
+        raise TypeError(
+            f"can't convert {self.device} device type tensor to numpy. Use Tensor.cpu() first."
+        )
 
     @classmethod
     def __torch_dispatch__(
@@ -153,7 +175,9 @@ class SimulatedNPU:
         self._scopes: list[SyncCounter] = []
         self._pinned: weakref.WeakSet[torch.UntypedStorage] = weakref.WeakSet()
         self.capturing = False  # inside torch.npu.graph(...)
-        self._pending: list[tuple[torch.Tensor, torch.Tensor]] = []  # non-blocking D2H copies in flight
+        self._pending: list[
+            tuple[torch.Tensor, torch.Tensor]
+        ] = []  # non-blocking D2H copies in flight
         self.torch_npu = _torch_npu_module(self)
 
     def record(self, kind: str) -> None:
@@ -182,7 +206,8 @@ class SimulatedNPU:
 
     @contextmanager
     def graph(self, npu_graph: Any = None, **kwargs: Any) -> Iterator[None]:
-        """``torch.npu.graph(...)``: marks a capture (nothing is recorded), so ops can refuse graph mode."""
+        """``torch.npu.graph(...)``: marks a capture (nothing is recorded), so ops can refuse graph
+        mode."""
         self.capturing = True
         try:
             yield
@@ -191,7 +216,9 @@ class SimulatedNPU:
 
     def pin_memory(self, tensor: torch.Tensor, device: Any = None) -> torch.Tensor:
         if _is_npu(tensor) or tensor.device.type != "cpu":
-            raise RuntimeError(f"cannot pin '{tensor.device}' memory: only dense CPU tensors can be pinned")
+            raise RuntimeError(
+                f"cannot pin '{tensor.device}' memory: only dense CPU tensors can be pinned"
+            )
         if self.is_pinned(tensor):
             return tensor
         pinned = tensor.clone()
@@ -217,11 +244,15 @@ class SimulatedNPU:
         target = None if kwargs.get("device") is None else torch.device(kwargs["device"])
         if target is not None and target.type == "cpu" and any(_is_npu(a) for a in args):
             if kwargs.get("non_blocking"):
-                return self._arrives_at_synchronize(self._run_on_cpu(func, args, kwargs, wrap=False))
+                return self._arrives_at_synchronize(
+                    self._run_on_cpu(func, args, kwargs, wrap=False)
+                )
             self.record("d2h")
         return self._run_on_cpu(func, args, kwargs, wrap=target is None or target.type == BACKEND)
 
-    def _run_on_cpu(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], *, wrap: bool) -> Any:
+    def _run_on_cpu(
+        self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], *, wrap: bool
+    ) -> Any:
         originals = {id(a.cpu_data): a for a in (*args, *kwargs.values()) if _is_npu(a)}
         out = func(*tree_map(_to_cpu_arg, args), **tree_map(_to_cpu_arg, kwargs))
         if not wrap:
@@ -236,7 +267,9 @@ class SimulatedNPU:
 
         return tree_map(rewrap, out)
 
-    def _copy(self, dst: torch.Tensor, src: torch.Tensor, non_blocking: bool = False) -> torch.Tensor:
+    def _copy(
+        self, dst: torch.Tensor, src: torch.Tensor, non_blocking: bool = False
+    ) -> torch.Tensor:
         if _is_npu(dst) and not _is_npu(src):
             self._record_h2d(HostToDeviceCopy(src.nbytes, non_blocking, self.is_pinned(src)))
         if not _is_npu(dst) and non_blocking:
@@ -249,7 +282,8 @@ class SimulatedNPU:
         return dst
 
     def _arrives_at_synchronize(self, host: torch.Tensor) -> torch.Tensor:
-        """A non-blocking D2H copy (no sync counted): ``host`` reads NaN or the dtype's minimum until synchronize()."""
+        """A non-blocking D2H copy (no sync counted): ``host`` reads NaN or the dtype's minimum until
+        synchronize()."""
         if host.dtype == torch.bool or host.numel() == 0:
             return host  # nothing to poison that a reader could tell apart
         self._pending.append((host, host.clone()))
@@ -262,7 +296,9 @@ class SimulatedNPU:
         # cpu/cuda kernel fails here too, and ops inside the kernel come back through dispatch.
         _reject_none_for_mutable_tensor(func, args, kwargs)
         if not torch._C._dispatch_has_computed_kernel_for_dispatch_key(func.name(), "PrivateUse1"):
-            raise NotImplementedError(f"{func.name()} has no kernel for the npu backend (simulated NPU)")
+            raise NotImplementedError(
+                f"{func.name()} has no kernel for the npu backend (simulated NPU)"
+            )
         keys = torch._C.DispatchKeySet(torch._C.DispatchKey.PrivateUse1)
         return func.redispatch(keys, *args, **kwargs)
 
@@ -277,50 +313,78 @@ def _is_boolean_index(func: Any, args: tuple[Any, ...]) -> bool:
     if func is not aten.index.Tensor:
         return False
     indices = args[1] if len(args) > 1 else ()
-    return any(isinstance(i, torch.Tensor) and i.dtype in (torch.bool, torch.uint8) for i in indices)
+    return any(
+        isinstance(i, torch.Tensor) and i.dtype in (torch.bool, torch.uint8) for i in indices
+    )
 
 
 def _check_same_device(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     """Like CUDA: an npu op may take 0-dim CPU scalars, not other CPU tensors."""
     tensors = [t for t in (*args, *kwargs.values()) if isinstance(t, torch.Tensor)]
-    tensors += [t for a in args if isinstance(a, (list, tuple)) for t in a if isinstance(t, torch.Tensor)]
+    tensors += [
+        t for a in args if isinstance(a, (list, tuple)) for t in a if isinstance(t, torch.Tensor)
+    ]
     if any(_is_npu(t) for t in tensors) and any(not _is_npu(t) and t.dim() > 0 for t in tensors):
         raise RuntimeError(
-            f"{func}: Expected all tensors to be on the same device, but found at least two devices, npu:0 and cpu!"
+            f"{func}: Expected all tensors to be on the same device, but found at least two "
+            "devices, npu:0 and cpu!"
         )
 
 
-def _reject_none_for_mutable_tensor(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-    """None for a mutable ``Tensor?`` fails, as seen on Ascend (docs/upstream-facts.md); torch itself accepts it
-    (test_torch_itself_accepts_none_for_the_series_op_mutable_stage_args). Patch 0004 passes zero-size buffers."""
+def _reject_none_for_mutable_tensor(
+    func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> None:
+    """None for a mutable ``Tensor?`` fails, as seen on Ascend (docs/upstream-facts.md); torch itself
+    accepts it (test_torch_itself_accepts_none_for_the_series_op_mutable_stage_args). Patch 0004
+    passes zero-size buffers."""
     for index, arg in enumerate(func._schema.arguments):
         mutable = arg.alias_info is not None and arg.alias_info.is_write
         value = args[index] if index < len(args) else kwargs.get(arg.name)
         if mutable and value is None:
-            raise RuntimeError(f"{func.name()}: mutable argument '{arg.name}' is None (rejected on npu)")
+            raise RuntimeError(
+                f"{func.name()}: mutable argument '{arg.name}' is None (rejected on npu)"
+            )
 
 
 # -- npu_fusion_attention: CPU reference with the real torch_npu schema --------------------------
 
 
 def _unmodelled(name: str, value: Any) -> NotImplementedError:
-    return NotImplementedError(f"npu_fusion_attention (simulated): {name}={value!r} is not modelled")
+    return NotImplementedError(
+        f"npu_fusion_attention (simulated): {name}={value!r} is not modelled"
+    )
 
 
 # Where each rule of the real operator is stated (quoted wording is the operator's own message):
-DOC = "https://gitee.com/ascend/op-plugin/blob/master/docs/context/torch_npu-npu_fusion_attention.md"
+DOC = (
+    "https://gitee.com/ascend/op-plugin/blob/master/docs/context/torch_npu-npu_fusion_attention.md"
+)
 ACLNN = "CANN ops-transformer attention/flash_attention_score/op_host/op_api/aclnn_flash_attention_score.cpp"
 TILING = "CANN ops-transformer flash_attention_score_tiling_general.cpp"
 OP_API = "op-plugin op_plugin/ops/opapi/FlashAttentionKernelNpuOpApi.cpp"
-DTYPES = (torch.float16, torch.bfloat16, torch.float32)  # DOC: query/key/value float16, bfloat16, float32
+DTYPES = (
+    torch.float16,
+    torch.bfloat16,
+    torch.float32,
+)  # DOC: query/key/value float16, bfloat16, float32
 MAX_HEADS = 256  # DOC: Nq 1~256
 MAX_HEAD_DIM = 768  # ACLNN HEAD_DIM_MAX; DOC: D 1~768
 MAX_TOKENS = 1024 * 1024  # DOC: varlen T (B*S) 1~1M
 MAX_SEQUENCES = 2048  # DOC: actual_seq_qlen has 1~2K entries (varlen B 1~2K)
 _DTYPE_NAMES = {torch.float16: "DT_FLOAT16", torch.bfloat16: "DT_BF16", torch.float32: "DT_FLOAT"}
-# What the reference computes; gen_mask_parallel, sync, seed and offset only steer dropout, which keep_prob=1
-# switches off (accepted, no effect). Any other argument that differs from its default is refused.
-_MODELLED = {"query", "key", "value", "head_num", "input_layout", "scale", "actual_seq_qlen", "actual_seq_kvlen"}
+# What the reference computes; gen_mask_parallel, sync, seed and offset only steer dropout, which
+# keep_prob=1 switches off (accepted, no effect). Any other argument that differs from its default
+# is refused.
+_MODELLED = {
+    "query",
+    "key",
+    "value",
+    "head_num",
+    "input_layout",
+    "scale",
+    "actual_seq_qlen",
+    "actual_seq_kvlen",
+}
 _MODELLED |= {"gen_mask_parallel", "sync", "seed", "offset"}
 _Outputs = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, int, int, int]
 
@@ -332,7 +396,11 @@ def _op_error(message: str, source: str) -> RuntimeError:
 
 def _check_devices(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor) -> None:
     """DOC: query, key and value are device-side tensors; the op never reads host memory."""
-    where = {name: t.device.type for name, t in (("query", query), ("key", key), ("value", value)) if not _is_npu(t)}
+    where = {
+        name: t.device.type
+        for name, t in (("query", query), ("key", key), ("value", value))
+        if not _is_npu(t)
+    }
     if where:
         raise _op_error(f"{', '.join(where)} must be NPU tensors (device-side), got {where}", DOC)
 
@@ -341,21 +409,32 @@ def _check_dtypes(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor) -
     """ACLNN InputDtypeCheck: one dtype for q/k/v; DOC: among float16, bfloat16, float32."""
     names = [_DTYPE_NAMES.get(t.dtype, str(t.dtype)) for t in (query, key, value)]
     if len({query.dtype, key.dtype, value.dtype}) != 1:
-        raise _op_error("The data type of query[{}], key[{}], value[{}] are not equal.".format(*names), ACLNN)
+        raise _op_error(
+            "The data type of query[{}], key[{}], value[{}] are not equal.".format(*names), ACLNN
+        )
     if query.dtype not in DTYPES:
         raise _op_error(f"The data type of query, key, value is not supported ({names[0]}).", DOC)
 
 
-def _check_shapes(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, head_num: int) -> None:
+def _check_shapes(
+    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, head_num: int
+) -> None:
     """TND: query (T, Nq, D), key/value (T_kv, Nkv, D); the head and head-dim rules of the real op."""
     for name, t in (("query", query), ("key", key), ("value", value)):
         if t.dim() not in (3, 4):  # OP_API
             got = f"{t.dim()}-dimensional"
-            raise _op_error(f"The shapes of the input {name} should be 3 or 4 dimensional, but got {got}", OP_API)
+            raise _op_error(
+                f"The shapes of the input {name} should be 3 or 4 dimensional, but got {got}",
+                OP_API,
+            )
         if t.dim() != 3:  # ACLNN AnalysisAxis: TND is three-dimensional
             raise _op_error(f"not support input_layout TND with dim_num {t.dim()}", ACLNN)
     if key.shape != value.shape:  # DOC: key and value have one shape
-        raise _op_error(f"key and value must have the same shape, got {tuple(key.shape)} and {tuple(value.shape)}", DOC)
+        raise _op_error(
+            f"key and value must have the same shape, got {tuple(key.shape)} and "
+            f"{tuple(value.shape)}",
+            DOC,
+        )
     heads, heads_kv = query.shape[1], key.shape[1]
     if head_num <= 0:
         raise _op_error(f"head_num must > 0, but got {head_num}", ACLNN)
@@ -368,7 +447,9 @@ def _check_shapes(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, h
     if heads % heads_kv:
         raise _op_error(f"n1Size [{heads}] should be a multiple of n2Size [{heads_kv}].", TILING)
     if query.shape[2] != key.shape[2]:
-        raise _op_error(f"qD and kD should be same, but got qD={query.shape[2]} kD={key.shape[2]}", ACLNN)
+        raise _op_error(
+            f"qD and kD should be same, but got qD={query.shape[2]} kD={key.shape[2]}", ACLNN
+        )
     if not 1 <= query.shape[2] <= MAX_HEAD_DIM:
         raise _op_error(f"Head dim must <= {MAX_HEAD_DIM}, but got {query.shape[2]}", ACLNN)
     for name, t in (("query", query), ("key", key)):
@@ -381,7 +462,9 @@ def _check_cumulative(name: str, lengths: Sequence[int] | None) -> list[int]:
     if lengths is None:
         raise _op_error(f"input_layout 'TND' requires {name}", DOC)
     if isinstance(lengths, torch.Tensor) or not all(isinstance(v, int) for v in lengths):
-        raise TypeError(f"npu_fusion_attention: {name} must be a host list of ints (int[]), got {lengths!r}")
+        raise TypeError(
+            f"npu_fusion_attention: {name} must be a host list of ints (int[]), got {lengths!r}"
+        )
     ends = list(lengths)
     trailing = next((i for i in range(1, len(ends)) if ends[i] == 0 and ends[i - 1] > 0), None)
     if trailing is not None and not any(ends[trailing:]):
@@ -395,19 +478,30 @@ def _check_cumulative(name: str, lengths: Sequence[int] | None) -> list[int]:
 def _check_lengths(ends_q: list[int], ends_kv: list[int], tokens_q: int, tokens_kv: int) -> None:
     """The varlen list rules of the real op, then the kit's stricter rule on the last entry."""
     if not ends_q or not ends_kv or len(ends_q) != len(ends_kv):
-        raise _op_error("the size of actual_seq_qlen and actual_seq_kvlen must be the same and cannot be empty.",
-                        OP_API)  # fmt: skip
+        raise _op_error(
+            "the size of actual_seq_qlen and actual_seq_kvlen must be the same and cannot be "
+            "empty.",
+            OP_API,
+        )
     if len(ends_q) > MAX_SEQUENCES:
         raise _op_error(f"actual_seq_qlen must have 1~2K entries, but got {len(ends_q)}", DOC)
     if tokens_q < ends_q[-1] or tokens_kv < ends_kv[-1]:
-        raise _op_error(f"Query T({tokens_q}) and key T({tokens_kv}) need larger than respectively sum of "
-                        f"seqLen({ends_q[-1]}) and sekvLen({ends_kv[-1]}).", TILING)  # fmt: skip
-    for name, ends, total in (("actual_seq_qlen", ends_q, tokens_q), ("actual_seq_kvlen", ends_kv, tokens_kv)):
+        raise _op_error(
+            f"Query T({tokens_q}) and key T({tokens_kv}) need larger than respectively sum of "
+            f"seqLen({ends_q[-1]}) and sekvLen({ends_kv[-1]}).",
+            TILING,
+        )
+    for name, ends, total in (
+        ("actual_seq_qlen", ends_q, tokens_q),
+        ("actual_seq_kvlen", ends_kv, tokens_kv),
+    ):
         if ends[-1] != total:
-            # Not the operator's rule (it ignores rows past the sum): the kit's, because rows past the sum are
-            # a missing truncation in the caller, whose output rows would be left unwritten.
+            # Not the operator's rule (it ignores rows past the sum): the kit's, because rows past
+            # the sum are a missing truncation in the caller, whose output rows would be left
+            # unwritten.
             raise ValueError(
-                f"npu_fusion_attention (kit rule, stricter than the real op): {name} must be cumulative and end "
+                f"npu_fusion_attention (kit rule, stricter than the real op): {name} must be "
+                "cumulative and end "
                 f"at the token count {total}, got {ends}"
             )
 
@@ -452,10 +546,12 @@ def npu_fusion_attention(
     seed: int = 0,
     offset: int = 0,
 ) -> _Outputs:
-    """CPU reference of torch_npu.npu_fusion_attention, layout TND (GQA allowed), full attention, no dropout.
+    """CPU reference of torch_npu.npu_fusion_attention, layout TND (GQA allowed), full attention, no
+    dropout.
 
-    The real op's rules (devices, dtypes, shapes, lengths) raise RuntimeError with its message and the rule's
-    source. Returns (attention in query dtype, softmax_max, softmax_sum (T_q, N, 8) fp32, empty, 0, 0, 0).
+    The real op's rules (devices, dtypes, shapes, lengths) raise RuntimeError with its message and
+    the rule's source. Returns (attention in query dtype, softmax_max, softmax_sum (T_q, N, 8) fp32,
+    empty, 0, 0, 0).
     """
     _check_unmodelled(locals())
     if input_layout != "TND":
@@ -475,10 +571,17 @@ def _spans(ends: list[int]) -> list[tuple[int, int]]:
 
 
 def _tnd_attention(
-    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, ends_q: list[int], ends_kv: list[int], scale: float
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    ends_q: list[int],
+    ends_kv: list[int],
+    scale: float,
 ) -> _Outputs:
     heads, groups = query.shape[1], query.shape[1] // key.shape[1]
-    out = torch.zeros(query.shape[0], heads, value.shape[2], dtype=torch.float32, device=query.device)
+    out = torch.zeros(
+        query.shape[0], heads, value.shape[2], dtype=torch.float32, device=query.device
+    )
     row_max = torch.zeros(query.shape[0], heads, dtype=torch.float32, device=query.device)
     row_sum = torch.zeros_like(row_max)
     for (q0, q1), (k0, k1) in zip(_spans(ends_q), _spans(ends_kv), strict=True):
@@ -491,12 +594,16 @@ def _tnd_attention(
         peak = scores.amax(dim=-1, keepdim=True)
         weights = torch.exp(scores - peak)
         total = weights.sum(dim=-1, keepdim=True)
-        # The kernel casts the probabilities to the input dtype before P.V (fp32 accumulation): so does this.
+        # The kernel casts the probabilities to the input dtype before P.V (fp32 accumulation): so
+        # does this.
         probs = (weights / total).to(query.dtype).float()
         out[q0:q1] = torch.einsum("nqk,knd->qnd", probs, v)
         row_max[q0:q1] = peak.squeeze(-1).transpose(0, 1)
         row_sum[q0:q1] = total.squeeze(-1).transpose(0, 1)
-    stats = (row_max.unsqueeze(-1).expand(-1, -1, 8).contiguous(), row_sum.unsqueeze(-1).expand(-1, -1, 8).contiguous())
+    stats = (
+        row_max.unsqueeze(-1).expand(-1, -1, 8).contiguous(),
+        row_sum.unsqueeze(-1).expand(-1, -1, 8).contiguous(),
+    )
     empty = torch.empty(0, dtype=query.dtype, device=query.device)
     return out.to(query.dtype), stats[0], stats[1], empty, 0, 0, 0
 
@@ -535,13 +642,19 @@ def _fill_backend_module(module: types.ModuleType, sim: SimulatedNPU) -> None:
 
 
 def _set_device(device: Any) -> None:
-    index = torch.device(BACKEND, device).index if isinstance(device, int) else torch.device(device).index
+    index = (
+        torch.device(BACKEND, device).index
+        if isinstance(device, int)
+        else torch.device(device).index
+    )
     if index not in (None, 0):
         raise RuntimeError(f"simulated NPU has one device, npu:0; asked for {device!r}")
 
 
 def _torch_npu_module(sim: SimulatedNPU) -> types.ModuleType:
-    module = types.ModuleType("torch_npu", "Simulated torch_npu (npu_standin.simulated_npu): CPU reference ops.")
+    module = types.ModuleType(
+        "torch_npu", "Simulated torch_npu (npu_standin.simulated_npu): CPU reference ops."
+    )
     # importlib.util.find_spec("torch_npu") (transformers asks it while vllm imports) raises on a
     # module in sys.modules whose __spec__ is None.
     module.__spec__ = importlib.machinery.ModuleSpec("torch_npu", loader=None)
@@ -558,7 +671,11 @@ def _register_factories(sim: SimulatedNPU) -> torch.library.Library:
         func = getattr(getattr(aten, packet), overload or "default")
         lib.impl(name, lambda *a, _f=func, **k: sim.factory(_f, *a, **k), "PrivateUse1")
     # torch.tensor(..., device=...) copies below the Python key, through these two.
-    lib.impl("_copy_from", lambda src, dst, non_blocking=False: sim._copy(dst, src, non_blocking), "PrivateUse1")
+    lib.impl(
+        "_copy_from",
+        lambda src, dst, non_blocking=False: sim._copy(dst, src, non_blocking),
+        "PrivateUse1",
+    )
     lib.impl("_copy_from_and_resize", lambda src, dst: sim._copy(dst, src, False), "PrivateUse1")
     return lib
 
@@ -578,7 +695,9 @@ def install(torch_npu_version: str | None = None) -> SimulatedNPU:
         torch_npu_version = pinned_version()
     current = torch._C._get_privateuse1_backend_name()
     if current != "privateuseone" or "torch_npu" in sys.modules:
-        raise RuntimeError(f"PrivateUse1 is already taken ({current!r}) or torch_npu is loaded: not simulating")
+        raise RuntimeError(
+            f"PrivateUse1 is already taken ({current!r}) or torch_npu is loaded: not simulating"
+        )
     torch_module = types.ModuleType("torch.npu")
     _setup_privateuseone_for_python_backend(BACKEND, backend_module=torch_module)
     sim = SimulatedNPU(torch_npu_version)

@@ -1,8 +1,9 @@
-"""Check a Python stand-in's signature against an op schema read, as text, from the torch_npu wheel (never imported).
+"""Check a Python stand-in's signature against an op schema read, as text, from the torch_npu wheel
+(never imported).
 
-The schema is the ``func:`` line of the code generator's input (SCHEMA_MEMBER), confirmed in libtorch_npu.so
-(what is really registered). Not ``_op_plugin_docs.py``: its prototype can lag (2.14.0's lacks ``sink``,
-``dropout_mask``, ``seed``, ``offset``).
+The schema is the ``func:`` line of the code generator's input (SCHEMA_MEMBER), confirmed in
+libtorch_npu.so (what is really registered). Not ``_op_plugin_docs.py``: its prototype can lag
+(2.14.0's lacks ``sink``, ``dropout_mask``, ``seed``, ``offset``).
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ class WheelSchemaError(Exception):
         self.fix = fix
 
 
-# Aliases of the base types (Tensor, int, float, bool, str, int[]), in schemas and Python annotations.
+# Aliases of the base types (Tensor, int, float, bool, str, int[]), in schemas and Python
+# annotations.
 _PY_TYPES = {
     "torch.Tensor": "Tensor",
     "SymInt": "int",
@@ -90,13 +92,17 @@ def _schema_default(text: str) -> Any:
 
 
 def _schema_param(text: str, keyword_only: bool) -> Param:
-    match = re.fullmatch(r"(?P<type>[\w.]+(?:\(\w!?\))?(?:\[\d*\])?\??)\s+(?P<name>\w+)(?:=(?P<default>.+))?", text)
+    match = re.fullmatch(
+        r"(?P<type>[\w.]+(?:\(\w!?\))?(?:\[\d*\])?\??)\s+(?P<name>\w+)(?:=(?P<default>.+))?", text
+    )
     if match is None:
         raise ValueError(f"cannot read schema argument {text!r}")
     type_text = re.sub(r"\(\w!?\)", "", match["type"])  # alias annotations, e.g. Tensor(a!)
     base = re.sub(r"\[\d+\]", "[]", type_text.rstrip("?"))
     default = NO_DEFAULT if match["default"] is None else _schema_default(match["default"])
-    return Param(match["name"], _PY_TYPES.get(base, base), type_text.endswith("?"), default, keyword_only)
+    return Param(
+        match["name"], _PY_TYPES.get(base, base), type_text.endswith("?"), default, keyword_only
+    )
 
 
 def parse_schema(text: str) -> list[Param]:
@@ -122,10 +128,13 @@ def _annotation_kind(annotation: str) -> tuple[str, bool]:
 
 
 def signature_params(fn: Callable[..., Any]) -> list[Param]:
-    """Parameters of a Python function, annotations read as text (``from __future__ import annotations``)."""
+    """Parameters of a Python function, annotations read as text (``from __future__ import
+    annotations``)."""
     params = []
     for p in inspect.signature(fn).parameters.values():
-        annotation = p.annotation if isinstance(p.annotation, str) else getattr(p.annotation, "__name__", "")
+        annotation = (
+            p.annotation if isinstance(p.annotation, str) else getattr(p.annotation, "__name__", "")
+        )
         default = NO_DEFAULT if p.default is inspect.Parameter.empty else p.default
         keyword_only = p.kind is inspect.Parameter.KEYWORD_ONLY
         params.append(Param(p.name, *_annotation_kind(annotation), default, keyword_only))
@@ -146,11 +155,15 @@ def compare(expected: list[Param], actual: list[Param]) -> list[str]:
             continue
         for attr in ("kind", "optional", "keyword_only"):
             if getattr(want, attr) != getattr(got, attr):
-                problems.append(f"{where}: {attr} {getattr(got, attr)!r}, schema has {getattr(want, attr)!r}")
+                problems.append(
+                    f"{where}: {attr} {getattr(got, attr)!r}, schema has {getattr(want, attr)!r}"
+                )
         if not _same_default(want.default, got.default):
             problems.append(f"{where}: default {got.default!r}, schema has {want.default!r}")
     names = [p.name for p in actual]
-    problems += [f"missing parameter '{p.name}'" for p in expected[len(actual) :] if p.name not in names]
+    problems += [
+        f"missing parameter '{p.name}'" for p in expected[len(actual) :] if p.name not in names
+    ]
     problems += [f"extra parameter '{p.name}'" for p in actual[len(expected) :]]
     return problems
 
@@ -160,7 +173,8 @@ def schema_line(text: str, op: str = OP) -> str:
     found = re.findall(rf"^\s*(?:-\s+)?func:\s+({re.escape(op)}\(.*\)\s*->.*)$", text, re.MULTILINE)
     if len(found) != 1:
         raise WheelSchemaError(
-            f"{SCHEMA_MEMBER} has {len(found)} schemas for '{op}'", "expected exactly one; check the op name"
+            f"{SCHEMA_MEMBER} has {len(found)} schemas for '{op}'",
+            "expected exactly one; check the op name",
         )
     return found[0].strip()
 
@@ -172,7 +186,9 @@ def pinned_version(pins: Path = LEG_PINS, default: str = DEFAULT_VERSION) -> str
     """The torch-npu version the npu leg pins (``torch-npu==X`` in ci/leg-npu.txt), else ``default``."""
     if not pins.exists():
         return default
-    match = re.search(r"^\s*torch[-_]npu\s*==\s*([\w.+]+)", pins.read_text(), re.MULTILINE | re.IGNORECASE)
+    match = re.search(
+        r"^\s*torch[-_]npu\s*==\s*([\w.+]+)", pins.read_text(), re.MULTILINE | re.IGNORECASE
+    )
     return match[1] if match else default
 
 
@@ -182,7 +198,17 @@ def download_wheel(version: str, cache: Path = DOWNLOADS) -> Path:
     if cached:
         return cached[0]
     cache.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", f"torch-npu=={version}", "-d", str(cache)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--quiet",
+        f"torch-npu=={version}",
+        "-d",
+        str(cache),
+    ]
     result = subprocess.run(cmd, capture_output=True, text=True, check=False)
     cached = sorted(cache.glob(f"torch_npu-{version}-*.whl"))
     if result.returncode != 0 or not cached:
@@ -195,14 +221,17 @@ def download_wheel(version: str, cache: Path = DOWNLOADS) -> Path:
 
 
 def contains(stream: BinaryIO, needle: bytes, chunk: int = 1 << 20) -> bool:
-    """Whether the stream holds ``needle``, read up to its first match: the library is about 100 MB unpacked (2.13.0
-    holds the schema 15 MB in), and reading all of it was most of this check's time."""
+    """Whether the stream holds ``needle``, read up to its first match: the library is about 100 MB
+    unpacked (2.13.0 holds the schema 15 MB in), and reading all of it was most of this check's
+    time."""
     kept = b""
     while block := stream.read(chunk):
         window = kept + block
         if needle in window:
             return True
-        kept = window[-(len(needle) - 1) :] if len(needle) > 1 else b""  # a match may straddle reads
+        kept = (
+            window[-(len(needle) - 1) :] if len(needle) > 1 else b""
+        )  # a match may straddle reads
     return False
 
 
@@ -216,7 +245,8 @@ def wheel_schema(wheel: Path, op: str = OP) -> str:
                 registered = contains(library, schema.encode())
     except (KeyError, zipfile.BadZipFile) as error:
         raise WheelSchemaError(
-            f"{wheel.name} is not a torch_npu wheel with {SCHEMA_MEMBER} ({error})", "delete it and rerun"
+            f"{wheel.name} is not a torch_npu wheel with {SCHEMA_MEMBER} ({error})",
+            "delete it and rerun",
         ) from None
     if not registered:
         raise WheelSchemaError(
@@ -226,6 +256,10 @@ def wheel_schema(wheel: Path, op: str = OP) -> str:
     return schema
 
 
-def check_against_wheel(fn: Callable[..., Any], version: str, cache: Path = DOWNLOADS, op: str = OP) -> list[str]:
+def check_against_wheel(
+    fn: Callable[..., Any], version: str, cache: Path = DOWNLOADS, op: str = OP
+) -> list[str]:
     """Differences between ``fn``'s signature and ``op`` in torch-npu ``version``; [] = match."""
-    return compare(parse_schema(wheel_schema(download_wheel(version, cache), op)), signature_params(fn))
+    return compare(
+        parse_schema(wheel_schema(download_wheel(version, cache), op)), signature_params(fn)
+    )
