@@ -120,15 +120,20 @@ def kit_identity(ws: Workspace) -> dict[str, Any]:
     }
 
 
-def probe_versions(python: str) -> dict[str, Any]:
-    done = subprocess.run(
-        [python, "-c", VERSIONS_PROBE],
+def run_python(python: str, code: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """python -c code, its output as text; the exit code is the caller's to judge."""
+    return subprocess.run(
+        [python, "-c", code],
         capture_output=True,
         encoding="utf-8",
         errors="replace",
-        timeout=300,
+        timeout=timeout,
         check=False,
     )
+
+
+def probe_versions(python: str) -> dict[str, Any]:
+    done = run_python(python, VERSIONS_PROBE)
     if done.returncode != 0:
         return {"error": (done.stderr.strip().splitlines() or ["no output"])[-1]}
     return dict(json.loads(done.stdout))
@@ -145,14 +150,7 @@ print(json.dumps(out))
 
 def standin_versions(python: str, checkout: Path) -> dict[str, Any]:
     """The stand-in server's stack (the stock leg's env) and which handler file it serves."""
-    done = subprocess.run(
-        [python, "-c", STANDIN_PROBE],
-        capture_output=True,
-        encoding="utf-8",
-        errors="replace",
-        timeout=300,
-        check=False,
-    )
+    done = run_python(python, STANDIN_PROBE)
     found = (
         dict(json.loads(done.stdout))
         if done.returncode == 0

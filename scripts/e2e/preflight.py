@@ -24,6 +24,7 @@ from scripts import ascendci
 from scripts.checkout.guards import verify_current
 from scripts.e2e import benchclient, server
 from scripts.e2e.config import E2EConfig
+from scripts.e2e.evidence import run_python
 from scripts.errors import KitError
 from scripts.pin import load_pin
 from scripts.series import load_series
@@ -150,14 +151,7 @@ def check_cann(env: Mapping[str, str]) -> Check:
 
 def check_torch_npu(python: str) -> Check:
     probe = "import torch, torch_npu, torch_npu._C; assert torch.npu.is_available(); print(torch_npu.__version__)"
-    done = subprocess.run(
-        [python, "-c", probe],
-        capture_output=True,
-        encoding="utf-8",
-        errors="replace",
-        timeout=300,
-        check=False,
-    )
+    done = run_python(python, probe)
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
         raise PreflightError(
@@ -251,9 +245,7 @@ def check_client_python(python: str | None) -> Check:
 def check_vllm(python: str, omni_version: str) -> Check:
     """The image's vLLM is the major.minor the pinned vllm-omni release is made for."""
     probe = "import importlib.metadata as m; print(m.version('vllm'))"
-    done = subprocess.run(
-        [python, "-c", probe], capture_output=True, text=True, timeout=120, check=False
-    )
+    done = run_python(python, probe, timeout=120)
     version = done.stdout.strip() if done.returncode == 0 else "(not installed)"
     why = ascendci.vllm_mismatch(version, omni_version)
     if why:

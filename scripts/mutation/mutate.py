@@ -698,6 +698,12 @@ def run_mutant(
                 break
     finally:
         target.write_text(original, encoding="utf-8")
+    return outcome(mutant, status, tuple(ran), killed_by, round(time.monotonic() - started, 1))
+
+
+def outcome(
+    mutant: Mutant, status: str, ran: tuple[str, ...], killed_by: str, seconds: float
+) -> Outcome:
     return Outcome(
         mutant.key,
         mutant.path,
@@ -705,24 +711,14 @@ def run_mutant(
         mutant.operator,
         mutant.description,
         status,
-        tuple(ran),
+        ran,
         killed_by,
-        round(time.monotonic() - started, 1),
+        seconds,
     )
 
 
 def listed(mutant: Mutant, equivalent: dict[str, str]) -> Outcome:
-    return Outcome(
-        mutant.key,
-        mutant.path,
-        mutant.line,
-        mutant.operator,
-        mutant.description,
-        "equivalent",
-        (),
-        equivalent[mutant.key],
-        0.0,
-    )
+    return outcome(mutant, "equivalent", (), equivalent[mutant.key], 0.0)
 
 
 def summary_rows(outcomes: list[Outcome]) -> list[tuple[str, int, int, int, int, int]]:
