@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from conftest import SMALL_UPSTREAM, Kit, make_series
-from upstreams import commit_all, git_pin
+from upstreams import commit_all, git_pin, upstream_repo
 
 from scripts.gitcmd import git
 
@@ -16,14 +16,7 @@ from scripts.gitcmd import git
 @pytest.fixture
 def upstream(tmp_path: Path) -> Path:
     """The small upstream's tree as a git repository, one commit on main."""
-    repo = tmp_path / "upstream"
-    repo.mkdir()
-    git("init", "-q", "-b", "main", cwd=repo)
-    for name, text in SMALL_UPSTREAM.items():
-        (repo / name).parent.mkdir(parents=True, exist_ok=True)
-        (repo / name).write_text(text, encoding="utf-8")
-    commit_all(repo, "vllm-omni 0.1.0")
-    return repo
+    return upstream_repo(tmp_path / "upstream", SMALL_UPSTREAM)
 
 
 def ref(repo: Path, name: str) -> str:

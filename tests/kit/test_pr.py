@@ -21,6 +21,7 @@ from conftest import (
     commit_patch,
     make_series,
 )
+from upstreams import upstream_repo
 
 from scripts.checks import scope
 from scripts.gitcmd import git
@@ -542,17 +543,6 @@ def test_a_cover_with_a_bom_is_refused_not_put_in_the_title(
     assert (small_kit.patches / "cover.md").read_text() == COVER
     assert pr(small_kit, identity)[0] == 0
     assert made(small_kit, "v1/cover.txt").startswith("[NPU][Hardware][Ascend] Attend")
-
-
-def upstream_repo(where: Path, files: dict[str, str]) -> Path:
-    """Upstream's git history holding the small release's files on main."""
-    for name, text in files.items():
-        (where / name).parent.mkdir(parents=True, exist_ok=True)
-        (where / name).write_text(text)
-    git("init", "-q", "-b", "main", cwd=where)
-    git("add", "-A", cwd=where)
-    git("commit", "-qm", "release", cwd=where, env=AUTHOR)
-    return where
 
 
 def test_a_push_replaces_only_what_the_kit_pushed_and_a_failed_one_records_nothing(

@@ -18,6 +18,7 @@ from upstreams import (
     commit_all,
     gated_config,
     git_pin,
+    upstream_repo,
 )
 
 from scripts.checks import hooks, precommit
@@ -53,13 +54,7 @@ COVER = "[NPU][Hardware][Ascend] Attend on Ascend NPU\n\nAttention on NPU takes 
 @pytest.fixture
 def upstream(tmp_path: Path) -> Path:
     """The small upstream as a git repository: its tree, then a commit adding its gates (main)."""
-    repo = tmp_path / "upstream"
-    repo.mkdir()
-    git("init", "-q", "-b", "main", cwd=repo)
-    for name, text in SMALL_UPSTREAM.items():
-        (repo / name).parent.mkdir(parents=True, exist_ok=True)
-        (repo / name).write_text(text, encoding="utf-8")
-    commit_all(repo, "vllm-omni 0.1.0")
+    repo = upstream_repo(tmp_path / "upstream", SMALL_UPSTREAM)
     add_gates(repo, gated_config())
     return repo
 

@@ -93,6 +93,17 @@ def commit_all(repo: Path, message: str) -> str:
     return git("rev-parse", "HEAD", cwd=repo).strip()
 
 
+def upstream_repo(repo: Path, files: dict[str, str], message: str = "vllm-omni 0.1.0") -> Path:
+    """An upstream's git repository holding files, one commit on main."""
+    repo.mkdir(parents=True, exist_ok=True)
+    git("init", "-q", "-b", "main", cwd=repo)
+    for name, text in files.items():
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_text(text, encoding="utf-8")
+    commit_all(repo, message)
+    return repo
+
+
 def am(repo: Path, patch_file: Path) -> None:
     git("am", "-q", "-k", patch_file.as_posix(), cwd=repo, env=AUTHOR)
 
