@@ -167,39 +167,13 @@ def run_ab(
 ) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
     ensure_checkout_and_stock_env(kit)
     root = tmp_path / "evidence"
-    cmd = [
-        sys.executable,
-        "-m",
-        "scripts",
-        "e2e",
-        "--standin",
-        "--ab",
-        "pristine",
-        "--ab-repeats",
-        "1",
-        "--port",
-        str(free_port()),
-        "--chunks",
-        "16",
-        "--warmup-chunks",
-        "2",
-        "--warmup-sessions",
-        "0",
-        "--width",
-        "64",
-        "--height",
-        "48",
-        "--health-timeout-s",
-        "300",
-        "--bench-timeout-s",
-        "120",
-        "--stop-timeout-s",
-        "5",
-        "--evidence-root",
-        str(root),
-        "--lock-dir",
-        str(tmp_path / "locks"),
-    ]
+    run = (
+        f"--standin --ab pristine --ab-repeats 1 --port {free_port()} --chunks 16 --warmup-chunks 2"
+    )
+    small = "--warmup-sessions 0 --width 64 --height 48"
+    waits = "--health-timeout-s 300 --bench-timeout-s 120 --stop-timeout-s 5"
+    cmd = [sys.executable, "-m", "scripts", "e2e", *f"{run} {small} {waits}".split()]
+    cmd += ["--evidence-root", str(root), "--lock-dir", str(tmp_path / "locks")]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("STANDIN_", "KIT_E2E_"))}
     env |= {
         "STANDIN_CHUNK_INTERVAL_MS": str(interval_ms),

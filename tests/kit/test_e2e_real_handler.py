@@ -189,30 +189,10 @@ def test_the_handlers_answer_is_the_clients_outcome(
 
 def test_e2e_against_an_already_running_server(servers: dict[str, Served], tmp_path: Path) -> None:
     root = tmp_path / "evidence"
-    cmd = [
-        sys.executable,
-        "-m",
-        "scripts",
-        "e2e",
-        "--server-url",
-        f"ws://127.0.0.1:{servers['a'].port}",
-        "--chunks",
-        "3",
-        "--warmup-chunks",
-        "1",
-        "--width",
-        "64",
-        "--height",
-        "48",
-        "--runs",
-        "2",
-        "--band",
-        "10:400",
-        "--evidence-root",
-        str(root),
-        "--lock-dir",
-        str(tmp_path / "locks"),
-    ]
+    url = f"ws://127.0.0.1:{servers['a'].port}"
+    run = f"--server-url {url} --chunks 3 --warmup-chunks 1 --width 64 --height 48 --runs 2 --band 10:400"
+    cmd = [sys.executable, "-m", "scripts", "e2e", *run.split()]
+    cmd += ["--evidence-root", str(root), "--lock-dir", str(tmp_path / "locks")]
     done = subprocess.run(
         cmd, cwd=servers["a"].kit.root, capture_output=True, text=True, timeout=120
     )

@@ -56,34 +56,10 @@ class Case:
     ) -> None:
         self.port = free_port()
         self.root = tmp_path / "evidence"
-        cmd = [
-            sys.executable,
-            "-m",
-            "scripts",
-            "e2e",
-            "--standin",
-            "--port",
-            str(self.port),
-            "--chunks",
-            "4",
-            "--warmup-chunks",
-            "1",
-            "--width",
-            "64",
-            "--height",
-            "48",
-            "--health-timeout-s",
-            "300",
-            "--bench-timeout-s",
-            "60",
-            "--stop-timeout-s",
-            "5",
-            "--evidence-root",
-            str(self.root),
-            "--lock-dir",
-            str(tmp_path / "locks"),
-            *extra,
-        ]
+        run = f"--standin --port {self.port} --chunks 4 --warmup-chunks 1 --width 64 --height 48"
+        waits = "--health-timeout-s 300 --bench-timeout-s 60 --stop-timeout-s 5"
+        cmd = [sys.executable, "-m", "scripts", "e2e", *f"{run} {waits}".split()]
+        cmd += ["--evidence-root", str(self.root), "--lock-dir", str(tmp_path / "locks"), *extra]
         case_env = {
             **os.environ,
             "STANDIN_FAULT": fault,
