@@ -208,6 +208,19 @@ def spawned_lint(kit: Kit, env: dict[str, str]) -> tuple[int, str]:
     return proc.returncode, (proc.stdout + proc.stderr).replace(str(kit.root), "KIT")
 
 
+def assert_same_output(kit: Kit, env: dict[str, str], baseline: Baseline) -> None:
+    """apply --force and refresh succeed under env, and patches/ and lint's findings are the baseline's."""
+    for command in ("apply --force", "refresh"):
+        proc = kit.spawn(*command.split(), env=env)
+        assert proc.returncode == 0 and "Traceback" not in proc.stderr, (
+            command,
+            proc.stdout,
+            proc.stderr,
+        )
+    assert patch_bytes(kit) == baseline.patches
+    assert spawned_lint(kit, env) == baseline.lint
+
+
 @pytest.fixture(scope="session")
 def env_baseline(small_kit_template: Kit, tmp_path_factory: pytest.TempPathFactory) -> Baseline:
     kit = clone(small_kit_template, tmp_path_factory.mktemp("env-kit") / "kit")
@@ -237,15 +250,7 @@ def test_the_users_environment_changes_no_byte_and_no_finding(
 ) -> None:
     kit = clone(env_baseline.kit, tmp_path / "kit")
     env = hostile(tmp_path, variables, files)
-    for command in ("apply --force", "refresh"):
-        proc = kit.spawn(*command.split(), env=env)
-        assert proc.returncode == 0 and "Traceback" not in proc.stderr, (
-            command,
-            proc.stdout,
-            proc.stderr,
-        )
-    assert patch_bytes(kit) == env_baseline.patches
-    assert spawned_lint(kit, env) == env_baseline.lint
+    assert_same_output(kit, env, env_baseline)
 
 
 # Rows whose setting changes what a plain git writes: each proves its row is hostile (the table
@@ -321,15 +326,7 @@ def test_a_checkout_another_user_owns_needs_the_users_safe_directory(
     (tmp_path / "home" / ".gitconfig").write_text(
         f"[safe]\n\tdirectory = {kit.checkout}\n", encoding="utf-8"
     )
-    for command in ("apply --force", "refresh"):
-        proc = kit.spawn(*command.split(), env=env)
-        assert proc.returncode == 0 and "Traceback" not in proc.stderr, (
-            command,
-            proc.stdout,
-            proc.stderr,
-        )
-    assert patch_bytes(kit) == env_baseline.patches
-    assert spawned_lint(kit, env) == env_baseline.lint
+    assert_same_output(kit, env, env_baseline)
 
 
 PR_SERIES = [

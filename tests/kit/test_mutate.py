@@ -41,16 +41,7 @@ def test_every_operator_mutates_the_added_lines_only_into_valid_distinct_python_
         op: [m.description for m in MUTANTS if m.operator == op]
         for op in {m.operator for m in MUTANTS}
     }
-    assert set(ops) == {
-        "guard",
-        "compare",
-        "boolean",
-        "constant",
-        "slice",
-        "statement",
-        "swap",
-        "cast",
-    }
+    assert set(ops) == set("guard compare boolean constant slice statement swap cast".split())
     assert {m.line for m in MUTANTS} <= ADDED  # lines 1, 8, 9, 10 were not added: never mutated
     assert (
         "q.device.type in ('cuda', 'npu') -> q.device.type not in ('cuda', 'npu')" in ops["guard"]
