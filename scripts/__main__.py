@@ -219,9 +219,8 @@ def run_command(args: argparse.Namespace, workspace: Workspace) -> int:
             "(other commands say if it must)"
         )
         return 130
-    except (
-        OSError
-    ) as exc:  # the last guard: a file the kit could not read or write, named in one line
+    # the last guard: a file the kit could not read or write, named in one line
+    except OSError as exc:
         where = f": {exc.filename}" if exc.filename else " (writing a file the system did not name)"
         fail(f"{args.command}: {exc.strerror or exc}{where} -- {os_fix(exc, '.work')}")
         return 2

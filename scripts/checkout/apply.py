@@ -257,9 +257,8 @@ def undo_to(checkout: Path, start: str) -> None:
 
     The reset also clears what an abort leaves of a sequencer a kill cut short (CHERRY_PICK_HEAD):
     refresh starts only on a clean checkout with nothing paused, so all of it is the kit's."""
-    with contextlib.suppress(
-        KitError
-    ):  # a rebase killed part way may not abort: the reset below ends it
+    # a rebase killed part way may not abort: the reset below ends it
+    with contextlib.suppress(KitError):
         abort_paused(checkout)
     gitcmd.reset_hard(checkout, start)
     left = in_progress(checkout)
@@ -413,9 +412,8 @@ def apply_series(
         prepare_checkout(pin, checkout, downloads, state, new, progress, force)
         with no_paused_am_left(checkout):
             results = apply_patches(checkout, patches, new, threeway, progress)
-    except (
-        GitFailed
-    ) as exc:  # the state says "applying": every command refuses the checkout until a full apply
+    # the state says "applying": every command refuses the checkout until a full apply
+    except GitFailed as exc:
         raise CheckoutError(exc.what, "fix what git names, then run nox -s apply again") from None
     verify_complete(
         checkout, new

@@ -97,9 +97,8 @@ def write_state(checkout: Path, state: State) -> None:
     tmp = target.with_name(target.name + ".tmp")
     try:
         tmp.write_text(json.dumps(asdict(state), indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    except (
-        OSError
-    ) as exc:  # write(2) errors name no file: name it (the old state stays, and stays true)
+    # write(2) errors name no file: name it (the old state stays, and stays true)
+    except OSError as exc:
         tmp.unlink(missing_ok=True)
         raise CheckoutError(
             f"cannot write {shown(checkout)}/.git/{target.name} ({exc.strerror or exc})",

@@ -37,9 +37,8 @@ class SeriesLint:
     own: list[Finding]  # KIT001-KIT006
     off_npu: OffNpuProof  # KIT007
     pre_existing: list[Finding]  # ruff and the hooks on upstream's own lines: shown, not counted
-    gates: str = (
-        precommit.RELEASE
-    )  # whose gates ran: a tree's config at a commit, or the kit's table
+    # whose gates ran: a tree's config at a commit, or the kit's table
+    gates: str = precommit.RELEASE
 
     @property
     def findings(self) -> list[Finding]:

@@ -391,9 +391,8 @@ class OffNpu(ast.NodeTransformer):
         return self.visit_FunctionDef(node)
 
     def visit_Compare(self, node: ast.Compare) -> ast.expr:
-        fold = id(node) in self.accounted or not is_full_test(
-            node
-        )  # a partial fold keeps its operand
+        # a partial fold keeps its operand
+        fold = id(node) in self.accounted or not is_full_test(node)
         self.generic_visit(node)
         return (npu_test(node) if fold else None) or node
 

@@ -281,9 +281,8 @@ def parse_config(text: str, where: str, table: tuple[Hook, ...]) -> GateSource:
         ) from None
     try:
         hooks, deps = tree_hooks(data, table)
-    except (
-        HooksError
-    ) as exc:  # the rows are read without knowing whose tree: it is named here, once
+    # the rows are read without knowing whose tree: it is named here, once
+    except HooksError as exc:
         raise HooksError(exc.what.replace(CONFIG, f"{CONFIG} of {where}", 1), exc.fix) from None
     table_packages = set(packages(table))
     extra = [p for p in packages(hooks) if p not in table_packages]

@@ -55,9 +55,8 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
         if args.abort:
             progress(f"apply --abort: {abort_series(ws.checkout, progress)}")
             return 0
-        patches = load_series(
-            ws.patches
-        )  # read once the lock is held: a refresh it waited for may have written it
+        # read once the lock is held: a refresh it waited for may have written it
+        patches = load_series(ws.patches)
         if args.resume:
             results = continue_series(
                 ws.checkout, patches, threeway=args.threeway, progress=progress

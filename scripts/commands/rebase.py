@@ -46,9 +46,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, ws: Workspace) -> int:
     pin = load_pin(ws.pin_file)
     patches = load_series(ws.patches)
-    before = trial.read_baseline(
-        args.baseline
-    )  # read first: a missing one is refused, never taken as empty
+    # read first: a missing one is refused, never taken as empty
+    before = trial.read_baseline(args.baseline)
     if args.move:
         trial.refuse_local_work(ws)
     target = trial.target_of(ws, pin, args)

@@ -350,9 +350,8 @@ def name_kinds(function: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, st
         for a in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]
     }
     kinds = {name: kind for name, kind in annotated.items() if kind}
-    for _ in range(
-        2
-    ):  # a local assigned from another local: the second pass knows the first's kind
+    # a local assigned from another local: the second pass knows the first's kind
+    for _ in range(2):
         found: dict[str, set[str]] = {name: {kind} for name, kind in annotated.items()}
         for name, value in bindings:
             found.setdefault(name, set()).add(

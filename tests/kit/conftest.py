@@ -165,9 +165,8 @@ class Kit(Workspace):
         ):
             try:
                 code = main(list(args), self)
-            except (
-                SystemExit
-            ) as stop:  # what sys.exit() in a command would have ended the process with
+            # what sys.exit() in a command would have ended the process with
+            except SystemExit as stop:
                 code = stop.code if isinstance(stop.code, int) else 0 if stop.code is None else 1
                 if not isinstance(stop.code, int | None):
                     print(stop.code, file=sys.stderr)
@@ -230,14 +229,18 @@ def clone(template: Kit, dest: Path) -> Kit:
     return Kit(dest)
 
 
-@pytest.fixture(scope="session")
-def small_kit_template(tmp_path_factory: pytest.TempPathFactory) -> Kit:
-    where = tmp_path_factory.mktemp("small-kit")
+def pinned_kit(where: Path, upstream: dict[str, str]) -> Kit:
+    """A kit with an empty series, pinned to a wheel 0.1.0 of upstream's files (seeded: no download)."""
     kit = copy_kit(where / "kit", with_patches=False)
-    wheel, digest = build_wheel(where, SMALL_UPSTREAM)
+    wheel, digest = build_wheel(where, upstream)
     kit.write_pin(pin_toml("0.1.0", wheel.name, digest))
     kit.seed_wheel(wheel)
     return kit
+
+
+@pytest.fixture(scope="session")
+def small_kit_template(tmp_path_factory: pytest.TempPathFactory) -> Kit:
+    return pinned_kit(tmp_path_factory.mktemp("small-kit"), SMALL_UPSTREAM)
 
 
 @pytest.fixture

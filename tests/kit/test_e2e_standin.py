@@ -34,9 +34,8 @@ RUN_FILES = {"server.log", "benchmark.log", "benchmark.json", "video.mp4", "fram
 
 @pytest.fixture(scope="module", autouse=True)
 def _checkout_and_stock_env(e2e_kit: Workspace) -> None:
-    ensure_checkout_and_stock_env(
-        e2e_kit
-    )  # the stand-in serves the copy's handler from the stock leg's env
+    # the stand-in serves the copy's handler from the stock leg's env
+    ensure_checkout_and_stock_env(e2e_kit)
 
 
 def processes_mentioning(port: int) -> list[int]:
@@ -110,9 +109,8 @@ def test_deterministic_success(e2e_kit: Workspace, tmp_path: Path) -> None:
     manifest = json.loads((case.folder / "manifest.json").read_text())
     assert Path(manifest["server_cmd"][1]).name == "omni_realtime_server.py"
     assert manifest["server_cmd"][0] == str(legenv.env_python(legenv.env_dir(e2e_kit, "stock")))
-    assert not Path(manifest["server_cmd"][0]).is_relative_to(
-        e2e_kit.root
-    )  # by the env's real path, not the link
+    # by the env's real path, not the link
+    assert not Path(manifest["server_cmd"][0]).is_relative_to(e2e_kit.root)
     handler = e2e_kit.checkout / evidence.HANDLER_REL
     assert (
         manifest["versions"]["handler_sha256"] == hashlib.sha256(handler.read_bytes()).hexdigest()

@@ -93,9 +93,8 @@ def test_parameters_flags_env_defaults_and_the_server_url() -> None:
 
 def test_steady_figures_follow_upstream_definitions_and_the_whole_session_rtf_differs() -> None:
     assert metrics.percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.5
-    assert metrics.percentile([1.0, 2.0, 3.0, 4.0], 99) == pytest.approx(
-        3.97
-    )  # numpy's linear default
+    # numpy's linear default
+    assert metrics.percentile([1.0, 2.0, 3.0, 4.0], 99) == pytest.approx(3.97)
     assert metrics.percentile([7.0], 99) == 7.0
     doc = {
         "workload": {"fps": 16},

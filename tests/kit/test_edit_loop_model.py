@@ -544,9 +544,8 @@ class EditLoop(RuleBasedStateMachine):
     def fold(self, index: int, how: str) -> None:
         """An edit committed with --fixup=/--squash= aimed at a patch's commit, or as `fixup!
         <commit>`."""
-        index %= len(
-            self.work
-        )  # drawn numbers are taken modulo the count: every draw is a valid step
+        # drawn numbers are taken modulo the count: every draw is a valid step
+        index %= len(self.work)
         target, change = self.own_commits()[index][0], self.work[index]
         # git writes `fixup! <subject>`: the kit can tell the target only if no other patch's
         # subject starts so

@@ -358,9 +358,8 @@ def test_apply_fault(case: Row, kit3: Kit, tmp_path: Path) -> None:
             not (kit3.checkout / ".git/rebase-apply").exists()
             or state_of(kit3)["status"] == "conflict"
         )
-        if (
-            case.code
-        ):  # a run that failed never leaves a checkout that says it is complete and current
+        # a run that failed never leaves a checkout that says it is complete and current
+        if case.code:
             state = state_of(kit3)
             assert (
                 state["status"] != "applied"

@@ -209,9 +209,8 @@ def odd_names_linted_and_listed(kit: Kit, _proc: Ran) -> None:
     """Quoted, spaced, " b/"-holding names: lint names each, readme lists them."""
     lint = kit.run("lint")
     out = lint.stdout + lint.stderr
-    assert lint.returncode == 1 and "Traceback" not in out, (
-        out
-    )  # findings (no SPDX header), not a crash
+    # findings (no SPDX header), not a crash
+    assert lint.returncode == 1 and "Traceback" not in out, out
     for name in ODD_NAMES:
         assert f"{name}:1: KIT003" in out, name
     readme = kit.run("readme")

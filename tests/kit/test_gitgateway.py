@@ -313,9 +313,8 @@ def test_a_signal_to_the_kit_alone_ends_its_git_cleanly_and_waits_for_it(
     try:
         out, err = proc.communicate(timeout=30)
     finally:
-        with contextlib.suppress(
-            ProcessLookupError
-        ):  # a child the kit left running (the failure tested here)
+        # a child the kit left running (the failure tested here)
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
     assert out.strip() == "interrupted SIGTERM", out + err
     assert (tmp_path / "cleaned").is_file(), (

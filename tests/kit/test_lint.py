@@ -78,9 +78,8 @@ def test_each_own_check_fails_on_a_bad_patch(small_kit: Kit, rule: str) -> None:
     finding = next(line for line in out.splitlines() if f" {rule} " in line)
     (path,) = BAD[rule]
     checked = next(r for r in RULES if r.id == rule)
-    assert finding.startswith(f"{path}:{AT[rule]}: {rule} ") and "(fix: " in finding, (
-        finding
-    )  # file:line, rule, fix
+    # file:line, rule, fix
+    assert finding.startswith(f"{path}:{AT[rule]}: {rule} ") and "(fix: " in finding, finding
     assert (
         checked.check is None or f" {rule} {checked.message}" in finding
     )  # KIT007 words each finding itself

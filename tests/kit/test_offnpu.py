@@ -17,11 +17,9 @@ from conftest import (
     SMALL_UPSTREAM,
     SPDX,
     Kit,
-    build_wheel,
     clone,
-    copy_kit,
     lint,
-    pin_toml,
+    pinned_kit,
 )
 
 from scripts.checks.offnpu import off_npu_changes
@@ -221,12 +219,7 @@ def bad_module(case: str, edit: tuple[str, str]) -> str:
 
 @pytest.fixture(scope="module")
 def offnpu_template(tmp_path_factory: pytest.TempPathFactory) -> Kit:
-    where = tmp_path_factory.mktemp("offnpu-kit")
-    kit = copy_kit(where / "kit", with_patches=False)
-    wheel, digest = build_wheel(where, UPSTREAM)
-    kit.write_pin(pin_toml("0.1.0", wheel.name, digest))
-    kit.seed_wheel(wheel)
-    return kit
+    return pinned_kit(tmp_path_factory.mktemp("offnpu-kit"), UPSTREAM)
 
 
 @pytest.fixture

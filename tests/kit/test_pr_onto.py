@@ -18,9 +18,8 @@ from scripts.pr.cover import load
 from scripts.series import load_series
 
 Env = dict[str, str]
-pytestmark = (
-    pytest.mark.network
-)  # the real pinned wheel: from .work/downloads when cached, else the registry
+# the real pinned wheel: from .work/downloads when cached, else the registry
+pytestmark = pytest.mark.network
 
 
 @pytest.fixture(scope="module")

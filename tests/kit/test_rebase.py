@@ -311,9 +311,8 @@ def whole_move(kit: Kit, tmp_path: Path) -> tuple[dict[str, bytes], dict[str, by
     back."""
     offer(tmp_path, FIX_TEN_UPSTREAM)
     before = patches_now(kit)
-    for _ in range(
-        2
-    ):  # the first run downloads the wheel: count the steps of a run that finds it cached
+    # the first run downloads the wheel: count the steps of a run that finds it cached
+    for _ in range(2):
         restore(kit, before)
         whole = move_stopped_at(kit, tmp_path, 0)
         assert whole.returncode == 0, whole.stderr

@@ -15,9 +15,8 @@ from upstreams import CONFIG, LINGBOT, UPSTREAM_TEST, make_next_upstreams, real_
 
 from scripts.gitcmd import git
 
-pytestmark = (
-    pytest.mark.network
-)  # the real pinned wheel: from .work/downloads when cached, else the registry
+# the real pinned wheel: from .work/downloads when cached, else the registry
+pytestmark = pytest.mark.network
 
 
 @pytest.fixture(scope="module")

@@ -23,9 +23,8 @@ from upstreams import (
 
 from scripts.gitcmd import git
 
-pytestmark = (
-    pytest.mark.network
-)  # the real pinned wheel, and the hook's dependency from the package registry
+# the real pinned wheel, and the hook's dependency from the package registry
+pytestmark = pytest.mark.network
 
 PAGED = "vllm_omni/experimental/ar_diffusion/kv_cache/paged_attention.py"
 DEPENDENCY = "tomli==2.4.1"

@@ -31,9 +31,8 @@ def build_on(
     with monkeypatch.context() as patch:
         patch.setattr(layer_utils, "dispatch_cpu_unquantized_gemm", plain_linear)
         module = _oracle.build_lingbot_self_attention()
-    return module.to(dtype).to(
-        device
-    )  # dtype first: a dtype change on NPU parameters is a second copy
+    # dtype first: a dtype change on NPU parameters is a second copy
+    return module.to(dtype).to(device)
 
 
 @pytest.fixture

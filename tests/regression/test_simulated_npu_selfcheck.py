@@ -412,9 +412,8 @@ def test_a_call_that_breaks_a_rule_of_the_real_op_raises_its_message(
 ) -> None:
     with pytest.raises(RuntimeError, match=message) as raised:
         _broken_call(how)
-    assert "[rule of the real op: " in str(
-        raised.value
-    )  # names the document or source that states the rule
+    # names the document or source that states the rule
+    assert "[rule of the real op: " in str(raised.value)
 
 
 @needs_sim
