@@ -1,8 +1,8 @@
 """The git processes the kit starts, and what they leave when they are killed.
 
-spawn runs one git (gitcmd builds its command line) in a process group of its own while the kit
-holds the ending signals, ends it cleanly when the run ends, and removes the .lock files of a git a
-signal killed. A running marker in the git folder tells the next command which locks a killed kit's
+spawn runs one git (gitcmd builds its command line) in a process group of its own
+(scripts/procgroup.py), ends that group cleanly when the run ends, and removes the .lock files of a
+git a signal killed. A running marker in the git folder tells the next command which locks a killed kit's
 git left (kit_own_locks).
 """
 
@@ -16,7 +16,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from scripts import childenv, signals
+from scripts import childenv, procgroup, signals
 from scripts.errors import KitError
 
 
@@ -43,10 +43,6 @@ def spawn(
         raise KitError(
             f"{cwd} is not a folder (git cannot run there)", "run nox -s apply to make it again"
         )
-    # While the kit holds the ending signals (signals.held), its git runs in a process group of its
-    # own: a terminal's Ctrl-C reaches the whole foreground group, and would cut the git the kit is
-    # waiting out.
-    group = 0 if signals.holding() else None
     data = stdin.encode("utf-8", "surrogateescape") if isinstance(stdin, str) else stdin
     arrived: list[int] = []
     proc: subprocess.Popen[bytes] | None = None
@@ -60,23 +56,28 @@ def spawn(
             if signals.can_handle()
             else contextlib.nullcontext()
         ):
-            proc = subprocess.Popen(
+            # Its own process group: a terminal's Ctrl-C reaches the kit alone, which ends the git
+            # with SIGTERM (git then removes its locks) or, while it holds the ending signals
+            # (signals.held), waits it out.
+            proc = procgroup.start(
                 childenv.encoded_argv(argv),
                 cwd=cwd,
                 env=childenv.encoded_env(env),
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 stdin=subprocess.DEVNULL if data is None else subprocess.PIPE,
-                process_group=group,
             )
+        # to the handler there was: held() records it, the front door raises
         if arrived:
-            signal.raise_signal(
-                arrived[0]
-            )  # to the handler there was: held() records it, the front door raises
+            signal.raise_signal(arrived[0])
         stdout, stderr = proc.communicate(data)
     except BaseException:
-        if proc is not None:  # also when the signal came as the handlers were put back
-            ended(proc)
+        # Also when the signal came as the handlers were put back. SIGTERM, which git answers by
+        # removing its .lock files, where the SIGKILL of subprocess.run's clean-up would leave them
+        # (seen: HEAD.lock and index.lock after a Ctrl-C, and the next command refused); a second
+        # Ctrl-C waits too.
+        if proc is not None:
+            procgroup.end(proc, GIT_GRACE_S)
         raise
     finally:
         if proc is not None:
@@ -86,6 +87,8 @@ def spawn(
     return subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr)
 
 
+# A git answers SIGTERM at once; one that does not within this is killed (its locks: below).
+GIT_GRACE_S = 5.0
 # + the kit's pid: in the git folder while a git of that kit process runs there
 RUNNING = "kit-git-running."
 
@@ -183,21 +186,3 @@ def lock_files(folder: Path) -> list[Path]:
         + list(folder.glob("worktrees/*/*.lock"))
     )
     return found + list((folder / "refs").rglob("*.lock"))
-
-
-def ended(proc: subprocess.Popen[bytes]) -> None:
-    """Stop a git the kit will not wait out (the run ends) and wait until it has gone: SIGTERM, which
-    git answers by removing its .lock files, where the SIGKILL of subprocess.run's clean-up would
-    leave them (seen: HEAD.lock and index.lock after a Ctrl-C, and the next command refused). A
-    second Ctrl-C waits too."""
-    while True:
-        try:
-            if proc.poll() is None:
-                proc.terminate()
-            proc.wait()
-            break
-        except KeyboardInterrupt:
-            continue
-    for pipe in (proc.stdin, proc.stdout, proc.stderr):
-        if pipe is not None:
-            pipe.close()

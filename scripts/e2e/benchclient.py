@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
 import subprocess
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from scripts import signals
+from scripts import procgroup
 from scripts.e2e.client import gray_png
 from scripts.e2e.config import BENCHMARK_REL, E2EConfig
 from scripts.errors import KitError
@@ -112,27 +110,21 @@ def last_error_line(log_path: Path) -> str:
 
 
 def run(cmd: list[str], env: Mapping[str, str], log_path: Path, timeout_s: float) -> BenchOutcome:
-    """Run the client in its own process group; on timeout the whole group is killed."""
-    proc: subprocess.Popen[bytes] | None = None
+    """Run the client in its own process group; on timeout, or a signal that ends the e2e, the whole
+    group is ended."""
     code: int | None = None
     timed_out = False
     with log_path.open("ab") as log:
         try:
-            with signals.held():  # a signal lands after proc is known, inside this try
-                proc = subprocess.Popen(
-                    cmd,
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    env=dict(env),
-                    start_new_session=True,
-                )
-            code = proc.wait(timeout=timeout_s)
+            done = procgroup.run(
+                cmd,
+                timeout=timeout_s,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=dict(env),
+            )
+            code = done.returncode
         except subprocess.TimeoutExpired:
             timed_out = True
-        finally:  # a timeout, or a signal that ends the e2e: the client's whole group goes too
-            if proc is not None and (proc.poll() is None or timed_out):
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
     return BenchOutcome(returncode=code, timed_out=timed_out, last_error=last_error_line(log_path))

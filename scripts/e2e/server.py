@@ -1,9 +1,8 @@
-"""The serve process: its own process group, bounded health wait, stop by group, port checks."""
+"""The serve process: its own process group (scripts/procgroup.py), bounded health wait, stop by
+group, port checks."""
 
 from __future__ import annotations
 
-import os
-import signal
 import socket
 import subprocess
 import time
@@ -13,7 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from scripts import signals
+from scripts import procgroup, signals
+from scripts.procgroup import group_members
 
 POLL_S = 0.25
 
@@ -37,20 +37,15 @@ class Server:
 
     @property
     def pgid(self) -> int:
-        # start_new_session makes the child the leader of a group with its own pid.
+        # procgroup.start makes the child the leader of a group with its own pid.
         return self.proc.pid
 
 
 def start(cmd: Sequence[str], env: Mapping[str, str], log_path: Path) -> Server:
     """Start ``cmd`` in a new session (own process group), output into ``log_path``."""
     with log_path.open("ab") as log:
-        proc = subprocess.Popen(
-            list(cmd),
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=dict(env),
-            start_new_session=True,
+        proc = procgroup.start(
+            cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=dict(env)
         )
     return Server(proc=proc, log_path=log_path)
 
@@ -78,57 +73,11 @@ def wait_healthy(server: Server | None, url: str, timeout_s: float) -> float:
         time.sleep(POLL_S)
 
 
-def group_members(pgid: int, proc_root: Path = Path("/proc")) -> list[int]:
-    """Live (non-zombie) pids whose process group is ``pgid``, read from /proc."""
-    members = []
-    for entry in proc_root.iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        # Fields after the parenthesised command: state ppid pgrp ...
-        fields = stat.rsplit(")", 1)[-1].split()
-        if len(fields) > 2 and fields[0] != "Z" and int(fields[2]) == pgid:
-            members.append(int(entry.name))
-    return members
-
-
-def _signal_group(pgid: int, sig: signal.Signals) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except ProcessLookupError:
-        pass
-
-
-def _wait_group_gone(pgid: int, timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while group_members(pgid):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(POLL_S)
-    return True
-
-
 def stop(server: Server, timeout_s: float) -> list[int]:
     """SIGTERM the whole group, SIGKILL what is left after ``timeout_s``; returns survivors (pids).
-    Bounded (timeout_s + 11 s at most) and not cut short by a signal (see scripts.signals.held)."""
+    Bounded (timeout_s + 5 s at most) and not cut short by a signal (see scripts.signals.held)."""
     with signals.held():
-        return _stop(server, timeout_s)
-
-
-def _stop(server: Server, timeout_s: float) -> list[int]:
-    _signal_group(server.pgid, signal.SIGTERM)
-    try:
-        server.proc.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        pass
-    if not _wait_group_gone(server.pgid, 1.0):
-        _signal_group(server.pgid, signal.SIGKILL)
-        _wait_group_gone(server.pgid, 5.0)
-    if server.proc.poll() is None:
-        server.proc.wait(timeout=5.0)
+        procgroup.end(server.proc, timeout_s)
     return group_members(server.pgid)
 
 

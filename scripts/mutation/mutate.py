@@ -33,7 +33,7 @@ from typing import Any
 
 import tomllib
 
-from scripts import records
+from scripts import procgroup, records
 from scripts.checks.rules import npu_only_lines
 from scripts.diffparse import parse
 from scripts.errors import KitError
@@ -623,7 +623,7 @@ class Worker:
         self.leg = leg
         script = cwd / SUITE / "_mutant_worker.py"
         # Its own session: a Ctrl-C reaches the kit only, which then stops the worker (close()).
-        self.proc = subprocess.Popen(
+        self.proc = procgroup.start(
             [str(python), str(script)],
             cwd=cwd,
             env=env,
@@ -631,7 +631,6 @@ class Worker:
             stdout=subprocess.PIPE,
             encoding="utf-8",
             errors="replace",
-            start_new_session=True,
         )
         self._reply()  # {"ready": true} once the imports are done
 
@@ -665,8 +664,7 @@ class Worker:
         try:
             self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
-            self.proc.terminate()
-            self.proc.wait(timeout=60)
+            procgroup.end(self.proc, grace_s=60)
 
 
 def run_mutant(
