@@ -1,17 +1,21 @@
 """Sessions of the vllm-omni Ascend NPU kit: a table of contents. The logic lives in scripts/.
 
-nox -s apply test        pristine pin + patches/ -> .work/vllm-omni, then both CPU test legs (in
-parallel) nox -s lint              upstream's pre-commit hooks + the kit's own checks + the off-NPU
-proof on the series nox -s refresh           checkout commits -> patches/ (byte-stable) nox -s kit
-the kit's own tests, default tier (in parallel); "kit(tier='heavy')": legs, e2e, network nox -s e2e
--- ...        realtime benchmark on 4 Ascend cards (self-hosted runners) nox -s pr / rebase
-upstream PR preparation / try the series on another pin nox -s bench             NPU gather and
-memory figures nox -s mutate            mutation testing of the series' added lines against both
-legs
+nox -s apply test      pristine pin + patches/ -> .work/vllm-omni, then both CPU test legs
+nox -s lint            upstream's pre-commit hooks + the kit's checks + the off-NPU proof
+nox -s refresh         checkout commits -> patches/ (byte-stable)
+nox -s kit             the kit's own tests, default tier; "kit(tier='heavy')": legs, e2e, network
+nox -s e2e -- ...      realtime benchmark on 4 Ascend cards (self-hosted runners)
+nox -s pr / rebase     upstream PR preparation / try the series on another pin
+nox -s bench           NPU gather and memory figures
+nox -s mutate          mutation testing of the series' added lines against both legs
+
+Every installer a session starts gets the user's package index, read once (scripts/pipindex.py).
 """
 
 from __future__ import annotations
 
+import functools
+import os
 import sys
 from pathlib import Path
 
@@ -23,21 +27,23 @@ if sys.version_info < (3, 11):  # noqa: UP036 -- the one line a user on an old p
 
 import nox  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).parent))  # the kit's scripts/, for the pins and the leg names
-from scripts import kittools  # noqa: E402
+# the kit's scripts/, for the pins and the leg names
+sys.path.insert(0, str(Path(__file__).parent))
+from scripts import kittools, pipindex  # noqa: E402
 from scripts.checks.hooks import load_hooks, packages  # noqa: E402
 from scripts.commands import test as test_command  # noqa: E402
+from scripts.errors import KitError  # noqa: E402
 from scripts.kittools import KIT_TIERS, kit_tests_command  # noqa: E402
 from scripts.legs.legenv import LEGS  # noqa: E402
 from scripts.workspace import Workspace  # noqa: E402
 
 KIT = Workspace(Path(__file__).parent)
 KIT_TOOLS = KIT.kit_tools
-UPSTREAM_HOOKS = packages(load_hooks(KIT.upstream_hooks))  # upstream's gate, at its pins
+# upstream's gate, at its pins
+UPSTREAM_HOOKS = packages(load_hooks(KIT.upstream_hooks))
 
-nox.needs_version = (
-    ">=2026.10.20"  # the version pinned in ci/kit-tools.txt (what the README installs)
-)
+# the version pinned in ci/kit-tools.txt (what the README installs)
+nox.needs_version = ">=2026.10.20"
 nox.options.sessions = ["apply", "lint", "test"]
 nox.options.reuse_venv = "yes"
 nox.options.error_on_missing_interpreters = True
@@ -49,11 +55,30 @@ def pinned(name: str) -> str:
     return kittools.pinned(name, KIT_TOOLS)
 
 
+@functools.cache
+def package_index() -> pipindex.IndexSettings:
+    """The user's package index, read once per nox command by the pinned pip of the interpreter
+    running nox (the README's venv), with pip's own precedence."""
+    return pipindex.read(os.environ)
+
+
 def install(session: nox.Session, *args: str) -> None:
-    """Install into the session's venv with .pyc written: uv writes none by default, and where
-    PYTHONDONTWRITEBYTECODE is set (CI images) every interpreter of the session (pytest-xdist
-    workers, e2e clients, plot subprocesses) would compile pytest, numpy and matplotlib again."""
-    session.install(*args, env={"UV_COMPILE_BYTECODE": "1"})
+    """Install into the session's venv from the user's package index, with .pyc written: uv writes
+    none by default, and where PYTHONDONTWRITEBYTECODE is set (CI images) every interpreter of the
+    session (pytest-xdist workers, e2e clients, plot subprocesses) would compile pytest, numpy and
+    matplotlib again.
+
+    What the session runs after gets the index too, as pip's variables, and the pip that read it
+    (KIT_PIP_PYTHON): a uv-made venv has no pip, and the kit command's own installers (leg envs,
+    gate envs, registry look-ups) read the index again there.
+    """
+    try:
+        index = package_index()
+    except KitError as err:
+        session.error(f"kit: error: {err}")
+    session.env.update({**pipindex.pip_env(index), pipindex.PIP_PYTHON: sys.executable})
+    uv_index = pipindex.uv_env(index, os.environ)
+    session.install(*args, env={"UV_COMPILE_BYTECODE": "1", **uv_index})
 
 
 def kit_venv(session: nox.Session, *packages: str) -> None:
@@ -137,7 +162,8 @@ for _leg in LEGS:
 def kit(session: nox.Session) -> None:
     """The kit's own tests (tests/kit), default tier: not legs, e2e or network; in parallel
     (pytest-xdist)."""
-    install(session, "-r", str(KIT_TOOLS), *UPSTREAM_HOOKS)  # the lint tests run upstream's hooks
+    # the lint tests run upstream's hooks
+    install(session, "-r", str(KIT_TOOLS), *UPSTREAM_HOOKS)
     session.run(*kit_tests_command("default", session.posargs))
 
 
@@ -182,12 +208,14 @@ def mutate(session: nox.Session) -> None:
 def pr(session: nox.Session) -> None:
     """Prepare the upstream PR: signed-off branch, format-patch files, PR body from records, precheck,
     range-diff."""
-    kit_venv(session)  # pip: --onto fetches the release; gate_tools brings pyyaml for its gates
+    # pip: --onto fetches the release; gate_tools brings pyyaml for its gates
+    kit_venv(session)
     session.run("python", "-m", "scripts", "pr", *gate_tools(session), *session.posargs)
 
 
 @nox.session(venv_backend=VENV_BACKEND, default=False)
 def rebase(session: nox.Session) -> None:
     """Try the series on another release or git ref (-- 0.28.0 | latest | --git URL REF [--move])."""
-    kit_venv(session, pinned("pyyaml"))  # YAML files are compared as parsed data
+    # YAML files are compared as parsed data
+    kit_venv(session, pinned("pyyaml"))
     session.run("python", "-m", "scripts", "rebase", *session.posargs)

@@ -1,12 +1,11 @@
 """The kit's own tools, each pinned once in ci/kit-dev-tools.txt or the file it includes (noxfile.py
-and `pr` read the pins here), and pip."""
+and `pr` read the pins here), and pip (its index settings: scripts/pipindex.py)."""
 
 from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
 import re
-import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -64,8 +63,7 @@ def missing(requirements: Sequence[str]) -> list[str]:
 
 
 def pip_argv() -> list[str]:
-    """pip of the interpreter running the kit: it downloads the pinned wheel and reads pip's index
-    settings.
+    """pip of the interpreter running the kit: it downloads the pinned wheel.
 
     uv-made environments (`uvx`, nox's uv backend) have no pip unless asked for; say so in one line.
     """
@@ -77,19 +75,6 @@ def pip_argv() -> list[str]:
             f"or {sys.executable} -m ensurepip",
         )
     return [sys.executable, "-m", "pip"]
-
-
-def pip_config_list() -> str:
-    """`pip config list` (index settings from pip.conf and PIP_* variables); empty where pip is absent."""
-    if importlib.util.find_spec("pip") is None:
-        return ""
-    done = subprocess.run(
-        [sys.executable, "-m", "pip", "config", "list"],
-        capture_output=True,
-        encoding="utf-8",
-        errors="replace",
-    )
-    return done.stdout if done.returncode == 0 else ""
 
 
 # The tiers of the kit's own tests (pytest.ini declares the markers). Both run in parallel

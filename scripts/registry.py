@@ -1,10 +1,10 @@
 """What the package registry publishes about a release file: its sha256.
 
 A new pin's digest must come from the registry's own index, never only from a
-file on disk (a cached file may be truncated or stale). The index is the one
-pip is configured with (`pip config list`: index-url, from a config file or
-PIP_INDEX_URL), else PyPI. It is read as a simple repository index: the JSON
-form (PEP 691) where the server offers it, else the HTML form (PEP 503), whose
+file on disk (a cached file may be truncated or stale). The indexes are the
+ones pip installs from (scripts/pipindex.py: the environment, PIP_CONFIG_FILE,
+the site, user and global pip.conf), else PyPI. Each is read as a simple
+repository index: the JSON form (PEP 691) where the server offers it, else the HTML form (PEP 503), whose
 links carry `#sha256=...`. `file://` indexes work too (tests, mirrors).
 """
 
@@ -12,37 +12,28 @@ from __future__ import annotations
 
 import html.parser
 import json
+import os
 import re
 import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
 
+from scripts import pipindex
 from scripts.errors import KitError
-from scripts.kittools import dist_name, normalize, pip_config_list
+from scripts.kittools import dist_name, normalize
 
-PYPI_SIMPLE = "https://pypi.org/simple"
 JSON_TYPE = "application/vnd.pypi.simple.v1+json"
-INDEX_KEY = re.compile(r"^(?:[\w:]+)?\.(index-url|extra-index-url)='(.*)'$")
 
 
 class RegistryError(KitError):
     """The registry's index cannot be read, or does not list the file."""
 
 
-def indexes_from_config(pip_config_list: str) -> list[str]:
-    """The index-url (the last one wins, as the environment overrides files; else PyPI), then the extra
-    ones."""
-    found = [
-        m.groups() for line in pip_config_list.splitlines() if (m := INDEX_KEY.match(line.strip()))
-    ]
-    main = [v for k, v in found if k == "index-url"]
-    extra = [u for k, v in found if k == "extra-index-url" for u in v.split()]
-    return [u.rstrip("/") for u in dict.fromkeys([main[-1] if main else PYPI_SIMPLE, *extra])]
-
-
 def configured_indexes() -> list[str]:
-    return indexes_from_config(pip_config_list())
+    """The indexes pip installs from, as scripts/pipindex.py reads them (the main one, else PyPI;
+    then the extra ones)."""
+    return pipindex.indexes(pipindex.read(os.environ))
 
 
 class _Links(html.parser.HTMLParser):

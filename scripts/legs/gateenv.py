@@ -11,11 +11,10 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from scripts import gitcmd, worklock
+from scripts import gitcmd, pipindex, worklock
 from scripts.checks.hooks import CONFIG, HooksError
 from scripts.checks.precommit import GateSource
 from scripts.legs.legenv import uv_executable
-from scripts.legs.pipconfig import read_pip_settings, uv_environ, uv_index_args
 from scripts.report import progress
 from scripts.workspace import Workspace
 
@@ -42,8 +41,7 @@ def gate_env(source: GateSource, env: Path, locks: Path) -> Path:
                 "pip install -r ci/kit-tools.txt (it brings uv), or run through nox",
             )
         shutil.rmtree(env, ignore_errors=True)
-        settings = read_pip_settings()
-        environ = uv_environ(settings, dict(os.environ))
+        environ = {**os.environ, **pipindex.installer_env(os.environ)}
         steps = [[uv[0], "venv", "--quiet", "--python", sys.executable, str(env)]]
         if source.requirements:
             steps.append(
@@ -54,7 +52,6 @@ def gate_env(source: GateSource, env: Path, locks: Path) -> Path:
                     "--quiet",
                     "--python",
                     str(env / "bin" / "python"),
-                    *uv_index_args(settings, environ),
                     *source.requirements,
                 ]
             )

@@ -34,11 +34,10 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from scripts import worklock
+from scripts import pipindex, worklock
 from scripts.errors import KitError
 from scripts.kittools import normalize
 from scripts.legs.modes import ABSENT
-from scripts.legs.pipconfig import read_pip_settings, uv_environ, uv_index_args
 from scripts.legs.probe import PROBE_CACHE, versions
 from scripts.workspace import Workspace
 
@@ -406,10 +405,12 @@ def build_plans(
             flush=True,
         )
         return plans
-    index_args = uv_index_args(read_pip_settings(), dict(os.environ))
-    if index_args:
-        print(f"[legenv {leg}] uv uses pip's index settings: {' '.join(index_args)}", flush=True)
-    return [uv_plan(uv[0], uv[1], base, env, pins, tools, index_args), *plans]
+    # pip's index settings reach uv through its environment (installer_env, _build)
+    carried = {k: v for k, v in pipindex.installer_env(os.environ).items() if k.startswith("UV_")}
+    if carried:
+        shown = " ".join(f"{k}={v}" for k, v in sorted(carried.items()))
+        print(f"[legenv {leg}] uv uses pip's index settings: {shown}", flush=True)
+    return [uv_plan(uv[0], uv[1], base, env, pins, tools, []), *plans]
 
 
 def run_plans(leg: str, env: Path, plans: list[Plan], environ: dict[str, str]) -> str:
@@ -457,7 +458,7 @@ def _build(
 ) -> str:
     """Build the env with uv, falling back to pip (a layer on ``lower`` when given); returns the tool
     that built it."""
-    environ = uv_environ(read_pip_settings(), dict(os.environ))
+    environ = {**os.environ, **pipindex.installer_env(os.environ)}
     tool = run_plans(leg, env, build_plans(leg, env, base, pins, tools), environ)
     if lower is not None:
         layer_site = site_packages(env)

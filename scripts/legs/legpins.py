@@ -26,9 +26,9 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from scripts import pipindex
 from scripts.errors import KitError
 from scripts.legs.legenv import parse_pins, uv_executable
-from scripts.legs.pipconfig import read_pip_settings, uv_index_args
 
 PIN_FILES = ("leg-stock.txt", "leg-npu.txt")
 
@@ -216,7 +216,7 @@ def pins_main(ci: Path, mode: str) -> int:
     uv = uv_executable()
     if uv is None:
         raise KitError("uv is not installed", "pip install -r ci/kit-tools.txt")
-    index_args = uv_index_args(read_pip_settings(), dict(os.environ), extras=False)
+    index_args = pipindex.uv_index_args(pipindex.read(os.environ), os.environ, extras=False)
     now = utc_now()
     differs = []
     for name in PIN_FILES:

@@ -17,7 +17,7 @@ from conftest import KIT_ROOT
 STAGES: dict[int, tuple[str, ...]] = {
     0: (
         *"errors workspace digests report records childenv gitcmd gitproc worklock".split(),
-        *"diffparse kittools signals handfile".split(),
+        *"diffparse kittools signals handfile procgroup pipindex".split(),
     ),
     1: ("pin", "registry"),
     2: ("series", "revisions"),
@@ -275,11 +275,15 @@ def test_every_nox_install_writes_bytecode() -> None:
     calls: list[tuple[tuple[str, ...], dict[str, object]]] = []
 
     class Session:  # records what nox's Session.install is given (nox itself is not run here)
-        def install(self, *args: str, **kwargs: object) -> None:
+        env: dict[str, str] = {}
+
+        def install(self, *args: str, **kwargs: dict[str, str]) -> None:
             calls.append((args, kwargs))
 
     noxfile.install(Session(), "-r", "x.txt")  # type: ignore[arg-type]
-    assert calls == [(("-r", "x.txt"), {"env": {"UV_COMPILE_BYTECODE": "1"}})]
+    # the user's package index rides along (tests/kit/test_pipconfig.py)
+    ((args, kwargs),) = calls
+    assert args == ("-r", "x.txt") and kwargs["env"]["UV_COMPILE_BYTECODE"] == "1"
 
 
 def unresolved_test_imports(sources: dict[str, str]) -> list[str]:

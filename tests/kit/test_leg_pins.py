@@ -10,14 +10,15 @@ from pathlib import Path
 import pytest
 from conftest import KIT_ROOT
 
+from scripts import pipindex
 from scripts.errors import KitError
-from scripts.legs import legenv, legpins, pipconfig
+from scripts.legs import legenv, legpins
 
 CI_DIR = KIT_ROOT / "ci"
 
 
 def index_args() -> list[str]:
-    return pipconfig.uv_index_args(pipconfig.read_pip_settings(), dict(os.environ), extras=False)
+    return pipindex.uv_index_args(pipindex.read(os.environ), os.environ, extras=False)
 
 
 def stock_pins() -> str:

@@ -10,8 +10,9 @@ import pytest
 from conftest import KIT_ROOT
 from kithelpers import parse_test_args
 
+from scripts import pipindex
 from scripts.errors import KitError
-from scripts.legs import legenv, modes, pipconfig
+from scripts.legs import legenv, modes
 from scripts.workspace import Workspace
 
 
@@ -116,7 +117,7 @@ def test_uv_failure_falls_back_to_pip_and_a_failure_both_ways_is_one_error(
         legenv.uv_plan(uv[0], uv[1], Path(sys.executable), env, pins, None, broken_index),
         legenv.pip_plan(Path(sys.executable), env, pins, None),
     ]
-    environ = pipconfig.uv_environ(pipconfig.read_pip_settings(), dict(os.environ))
+    environ = {**os.environ, **pipindex.installer_env(os.environ)}
     assert legenv.run_plans("t", env, plans, environ) == "pip"
     subprocess.run([legenv.env_python(env), "-c", "import iniconfig"], check=True)
     assert f"uv {uv[1]}: sync the pins failed with exit" in capsys.readouterr().out
