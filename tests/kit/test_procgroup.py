@@ -15,6 +15,7 @@ import pytest
 from conftest import KIT_ROOT
 
 from scripts import procgroup
+from scripts.e2e import benchclient, server
 
 # The child starts a grandchild in its own group (a hook's tool, a server's worker), writes both
 # pids, then waits; `trap '' TERM` in the ignoring form stands for a child deaf to SIGTERM.
@@ -113,6 +114,7 @@ import sys
 from pathlib import Path
 import scripts.__main__ as front
 from scripts import procgroup
+from scripts.e2e import benchclient, server
 front.install_run_handlers()
 try:
     procgroup.run(["sh", "-c", sys.argv[1]])
@@ -140,4 +142,18 @@ def test_a_keyboard_interrupt_inside_run_ends_the_group_then_goes_on(tmp_path: P
     finally:
         procgroup.end(kit)
     assert out.strip() == "interrupted SIGTERM", out + err
+    assert not alive(child) and not alive(grandchild)
+
+
+def test_the_e2e_server_and_benchmark_client_end_as_groups(tmp_path: Path) -> None:
+    """The e2e's users of the helper: stop() returns no survivor; a client past its wall-clock bound
+    is a timeout, its whole group gone."""
+    srv = server.start(family(tmp_path / "srv"), dict(os.environ), tmp_path / "server.log")
+    child, grandchild = wait_pids(tmp_path / "srv")
+    assert server.stop(srv, 2.0) == [] and not alive(child) and not alive(grandchild)
+    outcome = benchclient.run(
+        family(tmp_path / "bench"), dict(os.environ), tmp_path / "bench.log", 1.0
+    )
+    assert (outcome.returncode, outcome.timed_out) == (None, True)
+    child, grandchild = wait_pids(tmp_path / "bench")
     assert not alive(child) and not alive(grandchild)
