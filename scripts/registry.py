@@ -102,8 +102,8 @@ def published_sha256(project: str, filename: str, indexes: list[str] | None = No
         where = "; ".join(tried) or f"the index lists {len(files)} other file(s)"
         raise RegistryError(
             f"no package index publishes a sha256 for {filename} ({where})",
-            "check that the registry is reachable and lists the release (pip config list shows the "
-            "indexes pip uses)",
+            "check that the registry is reachable and lists the release (pip config debug shows "
+            "where pip's index settings come from)",
         )
     return digest
 

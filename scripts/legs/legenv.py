@@ -3,8 +3,8 @@
 Each leg (`stock`, `npu`) gets a venv at .work/envs/<leg>, made with uv (`uv venv`,
 then `uv pip sync` of ci/leg-<leg>.txt: the pins are the whole closure, so the env
 is exactly the file) and uv's per-user cache, so a second clone links its files
-from the cache instead of downloading them again. pip's index settings (pip.conf,
-PIP_INDEX_URL, PIP_EXTRA_INDEX_URL, find-links) are carried over to uv. Without
+from the cache instead of downloading them again. The user's package index
+(scripts/pipindex.py: pip's settings, read once) is carried over to uv. Without
 uv, or when uv fails, pip builds the env instead and says so. A stamp inside the
 venv holds a hash of the pin files; the env is rebuilt only when it changes, and
 the stamp is written last, so a half-built env never looks complete.
