@@ -178,11 +178,12 @@ def _read(items: tuple[tuple[str, str], ...]) -> IndexSettings:
             "check that pip runs: pip config debug",
         ) from None
     if done.returncode != 0:
+        # what went wrong and where: pip names the file and line, uv the request and its cause
         lines = (done.stderr.strip() or done.stdout.strip() or "no output").splitlines()
-        last = next((line for line in lines if line.lower().startswith("error")), lines[-1])
+        why = " ".join(line.strip() for line in lines[:3])
         raise KitError(
-            f"pip config debug failed (exit {done.returncode}): {last}",
-            "fix pip's configuration (pip config debug shows the files pip reads)",
+            f"pip config debug failed (exit {done.returncode}): {why}",
+            "fix that file or variable (pip config debug shows what pip reads)",
         )
     return settings_from_config_debug(done.stdout)
 

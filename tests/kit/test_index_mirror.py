@@ -148,7 +148,6 @@ def test_nox_lint_installs_from_the_users_mirror_and_nowhere_else(
         "https_proxy": closed,
         # a cold uv cache: every wheel comes through the index, none from an earlier download
         "UV_CACHE_DIR": str(tmp_path / "uv-cache"),
-        "HOME": str(tmp_path / "home"),
     }
     for name in ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
         env.pop(name, None)

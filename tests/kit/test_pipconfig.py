@@ -17,6 +17,7 @@ import pytest
 from conftest import KIT_ROOT, copy_kit
 
 from scripts import kittools, pipindex
+from scripts.errors import KitError
 from scripts.legs import legenv
 
 PIN = kittools.version("pip", KIT_ROOT / "ci" / "kit-tools.txt")
@@ -350,3 +351,30 @@ def test_no_pip_and_no_uv_is_one_line(tmp_path: Path) -> None:
     assert done.stdout.startswith(f"pip=={PIN} is not installed for "), done.stdout + done.stderr
     assert " -- run the kit from the README's venv" in done.stdout
     assert shutil.which("uv", path=env["PATH"]) is None
+
+
+README_NOX = KIT_ROOT / ".venv" / "bin" / "nox"
+
+
+def test_a_broken_pip_conf_is_one_line_from_the_reader_and_from_nox(tmp_path: Path) -> None:
+    """pip refuses a file without a section header; the kit says so in one line naming the file,
+    and nox's sessions stop before any install (no traceback)."""
+    broken = tmp_path / "pip.conf"
+    broken.write_text("index-url = http://mirror.example/simple\n", encoding="utf-8")
+    # a PIP_CONFIG_FILE that exists: pip reads no user file beside it
+    env = {**os.environ, "PIP_CONFIG_FILE": str(broken)}
+    env.pop(pipindex.PIP_PYTHON, None)
+    with pytest.raises(KitError) as refused:
+        pipindex.read(env)
+    assert str(refused.value).startswith("pip config debug failed (exit 2): ")
+    assert str(broken) in str(refused.value) and "\n" not in str(refused.value)
+    assert README_NOX.is_file(), "the README's venv is missing: python3 -m venv .venv && ..."
+    kit = copy_kit(tmp_path / "kit", with_patches=True).root
+    shutil.copy2(KIT_ROOT / "noxfile.py", kit / "noxfile.py")
+    done = subprocess.run(
+        [str(README_NOX), "-s", "lint"], cwd=kit, env=env, capture_output=True, text=True
+    )
+    output = done.stdout + done.stderr
+    assert done.returncode == 1 and "Traceback" not in output, output
+    assert "kit: error: pip config debug failed (exit 2): " in output, output
+    assert "pip install" not in output, output
