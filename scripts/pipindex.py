@@ -4,11 +4,11 @@ starts: nox's sessions, the leg envs, the gate envs, the e2e session, registry l
 pip reads its settings from, highest first: the environment (PIP_INDEX_URL, ...), the file that
 PIP_CONFIG_FILE names (os.devnull: no file at all), the site file (the venv's pip.conf), the user's
 (~/.config/pip/pip.conf, ~/.pip/pip.conf), the global ones (/etc/xdg/pip/pip.conf, /etc/pip.conf);
-and for `pip install` a key of [install] beats the same key of [global]. The kit writes none of
-that again: the pinned pip (ci/kit-tools.txt) finds the files and reads them and the environment (`pip config
-debug`: each source under its kind, in pip's order), and only the merge, which pip makes as it
-parses options, is made here as pip makes it: per section the later source wins, then the
-environment over [install] over [global].
+and for `pip install` a key of [install] beats the same key of [global]. The kit finds and reads
+none of that itself: the pinned pip (ci/kit-tools.txt) does (`pip config debug`: each source under
+its kind, in pip's order; `pip config list` sorts the files by name and so loses their order), and
+only the merge, which pip makes as it parses options, is made here as pip makes it: per section the
+later source wins, then the environment over [install] over [global].
 
 uv reads neither pip.conf nor PIP_*: the same settings reach it as UV_* variables (installer_env) or
 options (uv_index_args), unless the user configured uv's index (UV_* index variables, a uv.toml):
