@@ -12,6 +12,7 @@ from scripts.checkout.pristine import export_tree
 from scripts.commands.common import checkout_lock
 from scripts.gitcmd import head
 from scripts.pin import load_pin
+from scripts.rebase.trial import sweep
 from scripts.report import outcomes_table, progress
 from scripts.series import load_series
 from scripts.workspace import Workspace
@@ -52,6 +53,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, ws: Workspace) -> int:
     started = time.monotonic()
     with checkout_lock(ws):
+        sweep(ws)  # what a rebase killed outright left under .work/
         if args.abort:
             progress(f"apply --abort: {abort_series(ws.checkout, progress)}")
             return 0

@@ -20,9 +20,10 @@ import shutil
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from scripts import diffparse, gitcmd, handfile, registry
+from scripts import diffparse, gitcmd, handfile, registry, worklock
 from scripts.checkout import BRANCH, PRISTINE_TAG
 from scripts.checkout.apply import commit_all
+from scripts.checkout.foreign import KIT_MARK
 from scripts.checkout.guards import Inspection, guard
 from scripts.checkout.pristine import build_pristine
 from scripts.checkout.refresh import RefreshInterrupted, refresh, swap_into
@@ -44,6 +45,28 @@ VERSION = re.compile(
 
 class RebaseError(KitError):
     """The series cannot be tried or moved as asked."""
+
+
+SCRATCH_PREFIX = ".rebase-"  # .work/.rebase-XXXXXXXX: one run's trees (current, target, patches)
+SCRATCH_PARTS = {"current", "target", "patches"}
+
+
+def is_scratch(path: Path) -> bool:
+    """A scratch folder a rebase made before its folders were locked: only its own parts, the first
+    it builds (the current series' repository) marked as the kit's."""
+    entries = {e.name: e for e in path.iterdir()}
+    return (
+        set(entries) <= SCRATCH_PARTS
+        and "current" in entries
+        and all(e.is_dir() and not e.is_symlink() for e in entries.values())
+        and (entries["current"] / ".git" / KIT_MARK).is_file()
+    )
+
+
+def sweep(ws: Workspace) -> None:
+    """The scratch of a rebase killed outright (kill -9) removed; a live run's is never touched."""
+    if ws.work.is_dir():
+        worklock.sweep_scratch(ws.work, SCRATCH_PREFIX, is_scratch, progress)
 
 
 @dataclass(frozen=True)
