@@ -106,13 +106,20 @@ TOML_TYPES = {str: "a string", dict: "a table", bool: "true/false", int: "an int
 
 
 def type_name(value: object) -> str:
+    """What TOML made of a value, as a message names it."""
+    for kind, name in (
+        (bool, "a boolean"),
+        (int, "an integer"),
+        (float, "a float"),
+        (str, "a string"),
+    ):
+        if isinstance(value, kind):
+            return name
     if isinstance(value, dict):
         return "a table"
     if isinstance(value, list):
         return "an array"
-    if isinstance(value, bool):
-        return "a boolean"
-    return f"a TOML {type(value).__name__}"
+    return "a date/time" if value is not None else "missing"
 
 
 def type_fix(key: str, raw: str | None, value: object, example: str) -> str:
@@ -136,11 +143,13 @@ def check_table(
     shown: str,
     *,
     extra: bool = False,
+    of: str = "the file",
     error: type[KitError] = HandFileError,
 ) -> dict[str, Any]:
     """table checked against fields, in order: a table at all, no key the schema lacks (unless extra),
     every required key there, each of its type and range. The first fault is one line naming
-    `shown`, the table and the key, with a fix made from the text the user wrote."""
+    `shown`, the table and the key, with a fix made from the text the user wrote (`of`: what the
+    file is, for a key it does not have)."""
     where = f"[{name}]" if name else "the top level"
     dotted = f"{name}." if name else ""
     restore = f"or restore it: git checkout -- {shown}"
@@ -155,7 +164,7 @@ def check_table(
     unknown = [k for k in table if k not in known]
     if unknown and not extra:
         raise error(
-            f"{shown}: {dotted}{unknown[0]} is not a field of {where}",
+            f"{shown}: {dotted}{unknown[0]} is not a field of {of}",
             f"the fields of {where} are {', '.join(f.key for f in fields)}: fix its name, {restore}",
         )
     for f in fields:
@@ -173,8 +182,8 @@ def check_table(
             raw = raw_value(text, name, f.key)
             written = f" = {raw}" if raw and f.kind is str else ""
             raise error(
-                f"{shown}: {dotted}{f.key}{written} is {type_name(value)}, not "
-                f"{TOML_TYPES.get(f.kind, f.kind.__name__)}",
+                f"{shown}: {dotted}{f.key}{written} is not "
+                f"{TOML_TYPES.get(f.kind, f.kind.__name__)} ({type_name(value)})",
                 type_fix(f.key, raw, value, f.example)
                 if f.kind is str
                 else f"write it as a [{dotted}{f.key}] table, {restore}",

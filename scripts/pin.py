@@ -119,11 +119,13 @@ def parse_pin(text: str) -> Pin:
     """A Pin from the text of upstream.toml: every field's presence, type and range checked (one line
     naming the field) before any is used."""
     data = handfile.load_toml(text, SHOWN, PinError)
-    handfile.check_table(data, "", SCHEMA[""], text, SHOWN, error=PinError)
-    wheel = handfile.check_table(
-        data["wheel"], "wheel", SCHEMA["wheel"], text, SHOWN, error=PinError
-    )
-    git = handfile.check_table(data["git"], "git", SCHEMA["git"], text, SHOWN, error=PinError)
+    tables = {
+        name: handfile.check_table(
+            data[name] if name else data, name, fields, text, SHOWN, of="the pin", error=PinError
+        )
+        for name, fields in SCHEMA.items()
+    }
+    wheel, git = tables["wheel"], tables["git"]
     pin = Pin(
         project=data["project"],
         version=data["version"],

@@ -99,7 +99,7 @@ def check(
         raise error(f"{shown} holds a JSON {type(data).__name__}, not the kit's object", fix)
     unknown = sorted(str(k) for k in data if k not in schema)
     if unknown and not extra:
-        raise error(f"{shown} has the key {unknown[0]!r}, which the kit never writes there", fix)
+        raise error(f"{shown} has unexpected keys {unknown} (the kit never writes them there)", fix)
     missing = [k for k in schema if k not in data and k not in optional]
     if missing:
         raise error(f"{shown} has no {missing[0]!r}", fix)

@@ -85,7 +85,7 @@ class Inspection:
         if not (self.checkout / ".git").is_dir():
             return None
         found = next((p for p in untracked_repos(self.checkout, dirty_paths(self.checkout))), None)
-        return {"repo": found} if found else None
+        return {"file": found} if found else None
 
     def refresh_killed(self) -> Facts | None:
         return {} if (self.checkout / ".git" / REFRESHING).is_file() else None
@@ -276,9 +276,9 @@ FOREIGN: tuple[Row, ...] = (
     (
         Inspection.nested_repo,
         LocalEdits,
-        "{where}/{repo} is a git repository of yours inside the checkout (the kit did not make it, "
+        "{where}/{file} is a git repository of yours inside the checkout (the kit did not make it, "
         "and never deletes it)",
-        "move it out of {where}, or keep it there ignored (echo '{repo}/' >> "
+        "move it out of {where}, or keep it there ignored (echo '{file}/' >> "
         "{where}/.git/info/exclude: every command then keeps it), then run again",
     ),
     (

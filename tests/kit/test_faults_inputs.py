@@ -185,7 +185,7 @@ STATE_ROWS = [
     Row(
         "journal-extra-key",
         "apply",
-        "key 'then'",
+        "unexpected keys ['then']",
         journal(then="rm -rf ~"),
         then=journal_kept,
     ),
@@ -312,7 +312,7 @@ PIN_ROWS = [
     Row(
         "pin-project-a-table-apply",
         "apply",
-        'project = { name = "vllm-omni" } is a table, not a string',
+        'project = { name = "vllm-omni" } is not a string (a table)',
         replaced(PIN, b'project = "vllm-omni"', b'project = { name = "vllm-omni" }'),
     ),
     Row(
@@ -324,7 +324,7 @@ PIN_ROWS = [
     Row(
         "pin-version-a-table",
         "apply",
-        'version = { v = "0.1.0" } is a table, not a string -- write it as a quoted string: '
+        'version = { v = "0.1.0" } is not a string (a table) -- write it as a quoted string: '
         'version = "0.1.0"',
         replaced(PIN, b'version = "0.1.0"', b'version = { v = "0.1.0" }'),
     ),
@@ -337,7 +337,7 @@ PIN_ROWS = [
     Row(
         "pin-wheel-an-array",
         "apply",
-        "wheel is an array, not a table",
+        "wheel is not a table (an array)",
         replaced(PIN, b"[wheel]", b"[[wheel]]"),
     ),
     Row(
@@ -355,13 +355,13 @@ PIN_ROWS = [
     Row(
         "pin-extra-field",
         "--version",
-        "wheel.size is not a field of [wheel]",
+        "wheel.size is not a field of the pin",
         replaced(PIN, b"[wheel]\n", b"[wheel]\nsize = 3\n"),
     ),
     Row(
         "pin-table-misspelt",
         "apply",
-        "gitt is not a field of the top level",
+        "gitt is not a field of the pin",
         replaced(PIN, b"[git]", b"[gitt]"),
     ),
     Row("pin-tag-missing", "apply", "git.tag is missing", replaced(PIN, b'tag = "v0.1.0"\n', b"")),
