@@ -46,12 +46,15 @@ def write(records: Path, name: str, data: dict[str, Any]) -> Path:
 RECORD: Schema = {"name": lambda v: text(v), "finished_at": lambda v: text(v)}
 
 
-def read(records: Path, name: str) -> dict[str, Any] | None:
-    """The record `name` (None when the kit has not written it); one that is not a record of that name
-    is refused."""
+def read(
+    records: Path, name: str, schema: Schema | None = None, optional: tuple[str, ...] = ()
+) -> dict[str, Any] | None:
+    """The record `name` (None when the kit has not written it); one that is not a record of that name,
+    or whose keys of schema (the ones its reader uses) hold what the kit never writes, is refused."""
     shown = f".work/{records.name}/{name}.json"
     fix = f"remove it (rm {shown}) and run the command that writes it again"
-    data = load(records / f"{name}.json", shown, RECORD, fix, extra=True)
+    wanted = {**RECORD, **(schema or {})}
+    data = load(records / f"{name}.json", shown, wanted, fix, optional=optional, extra=True)
     if data is not None and data["name"] != name:
         raise RecordError(f"{shown} is the record of {data['name']!r}, not of {name!r}", fix)
     return data
@@ -176,7 +179,11 @@ def dict_of(key: Check, inner: Check) -> Check:
         out = {}
         for k, v in value.items():
             try:
-                out[key(k)] = inner(v)
+                name = key(k)
+            except ValueError as exc:
+                raise ValueError(f"entry {exc}") from None
+            try:
+                out[name] = inner(v)
             except ValueError as exc:
                 raise ValueError(f"entry {shown_value(k)} {exc}") from None
         return out
