@@ -29,6 +29,7 @@ from scripts.checkout import (
     shown,
 )
 from scripts.checkout.foreign import (
+    KIT_MARK,
     carry_git_files,
     move_over,
     refuse_foreign,
@@ -182,7 +183,7 @@ def prepare_checkout(
         reset_to(checkout, PRISTINE_TAG)
         progress(f"reusing pristine {pin.label} at {state.pristine_commit[:12]}")
         return
-    staging = checkout.with_name(f".{checkout.name}.new")
+    staging = staging_of(checkout)
     remove_kit_made(staging)
     old_repo = (checkout / ".git").is_dir() and not checkout.is_symlink()
     if old_repo:
@@ -214,6 +215,39 @@ def prepare_checkout(
     progress(
         f"pristine {pin.label} committed as {new.pristine_commit[:12]}, tagged {PRISTINE_TAG}"
         + (f"; kept {len(kept)} ignored file(s)/folder(s) of yours" if kept else "")
+    )
+
+
+def staging_of(checkout: Path) -> Path:
+    """Where a new pin's checkout is built before it is swapped in."""
+    return checkout.with_name(f".{checkout.name}.new")
+
+
+def finish_pin_swap(checkout: Path, progress: Progress) -> None:
+    """Roll forward a pin change a kill -9 cut short once its new checkout was whole (its state
+    written, before any of the user's files moved into it): the rest of the user's ignored files
+    move over, the old checkout goes, the new one takes its place. Never a removal of the new one,
+    which may already hold files of the user's."""
+    staging = staging_of(checkout)
+    if staging.is_symlink() or not (staging / ".git" / KIT_MARK).is_file():
+        return
+    if not state_file(staging).is_file():
+        return  # cut short while it was built: nothing of the user's is in it, the next build replaces it
+    refuse_foreign(checkout)
+    kept = users_ignored(checkout, staging) if (checkout / ".git").is_dir() else []
+    with signals.held():
+        try:
+            move_over(checkout, staging, kept)
+        except CheckoutError as exc:
+            raise CheckoutError(
+                exc.what, exc.fix.replace("nothing was changed", "the pin change waits")
+            ) from None
+        if checkout.exists():
+            remove_kit_made(checkout)
+        staging.rename(checkout)
+    progress(
+        f"finished the pin change a stopped apply had begun ({shown(checkout)} is the new pin's, "
+        f"{len(kept)} more ignored file(s)/folder(s) of yours moved into it)"
     )
 
 
@@ -417,6 +451,7 @@ def apply_series(
     recognised by every command (and never taken for a complete one).
     """
     refuse_foreign(checkout)
+    finish_pin_swap(checkout, progress)
     try:
         state = read_state(checkout) if (checkout / ".git").is_dir() else None
     except CorruptState:

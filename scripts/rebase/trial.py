@@ -168,7 +168,9 @@ def fetch_target(target: Target, dest: Path, downloads: Path) -> None:
         return
     progress(f"fetching {target.url} {target.ref} (history included, for patch-ids)")
     try:
-        gitcmd.fetch_commit(dest, target.url, target.commit, "--no-tags")
+        # a shallow source (a CI checkout, a depth-1 clone) sends what it has: without
+        # --update-shallow git would drop the commit with exit 0, and no FETCH_HEAD
+        gitcmd.fetch_commit(dest, target.url, target.commit, "--no-tags", "--update-shallow")
     except GitFailed as exc:
         what = f"cannot fetch {target.ref} ({target.commit[:12]}) from {target.url} ({exc.what})"
         raise RebaseError(what, "check the URL, the ref and the network") from exc

@@ -25,6 +25,7 @@ from faulttable import (
     Row,
     Setup,
     finished,
+    inject,
     interrupted_apply,
     lock_held,
     lock_wait,
@@ -645,3 +646,41 @@ def test_two_rebase_moves_started_together(kit3: Kit, upstream: Path) -> None:
     assert not (kit3.patches / ".kit-swap.json").exists()
     proc = kit3.run("--version")
     assert proc.returncode == 0 and "3 patches" in proc.stdout, proc.stdout + proc.stderr
+
+
+def kill_on_rename(when: str) -> str:
+    """The kit process SIGKILLs itself at one rename of a pin change (`when`: a condition on the
+    source path `src` and the count `n` of the user's paths moved so far)."""
+    return (
+        "import pathlib\n"
+        "real, n = pathlib.Path.rename, [0]\n"
+        "def rename(self, target):\n"
+        "    src = str(self)\n"
+        "    n[0] += '/.work/vllm-omni/' in src\n"
+        f"    if {when}:\n"
+        "        os.kill(os.getpid(), signal.SIGKILL)\n"
+        "    return real(self, target)\n"
+        "pathlib.Path.rename = rename\n"
+    )
+
+
+@pytest.mark.parametrize(
+    "when",
+    ["n[0] == 2", "src.endswith('.vllm-omni.new')"],
+    ids=["killed-between-moves", "killed-before-the-new-one-is-in-place"],
+)
+def test_a_pin_change_killed_part_way_is_finished_by_the_next_apply(
+    kit3: Kit, tmp_path: Path, when: str
+) -> None:
+    """A kill -9 after some of the user's folders moved into the new checkout: the next apply rolls
+    the pin change forward (never removes the new checkout, which holds files of the user's)."""
+    self_ignored(kit3, tmp_path)
+    proc = inject(kit3, kill_on_rename(when), "apply")
+    assert proc.returncode == -signal.SIGKILL, proc.stdout + proc.stderr
+    assert (kit3.root / ".work/.vllm-omni.new").is_dir()
+    proc = kit3.run("apply")
+    assert proc.returncode == 0 and "finished the pin change" in proc.stdout + proc.stderr, (
+        proc.stdout + proc.stderr
+    )
+    all_moved(kit3, proc)
+    assert "0.2.0" in str(state_of(kit3)["pin"])
