@@ -371,10 +371,20 @@ def resolve_tag(url: str, tag: str, cwd: Path) -> str:
     return commit
 
 
+def set_key(text: str, key: str, value: str) -> tuple[str, int]:
+    """The pin's text with each `key = "..."` line (either quotes, any spaces, a comment after it, as a
+    user may write it) set to value, the rest of the line and the file kept; and how many there
+    were."""
+    pattern = (
+        rf"""(?m)^([ \t]*{re.escape(key)}[ \t]*=[ \t]*)(?:"[^"\n]*"|'[^'\n]*')([ \t]*(?:#.*)?)$"""
+    )
+    return re.subn(pattern, lambda m: f'{m[1]}"{value}"{m[2]}', text)
+
+
 def record_git_commit(pin_file: Path, commit: str) -> None:
     """Write the resolved commit into the pin file, touching nothing else in it."""
     text = pin_file.read_text(encoding="utf-8")
-    new, n = re.subn(r'(?m)^commit = ".*"$', f'commit = "{commit}"', text)
+    new, n = set_key(text, "commit", commit)
     if n != 1:
         raise PinError(
             "patches/upstream.toml has no single 'commit = ' line under [git]", "add one"

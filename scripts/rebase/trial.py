@@ -32,7 +32,7 @@ from scripts.checks.hooks import Hook
 from scripts.checks.precommit import release_gates, tree_gates
 from scripts.errors import KitError
 from scripts.gitcmd import GitFailed, head
-from scripts.pin import COMMIT, Pin, fetch_verified, parse_pin, verify_digest
+from scripts.pin import COMMIT, Pin, fetch_verified, parse_pin, set_key, verify_digest
 from scripts.rebase.verdicts import DROPPED, OUTCOMES, Verdict, judge_series
 from scripts.report import markdown_table, progress
 from scripts.series import Patch, load_series, series_header
@@ -391,7 +391,7 @@ def pin_by_hand(target: Target) -> str:
 def moved_pin_text(text: str, target: Target) -> str:
     """upstream.toml with the target's fields set (comments and layout kept)."""
     for key, value in pin_fields(target).items():
-        text, n = re.subn(rf'(?m)^{key} = ".*"$', f'{key} = "{value}"', text)
+        text, n = set_key(text, key, value)
         if n != 1:
             raise RebaseError(
                 f"patches/upstream.toml has no single '{key} = ' line", "restore it from git"

@@ -245,3 +245,19 @@ def test_blob_ids_of_wheel_entries_are_gits(data: bytes, tmp_path: Path) -> None
     path = tmp_path / "f"
     path.write_bytes(data)
     assert git_blob_id(data) == git("hash-object", "--no-filters", str(path), cwd=tmp_path).strip()
+
+
+def test_the_pin_is_rewritten_in_place_as_the_user_wrote_it(tmp_path: Path) -> None:
+    """pin --record-git and rebase --move set a key on the line the user wrote, in either quotes,
+    with its spacing and comment kept; a file without that line is refused, never half-written."""
+    text = GOOD_PIN.replace('commit = ""', "commit='' # filled by pin --record-git")
+    assert pin.parse_pin(text).git_commit == ""
+    path = tmp_path / "upstream.toml"
+    path.write_text(text, encoding="utf-8")
+    pin.record_git_commit(path, "a" * 40)
+    written = path.read_text(encoding="utf-8")
+    assert written == text.replace("commit=''", f'commit="{"a" * 40}"')
+    assert pin.parse_pin(written).git_commit == "a" * 40
+    path.write_text(GOOD_PIN.replace('commit = ""\n', ""), encoding="utf-8")
+    with pytest.raises(pin.PinError, match="no single 'commit = ' line"):
+        pin.record_git_commit(path, "a" * 40)
