@@ -684,3 +684,27 @@ def test_a_pin_change_killed_part_way_is_finished_by_the_next_apply(
     )
     all_moved(kit3, proc)
     assert "0.2.0" in str(state_of(kit3)["pin"])
+
+
+# Every writer of patches/ waits on the checkout's lock, and says for whom (here past its wait).
+WRITER_ROWS = [
+    Row(
+        "pin-record-git-lock-held",
+        "pin --record-git",
+        ".work/vllm-omni is in use by pid 4242 (kit refresh)",
+        lock_held,
+        env=lock_wait("0.5"),
+    ),
+    Row(
+        "rebase-move-release-lock-held",
+        "rebase 0.2.0 --move",
+        ".work/vllm-omni is in use by pid 4242 (kit refresh)",
+        lock_held,
+        env=lock_wait("0.5"),
+    ),
+]
+
+
+@pytest.mark.parametrize("row", WRITER_ROWS, ids=[r.id for r in WRITER_ROWS])
+def test_writer_row(row: Row, kit3: Kit, tmp_path: Path) -> None:
+    run_row(kit3, row, tmp_path)
