@@ -9,6 +9,7 @@ All are kept in patches/ and stripped from what goes upstream.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -364,11 +365,12 @@ def finish_swap(patches_dir: Path) -> None:
         return
     by, writes, removals = found
     for name in writes:
-        if (patches_dir / staged_name(name)).is_file():
+        # a rename another reader (or the swap itself, still running) made first is done already
+        with contextlib.suppress(FileNotFoundError):
             os.replace(patches_dir / staged_name(name), patches_dir / name)
     for name in removals:
         (patches_dir / name).unlink(missing_ok=True)
-    journal.unlink()
+    journal.unlink(missing_ok=True)
     progress(
         f"patches/: finished the swap a stopped {by} had begun ({len(writes)} file(s) written, "
         f"{len(removals)} removed)"

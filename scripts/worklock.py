@@ -56,8 +56,11 @@ def timeout_s() -> float:
 
 
 def holder_line(text: str) -> str:
-    """Who holds a lock, from what the holder wrote into the lock file."""
-    return text.strip().splitlines()[0] if text.strip() else "another kit process"
+    """Who holds a lock, from what the holder wrote into the lock file: a file anyone can write, so
+    shown as printable text of one short line (never a terminal's escape sequence)."""
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    shown = "".join(c if c.isprintable() else "?" for c in line[:120])
+    return shown or "another kit process"
 
 
 def me_line() -> str:
