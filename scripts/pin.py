@@ -13,7 +13,6 @@ import os
 import re
 import stat
 import subprocess
-import tempfile
 import time
 import zipfile
 from collections.abc import Callable
@@ -225,6 +224,8 @@ def fetch_verified(
     """
     downloads.mkdir(parents=True, exist_ok=True)
     with worklock.hold(downloads / ".lock", ".work/downloads", say=progress):
+        # what a download killed outright (kill -9) left: a wheel's worth of bytes, for good
+        worklock.sweep_scratch(downloads, DOWNLOAD_PREFIX, only_files, progress)
         found = (
             [downloads / filename]
             if filename
@@ -258,6 +259,14 @@ def fetch_verified(
             ) from None
 
 
+DOWNLOAD_PREFIX = ".download-"  # .work/downloads/.download-XXXXXXXX: one download, before its check
+
+
+def only_files(folder: Path) -> bool:
+    """A download's folder made before downloads were locked: pip's files only, no folder, no link."""
+    return all(p.is_file() and not p.is_symlink() for p in folder.iterdir())
+
+
 def download_verified(
     project: str,
     version: str,
@@ -268,11 +277,11 @@ def download_verified(
 ) -> tuple[Path, str]:
     """Download the wheel into downloads/ (through a temporary folder: no partial file is ever cached);
     a cached file it replaces (bad) is set aside first, once the download passed its digest."""
-    with tempfile.TemporaryDirectory(dir=downloads, prefix=".download-") as tmp:
+    with worklock.scratch(downloads, DOWNLOAD_PREFIX) as tmp:
         pip_download(project, version, Path(tmp))
         wheels = sorted(Path(tmp).glob("*.whl"))
         if filename is not None and not (Path(tmp) / filename).is_file():
-            names = ", ".join(p.name for p in Path(tmp).iterdir())
+            names = ", ".join(p.name for p in Path(tmp).iterdir() if not p.name.startswith("."))
             raise PinError(
                 f"the registry served {names}, not {filename}", "fix wheel.filename in the pin"
             )

@@ -16,7 +16,7 @@ from conftest import (
     pin_toml,
 )
 
-from scripts import pin
+from scripts import pin, worklock
 from scripts.gitcmd import git
 from scripts.pin import git_blob_id
 
@@ -261,3 +261,27 @@ def test_the_pin_is_rewritten_in_place_as_the_user_wrote_it(tmp_path: Path) -> N
     path.write_text(GOOD_PIN.replace('commit = ""\n', ""), encoding="utf-8")
     with pytest.raises(pin.PinError, match="no single 'commit = ' line"):
         pin.record_git_commit(path, "a" * 40)
+
+
+def test_a_killed_downloads_folder_is_removed_by_the_next_fetch(tmp_path: Path) -> None:
+    """A download killed outright leaves .work/downloads/.download-XXXXXXXX (a wheel's worth of
+    bytes); the next fetch removes it, and only such: a live download's, and a folder of anyone
+    else's, stay."""
+    downloads = tmp_path / "downloads"
+    wheel, digest = build_wheel(tmp_path, SMALL_UPSTREAM)
+    downloads.mkdir()
+    shutil.copy2(wheel, downloads / wheel.name)
+    killed = downloads / ".download-dead1234"
+    killed.mkdir()
+    (killed / "vllm_omni-0.1.0-py3-none-any.whl").write_bytes(b"half a wheel")
+    (killed / worklock.SCRATCH_LOCK).write_text("pid 1 (kit apply)\n")
+    older = downloads / ".download-old12345"  # a kit before the lock left it: pip's files only
+    older.mkdir()
+    (older / "x.whl").write_bytes(b"x")
+    other = downloads / ".download-notes"
+    (other / "sub").mkdir(parents=True)
+    with worklock.scratch(downloads, ".download-") as live:
+        got = pin.fetch_verified("vllm-omni", "0.1.0", downloads, wheel.name, lambda _n: digest)
+        assert got == (downloads / wheel.name, digest)
+        assert live.is_dir() and (other / "sub").is_dir()
+    assert not killed.exists() and not older.exists()
