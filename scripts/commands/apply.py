@@ -8,7 +8,7 @@ import time
 
 from scripts.checkout import PRISTINE_TAG, NeedsRefresh
 from scripts.checkout.apply import abort_series, apply_series, continue_series
-from scripts.checkout.pristine import export_tree
+from scripts.checkout.pristine import export_tree, refuse_linked
 from scripts.commands.common import checkout_lock
 from scripts.gitcmd import head
 from scripts.pin import load_pin
@@ -59,6 +59,7 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
             return 0
         # read once the lock is held: a refresh it waited for may have written it
         patches = load_series(ws.patches)
+        refuse_linked(ws.pristine_tree)  # before the checkout changes, not after
         if args.resume:
             results = continue_series(
                 ws.checkout, patches, threeway=args.threeway, progress=progress

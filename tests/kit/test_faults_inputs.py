@@ -708,3 +708,32 @@ WRITER_ROWS = [
 @pytest.mark.parametrize("row", WRITER_ROWS, ids=[r.id for r in WRITER_ROWS])
 def test_writer_row(row: Row, kit3: Kit, tmp_path: Path) -> None:
     run_row(kit3, row, tmp_path)
+
+
+def pristine_linked(kit: Kit, tmp_path: Path) -> None:
+    """.work/pristine (the kit's copy of the pristine tree) replaced by a link to a folder elsewhere."""
+    victims(kit, tmp_path)
+    shutil.rmtree(kit.root / ".work/pristine", ignore_errors=True)
+    (tmp_path / "elsewhere").mkdir()
+    (kit.root / ".work/pristine").symlink_to(tmp_path / "elsewhere")
+
+
+def nothing_written_through(kit: Kit, proc: subprocess.CompletedProcess[str]) -> None:
+    assert list((kit.root.parent / "elsewhere").iterdir()) == []
+    assert state_of(kit)["status"] == "applied", proc.stderr
+
+
+CACHE_ROWS = [
+    Row(
+        "pristine-copy-a-link",
+        "apply --force",
+        ".work/pristine is a symbolic link, not the kit's copy",
+        pristine_linked,
+        then=nothing_written_through,
+    )
+]
+
+
+@pytest.mark.parametrize("row", CACHE_ROWS, ids=[r.id for r in CACHE_ROWS])
+def test_cache_row(row: Row, kit3: Kit, tmp_path: Path) -> None:
+    run_row(kit3, row, tmp_path)
