@@ -13,14 +13,11 @@ import os
 import re
 import stat
 import subprocess
-import tempfile
 import time
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-
-import tomllib
 
 from scripts import gitcmd, handfile, worklock
 from scripts.digests import sha256_file
@@ -73,90 +70,85 @@ class Pin:
 WHEEL_NAME = re.compile(r"^(?P<dist>[A-Za-z0-9_.]+)-(?P<version>[^-]+)-[^-]+-[^-]+-[^-]+\.whl$")
 
 
-FIELDS = {  # table -> (required keys, optional keys)
-    "": (("project", "version"), ("source", "wheel", "git")),
-    "wheel.": (("filename", "sha256"), ()),
-    "git.": (("url", "tag"), ("commit",)),
+SHOWN = "patches/upstream.toml"
+PROJECT = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?$")  # a distribution's name
+
+
+def out_of(pattern: re.Pattern[str], what: str) -> Callable[[str], str | None]:
+    return lambda value: None if pattern.fullmatch(value) else f"is not {what}"
+
+
+SCHEMA: dict[str, tuple[handfile.Field, ...]] = {  # table -> its fields, as check_table reads them
+    "": (
+        handfile.Field("project", check=out_of(PROJECT, "a project name"), example="vllm-omni"),
+        handfile.Field(
+            "version", check=out_of(re.compile(r"[0-9][^\s/]*"), "a version"), example="0.30.0"
+        ),
+        handfile.Field(
+            "source",
+            required=False,
+            check=lambda v: None if v in SOURCES else f"is not one of {', '.join(SOURCES)}",
+            example="wheel",
+        ),
+        handfile.Field("wheel", kind=dict),
+        handfile.Field("git", kind=dict),
+    ),
+    "wheel": (
+        handfile.Field("filename", check=out_of(WHEEL_NAME, "a wheel's file name")),
+        handfile.Field(
+            "sha256",
+            check=out_of(re.compile(r"[0-9a-fA-F]{64}"), "a sha256 hex digest (64 hex digits)"),
+        ),
+    ),
+    "git": (
+        handfile.Field("url", check=lambda v: None if v.strip() else "is empty"),
+        handfile.Field("tag", check=lambda v: None if v.strip() else "is empty", example="v0.30.0"),
+        handfile.Field(
+            "commit",
+            required=False,
+            check=lambda v: None
+            if not v or COMMIT.match(v)
+            else "is not a full commit id (all 40 hex digits)",
+        ),
+    ),
 }
 
 
-def check_fields(data: dict[str, object]) -> None:
-    """Every field a string, of the right shape: a typo must not build or label the wrong release."""
-    tables = {"": data, "wheel.": data.get("wheel"), "git.": data.get("git")}
-    for prefix, table in tables.items():
-        if not isinstance(table, dict):
-            raise PinError(
-                f"patches/upstream.toml: [{prefix.rstrip('.')}] is missing", "restore it from git"
-            )
-    for prefix, table in tables.items():
-        assert isinstance(table, dict)
-        required, optional = FIELDS[prefix]
-        unknown = [k for k in table if k not in (*required, *optional)]
-        if unknown:
-            raise PinError(
-                f"patches/upstream.toml: {prefix}{unknown[0]} is not a field of the pin",
-                f"the fields of [{prefix.rstrip('.') or 'top'}] are "
-                f"{', '.join((*required, *optional))}: "
-                "fix its name (or restore the file: git checkout -- patches/upstream.toml)",
-            )
-        missing = [k for k in required if k not in table]
-        if missing:
-            raise PinError(
-                f"patches/upstream.toml: {prefix}{missing[0]} is missing",
-                f'add it: {missing[0]} = "..."',
-            )
-        for key, value in table.items():
-            if not isinstance(value, (str, dict)):
-                raise PinError(
-                    f"patches/upstream.toml: {prefix}{key} = {value!r} is not a string",
-                    f'quote it: {key} = "{value}"',
-                )
-
-
 def parse_pin(text: str) -> Pin:
-    """A Pin from the text of upstream.toml; every field is required and checked."""
-    try:
-        data = tomllib.loads(text)
-        check_fields(data)
-        pin = Pin(
-            project=data["project"],
-            version=data["version"],
-            source=data.get("source", "wheel"),
-            wheel_filename=data["wheel"]["filename"],
-            wheel_sha256=data["wheel"]["sha256"].lower(),
-            git_url=data["git"]["url"],
-            git_tag=data["git"]["tag"],
-            git_commit=data["git"].get("commit", ""),
+    """A Pin from the text of upstream.toml: every field's presence, type and range checked (one line
+    naming the field) before any is used."""
+    data = handfile.load_toml(text, SHOWN, PinError)
+    tables = {
+        name: handfile.check_table(
+            data[name] if name else data, name, fields, text, SHOWN, of="the pin", error=PinError
         )
-    except (tomllib.TOMLDecodeError, KeyError, TypeError, AttributeError) as exc:
-        raise PinError(
-            f"patches/upstream.toml is malformed ({exc})", "restore it from git or fix the field"
-        ) from None
-    if not re.fullmatch(r"[0-9a-f]{64}", pin.wheel_sha256):
-        raise PinError(
-            "patches/upstream.toml: wheel.sha256 is not a sha256 hex digest",
-            "write the 64-hex digest",
-        )
+        for name, fields in SCHEMA.items()
+    }
+    wheel, git = tables["wheel"], tables["git"]
+    pin = Pin(
+        project=data["project"],
+        version=data["version"],
+        source=data.get("source", "wheel"),
+        wheel_filename=wheel["filename"],
+        wheel_sha256=wheel["sha256"].lower(),
+        git_url=git["url"],
+        git_tag=git["tag"],
+        git_commit=git.get("commit", ""),
+    )
     name = WHEEL_NAME.match(pin.wheel_filename)
-    if not name or dist_name(name["dist"]) != dist_name(pin.project):
+    assert name is not None  # its Field checked it
+    if dist_name(name["dist"]) != dist_name(pin.project):
         raise PinError(
-            f"patches/upstream.toml: wheel.filename {pin.wheel_filename!r} is not a wheel of "
-            f"{pin.project}",
+            f"{SHOWN}: wheel.filename {pin.wheel_filename!r} is not a wheel of {pin.project}",
             "write the release wheel's file name, e.g. "
             f"{dist_name(pin.project)}-{pin.version}-py3-none-any.whl",
         )
     if name["version"] != pin.version:
         raise PinError(
-            f"patches/upstream.toml: version {pin.version!r} but wheel.filename is version "
-            f"{name['version']}",
+            f"{SHOWN}: version {pin.version!r} but wheel.filename is version {name['version']}",
             "make them name the same release (and update wheel.sha256 with it)",
         )
-    if pin.git_commit and not COMMIT.match(pin.git_commit):
-        raise PinError(
-            f"patches/upstream.toml: git.commit {pin.git_commit!r} is not a full commit id",
-            "write all 40 hex digits",
-        )
-    return pin.with_source(pin.source)
+    return pin
 
 
 def load_pin(path: Path) -> Pin:
@@ -232,6 +224,8 @@ def fetch_verified(
     """
     downloads.mkdir(parents=True, exist_ok=True)
     with worklock.hold(downloads / ".lock", ".work/downloads", say=progress):
+        # what a download killed outright (kill -9) left: a wheel's worth of bytes, for good
+        worklock.sweep_scratch(downloads, DOWNLOAD_PREFIX, only_files, progress)
         found = (
             [downloads / filename]
             if filename
@@ -265,6 +259,14 @@ def fetch_verified(
             ) from None
 
 
+DOWNLOAD_PREFIX = ".download-"  # .work/downloads/.download-XXXXXXXX: one download, before its check
+
+
+def only_files(folder: Path) -> bool:
+    """A download's folder made before downloads were locked: pip's files only, no folder, no link."""
+    return all(p.is_file() and not p.is_symlink() for p in folder.iterdir())
+
+
 def download_verified(
     project: str,
     version: str,
@@ -275,11 +277,11 @@ def download_verified(
 ) -> tuple[Path, str]:
     """Download the wheel into downloads/ (through a temporary folder: no partial file is ever cached);
     a cached file it replaces (bad) is set aside first, once the download passed its digest."""
-    with tempfile.TemporaryDirectory(dir=downloads, prefix=".download-") as tmp:
+    with worklock.scratch(downloads, DOWNLOAD_PREFIX) as tmp:
         pip_download(project, version, Path(tmp))
         wheels = sorted(Path(tmp).glob("*.whl"))
         if filename is not None and not (Path(tmp) / filename).is_file():
-            names = ", ".join(p.name for p in Path(tmp).iterdir())
+            names = ", ".join(p.name for p in Path(tmp).iterdir() if not p.name.startswith("."))
             raise PinError(
                 f"the registry served {names}, not {filename}", "fix wheel.filename in the pin"
             )
@@ -378,10 +380,20 @@ def resolve_tag(url: str, tag: str, cwd: Path) -> str:
     return commit
 
 
+def set_key(text: str, key: str, value: str) -> tuple[str, int]:
+    """The pin's text with each `key = "..."` line (either quotes, any spaces, a comment after it, as a
+    user may write it) set to value, the rest of the line and the file kept; and how many there
+    were."""
+    pattern = (
+        rf"""(?m)^([ \t]*{re.escape(key)}[ \t]*=[ \t]*)(?:"[^"\n]*"|'[^'\n]*')([ \t]*(?:#.*)?)$"""
+    )
+    return re.subn(pattern, lambda m: f'{m[1]}"{value}"{m[2]}', text)
+
+
 def record_git_commit(pin_file: Path, commit: str) -> None:
     """Write the resolved commit into the pin file, touching nothing else in it."""
     text = pin_file.read_text(encoding="utf-8")
-    new, n = re.subn(r'(?m)^commit = ".*"$', f'commit = "{commit}"', text)
+    new, n = set_key(text, "commit", commit)
     if n != 1:
         raise PinError(
             "patches/upstream.toml has no single 'commit = ' line under [git]", "add one"

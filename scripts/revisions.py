@@ -19,8 +19,6 @@ from dataclasses import dataclass
 from datetime import date, datetime, time
 from pathlib import Path
 
-import tomllib
-
 from scripts import gitcmd, handfile
 from scripts.digests import sha256_text
 from scripts.errors import KitError
@@ -65,16 +63,13 @@ RESTORE = f"or restore it: git checkout -- {WHERE}"
 def parse(text: str) -> list[Revision]:
     """The revisions a hand-edited file records; a user's own keys and comments are allowed (and kept
     by append()), anything the kit would misread is refused naming the entry."""
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise RevisionsError(
-            f"{WHERE} is not valid TOML ({exc})", f"fix that line, {RESTORE}"
-        ) from None
-    return sorted((revision(key, value) for key, value in data.items()), key=lambda r: r.number)
+    data = handfile.load_toml(text, WHERE, RevisionsError)
+    return sorted(
+        (revision(key, value, text) for key, value in data.items()), key=lambda r: r.number
+    )
 
 
-def revision(key: str, table: object) -> Revision:
+def revision(key: str, table: object, text: str = "") -> Revision:
     """One [vN] table as a Revision, or the one-line refusal of what is wrong in it."""
     if not LABEL.match(key) or not isinstance(table, dict):
         raise RevisionsError(
@@ -90,7 +85,9 @@ def revision(key: str, table: object) -> Revision:
     fields = {k: table.get(k, "") for k in (*REQUIRED, "kit_commit", "cover_digest")}
     for name, value in fields.items():
         if not isinstance(value, str):
-            shown = value.isoformat() if isinstance(value, (datetime, date, time)) else value
+            shown = handfile.raw_value(text, key, name) or (
+                value.isoformat() if isinstance(value, (datetime, date, time)) else value
+            )
             raise RevisionsError(
                 f"{WHERE}: [{key}] {name} = {shown} is a TOML {type(value).__name__}, not a string",
                 f'quote it: {name} = "{shown}"',

@@ -9,15 +9,15 @@ All are kept in patches/ and stripped from what goes upstream.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
-import json
 import os
 import re
 from dataclasses import dataclass
 from email.header import decode_header, make_header
 from pathlib import Path
 
-from scripts import handfile
+from scripts import handfile, records
 from scripts.errors import KitError
 from scripts.report import progress
 
@@ -328,27 +328,49 @@ def staged_name(name: str) -> str:
     return f".{name}.kit-tmp"
 
 
+# What a swap writes into patches/ (its patch files, the series, the pin rebase --move changes) and
+# removes (patch files only): a journal naming anything else was not written by the kit.
+SWAP_WRITES = re.compile(r"^(?:[A-Za-z0-9][A-Za-z0-9._+-]*\.patch|series|upstream\.toml)$")
+SWAP_BY = ("refresh", "rebase --move")
+SWAP_JOURNAL: records.Schema = {
+    "by": records.one_of(*SWAP_BY),
+    "writes": records.list_of(records.file_name(SWAP_WRITES, "patches/")),
+    "removals": records.list_of(records.file_name(ENTRY, "patches/")),
+}
+
+
+def read_swap_journal(patches_dir: Path) -> tuple[str, list[str], list[str]] | None:
+    """(by, writes, removals) of a swap's journal, None when there is none; every entry checked before
+    any is acted on: a tampered journal is refused by name and nothing is touched."""
+    data = records.load(
+        patches_dir / JOURNAL,
+        f"patches/{JOURNAL} (a swap's journal)",
+        SWAP_JOURNAL,
+        f"nothing was touched: restore patches/ from git (git checkout -- patches) and remove "
+        f"patches/{JOURNAL}",
+        error=SeriesError,
+    )
+    if data is None:
+        return None
+    return data["by"], data["writes"], data["removals"]
+
+
 def finish_swap(patches_dir: Path) -> None:
     """Roll forward a swap of patches/ that a kill -9 cut short: the journal is written only once every
     new file is on disk, so the rest of its renames and removals can be made; then the series is
     whole again."""
     journal = patches_dir / JOURNAL
-    if not journal.is_file():
+    found = read_swap_journal(patches_dir)
+    if found is None:
         return
-    try:
-        data = json.loads(journal.read_text(encoding="utf-8"))
-        writes, removals, by = list(data["writes"]), list(data["removals"]), str(data["by"])
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise SeriesError(
-            f"patches/{JOURNAL} (a swap's journal) is unreadable ({exc})",
-            f"restore patches/ from git (git checkout -- patches) and remove patches/{JOURNAL}",
-        ) from None
+    by, writes, removals = found
     for name in writes:
-        if (patches_dir / staged_name(name)).is_file():
+        # a rename another reader (or the swap itself, still running) made first is done already
+        with contextlib.suppress(FileNotFoundError):
             os.replace(patches_dir / staged_name(name), patches_dir / name)
     for name in removals:
         (patches_dir / name).unlink(missing_ok=True)
-    journal.unlink()
+    journal.unlink(missing_ok=True)
     progress(
         f"patches/: finished the swap a stopped {by} had begun ({len(writes)} file(s) written, "
         f"{len(removals)} removed)"

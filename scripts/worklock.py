@@ -3,7 +3,8 @@ every command that uses it: writers exclusively, readers (lint, test) shared.
 
 A second caller waits, saying once for whom (pid and command, read from the
 lock file), and gives up with that same line after KIT_LOCK_TIMEOUT seconds.
-flock(2) locks die with their process, so a crashed holder never blocks anyone.
+flock(2) locks die with their process, so a crashed holder never blocks anyone. The same lock
+tells the scratch folder of a live run from one a killed run left (scratch, sweep_scratch).
 """
 
 from __future__ import annotations
@@ -11,7 +12,9 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import shutil
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -53,8 +56,11 @@ def timeout_s() -> float:
 
 
 def holder_line(text: str) -> str:
-    """Who holds a lock, from what the holder wrote into the lock file."""
-    return text.strip().splitlines()[0] if text.strip() else "another kit process"
+    """Who holds a lock, from what the holder wrote into the lock file: a file anyone can write, so
+    shown as printable text of one short line (never a terminal's escape sequence)."""
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    shown = "".join(c if c.isprintable() else "?" for c in line[:120])
+    return shown or "another kit process"
 
 
 def me_line() -> str:
@@ -128,3 +134,57 @@ def hold(
         shared=shared,
         on_wait=lambda text: say(f"waiting for {what}: in use by {holder_line(text)}"),
     )
+
+
+# ---- scratch folders: held while their run lives, swept once it is gone -------------------------
+
+SCRATCH_LOCK = ".kit-scratch.lock"  # in a scratch folder: flocked by the run that uses it
+
+
+@contextlib.contextmanager
+def scratch(parent: Path, prefix: str) -> Iterator[Path]:
+    """A new scratch folder parent/<prefix>XXXXXXXX, held for the block (an flock on its lock file)
+    and removed after it. A run killed outright (kill -9) leaves it; its lock then dies with the
+    process, and sweep_scratch tells it from the folder of a live run by that lock.
+
+    The lock file gets its name only once it is locked, so a sweep never finds it free in between.
+    """
+    parent.mkdir(parents=True, exist_ok=True)
+    path = Path(tempfile.mkdtemp(dir=parent, prefix=prefix))
+    try:
+        making = path / f"{SCRATCH_LOCK}.new"
+        with open(making, "a+", encoding="utf-8") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            handle.write(f"{me_line()}\n")
+            handle.flush()
+            os.replace(making, path / SCRATCH_LOCK)
+            yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def sweep_scratch(
+    parent: Path, prefix: str, is_own: Callable[[Path], bool], say: Callable[[str], None]
+) -> list[Path]:
+    """Remove the scratch folders parent/<prefix>* that no live run holds: those with a free lock,
+    and, without one (made by a kit before the lock), those is_own recognises as the kit's; a folder
+    of anyone else's, a link or a held one is left as it is. The removed ones."""
+    removed = []
+    for path in sorted(parent.glob(f"{prefix}*")):
+        if path.is_symlink() or not path.is_dir():
+            continue
+        lock = path / SCRATCH_LOCK
+        if lock.is_file() and not lock.is_symlink():
+            with open(lock, "a+", encoding="utf-8") as handle:
+                try:
+                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    continue  # a live run's
+                shutil.rmtree(path, ignore_errors=True)
+        elif not lock.exists() and is_own(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            continue
+        removed.append(path)
+        say(f"removed {parent.name}/{path.name}: the scratch of a kit run that was killed")
+    return removed

@@ -12,8 +12,9 @@ import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from scripts import diffparse, gitcmd, gitproc, signals
+from scripts import diffparse, gitcmd, gitproc, records, signals
 from scripts.checkout import (
     BRANCH,
     PRISTINE_TAG,
@@ -28,6 +29,7 @@ from scripts.checkout import (
     shown,
 )
 from scripts.checkout.foreign import (
+    KIT_MARK,
     carry_git_files,
     move_over,
     refuse_foreign,
@@ -43,7 +45,7 @@ from scripts.checkout.state import (
     State,
     dirty_paths,
     in_progress,
-    parse_state,
+    load_state,
     pin_digest,
     read_state,
     state_file,
@@ -54,7 +56,7 @@ from scripts.errors import KitError
 from scripts.gitcmd import GitFailed, am, apply_check, exists, git_reason, head, last_line, rev_list
 from scripts.pin import Pin
 from scripts.report import step
-from scripts.series import Patch, series_digest, trailer
+from scripts.series import ENTRY, Patch, series_digest, trailer
 
 OFFSET = re.compile(r"^Hunk #(\d+) succeeded at (\d+) \(offset (-?\d+) lines?\)", re.M)
 FAILED_AT = re.compile(r"^error: patch failed: (.+):(\d+)$", re.M)
@@ -181,7 +183,7 @@ def prepare_checkout(
         reset_to(checkout, PRISTINE_TAG)
         progress(f"reusing pristine {pin.label} at {state.pristine_commit[:12]}")
         return
-    staging = checkout.with_name(f".{checkout.name}.new")
+    staging = staging_of(checkout)
     remove_kit_made(staging)
     old_repo = (checkout / ".git").is_dir() and not checkout.is_symlink()
     if old_repo:
@@ -199,16 +201,53 @@ def prepare_checkout(
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    with (
-        signals.held()
-    ):  # the user's ignored files move over, the old checkout goes: both, or neither
-        move_over(checkout, staging, kept)
+    # the user's ignored files move over, the old checkout goes: both, or neither
+    with signals.held():
+        try:
+            move_over(checkout, staging, kept)
+        except BaseException:
+            # every file moved went back: the new checkout holds nothing of the user's, and goes
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
         if checkout.exists():
             remove_kit_made(checkout)
         staging.rename(checkout)
     progress(
         f"pristine {pin.label} committed as {new.pristine_commit[:12]}, tagged {PRISTINE_TAG}"
         + (f"; kept {len(kept)} ignored file(s)/folder(s) of yours" if kept else "")
+    )
+
+
+def staging_of(checkout: Path) -> Path:
+    """Where a new pin's checkout is built before it is swapped in."""
+    return checkout.with_name(f".{checkout.name}.new")
+
+
+def finish_pin_swap(checkout: Path, progress: Progress) -> None:
+    """Roll forward a pin change a kill -9 cut short once its new checkout was whole (its state
+    written, before any of the user's files moved into it): the rest of the user's ignored files
+    move over, the old checkout goes, the new one takes its place. Never a removal of the new one,
+    which may already hold files of the user's."""
+    staging = staging_of(checkout)
+    if staging.is_symlink() or not (staging / ".git" / KIT_MARK).is_file():
+        return
+    if not state_file(staging).is_file():
+        return  # cut short while it was built: nothing of the user's is in it, the next build replaces it
+    refuse_foreign(checkout)
+    kept = users_ignored(checkout, staging) if (checkout / ".git").is_dir() else []
+    with signals.held():
+        try:
+            move_over(checkout, staging, kept)
+        except CheckoutError as exc:
+            raise CheckoutError(
+                exc.what, exc.fix.replace("nothing was changed", "the pin change waits")
+            ) from None
+        if checkout.exists():
+            remove_kit_made(checkout)
+        staging.rename(checkout)
+    progress(
+        f"finished the pin change a stopped apply had begun ({shown(checkout)} is the new pin's, "
+        f"{len(kept)} more ignored file(s)/folder(s) of yours moved into it)"
     )
 
 
@@ -222,9 +261,9 @@ def heal_killed(checkout: Path, state: State | None, series_now: str, progress: 
     for path in [*own, *markers]:
         path.unlink(missing_ok=True)
     marker = checkout / ".git" / REFRESHING
-    if not marker.is_file():
+    plan = read_refresh_marker(checkout)
+    if plan is None:
         return
-    plan = json.loads(marker.read_text(encoding="utf-8"))
     if state is not None and plan.get("series_digest") == series_now != state.series_digest:
         state.series_digest, state.patches = plan["series_digest"], plan["patches"]
         finish(checkout, state, exported_head=plan["head"])
@@ -242,12 +281,41 @@ def heal_killed(checkout: Path, state: State | None, series_now: str, progress: 
     marker.unlink()
 
 
+# What refresh writes into its marker: where it started, then what it will record.
+REFRESH_MARKER: records.Schema = {
+    "start": records.commit,
+    "head": records.commit,
+    "series_digest": records.digest,
+    "patches": records.dict_of(records.file_name(ENTRY, "patches/"), records.digest),
+}
+
+
+def read_refresh_marker(checkout: Path) -> dict[str, Any] | None:
+    """refresh's marker (None: none), every entry checked before the kit resets or records by it."""
+    where = f"{shown(checkout)}/.git/{REFRESHING}"
+    plan = records.load(
+        checkout / ".git" / REFRESHING,
+        f"{where} (a refresh's marker)",
+        REFRESH_MARKER,
+        f"nothing was touched: remove it (rm {where}), then nox -s apply -- --force rebuilds the "
+        "checkout",
+        optional=("head", "series_digest", "patches"),
+        error=CorruptState,
+    )
+    if plan is not None and "series_digest" in plan and not {"head", "patches"} <= set(plan):
+        raise CorruptState(
+            f"{where} (a refresh's marker) has a series_digest without its head and patches",
+            f"nothing was touched: remove it (rm {where}), then nox -s apply -- --force",
+        )
+    return plan
+
+
 def write_refresh_marker(checkout: Path, plan: dict[str, object]) -> None:
     """What refresh has started (and, once known, what it will record) added to the marker, written
     aside and renamed."""
     marker = checkout / ".git" / REFRESHING
     tmp = marker.with_name(marker.name + ".tmp")
-    before = json.loads(marker.read_text(encoding="utf-8")) if marker.is_file() else {}
+    before = read_refresh_marker(checkout) or {}
     tmp.write_text(json.dumps(before | plan), encoding="utf-8")
     tmp.rename(marker)
 
@@ -383,6 +451,7 @@ def apply_series(
     recognised by every command (and never taken for a complete one).
     """
     refuse_foreign(checkout)
+    finish_pin_swap(checkout, progress)
     try:
         state = read_state(checkout) if (checkout / ".git").is_dir() else None
     except CorruptState:
@@ -469,7 +538,17 @@ def verify_complete(checkout: Path, state: State) -> None:
     """Refuse to record as applied a checkout whose commits or files are not what apply made."""
     commits = rev_list(checkout, f"{PRISTINE_TAG}..HEAD")
     dirty = dirty_paths(checkout)
-    if len(commits) != len(state.applied) or dirty or in_progress(checkout):
+    paused = in_progress(checkout)
+    if len(commits) == len(state.applied) and not paused and dirty:
+        # every patch went in and nothing is paused: what is left is no short write but a path git
+        # would not remove, named as it is
+        raise IncompleteCheckout(
+            f"{shown(checkout)} holds every patch, and also {len(dirty)} path(s) apply did not make "
+            f"(first: {dirty[0]})",
+            f"move {shown(checkout)}/{dirty[0].strip(chr(34))} out of the checkout, then run nox -s "
+            "apply again",
+        )
+    if len(commits) != len(state.applied) or dirty or paused:
         raise IncompleteCheckout(
             f"{shown(checkout)} holds {len(commits)} of {len(state.applied)} patch commits and "
             f"{len(dirty)} changed files after apply; the disk may be full",
@@ -531,6 +610,12 @@ def continue_series(
                 "again",
             )
     names = [p.name for p in patches]
+    if state.failed_patch not in names:
+        raise CorruptState(
+            f"{shown(checkout)}/.git/kit-state.json says apply stopped at {state.failed_patch}, "
+            "which is not in the series",
+            "nox -s apply -- --abort to go back, or nox -s apply -- --force to start again",
+        )
     failed = names.index(state.failed_patch)
     have = [slug for _, slug in commit_slugs(checkout)]
     wanted = [p.slug for p in patches]
@@ -572,8 +657,13 @@ def abort_series(checkout: Path, progress: Progress) -> str:
             f"nothing to abort: {shown(checkout)} is not stopped in an apply", "run: nox -s apply"
         )
     backup = checkout / ".git" / STATE_BACKUP
-    if exists(checkout, LAST_GOOD_REF) and backup.is_file():
-        before = parse_state(backup.read_text(encoding="utf-8"))
+    before = load_state(
+        backup,
+        f"{shown(checkout)}/.git/{STATE_BACKUP} (the way back)",
+        f"remove it (rm {shown(checkout)}/.git/{STATE_BACKUP}), then nox -s apply -- --abort "
+        "goes back to pristine",
+    )
+    if exists(checkout, LAST_GOOD_REF) and before is not None:
         reset_to(checkout, LAST_GOOD_REF)
         gitcmd.tag(
             checkout, PRISTINE_TAG, before.pristine_commit

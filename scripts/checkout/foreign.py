@@ -110,22 +110,59 @@ def refuse_unmovable(checkout: Path) -> None:
         )
 
 
+def outermost(names: list[str]) -> list[str]:
+    """names without those inside another of them: git lists an ignored folder that carries its own
+    .gitignore (`*`: .ruff_cache, .mypy_cache, a uv or virtualenv venv) and its entries too, and a
+    folder moved whole takes them along."""
+    folders = {n.rstrip("/") for n in names if n.endswith("/")}
+
+    def inside(name: str) -> bool:
+        parts = name.rstrip("/").split("/")
+        return any("/".join(parts[:i]) in folders for i in range(1, len(parts)))
+
+    return [n for n in names if not inside(n)]
+
+
+def moves(old: Path, new: Path, names: list[str]) -> list[str]:
+    """What to rename from old into new for the user's ignored names: each whole, except a folder the
+    new tree has too, whose entries are merged into it; LocalEdits naming the first that the new
+    tree has as a file (or as a file where a folder of it would go), before anything moves."""
+    out: list[str] = []
+    for name in outermost(names):
+        plain = name.rstrip("/")
+        blocker = next(
+            (
+                parent
+                for parent in Path(plain).parents
+                if str(parent) != "." and ((new / parent).is_file() or (new / parent).is_symlink())
+            ),
+            None,
+        )
+        target, source = new / plain, old / plain
+        folders = (
+            target.is_dir()
+            and not target.is_symlink()
+            and source.is_dir()
+            and not source.is_symlink()
+        )
+        if folders and blocker is None:
+            out += moves(old, new, sorted(f"{plain}/{p.name}" for p in source.iterdir()))
+            continue
+        if blocker is not None or target.exists() or target.is_symlink():
+            raise LocalEdits(
+                f"{shown(old)}/{name} (ignored by git, yours) has the name of a file of the new pin's "
+                "tree",
+                f"move it out of {shown(old)}, then apply again",
+            )
+        out.append(plain)
+    return out
+
+
 def users_ignored(old: Path, new: Path) -> list[str]:
     """The old checkout's ignored files and folders that are not GENERATED (the user's: .idea/, .venv/,
-    notes), to move into the new checkout; refused, named, when the new tree has a file of that
-    name."""
-    kept = [name for name in gitcmd.ignored(old) if not is_generated(name)]
-    clash = next(
-        (name for name in kept if (new / name.rstrip("/")).exists() or (new / name).is_symlink()),
-        None,
-    )
-    if clash:
-        raise LocalEdits(
-            f"{shown(old)}/{clash} (ignored by git, yours) has the name of a file of the new pin's "
-            "tree",
-            f"move it out of {shown(old)}, then apply again",
-        )
-    return kept
+    notes), to move into the new checkout, each once; refused, named, when the new tree has a file
+    of that name."""
+    return moves(old, new, [name for name in gitcmd.ignored(old) if not is_generated(name)])
 
 
 def carry_git_files(old: Path, new: Path) -> None:

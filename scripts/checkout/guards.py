@@ -79,6 +79,14 @@ class Inspection:
         other = gitproc.kit_own_locks(self.checkout)[2]
         return {"lock": os.path.relpath(other[0], self.checkout.parent.parent)} if other else None
 
+    def nested_repo(self) -> Facts | None:
+        """A git repository of the user's in the checkout's untracked folders: git clean never removes
+        one (nor should the kit), so no rebuild could leave the tree as apply makes it."""
+        if not (self.checkout / ".git").is_dir():
+            return None
+        found = next((p for p in untracked_repos(self.checkout, dirty_paths(self.checkout))), None)
+        return {"file": found} if found else None
+
     def refresh_killed(self) -> Facts | None:
         return {} if (self.checkout / ".git" / REFRESHING).is_file() else None
 
@@ -162,6 +170,21 @@ class Inspection:
             set(state.patches.items()) ^ {(p.name, sha256_text(p.text)) for p in patches}
         )
         return {"differs": changed[0][0] if changed else "order"}
+
+
+def untracked_repos(checkout: Path, paths: list[str]) -> list[str]:
+    """The git repositories (a .git folder or file) in the untracked folders git status shows, as
+    paths relative to the checkout."""
+    found = []
+    for path in paths:
+        folder = checkout / path.strip('"').rstrip("/")
+        if not path.endswith("/") or folder.is_symlink() or not folder.is_dir():
+            continue
+        for root, dirs, files in os.walk(folder):
+            if ".git" in dirs or ".git" in files:
+                found.append(os.path.relpath(root, checkout))
+                break
+    return found
 
 
 # (condition, error, what, fix): a purpose's guard refuses with the first row whose condition holds;
@@ -249,6 +272,14 @@ FOREIGN: tuple[Row, ...] = (
         "kit's git writes and what lint finds",
         "move attributes into the tree's .gitattributes (commit it into the patch it belongs to), "
         "then remove the file: rm {where}/.git/info/{file}",
+    ),
+    (
+        Inspection.nested_repo,
+        LocalEdits,
+        "{where}/{file} is a git repository of yours inside the checkout (the kit did not make it, "
+        "and never deletes it)",
+        "move it out of {where}, or keep it there ignored (echo '{file}/' >> "
+        "{where}/.git/info/exclude: every command then keeps it), then run again",
     ),
     (
         Inspection.git_busy,

@@ -16,6 +16,7 @@ from scripts.checkout import (
     PRISTINE_TAG,
     CheckoutError,
     IncompleteCheckout,
+    NotKitMade,
     Progress,
     shown,
 )
@@ -91,9 +92,21 @@ EXPORTED = (
 )
 
 
+def refuse_linked(dest: Path) -> None:
+    """The copy's folder is the kit's: a link (or a file) there is refused, never written through."""
+    if dest.is_symlink() or (dest.exists() and not dest.is_dir()):
+        # the kit writes its copy there, never through a link (or over a file) to somewhere else
+        raise NotKitMade(
+            f"{dest.parent.name}/{dest.name} is {'a symbolic link' if dest.is_symlink() else 'a file'}"
+            ", not the kit's copy of the pristine tree",
+            "move it away (the kit never writes through it), then run again",
+        )
+
+
 def export_tree(checkout: Path, rev: str, dest: Path) -> None:
     """A plain copy of the tree at rev (e.g. the pristine tree for side-by-side tests); a copy of that
     same tree, whole, is kept (writing 2k files again was most of an apply that changed nothing)."""
+    refuse_linked(dest)
     tree = gitcmd.rev_parse(checkout, f"{rev}^{{tree}}")
     stamp = dest / EXPORTED
     if stamp.is_file() and stamp.read_text(encoding="utf-8").strip() == tree:

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from scripts import gitcmd
+from scripts import gitcmd, records
 from scripts.checkout import CheckoutError, CorruptState, shown
 from scripts.checkout.foreign import refuse_foreign
 from scripts.pin import Pin
+from scripts.series import ENTRY
 
 STATUSES = ("applying", "conflict", "applied", "aborted")
 
@@ -53,23 +54,40 @@ def state_file(checkout: Path) -> Path:
     return checkout / ".git" / "kit-state.json"
 
 
-def parse_state(text: str) -> State:
-    """A State from kit-state.json's text; ValueError/TypeError/KeyError on anything else."""
-    data = json.loads(text)
-    names = {f.name for f in fields(State)}
-    if not isinstance(data, dict) or set(data) - names:
-        raise ValueError(
-            f"unexpected keys {sorted(set(data) - names) if isinstance(data, dict) else data!r}"
-        )
-    state = State(**data)
-    state.head = state.head or None  # an older kit wrote "" for "holds unexported work"
-    if (
-        state.status not in STATUSES
-        or not isinstance(state.patches, dict)
-        or not isinstance(state.head, str | None)
-    ):
-        raise ValueError(f"status {state.status!r}")
-    return state
+PATCH_NAME = records.file_name(ENTRY, "patches/")
+STATE_SCHEMA: records.Schema = {
+    "pin": records.text,
+    # the wheel's sha256 or the git commit (pin_digest)
+    "pin_digest": lambda v: records.commit(v) if len(str(v)) == 40 else records.digest(v),
+    # "" before the pristine commit is made (a build cut short)
+    "pristine_commit": lambda v: "" if v == "" else records.commit(v),
+    "series_digest": lambda v: "" if v == "" else records.digest(v),
+    "patches": records.dict_of(PATCH_NAME, records.digest),
+    # an older kit wrote "" for "holds unexported work"
+    "head": lambda v: None if v in ("", None) else records.commit(v),
+    "status": records.one_of(*STATUSES),
+    "failed_patch": records.maybe(PATCH_NAME),
+    "offsets": records.dict_of(PATCH_NAME, records.list_of(records.text)),
+    "applied": records.list_of(PATCH_NAME),
+}
+OPTIONAL = ("failed_patch", "offsets", "applied")
+
+
+def parse_state(data: object, shown_as: str, fix: str) -> State:
+    """A State from kit-state.json's JSON value, every field checked (CorruptState naming the first
+    wrong one): a commit it names reaches git, a patch name the series."""
+    return State(
+        **records.check(data, shown_as, STATE_SCHEMA, fix, optional=OPTIONAL, error=CorruptState)
+    )
+
+
+REBUILD = "rebuild the checkout: nox -s apply -- --force (edits not in patches/ are discarded)"
+
+
+def load_state(path: Path, shown_as: str, fix: str = REBUILD) -> State | None:
+    """The State in a kit-state.json file (the checkout's, or the copy apply keeps to go back to)."""
+    data = records.load(path, shown_as, STATE_SCHEMA, fix, optional=OPTIONAL, error=CorruptState)
+    return None if data is None else State(**data)
 
 
 def read_state(checkout: Path) -> State | None:
@@ -79,16 +97,7 @@ def read_state(checkout: Path) -> State | None:
     at its path: something the kit did not make (a file, a link, a foreign folder) is refused.
     """
     refuse_foreign(checkout)
-    f = state_file(checkout)
-    if not f.is_file():
-        return None
-    try:
-        return parse_state(f.read_text(encoding="utf-8"))
-    except (ValueError, TypeError, KeyError, UnicodeDecodeError) as exc:
-        raise CorruptState(
-            f"{shown(checkout)}/.git/kit-state.json is unreadable ({type(exc).__name__}: {exc})",
-            "rebuild the checkout: nox -s apply -- --force (edits not in patches/ are discarded)",
-        ) from None
+    return load_state(state_file(checkout), f"{shown(checkout)}/.git/kit-state.json")
 
 
 def write_state(checkout: Path, state: State) -> None:

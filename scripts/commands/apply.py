@@ -8,10 +8,11 @@ import time
 
 from scripts.checkout import PRISTINE_TAG, NeedsRefresh
 from scripts.checkout.apply import abort_series, apply_series, continue_series
-from scripts.checkout.pristine import export_tree
+from scripts.checkout.pristine import export_tree, refuse_linked
 from scripts.commands.common import checkout_lock
 from scripts.gitcmd import head
 from scripts.pin import load_pin
+from scripts.rebase.trial import sweep
 from scripts.report import outcomes_table, progress
 from scripts.series import load_series
 from scripts.workspace import Workspace
@@ -52,11 +53,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, ws: Workspace) -> int:
     started = time.monotonic()
     with checkout_lock(ws):
+        sweep(ws)  # what a rebase killed outright left under .work/
         if args.abort:
             progress(f"apply --abort: {abort_series(ws.checkout, progress)}")
             return 0
         # read once the lock is held: a refresh it waited for may have written it
         patches = load_series(ws.patches)
+        refuse_linked(ws.pristine_tree)  # before the checkout changes, not after
         if args.resume:
             results = continue_series(
                 ws.checkout, patches, threeway=args.threeway, progress=progress

@@ -58,7 +58,11 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
     workers = {leg: mutate.start_worker(ws, leg, tree) for leg in legs}
     try:
         series_tests = mutate.added_tests(series_diff, tree) if args.series_tests else None
-        previous = records.read(ws.records, "mutate-series") if args.series_tests else None
+        previous = (
+            records.read(ws.records, "mutate-series", mutate.RECORD_SCHEMA, mutate.RECORD_OPTIONAL)
+            if args.series_tests
+            else None
+        )
         kept = mutate.kills_to_keep(previous, state.series_digest)
         return mutate.run_all(
             ws.records,

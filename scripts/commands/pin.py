@@ -7,6 +7,7 @@ import dataclasses
 import tempfile
 from pathlib import Path
 
+from scripts.commands.common import checkout_lock
 from scripts.pin import (
     PinError,
     fetch_git,
@@ -27,10 +28,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, ws: Workspace) -> int:
-    p = load_pin(ws.pin_file)
     if not args.record_git:
+        p = load_pin(ws.pin_file)
         print(table(["field", "value"], [(k, v) for k, v in vars(p).items()]))
         return 0
+    # a writer of patches/ as refresh and rebase --move are: under the same lock, the pin read
+    # once it is held
+    with checkout_lock(ws):
+        return record_git(ws)
+
+
+def record_git(ws: Workspace) -> int:
+    p = load_pin(ws.pin_file)
     commit = resolve_tag(p.git_url, p.git_tag, ws.root)
     progress(f"{p.git_tag} at {p.git_url} is {commit}; comparing its tree with the pinned wheel")
     with tempfile.TemporaryDirectory() as tmp:

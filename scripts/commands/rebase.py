@@ -4,10 +4,12 @@ pin."""
 from __future__ import annotations
 
 import argparse
-import tempfile
+import contextlib
 from pathlib import Path
 
+from scripts import worklock
 from scripts.checks.hooks import load_hooks
+from scripts.commands.common import checkout_lock
 from scripts.pin import load_pin
 from scripts.rebase import trial
 from scripts.rebase.verdicts import DROPPED, SHOWN
@@ -44,6 +46,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, ws: Workspace) -> int:
+    # --move writes patches/ and the pin, as refresh does: under the checkout's lock, the inputs read
+    # once it is held (a second --move waits for the first, then tries the pin that one left)
+    with checkout_lock(ws) if args.move else contextlib.nullcontext():
+        return tried(args, ws)
+
+
+def tried(args: argparse.Namespace, ws: Workspace) -> int:
+    trial.sweep(ws)
     pin = load_pin(ws.pin_file)
     patches = load_series(ws.patches)
     # read first: a missing one is refused, never taken as empty
@@ -55,10 +65,9 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
         f"trying {len(patches)} patch(es) from {pin.label} on {target.label} (the checkout is not "
         "touched)"
     )
-    ws.work.mkdir(parents=True, exist_ok=True)
     name = args.report_name or args.target or f"{Path(target.url).name}-{target.ref}"
-    with tempfile.TemporaryDirectory(dir=ws.work, prefix=".rebase-") as tmp:
-        repo, verdicts = trial.try_series(pin, target, patches, Path(tmp), ws.downloads)
+    with worklock.scratch(ws.work, trial.SCRATCH_PREFIX) as tmp:
+        repo, verdicts = trial.try_series(pin, target, patches, tmp, ws.downloads)
         print(outcomes_table([(v.name, v.shown, v.detail) for v in verdicts], "verdict"))
         dropped = [p for p, v in zip(patches, verdicts, strict=True) if v.outcome in DROPPED]
         kept = [p for p in patches if p not in dropped]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -21,7 +22,7 @@ from scripts.checkout.state import State
 from scripts.diffparse import touched
 from scripts.legs import legenv, suite, upstream_tests
 from scripts.report import progress, table
-from scripts.series import load_series
+from scripts.series import ENTRY, load_series
 from scripts.workspace import Workspace
 
 
@@ -136,7 +137,7 @@ def plan_leg(
     targets = [suite.SUITE]
     if opts.changed:
         green_file = out / suite.GREEN
-        green = json.loads(green_file.read_text(encoding="utf-8")) if green_file.is_file() else None
+        green = read_green(green_file, f".work/records/{out.name}/{suite.GREEN}")
         targets = suite.changed_targets(leg, green, context, state.patches, patch_files, ws.root)
         if not targets:
             return None  # nothing changed since the last green run: its record stands
@@ -252,3 +253,22 @@ def finish_leg(
         )
     )
     return 0 if data["passed_all"] and rc == 0 else 1
+
+
+# What write_green records: every test module it names is one of the suite's, each patch one of
+# patches/ (a module it names becomes a pytest target: never a path of the record's choosing).
+SUITE_MODULE = re.compile(rf"^{re.escape(suite.SUITE)}/test_[A-Za-z0-9_]+\.py$")
+GREEN_SCHEMA: records.Schema = {
+    "context": records.dict_of(records.text, records.text),
+    "patches": records.dict_of(records.file_name(ENTRY, "patches/"), records.digest),
+    "files": records.dict_of(records.file_name(ENTRY, "patches/"), records.list_of(records.text)),
+    "coverage": records.dict_of(
+        records.text, records.list_of(records.matching(SUITE_MODULE, "a module of the suite"))
+    ),
+}
+
+
+def read_green(path: Path, shown: str) -> dict[str, object] | None:
+    """The last green run's map (None: none yet), checked before it selects any test."""
+    fix = f"remove it (rm {shown}): the next --changed run then runs the whole suite"
+    return records.load(path, shown, GREEN_SCHEMA, fix)

@@ -27,7 +27,7 @@ import shutil
 import subprocess
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -499,6 +499,30 @@ def branch_lines(outcomes: list[Outcome]) -> dict[str, object]:
         "lines_run": len(run),
         "lines_not_shown_run": sorted(set(lines) - set(run)),
     }
+
+
+def outcome_of(value: object) -> dict[str, object]:
+    """One outcome of a mutate record as Outcome takes it (its fields, of their types)."""
+    kinds = {"line": int, "seconds": (int, float), "legs": list}
+    if not isinstance(value, dict) or set(value) != {f.name for f in fields(Outcome)}:
+        raise ValueError(f"{records.shown_value(value)} is not an outcome the kit writes")
+    for key, kind in kinds.items():
+        if not isinstance(value[key], kind) or isinstance(value[key], bool):
+            raise ValueError(f"{records.shown_value(value)}: its {key} is not a number or list")
+    if not all(isinstance(value[k], str) for k in value if k not in kinds) or not all(
+        isinstance(leg, str) for leg in value["legs"]
+    ):
+        raise ValueError(f"{records.shown_value(value)} holds a value of another type")
+    return value
+
+
+# The keys of a mutate record kills_to_keep reads, checked before it reads them (records.read).
+RECORD_SCHEMA: records.Schema = {
+    "scope": records.text,
+    "series_digest": records.text,
+    "outcomes": records.list_of(outcome_of),
+}
+RECORD_OPTIONAL = ("scope", "series_digest", "outcomes")
 
 
 def kills_to_keep(previous: dict[str, Any] | None, series_digest: str) -> dict[str, Outcome]:

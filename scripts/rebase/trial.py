@@ -20,9 +20,10 @@ import shutil
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from scripts import diffparse, gitcmd, handfile, registry
+from scripts import diffparse, gitcmd, handfile, registry, worklock
 from scripts.checkout import BRANCH, PRISTINE_TAG
 from scripts.checkout.apply import commit_all
+from scripts.checkout.foreign import KIT_MARK
 from scripts.checkout.guards import Inspection, guard
 from scripts.checkout.pristine import build_pristine
 from scripts.checkout.refresh import RefreshInterrupted, refresh, swap_into
@@ -31,7 +32,7 @@ from scripts.checks.hooks import Hook
 from scripts.checks.precommit import release_gates, tree_gates
 from scripts.errors import KitError
 from scripts.gitcmd import GitFailed, head
-from scripts.pin import COMMIT, Pin, fetch_verified, parse_pin, verify_digest
+from scripts.pin import COMMIT, Pin, fetch_verified, parse_pin, set_key, verify_digest
 from scripts.rebase.verdicts import DROPPED, OUTCOMES, Verdict, judge_series
 from scripts.report import markdown_table, progress
 from scripts.series import Patch, load_series, series_header
@@ -44,6 +45,28 @@ VERSION = re.compile(
 
 class RebaseError(KitError):
     """The series cannot be tried or moved as asked."""
+
+
+SCRATCH_PREFIX = ".rebase-"  # .work/.rebase-XXXXXXXX: one run's trees (current, target, patches)
+SCRATCH_PARTS = {"current", "target", "patches"}
+
+
+def is_scratch(path: Path) -> bool:
+    """A scratch folder a rebase made before its folders were locked: only its own parts, the first
+    it builds (the current series' repository) marked as the kit's."""
+    entries = {e.name: e for e in path.iterdir()}
+    return (
+        set(entries) <= SCRATCH_PARTS
+        and "current" in entries
+        and all(e.is_dir() and not e.is_symlink() for e in entries.values())
+        and (entries["current"] / ".git" / KIT_MARK).is_file()
+    )
+
+
+def sweep(ws: Workspace) -> None:
+    """The scratch of a rebase killed outright (kill -9) removed; a live run's is never touched."""
+    if ws.work.is_dir():
+        worklock.sweep_scratch(ws.work, SCRATCH_PREFIX, is_scratch, progress)
 
 
 @dataclass(frozen=True)
@@ -145,7 +168,9 @@ def fetch_target(target: Target, dest: Path, downloads: Path) -> None:
         return
     progress(f"fetching {target.url} {target.ref} (history included, for patch-ids)")
     try:
-        gitcmd.fetch_commit(dest, target.url, target.commit, "--no-tags")
+        # a shallow source (a CI checkout, a depth-1 clone) sends what it has: without
+        # --update-shallow git would drop the commit with exit 0, and no FETCH_HEAD
+        gitcmd.fetch_commit(dest, target.url, target.commit, "--no-tags", "--update-shallow")
     except GitFailed as exc:
         what = f"cannot fetch {target.ref} ({target.commit[:12]}) from {target.url} ({exc.what})"
         raise RebaseError(what, "check the URL, the ref and the network") from exc
@@ -366,7 +391,7 @@ def pin_by_hand(target: Target) -> str:
 def moved_pin_text(text: str, target: Target) -> str:
     """upstream.toml with the target's fields set (comments and layout kept)."""
     for key, value in pin_fields(target).items():
-        text, n = re.subn(rf'(?m)^{key} = ".*"$', f'{key} = "{value}"', text)
+        text, n = set_key(text, key, value)
         if n != 1:
             raise RebaseError(
                 f"patches/upstream.toml has no single '{key} = ' line", "restore it from git"

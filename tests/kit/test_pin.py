@@ -16,7 +16,7 @@ from conftest import (
     pin_toml,
 )
 
-from scripts import pin
+from scripts import pin, worklock
 from scripts.gitcmd import git
 from scripts.pin import git_blob_id
 
@@ -101,15 +101,68 @@ def test_one_fetch_serves_a_release_of_unknown_file_name_and_its_cache(
         pin.fetch_verified("vllm-omni", "0.1.0", downloads, None, registry_digest)
 
 
-def test_malformed_pin_names_the_file() -> None:
-    with pytest.raises(pin.PinError, match=r"upstream.toml: \[wheel\] is missing"):
-        pin.parse_pin('project = "vllm-omni"\n')
-    with pytest.raises(pin.PinError, match="upstream.toml: version is missing"):
-        pin.parse_pin('project = "vllm-omni"\n[wheel]\n[git]\n')
-    with pytest.raises(pin.PinError, match="wheel.sha265 is not a field of the pin"):
-        pin.parse_pin(pin_toml("1", "f.whl", "0" * 64).replace("sha256", "sha265"))
-    with pytest.raises(pin.PinError, match="not a sha256"):
-        pin.parse_pin(pin_toml("1", "f.whl", "abc"))
+Edit = tuple[str, str] | tuple[tuple[str, str], ...]
+GOOD_PIN = pin_toml("0.30.0", "vllm_omni-0.30.0-py3-none-any.whl", "0" * 64)
+# (what is wrong, the edit of a good pin, what the one line says): upstream.toml against its schema
+PIN_FAULTS = [
+    ("missing-table", ("[wheel]\n", "[other]\n"), "other is not a field of the pin"),
+    ("missing-field", ('version = "0.30.0"\n', ""), "version is missing -- add it"),
+    ("missing-git-field", ('tag = "v0.30.0"\n', ""), "git.tag is missing"),
+    ("no-pin-at-all", None, "version is missing"),
+    ("type-float", ('version = "0.30.0"', "version = 0.30"), 'quote it: version = "0.30"'),
+    ("type-int", ('version = "0.30.0"', "version = 30"), 'quote it: version = "30"'),
+    ("type-bool", ('source = "wheel"', "source = true"), 'quote it: source = "true"'),
+    ("type-date", ('version = "0.30.0"', "version = 2026-01-02"), 'version = "2026-01-02"'),
+    ("type-array", ('version = "0.30.0"', 'version = ["0.30.0"]'), "is not a string (an array)"),
+    (
+        "type-table",
+        ('project = "vllm-omni"', 'project = { name = "vllm-omni" }'),
+        'write it as a quoted string: project = "vllm-omni"',
+    ),
+    (
+        "type-table-version",
+        ('version = "0.30.0"', 'version = { v = "0.30.0" }'),
+        'is not a string (a table) -- write it as a quoted string: version = "0.30.0"',
+    ),
+    (
+        "type-sub-table",
+        (
+            ('project = "vllm-omni"', 'git = 3\nproject = "vllm-omni"'),
+            ('[git]\nurl = "https://example.invalid/x"\ntag = "v0.30.0"\ncommit = ""\n', ""),
+        ),
+        "git is not a table (an integer)",
+    ),
+    ("type-commit", ('commit = ""', "commit = 0"), 'quote it: commit = "0"'),
+    ("duplicate", ('version = "0.30.0"', 'version = "0.30.0"\nversion = "0.30.1"'), "version ="),
+    ("duplicate-table", ("[git]\n", "[wheel]\n[git]\n"), "[wheel]"),
+    ("extra-top", ('source = "wheel"', 'source = "wheel"\nname = "x"'), "name is not a field"),
+    ("extra-wheel", ("[wheel]\n", "[wheel]\nsize = 3\n"), "wheel.size is not a field of the pin"),
+    ("range-sha256", ("0" * 64, "abc"), "not a sha256 hex digest"),
+    ("range-source", ('source = "wheel"', 'source = "svn"'), "is not one of wheel, git"),
+    ("range-commit", ('commit = ""', 'commit = "abc"'), "not a full commit id"),
+    ("range-project", ('project = "vllm-omni"', 'project = "../etc"'), "not a project name"),
+    ("range-version", ('version = "0.30.0"', 'version = "0.30 .0"'), "is not a version"),
+    ("range-filename", ("vllm_omni-0.30.0-py3", "vllm_omni-0.30.0"), "not a wheel's file name"),
+    ("range-other-project", ("vllm_omni-0.30.0-py3", "torch-0.30.0-py3"), "not a wheel of"),
+    ("range-other-version", ("vllm_omni-0.30.0-py3", "vllm_omni-0.31.0-py3"), "same release"),
+    ("range-empty-url", ('url = "https://example.invalid/x"', 'url = ""'), "git.url = '' is empty"),
+]
+
+
+@pytest.mark.parametrize(
+    ("edit", "needle"), [f[1:] for f in PIN_FAULTS], ids=[f[0] for f in PIN_FAULTS]
+)
+def test_pin_file_against_its_schema(edit: Edit | None, needle: str) -> None:
+    """Each fault is one PinError naming patches/upstream.toml and the field, never a traceback."""
+    text = 'project = "vllm-omni"\n' if edit is None else GOOD_PIN
+    for old, new in [] if edit is None else edit if isinstance(edit[0], tuple) else [edit]:
+        text = text.replace(old, new, 1)
+    assert edit is None or text != GOOD_PIN
+    with pytest.raises(pin.PinError) as caught:
+        pin.parse_pin(text)
+    assert str(caught.value).startswith("patches/upstream.toml") and needle in str(caught.value)
+    assert " -- " in str(caught.value)
+    assert pin.parse_pin(GOOD_PIN).version == "0.30.0"  # the check bites only on the fault
 
 
 def make_git_upstream(tmp_path: Path, kit: Kit | None, commit: str = "") -> tuple[Path, str]:
@@ -192,3 +245,43 @@ def test_blob_ids_of_wheel_entries_are_gits(data: bytes, tmp_path: Path) -> None
     path = tmp_path / "f"
     path.write_bytes(data)
     assert git_blob_id(data) == git("hash-object", "--no-filters", str(path), cwd=tmp_path).strip()
+
+
+def test_the_pin_is_rewritten_in_place_as_the_user_wrote_it(tmp_path: Path) -> None:
+    """pin --record-git and rebase --move set a key on the line the user wrote, in either quotes,
+    with its spacing and comment kept; a file without that line is refused, never half-written."""
+    text = GOOD_PIN.replace('commit = ""', "commit='' # filled by pin --record-git")
+    assert pin.parse_pin(text).git_commit == ""
+    path = tmp_path / "upstream.toml"
+    path.write_text(text, encoding="utf-8")
+    pin.record_git_commit(path, "a" * 40)
+    written = path.read_text(encoding="utf-8")
+    assert written == text.replace("commit=''", f'commit="{"a" * 40}"')
+    assert pin.parse_pin(written).git_commit == "a" * 40
+    path.write_text(GOOD_PIN.replace('commit = ""\n', ""), encoding="utf-8")
+    with pytest.raises(pin.PinError, match="no single 'commit = ' line"):
+        pin.record_git_commit(path, "a" * 40)
+
+
+def test_a_killed_downloads_folder_is_removed_by_the_next_fetch(tmp_path: Path) -> None:
+    """A download killed outright leaves .work/downloads/.download-XXXXXXXX (a wheel's worth of
+    bytes); the next fetch removes it, and only such: a live download's, and a folder of anyone
+    else's, stay."""
+    downloads = tmp_path / "downloads"
+    wheel, digest = build_wheel(tmp_path, SMALL_UPSTREAM)
+    downloads.mkdir()
+    shutil.copy2(wheel, downloads / wheel.name)
+    killed = downloads / ".download-dead1234"
+    killed.mkdir()
+    (killed / "vllm_omni-0.1.0-py3-none-any.whl").write_bytes(b"half a wheel")
+    (killed / worklock.SCRATCH_LOCK).write_text("pid 1 (kit apply)\n")
+    older = downloads / ".download-old12345"  # a kit before the lock left it: pip's files only
+    older.mkdir()
+    (older / "x.whl").write_bytes(b"x")
+    other = downloads / ".download-notes"
+    (other / "sub").mkdir(parents=True)
+    with worklock.scratch(downloads, ".download-") as live:
+        got = pin.fetch_verified("vllm-omni", "0.1.0", downloads, wheel.name, lambda _n: digest)
+        assert got == (downloads / wheel.name, digest)
+        assert live.is_dir() and (other / "sub").is_dir()
+    assert not killed.exists() and not older.exists()

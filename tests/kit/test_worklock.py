@@ -87,3 +87,28 @@ def test_lock_timeout_range(raw: str, ok: bool) -> None:
     else:
         with pytest.raises(worklock.BadTimeout, match="KIT_LOCK_TIMEOUT"):
             worklock.parse_timeout(raw)
+
+
+def test_a_lock_files_text_is_shown_as_one_printable_line() -> None:
+    """Anyone can write a lock file: what it says reaches the user's terminal as printable text only."""
+    assert worklock.holder_line("pid 7 (kit refresh)\nmore\n") == "pid 7 (kit refresh)"
+    assert worklock.holder_line("pid \x1b]0;owned\x07 7") == "pid ?]0;owned? 7"
+    assert len(worklock.holder_line("x" * 1000)) == 120
+    assert worklock.holder_line(" \n") == "another kit process"
+
+
+def test_a_scratch_is_held_while_its_run_lives_and_swept_once_it_is_gone(tmp_path: Path) -> None:
+    said: list[str] = []
+    with worklock.scratch(tmp_path, ".rebase-") as live:
+        assert (live / worklock.SCRATCH_LOCK).is_file()
+        assert worklock.sweep_scratch(tmp_path, ".rebase-", lambda _p: True, said.append) == []
+        assert live.is_dir()
+    assert not live.exists()  # its run removes it
+    dead = tmp_path / ".rebase-deadbeef"
+    dead.mkdir()
+    (dead / worklock.SCRATCH_LOCK).write_text("pid 1 (kit rebase)\n")  # its holder is gone
+    mine = tmp_path / ".rebase-mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("mine\n")
+    assert worklock.sweep_scratch(tmp_path, ".rebase-", lambda _p: False, said.append) == [dead]
+    assert mine.is_dir() and len(said) == 1 and ".rebase-deadbeef" in said[0]
