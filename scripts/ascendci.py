@@ -7,12 +7,13 @@ offer exactly these labels and queues.
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import tomllib
 
@@ -29,13 +30,142 @@ BASELINE_BAND = "0:3600000"
 
 
 def load(ci_dir: Path, name: Path) -> dict[str, Any]:
+    """ci/ascend/targets.toml or bands.toml, read against its schema: every refusal is one line that
+    quotes what the file says."""
     path = ci_dir / name
+    text = handfile.read(path, f"ci/{name}")
     try:
-        return tomllib.loads(handfile.read(path, f"ci/{name}"))
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise KitError(
-            f"cannot read ci/{name}: {exc}", "restore it from git (git checkout -- ci/ascend)"
+            f"cannot read ci/{name}: {exc}",
+            "fix that line, or restore it: git checkout -- ci/ascend",
         ) from None
+    check = check_bands if name == BANDS else check_targets
+    check(data, lambda key: raw_line(text, key), f"ci/{name}")
+    return data
+
+
+def raw_line(text: str, key: str) -> str:
+    """The line of the file that sets ``key`` (as the user wrote it), for the advice."""
+    last = key.rpartition(".")[2].strip('"')
+    for number, line in enumerate(text.splitlines(), 1):
+        stripped = line.strip()
+        if stripped.startswith(("[", "#")) and not stripped.startswith(f"[{key}]"):
+            continue
+        if re.match(rf"^(\[{re.escape(key)}\]|\"?{re.escape(last)}\"?\s*=)", stripped):
+            return f"line {number}: {stripped}"
+    return f"[{key.rpartition('.')[0] or key}]"
+
+
+Where = Callable[[str], str]
+# org/name as the hubs spell a model: no empty part, no ".." or leading dot (the name becomes a path
+# under each cache).
+MODEL_REPO = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
+TARGET_KEYS = {"model", "image", *SYSTEMS}
+
+
+def _refuse(shown: str, where: str, what: str, fix: str) -> NoReturn:
+    raise KitError(f"{shown} {where}: {what}", fix)
+
+
+def _table(data: Mapping[str, Any], key: str, shown: str, where: Where) -> Mapping[str, Any]:
+    value = data.get(key)
+    if value is None:
+        _refuse(shown, f"[{key}]", "missing", f"add the [{key}] table (docs/ascend-ci.md)")
+    if not isinstance(value, dict):
+        _refuse(shown, where(key), f"{key} is not a table", f"write it as a [{key}] table")
+    return value
+
+
+def _extra(
+    table: Mapping[str, Any], allowed: set[str], what: str, shown: str, where: Where
+) -> None:
+    extra = sorted(set(table) - allowed)
+    if extra:
+        _refuse(
+            shown,
+            where(extra[0]),
+            f"{what} has no key {extra[0]!r}",
+            f"remove it (known: {', '.join(sorted(allowed))})",
+        )
+
+
+def check_targets(data: Mapping[str, Any], where: Where, shown: str) -> None:
+    _extra(data, TARGET_KEYS, "the file", shown, where)
+    model = _table(data, "model", shown, where)
+    _extra(model, {"repo"}, "[model]", shown, where)
+    repo = model.get("repo")
+    if not isinstance(repo, str):
+        _refuse(
+            shown,
+            where("model.repo") if "repo" in model else "[model]",
+            f"repo is {'missing' if repo is None else 'not a string'}",
+            'set repo = "org/name" (the model\'s hub id)',
+        )
+    if not MODEL_REPO.match(repo) or ".." in repo:
+        _refuse(
+            shown,
+            where("model.repo"),
+            f"repo {repo!r} is not a hub id org/name (it would name a folder outside the model "
+            "caches)",
+            'set repo = "org/name", e.g. "robbyant/lingbot-world-v2-14b-causal-fast-diffusers"',
+        )
+    images = _table(data, "image", shown, where)
+    for hardware, image in images.items():
+        if not isinstance(image, str):
+            _refuse(
+                shown,
+                where(f"image.{hardware}"),
+                f"[image] {hardware} is not a string",
+                f'write it quoted: {hardware} = "name@sha256:<digest>" (or "" until one is built)',
+            )
+    for system in SYSTEMS:
+        for name, target in _table(data, system, shown, where).items():
+            if not isinstance(target, dict):
+                _refuse(
+                    shown,
+                    where(f"{system}.{name}"),
+                    f"{system} target {name!r} is not a table",
+                    f'write it as [{system}.{name}] with hardware = "..."',
+                )
+            _extra(target, {"hardware"}, f"[{system}.{name}]", shown, where)
+            hardware = target.get("hardware")
+            if hardware not in images:
+                _refuse(
+                    shown,
+                    where(f"{system}.{name}.hardware")
+                    if "hardware" in target
+                    else f"[{system}.{name}]",
+                    f"{system} target {name!r} has "
+                    + (
+                        "no hardware"
+                        if hardware is None
+                        else f"hardware {hardware!r}, not in [image]"
+                    ),
+                    f"set hardware = one of {', '.join(map(repr, sorted(images)))}",
+                )
+
+
+def check_bands(data: Mapping[str, Any], where: Where, shown: str) -> None:
+    for chip, entry in data.items():
+        if not isinstance(entry, dict):
+            _refuse(shown, where(chip), f"{chip} is not a table", f"write it as [{chip}]")
+        _extra(entry, {"band_ms", "measured"}, f"[{chip}]", shown, where)
+        band = entry.get("band_ms")
+        ok = (
+            isinstance(band, list)
+            and len(band) == 2
+            and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in band)
+            and 0 < band[0] < band[1]
+        )
+        if not ok:
+            _refuse(
+                shown,
+                where(f"{chip}.band_ms") if "band_ms" in entry else f"[{chip}]",
+                f"[{chip}] band_ms is {'missing' if band is None else 'not [LO, HI] with 0 < LO < HI'}",
+                "set band_ms = [LO, HI] in ms (the baseline's steady median +-5 %)",
+            )
 
 
 def targets(data: Mapping[str, Any], system: str) -> dict[str, dict[str, Any]]:
@@ -85,6 +215,114 @@ def band_for(bands: Mapping[str, Any], chip: str) -> str | None:
         return None
     lo, hi = entry["band_ms"]
     return f"{lo:g}:{hi:g}"
+
+
+def baseline_band() -> list[float]:
+    """BASELINE_BAND as an e2e summary records it."""
+    return [float(x) for x in BASELINE_BAND.split(":")]
+
+
+# A band is the steady median +-5 %, as the recorded ones are.
+BAND_SPREAD = 0.05
+BASELINES_DIR = Path("ascend-baselines")  # under .work/records unless KIT_ASCEND_BASELINES
+
+
+def band_around(median_ms: float) -> tuple[float, float]:
+    return (round(median_ms * (1 - BAND_SPREAD), 1), round(median_ms * (1 + BAND_SPREAD), 1))
+
+
+@dataclass(frozen=True)
+class Band:
+    """The band a run is judged by, and where it comes from: bands.toml, a recorded baseline, or none
+    (this run is the baseline)."""
+
+    text: str  # LO:HI, what the e2e's --band takes
+    source: str  # "bands", "baseline", "none"
+    note: str = ""
+
+
+def baseline_file(baselines: Path, chip: str) -> Path:
+    return baselines / f"{re.sub(r'[^A-Za-z0-9._-]', '_', chip)}.json"
+
+
+def choose_band(bands: Mapping[str, Any], chip: str, baselines: Path) -> Band:
+    """bands.toml's entry for the chip; else the baseline a first run recorded under ``baselines``
+    (judged, and said so); else none: this run is the baseline (recorded, not judged)."""
+    recorded = band_for(bands, chip)
+    if recorded:
+        return Band(recorded, "bands")
+    path = baseline_file(baselines, chip)
+    entry = read_baseline(path)
+    if entry is not None:
+        lo, hi = band_around(entry["median_ms"])
+        return Band(
+            f"{lo:g}:{hi:g}",
+            "baseline",
+            f"kit: note: no band for {chip} in ci/{BANDS}: judged against the baseline {path} "
+            f"recorded (steady median {entry['median_ms']:g} ms +-5 %); add it there: "
+            f"{bands_entry(chip, entry)}",
+        )
+    return Band(
+        BASELINE_BAND,
+        "none",
+        f"kit: note: no band for {chip} in ci/{BANDS} and no baseline in {baselines}: this run is "
+        "its baseline (median recorded, not judged); the next run is judged against it",
+    )
+
+
+def read_baseline(path: Path) -> dict[str, Any] | None:
+    """A baseline the kit wrote (chip, median_ms, runs); a file that is not one is refused by name."""
+    if not path.is_file():
+        return None
+    try:
+        entry = json.loads(path.read_text(encoding="utf-8"))
+        median = entry["median_ms"]
+        ok = isinstance(entry["chip"], str) and isinstance(median, (int, float)) and median > 0
+    except (OSError, ValueError, KeyError, TypeError):
+        ok = False
+    if not ok:
+        raise KitError(
+            f"{path} is not a baseline the kit wrote (chip, median_ms > 0)",
+            f"remove it; the next run records a new one: rm {path}",
+        )
+    return entry
+
+
+def baseline_from(summary: Mapping[str, Any] | None, chip: str) -> dict[str, Any]:
+    """The baseline of a passed e2e judged by no band: its runs' steady medians and their median."""
+    if not summary or summary.get("verdict") != "pass" or summary.get("mode") != "ascend":
+        raise KitError(
+            f"no passed Ascend e2e to record as the {chip} baseline "
+            f"(verdict {(summary or {}).get('verdict', 'none')})",
+            "run the e2e on the cards first (ci/ascend/job.sh e2e)",
+        )
+    if summary.get("band_ms") != baseline_band():
+        raise KitError(
+            f"the last e2e was judged by the band {summary.get('band_ms')}, not run as a baseline",
+            "record a baseline only from a run ascendci band gave no band",
+        )
+    medians = [r["steady_median_ms"] for r in summary.get("runs", []) if r.get("steady_median_ms")]
+    if not medians:
+        raise KitError("the last e2e has no steady median", "run it with more --chunks")
+    ordered = sorted(medians)
+    mid = len(ordered) // 2
+    median = ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+    return {"chip": chip, "median_ms": round(median, 1), "runs_ms": medians}
+
+
+def bands_toml(chip: str, entry: Mapping[str, Any]) -> str:
+    """The ci/ascend/bands.toml entry for a recorded baseline."""
+    lo, hi = band_around(entry["median_ms"])
+    runs = " and ".join(f"{m:g}" for m in entry.get("runs_ms", [entry["median_ms"]]))
+    return (
+        f'\n["{chip}"]\nband_ms = [{lo}, {hi}]\n'
+        f'measured = "{runs} ms, the baseline run on 4x {chip}, +-5 %"\n'
+    )
+
+
+def bands_entry(chip: str, entry: Mapping[str, Any]) -> str:
+    lo, hi = band_around(entry["median_ms"])
+    return f'["{chip}"] band_ms = [{lo}, {hi}]'
 
 
 # The pools mount their cache at root's home while a job may run with HOME elsewhere (GitHub's

@@ -29,6 +29,17 @@ if [ "$mode" = pipeline ]; then
   buildkite-agent pipeline upload .buildkite/ascend-e2e.yml
   exit 0
 fi
+# The kit reads ci/ascend/targets.toml with tomllib (Python 3.11+): the first python on the agent that has it.
+python=""
+for candidate in python3 python3.13 python3.12 python3.11; do
+  if command -v "$candidate" >/dev/null 2>&1 &&
+    "$candidate" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+    python="$candidate"
+    break
+  fi
+done
+[ -n "$python" ] || kit_fail "the upload step needs Python 3.11 or newer (tomllib) and this agent has $(python3 -V 2>&1 || echo 'no python3')" \
+  "run it on a CPU queue whose agents have python3.11+ (.buildkite/ascend-e2e.yml agents), or install one there"
 queue="$(buildkite-agent meta-data get ascend-queue)"
-image="$(python3 -m scripts ascendci image buildkite "$queue")"
+image="$("$python" -m scripts ascendci image buildkite "$queue")"
 KIT_ASCEND_QUEUE="$queue" KIT_ASCEND_IMAGE="$image" buildkite-agent pipeline upload .buildkite/ascend-e2e-step.yml

@@ -6,7 +6,8 @@
 #   tools   the kit's pinned tools in their own venv (the image's python3 stays as it is)
 #   apply   the pinned release + the series -> .work/vllm-omni
 #   leg     the npu leg in the image's python3, mode real required (CANN and ATB sourced first)
-#   e2e     the model from the pool's cache, this chip's band (ci/ascend/bands.toml), two servers on the cards
+#   e2e     the model from the pool's cache, this chip's band (ci/ascend/bands.toml, else a recorded baseline,
+#           else this run records one), two servers on the cards
 # Every installer takes the pool's package index from the environment (ci/ascend/index.sh).
 # No `set -u` before ci/ascend/env.sh: it sources CANN's scripts, which read unset variables.
 set -eo pipefail
@@ -65,9 +66,13 @@ for stage in "$@"; do
       set -u
       model="$(python3 -m scripts ascendci model)"
       echo "kit: the model: $model"
-      band="$(python3 -m scripts ascendci band --cards "${KIT_E2E_CARDS:-0,1,2,3}")"
+      cards="${KIT_E2E_CARDS:-0,1,2,3}"
+      band="$(python3 -m scripts ascendci band --cards "$cards")"
+      echo "kit: the band: $band"
       need_tools e2e
       KIT_E2E_BAND="$band" "$tools/bin/nox" -s e2e -- "$model"
+      # a chip model with no band: this passed run is its baseline, the next run is judged by it
+      python3 -m scripts ascendci baseline --cards "$cards"
       ;;
   esac
 done

@@ -23,7 +23,7 @@ from pathlib import Path
 from scripts import ascendci
 from scripts.checkout.guards import verify_current
 from scripts.e2e import benchclient, server
-from scripts.e2e.config import E2EConfig
+from scripts.e2e.config import E2EConfig, parse_cards
 from scripts.e2e.evidence import run_python
 from scripts.errors import KitError
 from scripts.pin import load_pin
@@ -42,25 +42,67 @@ class Check:
     detail: str
 
 
-_NPU_ROW = re.compile(r"^\|\s*(\d+)\s+([A-Za-z0-9]+)\s+\|\s*([A-Za-z]+)\s+\|")
+# npu-smi info's device table, two lines per chip: "| NPU  Name | Health | ..." then "| Chip [Phy-ID]
+# | Bus-Id | ...". Atlas A2 (910B1-B4) has one chip per NPU id ("| 0  | 0000:C1:00.0 |"); Atlas A3
+# lists two chips under each NPU id, both named "Ascend910", with their Phy-ID ("| 1  1 | ..."). A name
+# holds a letter, so rows some npu-smi releases add under a chip ("| 0  0 | OK |") are not chips.
+_CHIP_HEAD = re.compile(r"^\|\s*(\d+)\s+([A-Za-z0-9]*[A-Za-z][A-Za-z0-9]*)\s+\|\s*([A-Za-z]+)\s+\|")
+_CHIP_BUS = re.compile(r"^\|\s*(\d+)(?:\s+(\d+))?\s+\|\s*([0-9A-Fa-f]{4}:[0-9A-Fa-f:.]+|NA)\s+\|")
+# The process table: "| NPU  Chip | Process id | ...", the chip as the device table numbers it.
 _PROC_ROW = re.compile(r"^\|\s*(\d+)\s+(\d+)\s+\|\s*(\d+)\s+\|")
 
 
+@dataclass(frozen=True)
+class Chip:
+    """One chip of ``npu-smi info``: a logical device (what ASCEND_RT_VISIBLE_DEVICES and npu:N
+    count), under its NPU id (A3: two chips per id)."""
+
+    npu: int
+    chip: int  # the chip's number under its NPU id: 0 on A2, 0 and 1 on A3
+    name: str  # the chip model, npu-smi's Name: 910B1..910B4, Ascend910 (A3)
+    health: str
+    phy: int | None  # npu-smi's Phy-ID, where it shows one
+
+    def shown(self, per_npu: int) -> str:
+        where = f"npu-smi id {self.npu}" + (f" chip {self.chip}" if per_npu > 1 else "")
+        return f"{where} {self.name} {self.health}"
+
+
+def parse_chips(npu_smi_info: str) -> list[Chip]:
+    """Every chip of ``npu-smi info``'s device table, in (NPU id, chip) order."""
+    chips, head = [], None
+    for line in npu_smi_info.splitlines():
+        if m := _CHIP_HEAD.match(line):
+            head = m
+        elif head and (b := _CHIP_BUS.match(line)):
+            phy = int(b[2]) if b[2] is not None else None
+            chips.append(Chip(int(head[1]), int(b[1]), head[2], head[3], phy))
+            head = None
+    return sorted(chips, key=lambda c: (c.npu, c.chip))
+
+
 def parse_npu_ids(npu_smi_info: str) -> dict[int, str]:
-    """NPU id -> "name health" from ``npu-smi info``'s device table."""
-    return {
-        int(m[1]): f"{m[2]} {m[3]}"
-        for line in npu_smi_info.splitlines()
-        if (m := _NPU_ROW.match(line))
-    }
+    """NPU id -> "name health" of its first chip, from ``npu-smi info``'s device table."""
+    ids: dict[int, str] = {}
+    for chip in parse_chips(npu_smi_info):
+        ids.setdefault(chip.npu, f"{chip.name} {chip.health}")
+    return ids
+
+
+def parse_busy_chips(npu_smi_info: str) -> dict[tuple[int, int], list[int]]:
+    """(NPU id, chip) -> pids from ``npu-smi info``'s process table."""
+    busy: dict[tuple[int, int], list[int]] = {}
+    for line in npu_smi_info.splitlines():
+        if m := _PROC_ROW.match(line):
+            busy.setdefault((int(m[1]), int(m[2])), []).append(int(m[3]))
+    return busy
 
 
 def parse_busy_cards(npu_smi_info: str) -> dict[int, list[int]]:
     """NPU id -> pids from ``npu-smi info``'s process table."""
     busy: dict[int, list[int]] = {}
-    for line in npu_smi_info.splitlines():
-        if m := _PROC_ROW.match(line):
-            busy.setdefault(int(m[1]), []).append(int(m[3]))
+    for (npu, _), pids in parse_busy_chips(npu_smi_info).items():
+        busy.setdefault(npu, []).extend(pids)
     return busy
 
 
@@ -87,49 +129,81 @@ def npu_smi_info(fix: str = NO_CARDS_FIX) -> str:
     return done.stdout
 
 
-def logical_cards(npu_smi_info: str) -> dict[int, int]:
-    """Logical id -> npu-smi's NPU id, for the devices this job sees.
+def logical_chips(npu_smi_info: str) -> dict[int, Chip]:
+    """Logical id -> chip, for the devices this job sees.
 
-    ``ASCEND_RT_VISIBLE_DEVICES`` and ``npu:N`` take logical ids: the job's visible devices
-    numbered from 0 in npu-smi's order. npu-smi shows the host's (physical) ids, which in a pod
-    or a container given some cards need not start at 0. ``--cards`` is logical: the one source.
+    ``ASCEND_RT_VISIBLE_DEVICES`` and ``npu:N`` take logical ids: the job's visible chips numbered
+    from 0 in npu-smi's order (on A3 two per NPU id). npu-smi shows the host's ids, which in a pod
+    or a container given some chips need not start at 0. ``--cards`` is logical: the one source.
     """
-    return dict(enumerate(sorted(parse_npu_ids(npu_smi_info))))
+    return dict(enumerate(parse_chips(npu_smi_info)))
+
+
+def logical_cards(npu_smi_info: str) -> dict[int, int]:
+    """Logical id -> npu-smi's NPU id of that chip (on A3 two logical ids share one)."""
+    return {logical: chip.npu for logical, chip in logical_chips(npu_smi_info).items()}
 
 
 def busy_cards(npu_smi_info: str, cards: Sequence[int]) -> dict[int, list[int]]:
     """Logical card -> pids running on it, for the given logical cards."""
-    physical = logical_cards(npu_smi_info)
-    busy = parse_busy_cards(npu_smi_info)
-    return {c: busy[physical[c]] for c in cards if c in physical and physical[c] in busy}
+    chips = logical_chips(npu_smi_info)
+    busy = parse_busy_chips(npu_smi_info)
+    return {
+        c: busy[(chips[c].npu, chips[c].chip)]
+        for c in cards
+        if c in chips and (chips[c].npu, chips[c].chip) in busy
+    }
+
+
+VISIBLE = "ASCEND_RT_VISIBLE_DEVICES"
+
+
+def check_preset_visible(cards: Sequence[int], env: Mapping[str, str]) -> str | None:
+    """A pool that sets ASCEND_RT_VISIBLE_DEVICES itself (logical ids) may: it must name exactly the
+    cards asked for, since the e2e's servers set it from --cards, its one source. Returns a note, or
+    None when it is unset."""
+    visible = env.get(VISIBLE, "").strip()
+    if not visible:
+        return None
+    wanted = ",".join(map(str, cards))
+    try:
+        preset = parse_cards(visible)
+    except KitError:
+        preset = None
+    if preset != tuple(sorted(cards)):
+        raise PreflightError(
+            f"{VISIBLE}={visible} is already set and names other cards than --cards {wanted}",
+            f"pass --cards {visible} (KIT_E2E_CARDS), or unset {VISIBLE}",
+        )
+    return f"{VISIBLE}={visible} preset, the cards asked for"
+
+
+def chip_model(chips: Mapping[int, Chip], cards: Sequence[int]) -> str:
+    """The one chip model of the given logical cards (a band is per chip model)."""
+    return ascendci.chip_of({c: chip.name for c, chip in chips.items()}, cards)
 
 
 def check_cards(cards: Sequence[int], info: str, env: Mapping[str, str]) -> Check:
-    listed, physical = parse_npu_ids(info), logical_cards(info)
-    missing = [c for c in cards if c not in physical]
+    chips = logical_chips(info)
+    missing = [c for c in cards if c not in chips]
     if missing:
+        npus = len({chip.npu for chip in chips.values()})
         raise PreflightError(
-            f"cards {missing} not visible: this job sees {len(physical)} NPU(s) (logical ids "
-            f"0..{len(physical) - 1})",
+            f"cards {missing} not visible: this job sees {len(chips)} NPU chip(s) on {npus} NPU "
+            f"id(s) (logical ids 0..{len(chips) - 1})",
             "ask the runner for more cards (resource class / label) or pass --cards with logical "
             "ids it has",
         )
-    visible = env.get("ASCEND_RT_VISIBLE_DEVICES")
-    if visible:
-        raise PreflightError(
-            f"ASCEND_RT_VISIBLE_DEVICES={visible} is already set",
-            "unset it: the e2e sets it from --cards (logical ids), its one source",
-        )
+    preset = check_preset_visible(cards, env)
     busy = busy_cards(info, cards)
     if busy:
         raise PreflightError(
             f"cards already in use: {busy}", "stop those processes or choose other --cards"
         )
-    return Check(
-        "cards",
-        "ok",
-        ", ".join(f"{c}: npu-smi id {physical[c]} {listed[physical[c]]}" for c in cards),
-    )
+    model = chip_model(chips, cards)
+    per_npu = {c.npu: sum(o.npu == c.npu for o in chips.values()) for c in chips.values()}
+    shown = ", ".join(f"{c}: {chips[c].shown(per_npu[chips[c].npu])}" for c in cards)
+    return Check("cards", "ok", f"{model}: {shown}" + (f"; {preset}" if preset else ""))
 
 
 def check_cann(env: Mapping[str, str]) -> Check:

@@ -42,6 +42,12 @@ POD_NPU_SMI = NPU_SMI.replace("| 0     910B1", "| 4     910B1").replace(
 POD_NPU_SMI = POD_NPU_SMI.replace(
     "| 1       0                 | 424242", "| 5       0                 | 424242"
 )
+NPUSMI_SAMPLES = Path(__file__).parent / "npusmi_samples"
+
+
+def npusmi_sample(name: str) -> str:
+    """An `npu-smi info` output written from the public documentation (npusmi_samples/README.md)."""
+    return (NPUSMI_SAMPLES / f"{name}.written-from-docs.txt").read_text(encoding="utf-8")
 
 
 @dataclass(frozen=True)

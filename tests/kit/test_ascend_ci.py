@@ -4,11 +4,14 @@ broken copies it must refuse. The shell pieces run in bash, over a stand-in CANN
 
 from __future__ import annotations
 
+import http.server
+import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+import threading
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -17,11 +20,15 @@ from typing import Any
 import pytest
 import yaml
 from conftest import KIT_ROOT
-from kithelpers import POD_NPU_SMI
+from faulttable import one_line_error
+from kithelpers import npusmi_sample
 
-from scripts import ascendci
+from scripts import ascendci, records
+from scripts.checkout.guards import verify_current
+from scripts.e2e import preflight
 from scripts.errors import KitError
 from scripts.pin import fetch_wheel, load_pin
+from scripts.series import load_series
 from scripts.workspace import Workspace
 
 WORKFLOW = KIT_ROOT / ".github" / "workflows" / "ascend-e2e.yml"
@@ -103,8 +110,15 @@ def workflow_problems(text: str) -> list[str]:
     if job.get("runs-on") != "${{ inputs.runner_label }}":
         problems.append(f"runs-on is not the one chosen pool label: {job.get('runs-on')}")
     container = job.get("container", {})
-    if set(container) != {"image"} or container["image"] != "${{ needs.gate.outputs.image }}":
+    if set(container) - {"credentials"} != {"image"} or container["image"] != (
+        "${{ needs.gate.outputs.image }}"
+    ):
         problems.append("the container has options or volumes, or an image the gate did not check")
+    credentials = container.get("credentials", {})
+    if set(credentials) != {"username", "password"} or not all(
+        v.startswith("${{ secrets.") for v in credentials.values()
+    ):
+        problems.append("the container has no pull credentials from the repository's secrets")
     if {k: job.get("env", {}).get(k) for k in RUNTIME_ENV} != RUNTIME_ENV:
         problems.append(
             "the job's env lacks HF_HUB_OFFLINE=1 or VLLM_WORKER_MULTIPROC_METHOD=spawn"
@@ -269,6 +283,11 @@ BROKEN = [
         ),
         "the approved commit is not checked first",
     ),
+    (
+        W,
+        ("        password: ${{ secrets.ASCEND_CI_REGISTRY_PASSWORD }}\n", ""),
+        "no pull credentials",
+    ),
     (J, ("set -eo pipefail\n", "set -euo pipefail\n"), "set -u before ci/ascend/env.sh"),
     (
         J,
@@ -414,6 +433,8 @@ def test_the_dockerfile_builds_on_a_digest_and_sources_cann_and_atb() -> None:
         "python3 -m scripts ascendci held > /tmp/kit/held.txt" in text and "pip freeze" not in text
     )
     assert "quay.io/atlas-ci/vllm-ascend:v0.30.0@sha256:" in text and "quay.io/ascend/" not in text
+    # both pools' hosts are aarch64: built for linux/arm64, and refused on another machine
+    assert "docker build --platform linux/arm64 " in text and '"$(uname -m)" = aarch64' in text
     assert (
         "--index-url" not in text and "pypi.org" not in text
     )  # the pool's index comes from the environment
@@ -586,31 +607,321 @@ def test_only_the_checked_ascend_files_reach_a_card() -> None:
     ]
 
 
-@pytest.mark.parametrize(
-    ("chip", "band", "note"),
-    [
-        ("910B1", "2865:3167", ""),
-        ("910B3", ascendci.BASELINE_BAND, "no band for 910B3 in ci/ascend/bands.toml"),
-    ],
-)
-def test_the_band_command_reads_the_cards_chip(
-    tmp_path: Path, chip: str, band: str, note: str
-) -> None:
-    stub(tmp_path / "npu-smi", f"cat <<'EOF'\n{POD_NPU_SMI.replace('910B1', chip)}EOF\n")
-    env = {"PATH": f"{tmp_path}:/usr/bin:/bin"}
-    done = subprocess.run(
-        [sys.executable, "-m", "scripts", "ascendci", "band", "--cards", "0,1"],
-        cwd=KIT_ROOT,
-        env=env,
+# (sample, cards) -> the band printed, the note on stderr ("" for none)
+BAND_ROWS = [
+    ("910B1-host-8-chips", "0,1,2,3", "2865:3167", ""),
+    ("910B2-pod-4-chips", "0,1,2,3", ascendci.BASELINE_BAND, "no band for 910B2"),
+    ("910B3-pod-4-chips", "0,1,2,3", ascendci.BASELINE_BAND, "no band for 910B3"),
+    ("910B4-pod-4-chips-one-busy", "0,2,3", ascendci.BASELINE_BAND, "no band for 910B4"),
+    ("A3-pod-4-chips-on-2-npu-ids", "0,1,2,3", ascendci.BASELINE_BAND, "no band for Ascend910"),
+    ("A3-host-8-chips-on-4-npu-ids-one-busy", "4,5,6,7", ascendci.BASELINE_BAND, "Ascend910"),
+]
+
+
+def npu_smi_stub(bin_dir: Path, sample: str) -> Path:
+    stub(bin_dir / "npu-smi", f"cat <<'EOF'\n{npusmi_sample(sample)}EOF\n")
+    return bin_dir
+
+
+def ascendci_cli(
+    root: Path, *args: str, bin_dir: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "scripts", "ascendci", *args],
+        cwd=root,
+        env={"PATH": f"{bin_dir}:/usr/bin:/bin", **(env or {})},
         capture_output=True,
         text=True,
         check=False,
     )
+
+
+@pytest.mark.parametrize(
+    ("sample", "cards", "band", "note"), BAND_ROWS, ids=[row[0] for row in BAND_ROWS]
+)
+def test_the_band_command_reads_the_chip_model_of_every_pool(
+    tmp_path: Path, sample: str, cards: str, band: str, note: str
+) -> None:
+    bin_dir = npu_smi_stub(tmp_path / "bin", sample)
+    done = ascendci_cli(
+        KIT_ROOT, "band", "--cards", cards, "--baselines", str(tmp_path / "b"), bin_dir=bin_dir
+    )
     assert done.returncode == 0, done.stderr
+    # stdout is the band alone: the job reads it into KIT_E2E_BAND
+    assert done.stdout == f"{band}\n"
+    assert note in done.stderr and "kit: cards " in done.stderr
+    if band == ascendci.BASELINE_BAND:
+        assert "this run is its baseline" in done.stderr
+
+
+def test_chips_are_counted_as_the_pools_allocate_them() -> None:
+    a3 = npusmi_sample("A3-pod-4-chips-on-2-npu-ids")
+    # A3: 4 logical devices on 2 NPU ids, two chips under each
+    assert [(c.npu, c.chip, c.phy, c.name) for c in preflight.parse_chips(a3)] == [
+        (2, 0, 4, "Ascend910"),
+        (2, 1, 5, "Ascend910"),
+        (3, 0, 6, "Ascend910"),
+        (3, 1, 7, "Ascend910"),
+    ]
+    assert preflight.logical_cards(a3) == {0: 2, 1: 2, 2: 3, 3: 3}
+    check = preflight.check_cards((0, 1, 2, 3), a3, {})
+    assert check.detail.startswith(
+        "Ascend910: 0: npu-smi id 2 chip 0 Ascend910 OK, 1: npu-smi id 2 chip 1"
+    )
+    # a busy chip is found by (NPU id, chip): NPU 1 chip 1 is logical 3, not NPU 1's first chip
+    host = npusmi_sample("A3-host-8-chips-on-4-npu-ids-one-busy")
+    assert preflight.busy_cards(host, range(8)) == {3: [4242]}
+    with pytest.raises(KitError, match=r"cards already in use: \{3: \[4242\]\}"):
+        preflight.check_cards((0, 1, 2, 3), host, {})
+    assert preflight.check_cards((4, 5, 6, 7), host, {}).status == "ok"
+    # A2: one chip per id, host ids in a pod
+    b2 = npusmi_sample("910B2-pod-4-chips")
+    assert preflight.logical_cards(b2) == {0: 4, 1: 5, 2: 6, 3: 7}
+    with pytest.raises(
+        KitError, match=r"cards \[4\] not visible: this job sees 4 NPU chip\(s\) on 4"
+    ):
+        preflight.check_cards((4,), b2, {})
+    with pytest.raises(KitError, match=r"sees 4 NPU chip\(s\) on 2 NPU id\(s\)"):
+        preflight.check_cards((0, 1, 2, 3, 4), a3, {})
+    # the check bites: counting NPU ids (as before) sees 2 devices on the A3 pod
+    assert len(preflight.parse_npu_ids(a3)) == 2
+    mixed = npusmi_sample("910B3-pod-4-chips").replace("| 3     910B3", "| 3     910B4")
+    with pytest.raises(KitError, match="not one visible chip model"):
+        preflight.check_cards((0, 1, 2, 3), mixed, {})
+
+
+@pytest.mark.parametrize(
+    ("preset", "cards", "error"),
+    [
+        ("0,1,2,3", (0, 1, 2, 3), ""),
+        ("3, 2,1,0", (0, 1, 2, 3), ""),
+        (
+            "2,3",
+            (0, 1),
+            "ASCEND_RT_VISIBLE_DEVICES=2,3 is already set and names other cards than --cards 0,1",
+        ),
+        ("0,1,2", (0, 1, 2, 3), "names other cards than --cards 0,1,2,3"),
+        ("0,0,1,2", (0, 1, 2), "names other cards"),
+        ("npu0", (0,), "names other cards"),
+    ],
+)
+def test_a_preset_visible_devices_is_accepted_when_it_names_the_cards(
+    preset: str, cards: tuple[int, ...], error: str
+) -> None:
+    a3 = npusmi_sample("A3-pod-4-chips-on-2-npu-ids")
+    env = {"ASCEND_RT_VISIBLE_DEVICES": preset}
+    if not error:
+        assert "ASCEND_RT_VISIBLE_DEVICES" in preflight.check_cards(cards, a3, env).detail
+        return
+    with pytest.raises(KitError) as refused:
+        preflight.check_cards(cards, a3, env)
+    assert error in str(refused.value) and "\n" not in str(refused.value)
+    assert "pass --cards" in str(refused.value)
+
+
+def kit_copy(dest: Path) -> Path:
+    for part in ("scripts", "ci", "patches"):
+        shutil.copytree(KIT_ROOT / part, dest / part, ignore=shutil.ignore_patterns("__pycache__"))
+    return dest
+
+
+def e2e_record(root: Path, verdict: str, band: list[float], medians: list[float]) -> None:
+    runs = [{"index": i, "steady_median_ms": m} for i, m in enumerate(medians, 1)]
+    summary = {"verdict": verdict, "mode": "ascend", "band_ms": band, "runs": runs}
+    records.write(root / ".work" / "records", "e2e", summary)
+
+
+def test_a_chip_without_a_band_records_its_baseline_and_the_next_run_is_judged(
+    tmp_path: Path,
+) -> None:
+    kit = kit_copy(tmp_path / "kit")
+    bin_dir = npu_smi_stub(tmp_path / "bin", "A3-pod-4-chips-on-2-npu-ids")
+    first = ascendci_cli(kit, "band", bin_dir=bin_dir)
+    assert first.returncode == 0 and first.stdout == f"{ascendci.BASELINE_BAND}\n", first.stderr
+    assert "no band for Ascend910" in first.stderr and "this run is its baseline" in first.stderr
+    # the run passed with no band: recorded as the baseline
+    e2e_record(kit, "pass", ascendci.baseline_band(), [3101.0, 3102.0])
+    recorded = ascendci_cli(kit, "baseline", bin_dir=bin_dir)
+    assert recorded.returncode == 0, recorded.stderr
+    path = kit / ".work/records/ascend-baselines/Ascend910.json"
+    assert f"recorded in {path}" in recorded.stdout
+    lo, hi = ascendci.band_around(3101.5)
+    # the lines it prints are a bands.toml entry the schema takes
+    bands = kit / "ci/ascend/bands.toml"
+    bands.write_text(bands.read_text() + recorded.stdout.split("ci/ascend/bands.toml:\n", 1)[1])
     assert (
-        done.stdout == f"{band}\n"
-    )  # stdout is the band alone: the job reads it into KIT_E2E_BAND
-    assert note in done.stderr
+        ascendci.band_for(ascendci.load(kit / "ci", ascendci.BANDS), "Ascend910")
+        == f"{lo:g}:{hi:g}"
+    )
+    bands.write_text((KIT_ROOT / "ci/ascend/bands.toml").read_text())
+    # the next run is judged against it, and says so
+    second = ascendci_cli(kit, "band", bin_dir=bin_dir)
+    assert second.returncode == 0 and second.stdout == f"{lo:g}:{hi:g}\n", second.stderr
+    assert "judged against the baseline" in second.stderr
+    # a run judged by a band records nothing
+    e2e_record(kit, "pass", [lo, hi], [3000.0, 3001.0])
+    again = ascendci_cli(kit, "baseline", bin_dir=bin_dir)
+    assert again.returncode == 0 and "no baseline to record" in again.stdout
+    assert json.loads(path.read_text())["median_ms"] == 3101.5
+
+
+@pytest.mark.parametrize(
+    ("record", "baseline", "error"),
+    [
+        (("fail", "baseline", [3100.0]), None, "no passed Ascend e2e to record"),
+        (None, None, "no passed Ascend e2e to record"),
+        (("pass", "baseline", []), None, "the last e2e has no steady median"),
+        (None, '{"chip": "Ascend910", "median_ms": "fast"}', "is not a baseline the kit wrote"),
+        (None, "not json", "is not a baseline the kit wrote"),
+    ],
+    ids=["failed-run", "no-run", "no-median", "tampered-baseline", "not-json"],
+)
+def test_the_baseline_refuses_in_one_line(
+    tmp_path: Path, record: tuple[str, str, list[float]] | None, baseline: str | None, error: str
+) -> None:
+    kit = kit_copy(tmp_path / "kit")
+    bin_dir = npu_smi_stub(tmp_path / "bin", "A3-pod-4-chips-on-2-npu-ids")
+    if record:
+        e2e_record(kit, record[0], ascendci.baseline_band(), record[2])
+    path = kit / ".work/records/ascend-baselines/Ascend910.json"
+    if baseline:
+        path.parent.mkdir(parents=True)
+        path.write_text(baseline)
+    done = ascendci_cli(kit, "band" if baseline else "baseline", bin_dir=bin_dir)
+    one_line_error(done, 2, error)
+    assert path.read_text() == baseline if baseline else not path.exists()
+
+
+# --- ci/ascend/targets.toml and bands.toml, hand-edited: read against their schema -------------
+
+T, B = "ascend/targets.toml", "ascend/bands.toml"
+A3_RUNNER = '[github.linux-aarch64-a3-4]\nhardware = "a3"\n'
+SCHEMA_ROWS = [
+    # (file, text -> broken text, the line's words): missing, wrong type, duplicate, extra, range
+    (
+        "runner-without-hardware",
+        T,
+        (A3_RUNNER, "[github.linux-aarch64-a3-4]\n"),
+        "'linux-aarch64-a3-4' has no hardware",
+    ),
+    (
+        "image-not-a-string",
+        T,
+        ('a2 = ""', "a2 = 123"),
+        'line 13: a2 = 123: [image] a2 is not a string -- write it quoted: a2 = "name@sha256:<digest>"',
+    ),
+    (
+        "model-without-repo",
+        T,
+        ('repo = "robbyant/', 'revision = "robbyant/'),
+        "[model] has no key 'revision'",
+    ),
+    (
+        "model-repo-missing",
+        T,
+        ('repo = "robbyant/lingbot-world-v2-14b-causal-fast-diffusers"\n', ""),
+        "[model]: repo is missing",
+    ),
+    (
+        "model-repo-outside-the-caches",
+        T,
+        ("robbyant/lingbot-world-v2-14b-causal-fast-diffusers", "../../etc"),
+        "repo '../../etc' is not a hub id",
+    ),
+    (
+        "model-repo-dot-dot-name",
+        T,
+        ("robbyant/lingbot-world-v2-14b-causal-fast-diffusers", "org/.."),
+        "repo 'org/..' is not a hub id",
+    ),
+    (
+        "model-repo-absolute",
+        T,
+        ("robbyant/lingbot-world-v2-14b-causal-fast-diffusers", "/etc/passwd"),
+        "is not a hub id",
+    ),
+    (
+        "model-repo-not-a-string",
+        T,
+        ('repo = "robbyant/lingbot-world-v2-14b-causal-fast-diffusers"', "repo = 7"),
+        "repo is not a string",
+    ),
+    (
+        "model-not-a-table",
+        T,
+        (
+            '[model]\nrepo = "robbyant/lingbot-world-v2-14b-causal-fast-diffusers"\n',
+            'model = "x"\n',
+        ),
+        "model is not a table",
+    ),
+    ("no-image-table", T, ('[image]\na2 = ""\na3 = ""\n', ""), "[image]: missing"),
+    ("duplicate-image", T, ('a3 = ""\n', 'a3 = ""\na3 = ""\n'), "Cannot overwrite a value"),
+    ("duplicate-runner", T, (A3_RUNNER, A3_RUNNER + A3_RUNNER), "Cannot declare"),
+    (
+        "extra-table",
+        T,
+        ("[image]", '[gitlab.x]\nhardware = "a2"\n\n[image]'),
+        "the file has no key 'gitlab'",
+    ),
+    (
+        "extra-runner-key",
+        T,
+        (A3_RUNNER, A3_RUNNER + "cards = 4\n"),
+        "[github.linux-aarch64-a3-4] has no key 'cards'",
+    ),
+    (
+        "hardware-out-of-range",
+        T,
+        ('[buildkite.ascend-a3]\nhardware = "a3"', '[buildkite.ascend-a3]\nhardware = "a5"'),
+        "hardware 'a5', not in [image]",
+    ),
+    (
+        "hardware-not-a-string",
+        T,
+        ('hardware = "a3"', "hardware = 3"),
+        "has hardware 3, not in [image]",
+    ),
+    (
+        "band-reversed",
+        B,
+        ("[2865.0, 3167.0]", "[3167.0, 2865.0]"),
+        "[910B1] band_ms is not [LO, HI]",
+    ),
+    ("band-one-number", B, ("[2865.0, 3167.0]", "3016"), "band_ms is not [LO, HI]"),
+    ("band-missing", B, ("band_ms = [2865.0, 3167.0]\n", ""), "[910B1] band_ms is missing"),
+    ("band-extra-key", B, ("band_ms =", "spread = 5\nband_ms ="), "[910B1] has no key 'spread'"),
+    (
+        "band-duplicate",
+        B,
+        ("band_ms = [2865.0, 3167.0]\n", "band_ms = [2865.0, 3167.0]\nband_ms = [1.0, 2.0]\n"),
+        "Cannot overwrite a value",
+    ),
+    ("band-bom", B, ("# Steady", "\ufeff# Steady"), "byte order mark"),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "name", "change", "error"), SCHEMA_ROWS, ids=[row[0] for row in SCHEMA_ROWS]
+)
+def test_a_hand_edited_ci_file_is_read_against_its_schema(
+    tmp_path: Path, case: str, name: str, change: tuple[str, str], error: str
+) -> None:
+    """Each row: one line, naming the file and quoting what it says, exit 2, the file kept."""
+    kit = kit_copy(tmp_path / "kit")
+    path = kit / "ci" / name
+    text = path.read_text(encoding="utf-8")
+    broken = text.replace(*change, 1)
+    assert broken != text, change
+    path.write_text(broken, encoding="utf-8")
+    if name == T:
+        done = ascendci_cli(kit, "image", "github", "linux-aarch64-a2b3-4", bin_dir=tmp_path)
+    else:
+        bin_dir = npu_smi_stub(tmp_path / "bin", "910B1-host-8-chips")
+        done = ascendci_cli(kit, "band", bin_dir=bin_dir)
+    one_line_error(done, 2, error)
+    assert f"ci/{name}" in done.stderr
+    assert path.read_text(encoding="utf-8") == broken  # what the user wrote is kept
 
 
 # --- the model, as each pool lays it out ---------------------------------------------------------
@@ -814,33 +1125,207 @@ MIRROR = "http://cache.pool.local/pypi/simple"
             },
         ),
         ({}, {}),  # nothing set: nothing named, each installer keeps its own default
+        # the image's pip.conf in root's home, the job's HOME elsewhere: pip is pointed at it, uv told
+        (
+            {"PIP_CONFIG_FILE": "", "root": f"{MIRROR}\n"},
+            {"PIP_CONFIG_FILE": "{t}/root/.config/pip/pip.conf", "UV_DEFAULT_INDEX": MIRROR},
+        ),
+        # the job's HOME has a pip.conf of its own: pip's order keeps it above root's
+        (
+            {"PIP_CONFIG_FILE": "", "root": f"{MIRROR}\n", "home": "http://mine/simple\n"},
+            {"UV_DEFAULT_INDEX": "http://mine/simple"},
+        ),
+        # a variable beats the config files, as in pip
+        (
+            {"PIP_CONFIG_FILE": "", "root": f"{MIRROR}\n", "UV_INDEX_URL": "http://var/simple"},
+            {
+                "PIP_CONFIG_FILE": "{t}/root/.config/pip/pip.conf",
+                "PIP_INDEX_URL": "http://var/simple",
+                "UV_INDEX_URL": "http://var/simple",
+            },
+        ),
     ],
-    ids=["uv-only", "pip-only", "extra-indexes", "none"],
+    ids=[
+        "uv-only",
+        "pip-only",
+        "extra-indexes",
+        "none",
+        "image-pip-conf",
+        "home-pip-conf",
+        "variable-first",
+    ],
 )
 def test_the_job_takes_the_pools_index_from_its_environment(
     tmp_path: Path, given: dict[str, str], expected: dict[str, str]
 ) -> None:
+    given = dict(given)
+    for who, where in (("root", "root"), ("home", "home")):
+        if who in given:
+            conf = tmp_path / where / ".config/pip/pip.conf"
+            conf.parent.mkdir(parents=True)
+            conf.write_text(f"[global]\nindex-url = {given.pop(who)}")
+    expected = {k: v.format(t=tmp_path) for k, v in expected.items()}
     script = f'source "{KIT_ROOT}/ci/ascend/index.sh"\n' + "".join(
-        f'echo "{v}=${{{v}:-}}"\n' for v in INDEX_VARS
+        f'echo "{v}=${{{v}:-}}"\n' for v in (*INDEX_VARS, "PIP_CONFIG_FILE")
     )
     env = {
         "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
-        "HOME": str(tmp_path),
+        "HOME": str(tmp_path / "home"),
+        "KIT_POOL_HOME": str(tmp_path / "root"),
         "PIP_CONFIG_FILE": os.devnull,
         **given,
     }
+    env = {k: v for k, v in env.items() if v}
     done = subprocess.run(
         ["bash", "-c", script], env=env, capture_output=True, text=True, check=False
     )
     assert done.returncode == 0, done.stderr
     seen = dict(line.split("=", 1) for line in done.stdout.splitlines())
-    assert {k: v for k, v in seen.items() if v} == expected
+    assert {k: v for k, v in seen.items() if v and v != os.devnull} == expected
     for path in (
         JOB,
         KIT_ROOT / "ci/ascend/buildkite-upload.sh",
         KIT_ROOT / "ci/ascend/Dockerfile",
     ):
         assert "pypi.org" not in path.read_text() and "--index-url" not in path.read_text()
+
+
+POOL_HOST = "cache-service.nginx-pypi-cache.svc.cluster.local"
+
+
+class Mirror:
+    """A PEP 503 index on 127.0.0.1 that lists no files and records each page asked for: an install
+    that reaches it fails "no matching distribution", and the record shows where it looked."""
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+        asked = self.asked
+
+        class Pages(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+                asked.append(self.path)
+                body = b"<!DOCTYPE html><html><body></body></html>"
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Pages)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def pool(self, value: str) -> str:
+        """A pool variable's value, pointed at this mirror."""
+        return value.replace(POOL_HOST, f"127.0.0.1:{self.port}" if "/" in value else "127.0.0.1")
+
+    def projects(self) -> set[str]:
+        return {path.strip("/").split("/")[-1] for path in self.asked}
+
+
+def pool_variables(kind: str) -> dict[str, str]:
+    """The package-index variables the job sets, as the workflow / the Buildkite step write them."""
+    if kind == "github":
+        env = load_yaml(WORKFLOW.read_text())["jobs"]["e2e"]["env"]
+    else:
+        env = load_yaml(STEP.read_text())["steps"][0]["env"]
+    return {k: v for k, v in env.items() if k.startswith(("PIP_", "UV_"))}
+
+
+@pytest.fixture
+def mirror() -> Any:
+    served = Mirror()
+    yield served
+    served.server.shutdown()
+
+
+@pytest.mark.parametrize("pool", ["github", "buildkite", "image-pip-conf"])
+def test_each_jobs_installs_see_the_pools_index(tmp_path: Path, mirror: Mirror, pool: str) -> None:
+    """The tools stage (pip) and uv, run as the job runs them, in an environment holding only the
+    pool's variables (or only the image's pip.conf in root's home, HOME elsewhere): every
+    requirement is asked of the pool's mirror."""
+    home, root = tmp_path / "github-home", tmp_path / "root"
+    home.mkdir()
+    env = {
+        "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
+        "HOME": str(home),
+        "KIT_POOL_HOME": str(root),
+        "KIT_TOOLS_VENV": str(tmp_path / "tools"),
+    }
+    if pool == "image-pip-conf":
+        (root / ".config/pip").mkdir(parents=True)
+        (root / ".config/pip/pip.conf").write_text(
+            f"[global]\nindex-url = http://127.0.0.1:{mirror.port}/pypi/simple\n"
+            "trusted-host = 127.0.0.1\n"
+        )
+    else:
+        variables = pool_variables(pool)
+        assert any(POOL_HOST in v for v in variables.values()), variables
+        env |= {k: mirror.pool(v) for k, v in variables.items()}
+    kit_repo(tmp_path / "checkout")
+    done = subprocess.run(
+        ["bash", str(tmp_path / "checkout/ci/ascend/job.sh"), "tools"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    # pip asked the mirror for the first of the kit's tools, found nothing there, and stopped
+    assert done.returncode != 0 and "from versions: none" in done.stderr, done.stderr
+    first = next(
+        line.split("==")[0]
+        for line in (KIT_ROOT / "ci/kit-tools.txt").read_text().splitlines()
+        if line and not line.startswith("#")
+    )
+    assert first in mirror.projects(), mirror.asked
+    # uv, as nox runs it for the session venvs, in the environment job.sh gives every stage
+    mirror.asked.clear()
+    uv = shutil.which("uv", path=str(Path(sys.executable).parent)) or shutil.which("uv")
+    assert uv, "uv is one of the kit's tools (ci/kit-tools.txt)"
+    script = (
+        f'source "{tmp_path}/checkout/ci/ascend/index.sh"\n'
+        f'"{uv}" pip install --dry-run --no-cache --python "{sys.executable}" --target "{tmp_path}/t" '
+        "websockets\n"
+    )
+    done = subprocess.run(
+        ["bash", "-c", script], env=env, capture_output=True, text=True, check=False, timeout=120
+    )
+    assert done.returncode != 0 and mirror.projects() == {"websockets"}, (done.stderr, mirror.asked)
+
+
+def test_every_install_in_the_job_comes_after_the_pools_index() -> None:
+    """job.sh: index.sh is sourced before any stage runs, and no install names an index itself."""
+
+    def problems(text: str) -> list[str]:
+        if "source ci/ascend/index.sh\n" not in text:
+            return ["ci/ascend/index.sh is never sourced"]
+        before = text.split("source ci/ascend/index.sh\n", 1)[0]
+        found = [
+            f"installs before index.sh: {w}"
+            for w, pattern in (("pip install", r'/bin/pip"? install'), ("nox", r'/bin/nox"? '))
+            if re.search(pattern, before)
+        ]
+        return found + [
+            f"names an index: {w}" for w in ("--index-url", "-i ", "pypi.org") if w in text
+        ]
+
+    text = JOB.read_text()
+    assert problems(text) == []
+    late = text.replace("source ci/ascend/index.sh\n", "") + "source ci/ascend/index.sh\n"
+    assert problems(late) == [
+        "installs before index.sh: pip install",
+        "installs before index.sh: nox",
+    ]
+    assert problems(text.replace("source ci/ascend/index.sh\n", "")) == [
+        "ci/ascend/index.sh is never sourced"
+    ]
+    assert problems(text.replace("install --quiet", "install --index-url http://x --quiet")) == [
+        "names an index: --index-url"
+    ]
 
 
 # --- Buildkite: what is uploaded comes from the default branch ---------------------------------
@@ -894,7 +1379,7 @@ SETTINGS_STEP = next(
 
 
 def agent_run(
-    agent: Path, bin_dir: Path, command: str
+    agent: Path, bin_dir: Path, command: str, path: str = ""
 ) -> tuple[subprocess.CompletedProcess[str], list[tuple[str, str]]]:
     """``command`` as a Buildkite agent runs it in its checkout (``$$`` is Buildkite's escaped ``$``),
     with a stand-in buildkite-agent that records each upload (the file, and the queue and image it
@@ -911,7 +1396,7 @@ def agent_run(
     )
     env = {
         **GIT_ENV,
-        "PATH": f"{bin_dir}:{Path(sys.executable).parent}:/usr/bin:/bin",
+        "PATH": path or f"{bin_dir}:{Path(sys.executable).parent}:/usr/bin:/bin",
         "HOME": str(agent.parent),
         "RECORDS": str(records),
         "BUILDKITE_PIPELINE_DEFAULT_BRANCH": "main",
@@ -974,6 +1459,36 @@ def test_a_pr_that_edits_the_pipeline_cannot_skip_the_approval(tmp_path: Path) -
     assert "no block step offers exactly ci/ascend/targets.toml's queues" in problems
 
 
+def test_the_upload_step_refuses_an_agent_without_python_3_11_in_one_line(tmp_path: Path) -> None:
+    main = tmp_path / "src"
+    kit_repo(main)
+    git(tmp_path, "clone", "-q", "--bare", str(main), "origin.git")
+    git(tmp_path, "clone", "-q", "origin.git", "agent")
+    # a CPU agent whose only python is 3.10: a stand-in (no such interpreter here) beside the tools
+    # the step needs
+    bin_dir = tmp_path / "bin"
+    for tool in ("git", "tar", "mktemp", "rm", "cat", "ls", "wc", "cp", "bash", "env"):
+        found = shutil.which(tool, path="/usr/bin:/bin")
+        assert found, tool
+        (bin_dir / tool).parent.mkdir(parents=True, exist_ok=True)
+        (bin_dir / tool).symlink_to(found)
+    stub(bin_dir / "python3", '[ "$1" = -V ] && echo "Python 3.10.12" && exit 0\nexit 1\n')
+    upload = next(
+        s for s in load_yaml(PIPELINE.read_text())["steps"] if s.get("key") == "upload-ascend-e2e"
+    )["command"]
+    done, uploads = agent_run(tmp_path / "agent", bin_dir, upload, path=str(bin_dir))
+    assert uploads == [] and done.returncode == 2, done.stderr
+    assert done.stderr.splitlines() == [
+        "kit: error: the upload step needs Python 3.11 or newer (tomllib) and this agent has "
+        "Python 3.10.12 -- run it on a CPU queue whose agents have python3.11+ "
+        "(.buildkite/ascend-e2e.yml agents), or install one there"
+    ]
+    # the same agent with a python3.11 beside it: that one is taken
+    stub(bin_dir / "python3.11", f'exec "{sys.executable}" "$@"\n')
+    done, uploads = agent_run(tmp_path / "agent", bin_dir, upload, path=str(bin_dir))
+    assert done.returncode == 0 and uploads and f"image={DIGEST}" in uploads[0][1], done.stderr
+
+
 # --- dry runs in a pool's container: another uid owns the checkout, HOME is empty ----------------
 
 MODEL = TARGETS["model"]["repo"]
@@ -1021,6 +1536,7 @@ def pool_job(tmp_path: Path, *stages: str, env: dict[str, str]) -> subprocess.Co
         env={
             "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
             "ASCEND_ROOT": str(cann_tree(tmp_path / "Ascend")),
+            "KIT_POOL_HOME": str(tmp_path / "pool-root"),
             **env,
         },
     )
@@ -1057,6 +1573,129 @@ def test_dry_run_in_a_pool_container_gets_to_the_first_step_that_needs_a_card(
     assert (
         home / ".gitconfig"
     ).read_text() == f"[safe]\n\tdirectory = {checkout}\n"  # the workspace, once
+
+
+# The pools as they are: an A3 pod of 4 chips on 2 NPU ids, a 910B3 pod (the a2b3 pools), a pool that
+# sets ASCEND_RT_VISIBLE_DEVICES itself. (name, npu-smi sample, environment, the cards line, the note)
+POOL_DRY_RUNS = [
+    (
+        "A3-4-chips-on-2-npu-ids",
+        "A3-pod-4-chips-on-2-npu-ids",
+        {},
+        "kit: cards Ascend910: 0: npu-smi id 2 chip 0 Ascend910 OK, 1: npu-smi id 2 chip 1 "
+        "Ascend910 OK, 2: npu-smi id 3 chip 0 Ascend910 OK, 3: npu-smi id 3 chip 1 Ascend910 OK",
+        "no band for Ascend910",
+    ),
+    (
+        "910B3",
+        "910B3-pod-4-chips",
+        {},
+        "kit: cards 910B3: 0: npu-smi id 0 910B3 OK, 1: npu-smi id 1 910B3 OK, 2: npu-smi id 2 "
+        "910B3 OK, 3: npu-smi id 3 910B3 OK",
+        "no band for 910B3",
+    ),
+    (
+        "preset-visible-devices",
+        "910B1-host-8-chips",
+        {"ASCEND_RT_VISIBLE_DEVICES": "0,1,2,3"},
+        "; ASCEND_RT_VISIBLE_DEVICES=0,1,2,3 preset, the cards asked for",
+        "",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "sample", "given", "cards", "note"), POOL_DRY_RUNS, ids=[r[0] for r in POOL_DRY_RUNS]
+)
+def test_dry_run_on_each_pools_chips_gets_past_the_cards_and_the_band(
+    tmp_path: Path, case: str, sample: str, given: dict[str, str], cards: str, note: str
+) -> None:
+    """job.sh commit e2e with the pool's npu-smi table: the commit, the model, the chips (counted,
+    selected, the preset ASCEND_RT_VISIBLE_DEVICES) and their band pass; it stops where the e2e
+    needs the kit's tools (nox), before anything runs on a card."""
+    head = kit_repo(tmp_path / "checkout")
+    (tmp_path / "home").mkdir()
+    bin_dir = npu_smi_stub(tmp_path / "bin", sample)
+    env = {
+        "HOME": str(tmp_path / "home"),
+        "KIT_ASCEND_COMMIT": head,
+        "KIT_TOOLS_VENV": str(tmp_path / "none"),
+        "KIT_ASCEND_MODEL_DIR": str(model_at(tmp_path / "model")),
+        "PATH": f"{bin_dir}:{Path(sys.executable).parent}:/usr/bin:/bin",
+        **given,
+    }
+    done = pool_job(tmp_path, "commit", "e2e", env=env)
+    lines = done.stderr.splitlines()
+    assert done.returncode == 2 and lines[-1].startswith(
+        f"kit: error: the kit's tools are not in {tmp_path}/none"
+    ), done.stderr
+    assert cards in lines[0] and len(lines) == 2 + bool(note), lines
+    assert note in done.stderr
+    band = "2865:3167" if sample.startswith("910B1") else ascendci.BASELINE_BAND
+    assert f"kit: the model: {tmp_path}/model\n" in done.stdout and "Traceback" not in done.stderr
+    # the band the e2e would be judged by: 910B1's, else the open band of a baseline run
+    assert f"kit: the band: {band}\n" in done.stdout
+
+
+@pytest.mark.e2e  # the series applied in a copy of the kit (e2e_kit)
+@pytest.mark.parametrize(
+    ("case", "sample", "given", "cards", "note"), POOL_DRY_RUNS, ids=[r[0] for r in POOL_DRY_RUNS]
+)
+def test_the_e2e_preflight_on_each_pools_chips_stops_at_the_first_card_call(
+    e2e_kit: Workspace,
+    tmp_path: Path,
+    case: str,
+    sample: str,
+    given: dict[str, str],
+    cards: str,
+    note: str,
+) -> None:
+    """`python -m scripts e2e MODEL` as the job's e2e stage runs it, with the pool's npu-smi table and
+    a stand-in CANN environment: the model, the checkout, the inputs, the chips and CANN pass; the
+    first failure is the first call on a card, importing torch_npu in the base python."""
+    try:
+        verify_current(e2e_kit.checkout, load_pin(e2e_kit.pin_file), load_series(e2e_kit.patches))
+    except KitError:
+        applied = subprocess.run(
+            [sys.executable, "-m", "scripts", "apply"],
+            cwd=e2e_kit.root,
+            capture_output=True,
+            text=True,
+        )
+        assert applied.returncode == 0, applied.stdout + applied.stderr
+    bin_dir = npu_smi_stub(tmp_path / "bin", sample)
+    cann = cann_tree(tmp_path / "Ascend")
+    env = {
+        "PATH": f"{bin_dir}:{Path(sys.executable).parent}:/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "ASCEND_HOME_PATH": str(cann / "ascend-toolkit"),
+        "ATB_HOME_PATH": str(cann / "nnal/atb"),
+        "KIT_E2E_CARDS": "0,1,2,3",
+        **given,
+    }
+    model = model_at(tmp_path / "model")
+    done = subprocess.run(
+        [sys.executable, "-m", "scripts", "e2e", str(model), "--python", sys.executable],
+        cwd=e2e_kit.root,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    one_line_error(done, 2, f"real torch_npu not importable with {sys.executable}")
+    # the check bites: the same run with a chip the pod lacks stops at the cards, before CANN
+    short = {**env, "KIT_E2E_CARDS": "0,1,2,3,4,5,6,7,8"}
+    done = subprocess.run(
+        [sys.executable, "-m", "scripts", "e2e", str(model), "--python", sys.executable],
+        cwd=e2e_kit.root,
+        env=short,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    one_line_error(done, 2, "not visible: this job sees")
 
 
 # --- the job's refusals: one line each, nothing run ----------------------------------------------
