@@ -13,16 +13,18 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from conftest import Kit
 from faulttable import Row, commit, fixup, inject, one_line_error, run_row, steps
+from kithelpers import leg_kit, shared_env_ready
 
 from scripts import records
 from scripts.checkout.pristine import combined_diff
-from scripts.errors import failed_where, os_fix
+from scripts.errors import failed_where, os_fix, pytest_exit
 from scripts.mutation import mutate
 
 Setup = Callable[[Kit, Path], object]
@@ -302,3 +304,98 @@ def test_fix_names_the_path_the_os_gave() -> None:
     assert failed_where(given, ".work") == "/"
     assert failed_where(OSError(errno.EROFS, "x"), ".work") == ".work"
     assert os_fix(given, failed_where(given, ".work")).startswith("make / writable")
+
+
+# ---- 2: every command keeps the README's exit codes, whatever pytest under it returns ----
+
+# Real pytest runs, one per outcome a command can meet: (test file, pytest arguments, the kit's code).
+OUTCOMES = {
+    "passed": ("def test_ok():\n    pass\n", [], 0),
+    "failed": ("def test_no():\n    assert False\n", [], 1),
+    "collection-error": ("import no_such_module_anywhere\n", [], 1),
+    "usage-error": ("def test_ok():\n    pass\n", ["--bogus-pytest-flag"], 2),
+    "nothing-collected": ("def test_ok():\n    pass\n", ["-k", "zzz_nothing"], 1),
+    "internal-error": ("", ["-p", "no_such_plugin_module"], 2),
+    "ended-by-sigterm": ("import os, signal\nos.kill(os.getpid(), signal.SIGTERM)\n", [], 130),
+    "killed-by-sigkill": ("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n", [], 2),
+}
+# Every runner of pytest in the kit reports through errors.pytest_exit, under its own name.
+RUNNERS = ("bench's pytest", "leg stock's pytest", "leg npu's pytest", "pytest")
+
+
+@pytest.mark.parametrize("outcome", OUTCOMES)
+def test_each_pytest_outcome_is_one_readme_code_and_one_line(outcome: str, tmp_path: Path) -> None:
+    source, extra, code = OUTCOMES[outcome]
+    (tmp_path / "test_case.py").write_text(source, encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *extra, "test_case.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTEST_ADDOPTS": "", "PYTEST_PLUGINS": ""},
+    )
+    for runner in RUNNERS:
+        said = pytest_exit(runner, done.returncode)
+        assert (0 if said is None else said.exit_code) == code, (outcome, done.returncode, said)
+        assert code in (0, 1, 2, 130)
+        if said is not None:  # one line: what, then the fix, naming the runner
+            assert "\n" not in str(said) and " -- " in str(said) and str(said).startswith(runner)
+
+
+def test_an_exit_outside_pytests_codes_is_a_setup_error_not_a_pass() -> None:
+    for rc in (6, 77, 255):
+        said = pytest_exit("bench's pytest", rc)
+        assert said is not None and said.exit_code == 2 and f"exited {rc}" in said.what
+
+
+# The commands themselves on the real leg env: bench and test give the same code for the same
+# pytest outcome, with one kit line, and leave the real record as it was.
+COMMANDS = [
+    ("bench -k zzz_nothing", 1, "collected no test (exit 5)", "bench-npu-gather"),
+    ("bench --bogus-pytest-flag", 2, "refused its command line (exit 4", "bench-npu-gather"),
+    ("test stock -k zzz_nothing", 1, "collected no test (exit 5)", "test-stock"),
+    ("test stock --bogus-pytest-flag", 2, "refused its command line (exit 4", "test-stock"),
+]
+
+
+@pytest.mark.legs
+def test_commands_map_pytests_exit_the_same_way(tmp_path: Path) -> None:
+    kit = leg_kit(tmp_path / "kit")
+    for leg in ("stock", "npu"):
+        shared_env_ready(kit, leg)
+    kit.run("apply", check=True)
+    for args, code, needle, record in COMMANDS:
+        records.write(kit.records, record, REAL)
+        before = (kit.records / f"{record}.json").read_bytes()
+        proc = kit.run(*args.split())
+        # pytest's own output (torch's warnings, its usage text) comes first; the kit's one line last
+        out = proc.stdout + proc.stderr
+        kit_lines = [line for line in out.splitlines() if line.startswith("kit: error: ")]
+        assert proc.returncode == code and "Traceback" not in out, out[-3000:]
+        assert len(kit_lines) == 1 and needle in kit_lines[0], out[-3000:]
+        assert proc.stderr.rstrip().splitlines()[-1] == kit_lines[0]
+        assert (kit.records / f"{record}.json").read_bytes() == before, args
+        assert not list(kit.records.glob(f"{record}-narrowed.json")), args
+
+
+def test_a_narrowed_run_is_recorded_beside_the_full_record() -> None:
+    """test, bench and mutate: the full record's name only for the whole work."""
+    from argparse import Namespace
+
+    from scripts.commands import bench
+    from scripts.commands import mutate as mutate_command
+    from scripts.legs import legrun
+
+    assert legrun.record_name("npu", "") == "test-npu"
+    assert legrun.record_name("npu", "--changed") == "test-npu-changed"
+    assert legrun.record_name("npu", "pytest arguments") == "test-npu-narrowed"
+    assert bench.record_name([]) == "bench-npu-gather"
+    assert bench.record_name(["-k", "gather"]) == "bench-npu-gather-narrowed"
+
+    def args(series: bool, only: list[str], operator: list[str]) -> Namespace:
+        return Namespace(series_tests=series, only=only, operator=operator)
+
+    assert mutate_command.record_name(args(True, [], [])) == "mutate-series"
+    assert mutate_command.record_name(args(True, ["k"], [])) == "mutate-series-narrowed"
+    assert mutate_command.record_name(args(False, [], ["guard"])) == "mutate-narrowed"
+    assert mutate.partial_name("mutate-series") == "mutate-series-partial"
