@@ -288,9 +288,55 @@ def aimed_at(
     )
 
 
+def autosquash(
+    checkout: Path, groups: list[Group], commits: list[Commit]
+) -> dict[str, Commit] | None:
+    """git's own `rebase -i --autosquash` folds the `fixup!` commits: old commit id -> the patch's
+    folded commit; None (the checkout as it was) where git's way would break an edit-loop invariant,
+    and the kit folds by hand (reorder, rebuild).
+
+    Only where every fold is a `fixup!`: git's squash!/amend! joins messages through the commit
+    editor and its cleanup (a `#` line dropped, the squash's text below the trailer block), which
+    the round trip forbids. git aims by subject: its todo must be the kit's aim, by commit (the
+    sequence editor checks it), else git does not start. Its result must keep each patch's message,
+    author and final tree, else it is undone."""
+    if not any(g.folds for g in groups) or any(
+        kind != "fixup" for g in groups for kind, _ in g.folds
+    ):
+        return None
+    expected = checkout / ".git" / "kit-autosquash-todo"
+    expected.write_text(
+        "".join(
+            f"pick {g.patch.sha}\n" + "".join(f"fixup {c.sha}\n" for _, c in g.folds)
+            for g in groups
+        ),
+        encoding="utf-8",
+    )
+    try:
+        proc = gitcmd.rebase_autosquash(checkout, PRISTINE_TAG, expected)
+    finally:
+        expected.unlink(missing_ok=True)
+    folded = read_commits(checkout, f"{PRISTINE_TAG}..HEAD") if proc.returncode == 0 else []
+    kept = (
+        len(folded) == len(groups)
+        and folded[-1].tree == commits[-1].tree
+        and all(
+            new.message == g.patch.message and new.author == g.patch.author
+            for g, new in zip(groups, folded, strict=True)
+        )
+    )
+    if not kept:  # a conflict, an empty result git stops at, or other bytes: the kit's own way
+        undo_to(checkout, commits[-1].sha)
+        return None
+    return {c.sha: new for g, new in zip(groups, folded, strict=True) for c in g.commits}
+
+
 def reorder(checkout: Path, groups: list[Group], commits: list[Commit]) -> dict[str, Commit]:
     """Each fold right after its patch: old commit id -> the commit in that order (replayed only if
-    new)."""
+    new); plain fixups folded by git's autosquash where it keeps the invariants."""
+    by_git = autosquash(checkout, groups, commits)
+    if by_git is not None:
+        return by_git
     wanted = [c for g in groups for c in g.commits]
     if [c.sha for c in wanted] == [c.sha for c in commits]:
         return {c.sha: c for c in commits}

@@ -399,3 +399,59 @@ def test_a_narrowed_run_is_recorded_beside_the_full_record() -> None:
     assert mutate_command.record_name(args(True, ["k"], [])) == "mutate-series-narrowed"
     assert mutate_command.record_name(args(False, [], ["guard"])) == "mutate-narrowed"
     assert mutate.partial_name("mutate-series") == "mutate-series-partial"
+
+
+# ---- issue 57, item 4: plain fixups folded by git's own autosquash ----
+
+
+def fold_then_refresh(
+    kit: Kit, tmp: Path, by_git: bool, monkeypatch: pytest.MonkeyPatch
+) -> tuple[str, dict[str, bytes]]:
+    """A fixup of 0001 committed on top (so it must move under its patch), then refresh; the HEAD it
+    leaves and patches/."""
+    from scripts.checkout import refresh
+
+    more_rope(kit, tmp)
+    fixup("double-attn", {"vllm_omni/attn.py": "def attend(q):\n    return q * 3\n"})(kit, tmp)
+    if not by_git:  # the kit's hand-written fold, for the comparison only
+        monkeypatch.setattr(refresh, "autosquash", lambda *_args: None)
+    proc = kit.run("refresh")
+    assert proc.returncode == 0, proc.stderr
+    assert "folded fixup!/squash!/amend! commits" in proc.stdout
+    return kit.git("rev-parse", "HEAD").strip(), {
+        p.name: p.read_bytes() for p in kit.patches.iterdir()
+    }
+
+
+def test_git_autosquash_folds_plain_fixups_as_the_kit_did(
+    kit3: Kit, kit3_template: Kit, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """git's fold and the kit's own give the same commits (ids) and patches/ byte for byte; git's
+    actually ran (the reflog holds its rebase)."""
+    from conftest import clone
+
+    other = clone(kit3_template, tmp_path / "hand")
+    by_git = fold_then_refresh(kit3, tmp_path, True, monkeypatch)
+    reflog = kit3.git("reflog", "-n", "20")
+    assert "rebase (fixup)" in reflog, reflog
+    by_hand = fold_then_refresh(other, tmp_path, False, monkeypatch)
+    assert by_git == by_hand
+    assert len(kit3.git("rev-list", "pristine..HEAD").split()) == 3
+
+
+def test_a_fixup_git_would_aim_elsewhere_is_folded_by_commit(kit3: Kit, tmp_path: Path) -> None:
+    """`fixup! <commit>` of a fold, and a later fixup of the patch: git's autosquash would order them
+    otherwise than the kit (its chains); its todo is refused unstarted and the kit folds by hand, by
+    commit."""
+    more_rope(kit3, tmp_path)
+    first_fold = kit3.git("rev-parse", "HEAD").strip()
+    rope = kit3.checkout / "vllm_omni/layers/rope.py"
+    rope.write_text(rope.read_text() + "# again\n")
+    kit3.git("commit", "-qam", f"fixup! {first_fold}")
+    more_rope(kit3, tmp_path)
+    proc = kit3.run("refresh")
+    assert proc.returncode == 0, proc.stderr
+    assert len(kit3.git("rev-list", "pristine..HEAD").split()) == 3
+    assert "rebase (fixup)" not in kit3.git("reflog", "-n", "20")  # git's todo was refused
+    text = (kit3.patches / "0001-fix-ten.patch").read_text()
+    assert "+# more\n+# again\n+# more\n" in text, text
