@@ -45,17 +45,19 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
         "-q",
         "-s",
     ]
-    rc = subprocess.run([*cmd, *args.pytest_args], cwd=ws.root, env=env).returncode
-    check_pytest("bench's pytest", rc)
-    if not figures.is_file():
+    try:
+        rc = subprocess.run([*cmd, *args.pytest_args], cwd=ws.root, env=env).returncode
+        check_pytest("bench's pytest", rc)
+        data = json.loads(figures.read_text(encoding="utf-8")) if figures.is_file() else None
+    finally:  # a refused run leaves no figures behind, not even aside
+        figures.unlink(missing_ok=True)
+    if data is None:
         raise ChildFailed(
             "bench measured nothing: every benchmark was deselected, so no figure is recorded",
             "run it without -k (python -m scripts bench), or select a benchmark of "
             "tests/regression/bench_npu_gather.py",
             1,
         )
-    data = json.loads(figures.read_text(encoding="utf-8"))
-    figures.unlink()
     name = record_name(args.pytest_args)
     path = records.write(
         ws.records,

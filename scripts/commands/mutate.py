@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shutil
 import time
 
 from scripts import records
@@ -58,8 +59,11 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
         progress(f"allowlist entry matches no mutant (stale; remove it): {key}")
     tree = mutate.make_workspace(ws.mutate_dir / "workspace", ws.checkout, ws.root)
     legs = ("stock",) if args.series_tests else ("stock", "npu")
-    workers = {leg: mutate.start_worker(ws, leg, tree) for leg in legs}
+    workers: dict[str, mutate.Worker] = {}
+    refused = False
     try:
+        for leg in legs:  # one that fails to start: those started before it are closed below
+            workers[leg] = mutate.start_worker(ws, leg, tree)
         series_tests = mutate.added_tests(series_diff, tree) if args.series_tests else None
         kept: dict[str, mutate.Outcome] = {}
         if args.series_tests:  # an interrupted run's kills too (its partial record)
@@ -79,9 +83,14 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
             kept,
             record_name(args),
         )
+    except mutate.MutateError:
+        refused = True
+        raise
     finally:
         for worker in workers.values():
             worker.close()
+        if refused:  # a refusal leaves nothing made: the scratch copy goes, once no worker uses it
+            shutil.rmtree(tree.parent, ignore_errors=True)
 
 
 def record_name(args: argparse.Namespace) -> str:

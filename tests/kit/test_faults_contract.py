@@ -353,6 +353,8 @@ def test_an_exit_outside_pytests_codes_is_a_setup_error_not_a_pass() -> None:
 COMMANDS = [
     ("bench -k zzz_nothing", 1, "collected no test (exit 5)", "bench-npu-gather"),
     ("bench --bogus-pytest-flag", 2, "refused its command line (exit 4", "bench-npu-gather"),
+    # pytest passes (the report test skips), but no benchmark ran: no figure
+    ("bench -k zz_report", 1, "bench measured nothing", "bench-npu-gather"),
     ("test stock -k zzz_nothing", 1, "collected no test (exit 5)", "test-stock"),
     ("test stock --bogus-pytest-flag", 2, "refused its command line (exit 4", "test-stock"),
 ]
