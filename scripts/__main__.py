@@ -36,7 +36,7 @@ if (
     )  # path/to/scripts -> the kit, so `scripts` imports
 
 from scripts import signals
-from scripts.errors import KitError, os_fix
+from scripts.errors import KitError, failed_where, os_fix
 from scripts.report import fail, kept_output
 from scripts.workspace import Workspace
 
@@ -222,7 +222,9 @@ def run_command(args: argparse.Namespace, workspace: Workspace) -> int:
     # the last guard: a file the kit could not read or write, named in one line
     except OSError as exc:
         where = f": {exc.filename}" if exc.filename else " (writing a file the system did not name)"
-        fail(f"{args.command}: {exc.strerror or exc}{where} -- {os_fix(exc, '.work')}")
+        # the fix names the folder the kit was given (--evidence-root, a path argument), not a default
+        fix = os_fix(exc, failed_where(exc, ".work"))
+        fail(f"{args.command}: {exc.strerror or exc}{where} -- {fix}")
         return 2
 
 

@@ -27,6 +27,7 @@ import os
 import re
 import shlex
 import subprocess
+import sys
 from pathlib import Path
 
 from scripts import childenv, diffparse
@@ -701,6 +702,33 @@ def rebase_todo(repo: Path, onto: str, todo: Path) -> subprocess.CompletedProces
         onto,
         cwd=repo,
         env={"GIT_SEQUENCE_EDITOR": f"cp {shlex.quote(str(todo))}", "GIT_EDITOR": "true"},
+    )
+
+
+def rebase_autosquash(repo: Path, onto: str, expected: Path) -> subprocess.CompletedProcess[str]:
+    """git's own fold of `fixup!` commits (`rebase -i --autosquash`) onto onto, as rebase_todo keeps
+    ids stable. The sequence editor accepts git's todo only where it is the expected one (the kit's
+    aim, by commit: `<command> <full id>` lines); otherwise the rebase stops before it starts (exit
+    non-zero, nothing changed)."""
+    check = (
+        "import sys; want = [l.split() for l in open(sys.argv[1]) if l.strip()]; "
+        "got = [l.split()[:2] for l in open(sys.argv[2]) if l.strip() and not l.startswith('#')]; "
+        "sys.exit(0 if len(want) == len(got) and all(g[0] == w[0] and w[1].startswith(g[1]) "
+        "for w, g in zip(want, got)) else 1)"
+    )
+    editor = f"{shlex.quote(sys.executable)} -c {shlex.quote(check)} {shlex.quote(str(expected))}"
+    return run(
+        "rebase",
+        "-q",
+        "-i",
+        "--autosquash",
+        "--keep-empty",
+        "--empty=keep",
+        "--no-gpg-sign",
+        "--committer-date-is-author-date",
+        onto,
+        cwd=repo,
+        env={"GIT_SEQUENCE_EDITOR": editor, "GIT_EDITOR": "true"},
     )
 
 

@@ -114,6 +114,7 @@ class Commit:
     parent: str
     author: tuple[str, str, str]  # name, e-mail, date ("<seconds> <zone>")
     message: str
+    encoding: str = ""  # the commit's `encoding` header ("": none, UTF-8)
 
     @property
     def subject(self) -> str:
@@ -165,11 +166,55 @@ def parse_commit(sha: str, raw: bytes) -> Commit:
         fields.get("parent", ""),
         (name, email, date),
         message.decode("utf-8", "surrogateescape"),
+        fields.get("encoding", ""),
     )
 
 
 def read_commits(repo: Path, revs: str) -> list[Commit]:
     return [parse_commit(sha, gitcmd.cat_commit(repo, sha)) for sha in rev_list(repo, revs)]
+
+
+def first_not_utf8(text: str) -> tuple[int, int] | None:
+    """(line number, byte) of the first byte of text that is not UTF-8 (decoded with
+    surrogateescape), None where all of it is."""
+    at = next((i for i, ch in enumerate(text) if "\udc80" <= ch <= "\udcff"), None)
+    return None if at is None else (text.count("\n", 0, at) + 1, ord(text[at]) - 0xDC00)
+
+
+def refuse_not_utf8(checkout: Path, commits: list[Commit]) -> None:
+    """Patch files are UTF-8, and git converts what is not (commit-tree takes other bytes for
+    latin-1, format-patch re-encodes by the `encoding` header): a message, author or e-mail in other
+    bytes would not come back byte for byte. Refused before anything is rebuilt or written, one way
+    for every path (header or none, folded or not)."""
+    utf8 = ("", "utf-8", "utf8")
+    for c in commits:
+        rebase = f"cd {shown(checkout)} && git rebase -i {PRISTINE_TAG}"
+        reword = f"{rebase} (mark {c.sha[:12]} 'reword')"
+        if c.encoding.lower() not in utf8:
+            raise NotRoundTrip(
+                f"{c.shown()}: its message is stored as {c.encoding} (an `encoding` header), and "
+                "patch files are UTF-8: it would not come back byte for byte",
+                f"write it again in UTF-8: {reword}, with i18n.commitEncoding unset; nothing was "
+                "written",
+            )
+        fields = (("message", c.message), ("author name", c.author[0]), ("e-mail", c.author[1]))
+        for what, text in fields:
+            bad = first_not_utf8(text)
+            if bad is None:
+                continue
+            line, byte = bad
+            at = f"line {line}" if what == "message" else "its header"
+            fix = (
+                f"reword it in UTF-8: {reword}"
+                if what == "message"
+                else f"give it a UTF-8 author: {rebase} (mark {c.sha[:12]} 'edit'), git commit "
+                "--amend --author='Name <e-mail>', git rebase --continue"
+            )
+            raise NotRoundTrip(
+                f"{c.shown()}: its {what} is not UTF-8 (byte 0x{byte:02x} at {at}), and patch "
+                "files are UTF-8: it would not come back byte for byte",
+                f"{fix}; nothing was written",
+            )
 
 
 def refuse_merges(checkout: Path) -> None:
@@ -243,9 +288,55 @@ def aimed_at(
     )
 
 
+def autosquash(
+    checkout: Path, groups: list[Group], commits: list[Commit]
+) -> dict[str, Commit] | None:
+    """git's own `rebase -i --autosquash` folds the `fixup!` commits: old commit id -> the patch's
+    folded commit; None (the checkout as it was) where git's way would break an edit-loop invariant,
+    and the kit folds by hand (reorder, rebuild).
+
+    Only where every fold is a `fixup!`: git's squash!/amend! joins messages through the commit
+    editor and its cleanup (a `#` line dropped, the squash's text below the trailer block), which
+    the round trip forbids. git aims by subject: its todo must be the kit's aim, by commit (the
+    sequence editor checks it), else git does not start. Its result must keep each patch's message,
+    author and final tree, else it is undone."""
+    if not any(g.folds for g in groups) or any(
+        kind != "fixup" for g in groups for kind, _ in g.folds
+    ):
+        return None
+    expected = checkout / ".git" / "kit-autosquash-todo"
+    expected.write_text(
+        "".join(
+            f"pick {g.patch.sha}\n" + "".join(f"fixup {c.sha}\n" for _, c in g.folds)
+            for g in groups
+        ),
+        encoding="utf-8",
+    )
+    try:
+        proc = gitcmd.rebase_autosquash(checkout, PRISTINE_TAG, expected)
+    finally:
+        expected.unlink(missing_ok=True)
+    folded = read_commits(checkout, f"{PRISTINE_TAG}..HEAD") if proc.returncode == 0 else []
+    kept = (
+        len(folded) == len(groups)
+        and folded[-1].tree == commits[-1].tree
+        and all(
+            new.message == g.patch.message and new.author == g.patch.author
+            for g, new in zip(groups, folded, strict=True)
+        )
+    )
+    if not kept:  # a conflict, an empty result git stops at, or other bytes: the kit's own way
+        undo_to(checkout, commits[-1].sha)
+        return None
+    return {c.sha: new for g, new in zip(groups, folded, strict=True) for c in g.commits}
+
+
 def reorder(checkout: Path, groups: list[Group], commits: list[Commit]) -> dict[str, Commit]:
     """Each fold right after its patch: old commit id -> the commit in that order (replayed only if
-    new)."""
+    new); plain fixups folded by git's autosquash where it keeps the invariants."""
+    by_git = autosquash(checkout, groups, commits)
+    if by_git is not None:
+        return by_git
     wanted = [c for g in groups for c in g.commits]
     if [c.sha for c in wanted] == [c.sha for c in commits]:
         return {c.sha: c for c in commits}
@@ -571,6 +662,7 @@ def write_back(
     """refresh's steps on a checkout it may read; appends to recorded once the new state is on disk."""
     refuse_merges(checkout)
     commits = read_commits(checkout, f"{PRISTINE_TAG}..HEAD")
+    refuse_not_utf8(checkout, commits)
     groups = plan_folds(commits)
     final = rebuild(checkout, groups, reorder(checkout, groups, commits), list(drop))
     check_accounting(checkout, final, old, list(drop))

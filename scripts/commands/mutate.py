@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shutil
 import time
 
 from scripts import records
@@ -49,21 +50,28 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
         print(table(["line", "operator", "key"], [(m.line, m.operator, m.key) for m in mutants]))
         return 0
     equivalent = mutate.load_equivalent(ws.equivalent_mutants)
+    # Nothing to judge is refused before anything starts: no score of 0/0, no record over a real one.
+    allowlist = ws.equivalent_mutants.relative_to(ws.root).as_posix()
+    refuse_nothing(args, every, chosen, mutants, equivalent, allowlist)
     keys = {m.key for m in every}
     stale = sorted(k for k in equivalent if k not in keys)
     for key in stale:
         progress(f"allowlist entry matches no mutant (stale; remove it): {key}")
     tree = mutate.make_workspace(ws.mutate_dir / "workspace", ws.checkout, ws.root)
     legs = ("stock",) if args.series_tests else ("stock", "npu")
-    workers = {leg: mutate.start_worker(ws, leg, tree) for leg in legs}
+    workers: dict[str, mutate.Worker] = {}
+    refused = False
     try:
+        for leg in legs:  # one that fails to start: those started before it are closed below
+            workers[leg] = mutate.start_worker(ws, leg, tree)
         series_tests = mutate.added_tests(series_diff, tree) if args.series_tests else None
-        previous = (
-            records.read(ws.records, "mutate-series", mutate.RECORD_SCHEMA, mutate.RECORD_OPTIONAL)
-            if args.series_tests
-            else None
-        )
-        kept = mutate.kills_to_keep(previous, state.series_digest)
+        kept: dict[str, mutate.Outcome] = {}
+        if args.series_tests:  # an interrupted run's kills too (its partial record)
+            for earlier in ("mutate-series", mutate.partial_name("mutate-series")):
+                previous = records.read(
+                    ws.records, earlier, mutate.RECORD_SCHEMA, mutate.RECORD_OPTIONAL
+                )
+                kept |= mutate.kills_to_keep(previous, state.series_digest)
         return mutate.run_all(
             ws.records,
             mutants,
@@ -75,7 +83,56 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
             started,
             series_tests,
             kept,
+            record_name(args),
         )
+    except mutate.MutateError:
+        refused = True
+        raise
     finally:
         for worker in workers.values():
             worker.close()
+        if refused:  # a refusal leaves nothing made: the scratch copy goes, once no worker uses it
+            shutil.rmtree(tree.parent, ignore_errors=True)
+
+
+def record_name(args: argparse.Namespace) -> str:
+    """mutate / mutate-series for every mutant of the scope; a run narrowed by --only or --operator
+    is recorded beside it (-narrowed), never over it (the PR body quotes mutate-series)."""
+    name = "mutate-series" if args.series_tests else "mutate"
+    return f"{name}-narrowed" if args.only or args.operator else name
+
+
+def refuse_nothing(
+    args: argparse.Namespace,
+    every: list[mutate.Mutant],
+    chosen: list[mutate.Mutant],
+    mutants: list[mutate.Mutant],
+    equivalent: dict[str, str],
+    allowlist: str,
+) -> None:
+    """A run with no mutant to judge is a refusal, not a score of 100 % of nothing."""
+    scope = "mutate --series-tests" if args.series_tests else "mutate"
+    if not every:
+        raise mutate.MutateError(
+            "the series adds no line under vllm_omni/ a mutant can change: nothing to mutate",
+            "no mutation score is measured for it; add the code first",
+        )
+    if not chosen:
+        raise mutate.MutateError(
+            f"{scope}: the series adds no NPU-branch line: nothing to mutate",
+            "run python -m scripts mutate (every added line) instead",
+        )
+    if not mutants:
+        given = " ".join(
+            [*(f"--only {t}" for t in args.only), *(f"--operator {o}" for o in args.operator)]
+        )
+        raise mutate.MutateError(
+            f"{given} matches none of the {len(chosen)} mutants of {scope}",
+            f"list their keys: python -m scripts {scope} --list",
+        )
+    if all(m.key in equivalent for m in mutants):
+        raise mutate.MutateError(
+            f"all {len(mutants)} chosen mutants are listed as equivalent "
+            f"({allowlist}): nothing to run",
+            "choose others (--list), or run without --only/--operator",
+        )

@@ -321,6 +321,19 @@ def summarize(
         )
         return out
     per = {name: [t for t in trials if t.variant == name] for name in "AB"}
+    # No delta without intervals behind it: a variant with no trial, or a trial with no steady
+    # chunk, is "not measured", never a verdict.
+    empty = next((t for t in trials if not t.intervals_ms), None)
+    missing = next((name for name, ts in per.items() if not ts), None)
+    if empty is not None or missing is not None:
+        out["verdict"] = "not_measured"
+        out["reason"] = (
+            f"variant {missing} ran no trial"
+            if empty is None
+            else f"trial {empty.record.index} ({empty.variant}) delivered no steady chunk "
+            "(raise --chunks above --warmup-chunks)"
+        ) + "; no delta is reported without steady intervals on both sides"
+        return out
     delta, low, high = bootstrap_delta(
         [t.intervals_ms for t in per["A"]], [t.intervals_ms for t in per["B"]], config.ab_confidence
     )
@@ -466,8 +479,9 @@ def execute(
             {"verdict": "interrupted", "reason": reason, "evidence": str(folder)},
         )
         raise
-    complete = all(t.record.status == "ok" for t in trials)
+    complete = bool(trials) and all(t.record.status == "ok" for t in trials)
     summary = summarize(config, trials, lossless(folder, trials) if complete else None)
+    complete = complete and summary["verdict"] != "not_measured"
     items = checklist(
         ws,
         config,

@@ -15,6 +15,7 @@ from typing import Any
 from scripts import gitcmd
 from scripts.digests import sha256_file
 from scripts.e2e import plot
+from scripts.errors import KitError, failed_where, os_fix
 from scripts.report import markdown_table
 from scripts.series import SeriesError, load_series, series_digest
 from scripts.workspace import Workspace
@@ -69,16 +70,25 @@ class RunRecord:
 
 def create(root: Path) -> Path:
     """A new folder under ``root``; an existing one is never reused."""
-    root.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    for attempt in range(1000):
-        folder = root / (f"e2e-{stamp}-{os.getpid()}" + (f"-{attempt}" if attempt else ""))
-        try:
-            folder.mkdir()
-        except FileExistsError:
-            continue
-        return folder
-    raise RuntimeError(f"no free evidence folder name under {root}")
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        for attempt in range(1000):
+            folder = root / (f"e2e-{stamp}-{os.getpid()}" + (f"-{attempt}" if attempt else ""))
+            try:
+                folder.mkdir()
+            except FileExistsError:
+                continue
+            return folder
+    except OSError as exc:  # the fix names the root the user gave (--evidence-root), not .work
+        raise KitError(
+            f"cannot make an evidence folder under {root} ({exc.strerror or exc})",
+            os_fix(exc, failed_where(exc, str(root))),
+        ) from None
+    raise KitError(
+        f"no free evidence folder name under {root} (1000 taken this second)",
+        f"remove old e2e-* folders from {root}, or give another --evidence-root",
+    )
 
 
 def run_dir(folder: Path, index: int) -> Path:

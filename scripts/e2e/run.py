@@ -227,13 +227,16 @@ def progress(config: E2EConfig, record: RunRecord) -> str:
     if record.status != "ok":
         return f"run {record.index}/{config.runs}: {up}, {record.status}: {record.error.splitlines()[0]}"
     stopped = "stopped, port free" if config.starts_server else "external server left running"
-    return (
-        f"run {record.index}/{config.runs}: {up}, benchmark ok, steady median "
-        f"{record.steady_median_ms or 0:.1f} ms "
-        f"(p99 {record.steady_p99_ms or 0:.1f}, mean {record.steady_mean_ms or 0:.1f}), "
-        f"steady RTF {record.steady_rtf or 0:.3f}, whole-session RTF "
-        f"{record.session_rtf or 0:.3f}; {stopped}"
-    )
+    if record.steady_median_ms is None:  # no figure shown as 0.0 where nothing was measured
+        figures = "no steady chunk: steady figures not measured"
+    else:
+        figures = (
+            f"steady median {record.steady_median_ms:.1f} ms "
+            f"(p99 {record.steady_p99_ms or 0:.1f}, mean {record.steady_mean_ms or 0:.1f}), "
+            f"steady RTF {record.steady_rtf or 0:.3f}"
+        )
+    session = "-" if record.session_rtf is None else f"{record.session_rtf:.3f}"
+    return f"run {record.index}/{config.runs}: {up}, benchmark ok, {figures}, whole-session RTF {session}; {stopped}"
 
 
 def table(runs: Sequence[RunRecord]) -> str:

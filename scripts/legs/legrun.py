@@ -20,10 +20,13 @@ from scripts import records
 from scripts.checkout.pristine import combined_diff
 from scripts.checkout.state import State
 from scripts.diffparse import touched
+from scripts.errors import KitError, pytest_exit
 from scripts.legs import legenv, suite, upstream_tests
 from scripts.report import progress, table
 from scripts.series import ENTRY, load_series
 from scripts.workspace import Workspace
+
+NO_TESTS = 5  # pytest.ExitCode.NO_TESTS_COLLECTED
 
 
 def run_legs(ws: Workspace, state: State, opts: suite.TestArgs) -> int:
@@ -42,15 +45,15 @@ def run_legs(ws: Workspace, state: State, opts: suite.TestArgs) -> int:
     for leg, r in runs.items():  # every leg's record, even when another leg's pytest left no report
         try:
             codes[leg] = finish_leg(ws, state, r, done[leg][0], wanted)
-        except suite.SuiteDidNotRun as exc:
+        except KitError as exc:  # pytest's own exit said why (errors.pytest_exit), or no report
             codes[leg] = exc.exit_code
             unreported.append(exc)
     if len(done) > 1:
         print(
             table(["leg", "result", "seconds", "pristine oracle"], summary_rows(runs, done, codes))
         )
-    if unreported:
-        raise unreported[0]
+    if unreported:  # the gravest one's line (130 over 2 over 1), as the command's exit
+        raise max(unreported, key=lambda exc: exc.exit_code)
     return max(codes.values(), default=0)
 
 
@@ -170,6 +173,14 @@ def plan_leg(
     )
 
 
+def record_name(leg: str, why_not_measured: str) -> str:
+    """test-<leg> for the whole suite alone; a --changed run, or one narrowed by pytest arguments
+    (-k rope), is recorded beside it, never over it."""
+    if not why_not_measured:
+        return f"test-{leg}"
+    return f"test-{leg}-changed" if why_not_measured == "--changed" else f"test-{leg}-narrowed"
+
+
 def run_one(ws: Workspace, run: LegRun) -> tuple[int, float]:
     """One leg's pytest in the foreground, its output live (exit code, seconds)."""
     started = time.monotonic()
@@ -185,6 +196,12 @@ def finish_leg(
     map, its row."""
     leg, out, opts = run.leg, run.out, run.opts
     junit, cov_json, syncs = out / "junit.xml", out / "coverage.json", out / "npu-syncs.json"
+    # pytest's own exit first: a run that collected nothing, was refused or ended records nothing
+    # (no figure without the work behind it); failed tests (1) and collection errors (2) are its
+    # findings, recorded below.
+    failed = pytest_exit(f"leg {leg}'s pytest", rc)
+    if failed is not None and (failed.exit_code != 1 or rc == NO_TESTS):
+        raise failed
     if not junit.is_file():
         raise suite.SuiteDidNotRun(
             f"leg {leg}: pytest exited {rc} without a report", "see pytest's output above"
@@ -212,8 +229,9 @@ def finish_leg(
     if upstream is not None:
         data["upstream_tests"] = upstream.as_record()
         data["passed_all"] = bool(data["passed_all"]) and upstream.ok
-    # A --changed run never stands in for the full one in reports (the PR body reads test-<leg>).
-    records.write(ws.records, f"test-{leg}" if run.full else f"test-{leg}-changed", data)
+    # A --changed or narrowed run never stands in for the full one in reports (the PR body reads
+    # test-<leg>).
+    records.write(ws.records, record_name(leg, run.why_not_measured), data)
     if (
         counts.ok and rc == 0 and not opts.pytest_args
     ):  # green, and not narrowed by pytest arguments

@@ -36,7 +36,7 @@ import tomllib
 from scripts import procgroup, records
 from scripts.checks.rules import npu_only_lines
 from scripts.diffparse import parse
-from scripts.errors import KitError
+from scripts.errors import KitError, pytest_exit
 from scripts.legs import legenv, probe, suite
 from scripts.report import progress, table
 from scripts.workspace import Workspace
@@ -416,7 +416,13 @@ def mutants_of(path: str, source: str, added: set[int]) -> list[Mutant]:
     """Every mutant of the nodes that start on an added line of one file, each still valid Python."""
     lines = source.splitlines(keepends=True)
     out: list[Mutant] = []
-    tree = ast.parse(source)
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as exc:  # nothing to mutate in a file Python cannot read: said, not a crash
+        raise MutateError(
+            f"{path} is not valid Python (line {exc.lineno}: {exc.msg}): no mutant can be made of it",
+            "fix the file in the checkout (python -m py_compile shows it), then run it again",
+        ) from None
     seen = {
         ast.dump(tree)
     }  # a mutant that parses to the same program is no mutant (e.g. swapping k, k)
@@ -645,6 +651,7 @@ class Worker:
 
     def __init__(self, leg: str, python: Path, env: dict[str, str], cwd: Path) -> None:
         self.leg = leg
+        self.last_rc: int | None = None  # the last pytest run's exit code (None: timed out)
         script = cwd / SUITE / "_mutant_worker.py"
         # Its own session: a Ctrl-C reaches the kit only, which then stops the worker (close()).
         self.proc = procgroup.start(
@@ -673,6 +680,7 @@ class Worker:
         self.proc.stdin.write(json.dumps({"args": args, "timeout": timeout}) + "\n")
         self.proc.stdin.flush()
         reply = self._reply()
+        self.last_rc = reply["rc"]
         if reply["rc"] is None:
             return "timeout", ""
         return (
@@ -757,12 +765,13 @@ def summary_rows(outcomes: list[Outcome]) -> list[tuple[str, int, int, int, int,
     return rows
 
 
-def score(outcomes: list[Outcome]) -> float:
-    """Killed (timeouts count as killed) over the non-equivalent mutants."""
+def score(outcomes: list[Outcome]) -> float | None:
+    """Killed (timeouts count as killed) over the non-equivalent mutants; None where no mutant was
+    judged (no score of nothing: 0/0 is not 100 %)."""
     counted = [o for o in outcomes if o.status != "equivalent"]
-    return (
-        sum(o.status in ("killed", "timeout") for o in counted) / len(counted) if counted else 1.0
-    )
+    if not counted:
+        return None
+    return sum(o.status in ("killed", "timeout") for o in counted) / len(counted)
 
 
 def record(
@@ -774,6 +783,7 @@ def record(
     series_only: bool = False,
 ) -> dict[str, object]:
     survivors = [o.key for o in outcomes if o.status == "survived"]
+    judged = score(outcomes)
     scope = (
         {"scope": "npu-branch", "tests": SERIES_TESTS, **branch_lines(outcomes)}
         if series_only
@@ -784,16 +794,21 @@ def record(
         "series_digest": series_digest,
         "complete": len(outcomes) == total,
         "mutants": len(outcomes),
-        "score": round(score(outcomes), 4),
+        "score": None if judged is None else round(judged, 4),
         "seconds": round(seconds, 1),
         "survivors": survivors,
         "stale_allowlist_entries": stale,
         "outcomes": [asdict(o) for o in outcomes],
-        "passed": len(outcomes) == total and not survivors and not stale,
+        "passed": judged is not None and len(outcomes) == total and not survivors and not stale,
     }
 
 
 # -- the command -----------------------------------------------------------------------------------
+
+
+def partial_name(name: str) -> str:
+    """The record of a run still going (or interrupted): beside the finished one, never over it."""
+    return f"{name}-partial"
 
 
 def start_worker(ws: Workspace, leg: str, tree: Path) -> Worker:
@@ -820,12 +835,19 @@ def run_all(
     started: float,
     series_tests: dict[str, str] | None = None,
     kept: dict[str, Outcome] | None = None,
+    name: str = "",
 ) -> int:
-    """Every mutant in turn (a kill in kept is not run again); the record is `mutate`, or
-    `mutate-series` for the series' own tests alone."""
+    """Every mutant in turn (a kill in kept is not run again); the record is `name` (default
+    `mutate`, or `mutate-series` for the series' own tests alone). While the run goes on, its
+    outcomes so far are `<name>-partial` (what an interrupted run leaves to the next): the last
+    finished record stays until this one finishes."""
+    if not mutants:
+        raise MutateError(
+            "no mutant to run: a score of none would be 0/0", "choose mutants (mutate --list)"
+        )
     kept = kept or {}
     series_only = series_tests is not None
-    name = "mutate-series" if series_only else "mutate"
+    name = name or ("mutate-series" if series_only else "mutate")
     npu_only = {
         path: npu_only_lines((tree / path).read_text(encoding="utf-8"))
         for path in {m.path for m in mutants}
@@ -837,8 +859,12 @@ def run_all(
             began = time.monotonic()
             result, failure = worker.run(tests_for(path, series_tests), 1800)
             if result != "passed":
+                # pytest's own reason where it gave one (errors.pytest_exit): no test collected is
+                # not a failing test
+                said = pytest_exit("pytest", worker.last_rc) if worker.last_rc is not None else None
+                why = said.what.removeprefix("pytest: ") if said is not None else "a timeout"
                 raise MutateError(
-                    f"leg {leg} fails {path}'s tests on the unmutated series ({failure})",
+                    f"leg {leg} on {path}'s tests, unmutated: {why} ({failure})",
                     "make both legs green first (nox -s test)",
                 )
             progress(
@@ -864,7 +890,7 @@ def run_all(
         outcomes.append(outcome)
         records.write(
             records_dir,
-            name,
+            partial_name(name),
             record(
                 outcomes,
                 stale,
@@ -891,12 +917,12 @@ def run_all(
             print(f"survived: {o.key}")
     data = record(outcomes, stale, elapsed, series_digest, len(mutants), series_only)
     records.write(records_dir, name, data)
+    (records_dir / f"{partial_name(name)}.json").unlink(missing_ok=True)
     if series_only:
         progress(
             "NPU-branch lines shown run by the series' own tests: "
             f"{data['lines_run']}/{data['lines']}"
         )
-    progress(
-        f"mutation score {data['score']:.1%} ({len(outcomes)} mutants) in {elapsed / 60:.1f} min"
-    )
+    shown = "not measured (no mutant judged)" if data["score"] is None else f"{data['score']:.1%}"
+    progress(f"mutation score {shown} ({len(outcomes)} mutants) in {elapsed / 60:.1f} min")
     return 0 if data["passed"] else 1

@@ -221,3 +221,16 @@ def test_standin_crashed_b_trial_is_reported_not_averaged_away(
     )
     assert done.returncode == 1
     assert_crashed_b(doc)
+
+
+def test_a_trial_without_a_steady_interval_is_not_measured_never_a_verdict() -> None:
+    """No delta without the intervals behind it: a trial that delivered no steady chunk (fewer chunks
+    than asked) makes the A/B not_measured, where the bootstrap would have drawn from nothing."""
+    done = trials(noisy_trials(300.0, seed=1), noisy_trials(300.0, seed=2))
+    done[2].intervals_ms = []  # the second trial of B
+    doc = summarize(done, LOSSLESS)
+    assert doc["verdict"] == "not_measured" and "delta_ms" not in doc and "lossless" not in doc
+    assert "trial 3 (B) delivered no steady chunk" in doc["reason"]
+    for trial in done:
+        trial.intervals_ms = []
+    assert summarize(done, None)["verdict"] == "not_measured"

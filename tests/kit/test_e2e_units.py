@@ -195,6 +195,17 @@ def test_verdict_order_failure_then_determinism_then_band() -> None:
     )
 
 
+def test_a_run_without_a_steady_chunk_shows_no_figure_and_never_passes() -> None:
+    """No band verdict and no 0.0 ms where no steady chunk was measured."""
+    cfg = config.parse_args(WS, ["--band", "100:200"], {})
+    empty = RunRecord(1, "ok", steady_median_ms=None, in_band=None)
+    shown = run.progress(cfg, empty)
+    assert "no steady chunk: steady figures not measured" in shown and "0.0 ms" not in shown
+    assert run.verdict([empty], None, cfg)[0] == "out_of_band"
+    measured = RunRecord(1, "ok", steady_median_ms=150.0, in_band=True)
+    assert "steady median 150.0 ms" in run.progress(cfg, measured)
+
+
 def test_both_clients_always_get_an_image(tmp_path: Path) -> None:
     # Upstream's client downloads a default image without --image: the kit always passes one.
     cfg = config.parse_args(WS, ["--width", "16", "--height", "32"], {})

@@ -426,12 +426,14 @@ def test_a_carriers_loop_runs_changed_modules_and_keeps_and_rebuilds_the_oracle_
     results = cache / oracle_cache.ORACLE_RESULTS
     results.write_bytes(results.read_bytes()[:1000])  # a torn write
     narrowed = kit.run("test", "stock", "-k", "test_pristine_results_come_from_the_pristine_tree")
-    used = oracle_used(narrowed, "test-stock")
+    used = oracle_used(narrowed, "test-stock-narrowed")
     assert used["source"] == "computed" and "corrupt" in used["reason"], used
-    # narrowed by pytest arguments: no full record, so no coverage measured (and the row says why)
+    # narrowed by pytest arguments: recorded beside the full record, never over it, and no coverage
+    # measured (the row says why)
     assert "not measured (pytest arguments)" in narrowed.stdout
-    record = json.loads((records / "test-stock.json").read_text())
+    record = json.loads((records / "test-stock-narrowed.json").read_text())
     assert record["full_suite"] is False and record["npu_branch_lines_executed"] is None
+    assert json.loads((records / "test-stock.json").read_text())["full_suite"]
     assert not (records / "test-stock" / "coverage.json").exists()
     key = {k: used[k] for k in ("pristine_commit", "env_stamp", "threads")}
     assert oracle_cache.oracle_stale_reason(cache, key) is None

@@ -130,6 +130,13 @@ def test_an_unlisted_survivor_fails_the_run_the_summary_counts_per_operator_and_
     assert mutate.score(survived) == pytest.approx(2 / 3)
     assert mutate.record(clean, ["stale key"], 1.0, "digest", total=3)["passed"] is False
     assert mutate.record(clean, [], 1.0, "digest", total=5)["passed"] is False  # unfinished
+    # nothing judged is no score: not 100 % of nothing, and no pass
+    for nothing in ([], [outcome("equivalent")]):
+        assert mutate.score(nothing) is None
+        data = mutate.record(nothing, [], 1.0, "digest", total=len(nothing))
+        assert data["score"] is None and data["passed"] is False
+    with pytest.raises(MutateError, match="no mutant to run"):
+        mutate.run_all(Path("/nonexistent"), [], {}, [], Path("/nonexistent"), {}, "d", 0.0)
     rows = mutate.summary_rows(
         [outcome("killed"), outcome("survived"), outcome("timeout", "slice")]
     )
