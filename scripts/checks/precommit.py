@@ -225,6 +225,9 @@ class PreCommit:
     argv: tuple[str, ...]
     version: str
     home: Path  # PRE_COMMIT_HOME: its hook envs, made once and reused
+    # where the scratch copies go (.work): not the user's TMPDIR, whose tool configs a hook that
+    # looks in the folders above its tree would read
+    scratch: Path
 
     def env(self, tool_home: Path) -> dict[str, str]:
         """The child environment (scripts/childenv.py) plus the user's package index for the
@@ -254,7 +257,7 @@ def find_pre_commit(work: Path) -> PreCommit:
     # PRE_COMMIT_HOME (pre-commit's own variable) shares one store between clones
     key = f"pre-commit-{version}-py{sys.version_info.major}.{sys.version_info.minor}"
     home = os.environ.get("PRE_COMMIT_HOME") or str(work / "pre-commit" / key)
-    return PreCommit((sys.executable, "-m", "pre_commit"), version, Path(home))
+    return PreCommit((sys.executable, "-m", "pre_commit"), version, Path(home), work)
 
 
 def run_pre_commit(
@@ -481,7 +484,8 @@ def run_gates(
     import yaml  # pre-commit's own dependency: present wherever pre-commit is
 
     files = sorted(p for p in touched if os.path.lexists(tree / p))
-    with tempfile.TemporaryDirectory(prefix="kit-gates-") as tmp:
+    pc.scratch.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=pc.scratch, prefix=".gates-") as tmp:
         scratch, home, config = Path(tmp) / "tree", Path(tmp) / "home", Path(tmp) / "config.yaml"
         home.mkdir()
         scratch_copy(tree, scratch)

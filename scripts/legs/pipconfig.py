@@ -1,5 +1,5 @@
 """pip's index settings carried over to uv: uv reads neither pip.conf nor PIP_*, and Ascend users keep
-their mirror there. Used wherever the kit runs uv (leg envs, gate envs, pin resolution)."""
+their mirror there. Used wherever the kit runs uv (leg envs, pin resolution)."""
 
 from __future__ import annotations
 

@@ -269,7 +269,6 @@ def rope_with(changed: dict[int, str]) -> str:
 
 # ---- what the lint and pr tests share: the kit's ruff, upstream's SPDX header, a submitter ----
 
-RUFF = shutil.which("ruff", path=str(Path(sys.executable).parent)) or "ruff"
 SPDX = (
     "# SPDX-License-Identifier: Apache-2.0\n"
     "# SPDX-FileCopyrightText: Copyright contributors to the vLLM-Omni project\n"
