@@ -32,6 +32,7 @@ import tomllib
 
 from scripts import childenv, gitcmd, pipindex, procgroup
 from scripts.errors import KitError
+from scripts.report import progress
 
 CONFIG = ".pre-commit-config.yaml"
 RELEASE_CONFIG = "upstream-pre-commit-config.yaml"  # in ci/
@@ -311,15 +312,18 @@ def config_error(source: GateSource, said: str) -> GateError:
 # ---- the scratch copy -------------------------------------------------------------------------
 
 
-def scratch_copy(tree: Path, dest: Path) -> None:
-    """dest: a git repository holding tree's tracked files as they are in its working tree (links
-    as links), every file in the index, so pre-commit sees what a hook changes."""
-    names = [n for n in gitcmd.git("ls-files", "-z", cwd=tree).split("\0") if n]
+def scratch_copy(tree: Path, dest: Path, only: list[str] | None) -> None:
+    """dest: a git repository pre-commit runs in, every file in its index (so that pre-commit sees
+    what a hook changes): tree's HEAD (a tree's own hooks read its other files), or only the files
+    named (the release config's hooks read nothing else), links as links."""
+    if only is None:
+        # objects borrowed from tree (read only), files written by git itself: fast for a whole tree
+        gitcmd.git("clone", "-q", "--shared", "--no-checkout", str(tree), str(dest), cwd=tree)
+        gitcmd.git("checkout", "-q", "HEAD", "--", ".", cwd=dest)
+        return
     dest.mkdir(parents=True)
-    for name in names:
+    for name in only:
         src, out = tree / name, dest / name
-        if not src.is_symlink() and not src.is_file():
-            continue
         out.parent.mkdir(parents=True, exist_ok=True)
         if src.is_symlink():
             os.symlink(os.readlink(src), out)
@@ -488,12 +492,13 @@ def run_gates(
     with tempfile.TemporaryDirectory(dir=pc.scratch, prefix=".gates-") as tmp:
         scratch, home, config = Path(tmp) / "tree", Path(tmp) / "home", Path(tmp) / "config.yaml"
         home.mkdir()
-        scratch_copy(tree, scratch)
+        scratch_copy(tree, scratch, None if source.is_tree else files)
         given = scratch / CONFIG if source.is_tree else source.release_config
         assert given is not None
         if not source.is_tree:
+            # the release config's ruff and typos settings, by path from the tree's root
+            (scratch / "ci").mkdir(exist_ok=True)
             for name in RELEASE_FILES:
-                (scratch / "ci").mkdir(exist_ok=True)
                 shutil.copyfile(given.parent / name, scratch / "ci" / name)
         if not os.path.lexists(given):
             return GateResult([], [], [], "")
@@ -520,6 +525,12 @@ def run_gates(
                 gitcmd.last_line(done.stdout),
             )
             raise config_error(source, said.split("...", 1)[-1].lstrip("."))
+        for line in done.stdout.splitlines():
+            if line.startswith("[INFO] Installing environment for "):
+                made = line.removeprefix("[INFO] Installing environment for ").rstrip(".")
+                progress(
+                    f"pre-commit made the hook env of {made} in {pc.home} (reused from now on)"
+                )
         runs = hook_runs(done.stdout)
         found = findings_of(pc, runs, args, scratch, home, files, rewritten, tree, source)
     versions = hook_versions(rewritten)
