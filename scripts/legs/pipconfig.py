@@ -3,9 +3,8 @@ their mirror there. Used wherever the kit runs uv (leg envs, pin resolution)."""
 
 from __future__ import annotations
 
-import re
-
 from scripts.kittools import pip_config_list
+from scripts.pipindex import pip_settings
 
 # pip option -> uv option.
 _PIP_TO_UV = {
@@ -22,23 +21,6 @@ UV_INDEX_VARS = (
     "UV_EXTRA_INDEX_URL",
     "UV_FIND_LINKS",
 )
-_SCOPE_RANK = {
-    "global": 0,
-    "install": 1,
-    ":env:": 2,
-}  # pip: environment beats [install] beats [global]
-
-
-def pip_settings(config_list: str) -> dict[str, str]:
-    """The effective pip settings from `pip config list` output (files already merged by pip)."""
-    best: dict[str, tuple[int, str]] = {}
-    for line in config_list.splitlines():
-        match = re.fullmatch(r"(:env:|global|install)\.([\w-]+)='(.*)'", line.strip())
-        if match:
-            rank, key, value = _SCOPE_RANK[match[1]], match[2], match[3]
-            if key not in best or rank >= best[key][0]:
-                best[key] = (rank, value)
-    return {key: value for key, (_, value) in best.items()}
 
 
 def uv_index_args(

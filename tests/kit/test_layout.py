@@ -17,7 +17,7 @@ from conftest import KIT_ROOT
 STAGES: dict[int, tuple[str, ...]] = {
     0: (
         *"errors workspace digests report records childenv gitcmd gitproc worklock".split(),
-        *"diffparse kittools signals handfile".split(),
+        *"diffparse kittools signals handfile procgroup pipindex".split(),
     ),
     1: ("pin", "registry"),
     2: ("series", "revisions"),
