@@ -129,9 +129,11 @@ def lint_checkout(ws: Workspace, tools: Tools, patches: list[Patch]) -> tuple[Se
 
 def tools_for(ws: Workspace) -> Tools:
     """The lint tools, found once before anything runs."""
+    # pre-commit first: without it (and its pyyaml) nothing below can run
+    pre_commit = precommit.find_pre_commit(ws.work)
     table = precommit.load_table(ws.ci_dir / precommit.PACKAGES)
     release = precommit.plan_rows(
         (ws.ci_dir / precommit.RELEASE_CONFIG).read_text(encoding="utf-8"), table, False
     )
     ruff = next((v for hook, v, _ in release if hook == "ruff-check"), "")
-    return Tools(precommit.find_pre_commit(ws.work), table, ws.ci_dir, ruff)
+    return Tools(pre_commit, table, ws.ci_dir, ruff)

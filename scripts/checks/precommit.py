@@ -156,46 +156,24 @@ def unchecked_hook(hook: Mapping[str, object], why: str) -> dict[str, object]:
 def registry_hooks(repo: Mapping[str, object], table: HookTable) -> list[dict[str, object]]:
     """A remote repository's hooks as local hooks from the registry, or unchecked."""
     url, rev = str(repo.get("repo", "")), str(repo.get("rev", ""))
-    hooks = [h for h in repo.get("hooks") or [] if isinstance(h, dict)]
     known = table.find(url)
     version = known.version(rev) if known else None
     out = []
-    for hook in hooks:
+    for hook in (h for h in repo.get("hooks") or [] if isinstance(h, dict)):
         if known is None:
-            out.append(
-                unchecked_hook(
-                    hook,
-                    f"{url} at {rev}: no registry package the kit maps "
-                    f"this repository to (ci/{PACKAGES})",
-                )
-            )
+            why = f"{url} at {rev}: no registry package the kit maps this repository to"
         elif version is None:
-            out.append(
-                unchecked_hook(
-                    hook, f"rev {rev} of {url} is no release of {known.package} on the registry"
-                )
-            )
+            why = f"rev {rev} of {url} is no release of {known.package} on the registry"
         elif hook.get("id") not in known.hooks:
-            out.append(
-                unchecked_hook(
-                    hook,
-                    f"{url} at {rev}: hook {hook.get('id')} is not in "
-                    f"the kit's table of {known.package} (ci/{PACKAGES})",
-                )
-            )
+            why = f"{url} at {rev}: hook {hook.get('id')} is not in the kit's table of {known.package}"
         else:
-            manifest = dict(known.hooks[str(hook["id"])])
             deps = [f"{known.package}=={version}", *(hook.get("additional_dependencies") or [])]
             # what the config sets wins over the manifest, as pre-commit merges them
-            out.append(
-                {
-                    "id": hook["id"],
-                    **manifest,
-                    **hook,
-                    "language": "python",
-                    "additional_dependencies": deps,
-                }
-            )
+            manifest = known.hooks[str(hook["id"])]
+            local = {**manifest, **hook, "language": "python", "additional_dependencies": deps}
+            out.append({"id": hook["id"], **local})
+            continue
+        out.append(unchecked_hook(hook, f"{why} (ci/{PACKAGES})"))
     return out
 
 
@@ -229,13 +207,15 @@ class PreCommit:
     # where the scratch copies go (.work): not the user's TMPDIR, whose tool configs a hook that
     # looks in the folders above its tree would read
     scratch: Path
+    # the user's package index, for the installs pre-commit makes (read once: scripts/pipindex.py)
+    index: Mapping[str, str] = field(default_factory=dict)
 
     def env(self, tool_home: Path) -> dict[str, str]:
         """The child environment (scripts/childenv.py) plus the user's package index for the
         installs pre-commit makes, its store, and git without the user's config."""
         return {
             **childenv.tool_env(tool_home),
-            **pipindex.installer_env(os.environ),
+            **self.index,
             "PRE_COMMIT_HOME": str(self.home),
             "GIT_CONFIG_NOSYSTEM": "1",
             "GIT_CONFIG_GLOBAL": os.devnull,
@@ -258,7 +238,8 @@ def find_pre_commit(work: Path) -> PreCommit:
     # PRE_COMMIT_HOME (pre-commit's own variable) shares one store between clones
     key = f"pre-commit-{version}-py{sys.version_info.major}.{sys.version_info.minor}"
     home = os.environ.get("PRE_COMMIT_HOME") or str(work / "pre-commit" / key)
-    return PreCommit((sys.executable, "-m", "pre_commit"), version, Path(home), work)
+    index = pipindex.installer_env(os.environ)
+    return PreCommit((sys.executable, "-m", "pre_commit"), version, Path(home), work, index)
 
 
 def run_pre_commit(
