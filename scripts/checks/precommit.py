@@ -280,10 +280,11 @@ def one_line(validation: str) -> str:
     return " > ".join(parts) or (validation.strip().splitlines() or ["no message"])[-1]
 
 
-def config_error(source: GateSource, said: str) -> GateError:
+def config_error(source: GateSource, said: str, by: str = "validate-config") -> GateError:
+    """One line quoting what pre-commit said of the config (`pre-commit <by>` says the same)."""
     where = f"{CONFIG} of {source.where}" if source.is_tree else f"ci/{RELEASE_CONFIG}"
     fix = (
-        f"fix the tree's {CONFIG} (plain `pre-commit validate-config` says the same)"
+        f"fix the tree's {CONFIG} (plain `pre-commit {by}` says the same)"
         if source.is_tree
         else "restore it from git"
     )
@@ -482,7 +483,7 @@ def run_gates(
             for name in RELEASE_FILES:
                 shutil.copyfile(given.parent / name, scratch / "ci" / name)
         if not os.path.lexists(given):
-            return GateResult([], [], [], "")
+            return GateResult([], [], [("(none)", "", f"the tree has no {CONFIG}: no hooks")], "")
         try:
             data = yaml.safe_load(given.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, yaml.YAMLError):
@@ -505,7 +506,14 @@ def run_gates(
                 (ln.strip() for ln in done.stdout.splitlines() if "error has occurred" in ln),
                 gitcmd.last_line(done.stdout),
             )
-            raise config_error(source, said.split("...", 1)[-1].lstrip("."))
+            said = said.split("...", 1)[-1].lstrip(".")
+            if "[INFO] Installing environment for " in done.stdout:
+                raise GateError(
+                    f"pre-commit could not make a hook env: {said}",
+                    "check your package index (pip's settings reach pre-commit) and the hooks' "
+                    f"additional_dependencies; pre-commit's log: {pc.home}/pre-commit.log",
+                )
+            raise config_error(source, said, "run")
         for line in done.stdout.splitlines():
             if line.startswith("[INFO] Installing environment for "):
                 made = line.removeprefix("[INFO] Installing environment for ").rstrip(".")
