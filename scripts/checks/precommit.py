@@ -650,7 +650,7 @@ def fix_of(f: HookFinding, source: GateSource) -> str:
             "repository can be reached, or leave the file"
         )
     if f.file == CONFIG and " lacks " in f.message:
-        script = f.message.split(" ", 2)[1]
+        script = f.message.split(" ", 2)[1].rstrip(",")
         return f"add {script} to {source.where}, or drop hook {f.hook} from its {CONFIG}"
     if f.file == CONFIG:
         where = source.where if source.is_tree else "a checkout of the patched tree"

@@ -301,7 +301,10 @@ CONFIG_FORMS = [
         local(hook("checker", "python tools/missing_check.py", "python")),
         {},
         1,
-        "checker runs tools/missing_check.py, which {where} lacks",
+        # what the user can act on once the scratch copy is gone: their tree, the file, the hook
+        "checker runs tools/missing_check.py, which {where} lacks (its .pre-commit-config.yaml "
+        "names it in hook checker's entry) (fix: add tools/missing_check.py to {where}, or drop "
+        "hook checker from its .pre-commit-config.yaml)",
     ),
     ("not-yaml", "repos: [1\n", {}, 2, "while parsing a flow sequence"),
     ("not-a-mapping", "- a\n", {}, 2, "is not a config pre-commit runs"),
