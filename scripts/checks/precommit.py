@@ -295,13 +295,13 @@ def config_error(source: GateSource, said: str, by: str = "validate-config") -> 
 
 
 def scratch_copy(tree: Path, dest: Path, only: list[str] | None) -> None:
-    """dest: a git repository pre-commit runs in, every file in its index (so that pre-commit sees
-    what a hook changes): tree's HEAD (a tree's own hooks read its other files), or only the files
-    named (the release config's hooks read nothing else), links as links."""
+    """dest: a git repository pre-commit runs in, every file committed (so that pre-commit, and
+    reset_hard after a fixing hook, see what a hook changes): a clone of tree's HEAD (a tree's own
+    hooks read its other files), or only the files named (the release config's hooks read nothing
+    else), links as links."""
     if only is None:
-        # objects borrowed from tree (read only), files written by git itself: fast for a whole tree
-        gitcmd.git("clone", "-q", "--shared", "--no-checkout", str(tree), str(dest), cwd=tree)
-        gitcmd.git("checkout", "-q", "HEAD", "--", ".", cwd=dest)
+        # a local clone: objects linked (never written), files written by git itself
+        gitcmd.clone(tree, dest)
         return
     dest.mkdir(parents=True)
     for name in only:
@@ -311,8 +311,10 @@ def scratch_copy(tree: Path, dest: Path, only: list[str] | None) -> None:
             os.symlink(os.readlink(src), out)
         else:
             shutil.copy2(src, out)
-    gitcmd.git("init", "-q", cwd=dest)
-    gitcmd.git("add", "-A", cwd=dest)
+    gitcmd.init(dest)
+    # a series that only deletes files leaves nothing to commit (and no hook anything to change)
+    if only:
+        gitcmd.commit_everything(dest, "the files lint judges", "2000-01-01T00:00:00+00:00")
 
 
 # ---- reading pre-commit's output --------------------------------------------------------------
@@ -604,7 +606,7 @@ def alone(
 ) -> list[HookFinding]:
     """run's hook again, alone, on the tree's files: the lines it changes, and the lines it names
     (a fixer names lines of the file it fixed: each is taken back to the tree's line)."""
-    gitcmd.git("checkout", "-q", "--", ".", cwd=scratch)
+    gitcmd.reset_hard(scratch)
     done = run_pre_commit(pc, ["run", run.id, *args[1:]], scratch, home)
     again = next((r for r in hook_runs(done.stdout) if r.id == run.id), run)
     mine: list[HookFinding] = []
@@ -621,7 +623,7 @@ def alone(
     for f in located(again, files):
         line = back.get(f.file, {}).get(f.line, f.line)
         mine.append(HookFinding(f.hook, f.file, line, f.message, f.whole_file))
-    gitcmd.git("checkout", "-q", "--", ".", cwd=scratch)
+    gitcmd.reset_hard(scratch)
     return mine
 
 
