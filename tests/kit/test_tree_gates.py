@@ -23,6 +23,7 @@ from conftest import (
     SMALL_UPSTREAM,
     SPDX,
     Kit,
+    commit_patch,
     copy_kit,
     lint,
     make_series,
@@ -454,16 +455,9 @@ def alive(pid: int) -> bool:
 def test_a_link_is_no_file_to_the_hooks_nor_to_the_spdx_rule(small_kit: Kit) -> None:
     small_kit.run("apply", check=True)
     (small_kit.checkout / "tools").mkdir()
-    (small_kit.checkout / "tools/npu.py").write_text(SPDX + "X = 1\n", encoding="utf-8")
     os.symlink("npu.py", small_kit.checkout / "tools/npu_alias.py")
-    git("add", "-A", cwd=small_kit.checkout)
-    git(
-        "commit",
-        "-q",
-        "-m",
-        "[NPU] Module\n\nWhy.\n\nUpstream-Status: Pending\nKit-Patch: npu-module\n",
-        cwd=small_kit.checkout,
-        env=AUTHOR,
+    commit_patch(
+        small_kit.checkout, {"tools/npu.py": SPDX + "X = 1\n"}, "[NPU] Module", "npu-module"
     )
     small_kit.run("refresh", check=True)
     code, out = lint(small_kit)
