@@ -30,7 +30,6 @@ import nox  # noqa: E402
 # the kit's scripts/, for the pins and the leg names
 sys.path.insert(0, str(Path(__file__).parent))
 from scripts import kittools, pipindex  # noqa: E402
-from scripts.checks.hooks import load_hooks, packages  # noqa: E402
 from scripts.commands import test as test_command  # noqa: E402
 from scripts.errors import KitError  # noqa: E402
 from scripts.kittools import KIT_TIERS, kit_tests_command  # noqa: E402
@@ -39,8 +38,6 @@ from scripts.workspace import Workspace  # noqa: E402
 
 KIT = Workspace(Path(__file__).parent)
 KIT_TOOLS = KIT.kit_tools
-# upstream's gate, at its pins
-UPSTREAM_HOOKS = packages(load_hooks(KIT.upstream_hooks))
 
 # the version pinned in ci/kit-tools.txt (what the README installs)
 nox.needs_version = ">=2026.10.20"
@@ -118,21 +115,19 @@ def refresh(session: nox.Session) -> None:
     run_kit(session, "refresh", posargs=without_test_flags(session.posargs))
 
 
-def gate_tools(session: nox.Session) -> list[str]:
-    """Install upstream's pre-commit hooks at its pins (ci/upstream-hooks.toml) and pyyaml (a git
-    target's gates are read from its .pre-commit-config.yaml; --onto judges YAML patches as data);
-    the lint options."""
-    install(session, pinned("pyyaml"), *UPSTREAM_HOOKS)
-    return ["--ruff", str(Path(session.bin) / "ruff"), "--hooks-bin", session.bin]
+def gate_tools(session: nox.Session) -> None:
+    """Install the pinned pre-commit (it runs upstream's hooks, each in an env it makes once under
+    .work/pre-commit) and pyyaml (--onto judges YAML patches as data)."""
+    install(session, pinned("pre-commit"), pinned("pyyaml"))
 
 
 @nox.session(venv_backend=VENV_BACKEND)
 def lint(session: nox.Session) -> None:
     """Upstream's pre-commit hooks at its pins (typos, ruff, whitespace, ...), KIT001-KIT007, the
     off-NPU proof."""
-    # in the session's python: a git target's gates are read with pyyaml, which gate_tools installs
-    # there
-    session.run("python", "-m", "scripts", "lint", *gate_tools(session), *session.posargs)
+    # in the session's python, where gate_tools installs pre-commit
+    gate_tools(session)
+    session.run("python", "-m", "scripts", "lint", *session.posargs)
 
 
 @nox.session(venv_backend="none")
@@ -162,8 +157,8 @@ for _leg in LEGS:
 def kit(session: nox.Session) -> None:
     """The kit's own tests (tests/kit), default tier: not legs, e2e or network; in parallel
     (pytest-xdist)."""
-    # the lint tests run upstream's hooks
-    install(session, "-r", str(KIT_TOOLS), *UPSTREAM_HOOKS)
+    # pre-commit among them: the lint tests run it
+    install(session, "-r", str(KIT_TOOLS))
     session.run(*kit_tests_command("default", session.posargs))
 
 
@@ -174,7 +169,7 @@ def kit_tier(tier: str) -> None:
     @nox.session(name=f"kit(tier='{tier}')", venv_backend=VENV_BACKEND, default=False)
     def one(session: nox.Session) -> None:
         """The kit's own tests of one tier (flags after -- go to pytest)."""
-        install(session, "-r", str(KIT_TOOLS), *UPSTREAM_HOOKS)
+        install(session, "-r", str(KIT_TOOLS))
         session.run(*kit_tests_command(tier, session.posargs))
 
 
@@ -208,9 +203,10 @@ def mutate(session: nox.Session) -> None:
 def pr(session: nox.Session) -> None:
     """Prepare the upstream PR: signed-off branch, format-patch files, PR body from records, precheck,
     range-diff."""
-    # pip: --onto fetches the release; gate_tools brings pyyaml for its gates
+    # pip: --onto fetches the release; gate_tools brings pre-commit for its gates
     kit_venv(session)
-    session.run("python", "-m", "scripts", "pr", *gate_tools(session), *session.posargs)
+    gate_tools(session)
+    session.run("python", "-m", "scripts", "pr", *session.posargs)
 
 
 @nox.session(venv_backend=VENV_BACKEND, default=False)

@@ -52,8 +52,9 @@ class Workspace:
         return self.ci_dir / "kit-dev-tools.txt"
 
     @property
-    def upstream_hooks(self) -> Path:
-        return self.ci_dir / "upstream-hooks.toml"
+    def hook_packages(self) -> Path:
+        """The remote hook repositories lint runs from the package registry (precommit.py)."""
+        return self.ci_dir / "hook-packages.toml"
 
     @property
     def regression(self) -> Path:

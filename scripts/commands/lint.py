@@ -8,35 +8,18 @@ from scripts import records
 from scripts.checks.lint import lint_checkout, tools_for
 from scripts.checks.rules import RULE_IDS
 from scripts.commands.common import checkout_lock, current
-from scripts.legs import gateenv
 from scripts.report import progress, table
 from scripts.series import load_series
 from scripts.workspace import Workspace
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    add_tool_arguments(p)
-
-
-def add_tool_arguments(p: argparse.ArgumentParser) -> None:
-    """The tools of upstream's gate: `lint` and `pr`'s precheck take the same."""
-    p.add_argument(
-        "--ruff",
-        default="ruff",
-        help="the ruff executable (upstream's pin: ci/upstream-hooks.toml)",
-    )
-    p.add_argument(
-        "--hooks-bin",
-        metavar="DIR",
-        help="folder of upstream's hook programs (typos, check-yaml, ...; nox -s lint installs them "
-        "from ci/upstream-hooks.toml); default: PATH, then beside the running python",
-    )
+    """No options: pre-commit (pinned in ci/kit-dev-tools.txt, installed by nox -s lint) runs the
+    gates, each hook at its config's rev."""
 
 
 def run(args: argparse.Namespace, ws: Workspace) -> int:
-    tools = tools_for(
-        ws, args.ruff, args.hooks_bin, gateenv.maker(ws)
-    )  # from the caller's folder, once, before anything runs
+    tools = tools_for(ws)  # once, before anything runs
     with checkout_lock(ws, shared=True):
         state = current(ws)
         progress(f"upstream's pre-commit hooks, and {RULE_IDS}, on what the series touches")

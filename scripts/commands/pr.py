@@ -7,15 +7,12 @@ import argparse
 
 from scripts.checks.lint import tools_for
 from scripts.commands.common import checkout_lock
-from scripts.commands.lint import add_tool_arguments
-from scripts.legs import gateenv
 from scripts.pr import prepare, revision
 from scripts.pr.branch import user_identity
 from scripts.workspace import Workspace
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    add_tool_arguments(p)  # the precheck is `lint`
     p.add_argument(
         "--force",
         action="store_true",
@@ -46,8 +43,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, ws: Workspace) -> int:
     prepare.check_flags(args)
     identity = user_identity(ws.root)
-    tools = tools_for(
-        ws, args.ruff, args.hooks_bin, gateenv.maker(ws)
-    )  # from the caller's folder, once
+    tools = tools_for(ws)  # once, before anything runs
     with checkout_lock(ws):  # pr/vN is written into the checkout
         return revision.prepare_revision(ws, args, identity, tools)

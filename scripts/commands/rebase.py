@@ -8,7 +8,6 @@ import contextlib
 from pathlib import Path
 
 from scripts import worklock
-from scripts.checks.hooks import load_hooks
 from scripts.commands.common import checkout_lock
 from scripts.pin import load_pin
 from scripts.rebase import trial
@@ -74,7 +73,7 @@ def tried(args: argparse.Namespace, ws: Workspace) -> int:
         depends = trial.dependent_tests(dropped, trial.test_texts(ws, kept))
         for patch_name, tests in depends.items():
             progress(f"{patch_name} is dropped; tests that exercise its files: {', '.join(tests)}")
-        gates = trial.gates_of(target, repo, load_hooks(ws.upstream_hooks))
+        gates = trial.gates_of(target, repo, ws.ci_dir)
         data = trial.report(pin, target, verdicts, False, depends, gates)
         out = trial.write_report(ws.rebase_dir, name, data, trial.markdown(data, verdicts))
         counts = ", ".join(f"{n} {SHOWN.get(o, o)}" for o, n in data["counts"].items() if n)  # type: ignore[attr-defined]

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from scripts import gitcmd
-from scripts.checkout.pristine import export_tree
 from scripts.checks import precommit
 from scripts.checks.lint import SeriesLint, Tools, lint_tree
 from scripts.checks.proof import OffNpuProof
@@ -116,14 +115,12 @@ def build(
 
 
 def target_gates(
-    clone: Path, base: str, where: str, tools: Tools, proof: OffNpuProof, scratch: Path
+    clone: Path, base: str, where: str, tools: Tools, proof: OffNpuProof
 ) -> SeriesLint:
     """The series on REF (the clone's branch) judged by REF's own gates: its `.pre-commit-config.yaml`
-    and tools/, as upstream's CI will judge the PR; scratch receives REF's tree (ruff format's
-    "before")."""
-    source = precommit.tree_gates(clone, base, where, tools.hooks)
-    export_tree(clone, base, scratch)
-    return lint_tree(tools, source, clone, base, proof, scratch)
+    and tools/, as upstream's CI will judge the PR."""
+    source = precommit.tree_gates(where, base)
+    return lint_tree(tools, source, clone, base, proof)
 
 
 # Where a target tree keeps its PR template and states its DCO rule (GitHub's places, then the usual

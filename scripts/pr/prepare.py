@@ -205,8 +205,7 @@ def put_onto(
         if v.outcome in DROPPED:
             progress(f"{v.name}: left out of {branch} ({v.shown})")
     progress(f"the gates of {ref}: its .pre-commit-config.yaml and tools/, on {branch}")
-    with tempfile.TemporaryDirectory(dir=ws.work, prefix=".pr-onto-base-") as tmp:
-        gates = onto.target_gates(clone, base, f"{url} {ref}", tools, proof, Path(tmp) / "tree")
+    gates = onto.target_gates(clone, base, f"{url} {ref}", tools, proof)
     print(onto.gate_report(gates))
     return Onto(
         kept,

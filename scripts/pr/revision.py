@@ -16,7 +16,6 @@ from scripts import gitcmd, records, revisions
 from scripts.checkout import PRISTINE_TAG
 from scripts.checkout.guards import verify_current
 from scripts.checks import scope
-from scripts.checks.hooks import hook_version
 from scripts.checks.lint import SeriesLint, Tools, lint_checkout
 from scripts.pin import load_pin
 from scripts.pr import onto, prepare
@@ -181,7 +180,7 @@ def compose(
     files = {patch.name: gitcmd.format_patch(b.repo, c) for patch, c in sent}
     ruff = (
         ruff_version,
-        hook_version(tools.hooks, "ruff-check"),
+        tools.ruff_pin,
     )  # (the precheck's, upstream's pin)
     left_out = [
         (patch.name, patch.upstream_status) for patch in p.patches if patch.already_upstream

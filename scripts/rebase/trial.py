@@ -28,8 +28,7 @@ from scripts.checkout.guards import Inspection, guard
 from scripts.checkout.pristine import build_pristine
 from scripts.checkout.refresh import RefreshInterrupted, refresh, swap_into
 from scripts.checkout.state import State, pin_digest, read_state, write_state
-from scripts.checks.hooks import Hook
-from scripts.checks.precommit import release_gates, tree_gates
+from scripts.checks import precommit
 from scripts.errors import KitError
 from scripts.gitcmd import GitFailed, head
 from scripts.pin import COMMIT, Pin, fetch_verified, parse_pin, set_key, verify_digest
@@ -205,23 +204,18 @@ def try_series(
     )
 
 
-def gates_of(target: Target, repo: Path, table: tuple[Hook, ...]) -> dict[str, object]:
-    """Which gates the target judges the series by, and how the kit runs each (lint runs them after
-    --move): a git target's own config, read as data, or the kit's table for a release."""
-    source = (
-        tree_gates(repo, target.commit, f"{target.url} {target.ref}", table)
-        if target.kind == "git"
-        else (release_gates(table))
-    )
-    return {"source": source.label, "hooks": [[h.id, h.version, how_run(h)] for h in source.hooks]}
-
-
-def how_run(hook: Hook) -> str:
-    if hook.run == "no":
-        return f"{'not run' if hook.stand_in else 'unchecked'}: {hook.why}"
-    if hook.run == "local":
-        return f"from the tree ({hook.language}): {hook.entry}"
-    return f"registry package {hook.package}"
+def gates_of(target: Target, repo: Path, ci_dir: Path) -> dict[str, object]:
+    """Which gates the target judges the series by, and how pre-commit runs each (lint runs them
+    after --move): a git target's own config, read as data, or the kit's release config."""
+    table = precommit.load_table(ci_dir / precommit.PACKAGES)
+    if target.kind == "git":
+        source = precommit.tree_gates(f"{target.url} {target.ref}", target.commit)
+        text = gitcmd.show_file(repo, target.commit, precommit.CONFIG)
+    else:
+        source = precommit.release_gates(ci_dir)
+        text = (ci_dir / precommit.RELEASE_CONFIG).read_text(encoding="utf-8")
+    rows = precommit.plan_rows(text, table, source.is_tree)
+    return {"source": source.label, "hooks": rows}
 
 
 # ---- reports -----------------------------------------------------------------------

@@ -27,7 +27,6 @@ import pytest
 
 from scripts import kittools, signals
 from scripts.__main__ import main
-from scripts.checks.hooks import load_hooks, packages
 from scripts.gitcmd import KIT_IDENTITY, git
 from scripts.workspace import Workspace
 
@@ -60,15 +59,20 @@ SMALL_UPSTREAM = {
 }
 
 
+# One pre-commit store for every test's kit copy (pre-commit locks it), kept with the test venv: each
+# hook env is made once.
+os.environ.setdefault("PRE_COMMIT_HOME", str(Path(sys.prefix) / "kit-tests-pre-commit"))
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """One message, not a failure per test, when the tests run without the tools `nox -s kit` installs."""
     ws = Workspace.of_kit()
-    wanted = [*kittools.pin_lines(ws.kit_tools), *packages(load_hooks(ws.upstream_hooks))]
+    wanted = kittools.pin_lines(ws.kit_tools)
     if lacking := kittools.missing(wanted):
         raise pytest.UsageError(
             f"kit: error: this interpreter lacks the kit's test tools {', '.join(lacking)} -- run: "
             "nox -s kit "
-            "(it installs ci/kit-dev-tools.txt and upstream's hooks; `nox -s kit -- "
+            "(it installs ci/kit-dev-tools.txt; `nox -s kit -- "
             "tests/kit/test_x.py` runs one)"
         )
 
@@ -265,7 +269,6 @@ def rope_with(changed: dict[int, str]) -> str:
 
 # ---- what the lint and pr tests share: the kit's ruff, upstream's SPDX header, a submitter ----
 
-RUFF = shutil.which("ruff", path=str(Path(sys.executable).parent)) or "ruff"
 SPDX = (
     "# SPDX-License-Identifier: Apache-2.0\n"
     "# SPDX-FileCopyrightText: Copyright contributors to the vLLM-Omni project\n"
@@ -279,7 +282,7 @@ ME = "Ada Lovelace <ada@example.org>"
 
 
 def lint(kit: Kit, *args: str) -> tuple[int, str]:
-    proc = kit.run("lint", "--ruff", RUFF, *args)
+    proc = kit.run("lint", *args)
     return proc.returncode, proc.stdout + proc.stderr
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -39,7 +38,6 @@ from scripts import signals
 from scripts.gitcmd import git
 from scripts.pr import onto
 
-RUFF = shutil.which("ruff", path=str(Path(sys.executable).parent)) or "ruff"
 # The user's git identity for pr (it signs off with it), given as git's own environment
 # configuration.
 IDENTITY = {
@@ -70,7 +68,7 @@ def for_pr(setup: Callable[[Kit, Path], None]) -> Callable[[Kit, Path], None]:
     return both
 
 
-PR = ("pr", "--ruff", RUFF)  # a tuple: RUFF is a path
+PR = ("pr",)
 V1 = """[v1]
 series_digest = "9e0a24eda3d178654b45113cbac589a3008fd4589db7556f5e0ec0789e5962e4"
 pin = "vllm-omni 0.1.0 (wheel)"
@@ -320,25 +318,11 @@ ROWS = [
         "user.name 'Ada <x>' cannot be a Signed-off-by: name",
         user("Ada <x>", "ada@example.org"),
     ),
-    # --ruff: resolved once from the caller's folder
-    Row(
-        "lint-ruff-relative-missing",
-        "lint --ruff .venv/bin/ruff",
-        "--ruff .venv/bin/ruff: no executable file at",
-    ),
-    Row("lint-ruff-not-on-path", "lint --ruff no-such-ruff", "--ruff no-such-ruff: not found"),
-    Row("lint-ruff-is-not-ruff", "lint --ruff true", "true is not ruff"),
-    Row(
-        "pr-ruff-relative-missing",
-        "pr --ruff bin/ruff",
-        "--ruff bin/ruff: no executable file",
-        env=IDENTITY,
-    ),
     # the front door: usage errors are the kit's one line too
     Row("no-command", "", "the following arguments are required: COMMAND"),
     Row("unknown-command", "lnit", "invalid choice: 'lnit'"),
     Row("unknown-flag", "lint --fast", "unrecognized arguments: --fast"),
-    Row("flag-without-value", "lint --ruff", "argument --ruff: expected one argument"),
+    Row("flag-without-value", "pr --push-to", "argument --push-to: expected one argument"),
     # --open without gh: refused before anything is made or pushed, with the command to run later
     Row(
         "pr-open-without-gh",

@@ -19,10 +19,11 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+import yaml
 from conftest import KIT_ROOT, copy_kit, free_port
 
 from scripts import kittools, pipindex
-from scripts.checks.hooks import load_hooks, packages
+from scripts.checks import precommit
 from scripts.workspace import Workspace
 
 pytestmark = pytest.mark.network  # the wheels come from the package registry, once
@@ -31,9 +32,17 @@ README_NOX = KIT_ROOT / ".venv" / "bin" / "nox"
 
 
 def lint_packages() -> list[str]:
-    """What noxfile.py's lint session installs: pyyaml and upstream's hooks, at their pins."""
+    """What `nox -s lint` installs: the session's pre-commit and pyyaml (noxfile.py gate_tools), then
+    each hook env pre-commit makes for the release config, a registry package at its rev."""
     ws = Workspace(KIT_ROOT)
-    return [kittools.pinned("pyyaml", ws.kit_tools), *packages(load_hooks(ws.upstream_hooks))]
+    table = precommit.load_table(ws.hook_packages)
+    config = yaml.safe_load((ws.ci_dir / precommit.RELEASE_CONFIG).read_text(encoding="utf-8"))
+    hooks = [
+        f"{found.package}=={found.version(repo['rev'])}"
+        for repo in config["repos"]
+        if (found := table.find(repo["repo"]))
+    ]
+    return [kittools.pinned("pre-commit", ws.kit_tools), kittools.pinned("pyyaml", ws.kit_tools), *hooks]
 
 
 @pytest.fixture(scope="module")
@@ -140,7 +149,7 @@ def test_nox_lint_installs_from_the_users_mirror_and_nowhere_else(
         **{
             k: v
             for k, v in os.environ.items()
-            if not k.startswith(("PIP_", "UV_")) and k != pipindex.PIP_PYTHON
+            if not k.startswith(("PIP_", "UV_")) and k not in (pipindex.PIP_PYTHON, "PRE_COMMIT_HOME")
         },
         "PIP_CONFIG_FILE": os.devnull,
         "PIP_INDEX_URL": url,

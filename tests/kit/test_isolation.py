@@ -11,7 +11,6 @@ import pytest
 from conftest import (
     AUTHOR,
     KIT_AUTHOR,
-    RUFF,
     SPDX,
     Kit,
     clone,
@@ -204,7 +203,7 @@ def patch_bytes(kit: Kit) -> dict[str, bytes]:
 def spawned_lint(kit: Kit, env: dict[str, str]) -> tuple[int, str]:
     """lint as the user runs it (a process of its own, their environment), its output with the kit's
     path cut."""
-    proc = kit.spawn("lint", "--ruff", RUFF, env=env)
+    proc = kit.spawn("lint", env=env)
     return proc.returncode, (proc.stdout + proc.stderr).replace(str(kit.root), "KIT")
 
 
@@ -356,13 +355,13 @@ def test_pr_records_the_kit_commit_of_a_kit_repository_another_user_owns(
     git("commit", "-qm", "kit with series v1", cwd=root, env=AUTHOR)
     head = git("rev-parse", "HEAD", cwd=root).strip()
     os.chown(root, NOBODY, NOBODY)  # the kit's root only: the checkout under .work is the user's
-    refusal(small_kit.run("pr", "--ruff", RUFF, env=identity), f"safe.directory {root}")
+    refusal(small_kit.run("pr", env=identity), f"safe.directory {root}")
     assert not (small_kit.patches / "revisions.toml").exists()
     config = Path(identity["GIT_CONFIG_GLOBAL"])
     config.write_text(
         config.read_text(encoding="utf-8") + f"[safe]\n\tdirectory = {root}\n", encoding="utf-8"
     )
-    proc = small_kit.run("pr", "--ruff", RUFF, env=identity)
+    proc = small_kit.run("pr", env=identity)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f'kit_commit = "{head}"' in (small_kit.patches / "revisions.toml").read_text(
         encoding="utf-8"
@@ -384,9 +383,7 @@ def test_a_checkouts_own_info_files_are_refused_by_name(
     kit = clone(env_baseline.kit, tmp_path / "kit")
     (kit.checkout / name).write_text(text, encoding="utf-8")
     for command in ("refresh", "lint"):
-        refusal(
-            kit.spawn(command, "--ruff", RUFF) if command == "lint" else kit.spawn(command), name
-        )
+        refusal(kit.spawn(command), name)
         assert (
             patch_bytes(kit) == env_baseline.patches
             and (kit.checkout / name).read_text(encoding="utf-8") == text
@@ -408,7 +405,7 @@ def test_pr_with_a_non_ascii_name_under_the_c_locale(small_kit: Kit, tmp_path: P
         "PYTHONUTF8": "0",
         "PYTHONIOENCODING": "",
     }
-    proc = small_kit.spawn("pr", "--ruff", RUFF, env={"GIT_CONFIG_GLOBAL": str(config), **c_locale})
+    proc = small_kit.spawn("pr", env={"GIT_CONFIG_GLOBAL": str(config), **c_locale})
     assert proc.returncode == 0 and "Traceback" not in proc.stdout + proc.stderr, (
         proc.stdout + proc.stderr
     )

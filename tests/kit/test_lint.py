@@ -7,13 +7,14 @@ from pathlib import Path
 
 import pytest
 import tomllib
-from conftest import KIT_ROOT, MARKED_TEST, RUFF, SPDX, Kit, lint, make_series
+from conftest import KIT_ROOT, MARKED_TEST, SPDX, Kit, lint, make_series
 
 from scripts import kittools
-from scripts.checks.hooks import hook_version, load_hooks
+from scripts.checks.lint import tools_for
 from scripts.checks.rules import RULES, check_file, npu_only_lines
 from scripts.diffparse import FileDiff, parse
 from scripts.pr import body
+from scripts.workspace import Workspace
 
 GOOD_ATTN = (
     "def attend(q):\n"
@@ -52,7 +53,7 @@ AT = {
 }  # each finding's line
 
 
-def test_good_series_is_clean_with_long_test_lines_and_a_relative_ruff_path(small_kit: Kit) -> None:
+def test_good_series_is_clean_with_long_test_lines(small_kit: Kit) -> None:
     long_test = (
         MARKED_TEST + '\n\ndef test_y():\n    assert "' + "a" * 130 + '"\n'
     )  # upstream lets tests/ exceed it
@@ -62,12 +63,6 @@ def test_good_series_is_clean_with_long_test_lines_and_a_relative_ruff_path(smal
     )
     code, out = lint(small_kit)
     assert code == 0 and "lint clean" in out, out
-    # `--ruff .venv/bin/ruff`: resolved once where the user stands, although ruff runs in the
-    # checkout
-    (small_kit.root / ".venv/bin").mkdir(parents=True)
-    (small_kit.root / ".venv/bin/ruff").symlink_to(Path(RUFF).resolve())
-    proc = small_kit.run("lint", "--ruff", ".venv/bin/ruff")
-    assert proc.returncode == 0 and "lint clean" in proc.stdout, proc.stdout + proc.stderr
 
 
 @pytest.mark.parametrize("rule", sorted(BAD))
@@ -117,7 +112,7 @@ def test_tool_pins_are_found_by_their_normalized_name_and_upstreams_ruff_is_type
     assert kittools.normalize("Foo.Bar__baz-Qux") == "foo-bar-baz-qux"
     assert kittools.dist_name("vllm-omni") == kittools.dist_name("VLLM.Omni") == "vllm_omni"
     # upstream's ruff version is typed only in ci/
-    ruff = hook_version(load_hooks(KIT_ROOT / "ci" / "upstream-hooks.toml"), "ruff-check")
+    ruff = tools_for(Workspace(KIT_ROOT)).ruff_pin
     assert kittools.version("ruff", KIT_ROOT / "ci" / "kit-dev-tools.txt") == ruff
     assert f"ruff v{ruff} " in body.plan_lines(ruff)[0]
     typed = [
@@ -126,7 +121,7 @@ def test_tool_pins_are_found_by_their_normalized_name_and_upstreams_ruff_is_type
         if ruff in p.read_text("utf-8")
     ]
     assert typed == [], (
-        f"ruff {ruff} typed in {typed}: read it from ci/upstream-hooks.toml (hooks.hook_version)"
+        f"ruff {ruff} typed in {typed}: read it from ci/upstream-pre-commit-config.yaml (Tools.ruff_pin)"
     )
 
 

@@ -14,7 +14,6 @@ from conftest import (
     KIT_AUTHOR,
     MARKED_TEST,
     ME,
-    RUFF,
     SMALL_UPSTREAM,
     SPDX,
     Kit,
@@ -53,7 +52,7 @@ def with_cover(kit: Kit, series: list = SERIES) -> None:
 
 
 def pr(kit: Kit, env: dict[str, str], *extra: str) -> tuple[int, str]:
-    proc = kit.run("pr", "--ruff", RUFF, *extra, env=env)
+    proc = kit.run("pr", *extra, env=env)
     return proc.returncode, proc.stdout + proc.stderr
 
 

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ME, RUFF, Kit, Proc, copy_kit
+from conftest import ME, Kit, Proc, copy_kit
 from upstreams import ROPE, commit_all, edit, real_wheel, release_repo
 
 from scripts.gitcmd import git
@@ -71,7 +71,7 @@ def identity(identity: Env) -> Env:
 
 
 def pr(kit: Kit, identity: Env, *args: str) -> Proc:
-    return kit.run("pr", "--ruff", RUFF, *args, env=identity)
+    return kit.run("pr", *args, env=identity)
 
 
 def branches(fork: Path) -> list[str]:

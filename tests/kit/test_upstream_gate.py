@@ -6,13 +6,18 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import KIT_ROOT, SPDX, Kit, lint, make_series
+import yaml
+from conftest import AUTHOR, KIT_ROOT, SPDX, Kit, commit_patch, lint, make_series
 
-from scripts.checks import hooks
+from scripts.checkout import PRISTINE_TAG
+from scripts.checks import precommit
+from scripts.checks.lint import tools_for
 from scripts.checks.offnpu import off_npu_changes
 from scripts.checks.proof import Declared, OffNpuProof, declarations, judge_off_npu
+from scripts.checks.rules import added_line_set
+from scripts.gitcmd import git
+from scripts.workspace import Workspace
 
-HOOKS = KIT_ROOT / "ci" / "upstream-hooks.toml"
 # (case, file edits of one patch, the finding upstream's hook reports, as the lint prints it)
 HOOK_BITES = [
     (
@@ -52,7 +57,7 @@ HOOK_BITES = [
     (
         "ruff unused import",
         {"vllm_omni/attn.py": SPDX + "import os\n"},
-        "vllm_omni/attn.py:3: ruff-check F401",
+        "vllm_omni/attn.py:3: ruff-check ruff-check would change this line",
     ),
 ]
 
@@ -70,11 +75,12 @@ def test_each_hook_fails_an_added_line_under_its_upstream_id(
     } == before  # fixers ran on a scratch copy
 
 
-def test_every_hook_of_upstreams_config_is_listed_and_its_gate_counts_what_the_series_adds(
-    tmp_path: Path,
+def test_the_release_config_is_upstreams_hooks_and_its_gate_counts_what_the_series_adds(
+    small_kit: Kit,
 ) -> None:
-    table = hooks.load_hooks(HOOKS)
-    assert [h.id for h in table] == [
+    config = yaml.safe_load((KIT_ROOT / "ci" / precommit.RELEASE_CONFIG).read_text("utf-8"))
+    ids = [h["id"] for repo in config["repos"] for h in repo["hooks"]]
+    assert ids == [
         "check-yaml",
         "debug-statements",
         "end-of-file-fixer",
@@ -85,62 +91,50 @@ def test_every_hook_of_upstreams_config_is_listed_and_its_gate_counts_what_the_s
         "typos",
         "actionlint",
         "signoff-commit",
-        "check-test-ci-coverage",
         "check-tts-adapter-migration",
-        "check-forbidden-imports",
-        "suggestion",
     ]
-    assert all(h.why for h in table if h.run == "no") and all(
-        h.package for h in table if h.run != "no"
+    # A trailing blank on upstream's own line is upstream's: pre-existing, not counted; a workflow
+    # the series adds is unchecked (actionlint at upstream's pin is not on the registry).
+    upstream_line = "x = 1  \n"
+    small_kit.run("apply", check=True)
+    (small_kit.checkout / "vllm_omni/a.py").write_text(upstream_line, encoding="utf-8")
+    git("add", "-A", cwd=small_kit.checkout)
+    git("commit", "-q", "--amend", "--no-edit", cwd=small_kit.checkout, env=AUTHOR)
+    git("tag", "-f", PRISTINE_TAG, cwd=small_kit.checkout)
+    commit_patch(
+        small_kit.checkout,
+        {"vllm_omni/a.py": upstream_line + "y = 2  \n", ".github/workflows/npu.yml": "on: push\n"},
+        "[NPU] x",
+        "x",
     )
-    assert hooks.packages(table) == ["pre-commit-hooks==6.0.0", "ruff==0.14.10", "typos==1.40.1"]
-    # A trailing blank on upstream's own line is upstream's: pre-existing, not counted.
-    (tmp_path / "vllm_omni").mkdir()
-    (tmp_path / "vllm_omni/a.py").write_text("x = 1  \ny = 2  \n")
-    trailing = [h for h in table if h.id == "trailing-whitespace"]
-    gate = hooks.run_gate(
-        trailing, tmp_path, {"vllm_omni/a.py": {2}}, set(), hooks.Bins(None), KIT_ROOT / "ci"
+    tools = tools_for(Workspace(small_kit.root))
+    diff = git("diff", PRISTINE_TAG, "HEAD", cwd=small_kit.checkout)
+    gate = precommit.run_gates(
+        tools.pre_commit,
+        precommit.release_gates(tools.ci_dir),
+        tools.table,
+        small_kit.checkout,
+        added_line_set(diff),
+        {".github/workflows/npu.yml"},
     )
-    assert [(f.file, f.line) for f in gate.counted] == [("vllm_omni/a.py", 2)]
-    assert [(f.file, f.line) for f in gate.pre_existing] == [("vllm_omni/a.py", 1)]
-    assert (tmp_path / "vllm_omni/a.py").read_text() == "x = 1  \ny = 2  \n"  # never fixed in place
-    (tmp_path / ".github/workflows").mkdir(parents=True)
-    (tmp_path / ".github/workflows/npu.yml").write_text("on: push\n")
-    unrunnable = [h for h in table if h.run == "no"]
-    gate = hooks.run_gate(
-        unrunnable,
-        tmp_path,
-        {".github/workflows/npu.yml": {1}},
-        set(),
-        hooks.Bins(None),
-        KIT_ROOT / "ci",
-    )
-    assert [(f.hook, f.file) for f in gate.counted] == [("actionlint", ".github/workflows/npu.yml")]
-    assert gate.counted[0].message.startswith("unchecked: upstream pins actionlint v1.7.7")
+    counted = {(f.hook, f.file, f.line) for f in gate.counted}
+    assert ("trailing-whitespace", "vllm_omni/a.py", 2) in counted, gate
+    assert [(f.hook, f.file, f.line) for f in gate.pre_existing] == [
+        ("trailing-whitespace", "vllm_omni/a.py", 1)
+    ]
+    (unchecked,) = [f for f in gate.counted if f.hook == "actionlint"]
+    assert unchecked.message.startswith("unchecked: https://github.com/rhysd/actionlint at v1.7.7")
+    rows = {row[0]: row for row in gate.rows}
+    assert rows["check-test-ci-coverage"][2].endswith("(stand-in: KIT004)"), gate.rows
+    assert rows["signoff-commit"][2] == "not run by `pre-commit run` (another stage)"
+    assert (small_kit.checkout / "vllm_omni/a.py").read_text() == upstream_line + "y = 2  \n"
 
 
-@pytest.mark.parametrize(
-    ("text", "said"),
-    [
-        ("[[hook]]\nid = 'x'\nrepo = 'local'\nrun = 'sometimes'\n", "hook x has run = 'sometimes'"),
-        (
-            "[[hook]]\nid = 'x'\nrepo = 'local'\nrun = 'checker'\n",
-            "fixer and checker need entry and package",
-        ),
-        ("[[hook]]\nid = 'x'\nrun = 'no'\n", "is malformed"),
-        ("[[hook]\n", "is malformed"),
-    ],
-)
-def test_a_malformed_hook_table_is_one_line(text: str, said: str) -> None:
-    with pytest.raises(hooks.HooksError) as err:
-        hooks.parse_hooks(text)
-    assert said in f"{err.value.what} -- {err.value.fix}"
-
-
-def test_located_output_of_a_file_named_with_a_space_and_no_line() -> None:
-    out = "other.py:1: no\na b.py - Could not parse ast\n"
-    assert hooks.located(out, ["a b.py"]) == [("a b.py", 1, "a b.py - Could not parse ast", True)]
-    assert hooks.message("a b.py - Could not parse ast", "a b.py", 1) == "Could not parse ast"
+def test_a_malformed_hook_table_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "t.toml").write_text("[[repository]]\nurl = 'x'\n", encoding="utf-8")
+    with pytest.raises(precommit.GateError) as err:
+        precommit.load_table(tmp_path / "t.toml")
+    assert "is malformed" in err.value.what and "restore it from git" in err.value.fix
 
 
 # ---- KIT007: the off-NPU proof ----
@@ -358,16 +352,10 @@ def test_declarations_cover_their_change_a_stale_one_is_a_finding_and_the_pr_say
     )
 
 
-def test_lint_names_the_undeclared_change_and_its_patch_and_a_missing_hook_program(
-    small_kit: Kit, tmp_path
-) -> None:
+def test_lint_names_the_undeclared_change_and_its_patch(small_kit: Kit) -> None:
     make_series(
         small_kit,
         [({"vllm_omni/attn.py": "def attend(q):\n    return q.float()\n"}, "[NPU] x", "sneaky")],
-    )
-    code, out = lint(small_kit, "--hooks-bin", str(tmp_path))
-    assert (
-        code == 2 and "was not found in" in out and "nox -s lint" in out and "Traceback" not in out
     )
     code, out = lint(small_kit)
     said = "vllm_omni/attn.py:2: KIT007 off NPU, attend differs from upstream (`return q.float()`) and 0001-sneaky"
