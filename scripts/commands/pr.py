@@ -1,5 +1,6 @@
-"""Prepare the upstream PR: signed-off branch, format-patch files, cover, PR body, precheck,
-range-diff."""
+"""Prepare the upstream PRs of the stack (patches/stack.toml): per PR a signed-off branch,
+format-patch files and a body; the cover, precheck and a range-diff per PR. --check-stack checks
+the stack's invariants alone."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from scripts.checks.lint import tools_for
 from scripts.commands.common import checkout_lock
 from scripts.commands.lint import add_tool_arguments
 from scripts.legs import gateenv
-from scripts.pr import prepare, revision
+from scripts.pr import prepare, revision, stackcheck
 from scripts.pr.branch import user_identity
 from scripts.workspace import Workspace
 
@@ -37,6 +38,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--push-to", metavar="FORK", help="with --onto: push pr/vN to your fork (a URL or a path)"
     )
     p.add_argument(
+        "--check-stack",
+        action="store_true",
+        help="only check the stack (patches/stack.toml): each PR's size, tests that need a later "
+        "PR, and its own tests on its base in both legs; makes nothing",
+    )
+    p.add_argument(
         "--open",
         action="store_true",
         help="with --push-to: open the PR with gh (installed, logged in)",
@@ -46,6 +53,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, ws: Workspace) -> int:
     prepare.check_flags(args)
     identity = user_identity(ws.root)
+    if args.check_stack:
+        with checkout_lock(ws):  # scratch worktrees of the checkout
+            return stackcheck.check_stack(ws, args, identity)
     tools = tools_for(
         ws, args.ruff, args.hooks_bin, gateenv.maker(ws)
     )  # from the caller's folder, once

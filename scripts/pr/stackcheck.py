@@ -1,0 +1,95 @@
+"""`python -m scripts pr --check-stack`: the stack's invariants, checked alone (nothing is made).
+
+Per PR, on the pristine plus only the PRs before it and its own (the tree upstream will hold once
+it merges): its size against upstream's 500-line threshold (or its over_limit), no test of it using
+a name only a later PR adds (scripts/pr/stack.py says how that is found), and its own added tests
+run in each leg (stock: stock torch, no torch_npu; npu: the pinned torch_npu, real or simulated),
+in the legs' own interpreters (scripts/legs). The series' gates run in `nox -s pr`'s precheck on
+the whole series; a PR's lines are a subset of those, so a finding of a gate on a PR's lines shows
+there. The result per PR is recorded in .work/records/stack-check.json for this series and stack
+(the PR bodies quote it); a PR with no test of its own is recorded as not run, never as passed.
+
+`nox -s pr` runs the same checks but the test runs (they take minutes per PR and leg); its bodies
+say "not run" with the command where no stack check was recorded on the current stack.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from scripts import gitcmd, records
+from scripts.legs import suite
+from scripts.pr import rangediff, revision, stack
+from scripts.report import progress, table
+from scripts.workspace import Workspace
+
+LEGS = ("stock", "npu")
+# (workspace, leg, the PR's prefix tree, its test files) -> (passed, what ran, in a few words)
+Runner = Callable[[Workspace, str, Path, Sequence[str]], tuple[bool, str]]
+
+
+def leg_runner(ws: Workspace, leg: str, tree: Path, tests: Sequence[str]) -> tuple[bool, str]:
+    """The PR's own tests on its prefix tree in the leg's interpreter, as the leg runs the suite."""
+    out = ws.records / f"stack-check-{leg}"
+    python, mode, _, env = suite.prepare(ws, leg, out, None)
+    junit = out / "junit.xml"
+    junit.unlink(missing_ok=True)
+    env = {**env, "KIT_CHECKOUT": str(tree), "PYTHONPATH": str(tree)}
+    cmd = [str(python), "-m", "pytest", *tests, *suite.PLUGINS_OFF, f"--junitxml={junit}", "-q"]
+    rc = subprocess.run(cmd, cwd=tree, env=env).returncode
+    if not junit.is_file():
+        return False, f"pytest exited {rc} without a report (leg {leg})"
+    counts = suite.counts_from_junit(junit.read_text(encoding="utf-8"))
+    ran = ", ".join(f"{getattr(counts, k)} {k}" for k in ("passed", "failed", "errors", "skipped"))
+    passed = rc == 0 and counts.passed > 0 and not counts.failed and not counts.errors
+    return passed, f"leg {leg} (mode {mode}): {ran}"
+
+
+def check_stack(
+    ws: Workspace,
+    args: argparse.Namespace,
+    identity: str,
+    legs: Sequence[str] = LEGS,
+    runner: Runner = leg_runner,
+) -> int:
+    """0: every invariant holds; 1: a PR breaks one (each named); 2 (KitError): bad input."""
+    p = revision.plan(ws, args, identity)
+    ranges = revision.review_ranges(ws, p)
+    problems = revision.stack_problems(ws, p, ranges)
+    rows, results = [], {}
+    for pr, (_, tip, _) in zip(p.stack.prs, ranges, strict=True):
+        tests = stack.added_test_files(pr)
+        n = stack.size(pr)
+        limit = "over, says why" if pr.over_limit and n > 500 else "over" if n > 500 else "ok"
+        if not tests:
+            rows.append((pr.index, pr.name, n, limit, "no test of its own: not run"))
+            continue
+        verdicts = []
+        with rangediff.scratch_tree(ws.checkout, ws.work / ".pr-stack-check") as tree:
+            gitcmd.detach(tree, tip, force=True)
+            for leg in legs:
+                progress(f"PR {pr.name}: its own tests on its base, leg {leg}")
+                verdicts.append(runner(ws, leg, tree, tests))
+        passed = all(ok for ok, _ in verdicts)
+        summary = "; ".join(text for _, text in verdicts)
+        results[pr.name] = {"tests": tests, "passed": passed, "summary": summary}
+        rows.append((pr.index, pr.name, n, limit, ("passed: " if passed else "FAILED: ") + summary))
+        if not passed:
+            problems.append(f"PR {pr.name!r}: its own tests fail on its base: {summary}")
+    print(table(["#", "PR", "changed lines", "500-line limit", "own tests on its base"], rows))
+    if results:
+        records.write(
+            ws.records,
+            stack.CHECK_RECORD,
+            {"series_digest": p.digest, "stack_digest": p.stack.digest, "prs": results},
+        )
+    for line in problems:
+        print(line)
+    if problems:
+        progress(f"stack: {len(problems)} problem(s) (nothing is sent until they are fixed)")
+        return 1
+    progress(f"stack: {len(p.stack.prs)} PR(s), every invariant holds")
+    return 0
