@@ -99,7 +99,7 @@ def plan(ws: Workspace, args: argparse.Namespace, identity: str) -> Plan:
             "add patches (commit in the checkout, nox -s refresh)",
         )
     cover = load(ws.patches)
-    declared = stack.load(ws.patches, patches)
+    declared = stack.load(ws.patches, patches, cover.title)
     digest = verify_current(ws.checkout, pin, patches).series_digest
     revs = revisions.load(ws.revisions_file)
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
@@ -288,6 +288,17 @@ def pr_notes(p: Plan, b: PrBranch, texts: str, measured: str | None) -> list[str
     return [*notes, *([perf] if perf else [])]
 
 
+def cover_notes(text: str) -> list[str]:
+    """The cover's notes for reviewers as items (a "- " line starts one, other lines continue it)."""
+    items: list[str] = []
+    for line in text.splitlines():
+        if line.startswith("- ") or not items:
+            items.append(line.removeprefix("- ").strip())
+        elif line.strip():
+            items[-1] += " " + line.strip()
+    return [i for i in items if i]
+
+
 def compose_pr(
     ws: Workspace,
     args: argparse.Namespace,
@@ -303,8 +314,13 @@ def compose_pr(
         files[f"{b.pr.folder}/{patch.name}"] = gitcmd.format_patch(bs.repo, commit)
     scopes = [scope.of_patch(x.name, x.text) for x in b.kept]
     changed = list(dict.fromkeys(f for s in scopes for f in s.files))
+    whole = len(p.stack.prs) == 1 and not p.stack.held
+    # the whole series as one PR: the series' cover is its text; in a stack each PR speaks of what
+    # it carries, in its commits' words
     purpose = (
-        parts[0][1]
+        p.cover.purpose
+        if whole
+        else parts[0][1]
         if len(parts) == 1
         else "\n\n".join(f"**{subject}**\n\n{text}" for subject, text in parts)
     )
@@ -323,7 +339,7 @@ def compose_pr(
         **({"e2e": "the serve and benchmark commands of the Test Plan"} if last else {}),
     }
     own = own_tests_result(ws, p, b.pr.name)
-    notes = pr_notes(p, b, purpose, None)
+    notes = [*(cover_notes(p.cover.notes) if whole else []), *pr_notes(p, b, purpose, None)]
     text = pr_body(
         purpose,
         depends,
@@ -397,7 +413,8 @@ def compose(
     )  # fmt: skip
     files["series/series"] = (ws.patches / "series").read_text(encoding="utf-8")
     files["series/" + NAME] = p.cover.source
-    files["series/" + stack.NAME] = p.stack.source
+    if p.stack.source:
+        files["series/" + stack.NAME] = p.stack.source
     files.update({f"series/{patch.name}": patch.text for patch in p.patches})
     return Composed(files, sizes, rdiffs, ruff)
 

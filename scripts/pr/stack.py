@@ -211,14 +211,15 @@ def check_cover(stack: Stack, patches: Sequence[Patch]) -> None:
         at += len(pr.patches)
 
 
-def load(patches_dir: Path, patches: Sequence[Patch]) -> Stack:
+DEFAULT_NAME = "series"
+
+
+def load(patches_dir: Path, patches: Sequence[Patch], title: str) -> Stack:
+    """The declared stack; without patches/stack.toml the whole series is one PR named "series",
+    titled by the cover (the series' own title)."""
     path = patches_dir / NAME
     if not path.is_file():
-        raise StackError(
-            f"{WHERE} (the upstream PRs the series is sent as) is missing",
-            "write it: one [[pr]] table per PR with name, title and patches (format: "
-            "scripts/pr/stack.py)",
-        )
+        return Stack((Pr(1, DEFAULT_NAME, title, tuple(patches), "", ()),), ())
     text = handfile.read(path, WHERE)
     stack = replace(parse(text, patches), digest=sha256_text(text), source=text)
     check_cover(stack, patches)

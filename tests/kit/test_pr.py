@@ -126,8 +126,10 @@ def test_pr_makes_signed_branch_clean_patches_and_body(
     body = made(small_kit, "v1/1-npu-attend/pr-body.md")
     assert all(section in body for section in ("## Purpose", "## Test Plan", "## Test Result"))
     purpose = body.split("## Purpose\n\n", 1)[1].split("\n## Test Plan", 1)[0]
-    # a PR's purpose is what its commits say, each under its subject: it speaks of what it carries
-    assert purpose.startswith("**[NPU] Attend on NPU**\n\nWhy this change.\n\n**[NPU] Test the NPU")
+    # the whole series as one PR: the series' cover is its text
+    assert purpose.startswith("Attention fails on Ascend because the NPU takes the CPU path.")
+    assert "### Notes for reviewers\n\n- Validated with a simulated NPU only." in purpose
+    assert "Why this change." not in body  # the commit bodies are not pasted end to end
     assert (
         "Commits:\n\n- [NPU] Attend on NPU\n- [NPU] Test the NPU guard\n" in purpose
     )  # one line per commit
@@ -174,8 +176,8 @@ def test_pr_makes_signed_branch_clean_patches_and_body(
     assert (
         "Cover against v1:" in cover and "+- Follow-up: fused RoPE." in cover
     )  # ... the cover did
-    assert "[v2]" in revisions(small_kit) and "+- Follow-up: fused RoPE." in made(
-        small_kit, "v2/cover.txt"
+    assert "[v2]" in revisions(small_kit) and "- Follow-up: fused RoPE." in made(
+        small_kit, "v2/1-npu-attend/pr-body.md"
     )
     # a change of a patch: range-diffed against the last revision's snapshot
     target = small_kit.git("rev-list", "-1", "HEAD~1").strip()
