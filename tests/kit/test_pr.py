@@ -486,6 +486,15 @@ def test_sign_off_helper() -> None:
             "[NPU] " + "x" * 67 + "\n\nPurpose.\n",
             "patches/cover.md's title is 73 characters, over the 72",
         ),
+        # measured: without its title line, the purpose's first line became the title, cut
+        (
+            "On Ascend, attention takes the CPU path\nbecause the NPU has no branch.\n\nMore.\n",
+            "patches/cover.md has no title line: its first paragraph runs on past line 1",
+        ),
+        (
+            "Attention on Ascend\n\nPurpose.\n",
+            "patches/cover.md's first line 'Attention on Ascend' is no PR title: it has no upstream prefix",
+        ),
     ],
 )
 def test_bad_cover_is_one_line_and_nothing_written(

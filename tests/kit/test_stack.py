@@ -25,7 +25,7 @@ NOTES = "# Ascend NPU\n\nLine three reads better spelled out.\n"
 SERIES = [
     ({"vllm_omni/attn.py": ATTN}, "[NPU] Attend on NPU", "npu-attend"),
     ({"tests/test_attn_npu_guard.py": MARKED_TEST}, "[NPU] Test the NPU guard", "npu-attend-test"),
-    ({"docs/npu.md": NOTES}, "[Bugfix] Spell out line three", "rope-three"),
+    ({"notes/npu.md": NOTES}, "[Bugfix] Spell out line three", "rope-three"),
 ]
 TWO_PRS = """[[pr]]
 name = "attend"
@@ -435,7 +435,7 @@ def test_pr_on_a_git_pin_range_diffs_each_pr_against_an_earlier_revision(
         git("fetch", "-q", "--unshallow", str(upstream), cwd=kit.checkout)
     assert shallow.exists() == (depth == "shallow")
     assert pr(kit, identity)[0] == 0
-    (kit.checkout / "docs/npu.md").write_text(NOTES.replace("three", "3"))
+    (kit.checkout / "notes/npu.md").write_text(NOTES.replace("three", "3"))
     kit.git("commit", "-qa", "--fixup", "HEAD")
     kit.run("refresh", check=True)
     code, out = pr(kit, identity)
@@ -449,3 +449,41 @@ def test_pr_on_a_git_pin_range_diffs_each_pr_against_an_earlier_revision(
         r"1:  \w+ ! 1:  \w+ \[Bugfix\]", second
     ), second
     assert ME in kit.git("log", "-1", "--format=%an <%ae>", "pr/rope/v2")
+
+
+EVIDENCE_URL = (
+    "https://github.com/vllm-project/vllm-omni/blob/992e0728e4a2ae3e68c8d60650eb3f50da20b450/"
+    "notes/npu.md"
+)
+
+
+def test_upstream_evidence_is_a_note_with_its_check_and_never_a_status_nor_sent_upstream(
+    small_kit: Kit, identity: dict[str, str]
+) -> None:
+    """A stored upstream commit whose branch is unknown shows nothing to be upstream: the patch with
+    it (and a Backport status) is still sent; the body says what the commit holds and how to check
+    whether it is on main; the trailer, kit-internal, goes nowhere upstream."""
+    kit = kit_with(small_kit, SERIES[:2], None)
+    (kit.checkout / "notes").mkdir()
+    (kit.checkout / "notes/npu.md").write_text(NOTES)
+    git("add", "-A", cwd=kit.checkout)
+    message = (
+        "[Bugfix] Spell out line three\n\nReads better.\n\n"
+        f"Upstream-Status: Backport [{EVIDENCE_URL}]\n"
+        f"Upstream-Evidence: {EVIDENCE_URL} (holds this file)\nKit-Patch: rope-three\n"
+    )
+    git("commit", "-qm", message, cwd=kit.checkout, env=KIT_AUTHOR)
+    kit.run("refresh", check=True)
+    (kit.patches / "stack.toml").write_text(TWO_PRS)
+    code, out = pr(kit, identity)
+    assert code == 0, out
+    sent = (kit.root / ".work/pr/v1/2-rope/0003-rope-three.patch").read_text()
+    assert (
+        "Upstream-Evidence" not in sent and "Upstream-Status" not in sent and "+Line three" in sent
+    )
+    body = (kit.root / ".work/pr/v1/2-rope/pr-body.md").read_text()
+    assert (
+        f'- Related upstream history for "[Bugfix] Spell out line three": {EVIDENCE_URL} (holds '
+        "this file). Whether it is on main: `git merge-base --is-ancestor 992e0728e4a2 origin/main`"
+    ) in body
+    assert "already upstream" not in body.lower()
