@@ -5,9 +5,13 @@ run as printed, a refused --onto leaving nothing, and the range-diff per PR on a
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
 import re
 import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,7 +19,7 @@ from conftest import KIT_AUTHOR, MARKED_TEST, ME, RUFF, SMALL_UPSTREAM, SPDX, Ki
 from upstreams import add_gates, commit_all, gated_config, git_pin, upstream_repo
 
 from scripts.gitcmd import git
-from scripts.pr import stack
+from scripts.pr import stack, stackcheck
 from scripts.series import Patch
 
 COVER = "[NPU] Attend on Ascend NPU\n\nAttention on NPU takes its own branch, tested on CPU.\n"
@@ -487,3 +491,69 @@ def test_upstream_evidence_is_a_note_with_its_check_and_never_a_status_nor_sent_
         "this file). Whether it is on main: `git merge-base --is-ancestor 992e0728e4a2 origin/main`"
     ) in body
     assert "already upstream" not in body.lower()
+
+
+# ---- --check-stack: each PR's own tests on its base (the leg run injected: the kit's own python) --
+
+
+def pytest_here(_ws: object, leg: str, tree: Path, tests: list[str]) -> tuple[bool, str]:
+    """A real pytest run of the PR's tests on its prefix tree, in this interpreter (the legs' own
+    interpreters are the heavy tier's)."""
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        *tests,
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "no:randomly",
+    ]
+    proc = subprocess.run(cmd, cwd=tree, capture_output=True, text=True)
+    tail = (proc.stdout.strip().splitlines() or ["no output"])[-1]
+    return proc.returncode == 0, f"leg {leg}: {tail}"
+
+
+CHECK_ARGS = argparse.Namespace(open=False, onto=None, push_to=None, force=False, threeway=False)
+
+
+def test_check_stack_runs_each_prs_own_tests_on_its_base_and_the_body_quotes_it(
+    small_kit: Kit, identity: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kit = kit_with(small_kit, SERIES, TWO_PRS)
+    code = stackcheck.check_stack(kit, CHECK_ARGS, ME, legs=("stock",), runner=pytest_here)
+    assert code == 0
+    record = json.loads((kit.records / "stack-check.json").read_text())
+    assert record["prs"]["attend"]["passed"] and "rope" not in record["prs"]  # no test: not run
+    assert pr(kit, identity)[0] == 0
+    first = (kit.root / ".work/pr/v1/1-attend/pr-body.md").read_text()
+    second = (kit.root / ".work/pr/v1/2-rope/pr-body.md").read_text()
+    assert (
+        "**this PR's own tests on its base (only the PRs it depends on)**: passed: leg stock: 1 passed"
+        in first
+    )
+    assert (
+        "**this PR's own tests on its base (only the PRs it depends on)**: not run; run:" in second
+    )
+
+
+def test_check_stack_refuses_a_test_that_needs_a_later_pr_at_run_time(
+    small_kit: Kit, identity: dict[str, str]
+) -> None:
+    """A need no import shows (a file a later PR adds): only running the test on its base finds it."""
+    reads_later = MARKED_TEST.replace(
+        "assert True", 'assert open("notes/npu.md").read().startswith("# Ascend")'
+    )
+    series = [SERIES[0], ({"tests/test_attn_npu_guard.py": reads_later}, *SERIES[1][1:]), SERIES[2]]
+    kit = kit_with(small_kit, series, TWO_PRS)
+    code = stackcheck.check_stack(kit, CHECK_ARGS, ME, legs=("stock",), runner=pytest_here)
+    assert code == 1
+    record = json.loads((kit.records / "stack-check.json").read_text())
+    assert record["prs"]["attend"]["passed"] is False
+    code, out = pr(kit, identity)
+    assert code == 0, out  # pr itself does not run tests: its body quotes the failure
+    body = (kit.root / ".work/pr/v1/1-attend/pr-body.md").read_text()
+    assert (
+        "own tests on its base (only the PRs it depends on)**: FAILED: leg stock: 1 failed" in body
+    )
