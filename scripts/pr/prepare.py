@@ -182,13 +182,15 @@ def refuse_open_without_gh(
     )
 
 
-def deliver(ws: Workspace, args: argparse.Namespace, label: str, bs: Any) -> None:
+def deliver(
+    ws: Workspace, args: argparse.Namespace, label: str, bs: Any, upstream_url: str
+) -> None:
     """Print (or run) one `gh pr create` per pushed PR, in merge order; otherwise the next step,
-    as a command that runs as printed."""
+    as a command that runs as printed (--force: it makes .work/pr/vN again, now on the target)."""
     if not args.onto:
         progress(
             "the branches are for review only; make the branches upstream can merge with: "
-            "nox -s pr -- --onto https://github.com/vllm-project/vllm-omni main"
+            f"nox -s pr -- --force --onto {shlex.quote(upstream_url)} main"
         )
         return
     if not args.push_to:

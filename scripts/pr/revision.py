@@ -497,6 +497,6 @@ def prepare_checked(
     c = compose(ws, args, tools, p, bs, lint, ruff_version)
     record(ws, args, p, bs, c)
     print(summary(p, bs, c))
-    prepare.deliver(ws, args, p.rev.label, bs)
+    prepare.deliver(ws, args, p.rev.label, bs, load_pin(ws.pin_file).git_url)
     progress(f"ready: .work/pr/{p.rev.label}/<n>-<name>/pr-body.md, and cover.txt")
     return 0

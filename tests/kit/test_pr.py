@@ -147,9 +147,10 @@ def test_pr_makes_signed_branch_clean_patches_and_body(
     )  # the stack's cover: the title is the cover's
     assert "(for review)" in cover and "Cover: first revision." in cover
     assert "PR 1: [NPU] Attend on NPU\n  branch pr/npu-attend/v1" in cover
+    # the next step names the pin's upstream (tests/kit/test_stack.py runs it as printed)
     assert (
         "are for review only" in out
-        and "--onto https://github.com/vllm-project/vllm-omni main" in out
+        and "nox -s pr -- --force --onto https://example.invalid/x main" in out
     )
     assert "11 changed lines" in cover and "range-diff first revision: no range-diff" in cover
     assert "Precheck (nox -s lint): upstream's hooks, ruff" in cover and "no findings" in cover

@@ -86,7 +86,7 @@ def test_onto_main_pushes_a_signed_branch_on_upstream_history(
     mine = kit.root / ".work/upstream"
     mine.mkdir()
     (mine / "notes.txt").write_text("mine")
-    proc = pr(kit, identity, "--onto", str(upstream), "main")
+    proc = pr(kit, identity, "--onto", str(upstream), "main", "--force")
     assert (
         proc.returncode == 2 and ".work/upstream exists and was not made by the kit" in proc.stderr
     )
@@ -145,7 +145,7 @@ def test_onto_main_pushes_a_signed_branch_on_upstream_history(
         re.M,
     )
     # prepared again without --push-to: the same revision, the same ids, in the kit's clone only
-    proc = pr(kit, identity, "--onto", str(upstream), "main")
+    proc = pr(kit, identity, "--onto", str(upstream), "main", "--force")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "nothing pushed" in proc.stdout + proc.stderr and "gh pr create" not in proc.stdout
     assert (mine / ".git/kit-upstream-clone").is_file() and git(

@@ -350,9 +350,14 @@ def heads(repo: Path) -> dict[str, str]:
 def test_the_printed_next_step_runs_as_printed_and_a_second_fork_gets_the_same_revision(
     small_kit: Kit, identity: dict[str, str], upstream: Path, tmp_path: Path
 ) -> None:
+    pin = small_kit.patches / "upstream.toml"
+    pin.write_text(re.sub(r'(?m)^url = ".*"$', f'url = "{upstream}"', pin.read_text()))
     kit = kit_with(small_kit, SERIES, TWO_PRS)
-    code, out = pr(kit, identity, "--onto", str(upstream), "main")
+    code, out = pr(kit, identity)  # for review: its hint names the pin's upstream
     assert code == 0, out
+    hint = next(line for line in out.splitlines() if "are for review only" in line)
+    code, out = pr(kit, identity, *shlex.split(hint.split("nox -s pr -- ", 1)[1]))
+    assert code == 0, out  # as printed
     hint = next(line for line in out.splitlines() if "nothing pushed" in line)
     printed = hint.split("nox -s pr -- ", 1)[1]
     fork = bare(tmp_path / "fork.git")
