@@ -373,7 +373,9 @@ def result_lines(
             continue
         if text.startswith(NOT_RUN):
             earlier = " (the last run was on an earlier version)" if text != NOT_RUN else ""
-            out.append(f"- **{labels[name]}**: not run{earlier}; run: `{commands[name]}`")
+            how = commands[name]
+            how = how if how.startswith("the ") else f"`{how}`"
+            out.append(f"- **{labels[name]}**: not run{earlier}; run: {how}")
         else:
             out.append(f"- **{labels[name]}**, with the whole stack applied: {text}")
     return out
@@ -419,12 +421,17 @@ Scope of the change:
 """
 
 
-def pr_plan(tests: Sequence[str], with_e2e: bool) -> str:
+def pr_plan(tests: Sequence[str], with_e2e: bool, has_config: bool = True) -> str:
     pytest_line = f"pytest -v {' '.join(tests)}" if tests else "# this PR adds no test file"
+    where = (
+        ""
+        if has_config
+        else f" (`{DEPLOY_CONFIG}` is not in this branch's tree: upstream's, where it has it)"
+    )
     e2e = (
         f"""
 
-On four Ascend cards (64 GB each), the realtime stack with the 4-card deploy config:
+On four Ascend cards (64 GB each), the realtime stack with the 4-card deploy config{where}:
 
 ```sh
 MODEL={MODEL}

@@ -25,6 +25,7 @@ from scripts.checks.lint import SeriesLint, Tools, lint_checkout
 from scripts.pin import load_pin
 from scripts.pr import onto, prepare, rangediff, stack
 from scripts.pr.body import (
+    DEPLOY_CONFIG,
     PLAN,
     REVIEWER,
     evidence,
@@ -345,7 +346,7 @@ def compose_pr(
         depends,
         [s for s, _ in parts],
         notes,
-        pr_plan(tests, last),
+        pr_plan(tests, last, gitcmd.show_file(bs.repo, b.tip, DEPLOY_CONFIG) is not None),
         result_lines(results, commands, own),
         scopes,
         bs.target if not earlier else f"{bs.target} with the PRs it depends on",

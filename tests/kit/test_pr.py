@@ -136,7 +136,7 @@ def test_pr_makes_signed_branch_clean_patches_and_body(
     assert "Depends on" not in purpose  # the first PR of the stack depends on none
     # what ran and what did not: nothing is recorded, so each line is "not run" with its command
     result = body.split("## Test Result", 1)[1]
-    assert result.count("not run; run: `") == 5, result  # own tests, lint, both legs, e2e
+    assert result.count("not run; run: ") == 5, result  # own tests, lint, both legs, e2e
     assert "run: `pytest -v tests/test_attn_npu_guard.py  # stock torch" in result
     assert "run: `pre-commit run --files vllm_omni/attn.py tests/test_attn_npu_guard.py`" in result
     for word in ("kit", "series digest", "wheel", "Kit-Patch", "Upstream-Status"):

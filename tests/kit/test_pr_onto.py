@@ -124,7 +124,8 @@ def test_onto_main_pushes_a_signed_branch_on_upstream_history(
         assert not any(
             p.subject[:40] in subjects for p in load_series(kit.patches) if p.name in held
         )
-    assert "RELEASING.md" in git("ls-tree", "-r", "--name-only", pushed[-1], cwd=fork)
+    last = declared.prs[-1].branch(label)
+    assert "RELEASING.md" in git("ls-tree", "-r", "--name-only", last, cwd=fork)
     out = kit.root / ".work/pr" / label
     first, second = declared.prs[:2]
     body = (out / first.folder / "pr-body.md").read_text()
@@ -150,7 +151,7 @@ def test_onto_main_pushes_a_signed_branch_on_upstream_history(
     assert "nothing pushed" in proc.stdout + proc.stderr and "gh pr create" not in proc.stdout
     assert (mine / ".git/kit-upstream-clone").is_file() and git(
         "branch", "--show-current", cwd=mine
-    ).strip() == pushed[-1]
+    ).strip() == last
     assert git("rev-parse", "HEAD", cwd=mine).strip() == base
 
 
