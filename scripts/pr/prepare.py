@@ -73,7 +73,7 @@ def write_output(out: Path, files: dict[str, str]) -> None:
         (staging / name).parent.mkdir(parents=True, exist_ok=True)
         (staging / name).write_text(text, encoding="utf-8")
     if out.exists():
-        progress(f"replacing .work/pr/{out.name} (--force)")
+        progress(f"replacing .work/pr/{out.name}")
         shutil.rmtree(out)
     staging.rename(out)
 

@@ -14,7 +14,8 @@ The file is edited by hand and read against a schema (one-line refusals, nothing
 
 A patch is named by its Kit-Patch slug or by its file name without `.patch`. Every series patch is
 in exactly one PR or in [held]; each PR is a contiguous run of the series with the held patches
-left out, and the PRs follow the series order. PR k is sent on the target plus PRs 1..k-1.
+left out, and the PRs follow the series order. PR k is sent on the target plus PRs 1..k-1. Without
+the file the whole series is one PR named "series", titled by patches/cover.md.
 
 Which of a PR's tests need a later patch is found from the tests' own source (dependency_problems):
 each name a test file the PR adds imports from `vllm_omni` (``from vllm_omni.m import f``) or reads

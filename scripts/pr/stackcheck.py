@@ -16,12 +16,13 @@ say "not run" with the command where no stack check was recorded on the current 
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from scripts import gitcmd, records
-from scripts.legs import suite
+from scripts.legs import suite, upstream_tests
 from scripts.pr import rangediff, revision, stack
 from scripts.report import progress, table
 from scripts.workspace import Workspace
@@ -38,7 +39,15 @@ def leg_runner(ws: Workspace, leg: str, tree: Path, tests: Sequence[str]) -> tup
     junit = out / "junit.xml"
     junit.unlink(missing_ok=True)
     env = {**env, "KIT_CHECKOUT": str(tree), "PYTHONPATH": str(tree)}
-    cmd = [str(python), "-m", "pytest", *tests, *suite.PLUGINS_OFF, f"--junitxml={junit}", "-q"]
+    # A tree without pytest settings of its own (the release wheel's) must not pick up the kit's,
+    # found above it: its tests run under upstream's markers, unregistered there, as warnings.
+    own = any((tree / name).is_file() for name in ("pyproject.toml", "pytest.ini", "setup.cfg"))
+    config = [] if own else ["-c", os.devnull, "--rootdir", str(tree)]
+    # the leg's bootstrap (upstream_tests.BOOTSTRAP) prepares the process as the leg's suite is
+    # (the simulated NPU in the npu leg), then runs pytest
+    bootstrap = ws.root / upstream_tests.BOOTSTRAP
+    cmd = [str(python), str(bootstrap), "-m", "pytest", *config, *tests, *suite.PLUGINS_OFF]
+    cmd += [f"--junitxml={junit}", "-q"]
     rc = subprocess.run(cmd, cwd=tree, env=env).returncode
     if not junit.is_file():
         return False, f"pytest exited {rc} without a report (leg {leg})"

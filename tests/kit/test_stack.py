@@ -562,3 +562,23 @@ def test_check_stack_refuses_a_test_that_needs_a_later_pr_at_run_time(
     assert (
         "own tests on its base (only the PRs it depends on)**: FAILED: leg stock: 1 failed" in body
     )
+
+
+def test_onto_a_target_that_has_the_first_pr_sends_only_the_rest_and_speaks_only_of_it(
+    small_kit: Kit, identity: dict[str, str], upstream: Path
+) -> None:
+    """Measured: --onto a target that already had 0001 and 0002 left them out, but the body still
+    spoke of them."""
+    kit = kit_with(small_kit, SERIES, TWO_PRS)
+    for patch in sorted(kit.patches.glob("000[12]-*.patch")):
+        git("am", "-q", "-k", str(patch), cwd=upstream, env=KIT_AUTHOR)
+    code, out = pr(kit, identity, "--onto", str(upstream), "main")
+    assert code == 0, out
+    made = kit.root / ".work/pr/v1"
+    assert sorted(p.name for p in made.iterdir() if p.is_dir()) == ["2-rope", "series"]
+    body = (made / "2-rope/pr-body.md").read_text()
+    for word in ("Depends on", "Attend", "attn", "npu-attend"):
+        assert word not in body, word
+    clone = kit.root / ".work/upstream"
+    assert sorted(heads(clone)) == ["refs/heads/pr/rope/v1"]
+    assert "PR 1 (attend): not sent, the target has every patch of it" in (made / "cover.txt").read_text()
