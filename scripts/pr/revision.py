@@ -251,7 +251,7 @@ def own_tests_result(ws: Workspace, p: Plan, name: str) -> str | None:
     if not isinstance(one, dict) or not one.get("tests"):
         return None
     verdict = "passed" if one.get("passed") else "FAILED"
-    return f"{verdict}: {one.get('summary', '?')} ({', '.join(one['tests'])}, stock torch)"
+    return f"{verdict}: {one.get('summary', '?')} ({', '.join(one['tests'])})"
 
 
 def link(b: PrBranch, label: str, args: argparse.Namespace) -> str:

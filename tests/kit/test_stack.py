@@ -581,4 +581,7 @@ def test_onto_a_target_that_has_the_first_pr_sends_only_the_rest_and_speaks_only
         assert word not in body, word
     clone = kit.root / ".work/upstream"
     assert sorted(heads(clone)) == ["refs/heads/pr/rope/v1"]
-    assert "PR 1 (attend): not sent, the target has every patch of it" in (made / "cover.txt").read_text()
+    assert (
+        "PR 1 (attend): not sent, the target has every patch of it"
+        in (made / "cover.txt").read_text()
+    )
