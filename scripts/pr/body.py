@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from scripts.checks.rules import RULES
-from scripts.checks.scope import HEADERS, Scope, rfc_warning, rows, total
+from scripts.checks.scope import HEADERS, Scope, rows
 from scripts.report import markdown_table
 
 Record = Mapping[str, Any]
@@ -171,94 +171,10 @@ def evidence(
     return out
 
 
-def scope_markdown(scopes: Sequence[Scope], left_out: Sequence[tuple[str, str]] = ()) -> str:
-    warning = rfc_warning(total(scopes))
-    out = markdown_table(HEADERS, rows(scopes)) + (f"\n\n**Warning:** {warning}" if warning else "")
-    for name, status in left_out:
-        out += f"\n\nNot in this PR: `{name}`, already upstream (Upstream-Status: {status})."
-    return out
-
-
 def plan_lines(ruff: str) -> list[str]:
     """What the contributor's kit ran, with the ruff version ci/kit-tools.txt pins (read by the
     caller)."""
     return [how.replace("{ruff}", ruff) for _, _, how in PLAN]
-
-
-def added_tests(scopes: Sequence[Scope]) -> list[str]:
-    """The test files the PR adds: what a reviewer runs."""
-    return [
-        f
-        for s in scopes
-        for f in s.new_files
-        if f.startswith("tests/") and f.rsplit("/", 1)[-1].startswith("test_") and f.endswith(".py")
-    ]
-
-
-def reviewer_plan(scopes: Sequence[Scope]) -> str:
-    tests = added_tests(scopes)
-    pytest_line = f"pytest -v {' '.join(tests)}" if tests else "# the PR adds no test file"
-    return f"""In an upstream checkout with this PR applied, on CPU (stock torch; no torch_npu, no Ascend card):
-
-```sh
-{pytest_line}
-```
-
-On four Ascend cards (64 GB each), the realtime stack with the 4-card deploy config:
-
-```sh
-MODEL={MODEL}
-vllm-omni serve "$MODEL" --omni --deploy-config {DEPLOY_CONFIG} --port 8000
-python {BENCHMARK} --host 127.0.0.1 --port 8000 --model "$MODEL" --image first-frame.png \\
-    --num-chunks 32 --seed 0 --output-json run1.json --save-video run1.mp4
-```
-
-Twice, each with its own server (run1, run2): the two videos' md5 are equal, and `metrics.interval_steady.median_ms`
-(the steady chunk interval) stays in the reference band."""
-
-
-def body(
-    purpose: str,
-    results: Sequence[tuple[str, str, str]],
-    scopes: Sequence[Scope],
-    pin_label: str,
-    digest: str,
-    ruff: str,
-    left_out: Sequence[tuple[str, str]] = (),
-) -> str:
-    ran = "\n".join(f"- {how}" for how in plan_lines(ruff))
-    result = "\n".join(f"- **{label}**: {text}" for _, label, text in results)
-    return f"""## Purpose
-
-{purpose}
-
-## Test Plan
-
-{reviewer_plan(scopes)}
-
-What the contributor ran against {pin_label} with this series applied (series digest `{digest[:12]}`), each
-recorded with its inputs; the results below:
-
-{ran}
-
-## Test Result
-
-{result}
-
-Scope of the change:
-
-{scope_markdown(scopes, left_out)}
-
----
-<details>
-<summary> Essential Elements of an Effective PR Description Checklist </summary>
-
-- [x] The purpose of the PR (above, from the series cover and the commits).
-- [x] The test plan, with the commands.
-- [{"x" if all(not t.startswith(NOT_RUN) for _, _, t in results) else " "}] The test results, from the runs \
-recorded on this revision (anything not run says so).
-</details>
-"""
 
 
 def sections(text: str) -> list[tuple[str, str]]:

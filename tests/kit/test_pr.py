@@ -361,32 +361,19 @@ def test_body_quotes_the_recorded_runs_and_follows_them(
     ) in made(small_kit, "v1/1-npu-attend/pr-body.md")
 
 
-def test_test_plan_is_what_a_reviewer_runs_and_a_backport_is_out_of_scope() -> None:
-    scopes = [
-        scope.of_patch(
-            "0001-a",
-            "diff --git a/tests/x/test_a.py b/tests/x/test_a.py\nnew file mode 100644\n"
-            "--- /dev/null\n+++ b/tests/x/test_a.py\n@@ -0,0 +1 @@\n+x = 1\n",
-        )
-    ]
-    text = pr_body.body(
-        "why",
-        [],
-        scopes,
-        "vllm-omni 0.30.0",
-        "d" * 64,
-        "0.14.10",
-        [("0006-c.patch", "Backport [u]")],
-    )
-    plan = text.split("## Test Plan", 1)[1].split("## Test Result", 1)[0]
+def test_test_plan_is_what_a_reviewer_runs_and_the_benchmark_only_where_the_stack_completes() -> (
+    None
+):
+    last = pr_body.pr_plan(["tests/x/test_a.py"], with_e2e=True, has_config=False)
     assert (
-        "pytest -v tests/x/test_a.py\n" in plan
-        and "--deploy-config " + pr_body.DEPLOY_CONFIG in plan
+        "pytest -v tests/x/test_a.py\n" in last
+        and "--deploy-config " + pr_body.DEPLOY_CONFIG in last
     )
-    assert "nox -s" not in text  # a reviewer cannot run the kit's sessions
-    assert (
-        "Not in this PR: `0006-c.patch`, already upstream (Upstream-Status: Backport [u])." in text
-    )
+    assert f"(`{pr_body.DEPLOY_CONFIG}` is not in this branch's tree" in last
+    first = pr_body.pr_plan([], with_e2e=False)
+    assert "# this PR adds no test file" in first and "vllm-omni serve" not in first
+    for text in (first, last):
+        assert "nox -s" not in text  # a reviewer cannot run the kit's sessions
 
 
 def test_co_authored_by_is_kept_byte_for_byte_and_dco_still_checks_the_author() -> None:
