@@ -195,7 +195,7 @@ def deliver(
         return
     if not args.push_to:
         progress(
-            f"nothing pushed; to push the branches and open the PRs: nox -s pr -- --onto "
+            f"nothing pushed; to push the branches and open the PRs: nox -s pr -- --force --onto "
             f"{shlex.join(args.onto)} --push-to YOUR_FORK_URL"
         )
         return

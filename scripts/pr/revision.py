@@ -23,7 +23,7 @@ from scripts.checks import scope
 from scripts.checks.hooks import hook_version
 from scripts.checks.lint import SeriesLint, Tools, lint_checkout
 from scripts.pin import load_pin
-from scripts.pr import onto, prepare, rangediff, stack
+from scripts.pr import onto, prepare, rangediff, stack, stackcheck
 from scripts.pr.body import (
     DEPLOY_CONFIG,
     PLAN,
@@ -496,6 +496,14 @@ def prepare_checked(
     if bs is None:
         return 1
     c = compose(ws, args, tools, p, bs, lint, ruff_version)
+    if args.onto and args.push_to:
+        prepare.refuse_overwrite(p.out, c.files, args.force)  # before minutes of test runs
+        failed = stackcheck.before_push(ws, p, ranges)
+        if failed:
+            for line in failed:
+                print(line)
+            progress("stack: nothing pushed or recorded; fix the PRs named, then run it again")
+            return 1
     record(ws, args, p, bs, c)
     print(summary(p, bs, c))
     prepare.deliver(ws, args, p.rev.label, bs, load_pin(ws.pin_file).git_url)

@@ -9,8 +9,10 @@ the whole series; a PR's lines are a subset of those, so a finding of a gate on 
 there. The result per PR is recorded in .work/records/stack-check.json for this series and stack
 (the PR bodies quote it); a PR with no test of its own is recorded as not run, never as passed.
 
-`nox -s pr` runs the same checks but the test runs (they take minutes per PR and leg); its bodies
-say "not run" with the command where no stack check was recorded on the current stack.
+`nox -s pr` runs the size and later-PR checks on every run; the test runs (minutes per PR and leg)
+are what this check records: before a push, `pr` needs that record to be of the current series and
+stack with every PR's tests passed, and runs the check itself when it is not. A body without such
+a record says "not run" with the command.
 """
 
 from __future__ import annotations
@@ -57,18 +59,16 @@ def leg_runner(ws: Workspace, leg: str, tree: Path, tests: Sequence[str]) -> tup
     return passed, f"leg {leg} (mode {mode}): {ran}"
 
 
-def check_stack(
+def own_tests(
     ws: Workspace,
-    args: argparse.Namespace,
-    identity: str,
+    p: revision.Plan,
+    ranges: Sequence[tuple[str, str, list[str]]],
     legs: Sequence[str] = LEGS,
     runner: Runner = leg_runner,
-) -> int:
-    """0: every invariant holds; 1: a PR breaks one (each named); 2 (KitError): bad input."""
-    p = revision.plan(ws, args, identity)
-    ranges = revision.review_ranges(ws, p)
-    problems = revision.stack_problems(ws, p, ranges)
-    rows, results = [], {}
+) -> tuple[list[tuple[object, ...]], list[str]]:
+    """Each PR's own tests on its base in each leg, recorded for this series and stack: (table rows,
+    problems). A PR with no test of its own is not run, and not recorded as a pass."""
+    rows, results, problems = [], {}, []
     for pr, (_, tip, _) in zip(p.stack.prs, ranges, strict=True):
         tests = stack.added_test_files(pr)
         n = stack.size(pr)
@@ -88,13 +88,51 @@ def check_stack(
         rows.append((pr.index, pr.name, n, limit, ("passed: " if passed else "FAILED: ") + summary))
         if not passed:
             problems.append(f"PR {pr.name!r}: its own tests fail on its base: {summary}")
-    print(table(["#", "PR", "changed lines", "500-line limit", "own tests on its base"], rows))
     if results:
         records.write(
             ws.records,
             stack.CHECK_RECORD,
             {"series_digest": p.digest, "stack_digest": p.stack.digest, "prs": results},
         )
+    return rows, problems
+
+
+def checked(ws: Workspace, p: revision.Plan) -> bool:
+    """Whether the stack check's record is of this series and stack, with every PR's tests passed."""
+    r = records.read(ws.records, stack.CHECK_RECORD)
+    if not r or (r.get("series_digest"), r.get("stack_digest")) != (p.digest, p.stack.digest):
+        return False
+    done = r.get("prs") or {}
+    want = [pr.name for pr in p.stack.prs if stack.added_test_files(pr)]
+    return all(isinstance(done.get(n), dict) and done[n].get("passed") is True for n in want)
+
+
+def before_push(
+    ws: Workspace, p: revision.Plan, ranges: Sequence[tuple[str, str, list[str]]]
+) -> list[str]:
+    """The invariants that need test runs, checked before anything is pushed: a passing record of
+    this series and stack stands; without one the check runs now."""
+    if checked(ws, p):
+        progress("stack: each PR's own tests passed on its base (recorded for this stack)")
+        return []
+    progress("stack: no passing check of this stack recorded: running it before the push")
+    return own_tests(ws, p, ranges)[1]
+
+
+def check_stack(
+    ws: Workspace,
+    args: argparse.Namespace,
+    identity: str,
+    legs: Sequence[str] = LEGS,
+    runner: Runner = leg_runner,
+) -> int:
+    """0: every invariant holds; 1: a PR breaks one (each named); 2 (KitError): bad input."""
+    p = revision.plan(ws, args, identity)
+    ranges = revision.review_ranges(ws, p)
+    problems = revision.stack_problems(ws, p, ranges)
+    rows, failed = own_tests(ws, p, ranges, legs, runner)
+    problems += failed
+    print(table(["#", "PR", "changed lines", "500-line limit", "own tests on its base"], rows))
     for line in problems:
         print(line)
     if problems:

@@ -21,7 +21,7 @@ from conftest import (
     commit_patch,
     make_series,
 )
-from upstreams import upstream_repo
+from upstreams import checked_stack, upstream_repo
 
 from scripts.checks import scope
 from scripts.gitcmd import git
@@ -581,6 +581,8 @@ def test_a_push_replaces_only_what_the_kit_pushed_and_a_failed_one_records_nothi
     upstream = upstream_repo(tmp_path / "upstream", SMALL_UPSTREAM)
     fork = tmp_path / "fork.git"
     onto = ["--onto", str(upstream), "main", "--push-to"]
+    one_pr_stack(small_kit)
+    checked_stack(small_kit, ME)  # a push needs the stack checked (else pr runs the legs itself)
     code, out = pr(small_kit, identity, *onto, str(tmp_path / "no-such-fork"))
     assert (
         code == 2

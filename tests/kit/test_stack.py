@@ -5,18 +5,24 @@ run as printed, a refused --onto leaving nothing, and the range-diff per PR on a
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
 import shlex
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from conftest import KIT_AUTHOR, MARKED_TEST, ME, RUFF, SMALL_UPSTREAM, SPDX, Kit, make_series
-from upstreams import add_gates, commit_all, gated_config, git_pin, upstream_repo
+from upstreams import (
+    CHECK_ARGS,
+    add_gates,
+    checked_stack,
+    commit_all,
+    gated_config,
+    git_pin,
+    pytest_here,
+    upstream_repo,
+)
 
 from scripts.gitcmd import git
 from scripts.pr import stack, stackcheck
@@ -360,6 +366,7 @@ def test_the_printed_next_step_runs_as_printed_and_a_second_fork_gets_the_same_r
     assert code == 0, out  # as printed
     hint = next(line for line in out.splitlines() if "nothing pushed" in line)
     printed = hint.split("nox -s pr -- ", 1)[1]
+    checked_stack(kit, ME)  # a push needs the stack checked (else pr runs the legs itself)
     fork = bare(tmp_path / "fork.git")
     args = [str(fork) if a == "YOUR_FORK_URL" else a for a in shlex.split(printed)]
     code, out = pr(kit, identity, *args)  # the printed command, the fork's URL filled in
@@ -386,6 +393,7 @@ def test_a_fork_that_refuses_the_push_is_quoted_and_nothing_is_recorded(
         "#!/bin/sh\necho 'GH013: Repository rule violations: commits must be signed'\nexit 1\n"
     )
     hook.chmod(0o755)
+    checked_stack(kit, ME)
     code, out = pr(kit, identity, "--onto", str(upstream), "main", "--push-to", str(fork))
     assert code == 2 and "Traceback" not in out, out
     line = one_kit_line(out)
@@ -499,28 +507,6 @@ def test_upstream_evidence_is_a_note_with_its_check_and_never_a_status_nor_sent_
 
 
 # ---- --check-stack: each PR's own tests on its base (the leg run injected: the kit's own python) --
-
-
-def pytest_here(_ws: object, leg: str, tree: Path, tests: list[str]) -> tuple[bool, str]:
-    """A real pytest run of the PR's tests on its prefix tree, in this interpreter (the legs' own
-    interpreters are the heavy tier's)."""
-    cmd = [
-        sys.executable,
-        "-m",
-        "pytest",
-        *tests,
-        "-q",
-        "-p",
-        "no:cacheprovider",
-        "-p",
-        "no:randomly",
-    ]
-    proc = subprocess.run(cmd, cwd=tree, capture_output=True, text=True)
-    tail = (proc.stdout.strip().splitlines() or ["no output"])[-1]
-    return proc.returncode == 0, f"leg {leg}: {tail}"
-
-
-CHECK_ARGS = argparse.Namespace(open=False, onto=None, push_to=None, force=False, threeway=False)
 
 
 def test_check_stack_runs_each_prs_own_tests_on_its_base_and_the_body_quotes_it(
