@@ -10,7 +10,7 @@ from scripts.checks.lint import tools_for
 from scripts.commands.common import checkout_lock
 from scripts.commands.lint import add_tool_arguments
 from scripts.legs import gateenv
-from scripts.pr import prepare, revision, stackcheck
+from scripts.pr import prepare, revision
 from scripts.pr.branch import user_identity
 from scripts.workspace import Workspace
 
@@ -55,7 +55,7 @@ def run(args: argparse.Namespace, ws: Workspace) -> int:
     identity = user_identity(ws.root)
     if args.check_stack:
         with checkout_lock(ws):  # scratch worktrees of the checkout
-            return stackcheck.check_stack(ws, args, identity)
+            return revision.check_stack(ws, args, identity)
     tools = tools_for(
         ws, args.ruff, args.hooks_bin, gateenv.maker(ws)
     )  # from the caller's folder, once

@@ -128,8 +128,7 @@ class RefState:
 def ref_state(clone: Path) -> RefState:
     if not (clone / ".git").is_dir():
         return RefState(clone.exists(), {}, None)
-    out = gitcmd.git("for-each-ref", "--format=%(objectname) %(refname)", cwd=clone)
-    refs = dict(reversed(line.split(" ", 1)) for line in out.splitlines() if line)
+    refs = {ref: gitcmd.rev_parse(clone, ref) for ref in gitcmd.refs(clone)}
     return RefState(True, refs, gitcmd.verify(clone, "HEAD"))
 
 
@@ -265,7 +264,7 @@ def push(clone: Path, remote: str, tips: dict[str, str] | str) -> None:
         last = gitcmd.verify(clone, pushed_ref(target, branch))
         leases += [f"--force-with-lease=refs/heads/{branch}:{last}"] if last else []
         specs.append(f"{tip}:refs/heads/{branch}")
-    proc = gitcmd.as_user("push", "--porcelain", "--atomic", *leases, target, *specs, cwd=clone)
+    proc = gitcmd.push_atomic(clone, target, specs, *leases)
     if proc.returncode == 0:
         for branch, tip in tips.items():
             gitcmd.update_ref(clone, pushed_ref(target, branch), tip, message="kit pushed")

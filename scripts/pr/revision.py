@@ -498,7 +498,8 @@ def prepare_checked(
     c = compose(ws, args, tools, p, bs, lint, ruff_version)
     if args.onto and args.push_to:
         prepare.refuse_overwrite(p.out, c.files, args.force)  # before minutes of test runs
-        failed = stackcheck.before_push(ws, p, ranges)
+        tips = [tip for _, tip, _ in ranges]
+        failed = stackcheck.before_push(ws, p.stack, p.digest, tips)
         if failed:
             for line in failed:
                 print(line)
@@ -509,3 +510,20 @@ def prepare_checked(
     prepare.deliver(ws, args, p.rev.label, bs, load_pin(ws.pin_file).git_url)
     progress(f"ready: .work/pr/{p.rev.label}/<n>-<name>/pr-body.md, and cover.txt")
     return 0
+
+
+def check_stack(
+    ws: Workspace,
+    args: argparse.Namespace,
+    identity: str,
+    legs: Sequence[str] = stackcheck.LEGS,
+    runner: stackcheck.Runner = stackcheck.leg_runner,
+) -> int:
+    """`pr --check-stack`: every invariant of the stack, alone; makes nothing but its record.
+    0: every invariant holds; 1: a PR breaks one (each named); 2 (KitError): bad input."""
+    p = plan(ws, args, identity)
+    ranges = review_ranges(ws, p)
+    problems = stack_problems(ws, p, ranges)
+    tips = [tip for _, tip, _ in ranges]
+    rows, failed = stackcheck.own_tests(ws, p.stack, p.digest, tips, legs, runner)
+    return stackcheck.report(rows, [*problems, *failed], len(p.stack.prs))

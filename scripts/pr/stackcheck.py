@@ -17,7 +17,6 @@ a record says "not run" with the command.
 
 from __future__ import annotations
 
-import argparse
 import os
 import subprocess
 from collections.abc import Callable, Sequence
@@ -25,13 +24,14 @@ from pathlib import Path
 
 from scripts import gitcmd, records
 from scripts.legs import suite, upstream_tests
-from scripts.pr import rangediff, revision, stack
+from scripts.pr import rangediff, stack
 from scripts.report import progress, table
 from scripts.workspace import Workspace
 
 LEGS = ("stock", "npu")
 # (workspace, leg, the PR's prefix tree, its test files) -> (passed, what ran, in a few words)
-Runner = Callable[[Workspace, str, Path, Sequence[str]], tuple[bool, str]]
+# (typed loosely: a module-level alias naming the workspace reads as a location fixed at import)
+Runner = Callable[..., tuple[bool, str]]
 
 
 def leg_runner(ws: Workspace, leg: str, tree: Path, tests: Sequence[str]) -> tuple[bool, str]:
@@ -61,15 +61,17 @@ def leg_runner(ws: Workspace, leg: str, tree: Path, tests: Sequence[str]) -> tup
 
 def own_tests(
     ws: Workspace,
-    p: revision.Plan,
-    ranges: Sequence[tuple[str, str, list[str]]],
+    declared: stack.Stack,
+    digest: str,
+    tips: Sequence[str],
     legs: Sequence[str] = LEGS,
     runner: Runner = leg_runner,
 ) -> tuple[list[tuple[object, ...]], list[str]]:
-    """Each PR's own tests on its base in each leg, recorded for this series and stack: (table rows,
-    problems). A PR with no test of its own is not run, and not recorded as a pass."""
+    """Each PR's own tests on its base (tips[k]: PR k's prefix) in each leg, recorded for this
+    series and stack: (table rows, problems). A PR with no test of its own is not run, and not
+    recorded as a pass."""
     rows, results, problems = [], {}, []
-    for pr, (_, tip, _) in zip(p.stack.prs, ranges, strict=True):
+    for pr, tip in zip(declared.prs, tips, strict=True):
         tests = stack.added_test_files(pr)
         n = stack.size(pr)
         limit = "over, says why" if pr.over_limit and n > 500 else "over" if n > 500 else "ok"
@@ -92,51 +94,40 @@ def own_tests(
         records.write(
             ws.records,
             stack.CHECK_RECORD,
-            {"series_digest": p.digest, "stack_digest": p.stack.digest, "prs": results},
+            {"series_digest": digest, "stack_digest": declared.digest, "prs": results},
         )
     return rows, problems
 
 
-def checked(ws: Workspace, p: revision.Plan) -> bool:
+def checked(ws: Workspace, declared: stack.Stack, digest: str) -> bool:
     """Whether the stack check's record is of this series and stack, with every PR's tests passed."""
     r = records.read(ws.records, stack.CHECK_RECORD)
-    if not r or (r.get("series_digest"), r.get("stack_digest")) != (p.digest, p.stack.digest):
+    if not r or (r.get("series_digest"), r.get("stack_digest")) != (digest, declared.digest):
         return False
     done = r.get("prs") or {}
-    want = [pr.name for pr in p.stack.prs if stack.added_test_files(pr)]
+    want = [pr.name for pr in declared.prs if stack.added_test_files(pr)]
     return all(isinstance(done.get(n), dict) and done[n].get("passed") is True for n in want)
 
 
 def before_push(
-    ws: Workspace, p: revision.Plan, ranges: Sequence[tuple[str, str, list[str]]]
+    ws: Workspace, declared: stack.Stack, digest: str, tips: Sequence[str]
 ) -> list[str]:
     """The invariants that need test runs, checked before anything is pushed: a passing record of
     this series and stack stands; without one the check runs now."""
-    if checked(ws, p):
+    if checked(ws, declared, digest):
         progress("stack: each PR's own tests passed on its base (recorded for this stack)")
         return []
     progress("stack: no passing check of this stack recorded: running it before the push")
-    return own_tests(ws, p, ranges)[1]
+    return own_tests(ws, declared, digest, tips)[1]
 
 
-def check_stack(
-    ws: Workspace,
-    args: argparse.Namespace,
-    identity: str,
-    legs: Sequence[str] = LEGS,
-    runner: Runner = leg_runner,
-) -> int:
-    """0: every invariant holds; 1: a PR breaks one (each named); 2 (KitError): bad input."""
-    p = revision.plan(ws, args, identity)
-    ranges = revision.review_ranges(ws, p)
-    problems = revision.stack_problems(ws, p, ranges)
-    rows, failed = own_tests(ws, p, ranges, legs, runner)
-    problems += failed
+def report(rows: Sequence[tuple[object, ...]], problems: Sequence[str], prs: int) -> int:
+    """The check's table and verdict: 0 when every invariant holds, 1 when a PR breaks one."""
     print(table(["#", "PR", "changed lines", "500-line limit", "own tests on its base"], rows))
     for line in problems:
         print(line)
     if problems:
         progress(f"stack: {len(problems)} problem(s) (nothing is sent until they are fixed)")
         return 1
-    progress(f"stack: {len(p.stack.prs)} PR(s), every invariant holds")
+    progress(f"stack: {prs} PR(s), every invariant holds")
     return 0

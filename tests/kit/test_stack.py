@@ -25,7 +25,7 @@ from upstreams import (
 )
 
 from scripts.gitcmd import git
-from scripts.pr import stack, stackcheck
+from scripts.pr import revision, stack
 from scripts.series import Patch
 
 COVER = "[NPU] Attend on Ascend NPU\n\nAttention on NPU takes its own branch, tested on CPU.\n"
@@ -513,7 +513,7 @@ def test_check_stack_runs_each_prs_own_tests_on_its_base_and_the_body_quotes_it(
     small_kit: Kit, identity: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     kit = kit_with(small_kit, SERIES, TWO_PRS)
-    code = stackcheck.check_stack(kit, CHECK_ARGS, ME, legs=("stock",), runner=pytest_here)
+    code = revision.check_stack(kit, CHECK_ARGS, ME, legs=("stock",), runner=pytest_here)
     assert code == 0
     record = json.loads((kit.records / "stack-check.json").read_text())
     assert record["prs"]["attend"]["passed"] and "rope" not in record["prs"]  # no test: not run
@@ -538,7 +538,7 @@ def test_check_stack_refuses_a_test_that_needs_a_later_pr_at_run_time(
     )
     series = [SERIES[0], ({"tests/test_attn_npu_guard.py": reads_later}, *SERIES[1][1:]), SERIES[2]]
     kit = kit_with(small_kit, series, TWO_PRS)
-    code = stackcheck.check_stack(kit, CHECK_ARGS, ME, legs=("stock",), runner=pytest_here)
+    code = revision.check_stack(kit, CHECK_ARGS, ME, legs=("stock",), runner=pytest_here)
     assert code == 1
     record = json.loads((kit.records / "stack-check.json").read_text())
     assert record["prs"]["attend"]["passed"] is False

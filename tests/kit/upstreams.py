@@ -16,7 +16,7 @@ from conftest import AUTHOR, KIT_ROOT
 from scripts.diffparse import hunks
 from scripts.gitcmd import git
 from scripts.pin import extract_wheel, fetch_wheel, load_pin
-from scripts.pr import stackcheck
+from scripts.pr import revision
 from scripts.workspace import Workspace
 
 PATCHES = KIT_ROOT / "patches"
@@ -286,6 +286,4 @@ def pytest_here(_ws: object, leg: str, tree: Path, tests: list[str]) -> tuple[bo
 
 def checked_stack(kit: Workspace, identity: str) -> None:
     """The stack checked (each PR's own tests on its base, recorded): what a push needs first."""
-    assert (
-        stackcheck.check_stack(kit, CHECK_ARGS, identity, legs=("stock",), runner=pytest_here) == 0
-    )
+    assert revision.check_stack(kit, CHECK_ARGS, identity, legs=("stock",), runner=pytest_here) == 0
