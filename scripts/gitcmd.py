@@ -943,6 +943,13 @@ def push(repo: Path, remote: str, refspec: str, *options: str) -> subprocess.Com
     return as_user("push", "--porcelain", *options, remote, refspec, cwd=repo)
 
 
+def push_atomic(
+    repo: Path, remote: str, refspecs: list[str], *options: str
+) -> subprocess.CompletedProcess[str]:
+    """push() of several refspecs at once, all or none (--atomic)."""
+    return as_user("push", "--porcelain", "--atomic", *options, remote, *refspecs, cwd=repo)
+
+
 def fetch_as_user(repo: Path, remote: str, refspec: str) -> subprocess.CompletedProcess[str]:
     """`git fetch` from the user's remote (their config: credentials), e.g. to show what a fork's
     branch holds."""

@@ -11,8 +11,9 @@ from pathlib import Path
 
 from scripts.checks.rules import RULES, Rule
 from scripts.checks.scope import of_patch, total
+from scripts.pr import stack
 from scripts.report import markdown_table
-from scripts.series import Patch, load_series
+from scripts.series import Patch, header_trailers, load_series
 
 
 def begin_marker(name: str) -> str:
@@ -23,11 +24,30 @@ def end_marker(name: str) -> str:
     return f"<!-- end table {name} -->"
 
 
-def series_table(patches: Sequence[Patch]) -> str:
-    """One row per patch (name, subject, +added/-removed, Upstream-Status), then the series' scope."""
+def evidence_of(patch: Patch) -> str:
+    """What stored upstream commits show of a patch (its Upstream-Evidence trailers), in short."""
+    found = header_trailers(patch.text, "Upstream-Evidence")
+    return "".join(f"; evidence: {e}" for e in found)
+
+
+def series_table(patches: Sequence[Patch], declared: stack.Stack | None = None) -> str:
+    """One row per patch (name, subject, +added/-removed, the PR of the stack that carries it,
+    Upstream-Status and any Upstream-Evidence), then the series' scope and the held patches."""
     scopes = [of_patch(p.name.removesuffix(".patch"), p.text) for p in patches]
+    owner = {
+        x.name: f"{pr.index}: `{pr.name}`"
+        for pr in (declared.prs if declared else ())
+        for x in pr.patches
+    }
+    held = dict(declared.held) if declared else {}
     rows = [
-        (f"`{s.name}`", p.subject, f"+{s.added}/-{s.removed}", p.status_label)
+        (
+            f"`{s.name}`",
+            p.subject,
+            f"+{s.added}/-{s.removed}",
+            owner.get(p.name, "held" if p in held else "-"),
+            p.status_label + evidence_of(p),
+        )
         for p, s in zip(patches, scopes, strict=True)
     ]
     whole = total(scopes)
@@ -35,14 +55,13 @@ def series_table(patches: Sequence[Patch]) -> str:
         f"In all: {len(whole.files)} files, +{whole.added}/-{whole.removed}; tests and config are "
         f"{whole.test_config_lines} of the {whole.changed} changed lines."
     )
-    upstream = [s for p, s in zip(patches, scopes, strict=True) if p.already_upstream]
-    if upstream:
-        pr = total([s for p, s in zip(patches, scopes, strict=True) if not p.already_upstream])
-        summary += (
-            f" The PR carries {len(pr.files)} files, +{pr.added}/-{pr.removed}: "
-            f"{', '.join(f'`{s.name}`' for s in upstream)} is already upstream (Backport)."
-        )
-    return "\n".join([markdown_table(("patch", "what", "lines", "upstream?"), rows), "", summary])
+    if declared and len(declared.prs) > 1:
+        summary += f" Sent as {len(declared.prs)} PRs in merge order (patches/stack.toml)."
+    for p, why in held.items():
+        summary += f" Held, in no PR: `{p.name.removesuffix('.patch')}`: {why}."
+    return "\n".join(
+        [markdown_table(("patch", "what", "lines", "PR", "upstream?"), rows), "", summary]
+    )
 
 
 def rules_table(rules: Sequence[Rule]) -> str:
@@ -68,8 +87,9 @@ def current_block(readme: str, name: str) -> str | None:
 
 
 def expected_blocks(patches: Path) -> dict[str, str]:
+    series = load_series(patches)
     return {
-        "series": block("series", series_table(load_series(patches))),
+        "series": block("series", series_table(series, stack.load(patches, series, ""))),
         "rules": block("rules", rules_table(RULES)),
     }
 

@@ -45,6 +45,7 @@ class Revision:
     cover_digest: str = (
         ""  # sha256 of patches/cover.md ("" for revisions made before the cover existed)
     )
+    stack_digest: str = ""  # sha256 of patches/stack.toml ("" for revisions made before the stack)
 
     @property
     def label(self) -> str:
@@ -82,7 +83,9 @@ def revision(key: str, table: object, text: str = "") -> Revision:
         raise RevisionsError(
             f"{WHERE}: [{key}] has no {missing[0]} = line", f"put it back, {RESTORE}"
         )
-    fields = {k: table.get(k, "") for k in (*REQUIRED, "kit_commit", "cover_digest")}
+    fields = {
+        k: table.get(k, "") for k in (*REQUIRED, "kit_commit", "cover_digest", "stack_digest")
+    }
     for name, value in fields.items():
         if not isinstance(value, str):
             shown = handfile.raw_value(text, key, name) or (
@@ -92,8 +95,8 @@ def revision(key: str, table: object, text: str = "") -> Revision:
                 f"{WHERE}: [{key}] {name} = {shown} is a TOML {type(value).__name__}, not a string",
                 f'quote it: {name} = "{shown}"',
             )
-    if not DIGEST.match(fields["series_digest"]) or (
-        fields["cover_digest"] and not DIGEST.match(fields["cover_digest"])
+    if not DIGEST.match(fields["series_digest"]) or any(
+        fields[k] and not DIGEST.match(fields[k]) for k in ("cover_digest", "stack_digest")
     ):
         raise RevisionsError(
             f"{WHERE}: [{key}] has a digest that is not 64 hex digits", f"put it back, {RESTORE}"
@@ -113,11 +116,13 @@ def revision(key: str, table: object, text: str = "") -> Revision:
         fields["kit_commit"],
         fields["prepared"],
         fields["cover_digest"],
+        fields["stack_digest"],
     )
 
 
 def block(r: Revision) -> str:
     cover = f'cover_digest = "{r.cover_digest}"\n' if r.cover_digest else ""
+    cover += f'stack_digest = "{r.stack_digest}"\n' if r.stack_digest else ""
     return (
         f'[{r.label}]\nseries_digest = "{r.series_digest}"\npin = "{r.pin}"\nkit_commit = '
         f'"{r.kit_commit}"\n'
@@ -158,14 +163,19 @@ def current(
     kit_commit: str,
     now: str,
     cover_digest: str = "",
+    stack_digest: str = "",
 ) -> tuple[Revision, bool]:
-    """(the revision for this series and cover, whether it is new): new only when either changed since
-    the last."""
-    if revs and (revs[-1].series_digest, revs[-1].cover_digest) == (digest, cover_digest):
-        return revs[-1], False
-    return Revision(
-        (revs[-1].number if revs else 0) + 1, digest, pin, kit_commit, now, cover_digest
-    ), True
+    """(the revision for this series, cover and stack, whether it is new): new only when one of them
+    changed since the last."""
+    last = revs[-1] if revs else None
+    if last and (last.series_digest, last.cover_digest, last.stack_digest) == (
+        digest,
+        cover_digest,
+        stack_digest,
+    ):
+        return last, False
+    number = (last.number if last else 0) + 1
+    return Revision(number, digest, pin, kit_commit, now, cover_digest, stack_digest), True
 
 
 # ---- finding an older revision's patches ----------------------------------------

@@ -21,7 +21,7 @@ from scripts import handfile, records
 from scripts.errors import KitError
 from scripts.report import progress
 
-KIT_TRAILERS = ("Upstream-Status", "Kit-Patch", "Kit-Off-NPU")
+KIT_TRAILERS = ("Upstream-Status", "Upstream-Evidence", "Kit-Patch", "Kit-Off-NPU")
 UPSTREAM_STATUS = re.compile(
     r"^(Pending|Submitted \[\S.*\]|Backport \[\S.*\]|Inappropriate \[\S.*\])$"
 )

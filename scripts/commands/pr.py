@@ -1,5 +1,6 @@
-"""Prepare the upstream PR: signed-off branch, format-patch files, cover, PR body, precheck,
-range-diff."""
+"""Prepare the upstream PRs of the stack (patches/stack.toml): per PR a signed-off branch,
+format-patch files and a body; the cover, precheck and a range-diff per PR. --check-stack checks
+the stack's invariants alone."""
 
 from __future__ import annotations
 
@@ -34,6 +35,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--push-to", metavar="FORK", help="with --onto: push pr/vN to your fork (a URL or a path)"
     )
     p.add_argument(
+        "--check-stack",
+        action="store_true",
+        help="only check the stack (patches/stack.toml): each PR's size, tests that need a later "
+        "PR, and its own tests on its base in both legs; makes nothing",
+    )
+    p.add_argument(
         "--open",
         action="store_true",
         help="with --push-to: open the PR with gh (installed, logged in)",
@@ -43,6 +50,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, ws: Workspace) -> int:
     prepare.check_flags(args)
     identity = user_identity(ws.root)
+    if args.check_stack:
+        with checkout_lock(ws):  # scratch worktrees of the checkout
+            return revision.check_stack(ws, args, identity)
     tools = tools_for(ws)  # once, before anything runs
     with checkout_lock(ws):  # pr/vN is written into the checkout
         return revision.prepare_revision(ws, args, identity, tools)

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from scripts.checks.rules import RULES
-from scripts.checks.scope import HEADERS, Scope, rfc_warning, rows, total
+from scripts.checks.scope import HEADERS, Scope, rows
 from scripts.report import markdown_table
 
 Record = Mapping[str, Any]
@@ -145,21 +145,29 @@ FORMATTERS = {
 }
 
 
-def evidence(records: Mapping[str, Record | None], digest: str) -> list[tuple[str, str, str]]:
+def reviewer_lint(r: Record) -> str:
+    """The lint record in a reviewer's words (the contributor's checks named by what they check)."""
+    findings = len(r.get("findings", []))
+    verdict = "passed" if r.get("passed") else f"FAILED, {findings} finding(s)"
+    return (
+        f"{verdict}: upstream's hooks (ruff {r.get('ruff', '?')} with upstream's settings) and "
+        f"checks of the NPU device guards on {len(r.get('files', []))} Python file(s); "
+        f"{r.get('pre_existing', 0)} pre-existing finding(s) in upstream's own lines not counted"
+    )
+
+
+REVIEWER = {**FORMATTERS, "lint": reviewer_lint}
+
+
+def evidence(
+    records: Mapping[str, Record | None], digest: str, formatters: Mapping[str, Any] = FORMATTERS
+) -> list[tuple[str, str, str]]:
     """(record name, label, result text) for each planned check."""
     out = []
     for name, label, _ in PLAN:
         record = records.get(name)
         why_not = freshness(record, digest)
-        out.append((name, label, why_not if why_not else FORMATTERS[name](record)))  # type: ignore[arg-type]
-    return out
-
-
-def scope_markdown(scopes: Sequence[Scope], left_out: Sequence[tuple[str, str]] = ()) -> str:
-    warning = rfc_warning(total(scopes))
-    out = markdown_table(HEADERS, rows(scopes)) + (f"\n\n**Warning:** {warning}" if warning else "")
-    for name, status in left_out:
-        out += f"\n\nNot in this PR: `{name}`, already upstream (Upstream-Status: {status})."
+        out.append((name, label, why_not if why_not else formatters[name](record)))
     return out
 
 
@@ -167,82 +175,6 @@ def plan_lines(ruff: str) -> list[str]:
     """What the contributor's kit ran, with the ruff version ci/kit-tools.txt pins (read by the
     caller)."""
     return [how.replace("{ruff}", ruff) for _, _, how in PLAN]
-
-
-def added_tests(scopes: Sequence[Scope]) -> list[str]:
-    """The test files the PR adds: what a reviewer runs."""
-    return [
-        f
-        for s in scopes
-        for f in s.new_files
-        if f.startswith("tests/") and f.rsplit("/", 1)[-1].startswith("test_") and f.endswith(".py")
-    ]
-
-
-def reviewer_plan(scopes: Sequence[Scope]) -> str:
-    tests = added_tests(scopes)
-    pytest_line = f"pytest -v {' '.join(tests)}" if tests else "# the PR adds no test file"
-    return f"""In an upstream checkout with this PR applied, on CPU (stock torch; no torch_npu, no Ascend card):
-
-```sh
-{pytest_line}
-```
-
-On four Ascend cards (64 GB each), the realtime stack with the 4-card deploy config:
-
-```sh
-MODEL={MODEL}
-vllm-omni serve "$MODEL" --omni --deploy-config {DEPLOY_CONFIG} --port 8000
-python {BENCHMARK} --host 127.0.0.1 --port 8000 --model "$MODEL" --image first-frame.png \\
-    --num-chunks 32 --seed 0 --output-json run1.json --save-video run1.mp4
-```
-
-Twice, each with its own server (run1, run2): the two videos' md5 are equal, and `metrics.interval_steady.median_ms`
-(the steady chunk interval) stays in the reference band."""
-
-
-def body(
-    purpose: str,
-    results: Sequence[tuple[str, str, str]],
-    scopes: Sequence[Scope],
-    pin_label: str,
-    digest: str,
-    ruff: str,
-    left_out: Sequence[tuple[str, str]] = (),
-) -> str:
-    ran = "\n".join(f"- {how}" for how in plan_lines(ruff))
-    result = "\n".join(f"- **{label}**: {text}" for _, label, text in results)
-    return f"""## Purpose
-
-{purpose}
-
-## Test Plan
-
-{reviewer_plan(scopes)}
-
-What the contributor ran against {pin_label} with this series applied (series digest `{digest[:12]}`), each
-recorded with its inputs; the results below:
-
-{ran}
-
-## Test Result
-
-{result}
-
-Scope of the change:
-
-{scope_markdown(scopes, left_out)}
-
----
-<details>
-<summary> Essential Elements of an Effective PR Description Checklist </summary>
-
-- [x] The purpose of the PR (above, from the series cover and the commits).
-- [x] The test plan, with the commands.
-- [{"x" if all(not t.startswith(NOT_RUN) for _, _, t in results) else " "}] The test results, from the runs \
-recorded on this revision (anything not run says so).
-</details>
-"""
 
 
 def sections(text: str) -> list[tuple[str, str]]:
@@ -274,3 +206,163 @@ def in_template(template: str, filled: str) -> str:
             out.append(text)
     out += [f"## {h}\n{t}" for k, (h, t) in ours.items() if k not in used]
     return "".join(part if part.endswith("\n") else part + "\n" for part in out)
+
+
+# ---- one PR of the stack, for reviewers ------------------------------------------------------
+# A reviewer reads what the PR carries and what was run on it, in upstream's words: no name of the
+# contributor's tooling, no figure measured on anything but what the line says.
+
+EVIDENCE_SHA = re.compile(r"/(?:commit|blob|tree)/([0-9a-f]{7,40})\b")
+PERF_WORDS = re.compile(
+    r"\b(faster|speed-?up|latency|throughput|stall|slow|ms\b|GB\b|memory|per layer|materiali[sz]es)",
+    re.I,
+)
+
+
+def off_npu_text(declared: Sequence[tuple[str, str, str]], files: Sequence[str]) -> str:
+    """What the PR changes on every device but NPU, from the off-NPU check of its files: (file, unit,
+    why) of each declared difference."""
+    how = (
+        "each touched `vllm_omni/` module with every NPU device test taken as false equals "
+        "upstream's, function by function (checked statically)"
+    )
+    mine = [d for d in declared if d[0] in files]
+    if not any(f.startswith("vllm_omni/") for f in files):
+        return "Off NPU: this PR changes no `vllm_omni/` module."
+    if not mine:
+        return f"Off NPU (CPU, CUDA, ROCm, XPU) nothing changes: {how}."
+    changed = "; ".join(f"`{unit}` ({file}): {why}" for file, unit, why in mine)
+    return f"Off NPU nothing changes except, on purpose: {changed}. Otherwise {how}."
+
+
+def evidence_note(subject: str, evidence: str) -> str:
+    """An Upstream-Evidence trailer as a note: what a stored upstream commit shows, and the check
+    that says whether it is on main (the contributor's copy cannot tell)."""
+    sha = EVIDENCE_SHA.search(evidence)
+    check = (
+        f" Whether it is on main: `git merge-base --is-ancestor {sha[1][:12]} origin/main` in a clone "
+        "of this repository (exit 0: on main)."
+        if sha
+        else ""
+    )
+    return f'Related upstream history for "{subject}": {evidence}.{check}'
+
+
+def performance_note(text: str, measured: str | None) -> str | None:
+    """The review bot asks of each performance claim the bottleneck, the value measured, one A/B per
+    item. Without a recorded A/B the PR claims no speed-up; it says so where its text names a cost."""
+    if not PERF_WORDS.search(text):
+        return None
+    if measured:
+        return f"Performance: {measured}"
+    return (
+        "Performance: the text above names the cost this PR removes (the bottleneck); no A/B of "
+        "this PR was run, so it claims no measured speed-up."
+    )
+
+
+def result_lines(
+    results: Sequence[tuple[str, str, str]], commands: Mapping[str, str], own: str | None
+) -> list[str]:
+    """Test Result: what ran (and on what) and what did not, with the command that would run it."""
+    labels = {
+        "lint": "upstream's pre-commit hooks",
+        "test-stock": "CPU tests, stock torch (no torch_npu)",
+        "test-npu": "CPU tests with torch_npu",
+        "e2e": "realtime benchmark on 4 Ascend cards, two independent servers",
+    }
+    out = [
+        f"- **this PR's own tests on its base (only the PRs it depends on)**: {own}"
+        if own
+        else f"- **this PR's own tests on its base (only the PRs it depends on)**: not run; run: "
+        f"`{commands['own']}`"
+    ]
+    for name, _, text in results:
+        if name == "mutate-series":
+            # a figure with no command a reviewer can run: quoted only when mutants ran
+            if not text.startswith(NOT_RUN) and "kill 0/0" not in text:
+                out.append(
+                    f"- **NPU branches mutated, one edit at a time, against the added tests**: {text}"
+                )
+            continue
+        if name not in labels or (name == "e2e" and "e2e" not in commands):
+            continue
+        if text.startswith(NOT_RUN):
+            earlier = " (the last run was on an earlier version)" if text != NOT_RUN else ""
+            how = commands[name]
+            how = how if how.startswith("the ") else f"`{how}`"
+            out.append(f"- **{labels[name]}**: not run{earlier}; run: {how}")
+        else:
+            out.append(f"- **{labels[name]}**, with the whole stack applied: {text}")
+    return out
+
+
+def pr_body(
+    purpose: str,
+    depends: Sequence[str],
+    commits: Sequence[str],
+    notes: Sequence[str],
+    plan: str,
+    results: Sequence[str],
+    scopes: Sequence[Scope],
+    base: str,
+) -> str:
+    """The body of one PR of the stack in upstream's sections."""
+    dep = "".join(f"Depends on: {d}\n" for d in depends)
+    dep = f"{dep}\n" if dep else ""
+    listed = "\n".join(f"- {s}" for s in commits)
+    noted = "".join(f"- {n}\n" for n in notes)
+    noted = f"\n### Notes for reviewers\n\n{noted}" if noted else ""
+    return f"""## Purpose
+
+{dep}{purpose}
+
+Commits:
+
+{listed}
+{noted}
+## Test Plan
+
+{plan}
+
+## Test Result
+
+On {base}:
+
+{chr(10).join(results)}
+
+Scope of the change:
+
+{markdown_table(HEADERS, rows(scopes))}
+"""
+
+
+def pr_plan(tests: Sequence[str], with_e2e: bool, has_config: bool = True) -> str:
+    pytest_line = f"pytest -v {' '.join(tests)}" if tests else "# this PR adds no test file"
+    where = (
+        ""
+        if has_config
+        else f" (`{DEPLOY_CONFIG}` is not in this branch's tree: upstream's, where it has it)"
+    )
+    e2e = (
+        f"""
+
+On four Ascend cards (64 GB each), the realtime stack with the 4-card deploy config{where}:
+
+```sh
+MODEL={MODEL}
+vllm-omni serve "$MODEL" --omni --deploy-config {DEPLOY_CONFIG} --port 8000
+python {BENCHMARK} --host 127.0.0.1 --port 8000 --model "$MODEL" --image first-frame.png \\
+    --num-chunks 32 --seed 0 --output-json run1.json --save-video run1.mp4
+```
+
+Twice, each with its own server (run1, run2): the two videos' md5 are equal, and
+`metrics.interval_steady.median_ms` (the steady chunk interval) stays in the reference band."""
+        if with_e2e
+        else ""
+    )
+    return f"""In an upstream checkout with this PR applied, on CPU (stock torch; no torch_npu, no Ascend card):
+
+```sh
+{pytest_line}
+```{e2e}"""

@@ -32,6 +32,7 @@ from scripts.errors import KitError
 NAME = "cover.md"
 NOTES = "## Notes for reviewers"
 TITLE_MAX = 72
+PREFIX = re.compile(r"^\[[^\]\s][^\]]*\]")  # [Bugfix], [NPU], [Hardware][Ascend]
 
 
 class CoverError(KitError):
@@ -62,6 +63,20 @@ def parse(text: str) -> Cover:
             "commit-style title keeps",
             "shorten it: one or two of upstream's prefixes ([NPU], [Bugfix], [Hardware][Ascend]) "
             "and what changes",
+        )
+    if len(lines) > 1 and lines[1].strip():
+        # A title is a paragraph of its own: a first line followed by text is the purpose's first
+        # line (the title line is missing), never a title cut mid-sentence.
+        raise CoverError(
+            f"patches/{NAME} has no title line: its first paragraph runs on past line 1 "
+            f"({title[:40]!r}...)",
+            "put the PR title on line 1, then a blank line, then the purpose, e.g. "
+            "[Bugfix][NPU] Fix ... (format: scripts/pr/cover.py)",
+        )
+    if not PREFIX.match(title):
+        raise CoverError(
+            f"patches/{NAME}'s first line {title[:40]!r} is no PR title: it has no upstream prefix",
+            "start it with upstream's prefixes, e.g. [NPU] or [Bugfix] (format: scripts/pr/cover.py)",
         )
     rest = "\n".join(lines[1:])
     heading = re.search(rf"^{re.escape(NOTES)}[ \t]*$", rest, re.M)

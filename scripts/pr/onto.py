@@ -22,8 +22,9 @@ from scripts import gitcmd
 from scripts.checks import precommit
 from scripts.checks.lint import SeriesLint, Tools, lint_tree
 from scripts.checks.proof import OffNpuProof
+from scripts.digests import sha256_text
 from scripts.errors import KitError
-from scripts.pr.branch import Signer, build_branch
+from scripts.pr.branch import Signer, rewrite
 from scripts.rebase import trial
 from scripts.rebase.verdicts import Verdict, judge_series
 from scripts.series import Patch
@@ -93,8 +94,9 @@ def build(
     branch: str,
     threeway: bool,
 ) -> tuple[list[Verdict], list[str]]:
-    """(the verdict per patch, the upstream-form commits of branch) on top of base; raises on a
-    refusal."""
+    """(the verdict per patch, the upstream-form commits on top of base: objects only, no branch);
+    raises on a refusal. The branches are set when the run records (revision.record): a refusal
+    after this leaves none."""
     found = judge_series(clone, checkout, patches, commits, with_history=True)
     why = refusal(found, threeway)
     if why:
@@ -109,9 +111,42 @@ def build(
             f"{fix} (nox -s rebase -- --git URL REF shows every patch)",
         )
     applied = gitcmd.rev_list(clone, f"{base}..HEAD")
-    made = build_branch(clone, base, applied, signer, branch)
-    gitcmd.switch(clone, branch, force=True)  # the clone shows what would be pushed
+    made = rewrite(clone, base, applied, signer)
     return found, made
+
+
+@dataclass(frozen=True)
+class RefState:
+    """The clone's refs and HEAD before a run: what a refusal restores."""
+
+    existed: bool
+    refs: dict[str, str]
+    head: str | None
+
+
+def ref_state(clone: Path) -> RefState:
+    if not (clone / ".git").is_dir():
+        return RefState(clone.exists(), {}, None)
+    refs = {ref: gitcmd.rev_parse(clone, ref) for ref in gitcmd.refs(clone)}
+    return RefState(True, refs, gitcmd.verify(clone, "HEAD"))
+
+
+def restore(clone: Path, before: RefState) -> None:
+    """Undo what a refused run made in the clone: a clone it made is removed; otherwise every ref it
+    made or moved is put back, and HEAD too."""
+    if not before.existed:
+        shutil.rmtree(clone, ignore_errors=True)
+        return
+    if not (clone / ".git" / MARKER).is_file():
+        return  # a folder that was not the kit's clone then: the kit made nothing in it
+    now = ref_state(clone)
+    for ref in now.refs.keys() - before.refs.keys():
+        gitcmd.delete_ref(clone, ref)
+    for ref, sha in before.refs.items():
+        if now.refs.get(ref) != sha:
+            gitcmd.update_ref(clone, ref, sha)
+    if before.head is not None and now.head != before.head:
+        gitcmd.detach(clone, before.head, force=True)
 
 
 def target_gates(
@@ -190,41 +225,76 @@ def push_reason(stdout: str, stderr: str) -> str:
     return reason or (said[0] if said else "git push said nothing")
 
 
-def pushed_ref(branch: str) -> str:
-    """Where the kit's clone keeps what it last pushed of branch: a force-push may replace that,
-    nothing else."""
-    return f"refs/kit/pushed/{branch}"
+# git's words for a refused ref whose tip on the fork is not what the lease or a fast-forward allows
+OTHERS_WORDS = ("stale info", "fetch first", "non-fast-forward")
 
 
-def push(clone: Path, remote: str, branch: str) -> None:
-    """Push branch to the user's fork, with the user's own config (credentials live there).
+def fork_key(target: str) -> str:
+    """The fork's own name among the kit's refs: what was pushed to one fork is no lease on another."""
+    return sha256_text(target)[:16]
+
+
+def pushed_ref(target: str, branch: str) -> str:
+    """Where the kit's clone keeps what it last pushed of branch to that fork: a force-push may
+    replace that, nothing else."""
+    return f"refs/kit/pushed/{fork_key(target)}/{branch}"
+
+
+def fork_target(remote: str) -> str:
+    return remote if "://" in remote or remote.startswith("git@") else str(Path(remote).resolve())
+
+
+def push(clone: Path, remote: str, tips: dict[str, str] | str) -> None:
+    """Push each branch (name -> commit; a name alone: that branch's tip) to the user's fork, all
+    or none (--atomic), with the user's own config (credentials live there).
 
     A branch the fork does not have, or one the push fast-forwards, is pushed; one the kit pushed
-    before is replaced only while it is still what the kit pushed (--force-with-lease): a commit
-    someone else added there (a maintainer's fix) is never overwritten; the refusal names it."""
-    target = remote if "://" in remote or remote.startswith("git@") else str(Path(remote).resolve())
-    last = gitcmd.verify(clone, pushed_ref(branch))
-    lease = [f"--force-with-lease=refs/heads/{branch}:{last}"] if last else []
-    proc = gitcmd.push(clone, target, f"{branch}:refs/heads/{branch}", *lease)
+    to that fork before is replaced only while it is still what the kit pushed there
+    (--force-with-lease per fork and branch): a commit someone else added (a maintainer's fix) is
+    never overwritten, and the refusal names it. A push the fork refuses for its own reasons (a
+    hook, a protected branch) is quoted in git's and the fork's words."""
+    target = fork_target(remote)
+    if isinstance(tips, str):
+        tips = {tips: gitcmd.rev_parse(clone, tips)}
+    leases, specs = [], []
+    for branch, tip in tips.items():
+        last = gitcmd.verify(clone, pushed_ref(target, branch))
+        leases += [f"--force-with-lease=refs/heads/{branch}:{last}"] if last else []
+        specs.append(f"{tip}:refs/heads/{branch}")
+    proc = gitcmd.push_atomic(clone, target, specs, *leases)
     if proc.returncode == 0:
-        gitcmd.update_ref(
-            clone, pushed_ref(branch), gitcmd.rev_parse(clone, branch), message="kit pushed"
-        )
+        for branch, tip in tips.items():
+            gitcmd.update_ref(clone, pushed_ref(target, branch), tip, message="kit pushed")
         return
-    reason = push_reason(proc.stdout, proc.stderr)
-    if "rejected" in proc.stdout or "stale info" in reason or "fetch first" in reason:
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("!")]
+    theirs = next(
+        (
+            line.split("\t")[1].split(":refs/heads/")[-1]
+            for line in lines
+            if "[rejected]" in line and any(w in line for w in OTHERS_WORDS)
+        ),
+        None,
+    )
+    if theirs is not None:
         raise OntoError(
-            f"the fork's {branch} holds {others_commit(clone, target, branch)}, which the kit did "
-            "not push; "
-            "not replacing it (nothing pushed or recorded)",
+            f"the fork's {theirs} holds {others_commit(clone, target, theirs)}, which the kit did "
+            "not push; not replacing it (nothing pushed or recorded)",
             "take it into the series (commit it in the checkout, nox -s refresh), or, to drop it, "
-            "delete the "
-            f"fork's branch yourself: git push {remote} --delete {branch}; then run nox -s pr "
-            "again",
+            f"delete the fork's branch yourself: git push {remote} --delete {theirs}; then run nox "
+            "-s pr again",
         )
+    said = [
+        line.removeprefix("remote:").strip()
+        for line in proc.stderr.splitlines()
+        if line.startswith("remote:") and line.removeprefix("remote:").strip()
+    ]
+    reason = push_reason(proc.stdout, proc.stderr)
     raise OntoError(
-        f"git push to {remote} failed: {reason} (nothing recorded)",
-        "check the fork's URL and your credentials, then run nox -s pr again",
+        f"git push to {remote} failed: {reason}"
+        + (f"; the fork said: {' / '.join(said)}" if said else "")
+        + " (nothing pushed or recorded)",
+        "fix what the fork's message names (or check its URL and your credentials), then run nox "
+        "-s pr again",
     )
 
 
@@ -234,6 +304,7 @@ def others_commit(clone: Path, remote: str, branch: str) -> str:
     if gitcmd.fetch_as_user(clone, remote, f"+refs/heads/{branch}:{seen}").returncode != 0:
         return "commits"
     tip = gitcmd.rev_parse(clone, seen)
+    gitcmd.delete_ref(clone, seen)  # a refusal leaves no ref of its own behind
     return f"commit {tip[:12]} ({gitcmd.commit_format(clone, tip, '%s').strip()[:60]!r})"
 
 

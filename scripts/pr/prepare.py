@@ -1,19 +1,19 @@
-"""`nox -s pr`: prepare the upstream PR from the applied series.
+"""`nox -s pr`: prepare the upstream PRs of the stack from the applied series.
 
 Writes .work/pr/vN/ (N = the series revision, see scripts/revisions.py):
-  NNNN-<slug>.patch  format-patch files as upstream gets them (no kit trailers, signed off)
-  cover.txt          title, branch, scope, precheck, range-diff against the previous revision
-  pr-body.md         upstream's template filled from the patch messages and the recorded runs
-  series/            the kit's patches of this revision (for later range-diffs)
-and the branch pr/vN in the checkout. Title and Purpose come from the series
-cover, patches/cover.md (see scripts/pr/cover.py). A new revision is recorded in
-patches/revisions.toml only when the series or its cover changed since the last one.
+  <k>-<name>/NNNN-<slug>.patch  format-patch files of PR k as upstream gets them (signed off)
+  <k>-<name>/pr-body.md         PR k's body in upstream's template
+  cover.txt                     the stack: each PR's branch, patches, size and range-diff; precheck
+  series/                       the kit's patches, cover and stack of this revision (range-diffs)
+and the branches pr/<name>/vN, PR k on the target plus PRs 1..k-1 (patches/stack.toml,
+scripts/pr/stack.py). A new revision is recorded in patches/revisions.toml only when the series,
+its cover or its stack changed since the last one.
 
-The branch in the checkout sits on the kit's pristine commit (with the default
-wheel source a synthetic one, unrelated to upstream's history): it is for
-review. `--onto URL REF` makes the branch upstream can merge, on REF in a
-kit-owned clone (scripts/pr/onto.py); `--push-to FORK` pushes it and prints the
-`gh pr create` command (`--open` runs it). Without them nothing leaves the machine.
+The branches in the checkout sit on the kit's pristine commit (with the default wheel source a
+synthetic one, unrelated to upstream's history): they are for review. `--onto URL REF` makes the
+branches upstream can merge, on REF in a kit-owned clone (scripts/pr/onto.py); `--push-to FORK`
+pushes them, all or none, and prints one `gh pr create` per PR in merge order (`--open` runs
+them). Without them nothing leaves the machine.
 """
 
 from __future__ import annotations
@@ -22,20 +22,20 @@ import argparse
 import shlex
 import shutil
 import subprocess
-import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from scripts import revisions
-from scripts.checks import scope
 from scripts.checks.lint import SeriesLint, Tools
 from scripts.checks.proof import OffNpuProof
 from scripts.errors import KitError
-from scripts.pr import onto, rangediff
+from scripts.pr import onto
 from scripts.pr.branch import Signer
 from scripts.pr.cover import compare
 from scripts.rebase import trial
-from scripts.rebase.verdicts import DROPPED
+from scripts.rebase.verdicts import DROPPED, Verdict
 from scripts.report import outcomes_table, progress, table
 from scripts.series import Patch
 from scripts.workspace import Workspace
@@ -45,80 +45,22 @@ class PrError(KitError):
     """The PR cannot be prepared as asked."""
 
 
-def previous_range_diff(
-    ws: Workspace, prev: revisions.Revision | None, new_tip: str, identity: str
-) -> str:
-    if prev is None:
-        return "First revision: no range-diff."
-    ws.work.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=ws.work, prefix=".pr-range-diff-") as tmp:
-        found = revisions.find_series(prev, ws.pr_dir / prev.label / "series", ws.root, Path(tmp))
-        if found is None:
-            return (
-                f"Range-diff against {prev.label}: not available (its patches are neither in "
-                f".work/pr/{prev.label}/series nor in the kit's git history)."
-            )
-        old, where = found
-        try:
-            text = rangediff.range_diff(
-                ws.checkout, new_tip, old, Signer(identity, prev.prepared), Path(tmp)
-            )
-        except rangediff.RangeDiffUnavailableError as exc:
-            return f"Range-diff against {prev.label}: not available ({exc.what})."
-    return f"Range-diff against {prev.label} (from {where}):\n\n{text.rstrip()}"
+def held_files(out: Path) -> dict[str, str]:
+    return {
+        f.relative_to(out).as_posix(): f.read_text(encoding="utf-8")
+        for f in sorted(out.rglob("*"))
+        if f.is_file()
+    }
 
 
-def cover_text(
-    title: str,
-    rev: revisions.Revision,
-    pin: str,
-    where: str,
-    identity: str,
-    patches: list[Patch],
-    scopes: list[scope.Scope],
-    lint: SeriesLint,
-    ruff: tuple[str, str],
-    rdiff: str,
-    cover_diff: str,
-    onto_report: str = "",
-) -> str:
-    warning = scope.rfc_warning(scope.total(scopes))
-    ruff_note = (
-        "" if ruff[0] == ruff[1] else f"  (not upstream's pinned {ruff[1]}: results may differ)"
-    )
-    findings = "\n".join(str(f) for f in lint.findings) or "no findings"
-    listing = "\n".join(f"  {p.name}  {p.subject}" for p in patches)
-    return f"""{title}
-
-Revision {rev.label} of the series against {pin} (series digest {rev.series_digest[:12]}).
-{where}, each commit signed off by {identity} and authored by it (patches by others: by them, with their own sign-off).
-Apply elsewhere with: git am -k {rev.label}/*.patch   (-k keeps upstream's [Prefix] subjects)
-
-{listing}
-{onto_report}
-Scope
-{table(scope.HEADERS, scope.rows(scopes))}
-{f"WARNING: {warning}" if warning else f"Under upstream's {scope.RFC_THRESHOLD}-line RFC threshold."}
-
-Precheck (nox -s lint): upstream's hooks, ruff {ruff[0]}{ruff_note} with upstream's settings, the kit's checks
-{table(["upstream hook", "version", "here"], lint.hook_rows)}
-{table(["check", "findings"], lint.rows())}
-{findings}
-{lint.off_npu.claim()}
-
-{rdiff}
-
-{cover_diff}
-"""
-
-
-def refuse_overwrite(out: Path, force: bool) -> None:
-    if out.exists() and not force:
+def refuse_overwrite(out: Path, files: dict[str, str], force: bool) -> None:
+    """.work/pr/vN is replaced only with --force, or when the run makes exactly what it holds (the
+    same revision prepared again, e.g. to push it: nothing is lost, so nothing needs forcing)."""
+    if out.exists() and not force and held_files(out) != files:
         raise PrError(
-            f".work/pr/{out.name} already holds this revision",
+            f".work/pr/{out.name} already holds this revision, with other content",
             "pass --force to make it again (nox -s pr -- --force; a push still replaces only what "
-            "the kit "
-            "pushed), or move it away first",
+            "the kit pushed), or move it away first",
         )
 
 
@@ -130,7 +72,7 @@ def write_output(out: Path, files: dict[str, str]) -> None:
         (staging / name).parent.mkdir(parents=True, exist_ok=True)
         (staging / name).write_text(text, encoding="utf-8")
     if out.exists():
-        progress(f"replacing .work/pr/{out.name} (--force)")
+        progress(f"replacing .work/pr/{out.name}")
         shutil.rmtree(out)
     staging.rename(out)
 
@@ -175,6 +117,8 @@ class Onto:
     kept: list[Patch]  # the patches upstream does not have yet
     made: list[str]  # their upstream commits
     base: str  # "URL REF (sha)"
+    base_commit: str  # REF's commit
+    found: list[Verdict]  # the verdict per patch
     verdicts: str  # the verdict table
     gates: SeriesLint  # REF's own gates on the branch
     rules: onto.TargetRules  # REF's PR template and DCO rule
@@ -211,6 +155,8 @@ def put_onto(
         kept,
         made,
         f"{url} {ref} ({base[:12]})",
+        base,
+        verdicts,
         verdict_table,
         gates,
         onto.target_rules(clone, base),
@@ -234,38 +180,86 @@ def refuse_open_without_gh(
     )
 
 
-def push(ws: Workspace, args: argparse.Namespace, branch: str) -> None:
-    """Push pr/vN to the fork when asked, before anything is recorded: a failed push leaves no revision
-    behind. --force re-prepares .work/pr/vN; it never forces the push (onto.push replaces only what
-    the kit pushed)."""
-    if args.onto and args.push_to:
-        onto.push(ws.upstream_clone, args.push_to, branch)
-        progress(f"pushed {branch} to {args.push_to}")
-
-
 def deliver(
-    ws: Workspace, args: argparse.Namespace, branch: str, title: str, body_file: Path
+    ws: Workspace, args: argparse.Namespace, label: str, bs: Any, upstream_url: str
 ) -> None:
-    """Print (or run) `gh pr create` for a pushed branch; otherwise say what stays local."""
+    """Print (or run) one `gh pr create` per pushed PR, in merge order; otherwise the next step,
+    as a command that runs as printed (--force: it makes .work/pr/vN again, now on the target)."""
     if not args.onto:
         progress(
-            f"{branch} is for review only; make the branch upstream can merge with: "
-            "nox -s pr -- --onto https://github.com/vllm-project/vllm-omni main"
+            "the branches are for review only; make the branches upstream can merge with: "
+            f"nox -s pr -- --force --onto {shlex.quote(upstream_url)} main"
         )
         return
     if not args.push_to:
         progress(
-            f"nothing pushed; to open the PR: nox -s pr -- --onto {' '.join(args.onto)} --push-to "
-            "YOUR_FORK_URL"
+            f"nothing pushed; to push the branches and open the PRs: nox -s pr -- --force --onto "
+            f"{shlex.join(args.onto)} --push-to YOUR_FORK_URL"
         )
         return
-    cmd = onto.gh_command(
-        trial.git_url(args.onto[0]), args.push_to, branch, args.onto[1], title, body_file
+    url = trial.git_url(args.onto[0])
+    progress(f"open the PRs in merge order, each after the one it depends on ({len(bs.prs)}):")
+    for b in bs.prs:
+        body_file = ws.pr_dir / label / b.pr.folder / "pr-body.md"
+        cmd = onto.gh_command(
+            url, args.push_to, b.pr.branch(label), args.onto[1], b.pr.title, body_file
+        )
+        print(shlex.join(cmd))
+        if args.open:
+            proc = subprocess.run(cmd, cwd=ws.root)
+            if proc.returncode != 0:
+                raise PrError(
+                    f"gh pr create for {b.pr.branch(label)} exited {proc.returncode}",
+                    "see gh's message; the branches are pushed: run the remaining commands above",
+                )
+
+
+def stack_cover(
+    title: str,
+    rev: revisions.Revision,
+    pin: str,
+    bs: Any,
+    sizes: dict[str, int],
+    rdiffs: dict[str, str],
+    lint: SeriesLint,
+    ruff: tuple[str, str],
+    held: Sequence[tuple[Patch, str]],
+    identity: str,
+    cover_diff: str,
+) -> str:
+    """The stack's cover (for the submitter, not a PR body): each PR, what it carries, its size and
+    its range-diff; the precheck; what is held back."""
+    ruff_note = (
+        "" if ruff[0] == ruff[1] else f"  (not upstream's pinned {ruff[1]}: results may differ)"
     )
-    print(shlex.join(cmd))
-    if args.open:
-        proc = subprocess.run(cmd, cwd=ws.root)
-        if proc.returncode != 0:
-            raise PrError(
-                f"gh pr create exited {proc.returncode}", "see gh's message; the branch is pushed"
-            )
+    findings = "\n".join(str(f) for f in lint.findings) or "no findings"
+    parts = []
+    for b in bs.prs:
+        listing = "\n".join(f"  {p.name}  {p.subject}" for p in b.kept)
+        dropped = "".join(f"  left out, the target has it: {p.name} ({v})\n" for p, v in b.dropped)
+        over = f"  over the line limit: {b.pr.over_limit}\n" if b.pr.over_limit else ""
+        parts.append(
+            f"PR {b.pr.index}: {b.pr.title}\n  branch {b.pr.branch(rev.label)} {bs.where}, "
+            f"{len(b.commits)} commit(s), {sizes[b.pr.name]} changed lines\n{over}{listing}\n{dropped}"
+            f"  range-diff {rdiffs[b.pr.name]}\n"
+        )
+    for b in bs.empty:
+        parts.append(f"PR {b.pr.index} ({b.pr.name}): not sent, the target has every patch of it\n")
+    held_lines = "".join(f"  {p.name}: {why}\n" for p, why in held) or "  none\n"
+    return f"""{title}
+
+Revision {rev.label} of the series against {pin} (series digest {rev.series_digest[:12]}), as
+{len(bs.prs)} PR(s) in merge order, each commit signed off by {identity}.
+Apply one elsewhere with: git am -k {rev.label}/<k>-<name>/*.patch   (on the PRs before it)
+
+{chr(10).join(parts)}
+Held (sent in no PR):
+{held_lines}{bs.onto_report}
+Precheck (nox -s lint): upstream's hooks, ruff {ruff[0]}{ruff_note} with upstream's settings, the kit's checks
+{table(["upstream hook", "version", "here"], lint.hook_rows)}
+{table(["check", "findings"], lint.rows())}
+{findings}
+{lint.off_npu.claim()}
+
+{cover_diff}
+"""

@@ -41,7 +41,6 @@ from upstreams import commit_all, upstream_repo
 
 from scripts.gitcmd import git
 
-RUFF = shutil.which("ruff", path=str(Path(sys.executable).parent)) or "ruff"
 JOURNAL = "patches/.kit-swap.json"
 VICTIMS = {"README.md": b"the kit's readme\n", "noxfile.py": b"# the kit's sessions\n"}
 OUTSIDE = "outside.txt"  # beside the kit: an absolute path a journal may name
@@ -513,7 +512,7 @@ NESTED_ROWS = [
     ),
     Row(
         "nested-repo-lint",
-        ("lint", "--ruff", RUFF),
+        "lint",
         ".work/vllm-omni/vendored is a git repository of yours",
         nested_repo("vendored"),
         then=nested_kept("vendored"),

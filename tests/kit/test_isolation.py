@@ -409,7 +409,7 @@ def test_pr_with_a_non_ascii_name_under_the_c_locale(small_kit: Kit, tmp_path: P
     assert proc.returncode == 0 and "Traceback" not in proc.stdout + proc.stderr, (
         proc.stdout + proc.stderr
     )
-    body = small_kit.root / ".work/pr/v1/0001-npu-attend.patch"
+    body = small_kit.root / ".work/pr/v1/1-series/0001-npu-attend.patch"
     assert "Signed-off-by: Zoë Ångström-Łukasz <zoe@example.org>" in body.read_text(
         encoding="utf-8"
     )

@@ -20,13 +20,14 @@ from conftest import (
     commit_patch,
     make_series,
 )
-from upstreams import upstream_repo
+from upstreams import checked_stack, upstream_repo
 
 from scripts.checks import scope
 from scripts.gitcmd import git
 from scripts.pr import body as pr_body
 from scripts.pr.branch import dco_problem, sign_off, upstream_message
 from scripts.records import write as write_record
+from scripts.series import load_series
 
 ATTN = 'def attend(q):\n    if q.device.type == "npu":\n        return q * 2\n    return q\n'
 SERIES = [
@@ -51,7 +52,22 @@ def with_cover(kit: Kit, series: list = SERIES) -> None:
     (kit.patches / "cover.md").write_text(COVER)
 
 
+AUTO_STACK = "# one PR of every patch (tests/kit/test_pr.py)\n"
+
+
+def one_pr_stack(kit: Kit) -> None:
+    """Unless the test wrote its own: the whole series as one PR, named npu-attend."""
+    path = kit.patches / "stack.toml"
+    if path.exists() and not path.read_text().startswith(AUTO_STACK):
+        return
+    slugs = ", ".join(f'"{p.slug}"' for p in load_series(kit.patches))
+    path.write_text(
+        f'{AUTO_STACK}[[pr]]\nname = "npu-attend"\ntitle = "[NPU] Attend on NPU"\npatches = [{slugs}]\n'
+    )
+
+
 def pr(kit: Kit, env: dict[str, str], *extra: str) -> tuple[int, str]:
+    one_pr_stack(kit)
     proc = kit.run("pr", *extra, env=env)
     return proc.returncode, proc.stdout + proc.stderr
 
@@ -80,7 +96,7 @@ def test_pr_makes_signed_branch_clean_patches_and_body(
     code, out = pr(small_kit, identity)
     assert code == 0, out
     assert small_kit.git("rev-parse", "HEAD") == head  # the checkout stays on the series
-    log = small_kit.git("log", "--format=%B%x00", "pristine..pr/v1")
+    log = small_kit.git("log", "--format=%B%x00", "pristine..pr/npu-attend/v1")
     for m in [m.strip() for m in log.split("\x00") if m.strip()]:
         assert (
             m.endswith(f"Signed-off-by: {ME}")
@@ -91,51 +107,63 @@ def test_pr_makes_signed_branch_clean_patches_and_body(
     # become the submitter's, dated by the revision recorded in patches/revisions.toml, so preparing
     # again gives the same ids.
     prepared = revisions(small_kit).split('prepared = "')[1].split('"')[0]
-    assert authors_and_sign_offs(small_kit, "pristine..pr/v1") == [(ME, prepared, [ME])] * 2
-    ids = small_kit.git("rev-list", "pristine..pr/v1")
-    assert small_kit.git("rev-parse", "pr/v1^{tree}") == small_kit.git("rev-parse", "HEAD^{tree}")
+    assert (
+        authors_and_sign_offs(small_kit, "pristine..pr/npu-attend/v1") == [(ME, prepared, [ME])] * 2
+    )
+    ids = small_kit.git("rev-list", "pristine..pr/npu-attend/v1")
+    assert small_kit.git("rev-parse", "pr/npu-attend/v1^{tree}") == small_kit.git(
+        "rev-parse", "HEAD^{tree}"
+    )
     for name in ("0001-npu-attend.patch", "0002-npu-attend-test.patch"):
-        text = made(small_kit, f"v1/{name}")
+        text = made(small_kit, f"v1/1-npu-attend/{name}")
         assert (
             f"Signed-off-by: {ME}" in text
             and "Kit-Patch:" not in text
             and "Upstream-Status:" not in text
         )
         assert "Kit-Patch:" in made(small_kit, f"v1/series/{name}")  # the kit's own copy keeps them
-    body = made(small_kit, "v1/pr-body.md")
+    body = made(small_kit, "v1/1-npu-attend/pr-body.md")
     assert all(section in body for section in ("## Purpose", "## Test Plan", "## Test Result"))
     purpose = body.split("## Purpose\n\n", 1)[1].split("\n## Test Plan", 1)[0]
+    # the whole series as one PR: the series' cover is its text
     assert purpose.startswith("Attention fails on Ascend because the NPU takes the CPU path.")
-    assert (
-        "Commits:\n\n- [NPU] Attend on NPU\n- [NPU] Test the NPU guard\n" in purpose
-    )  # one line per commit
     assert "### Notes for reviewers\n\n- Validated with a simulated NPU only." in purpose
     assert "Why this change." not in body  # the commit bodies are not pasted end to end
     assert (
-        body.count(": not run\n") == 5
-    )  # lint, both legs, e2e, the mutation figure: nothing recorded
+        "Commits:\n\n- [NPU] Attend on NPU\n- [NPU] Test the NPU guard\n" in purpose
+    )  # one line per commit
+    assert "Depends on" not in purpose  # the first PR of the stack depends on none
+    # what ran and what did not: nothing is recorded, so each line is "not run" with its command
+    result = body.split("## Test Result", 1)[1]
+    assert result.count("not run; run: ") == 5, result  # own tests, lint, both legs, e2e
+    assert "run: `pytest -v tests/test_attn_npu_guard.py  # stock torch" in result
+    assert "run: `pre-commit run --files vllm_omni/attn.py tests/test_attn_npu_guard.py`" in result
+    for word in ("kit", "series digest", "wheel", "Kit-Patch", "Upstream-Status"):
+        assert word.lower() not in body.lower(), word  # no word of the contributor's tooling
     cover = made(small_kit, "v1/cover.txt")
     assert cover.startswith(
         "[NPU][Hardware][Ascend] Attend on Ascend NPU\n"
-    )  # the title is the cover's
+    )  # the stack's cover: the title is the cover's
     assert "(for review)" in cover and "Cover: first revision." in cover
+    assert "PR 1: [NPU] Attend on NPU\n  branch pr/npu-attend/v1" in cover
+    # the next step names the pin's upstream (tests/kit/test_stack.py runs it as printed)
     assert (
-        "is for review only" in out
-        and "--onto https://github.com/vllm-project/vllm-omni main" in out
+        "are for review only" in out
+        and "nox -s pr -- --force --onto https://example.invalid/x main" in out
     )
-    assert "total" in cover and "+11" in cover and "First revision: no range-diff." in cover
+    assert "11 changed lines" in cover and "range-diff first revision: no range-diff" in cover
     assert "Precheck (nox -s lint): upstream's hooks, ruff" in cover and "no findings" in cover
     assert (
         "typos" in cover and "actionlint" in cover
     )  # every hook of upstream's gate, run or not, is listed
-    # the words about other devices are the off-NPU proof's, in the cover and in the PR body alike
-    off_npu = "Off NPU (CPU, CUDA, ROCm, XPU) nothing changes: checked by the kit"
-    assert off_npu in cover and off_npu in purpose
+    # the words about other devices come from the off-NPU proof, in the cover and in the body alike
+    assert "Off NPU (CPU, CUDA, ROCm, XPU) nothing changes: checked by the kit" in cover
+    assert "Off NPU (CPU, CUDA, ROCm, XPU) nothing changes: each touched `vllm_omni/`" in purpose
     revs = revisions(small_kit)
     assert '[v1]\nseries_digest = "' + digest(small_kit) in revs and 'cover_digest = "' in revs
     assert pr(small_kit, identity, "--force")[0] == 0  # same series: still v1, no new revision
     assert (
-        small_kit.git("rev-list", "pristine..pr/v1") == ids
+        small_kit.git("rev-list", "pristine..pr/npu-attend/v1") == ids
     )  # the same revision: the same commit ids
     # a change of the cover alone is a new revision, compared with the last
     (small_kit.patches / "cover.md").write_text(
@@ -144,12 +172,12 @@ def test_pr_makes_signed_branch_clean_patches_and_body(
     code, out = pr(small_kit, identity)
     assert code == 0, out
     cover = made(small_kit, "v2/cover.txt")
-    assert "Range-diff against v1" in cover and " = 1:  " in cover  # the patches did not change ...
+    assert "range-diff against v1" in cover and " = 1:  " in cover  # the patches did not change ...
     assert (
         "Cover against v1:" in cover and "+- Follow-up: fused RoPE." in cover
     )  # ... the cover did
     assert "[v2]" in revisions(small_kit) and "- Follow-up: fused RoPE." in made(
-        small_kit, "v2/pr-body.md"
+        small_kit, "v2/1-npu-attend/pr-body.md"
     )
     # a change of a patch: range-diffed against the last revision's snapshot
     target = small_kit.git("rev-list", "-1", "HEAD~1").strip()
@@ -159,11 +187,11 @@ def test_pr_makes_signed_branch_clean_patches_and_body(
     code, out = pr(small_kit, identity)
     assert code == 0, out
     cover = made(small_kit, "v3/cover.txt")
-    assert "Range-diff against v2 (from snapshot .work/pr/v2/series)" in cover
+    assert "range-diff against v2 (from snapshot .work/pr/v2/series)" in cover
     assert (
         " ! 1:  " in cover and "q * 3" in cover and " = 2:  " in cover
     )  # patch 1 changed, patch 2 did not
-    assert made(small_kit, "v1/0001-npu-attend.patch").count("q * 2") == 1  # v1 kept
+    assert made(small_kit, "v1/1-npu-attend/0001-npu-attend.patch").count("q * 2") == 1  # v1 kept
     assert "[v3]" in revisions(small_kit) and "[v4]" not in revisions(small_kit)
 
 
@@ -217,7 +245,7 @@ def test_no_identity_and_a_patch_by_someone_else_without_their_sign_off_are_refu
     assert code == 0, out
     grace = "Grace Hopper <grace@example.org>"
     # her authorship kept, the submitter's sign-off added
-    assert authors_and_sign_offs(small_kit, "pristine..pr/v1")[-1] == (
+    assert authors_and_sign_offs(small_kit, "pristine..pr/npu-attend/v1")[-1] == (
         grace,
         AUTHOR["GIT_AUTHOR_DATE"],
         [grace, ME],
@@ -274,14 +302,17 @@ def test_body_quotes_the_recorded_runs_and_follows_them(
     write_record(records, "test-npu", leg)
     write_record(records, "test-stock", {**leg, "leg": "stock", "series_digest": "f" * 64})
     assert pr(small_kit, identity)[0] == 0
-    body = made(small_kit, "v1/pr-body.md")
-    assert "**lint**: passed: upstream's hooks, ruff 0.14.10" in body
+    body = made(small_kit, "v1/1-npu-attend/pr-body.md")
+    lint = "**upstream's pre-commit hooks**, with the whole stack applied: passed: upstream's hooks"
+    assert lint in body and "(ruff 0.14.10 with upstream's settings)" in body
     assert "12 passed, 0 failed, 0 errors, 3 skipped (mode simulated: simulated NPU on CPU" in body
     assert (
-        "**CPU regression, leg `stock`**: not run on this revision (last run was on series "
-        "ffffffffffff" in body
+        "**CPU tests, stock torch (no torch_npu)**: not run (the last run was on an earlier "
+        "version); run: `pytest -v tests/test_attn_npu_guard.py" in body
     )
-    assert "**e2e realtime benchmark**: not run\n" in body
+    assert (
+        "**realtime benchmark on 4 Ascend cards, two independent servers**: not run; run:" in body
+    )
     write_record(records, "test-npu", {**leg, "passed": 11, "failed": 1, "passed_all": False})
     runs = [{"index": 1, "steady_median_ms": 3016.0}, {"index": 2, "steady_median_ms": 3016.4}]
     e2e = {
@@ -298,13 +329,13 @@ def test_body_quotes_the_recorded_runs_and_follows_them(
         code == 2 and "already holds this revision" in out and "--force" in out
     )  # never replaced silently
     assert pr(small_kit, identity, "--force")[0] == 0
-    body = made(small_kit, "v1/pr-body.md")
+    body = made(small_kit, "v1/1-npu-attend/pr-body.md")
     assert "FAILED: 11 passed, 1 failed" in body and "12 passed" not in body
     assert (
         "pass: steady chunk-interval median per run 3016.0 ms, 3016.4 ms; video md5 equal; "
         "stand-in server" in body
     )
-    assert "**NPU contract of the added tests**: not run\n" in body  # no mutate-series record yet
+    assert "mutated" not in body  # no mutate-series record yet: no line, no figure
     outcomes = [
         {"path": "a.py", "line": 3, "status": "killed"},
         {"path": "a.py", "line": 3, "status": "equivalent"},
@@ -326,35 +357,22 @@ def test_body_quotes_the_recorded_runs_and_follows_them(
     assert (
         "the series' own tests run 2/2 NPU-branch lines and kill 2/2 mutants of them (1 more "
         "listed as equivalent"
-    ) in made(small_kit, "v1/pr-body.md")
+    ) in made(small_kit, "v1/1-npu-attend/pr-body.md")
 
 
-def test_test_plan_is_what_a_reviewer_runs_and_a_backport_is_out_of_scope() -> None:
-    scopes = [
-        scope.of_patch(
-            "0001-a",
-            "diff --git a/tests/x/test_a.py b/tests/x/test_a.py\nnew file mode 100644\n"
-            "--- /dev/null\n+++ b/tests/x/test_a.py\n@@ -0,0 +1 @@\n+x = 1\n",
-        )
-    ]
-    text = pr_body.body(
-        "why",
-        [],
-        scopes,
-        "vllm-omni 0.30.0",
-        "d" * 64,
-        "0.14.10",
-        [("0006-c.patch", "Backport [u]")],
-    )
-    plan = text.split("## Test Plan", 1)[1].split("## Test Result", 1)[0]
+def test_test_plan_is_what_a_reviewer_runs_and_the_benchmark_only_where_the_stack_completes() -> (
+    None
+):
+    last = pr_body.pr_plan(["tests/x/test_a.py"], with_e2e=True, has_config=False)
     assert (
-        "pytest -v tests/x/test_a.py\n" in plan
-        and "--deploy-config " + pr_body.DEPLOY_CONFIG in plan
+        "pytest -v tests/x/test_a.py\n" in last
+        and "--deploy-config " + pr_body.DEPLOY_CONFIG in last
     )
-    assert "nox -s" not in text  # a reviewer cannot run the kit's sessions
-    assert (
-        "Not in this PR: `0006-c.patch`, already upstream (Upstream-Status: Backport [u])." in text
-    )
+    assert f"(`{pr_body.DEPLOY_CONFIG}` is not in this branch's tree" in last
+    first = pr_body.pr_plan([], with_e2e=False)
+    assert "# this PR adds no test file" in first and "vllm-omni serve" not in first
+    for text in (first, last):
+        assert "nox -s" not in text  # a reviewer cannot run the kit's sessions
 
 
 def test_co_authored_by_is_kept_byte_for_byte_and_dco_still_checks_the_author() -> None:
@@ -390,7 +408,7 @@ def test_range_diff_from_kit_history_when_snapshot_is_gone(
     assert code == 0, out
     cover = made(small_kit, "v2/cover.txt")
     assert (
-        "Range-diff against v1 (from kit commit" in cover
+        "range-diff against v1 (from kit commit" in cover
         and " = 1:  " in cover
         and " ! 2:  " in cover
     )
@@ -455,6 +473,15 @@ def test_sign_off_helper() -> None:
             "[NPU] " + "x" * 67 + "\n\nPurpose.\n",
             "patches/cover.md's title is 73 characters, over the 72",
         ),
+        # measured: without its title line, the purpose's first line became the title, cut
+        (
+            "On Ascend, attention takes the CPU path\nbecause the NPU has no branch.\n\nMore.\n",
+            "patches/cover.md has no title line: its first paragraph runs on past line 1",
+        ),
+        (
+            "Attention on Ascend\n\nPurpose.\n",
+            "patches/cover.md's first line 'Attention on Ascend' is no PR title: it has no upstream prefix",
+        ),
     ],
 )
 def test_bad_cover_is_one_line_and_nothing_written(
@@ -487,7 +514,7 @@ def test_a_co_authored_patch_keeps_its_credit_through_refresh_apply_and_pr(
     ).read_bytes() == exported  # the round trip keeps it byte for byte
     code, out = pr(small_kit, identity)
     assert code == 0, out
-    upstream = made(small_kit, "v1/0003-carry.patch")
+    upstream = made(small_kit, "v1/1-npu-attend/0003-carry.patch")
     assert (
         f"\n\n{credit}\nSigned-off-by: {ME}\n\ndiff --git" in upstream
     )  # credit kept, the submitter's DCO sign-off added
@@ -553,9 +580,14 @@ def test_a_push_replaces_only_what_the_kit_pushed_and_a_failed_one_records_nothi
     upstream = upstream_repo(tmp_path / "upstream", SMALL_UPSTREAM)
     fork = tmp_path / "fork.git"
     onto = ["--onto", str(upstream), "main", "--push-to"]
+    one_pr_stack(small_kit)
+    checked_stack(small_kit, ME)  # a push needs the stack checked (else pr runs the legs itself)
     code, out = pr(small_kit, identity, *onto, str(tmp_path / "no-such-fork"))
     assert (
-        code == 2 and "git push to" in out and "nothing recorded" in out and nothing_made(small_kit)
+        code == 2
+        and "git push to" in out
+        and "nothing pushed or recorded" in out
+        and nothing_made(small_kit)
     ), out
     git("init", "-q", "--bare", str(fork), cwd=tmp_path)
     code, out = pr(small_kit, identity, *onto, str(fork))  # the retry: no --force needed
@@ -568,20 +600,23 @@ def test_a_push_replaces_only_what_the_kit_pushed_and_a_failed_one_records_nothi
     code, out = pr(small_kit, identity, "--force", *onto, str(fork))
     assert code == 0, out
     assert (
-        git("rev-parse", "pr/v1~2", cwd=fork).strip()
+        git("rev-parse", "pr/npu-attend/v1~2", cwd=fork).strip()
         == git("rev-parse", "main", cwd=upstream).strip()
     )
     # a maintainer adds a commit to the fork's pr/v1: never replaced, the refusal names it
     mine = tmp_path / "maintainer"
-    git("clone", "-q", "-b", "pr/v1", str(fork), str(mine), cwd=tmp_path)
+    git("clone", "-q", "-b", "pr/npu-attend/v1", str(fork), str(mine), cwd=tmp_path)
     (mine / "FIX").write_text("fix\n")
     git("add", "-A", cwd=mine)
     git("commit", "-qm", "maintainer's fix", cwd=mine, env=AUTHOR)
-    git("push", "-q", "origin", "pr/v1", cwd=mine)
-    theirs = git("rev-parse", "pr/v1", cwd=fork).strip()
+    git("push", "-q", "origin", "pr/npu-attend/v1", cwd=mine)
+    theirs = git("rev-parse", "pr/npu-attend/v1", cwd=fork).strip()
     (upstream / "NEWS").write_text("more news\n")
     git("commit", "-qam", "more news", cwd=upstream, env=AUTHOR)
     before = revisions(small_kit)
     code, out = pr(small_kit, identity, "--force", *onto, str(fork))
     assert code == 2 and f'holds commit {theirs[:12]} ("maintainer\'s fix")' in out, out
-    assert git("rev-parse", "pr/v1", cwd=fork).strip() == theirs and revisions(small_kit) == before
+    assert (
+        git("rev-parse", "pr/npu-attend/v1", cwd=fork).strip() == theirs
+        and revisions(small_kit) == before
+    )

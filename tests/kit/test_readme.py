@@ -7,7 +7,6 @@ from conftest import KIT_ROOT
 from scripts.policy import readme_findings
 from scripts.readme import current_block, expected_blocks, stale
 from scripts.report import markdown_table
-from scripts.series import load_series
 
 README = (KIT_ROOT / "README.md").read_text(encoding="utf-8")
 EXPECTED = expected_blocks(KIT_ROOT / "patches")
@@ -48,16 +47,10 @@ def test_every_markdown_table_of_the_kit_goes_through_the_one_that_keeps_a_bar_i
     )
 
 
-def test_a_backport_patch_shows_as_already_upstream_and_out_of_the_prs_scope() -> None:
-    patches = {p.name: p for p in load_series(KIT_ROOT / "patches")}
-    config = patches["0006-npu-usp4-eager-config.patch"]
-    assert config.already_upstream and config.upstream_status.startswith(
-        "Backport [https://github.com/"
-    )
-    assert not any(p.already_upstream for name, p in patches.items() if name != config.name)
+def test_the_series_table_shows_each_patchs_pr_and_the_held_ones_with_why() -> None:
+    """The stack (patches/stack.toml) decides what is sent; a patch's status comes from evidence,
+    never from a stored commit whose branch is unknown."""
     block = current_block(README, "series")
-    assert block is not None and "| Backport (already upstream) |" in block
-    assert (
-        "The PR carries 6 files" in block
-        and "`0006-npu-usp4-eager-config` is already upstream" in block
-    )
+    assert block is not None and "| PR | upstream? |" in block
+    assert "| 1: `rope-2d-cos-sin` |" in block
+    assert "| held |" in block and "Held, in no PR: `0006-npu-usp4-eager-config`: " in block

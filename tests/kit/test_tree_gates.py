@@ -165,7 +165,7 @@ def test_pr_onto_reports_the_targets_findings_apart_from_upstreams(
         and "DCO rule: CONTRIBUTING.md of the target" in cover
     )
     assert "PR template: .github/PULL_REQUEST_TEMPLATE.md of the target" in cover
-    pr_body = (small_kit.root / ".work/pr/v1/pr-body.md").read_text()
+    pr_body = (small_kit.root / ".work/pr/v1/1-series/pr-body.md").read_text()
     headings = [line for line in pr_body.splitlines() if line.startswith("## ")]
     assert headings == ["## Purpose", "## Test Plan", "## Test Result", "## Release notes"], pr_body
     assert "Attention on NPU takes its own branch." in pr_body and "write one line" in pr_body

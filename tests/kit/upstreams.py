@@ -4,8 +4,11 @@ change in other words, one hunk of a patch, a rename of a touched file, a merge 
 
 from __future__ import annotations
 
+import argparse
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 from conftest import AUTHOR, KIT_ROOT
@@ -13,6 +16,8 @@ from conftest import AUTHOR, KIT_ROOT
 from scripts.diffparse import hunks
 from scripts.gitcmd import git
 from scripts.pin import extract_wheel, fetch_wheel, load_pin
+from scripts.pr import revision
+from scripts.workspace import Workspace
 
 PATCHES = KIT_ROOT / "patches"
 ROPE = "vllm_omni/diffusion/layers/rope.py"
@@ -253,3 +258,32 @@ def git_pin(kit_pin: str, url: Path, commit: str) -> str:
     text = kit_pin.replace('source = "wheel"', 'source = "git"')
     text = re.sub(r'(?m)^url = ".*"$', f'url = "{url}"', text)
     return re.sub(r'(?m)^commit = ".*"$', f'commit = "{commit}"', text)
+
+
+# ---- the stack's own check, with the leg run as a real pytest in this interpreter ----------------
+
+CHECK_ARGS = argparse.Namespace(open=False, onto=None, push_to=None, force=False, threeway=False)
+
+
+def pytest_here(_ws: object, leg: str, tree: Path, tests: list[str]) -> tuple[bool, str]:
+    """A real pytest run of a PR's tests on its prefix tree, in this interpreter (the legs' own
+    interpreters are the heavy tier's): the runner --check-stack is given in the default tier."""
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        *tests,
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "no:randomly",
+    ]
+    proc = subprocess.run(cmd, cwd=tree, capture_output=True, text=True)
+    tail = (proc.stdout.strip().splitlines() or ["no output"])[-1]
+    return proc.returncode == 0, f"leg {leg}: {tail}"
+
+
+def checked_stack(kit: Workspace, identity: str) -> None:
+    """The stack checked (each PR's own tests on its base, recorded): what a push needs first."""
+    assert revision.check_stack(kit, CHECK_ARGS, identity, legs=("stock",), runner=pytest_here) == 0
