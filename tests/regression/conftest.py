@@ -43,6 +43,20 @@ def _tree_from_env(name: str) -> Path:
     return root
 
 
+def applied_patches(checkout: Path) -> frozenset[str] | None:
+    """The Kit-Patch slugs of the checkout's commits after its ``pristine`` tag: the patches a stack's
+    prefix (or the whole series) applied. None where the tree is not a kit checkout (no git, no tag):
+    then every test runs, and a test of a patch the tree lacks fails rather than being left out."""
+    env = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+    command = ["git", "-C", str(checkout), "log", "--format=%(trailers:key=Kit-Patch,valueonly)"]
+    proc = subprocess.run(
+        [*command, "pristine..HEAD"], capture_output=True, text=True, env=env, check=False
+    )
+    if proc.returncode != 0:
+        return None
+    return frozenset(line.strip() for line in proc.stdout.splitlines() if line.strip())
+
+
 def _npu_mode_from_env() -> str:
     mode = os.environ.get("KIT_NPU_MODE", "none")
     if mode not in NPU_MODES:
@@ -53,6 +67,7 @@ def _npu_mode_from_env() -> str:
 CHECKOUT = _tree_from_env("KIT_CHECKOUT")
 PRISTINE = _tree_from_env("KIT_PRISTINE")
 NPU_MODE = _npu_mode_from_env()
+APPLIED = applied_patches(CHECKOUT)
 if CHECKOUT == PRISTINE:
     raise pytest.UsageError(
         "KIT_CHECKOUT and KIT_PRISTINE name the same tree; the comparisons would be vacuous"
@@ -143,6 +158,11 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", "stock_leg: needs the stock leg (KIT_NPU_MODE=none, no torch_npu)"
     )
     config.addinivalue_line(
+        "markers",
+        "needs_patches(*slugs): tests what these patches (Kit-Patch slugs) change; deselected on a "
+        "checkout that does not hold them all (a prefix of the series, as a stack's PR is tested)",
+    )
+    config.addinivalue_line(
         "markers", "npu_leg: needs the npu leg (KIT_NPU_MODE=simulated or real)"
     )
     config.addinivalue_line(
@@ -162,10 +182,18 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
+    applied = (
+        "not a kit checkout: every test runs" if APPLIED is None else ", ".join(sorted(APPLIED))
+    )
     return [
         f"kit trees: checkout={CHECKOUT} pristine={PRISTINE}",
         f"kit npu mode: {NPU_MODE}",
+        f"kit patches applied: {applied or 'none'}",
     ]
+
+
+def needed_patches(item: pytest.Item) -> set[str]:
+    return {slug for mark in item.iter_markers("needs_patches") for slug in mark.args}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -176,9 +204,28 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         "real": ("stock_leg", "simulated_npu", "simulator_only", "pinned_env"),
     }
     dropped = [item for item in items if any(item.get_closest_marker(m) for m in other[NPU_MODE])]
+    # So are the tests of patches a prefix of the series does not hold (each named in the summary).
+    if APPLIED is not None:
+        missing = {item.nodeid: needed_patches(item) - APPLIED for item in items}
+        _not_applied.update(slug for slugs in missing.values() for slug in slugs)
+        dropped += [item for item in items if missing[item.nodeid] and item not in dropped]
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = [item for item in items if item not in dropped]
+
+
+@pytest.fixture
+def npu_dispatch_rejects_none(monkeypatch: pytest.MonkeyPatch) -> None:
+    """NPU eager dispatch as torch / torch_npu before 2.13 had it: None for a mutable argument of a
+    custom op is rejected (the simulated NPU too, where it stands in), and the tree's version check
+    (npu-empty-stage-buffers) says so."""
+    from vllm_omni.experimental.ar_diffusion.kv_cache import paged_attention
+
+    monkeypatch.setattr(paged_attention, "_npu_rejects_none_stage_args", lambda: True)
+    if SIMULATED_NPU is not None:
+        from npu_standin import simulated_npu
+
+        monkeypatch.setattr(simulated_npu, "REJECTS_NONE_FOR_MUTABLE_ARGS", True)
 
 
 @pytest.fixture(scope="session")
@@ -299,8 +346,17 @@ def pristine_results(tmp_path_factory: pytest.TempPathFactory) -> dict:
     return torch.load(out, weights_only=True)
 
 
+_not_applied: set[str] = set()
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     _npu_leg.pytest_terminal_summary(terminalreporter)
+    if _not_applied:
+        terminalreporter.write_line(
+            "kit: deselected the tests of patches this checkout does not hold: "
+            + ", ".join(sorted(_not_applied)),
+            bold=True,
+        )
     if _oracle_report:
         terminalreporter.write_line(
             f"pristine oracle: {_oracle_report['source']} ({_oracle_report['reason']})", bold=True
