@@ -43,20 +43,6 @@ def _tree_from_env(name: str) -> Path:
     return root
 
 
-def applied_patches(checkout: Path) -> frozenset[str] | None:
-    """The Kit-Patch slugs of the checkout's commits after its ``pristine`` tag: the patches a stack's
-    prefix (or the whole series) applied. None where the tree is not a kit checkout (no git, no tag):
-    then every test runs, and a test of a patch the tree lacks fails rather than being left out."""
-    env = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
-    command = ["git", "-C", str(checkout), "log", "--format=%(trailers:key=Kit-Patch,valueonly)"]
-    proc = subprocess.run(
-        [*command, "pristine..HEAD"], capture_output=True, text=True, env=env, check=False
-    )
-    if proc.returncode != 0:
-        return None
-    return frozenset(line.strip() for line in proc.stdout.splitlines() if line.strip())
-
-
 def _npu_mode_from_env() -> str:
     mode = os.environ.get("KIT_NPU_MODE", "none")
     if mode not in NPU_MODES:
@@ -67,7 +53,6 @@ def _npu_mode_from_env() -> str:
 CHECKOUT = _tree_from_env("KIT_CHECKOUT")
 PRISTINE = _tree_from_env("KIT_PRISTINE")
 NPU_MODE = _npu_mode_from_env()
-APPLIED = applied_patches(CHECKOUT)
 if CHECKOUT == PRISTINE:
     raise pytest.UsageError(
         "KIT_CHECKOUT and KIT_PRISTINE name the same tree; the comparisons would be vacuous"
@@ -121,9 +106,11 @@ with _long_lived():
     import _npu_leg
     import oracle_cache
     from _npu_leg import npu_device  # noqa: F401  (fixture)
+    from _prefix import applied_patches, needed_patches
     from _upstream import UPSTREAM_MARKERS
 
     SIMULATED_NPU = _npu_leg.prepare(NPU_MODE)
+    APPLIED = applied_patches(CHECKOUT)
     if (
         _COVERAGE is not None
     ):  # what the tests import (the code under test), now, while coverage.py waits
@@ -190,10 +177,6 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         f"kit npu mode: {NPU_MODE}",
         f"kit patches applied: {applied or 'none'}",
     ]
-
-
-def needed_patches(item: pytest.Item) -> set[str]:
-    return {slug for mark in item.iter_markers("needs_patches") for slug in mark.args}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
