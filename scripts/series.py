@@ -4,6 +4,7 @@ Each patch carries kit-internal trailers in its message:
   Upstream-Status: Pending | Submitted [url] | Backport [ref] | Inappropriate [why]
   Kit-Patch: <slug>     (stable identity; the file is named NNNN-<slug>.patch)
   Kit-Off-NPU: <file>::<unit>: <why>   (optional: a declared change off NPU, one per unit)
+  Upstream-Evidence: <url> (<relation>)   (optional: where an upstream tree shows the change)
 All are kept in patches/ and stripped from what goes upstream.
 """
 

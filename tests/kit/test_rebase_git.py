@@ -85,8 +85,9 @@ def test_renamed_file_merges_three_way(kit: Kit, upstream: Path) -> None:
     outcome, detail = got.pop("lingbot-npu-paged-replay")
     renamed = LINGBOT.replace("transformer", "lingbot_transformer")
     assert outcome == "3-way" and f"renamed upstream to {renamed}" in detail
-    clean = "rope-2d-cos-sin rope-2d-cos-sin-test paged-attention-npu npu-empty-stage-buffers npu-usp4-eager-config"
-    clean += " npu-cpu-tests"
+    clean = "rope-2d-cos-sin rope-2d-cos-sin-test paged-attention-npu paged-attention-npu-test"
+    clean += " lingbot-npu-paged-replay-test npu-empty-stage-buffers npu-empty-stage-buffers-test"
+    clean += " npu-usp4-eager-config"
     assert {k: v[0] for k, v in got.items()} == dict.fromkeys(clean.split(), "clean")
 
 
@@ -140,8 +141,10 @@ def test_move_onto_merged_then_apply_and_both_legs_pass(kit: Kit, upstream: Path
     assert names == [
         "0001-rope-2d-cos-sin-test.patch",
         "0002-paged-attention-npu.patch",
-        "0003-npu-empty-stage-buffers.patch",
-        "0004-npu-cpu-tests.patch",
+        "0003-paged-attention-npu-test.patch",
+        "0004-lingbot-npu-paged-replay-test.patch",
+        "0005-npu-empty-stage-buffers.patch",
+        "0006-npu-empty-stage-buffers-test.patch",
     ]
     report = (kit.root / ".work/rebase/vllm-omni-merged.md").read_text()
     assert f"The pin now names git `{url}` `merged` at commit `{commit}`" in report

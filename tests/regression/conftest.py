@@ -106,9 +106,11 @@ with _long_lived():
     import _npu_leg
     import oracle_cache
     from _npu_leg import npu_device  # noqa: F401  (fixture)
+    from _prefix import applied_patches, needed_patches
     from _upstream import UPSTREAM_MARKERS
 
     SIMULATED_NPU = _npu_leg.prepare(NPU_MODE)
+    APPLIED = applied_patches(CHECKOUT)
     if (
         _COVERAGE is not None
     ):  # what the tests import (the code under test), now, while coverage.py waits
@@ -143,6 +145,11 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", "stock_leg: needs the stock leg (KIT_NPU_MODE=none, no torch_npu)"
     )
     config.addinivalue_line(
+        "markers",
+        "needs_patches(*slugs): tests what these patches (Kit-Patch slugs) change; deselected on a "
+        "checkout that does not hold them all (a prefix of the series, as a stack's PR is tested)",
+    )
+    config.addinivalue_line(
         "markers", "npu_leg: needs the npu leg (KIT_NPU_MODE=simulated or real)"
     )
     config.addinivalue_line(
@@ -162,9 +169,13 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
+    applied = (
+        "not a kit checkout: every test runs" if APPLIED is None else ", ".join(sorted(APPLIED))
+    )
     return [
         f"kit trees: checkout={CHECKOUT} pristine={PRISTINE}",
         f"kit npu mode: {NPU_MODE}",
+        f"kit patches applied: {applied or 'none'}",
     ]
 
 
@@ -176,9 +187,28 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         "real": ("stock_leg", "simulated_npu", "simulator_only", "pinned_env"),
     }
     dropped = [item for item in items if any(item.get_closest_marker(m) for m in other[NPU_MODE])]
+    # So are the tests of patches a prefix of the series does not hold (each named in the summary).
+    if APPLIED is not None:
+        missing = {item.nodeid: needed_patches(item) - APPLIED for item in items}
+        _not_applied.update(slug for slugs in missing.values() for slug in slugs)
+        dropped += [item for item in items if missing[item.nodeid] and item not in dropped]
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = [item for item in items if item not in dropped]
+
+
+@pytest.fixture
+def npu_dispatch_rejects_none(monkeypatch: pytest.MonkeyPatch) -> None:
+    """NPU eager dispatch as torch / torch_npu before 2.13 had it: None for a mutable argument of a
+    custom op is rejected (the simulated NPU too, where it stands in), and the tree's version check
+    (npu-empty-stage-buffers) says so."""
+    from vllm_omni.experimental.ar_diffusion.kv_cache import paged_attention
+
+    monkeypatch.setattr(paged_attention, "_npu_rejects_none_stage_args", lambda: True)
+    if SIMULATED_NPU is not None:
+        from npu_standin import simulated_npu
+
+        monkeypatch.setattr(simulated_npu, "REJECTS_NONE_FOR_MUTABLE_ARGS", True)
 
 
 @pytest.fixture(scope="session")
@@ -299,8 +329,17 @@ def pristine_results(tmp_path_factory: pytest.TempPathFactory) -> dict:
     return torch.load(out, weights_only=True)
 
 
+_not_applied: set[str] = set()
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     _npu_leg.pytest_terminal_summary(terminalreporter)
+    if _not_applied:
+        terminalreporter.write_line(
+            "kit: deselected the tests of patches this checkout does not hold: "
+            + ", ".join(sorted(_not_applied)),
+            bold=True,
+        )
     if _oracle_report:
         terminalreporter.write_line(
             f"pristine oracle: {_oracle_report['source']} ({_oracle_report['reason']})", bold=True

@@ -42,6 +42,7 @@ def test_direct_replay_reaches_dense_fallback_and_equals_pristine(
         assert torch.equal(value, expected), key
 
 
+@pytest.mark.needs_patches("rope-2d-cos-sin")
 def test_direct_replay_with_2d_rope_tables(attention, dense_calls):
     # LingBot-World hands the attention 2-D (S, D/2) tables; with the rope fix they must give
     # exactly what the expanded 4-D tables give, through the whole layer.

@@ -15,7 +15,12 @@ import torch
 from _npu_leg import record_syncs, sync_counter
 from npu_standin import simulated_npu
 
-pytestmark = [pytest.mark.npu_leg, pytest.mark.core_model, pytest.mark.npu]
+pytestmark = [
+    pytest.mark.npu_leg,
+    pytest.mark.core_model,
+    pytest.mark.npu,
+    pytest.mark.needs_patches("paged-attention-npu", "lingbot-npu-paged-replay"),
+]
 
 
 def build_on(

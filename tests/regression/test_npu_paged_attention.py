@@ -33,7 +33,12 @@ from _paged_attention import (
     stubbed_kernel,  # noqa: F401  (fixture)
 )
 
-pytestmark = [pytest.mark.npu_leg, pytest.mark.core_model, pytest.mark.npu]
+pytestmark = [
+    pytest.mark.npu_leg,
+    pytest.mark.core_model,
+    pytest.mark.npu,
+    pytest.mark.needs_patches("paged-attention-npu"),
+]
 
 # Production (LingBot-World serves bf16) and fp32, for the tests that are not about numerics over
 # dtypes.
@@ -158,7 +163,14 @@ def test_two_sequences_do_not_see_each_other(dtype_name: str, npu_device: torch.
 
 
 @pytest.mark.parametrize("dtype_name", list(DTYPES))
-@pytest.mark.parametrize("staging", ["off", "on", "zero_size"])
+@pytest.mark.parametrize(
+    "staging",
+    [
+        "off",
+        "on",
+        pytest.param("zero_size", marks=pytest.mark.needs_patches("npu-empty-stage-buffers")),
+    ],
+)
 def test_staging_modes_equal_reference(
     staging: str, dtype_name: str, npu_device: torch.device
 ) -> None:
@@ -257,6 +269,8 @@ def test_staging_gathers_only_the_window_of_a_wider_table(
 
 
 @pytest.mark.parametrize("dtype_name", list(DTYPES))
+@pytest.mark.needs_patches("npu-empty-stage-buffers")
+@pytest.mark.usefixtures("npu_dispatch_rejects_none")
 def test_history_staging_disabled_gives_zero_size_npu_buffers(
     dtype_name: str, npu_device: torch.device
 ) -> None:
@@ -265,11 +279,21 @@ def test_history_staging_disabled_gives_zero_size_npu_buffers(
     stage_key, stage_value = ctx.history_staging(0)
     for buffer in (stage_key, stage_value):
         assert isinstance(buffer, torch.Tensor), (
-            "None is rejected by NPU eager dispatch for mutable arguments"
+            "None is rejected by NPU eager dispatch for mutable arguments before torch 2.13"
         )
         assert buffer.device == npu_device
         assert tuple(buffer.shape) == (0, HEADS, HEAD_DIM) and buffer.dtype == DTYPES[dtype_name]
     assert stage_key is not stage_value
+
+
+def test_history_staging_disabled_gives_none_on_npu_from_torch_2_13(
+    npu_device: torch.device,
+) -> None:
+    # The leg's torch (2.13) takes None for the fused op's mutable stage arguments: none are made.
+    assert torch.__version__ >= "2.13"
+    ctx = npu_forward_context(npu_device)
+    ctx.prepare(npu_device, 0, 2 * BLOCK)
+    assert ctx.history_staging(0) == (None, None)
 
 
 def op_call(
@@ -300,6 +324,8 @@ def op_call(
 
 
 @pytest.mark.parametrize("dtype_name", SERVED)
+@pytest.mark.needs_patches("npu-empty-stage-buffers")
+@pytest.mark.usefixtures("npu_dispatch_rejects_none")
 def test_fused_op_takes_zero_size_stage_buffers_end_to_end(
     dtype_name: str, npu_device: torch.device
 ) -> None:
@@ -335,6 +361,7 @@ def test_fused_op_takes_zero_size_stage_buffers_end_to_end(
     )
 
 
+@pytest.mark.needs_patches("npu-usp4-eager-config")
 def test_deploy_config_stays_eager(checkout_root: Path) -> None:
     # npu_fusion_attention does not support graph mode (op-plugin docs: 暂不支持图模式), and actual_seq_*
     # are host lists read per call: the series' deploy config must not capture graphs.

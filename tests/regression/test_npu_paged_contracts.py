@@ -28,7 +28,12 @@ from _paged_attention import (
     staged_inputs,
 )
 
-pytestmark = [pytest.mark.npu_leg, pytest.mark.core_model, pytest.mark.npu]
+pytestmark = [
+    pytest.mark.npu_leg,
+    pytest.mark.core_model,
+    pytest.mark.npu,
+    pytest.mark.needs_patches("paged-attention-npu"),
+]
 
 HALF = ["bf16", "fp16"]  # the two dtypes every CANN release's npu_fusion_attention takes
 
@@ -134,6 +139,8 @@ def test_staging_is_batch_1_only(npu_device: torch.device) -> None:
         )
 
 
+@pytest.mark.needs_patches("npu-empty-stage-buffers")
+@pytest.mark.usefixtures("npu_dispatch_rejects_none")
 def test_zero_size_stage_buffers_are_made_once(npu_device: torch.device) -> None:
     # Every layer_inputs() call of every forward gets the same pair: no allocation per layer call.
     first, second = npu_forward_context(npu_device), npu_forward_context(npu_device)
@@ -147,6 +154,8 @@ def test_zero_size_stage_buffers_are_made_once(npu_device: torch.device) -> None
     assert other.history_staging(0)[0].dtype == torch.bfloat16, "one pair per dtype"
 
 
+@pytest.mark.needs_patches("npu-empty-stage-buffers")
+@pytest.mark.usefixtures("npu_dispatch_rejects_none")
 def test_zero_size_stage_buffers_follow_the_head_shape_only(npu_device: torch.device) -> None:
     # A pool with fewer slots but the same heads shares the pair; one with other heads gets its own
     # shape.

@@ -122,7 +122,11 @@ def _paged_write(
 
 
 @needs_sim
-def test_custom_op_with_mutable_args_runs_its_kernel_on_npu_tensors() -> None:
+def test_custom_op_with_mutable_args_runs_its_kernel_on_npu_tensors(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert simulated_npu.REJECTS_NONE_FOR_MUTABLE_ARGS is (torch.__version__ < "2.13")
+    monkeypatch.setattr(simulated_npu, "REJECTS_NONE_FOR_MUTABLE_ARGS", True)  # torch < 2.13
     pool = torch.zeros(4, 2, device="npu")
     stage = torch.zeros(0, 2, device="npu")  # the zero-size buffer the NPU path needs
     total = torch.ops.kit_selfcheck.paged_write(
