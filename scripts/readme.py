@@ -26,8 +26,17 @@ def end_marker(name: str) -> str:
 
 def evidence_of(patch: Patch) -> str:
     """What stored upstream commits show of a patch (its Upstream-Evidence trailers), in short."""
-    found = header_trailers(patch.text, "Upstream-Evidence")
-    return "".join(f"; evidence: {e}" for e in found)
+    return "".join(f"; {short_evidence(e)}" for e in header_trailers(patch.text, "Upstream-Evidence"))
+
+
+def short_evidence(trailer: str) -> str:
+    """`<url> (<relation>: <details>; ...)` as the relation and the commit: the link and the details
+    stay in the patch's trailer."""
+    url, _, rest = trailer.partition(" ")
+    relation = re.split(r"[:;)]", rest.strip().removeprefix("("), maxsplit=1)[0].strip()
+    commit = re.search(r"/blob/([0-9a-f]{8})", url)
+    at = f" at {commit[1]}" if commit else ""
+    return f"{relation or 'evidence'}{at}"
 
 
 def series_table(patches: Sequence[Patch], declared: stack.Stack | None = None) -> str:
