@@ -43,14 +43,23 @@ def lint_packages() -> list[str]:
         for repo in config["repos"]
         if (found := table.find(repo["repo"]))
     ]
-    return [kittools.pinned("pre-commit", ws.kit_tools), kittools.pinned("pyyaml", ws.kit_tools), *hooks]
+    # pre-commit installs a `repo: local` python hook as a placeholder package (`pip install .`),
+    # whose isolated build takes setuptools from the index
+    return [
+        kittools.pinned("pre-commit", ws.kit_tools),
+        kittools.pinned("pyyaml", ws.kit_tools),
+        "setuptools",
+        *hooks,
+    ]
 
 
 @pytest.fixture(scope="module")
 def wheels(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The wheels (dependencies too) for this interpreter, downloaded once per set of pins."""
     wanted = lint_packages()
-    key = hashlib.sha256("\n".join([sys.version, *wanted]).encode()).hexdigest()[:16]
+    pin = load_pin(Workspace(KIT_ROOT).pin_file)
+    release = f"{pin.project}=={pin.version}"
+    key = hashlib.sha256("\n".join([sys.version, release, *wanted]).encode()).hexdigest()[:16]
     cache = request.config.cache
     folder = (
         cache.mkdir(f"kit-mirror-{key}") if cache else tmp_path_factory.mktemp(f"kit-mirror-{key}")
@@ -66,10 +75,8 @@ def wheels(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
             capture_output=True,
         )
         # the pinned release too, which apply fetches (its own dependencies are the legs')
-        pin = load_pin(Workspace(KIT_ROOT).pin_file)
         subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--no-deps", "-d", str(folder)]
-            + [f"{pin.project}=={pin.version}"],
+            [sys.executable, "-m", "pip", "download", "--no-deps", "-d", str(folder), release],
             check=True,
             capture_output=True,
         )

@@ -63,7 +63,7 @@ def test_lint_runs_the_targets_gates_on_the_real_series(tmp_path: Path, upstream
     # the hook's env is pre-commit's, made once (with its dependency) and reused by the next lint
     code, again = lint(kit)
     assert code == 1 and "pre-commit made the hook env" not in again, again
-    assert again.count(f"{NPU_IMPORT_HOOK} torch_npu is imported") == len(imports), again
+    assert f"{NPU_IMPORT_HOOK} torch_npu is imported outside" not in again, again
     # the target drops both gates: the series passes the ones left
     add_gates(upstream, GATES_DROPPED, "Drop the NPU import and style gates")
     on_git(kit, upstream)
