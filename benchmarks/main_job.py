@@ -63,9 +63,8 @@ def main(argv: list[str]) -> int:
     runs = parser.parse_args(argv).runs
     ws = Workspace.of_kit()
     job_cmd = [sys.executable, "-m", "nox", "-s", "apply", "test"]
-    seconds(
-        job_cmd, dict(os.environ), ws.root
-    )  # warm-up: whatever the last change left to rebuild (oracle, .pyc)
+    # warm-up: whatever the last change left to rebuild (oracle, .pyc)
+    seconds(job_cmd, dict(os.environ), ws.root)
 
     def median(cmd: list[str], env: dict[str, str]) -> float:
         return statistics.median(seconds(cmd, env, ws.root) for _ in range(runs))
@@ -91,12 +90,10 @@ def main(argv: list[str]) -> int:
     )
     kit = [sys.executable, "-m", "scripts", "test", "npu"]
     npu_leg = median(kit, dict(os.environ))
-    npu_leg_bare = median(
-        [*kit, "-q"], dict(os.environ)
-    )  # any pytest argument: coverage not measured
-    job = median(
-        job_cmd, dict(os.environ)
-    )  # last: its records are the ones the per-module tables read
+    # any pytest argument: coverage not measured
+    npu_leg_bare = median([*kit, "-q"], dict(os.environ))
+    # last: its records are the ones the per-module tables read
+    job = median(job_cmd, dict(os.environ))
     print(
         table(
             ["measure", "seconds"],

@@ -5,9 +5,8 @@ from __future__ import annotations
 import signal
 import sys
 
-if (
-    __name__ == "__main__"
-):  # a signal while Python loads the kit: nothing has started (main() takes over below)
+# a signal while Python loads the kit: nothing has started (main() takes over below)
+if __name__ == "__main__":
 
     def _before_start(signum: int, _frame: object) -> None:
         sys.stderr.write(
@@ -17,9 +16,8 @@ if (
         raise SystemExit(130)
 
     for _ending in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
-        if (
-            signal.getsignal(_ending) is not signal.SIG_IGN
-        ):  # signals.takeable, before the kit can be imported
+        # signals.takeable, before the kit can be imported
+        if signal.getsignal(_ending) is not signal.SIG_IGN:
             signal.signal(_ending, _before_start)
 
 import argparse  # noqa: E402 -- after the handlers above
@@ -28,12 +26,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import NoReturn
 
-if (
-    not __package__
-):  # `python path/to/scripts COMMAND` from any folder (`-m scripts` needs the kit's root as cwd)
-    sys.path[0] = str(
-        Path(sys.path[0]).resolve().parent
-    )  # path/to/scripts -> the kit, so `scripts` imports
+# `python path/to/scripts COMMAND` from any folder (`-m scripts` needs the kit's root as cwd)
+if not __package__:
+    # path/to/scripts -> the kit, so `scripts` imports
+    sys.path[0] = str(Path(sys.path[0]).resolve().parent)
 
 from scripts import signals
 from scripts.errors import KitError, failed_where, os_fix

@@ -152,23 +152,20 @@ def parse(patch_text: str) -> list[FileDiff]:
         ):
             current.body.append(line)
             if tag == "+":
-                current.added.append(
-                    (line_no, line[1:].removesuffix("\r"))
-                )  # a CRLF file's line, without its CR
+                # a CRLF file's line, without its CR
+                current.added.append((line_no, line[1:].removesuffix("\r")))
                 line_no, new_left = line_no + 1, new_left - 1
             elif tag == "-":
                 current.removed, old_left = current.removed + 1, old_left - 1
-            elif (
-                tag != "\\"
-            ):  # context (a blank line is context whose space was stripped); `\ No newline`
+            # context (a blank line is context whose space was stripped); `\ No newline`
+            elif tag != "\\":
                 line_no, old_left, new_left = line_no + 1, old_left - 1, new_left - 1
             continue
         old_left = new_left = (
             0  # a hunk shorter than its header says ends at the first line no hunk has
         )
-        if (
-            current and current.body and tag == "\\"
-        ):  # `\ No newline at end of file` after a hunk's last line
+        # `\ No newline at end of file` after a hunk's last line
+        if current and current.body and tag == "\\":
             current.body.append(line)
             continue
         if line.startswith("diff --git "):

@@ -26,7 +26,9 @@ def end_marker(name: str) -> str:
 
 def evidence_of(patch: Patch) -> str:
     """What stored upstream commits show of a patch (its Upstream-Evidence trailers), in short."""
-    return "".join(f"; {short_evidence(e)}" for e in header_trailers(patch.text, "Upstream-Evidence"))
+    return "".join(
+        f"; {short_evidence(e)}" for e in header_trailers(patch.text, "Upstream-Evidence")
+    )
 
 
 def short_evidence(trailer: str) -> str:

@@ -65,9 +65,8 @@ def kept_output() -> Iterator[OutputFailures]:
     last flush does not fail once more (Python's exit 120 and its 'Exception ignored' lines)."""
     found = OutputFailures()
     saved = sys.stdout, sys.stderr
-    out, err = (
-        Kept(s) if s is not None else None for s in saved
-    )  # None: the fd was closed at start
+    # None: the fd was closed at start
+    out, err = (Kept(s) if s is not None else None for s in saved)
     sys.stdout, sys.stderr = out or saved[0], err or saved[1]  # type: ignore[assignment]
     try:
         yield found

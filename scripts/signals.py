@@ -35,9 +35,8 @@ def put_back(pending: list[tuple[int, signal.Handlers | Handler | int | None]]) 
         try:
             while pending:
                 sig, old = pending[0]
-                if (
-                    old is not None
-                ):  # None: a handler not set from Python, which cannot be set back from it
+                # None: a handler not set from Python, which cannot be set back from it
+                if old is not None:
                     signal.signal(sig, old)
                 pending.pop(0)
         except BaseException as exc:  # noqa: BLE001 -- kept, raised once all are back

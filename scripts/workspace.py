@@ -15,9 +15,8 @@ from pathlib import Path
 class Workspace:
     root: Path
 
-    def __post_init__(
-        self,
-    ) -> None:  # resolved once: messages and records show paths relative to it
+    # resolved once: messages and records show paths relative to it
+    def __post_init__(self) -> None:
         object.__setattr__(self, "root", Path(self.root).resolve())
 
     @classmethod

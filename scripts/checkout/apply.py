@@ -60,9 +60,8 @@ from scripts.series import ENTRY, Patch, series_digest, trailer
 
 OFFSET = re.compile(r"^Hunk #(\d+) succeeded at (\d+) \(offset (-?\d+) lines?\)", re.M)
 FAILED_AT = re.compile(r"^error: patch failed: (.+):(\d+)$", re.M)
-FILE_ERROR = re.compile(
-    r"^error: (?!patch failed: )([^:\n]+): (.+)$", re.M
-)  # "error: x.py: already exists in ..."
+# "error: x.py: already exists in ..."
+FILE_ERROR = re.compile(r"^error: (?!patch failed: )([^:\n]+): (.+)$", re.M)
 CORRUPT = re.compile(r"corrupt patch at line (\d+)")
 
 
@@ -166,13 +165,12 @@ def prepare_checkout(
     so a build that fails or is cut short anywhere is never taken for a complete one.
     """
     refuse_foreign(checkout)
+    # else rebuilt, as for a new pin
     same_pin = (
         state is not None
         and state.pin_digest == pin_digest(pin)
         and state.pin == pin.label
-        and exists(
-            checkout, f"{state.pristine_commit}^{{commit}}"
-        )  # else rebuilt, as for a new pin
+        and exists(checkout, f"{state.pristine_commit}^{{commit}}")
     )
     if same_pin and state is not None:
         if force:
@@ -484,9 +482,8 @@ def apply_series(
     # the state says "applying": every command refuses the checkout until a full apply
     except GitFailed as exc:
         raise CheckoutError(exc.what, "fix what git names, then run nox -s apply again") from None
-    verify_complete(
-        checkout, new
-    )  # "applied" is written last, only over a tree that holds what apply made
+    # "applied" is written last, only over a tree that holds what apply made
+    verify_complete(checkout, new)
     finish(checkout, new, exported_head=head(checkout))
     forget_last_good(checkout)
     return results
@@ -577,9 +574,8 @@ def continue_series(
         raise CheckoutError(
             f"nothing to continue: {shown(checkout)} is not stopped at a patch", "run: nox -s apply"
         )
-    guard(
-        "foreign", Inspection(checkout, state)
-    )  # git am --continue reads the checkout's config too
+    # git am --continue reads the checkout's config too
+    guard("foreign", Inspection(checkout, state))
     if state.series_digest != series_digest(patches):
         raise StaleCheckout(
             f"patches/ changed since apply stopped at {state.failed_patch}",
@@ -665,9 +661,8 @@ def abort_series(checkout: Path, progress: Progress) -> str:
     )
     if exists(checkout, LAST_GOOD_REF) and before is not None:
         reset_to(checkout, LAST_GOOD_REF)
-        gitcmd.tag(
-            checkout, PRISTINE_TAG, before.pristine_commit
-        )  # apply across a pin change moved it
+        # apply across a pin change moved it
+        gitcmd.tag(checkout, PRISTINE_TAG, before.pristine_commit)
         os.replace(backup, state_file(checkout))
         if before.pin_digest != state.pin_digest:
             return f"restored the checkout of the previous pin ({before.pin}, at {head(checkout)[:12]})"

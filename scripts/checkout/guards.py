@@ -38,9 +38,8 @@ from scripts.pin import Pin
 from scripts.series import Patch, series_digest
 
 Facts = dict[str, str]
-Condition = Callable[
-    ["Inspection"], Facts | None
-]  # a method of Inspection: its facts when it holds
+# a method of Inspection: its facts when it holds
+Condition = Callable[["Inspection"], Facts | None]
 
 
 @dataclass
@@ -193,9 +192,8 @@ def untracked_repos(checkout: Path, paths: list[str]) -> list[str]:
 Row = tuple[Condition, type[CheckoutError] | None, str, str]
 SWITCH_BACK = "switch back (cd {where} && git checkout " + BRANCH + ")"
 DISCARD = "or rerun apply with --force to discard them"
-LOCAL_WORK: tuple[
-    Row, ...
-] = (  # work that exists only in the checkout, or a git operation the user started
+# work that exists only in the checkout, or a git operation the user started
+LOCAL_WORK: tuple[Row, ...] = (
     (
         Inspection.paused,
         LocalEdits,

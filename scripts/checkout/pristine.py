@@ -119,9 +119,8 @@ def export_tree(checkout: Path, rev: str, dest: Path) -> None:
             tar.extractall(dest, filter="data")
         stamp.write_text(f"{tree}\n", encoding="utf-8")
     except OSError as exc:  # named here: a failed write(2) names no file of its own
-        shutil.rmtree(
-            dest, ignore_errors=True
-        )  # no partial copy left to be taken for the whole tree
+        # no partial copy left to be taken for the whole tree
+        shutil.rmtree(dest, ignore_errors=True)
         raise CheckoutError(
             f"cannot write {dest.parent.name}/{dest.name} ({exc.strerror or exc})",
             f"free disk space on {dest.parent.name}/ (df -h {dest.parent.name}), then run the "

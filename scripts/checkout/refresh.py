@@ -42,14 +42,7 @@ from scripts.checkout.guards import Inspection, guard
 from scripts.checkout.state import REFRESHING, State, read_state
 from scripts.digests import sha256_text
 from scripts.errors import os_fix
-from scripts.gitcmd import (
-    am,
-    format_patch,
-    head,
-    last_line,
-    rev_list,
-    rev_parse,
-)
+from scripts.gitcmd import am, format_patch, head, last_line, rev_list, rev_parse
 from scripts.pin import Pin
 from scripts.series import (
     JOURNAL,
@@ -73,9 +66,8 @@ from scripts.series import (
 )
 
 FOLDS = {"fixup! ": "fixup", "squash! ": "squash", "amend! ": "amend"}
-SHA_NAME = re.compile(
-    r"^[0-9a-f]{7,40}$"
-)  # `fixup! <sha>`: 7+ hex digits, so a word like "add" is a subject
+# `fixup! <sha>`: 7+ hex digits, so a word like "add" is a subject
+SHA_NAME = re.compile(r"^[0-9a-f]{7,40}$")
 REWORD = f"reword it (git rebase -i {PRISTINE_TAG}, reword): git format-patch/am cannot carry it; nothing was written"
 
 
@@ -142,9 +134,8 @@ class Group:
     """A patch's commit and the folds aimed at it, in order."""
 
     patch: Commit
-    folds: list[tuple[str, Commit]] = field(
-        default_factory=list
-    )  # (fixup | squash | amend, commit)
+    # (fixup | squash | amend, commit)
+    folds: list[tuple[str, Commit]] = field(default_factory=list)
 
     @property
     def commits(self) -> list[Commit]:
@@ -370,9 +361,8 @@ def folded_message(group: Group, now: dict[str, Commit]) -> str:
         body = now[c.sha].body
         if kind == "amend" and body:
             message = body
-        elif (
-            kind == "squash" and body
-        ):  # above the patch's trailer block, which stays last (git's rule)
+        # above the patch's trailer block, which stays last (git's rule)
+        elif kind == "squash" and body:
             text, block = split_trailers(message)
             message = text.rstrip("\n") + "\n\n" + body + (f"\n{block}" if block else "")
     return message
@@ -612,18 +602,15 @@ def refresh(
     state = read_state(checkout) if (checkout / ".git").is_dir() else None
     if state is not None:
         heal_killed(checkout, state, series_digest(old), progress)
-    for stale in patches_dir.glob(
-        ".*.kit-tmp"
-    ):  # swap_into's, from a refresh killed outright (kill -9)
+    # swap_into's, from a refresh killed outright (kill -9)
+    for stale in patches_dir.glob(".*.kit-tmp"):
         stale.unlink()
-    guard(
-        "export", Inspection(checkout, state, None if pin is None else (pin, old))
-    )  # nothing changed yet
+    # nothing changed yet
+    guard("export", Inspection(checkout, state, None if pin is None else (pin, old)))
     assert state is not None  # "export" refuses a missing state
     start, recorded = head(checkout), []
-    write_refresh_marker(
-        checkout, {"start": start}
-    )  # until the end: after a kill -9 the next command undoes
+    # until the end: after a kill -9 the next command undoes
+    write_refresh_marker(checkout, {"start": start})
     started = checkout / ".git" / REFRESHING
     try:
         with endings_raised():
@@ -671,9 +658,8 @@ def write_back(
     if len(commits) > len(groups):
         progress("folded fixup!/squash!/amend! commits into the patches they name")
     new_head = final[-1].sha if final else rev_parse(checkout, PRISTINE_TAG)
-    if (
-        new_head != state.head
-    ):  # the state's head came from these very files: no need to re-check it
+    # the state's head came from these very files: no need to re-check it
+    if new_head != state.head:
         round_trip(checkout, final, texts)
     pairs = zip(final, texts, strict=True)
     exported = [(patch_file_name(i, c.slugs[-1]), t) for i, (c, t) in enumerate(pairs, 1)]
@@ -688,9 +674,8 @@ def write_back(
         state.patches = {name: sha256_text(t) for name, t in exported}
         finish(checkout, state, exported_head=new_head)  # no git runs here: the signals are held
         recorded.append(True)
-        (checkout / ".git" / REFRESHING).unlink(
-            missing_ok=True
-        )  # recorded: nothing for a next command to undo
+        # recorded: nothing for a next command to undo
+        (checkout / ".git" / REFRESHING).unlink(missing_ok=True)
 
     # what the state will say, for a next command when a kill -9 lands between the swap and the
     # record

@@ -24,9 +24,8 @@ class State:
     pristine_commit: str
     series_digest: str
     patches: dict[str, str]
-    head: (
-        str | None
-    )  # the commit at which the checkout equals patches/; None while it holds unexported work
+    # the commit at which the checkout equals patches/; None while it holds unexported work
+    head: str | None
     status: str  # applying | conflict | applied | aborted
     failed_patch: str | None = None
     offsets: dict[str, list[str]] = field(default_factory=dict)

@@ -205,12 +205,10 @@ class Evidence:
 
     def __init__(self, module: ast.Module) -> None:
         self.accounted: set[int] = set()  # device tests and .is_npu reads that may fold
-        self.pure: set[int] = (
-            set()
-        )  # `self.<field> is (not) None`: total, so it may fold beside a test
-        self.types: dict[
-            str, str | None
-        ] = {}  # parameter -> its declared type, while no statement rebinds it
+        # `self.<field> is (not) None`: total, so it may fold beside a test
+        self.pure: set[int] = set()
+        # parameter -> its declared type, while no statement rebinds it
+        self.types: dict[str, str | None] = {}
         self.fields: dict[str, ast.expr] = {}  # the enclosing dataclass's fields with a default
         self.owner = ""  # the method's first parameter (self), while no statement rebinds it
         self.in_class = False  # walking a class's own body
@@ -377,9 +375,8 @@ class OffNpu(ast.NodeTransformer):
     def __init__(self, evidence: Evidence) -> None:
         self.accounted = evidence.accounted
         self.pure_tests = evidence.pure
-        self.params: list[set[str]] = [
-            set()
-        ]  # the enclosing function's parameters no statement rebinds
+        # the enclosing function's parameters no statement rebinds
+        self.params: list[set[str]] = [set()]
 
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.AST:
         self.params.append(stable_params(node))
@@ -417,13 +414,11 @@ class OffNpu(ast.NodeTransformer):
         values: list[ast.expr] = []
         for v in node.values:  # a and (b and c) -> a and b and c, as both sides are compared
             values += v.values if isinstance(v, ast.BoolOp) and type(v.op) is type(node.op) else [v]
-        end = next(
-            (i for i, v in enumerate(values) if truth(v) is (not is_and)), None
-        )  # `a and False`
+        # `a and False`
+        end = next((i for i, v in enumerate(values) if truth(v) is (not is_and)), None)
         if end is not None:
-            before = [
-                v for v in values[:end] if truth(v) is None
-            ]  # still evaluated off NPU, truth taken
+            # still evaluated off NPU, truth taken
+            before = [v for v in values[:end] if truth(v) is None]
             if all(self.pure(v) for v in before):
                 return constant(not is_and, node)
             return ast.copy_location(ast.BoolOp(node.op, [*before, values[end]]), node)
@@ -774,9 +769,8 @@ def off_npu_changes(
         if renamed_from
         else []
     )
-    written = {
-        n.lineno: n for n in ast.walk(new_tree) if isinstance(n, ast.stmt)
-    }  # as the patch wrote them
+    # as the patch wrote them
+    written = {n.lineno: n for n in ast.walk(new_tree) if isinstance(n, ast.stmt)}
     for name in dict.fromkeys([*new_units, *old_units]):
         a, b = new_units.get(name, []), old_units.get(name, [])
         if [shape(s) for s in a] != [shape(s) for s in b]:

@@ -246,9 +246,8 @@ def is_new_py_file(diff: FileDiff) -> bool:
 
 
 def lacks_spdx(diff: FileDiff, source: Source) -> Hits:
-    head = [
-        text.removeprefix("\ufeff") for _, text in diff.added[:5]
-    ]  # a BOM is not a missing header
+    # a BOM is not a missing header
+    head = [text.removeprefix("\ufeff") for _, text in diff.added[:5]]
     if is_new_py_file(diff) and not all(line in head for line in SPDX):
         yield 1, ""
 
@@ -287,9 +286,8 @@ class Rule:
     requires: str  # what the series must do (README table, PR body)
     message: str  # what a finding says
     fix: str
-    check: (
-        Callable[[FileDiff, Source], Hits] | None
-    )  # one file's diff and the patched file's facts -> hits;
+    # one file's diff and the patched file's facts -> hits;
+    check: Callable[[FileDiff, Source], Hits] | None
     # None: a rule over the whole series (KIT007, off_npu_proof)
     mirrors: str = (
         ""  # the upstream pre-commit hook this rule stands in for, where it cannot run here
@@ -386,9 +384,8 @@ RULE_IDS = f"{RULES[0].id}-{RULES[-1].id}"
 def check_file(diff: FileDiff, new_source: str | None) -> list[Finding]:
     """Every rule's findings on one file's added lines; new_source is the patched file (imports,
     NPU-only lines)."""
-    source = (
-        Source.of(new_source) if diff.path.endswith(".py") else Source()
-    )  # other files: no Python facts
+    # other files: no Python facts
+    source = Source.of(new_source) if diff.path.endswith(".py") else Source()
     return [finding for rule in RULES for finding in rule.findings(diff, source)]
 
 
@@ -401,9 +398,8 @@ def own_checks(series_diff: str, tree: Path, moved: frozenset[str] = frozenset()
         if diff.path in moved:
             diff = replace(diff, new_file=False)
         path = tree / diff.path
-        if (
-            path.is_symlink()
-        ):  # a link holds no code to judge (no edit of it could add SPDX lines): its target is
+        # a link holds no code to judge (no edit of it could add SPDX lines): its target is
+        if path.is_symlink():
             # checked as its own file, and upstream's hooks skip links too (pre-commit's types)
             continue
         # a file in another encoding (latin-1, carried as binary) is read, not a crash: its lines

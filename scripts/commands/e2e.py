@@ -20,9 +20,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, ws: Workspace) -> int:
     config = e2e_config.config_of(ws, args, os.environ)  # every value checked before anything waits
-    with checkout_lock(
-        ws, shared=True
-    ):  # the server and upstream's client run the checkout's code: it stays put
+    # the server and upstream's client run the checkout's code: it stays put
+    with checkout_lock(ws, shared=True):
         # Setup errors are KitErrors and signals KeyboardInterrupts: the front door reports both in
         # one line.
         python = install.base_python(config.python) if config.mode == "ascend" else None

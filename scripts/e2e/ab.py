@@ -170,9 +170,8 @@ def prepare_variants(ws: Workspace, base: str) -> tuple[Variant, Variant]:
         where = ws.ab_dir / "base" / "vllm-omni"
         where.parent.mkdir(parents=True, exist_ok=True)
         apply_series(pin, patches, where, ws.downloads, force=True, progress=progress)
-        a = Variant(
-            "A", base, series_digest(patches), len(patches), source, where
-        )  # reads the files: inside
+        # reads the files: inside
+        a = Variant("A", base, series_digest(patches), len(patches), source, where)
     head = load_series(ws.patches)
     b = Variant(
         "B", "HEAD (patches/)", series_digest(head), len(head), "this working tree", ws.checkout

@@ -132,9 +132,8 @@ def number_text(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else f"{x:g}"
 
 
-WEEK_S = (
-    7 * 24 * 3600.0
-)  # the longest bound a time option takes: beyond it a value is a typo, not a plan
+# the longest bound a time option takes: beyond it a value is a typo, not a plan
+WEEK_S = 7 * 24 * 3600.0
 # LingBot-World's latent: 8x VAE downsampling, then 2x2 patches (480x832 -> 30x52 = 1560 tokens)
 PIXELS = 16
 
@@ -401,10 +400,8 @@ def option_values(ns: argparse.Namespace, env: Mapping[str, str]) -> dict[str, o
     the default."""
     values: dict[str, object] = {}
     for o in OPTIONS:
-        given, from_env = (
-            getattr(ns, o.field),
-            env.get(o.env, "") if o.from_env else "",
-        )  # "": unset
+        # "": unset
+        given, from_env = (getattr(ns, o.field), env.get(o.env, "") if o.from_env else "")
         text, source = (from_env, o.env) if from_env else (o.default, "default")
         values[o.field] = (
             given if given is not None else None if text is None else o.value(text, source)

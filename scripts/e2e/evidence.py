@@ -212,16 +212,9 @@ def summary_markdown(summary: Mapping[str, Any], manifest: Mapping[str, Any]) ->
     """The PR's Test Result section, from summary.json and the manifest; draws the runs' chunk-interval
     plot."""
     lo, hi = summary["band_ms"]
-    cfg, kit = (
-        manifest["config"],
-        manifest["kit"],
-    )  # kit: series_sha256 in manifests written before series_digest
-    lines = [
-        "## Test Result",
-        "",
-        f"**Verdict: {summary['verdict']}** - {summary['reason']}",
-        "",
-    ]
+    # kit: series_sha256 in manifests written before series_digest
+    cfg, kit = (manifest["config"], manifest["kit"])
+    lines = ["## Test Result", "", f"**Verdict: {summary['verdict']}** - {summary['reason']}", ""]
     if summary["stand_in"]:
         lines += [f"> NOTE: {STANDIN_NOTE}. These numbers say nothing about Ascend.", ""]
     if summary["mode"] == "external":

@@ -98,9 +98,8 @@ def one_run(
         return external_run(config, record, folder, bench_cmd, bench_env)
     srv: server.Server | None = None
     try:
-        with (
-            signals.held()
-        ):  # a signal lands after srv is known, inside this try: its finally stops it
+        # a signal lands after srv is known, inside this try: its finally stops it
+        with signals.held():
             srv = server.start(server_cmd, env, d / "server.log")
         record.server_pgid = srv.pgid
         record.server_up_s = server.wait_healthy(srv, config.health_url, config.health_timeout_s)

@@ -54,10 +54,7 @@ LAYERS = {"npu": "stock"}
 LAYER_PTH = "kit-layer.pth"
 
 # Pin files each leg reads, in include order (leg-npu.txt does `-r leg-stock.txt`).
-_PIN_FILES = {
-    "stock": ("leg-stock.txt",),
-    "npu": ("leg-stock.txt", "leg-npu.txt"),
-}
+_PIN_FILES = {"stock": ("leg-stock.txt",), "npu": ("leg-stock.txt", "leg-npu.txt")}
 # What an overlay venv on an existing interpreter adds: the test runner and its closure,
 # at the versions of ci/leg-stock.txt.
 TEST_TOOLS = (

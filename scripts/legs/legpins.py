@@ -162,9 +162,8 @@ def regenerate(
         requirements.write_text(in_ci(top), encoding="utf-8")
         resolved = {}
         for machine, platform in PLATFORMS.items():
-            out = (
-                Path(tmp) / f"{name}.{machine}.out"
-            )  # uv reads the pins in it as preferences, then rewrites it
+            # uv reads the pins in it as preferences, then rewrites it
+            out = Path(tmp) / f"{name}.{machine}.out"
             out.write_text(in_ci(text) if keep else "", encoding="utf-8")
             run_compile(
                 [

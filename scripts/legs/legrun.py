@@ -34,9 +34,8 @@ def run_legs(ws: Workspace, state: State, opts: suite.TestArgs) -> int:
     checkout's lock."""
     series_diff = combined_diff(ws.checkout)
     planned = {leg: plan_leg(ws, state, leg, opts, series_diff) for leg in opts.legs}
-    runs = {
-        leg: run for leg, run in planned.items() if run is not None
-    }  # None: nothing changed since green
+    # None: nothing changed since green
+    runs = {leg: run for leg, run in planned.items() if run is not None}
     done = start_legs(ws, runs, opts.jobs)
     codes, unreported = {}, []
     # the lines every measured leg is read against: one AST pass over the patched files for all legs
@@ -232,9 +231,8 @@ def finish_leg(
     # A --changed or narrowed run never stands in for the full one in reports (the PR body reads
     # test-<leg>).
     records.write(ws.records, record_name(leg, run.why_not_measured), data)
-    if (
-        counts.ok and rc == 0 and not opts.pytest_args
-    ):  # green, and not narrowed by pytest arguments
+    # green, and not narrowed by pytest arguments
+    if counts.ok and rc == 0 and not opts.pytest_args:
         suite.write_green(out / suite.GREEN, run.context, state.patches, run.patch_files, by_file)
     progress(f"leg {leg}: pristine oracle {oracle['source']} ({oracle['reason']})")
     lines_run = (

@@ -23,12 +23,10 @@ from pathlib import Path
 from scripts.errors import KitError
 
 PROBE_CACHE = "kit-probe.json"
-LOADER_CACHE = Path(
-    "/etc/ld.so.cache"
-)  # ldconfig's view of the system's libraries (CANN may register there)
-_LOADER_VARS = re.compile(
-    r"^(LD_|ASCEND|CANN|NPU|TORCH_|HCCL)"
-)  # what decides whether torch_npu's libraries load
+# ldconfig's view of the system's libraries (CANN may register there)
+LOADER_CACHE = Path("/etc/ld.so.cache")
+# what decides whether torch_npu's libraries load
+_LOADER_VARS = re.compile(r"^(LD_|ASCEND|CANN|NPU|TORCH_|HCCL)")
 
 # torch_npu registers itself as an autoloaded device backend; without CANN that
 # makes `import torch` fail. The probe turns autoloading off so that it can still

@@ -237,10 +237,8 @@ def prepare(
         versions = {**versions, "stack": probe.stack_note(versions, legenv.leg_pins(ws, leg))}
         progress(f"leg {leg}: stack {versions['stack']}")
     out.mkdir(parents=True, exist_ok=True)
-    versions = {
-        **versions,
-        "interpreter": found.origin,
-    }  # recorded with the versions, shown in the PR body
+    # recorded with the versions, shown in the PR body
+    versions = {**versions, "interpreter": found.origin}
     env = leg_env(leg, mode, ws.checkout, ws.pristine_tree, out, found.pycache)
     return found.python, mode, versions, env
 
@@ -349,9 +347,8 @@ def run_parallel(
                 print(f"===== leg {leg}: {verdict} in {now - started:.1f} s =====", flush=True)
                 sys.stdout.write(logs[leg].read_text(encoding="utf-8", errors="replace"))
                 print(f"===== end of leg {leg} (kept in {logs[leg]}) =====", flush=True)
-            if (
-                live and len(done) < len(procs) and now - shown >= STATUS_S
-            ):  # the logs' tails read only for it
+            # the logs' tails read only for it
+            if live and len(done) < len(procs) and now - shown >= STATUS_S:
                 shown = now
                 running = {
                     leg: (started, _tail(logs[leg]))

@@ -21,9 +21,8 @@ from scripts.diffparse import touched
 from scripts.legs.suite import stopped_if_left
 from scripts.report import progress, table
 
-BOOTSTRAP = (
-    Path("tests") / "regression" / "_npu_leg.py"
-)  # runs a command in a process prepared like the leg's
+# runs a command in a process prepared like the leg's
+BOOTSTRAP = Path("tests") / "regression" / "_npu_leg.py"
 
 
 @dataclass(frozen=True)

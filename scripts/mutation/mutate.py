@@ -43,9 +43,8 @@ from scripts.workspace import Workspace
 
 DEVICE_TYPES = {"cuda", "npu", "cpu"}
 CASTS = {"to", "float", "long"}  # a dropped cast changes dtype or device
-KERNEL_CALLS = {
-    "npu_fusion_attention"
-}  # whose tensor inputs get an added .float() (the kernel wants one dtype)
+# whose tensor inputs get an added .float() (the kernel wants one dtype)
+KERNEL_CALLS = {"npu_fusion_attention"}
 SUITE = Path("tests/regression")
 # Leg tests that exercise each patched file; other files run the whole suite. The series' own
 # upstream-style tests come first, so a mutant's killed_by says whether they kill it without the
@@ -264,9 +263,8 @@ def _edits(node: ast.AST, added: set[int]) -> Iterator[tuple[ast.AST, str, str, 
         isinstance(node, ast.stmt)
         and set(range(node.lineno, (node.end_lineno or node.lineno) + 1)) <= added
     ):
-        if not (
-            isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
-        ):  # not a docstring
+        # not a docstring
+        if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)):
             yield node, "pass", "statement", f"remove {type(node).__name__.lower()} statement"
 
 
@@ -423,9 +421,8 @@ def mutants_of(path: str, source: str, added: set[int]) -> list[Mutant]:
             f"{path} is not valid Python (line {exc.lineno}: {exc.msg}): no mutant can be made of it",
             "fix the file in the checkout (python -m py_compile shows it), then run it again",
         ) from None
-    seen = {
-        ast.dump(tree)
-    }  # a mutant that parses to the same program is no mutant (e.g. swapping k, k)
+    # a mutant that parses to the same program is no mutant (e.g. swapping k, k)
+    seen = {ast.dump(tree)}
     edits = [
         (node, edit)
         for node in ast.walk(tree)

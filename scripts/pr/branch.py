@@ -22,9 +22,8 @@ from scripts.series import strip_kit_trailers
 TRAILER_LINE = re.compile(r"^[A-Za-z0-9-]+: \S")
 SIGNED_OFF = re.compile(r"^Signed-off-by: (.*?) <([^<>]*)>\s*$", re.M)
 KIT_EMAIL = gitcmd.KIT_IDENTITY["GIT_AUTHOR_EMAIL"]
-DCO_EMAIL = re.compile(
-    r"^[^@\s<>]+@[^@\s<>.]+(\.[^@\s<>.]+)+$"
-)  # local@domain.tld, as the DCO app validates
+# local@domain.tld, as the DCO app validates
+DCO_EMAIL = re.compile(r"^[^@\s<>]+@[^@\s<>.]+(\.[^@\s<>.]+)+$")
 
 
 class NoIdentityError(KitError):

@@ -173,9 +173,8 @@ DCO_WORDS = re.compile(r"\bDCO\b|Developer Certificate of Origin|Signed-off-by",
 class TargetRules:
     """The PR template and DCO rule of the target tree, as the PR is judged by them."""
 
-    template: (
-        str | None
-    )  # the template's text (None: the target has none; the kit's own sections are used)
+    # the template's text (None: the target has none; the kit's own sections are used)
+    template: str | None
     template_from: str
     dco_from: str
 

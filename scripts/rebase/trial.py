@@ -37,9 +37,8 @@ from scripts.report import markdown_table, progress
 from scripts.series import Patch, load_series, series_header
 from scripts.workspace import Workspace
 
-VERSION = re.compile(
-    r"^\d+(\.\d+)+([.+-]?[A-Za-z0-9.]+)?$"
-)  # a release version; anything else is a git ref
+# a release version; anything else is a git ref
+VERSION = re.compile(r"^\d+(\.\d+)+([.+-]?[A-Za-z0-9.]+)?$")
 
 
 class RebaseError(KitError):

@@ -42,9 +42,8 @@ class Verdict:
     name: str
     outcome: str  # one of OUTCOMES
     detail: str = ""
-    hunks: list[tuple[str, str]] = field(
-        default_factory=list
-    )  # (hunk, "upstream" | "not upstream")
+    # (hunk, "upstream" | "not upstream")
+    hunks: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def shown(self) -> str:

@@ -226,9 +226,8 @@ def clone(template: Kit, dest: Path) -> Kit:
     """A copy of a prepared kit, .work included (nothing in it names its own path): the fault tables
     start about 300 cases from a few states, each built once per worker."""
     shutil.copytree(template.root, dest, symlinks=True)
-    for wheel in template.root.parent.glob(
-        "*.whl"
-    ):  # where build_wheel left it, as a test's tmp_path holds it
+    # where build_wheel left it, as a test's tmp_path holds it
+    for wheel in template.root.parent.glob("*.whl"):
         shutil.copy2(wheel, dest.parent / wheel.name)
     return Kit(dest)
 

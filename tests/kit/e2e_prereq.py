@@ -47,7 +47,6 @@ def ensure_checkout_and_stock_env(ws: Workspace) -> Path:
             [sys.executable, "-m", "scripts", "apply"], cwd=ws.root, capture_output=True, text=True
         )
         assert done.returncode == 0, done.stdout + done.stderr
-        verify_current(
-            ws.checkout, load_pin(ws.pin_file), load_series(ws.patches)
-        )  # raises unless current now
+        # raises unless current now
+        verify_current(ws.checkout, load_pin(ws.pin_file), load_series(ws.patches))
     return legenv.ensure_env(ws, "stock")

@@ -25,9 +25,8 @@ from scripts.gitcmd import git
 
 Env = dict[str, str]
 Setup = Callable[[Kit, Path], Env | None]  # may return environment variables for the run
-Then = Callable[
-    [Kit, subprocess.CompletedProcess[str]], None
-]  # a row's own checks after the contract
+# a row's own checks after the contract
+Then = Callable[[Kit, subprocess.CompletedProcess[str]], None]
 C_LOCALE = {
     "LC_ALL": "C",
     "LANG": "C",

@@ -97,9 +97,8 @@ def leg_kit(dest: Path) -> Kit:
     )
     shutil.copy2(KIT_ROOT / "pytest.ini", dest / "pytest.ini")
     envs = KIT_ROOT / ".work" / "envs"
-    envs.mkdir(
-        parents=True, exist_ok=True
-    )  # the leg runner builds the envs here if they are missing
+    # the leg runner builds the envs here if they are missing
+    envs.mkdir(parents=True, exist_ok=True)
     (dest / ".work").mkdir(exist_ok=True)
     (dest / ".work" / "envs").symlink_to(envs, target_is_directory=True)
     for wheel in (KIT_ROOT / ".work" / "downloads").glob("vllm_omni-*.whl"):

@@ -11,9 +11,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-sys.path.insert(
-    0, str(Path.cwd() / "tests" / "regression")
-)  # run from the kit's root, like the leg
+# run from the kit's root, like the leg
+sys.path.insert(0, str(Path.cwd() / "tests" / "regression"))
 
 from npu_standin import simulated_npu  # noqa: E402
 

@@ -43,9 +43,8 @@ def test_an_unchanged_series_exports_applies_and_refreshes_to_the_same_bytes(kit
 
 
 def test_conflict_names_patch_file_and_hunk_and_keeps_pristine(kit3: Kit, tmp_path: Path) -> None:
-    new_upstream(
-        kit3, tmp_path, {9: "line 9 upstream", 11: "line 11 upstream"}
-    )  # patch 1's context moves
+    # patch 1's context moves
+    new_upstream(kit3, tmp_path, {9: "line 9 upstream", 11: "line 11 upstream"})
     proc = kit3.run("apply")
     assert proc.returncode == 1  # a conflict: the work ran and found it (as rebase's)
     err = proc.stderr.strip().splitlines()

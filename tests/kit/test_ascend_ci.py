@@ -309,9 +309,8 @@ CHECKS: dict[str, tuple[Path, Callable[[str], list[str]]]] = {
 }
 
 
-ROWS = [
-    (kind, ("", ""), "") for kind in CHECKS
-] + BROKEN  # each file as it is, then its broken copies
+# each file as it is, then its broken copies
+ROWS = [(kind, ("", ""), "") for kind in CHECKS] + BROKEN
 
 
 @pytest.mark.parametrize(
@@ -384,9 +383,8 @@ def test_every_target_names_known_hardware_and_the_bands_are_sane_per_chip() -> 
         lo, hi = entry["band_ms"]
         assert 0 < lo < hi, chip
     assert ascendci.band_for(bands, "910B1") == "2865:3167"
-    assert (
-        ascendci.band_for(bands, "910B3") is None
-    )  # no run there yet: its first green run is the baseline
+    # no run there yet: its first green run is the baseline
+    assert ascendci.band_for(bands, "910B3") is None
     assert ascendci.chip_of({0: "910B3 OK", 1: "910B3 OK"}, (0, 1)) == "910B3"
     for chips in ({0: "910B3 OK", 1: "910B1 OK"}, {0: "910B3 OK"}):
         with pytest.raises(KitError, match="not one visible chip model"):
@@ -435,9 +433,8 @@ def test_the_dockerfile_builds_on_a_digest_and_sources_cann_and_atb() -> None:
     assert "quay.io/atlas-ci/vllm-ascend:v0.30.0@sha256:" in text and "quay.io/ascend/" not in text
     # both pools' hosts are aarch64: built for linux/arm64, and refused on another machine
     assert "docker build --platform linux/arm64 " in text and '"$(uname -m)" = aarch64' in text
-    assert (
-        "--index-url" not in text and "pypi.org" not in text
-    )  # the pool's index comes from the environment
+    # the pool's index comes from the environment
+    assert "--index-url" not in text and "pypi.org" not in text
 
 
 # The wheel's CUDA builds and what the NPU image takes instead (None: nothing), as upstream's setup
@@ -475,9 +472,8 @@ def test_the_images_requirements_are_the_pinned_wheels() -> None:
         if line and not line.startswith("#")
     ]
     assert listed == runtime_requirements(metadata)
-    assert (
-        runtime_requirements(metadata + "Requires-Dist: fa3-fwd==0.0.3\n") == listed
-    )  # CUDA-only, left out
+    # CUDA-only, left out
+    assert runtime_requirements(metadata + "Requires-Dist: fa3-fwd==0.0.3\n") == listed
     assert "onnxruntime-cann>=1.23.2" in listed and not any(
         r.startswith("onnxruntime>") for r in listed
     )
@@ -1419,9 +1415,8 @@ def test_a_pr_that_edits_the_pipeline_cannot_skip_the_approval(tmp_path: Path) -
     git(main, "checkout", "-qb", "pr")
     pipeline = main / ".buildkite" / "ascend-e2e.yml"
     edited = load_yaml(pipeline.read_text())
-    edited["steps"] = [
-        s for s in edited["steps"] if "block" not in s
-    ]  # no approval: straight to the cards
+    # no approval: straight to the cards
+    edited["steps"] = [s for s in edited["steps"] if "block" not in s]
     edited["steps"][0].pop("depends_on")
     pipeline.write_text(yaml.safe_dump(edited))
     upload_sh = main / "ci" / "ascend" / "buildkite-upload.sh"
@@ -1570,9 +1565,8 @@ def test_dry_run_in_a_pool_container_gets_to_the_first_step_that_needs_a_card(
     assert done.returncode == 2 and done.stderr.splitlines() == [NO_CARD], done.stderr
     assert f"kit: the checkout is the approved commit {head}\n" in done.stdout
     assert f"kit: the model: {where}\n" in done.stdout
-    assert (
-        home / ".gitconfig"
-    ).read_text() == f"[safe]\n\tdirectory = {checkout}\n"  # the workspace, once
+    # the workspace, once
+    assert (home / ".gitconfig").read_text() == f"[safe]\n\tdirectory = {checkout}\n"
 
 
 # The pools as they are: an A3 pod of 4 chips on 2 NPU ids, a 910B3 pod (the a2b3 pools), a pool that

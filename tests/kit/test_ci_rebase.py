@@ -72,7 +72,11 @@ def test_the_expected_verdicts_pass_in_any_order(tmp_path: Path) -> None:
             "paged-attention-npu-test: upstream-verbatim, expected clean",
         ),
         ({}, 0, "rebase exited 0, with a conflict in its report"),
-        ({"paged-attention-npu-test": None}, 1, "paged-attention-npu-test: not in the report, expected clean"),
+        (
+            {"paged-attention-npu-test": None},
+            1,
+            "paged-attention-npu-test: not in the report, expected clean",
+        ),
         ({"new-patch": "clean"}, 1, "new-patch: clean, and no expected verdict"),
     ],
     ids=[

@@ -52,9 +52,8 @@ def test_lookalike_lines_in_a_hunk_count_as_git_counts_and_hunks_carry_headers_s
         ((2, "++ x"), (3, "++ y"), (4, "+ "), (10, "ten")),
     )
     patch = tmp_path / "change.patch"
-    patch.write_text(
-        HEADER_LOOKALIKES + "-- \n2.47.0\n", encoding="utf-8"
-    )  # format-patch's signature
+    # format-patch's signature
+    patch.write_text(HEADER_LOOKALIKES + "-- \n2.47.0\n", encoding="utf-8")
     assert (
         counts(patch.read_text(encoding="utf-8"))
         == numstat(patch, tmp_path)
@@ -62,11 +61,8 @@ def test_lookalike_lines_in_a_hunk_count_as_git_counts_and_hunks_carry_headers_s
     )
     first, second = hunks(HEADER_LOOKALIKES)
     assert (first.path, first.number, first.old_start) == ("notes.txt", 1, 1)
-    assert first.removed == ("-- x", "-- y", "- ") and first.added == (
-        "++ x",
-        "++ y",
-        "+ ",
-    )  # not file headers
+    # not file headers
+    assert first.removed == ("-- x", "-- y", "- ") and first.added == ("++ x", "++ y", "+ ")
     assert first.text == HEADERS + HUNK_1
     assert (second.number, second.old_start, second.added) == (2, 9, ("ten",))
     assert second.label == "notes.txt hunk #2 (@@ -9)"

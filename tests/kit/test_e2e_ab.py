@@ -118,9 +118,8 @@ def test_summary_of_a_five_percent_slower_b_with_the_same_bytes() -> None:
     doc = summarize(trials(noisy_trials(300.0, seed=1), noisy_trials(315.0, seed=2)), LOSSLESS)
     assert doc["verdict"] == "slower", doc["reason"]
     assert doc["ci_pct"][0] > 0 and doc["delta_ms"] == pytest.approx(15.0, abs=5.0)
-    assert (
-        doc["lossless"]["lossless"] is True
-    )  # slower, but the same bytes: the two verdicts are apart
+    # slower, but the same bytes: the two verdicts are apart
+    assert doc["lossless"]["lossless"] is True
     assert [t["variant"] for t in doc["trials"]] == list("ABBA")
     assert doc["median_b_ms"] == pytest.approx(doc["median_a_ms"] + doc["delta_ms"])
     assert (
@@ -132,9 +131,8 @@ def test_summary_of_a_five_percent_slower_b_with_the_same_bytes() -> None:
 
 def test_summary_of_one_frame_difference_at_unchanged_speed() -> None:
     doc = summarize(trials(noisy_trials(300.0, seed=1), noisy_trials(300.0, seed=4)), FRAME_30)
-    assert doc["verdict"] == "no significant change", doc[
-        "reason"
-    ]  # 0 % on known data (the host is not)
+    # 0 % on known data (the host is not)
+    assert doc["verdict"] == "no significant change", doc["reason"]
     assert doc["ci_pct"][0] < 0 < doc["ci_pct"][1]
     assert "NOT lossless: decoded frames differ from frame 30 (16 frames)" in doc["reason"]
     assert ab.lossless_text({**FRAME_30, "frames_equal": True}) == (

@@ -83,10 +83,8 @@ def test_every_bad_value_is_refused_naming_its_source_and_the_rule() -> None:
 def test_the_default_and_the_allowed_bounds_pass_into_the_options_field() -> None:
     fields = {f.name for f in config.dataclasses.fields(config.E2EConfig)}
     options = {o.field for o in OPTIONS}
-    assert options - fields == {"band"} and fields - options == {
-        "checkout",
-        "band_ms",
-    }  # band -> band_ms
+    # band -> band_ms
+    assert options - fields == {"band"} and fields - options == {"checkout", "band_ms"}
     for option in (o for o in OPTIONS if o.kind != "flag"):
         for value in good_values(option):
             # chunks must stay above warmup-chunks
@@ -102,21 +100,17 @@ def test_the_default_and_the_allowed_bounds_pass_into_the_options_field() -> Non
 def test_a_flag_wins_over_its_variable_an_empty_variable_is_unset_and_only_named_variables_are_read() -> (
     None
 ):
-    assert config.parse_args(WS, ["--cards", "4,5"], {"KIT_E2E_CARDS": "a,b"}).cards == (
-        4,
-        5,
-    )  # the flag counts
+    # the flag counts
+    assert config.parse_args(WS, ["--cards", "4,5"], {"KIT_E2E_CARDS": "a,b"}).cards == (4, 5)
     assert config.parse_args(WS, [], {"KIT_E2E_CARDS": ""}).cards == (0, 1, 2, 3)
     lock_dir = config.parse_args(
         WS, [], {"KIT_E2E_LOCK_DIR": "/var/lock/k", "KIT_E2E_MODEL": "/m"}
     ).lock_dir
     assert lock_dir == Path("/var/lock/k")
-    assert (
-        config.parse_args(WS, [], {"KIT_E2E_MODEL": "/m"}).model is None
-    )  # no job sets it: not read
-    assert (
-        config.parse_args(WS, [], {"KIT_E2E_PORT": "abc", "KIT_E2E_STANDIN": "1"}).port == 8091
-    )  # not read
+    # no job sets it: not read
+    assert config.parse_args(WS, [], {"KIT_E2E_MODEL": "/m"}).model is None
+    # not read
+    assert config.parse_args(WS, [], {"KIT_E2E_PORT": "abc", "KIT_E2E_STANDIN": "1"}).port == 8091
     # a variable only where an Ascend job sets one: the workflows, the Buildkite steps, job.sh, the
     # docker-host form
     jobs = [

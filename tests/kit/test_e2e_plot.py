@@ -244,6 +244,7 @@ class Row:
     python_flags: tuple[str, ...] = ()
 
 
+# -S: no site-packages
 ROWS = [
     Row(
         "failed run without JSON",
@@ -295,7 +296,7 @@ ROWS = [
         "pip install -r ci/kit-dev-tools.txt",
         png=False,
         python_flags=("-S",),
-    ),  # -S: no site-packages
+    ),
 ]
 
 
@@ -308,16 +309,13 @@ def test_plot_fault_row(row: Row, tmp_path: Path) -> None:
     out = done.stdout + done.stderr
     assert done.returncode == 0 and "Traceback" not in out, out
     text = (folder / "summary.md").read_text()
-    assert (
-        text.startswith("## Test Result") and "Environment and logs" in text
-    )  # the rest of the summary is there
+    # the rest of the summary is there
+    assert text.startswith("## Test Result") and "Environment and logs" in text
     said = [line for line in text.splitlines() if row.needle in line]
     assert len(said) == 1, text
-    assert (
-        not said[0].startswith("Chunk-interval plot not made") or " -- " in said[0]
-    )  # the thing, then the fix
+    # the thing, then the fix
+    assert not said[0].startswith("Chunk-interval plot not made") or " -- " in said[0]
     assert (folder / plot.PNG).is_file() is row.png
     after = evidence_files(folder)
-    assert {
-        k: v for k, v in after.items() if k not in ("summary.md", plot.PNG)
-    } == before  # nothing lost
+    # nothing lost
+    assert {k: v for k, v in after.items() if k not in ("summary.md", plot.PNG)} == before

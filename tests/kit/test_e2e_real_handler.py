@@ -53,9 +53,8 @@ def servers(
     python = ensure_checkout_and_stock_env(e2e_kit)
     logs = tmp_path_factory.mktemp("servers")
     env = {k: v for k, v in os.environ.items() if not k.startswith("STANDIN_")}
-    env = legenv.bytecode_env(
-        env, legenv.pycache_dir(legenv.env_dir(e2e_kit, "stock"))
-    )  # as the e2e starts them
+    # as the e2e starts them
+    env = legenv.bytecode_env(env, legenv.pycache_dir(legenv.env_dir(e2e_kit, "stock")))
     started: dict[str, Served] = {}
     for name, extra in SERVERS.items():
         port = free_port()
@@ -208,6 +207,5 @@ def test_e2e_against_an_already_running_server(servers: dict[str, Served], tmp_p
     ]
     assert "external server" in (folder / "summary.md").read_text()
     time.sleep(0.2)
-    assert (
-        servers["a"].handle.proc.poll() is None
-    )  # left running: the e2e did not start it, so it does not stop it
+    # left running: the e2e did not start it, so it does not stop it
+    assert servers["a"].handle.proc.poll() is None

@@ -39,9 +39,8 @@ def _checkout_and_stock_env(e2e_kit: Workspace) -> None:
 
 
 def processes_mentioning(port: int) -> list[int]:
-    return live_pids(
-        lambda args: str(port).encode() in args and b"--port" in args
-    )  # stand-in and client: --port
+    # stand-in and client: --port
+    return live_pids(lambda args: str(port).encode() in args and b"--port" in args)
 
 
 class Case:
@@ -112,9 +111,10 @@ def test_deterministic_success(e2e_kit: Workspace, tmp_path: Path) -> None:
     # by the env's real path, not the link
     assert not Path(manifest["server_cmd"][0]).is_relative_to(e2e_kit.root)
     handler = e2e_kit.checkout / evidence.HANDLER_REL
+    # as sha256sum
     assert (
         manifest["versions"]["handler_sha256"] == hashlib.sha256(handler.read_bytes()).hexdigest()
-    )  # as sha256sum
+    )
     md = (case.folder / "summary.md").read_text()
     assert "vllm-omni's own realtime video handler" in md and "whole-session RTF" in md
 
@@ -176,9 +176,8 @@ def test_a_fault_is_the_runs_verdict(
     error = summary["runs"][0]["error"]
     assert reason in summary["reason"] and reason in error
     assert ("server log tail" in error) == (verdict in ("server_died", "server_unhealthy"))
-    assert (case.folder / "run-1" / "benchmark.log").is_file() == (
-        fault != "never-healthy"
-    )  # the client ran
+    # the client ran
+    assert (case.folder / "run-1" / "benchmark.log").is_file() == (fault != "never-healthy")
 
 
 def test_port_already_taken_stops_at_preflight(e2e_kit: Workspace, tmp_path: Path) -> None:
@@ -199,9 +198,8 @@ def test_port_already_taken_stops_at_preflight(e2e_kit: Workspace, tmp_path: Pat
 )
 def test_cpu_host_without_standin_stops_at_preflight(e2e_kit: Workspace, tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("KIT_E2E_")}
-    model = (
-        tmp_path / "model"
-    )  # the run's own inputs pass: the first check that fails is the machine's
+    # the run's own inputs pass: the first check that fails is the machine's
+    model = tmp_path / "model"
     model.mkdir()
     (model / "model_index.json").write_text("{}")
     argv = [

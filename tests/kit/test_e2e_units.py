@@ -47,9 +47,8 @@ def test_npu_smi_tables_and_the_cards_check_names_missing_busy_and_physical_card
     assert preflight.busy_cards(POD_NPU_SMI, (0, 1)) == {1: [424242]}
     assert "0: npu-smi id 4 910B1 OK" in preflight.check_cards((0,), POD_NPU_SMI, {}).detail
     with pytest.raises(KitError, match=r"cards \[4\] not visible: this job sees 2 NPU"):
-        preflight.check_cards(
-            (4,), POD_NPU_SMI, {}
-        )  # a physical id is refused, not mapped by accident
+        # a physical id is refused, not mapped by accident
+        preflight.check_cards((4,), POD_NPU_SMI, {})
 
 
 def test_cann_check_wants_the_toolkit_and_atb_sourced(tmp_path: Path) -> None:
@@ -113,9 +112,8 @@ def test_steady_figures_follow_upstream_definitions_and_the_whole_session_rtf_di
         steady.count == 3 and steady.median_ms == 760.0 and steady.mean_ms == pytest.approx(760.0)
     )
     assert steady.rtf == pytest.approx(2.28 / (36 / 16))
-    assert (
-        steady.session_rtf == 3.5
-    )  # whole session, reported beside the steady RTF, never mixed into it
+    # whole session, reported beside the steady RTF, never mixed into it
+    assert steady.session_rtf == 3.5
     # A 3016 ms steady median is steady RTF ~4.02; a first chunk at 45.6 s lifts only the
     # whole-session RTF, to 5.84 for 32 chunks (docs/e2e.md's example).
     chunks = [metrics.Chunk(0, 45.6, 45.6, 1, 9)]
@@ -227,14 +225,12 @@ def test_the_manifest_names_the_series_by_the_records_digest_and_the_summary_rea
     digest = series_digest(load_series(WS.patches))
     kit = evidence.kit_identity(WS)
     assert kit["series_digest"] == digest and "series_sha256" not in kit
-    assert (
-        body.freshness({"series_digest": kit["series_digest"]}, digest) is None
-    )  # a PR body can quote it
+    # a PR body can quote it
+    assert body.freshness({"series_digest": kit["series_digest"]}, digest) is None
     shutil.copytree(WS.patches, tmp_path / "patches")
     (tmp_path / "patches" / "series").write_text("0001-missing.patch\n", encoding="utf-8")
-    assert (
-        evidence.kit_series_digest(tmp_path / "patches") is None
-    )  # a series that does not load: no digest
+    # a series that does not load: no digest
+    assert evidence.kit_series_digest(tmp_path / "patches") is None
     # the summary reads the series digest, and an old manifest's field
     config_doc = asdict(config.parse_args(WS, ["--standin"], {}))
     summary = evidence.summary_document(
@@ -267,10 +263,8 @@ def test_a_standin_in_the_stock_env_and_a_leg_get_the_legs_bytecode_and_other_se
     ):
         env = run.server_env(WS, config.parse_args(WS, argv, {}), environ)
         assert "PYTHONPYCACHEPREFIX" not in env and env["PYTHONDONTWRITEBYTECODE"] == "1", argv
-    assert environ == {
-        "PATH": "/bin",
-        "PYTHONDONTWRITEBYTECODE": "1",
-    }  # the caller's mapping is left as it was
+    # the caller's mapping is left as it was
+    assert environ == {"PATH": "/bin", "PYTHONDONTWRITEBYTECODE": "1"}
     # a leg reads and writes its own bytecode
     monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
     env = suite.leg_env(
@@ -291,9 +285,8 @@ def test_a_cases_port_is_free_and_below_the_ephemeral_range(tmp_path: Path) -> N
     assert ephemeral_ports(tmp_path / "absent") == range(32768, 61000)
     ports = {free_port(ephemeral_ports(ranges)) for _ in range(20)}
     assert all(12768 <= port < 32768 for port in ports) and len(ports) > 1
-    assert (
-        0 < free_port(range(1024, 65536)) < 65536
-    )  # nothing below a range that starts low: any free port
+    # nothing below a range that starts low: any free port
+    assert 0 < free_port(range(1024, 65536)) < 65536
 
 
 def test_the_runs_closing_table_is_the_kits_table_with_a_dash_for_a_missing_figure() -> None:
@@ -358,9 +351,8 @@ def test_preflight_finds_a_client_python_without_websockets_before_any_server(
     ):
         preflight.check_client_python(bare)
     assert preflight.check_client_python(sys.executable).status == "ok"
-    assert (
-        preflight.check_client_python(None).status == "ok"
-    )  # the kit's client runs in this interpreter
+    # the kit's client runs in this interpreter
+    assert preflight.check_client_python(None).status == "ok"
 
 
 @pytest.mark.parametrize(

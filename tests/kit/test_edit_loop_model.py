@@ -48,11 +48,8 @@ from scripts.gitcmd import git
 
 SLOTS = 6  # upstream files a patch can own: at most this many patches at once
 LINES = 12
-EDITABLE = (
-    2,
-    5,
-    9,
-)  # lines a patch changes: far enough apart for separate hunks, each with context
+# lines a patch changes: far enough apart for separate hunks, each with context
+EDITABLE = (2, 5, 9)
 SUBJECTS = ("[NPU] Fix the guard", "[Bugfix] Größe der Blöcke", "[Misc] Tidy the cache")
 PAUSED = ("rebase-apply", "rebase-merge", "MERGE_HEAD", "CHERRY_PICK_HEAD", "REVERT_HEAD")
 FOLD_PREFIXES = ("fixup! ", "squash! ", "amend! ")
@@ -162,9 +159,8 @@ def last_line(stderr: str) -> str:
 # Interrupted: 130, or killed by SIGINT itself (Python does that when the signal comes as it starts
 # or exits).
 INTERRUPTED = (130, -signal.SIGINT)
-DURATION: dict[
-    str, float
-] = {}  # apply's and refresh's run time after STARTUP, timed once on the template
+# apply's and refresh's run time after STARTUP, timed once on the template
+DURATION: dict[str, float] = {}
 # How long a bare interpreter takes to start: no program can see a signal before that.
 _started = time.monotonic()
 subprocess.run([sys.executable, "-c", "pass"], check=True)
@@ -230,9 +226,8 @@ def judged(
     if currently_in_test_context():  # the statistics: which outcomes the run reached
         event(f"{args[0]}{' interrupted' if interrupt_after else ''} -> exit {code}")
     assert "Traceback" not in output, f"kit {args}: a traceback\n{output}"
-    failed = (
-        1 if args[0] == "apply" and " does not apply: " in last else 2
-    )  # a conflict, as in rebase
+    # a conflict, as in rebase
+    failed = 1 if args[0] == "apply" and " does not apply: " in last else 2
     assert code in ((0, failed, *INTERRUPTED) if interrupt_after else (0, failed)), (
         f"kit {args}: exit {code}\n{output}"
     )
@@ -249,9 +244,8 @@ def judged(
     return outcome
 
 
-HISTORY: list[
-    str
-] = []  # this session's steps and the kit's answers, for a failure that does not replay
+# this session's steps and the kit's answers, for a failure that does not replay
+HISTORY: list[str] = []
 
 
 def say(text: str) -> None:
@@ -302,12 +296,11 @@ class Scene:
     state: bytes
 
 
+# the first one's subject: a fold aims by commit, never by subject
 INITIAL = (
     Change.new("guard", SUBJECTS[0], 0),
     Change.new("blocks", SUBJECTS[1], 1),
-    Change.new(
-        "guard-too", SUBJECTS[0], 2
-    ),  # the first one's subject: a fold aims by commit, never by subject
+    Change.new("guard-too", SUBJECTS[0], 2),
 )
 
 
@@ -332,10 +325,8 @@ def template() -> Kit:
         git("add", "-A", cwd=kit.checkout)
         git("commit", "-q", "-m", change.message, cwd=kit.checkout, env=USER_ENV)
     kit.run("refresh", check=True)
-    for command in (
-        "apply",
-        "refresh",
-    ):  # where a drawn Ctrl-C lands: fixed per run, so a replay hits the same spot
+    # where a drawn Ctrl-C lands: fixed per run, so a replay hits the same spot
+    for command in ("apply", "refresh"):
         started = time.monotonic()
         kit.spawn(command, check=True)  # timed as run_kit runs it: a process of its own
         DURATION[command] = max(time.monotonic() - started - STARTUP, 0.1)
@@ -370,12 +361,10 @@ class EditLoop(RuleBasedStateMachine):
         self.own_code = (
             False  # True when a test broke the copy's scripts/: then the kit runs as a process
         )
-        self.kept_refs: dict[
-            str, str
-        ] = {}  # the user's own branches and tags: ref -> commit (invariant 7)
-        self.kept_files: dict[
-            str, bytes
-        ] = {}  # the user's files that git ignores: path -> bytes (invariant 7)
+        # the user's own branches and tags: ref -> commit (invariant 7)
+        self.kept_refs: dict[str, str] = {}
+        # the user's files that git ignores: path -> bytes (invariant 7)
+        self.kept_files: dict[str, bytes] = {}
         HISTORY.clear()
 
     def teardown(self) -> None:
@@ -624,12 +613,10 @@ class EditLoop(RuleBasedStateMachine):
 
     def expect_refresh(self, outcome: CompletedProcess, before: Scene, drops: list[str]) -> None:
         if self.phase == "conflict" or (self.phase == "interrupted" and outcome.returncode != 0):
-            return self.refused(
-                outcome, before
-            )  # an interrupted apply may have stopped before it changed anything
-        if any(
-            shared for _, _, shared in self.folds
-        ):  # invariant 2: refused, never folded by a guess
+            # an interrupted apply may have stopped before it changed anything
+            return self.refused(outcome, before)
+        # invariant 2: refused, never folded by a guess
+        if any(shared for _, _, shared in self.folds):
             return self.refused(
                 outcome, before, needle="" if self.missing() else "patches by subject"
             )
@@ -664,9 +651,8 @@ class EditLoop(RuleBasedStateMachine):
         if self.phase == "conflict" or self.holds_unexported_work():
             return self.refused(outcome, before)  # it would discard the user's work
         if self.phase == "clean" and not self.synced and outcome.returncode != 0:
-            return self.refused(
-                outcome, before
-            )  # rewritten commits with the same content: either is fine
+            # rewritten commits with the same content: either is fine
+            return self.refused(outcome, before)
         self.succeeded(outcome)
         assert snapshot(self.kit.patches) == before.patches, "apply changed patches/"
         self.settled(self.exported)
@@ -746,9 +732,8 @@ class EditLoop(RuleBasedStateMachine):
         outcome = self.run_kit(
             command, *drops, interrupt_after=round(STARTUP + at * DURATION[command], 2)
         )
-        if (
-            outcome.returncode not in INTERRUPTED
-        ):  # it ended (or refused) before the signal: the usual expectations
+        # it ended (or refused) before the signal: the usual expectations
+        if outcome.returncode not in INTERRUPTED:
             if command == "refresh":
                 return self.expect_refresh(outcome, before, drops)
             return self.expect_apply(outcome, before)
@@ -770,14 +755,12 @@ class EditLoop(RuleBasedStateMachine):
             say("  run refresh again, as the kit says")
             return self.expect_refresh(self.run_kit("refresh", *drops), self.scene(), drops)
         assert snapshot(self.kit.patches) == before.patches, "an interrupted apply changed patches/"
-        if (
-            self.holds_unexported_work()
-        ):  # refused or interrupted, it must not have touched the user's work
+        # refused or interrupted, it must not have touched the user's work
+        if self.holds_unexported_work():
             return self.unchanged(before)
         self.phase = "interrupted"
-        self.refresh(
-            drop=True
-        )  # refuses (the checkout is not whole) or, stopped before any change, succeeds
+        # refuses (the checkout is not whole) or, stopped before any change, succeeds
+        self.refresh(drop=True)
         say("  run apply again, as the kit says")
         return self.expect_apply(self.run_kit("apply"), self.scene())
 
@@ -893,17 +876,15 @@ class EditLoop(RuleBasedStateMachine):
                     None,
                 )
                 return self.expect_refresh(outcome, before, drops)
-            if (
-                snapshot(self.kit.patches) != before.patches
-            ):  # it swapped its files in: that refresh is whole
+            # it swapped its files in: that refresh is whole
+            if snapshot(self.kit.patches) != before.patches:
                 say("  it wrote patches/ before it died: the next refresh records it")
                 self.succeeded(self.run_kit("refresh"))
                 return self.exported_now(before)
             return self.expect_refresh(self.run_kit("refresh", *drops), before, drops)
         assert snapshot(self.kit.patches) == before.patches, "a killed apply changed patches/"
-        if (
-            self.holds_unexported_work()
-        ):  # refused before any change, or killed before it could refuse
+        # refused before any change, or killed before it could refuse
+        if self.holds_unexported_work():
             return self.unchanged(before)
         self.phase = "interrupted" if killed else self.phase
         return self.expect_apply(self.run_kit("apply"), self.scene())

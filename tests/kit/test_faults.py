@@ -147,9 +147,8 @@ def notes_kept(where: str) -> Then:
 
 
 def said_whom_it_waited_for(_kit: Kit, proc: subprocess.CompletedProcess[str]) -> None:
-    assert (
-        "waiting for .work/vllm-omni: in use by pid 4242 (kit refresh)" in proc.stdout
-    )  # how long: test_worklock
+    # how long: test_worklock
+    assert "waiting for .work/vllm-omni: in use by pid 4242 (kit refresh)" in proc.stdout
 
 
 ROWS = [
@@ -450,12 +449,10 @@ def test_a_signal_while_refresh_swaps_finishes_the_swap(kit3: Kit, name: str) ->
     fixup_commit(kit3, Path())
     proc = inject(kit3, TERM_WHILE_SWAPPING.replace("SIGTERM", f"SIG{name}"), "refresh")
     one_line_error(proc, 130, "refresh interrupted")
-    assert (
-        "line 20 better" in (kit3.patches / "0002-twenty.patch").read_text()
-    )  # the swap completed
-    assert (
-        "patches/ unchanged" in kit3.run("refresh", check=True).stdout
-    )  # and a rerun finds nothing to do
+    # the swap completed
+    assert "line 20 better" in (kit3.patches / "0002-twenty.patch").read_text()
+    # and a rerun finds nothing to do
+    assert "patches/ unchanged" in kit3.run("refresh", check=True).stdout
 
 
 # ---- the README's recovery, followed to the letter, keeps every patch ----------------
@@ -490,18 +487,16 @@ def test_conflict_recovery_keeps_every_patch(kit3: Kit, tmp_path: Path, by_hand:
 def test_abort_goes_back_to_the_previous_pin(kit3: Kit, tmp_path: Path) -> None:
     head = kit3.git("rev-parse", "HEAD")
     stop_at_twenty(kit3, tmp_path)
-    assert [
-        p.name for p in kit3.checkout.parent.iterdir() if p.name.startswith(".vllm-omni")
-    ] == []  # no copy aside
+    # no copy aside
+    assert [p.name for p in kit3.checkout.parent.iterdir() if p.name.startswith(".vllm-omni")] == []
     assert (
         "restored the checkout of the previous pin"
         in kit3.run("apply", "--abort", check=True).stdout
     )
     assert kit3.git("rev-parse", "HEAD") == head
     assert "0.1.0, pristine" in kit3.git("log", "-1", "--format=%s", "pristine")
-    assert (
-        kit3.git("status", "--porcelain") == ""
-    )  # the previous pin's files, nothing of the new one's left
+    # the previous pin's files, nothing of the new one's left
+    assert kit3.git("status", "--porcelain") == ""
 
 
 def test_a_finished_apply_leaves_no_way_back_nor_a_lock_a_signal_left_on_it(kit3: Kit) -> None:
@@ -524,9 +519,8 @@ def test_abort_on_the_same_pin_goes_back_to_the_last_good_head(kit3: Kit) -> Non
     assert kit3.run("apply").returncode == 1
     kit3.run("apply", "--abort", check=True)
     assert kit3.git("rev-parse", "HEAD") == head
-    one_line_error(
-        kit3.run("lint"), 2, "does not match patches/"
-    )  # patches/ still holds the broken edit
+    # patches/ still holds the broken edit
+    one_line_error(kit3.run("lint"), 2, "does not match patches/")
 
 
 def test_comments_in_the_middle_of_the_series_survive_refresh(kit3: Kit) -> None:

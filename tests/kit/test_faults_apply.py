@@ -340,15 +340,13 @@ ROWS = [
 def test_apply_fault(case: Row, kit3: Kit, tmp_path: Path) -> None:
     head = kit3.git("rev-parse", "HEAD")
     proc = run_row(kit3, case, tmp_path)
-    assert (
-        "--3way" not in case.argv or "retry with" not in proc.stderr
-    )  # not advised to try what it tried
+    # not advised to try what it tried
+    assert "--3way" not in case.argv or "retry with" not in proc.stderr
     if case.id == "3way-across-pin-change":  # merged: upstream's new context and the patch's change
         rope = (kit3.checkout / "vllm_omni/layers/rope.py").read_text(encoding="utf-8")
         assert "line 17 upstream" in rope and "line 20 fixed" in rope
-    if (
-        case.id == "disk-full-while-extracting"
-    ):  # the old pin's checkout is kept, and never taken for current
+    # the old pin's checkout is kept, and never taken for current
+    if case.id == "disk-full-while-extracting":
         assert kit3.git("rev-parse", "HEAD") == head and state_of(kit3)["status"] == "applied"
         one_line_error(kit3.run("lint"), 2, "the pin is now vllm-omni 0.2.0")
         check(kit3.run("apply"), 0, "[3/3]")
@@ -478,9 +476,8 @@ def test_apply_again_rebuilds_what_an_interrupted_apply_left(kit3: Kit, left: st
     interrupted_apply(kit3, Path())
     before = snapshot(kit3.patches)
     if left == "am-folder-git-reads":
-        kit3.git(
-            "am", "-q", "-k", str(kit3.patches / "0003-double-attn.patch")
-        )  # not the next one: it pauses
+        # not the next one: it pauses
+        kit3.git("am", "-q", "-k", str(kit3.patches / "0003-double-attn.patch"))
     elif left == "am-folder-part-written":
         (kit3.checkout / ".git" / "rebase-apply").mkdir()
         (kit3.checkout / ".git" / "rebase-apply" / "next").write_text("1\n")

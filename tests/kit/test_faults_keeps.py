@@ -75,10 +75,8 @@ def global_excludes_file_setting(kit: Kit, tmp_path: Path) -> dict[str, str]:
     return {"HOME": str(tmp_path / "home"), "XDG_CONFIG_HOME": str(tmp_path / "no-xdg")}
 
 
-OWN = {
-    "notes/todo.txt": b"do not lose me\n",
-    ".venv/pyvenv.cfg": b"home = /usr\n",
-}  # the checkout's exclude ignores
+# the checkout's exclude ignores
+OWN = {"notes/todo.txt": b"do not lose me\n", ".venv/pyvenv.cfg": b"home = /usr\n"}
 EXCLUDE = ".git/info/exclude"
 own_exclude = steps({EXCLUDE: "notes/\n.venv/\n", **OWN})
 users_refs = steps(
@@ -445,9 +443,8 @@ def test_keeps_row(row: Row, kit3: Kit, tmp_path: Path) -> None:
     env = row.setup(kit3, tmp_path)
     kept = users_things(kit3)  # what the setup left the user
     proc = run_row(kit3, replace(row, setup=lambda _kit, _tmp: env), tmp_path)
-    refused_early = row.code and not row.id.startswith(
-        "pin-change"
-    )  # those refuse once the new pin is fetched
+    # those refuse once the new pin is fetched
+    refused_early = row.code and not row.id.startswith("pin-change")
     assert not refused_early or "applying" not in proc.stdout, proc.stdout
     assert users_things(kit3) == kept, "something the user kept in the checkout is gone or changed"
 
@@ -513,9 +510,8 @@ def test_an_output_failure_is_said_as_such_and_the_work_is_whole(kit3: Kit, wher
         assert kit3.run("lint").returncode in (0, 1)  # the checkout is whole: lint works on it
     else:
         assert "0004-extra.patch" in (kit3.patches / "series").read_text(encoding="utf-8")
-        assert (
-            "patches/ unchanged" in kit3.run("refresh").stdout
-        )  # the state recorded what patches/ holds
+        # the state recorded what patches/ holds
+        assert "patches/ unchanged" in kit3.run("refresh").stdout
 
 
 # ---- kill -9 of the whole process group, at drawn moments
@@ -527,9 +523,8 @@ def test_a_refresh_killed_outright_is_healed_by_the_next(kit3: Kit, fraction: fl
         "fix-ten",
         {ROPE: rope_with({10: "line 10 fixed", 20: "line 20 fixed", 30: "line 30 changed"})},
     )(kit3, Path())
-    twin = clone(
-        kit3, kit3.root.parent / "twin" / "kit"
-    )  # the same checkout, patches/ and state: refreshed whole
+    # the same checkout, patches/ and state: refreshed whole
+    twin = clone(kit3, kit3.root.parent / "twin" / "kit")
     started = time.monotonic()
     twin.spawn("refresh", check=True)
     took = time.monotonic() - started

@@ -69,9 +69,8 @@ UNDONE = {
     "double-attn": {ATTN: "def attend(q):\n    return q\n"},
     "twenty": {ROPE: rope_with({10: "line 10 fixed"})},
 }
-undo = {
-    slug: fixup(slug, edits) for slug, edits in UNDONE.items()
-}  # a fixup that makes slug's patch empty
+# a fixup that makes slug's patch empty
+undo = {slug: fixup(slug, edits) for slug, edits in UNDONE.items()}
 TRAILERS = "\n\nUpstream-Status: Pending\nKit-Patch: extra\n"
 fix_ten_again = fixup(
     "fix-ten", {ROPE: rope_with({10: "line 10 fixed twice", 20: "line 20 fixed"})}
@@ -383,9 +382,8 @@ def test_an_empty_patch_goes_with_the_named_drop(kit3: Kit, slug: str) -> None:
         assert snapshot(kit3.patches) == before
         return
     assert "dropped" in out and not list(kit3.patches.glob(f"*-{slug}.patch"))
-    assert (
-        len(kit3.git("rev-list", "pristine..HEAD").split()) == 2
-    )  # the checkout lost the empty commit too
+    # the checkout lost the empty commit too
+    assert len(kit3.git("rev-list", "pristine..HEAD").split()) == 2
     assert kit3.run("apply", check=True).returncode == 0
     assert "patches/ unchanged" in kit3.run("refresh", check=True).stdout
 
@@ -398,9 +396,8 @@ def test_a_fold_named_by_commit_lands_there(kit3: Kit, by: str) -> None:
     same_subject_patch(kit3, Path())
     if by == "git-autosquash":
         rebase_i(kit3, "true", "--autosquash")
-        assert "extra2.py" in kit3.git(
-            "show", "--format=", "--name-only", sha_of(kit3, "twenty")
-        )  # the wrong patch
+        # the wrong patch
+        assert "extra2.py" in kit3.git("show", "--format=", "--name-only", sha_of(kit3, "twenty"))
         return
     kit3.git("commit", "-q", "--amend", "-m", f"fixup! {sha_of(kit3, 'twenty-again')[:12]}")
     kit3.run("refresh", check=True)
@@ -415,9 +412,8 @@ def test_each_fold_kind_lands_in_its_patch(kit3: Kit, kind: str) -> None:
     )
     out = kit3.run("refresh", check=True).stdout
     assert "folded fixup!/squash!/amend! commits" in out and "0001-fix-ten.patch: updated" in out
-    assert (
-        len(kit3.git("rev-list", "pristine..HEAD").split()) == 3
-    )  # the fold is gone from the checkout too
+    # the fold is gone from the checkout too
+    assert len(kit3.git("rev-list", "pristine..HEAD").split()) == 3
     first = (kit3.patches / "0001-fix-ten.patch").read_text()
     assert "+line 10 fixed twice" in first and first.count("Kit-Patch: fix-ten") == 1
     assert ("Why, amended." in first) == (kind == "amend") and ("\nmore\n" in first) == (
@@ -493,9 +489,8 @@ def test_a_signal_undoes_the_kits_steps_and_says_so(kit3: Kit, sig: str, where: 
     one_line_error(proc, 130, f"refresh interrupted by SIG{sig}: the kit undid its own steps")
     assert "run nox -s refresh again" in proc.stderr
     left_as_found(kit3, found)
-    assert (
-        "0001-fix-ten.patch: updated" in kit3.run("refresh", check=True).stdout
-    )  # and running again works
+    # and running again works
+    assert "0001-fix-ten.patch: updated" in kit3.run("refresh", check=True).stdout
 
 
 # ---- the pure parts, case by case
@@ -519,9 +514,8 @@ def a_commit(sha: str, message: str) -> Commit:
 def test_plan_folds_follows_the_commit_named_not_the_first_subject() -> None:
     a, b = a_commit("a" * 40, "[NPU] Same\n"), a_commit("b" * 40, "[NPU] Same\n")
     by_commit = a_commit("c" * 40, f"fixup! {'b' * 12}\n")
-    chained = a_commit(
-        "d" * 40, f"fixup! {'c' * 12}\n"
-    )  # a fold of the fold goes where that fold went
+    # a fold of the fold goes where that fold went
+    chained = a_commit("d" * 40, f"fixup! {'c' * 12}\n")
     groups = plan_folds([a, b, by_commit, chained])
     assert [(g.patch.sha[0], [c.sha[0] for _, c in g.folds]) for g in groups] == [
         ("a", []),

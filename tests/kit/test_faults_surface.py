@@ -52,9 +52,8 @@ IDENTITY |= {"GIT_CONFIG_KEY_1": "user.email", "GIT_CONFIG_VALUE_1": "ada@exampl
 PATCH_EDITED = replaced(
     "patches/0003-double-attn.patch", b"Why this change.", b"Why this change, said better."
 )
-PIN_MOVED = moved(
-    {19: "line 19 upstream"}
-)  # another release than the one the checkout was built from
+# another release than the one the checkout was built from
+PIN_MOVED = moved({19: "line 19 upstream"})
 COVER = "[NPU] Attend on Ascend\n\nWhy the series.\n\n## Notes for reviewers\n\n- none\n"
 
 
@@ -339,9 +338,8 @@ ROWS = [
 
 @pytest.mark.parametrize("row", ROWS, ids=[r.id for r in ROWS])
 def test_surface_fault_row(row: Row, kit3: Kit, tmp_path: Path) -> None:
-    run_row(
-        kit3, row, tmp_path
-    )  # patches/ byte-identical: nothing recorded (revisions.toml included)
+    # patches/ byte-identical: nothing recorded (revisions.toml included)
+    run_row(kit3, row, tmp_path)
     # No .work/evidence: an e2e was refused before any server started (a server's log is written in
     # there).
     assert not (kit3.root / ".work/pr").exists() and not (kit3.root / ".work/evidence").exists()
@@ -367,13 +365,11 @@ def failed_push(
 
 def test_push_failure_quotes_gits_reason_not_its_advice(tmp_path: Path) -> None:
     proc = failed_push(tmp_path, str(tmp_path / "no-such-fork"))
-    assert (
-        proc.returncode != 0 and "the repository exists" in proc.stderr
-    )  # git's advice is there...
+    # git's advice is there...
+    assert proc.returncode != 0 and "the repository exists" in proc.stderr
     reason = onto.push_reason(proc.stdout, proc.stderr)
-    assert (
-        reason.startswith("fatal: ") and "does not appear to be a git repository" in reason
-    )  # ...the reason wins
+    # ...the reason wins
+    assert reason.startswith("fatal: ") and "does not appear to be a git repository" in reason
     with pytest.raises(onto.OntoError) as caught:  # in the kit's line too
         onto.push(tmp_path / "repo", str(tmp_path / "no-such-fork"), "main")
     assert "does not appear to be a git repository" in caught.value.what

@@ -58,9 +58,8 @@ def test_apply_follows_a_moved_pin_and_keeps_the_way_back(
     proc = small_kit.run("apply")
     out = proc.stdout + proc.stderr
     assert "Traceback" not in out and "not a valid SHA1" not in out, out
-    assert {
-        p.name: p.read_bytes() for p in small_kit.patches.glob("*.patch")
-    } == series  # nothing lost
+    # nothing lost
+    assert {p.name: p.read_bytes() for p in small_kit.patches.glob("*.patch")} == series
     # the old checkout's history came along, for `git am -3` and the way back
     assert git("rev-parse", "refs/kit/previous-pin", cwd=small_kit.checkout).strip() == old_head
     if moved == "README.md":

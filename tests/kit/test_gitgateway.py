@@ -21,13 +21,8 @@ from scripts.gitcmd import LOCATING, git_env
 from scripts.pin import git_blob_id
 
 GATEWAY = "gitcmd.py"  # the one module of scripts/ allowed to build git argv
-RAW = {
-    "run",
-    "git",
-    "git_bytes",
-    "spawn",
-    "as_user",
-}  # gitcmd's and gitproc's functions that take git argv
+# gitcmd's and gitproc's functions that take git argv
+RAW = {"run", "git", "git_bytes", "spawn", "as_user"}
 RUNNERS = {"gitcmd", "gitproc"}  # gitproc runs the process gitcmd builds
 
 
@@ -36,9 +31,8 @@ def argv_findings(source: str, name: str) -> list[str]:
     tree = ast.parse(source)
     runners = {f"scripts.{name}" for name in RUNNERS}
     imports = [n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module in runners]
-    raw = {
-        a.asname or a.name for n in imports for a in n.names if a.name in RAW
-    }  # `run as git_run` -> git_run
+    # `run as git_run` -> git_run
+    raw = {a.asname or a.name for n in imports for a in n.names if a.name in RAW}
     found: list[tuple[int, str]] = []
     for node in ast.walk(tree):
         first = node.elts[0] if isinstance(node, ast.List | ast.Tuple) and node.elts else None
@@ -152,14 +146,12 @@ def test_a_remote_ref_is_the_peeled_tag_first_and_a_branch_only_where_asked(repo
         subprocess.run([*user, *argv], cwd=repo, env=gitcmd.git_env(), check=True)
     url = str(repo)
     at = lambda ref, branches: gitcmd.remote_commit(url, ref, branches=branches, cwd=repo)  # noqa: E731
-    assert (
-        at("v1", False) == at("v1", True) == second
-    )  # the commit, not the annotated tag's own object
+    # the commit, not the annotated tag's own object
+    assert at("v1", False) == at("v1", True) == second
     assert gitcmd.rev_parse(repo, "refs/tags/v1") != second
     assert at("light", False) == first and at("topic", True) == first and at("topic", False) is None
-    assert (
-        at("same", True) == at("same", False) == first
-    )  # a tag wins over a branch of the same name
+    # a tag wins over a branch of the same name
+    assert at("same", True) == at("same", False) == first
     assert at("absent", True) is None
 
 
@@ -176,9 +168,8 @@ def test_user_git_is_the_users_own_but_not_another_repository(
     subprocess.run(["git", "config", "user.name", "Wrong Repo"], cwd=elsewhere, check=True)
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.delenv("GIT_CONFIG_GLOBAL", raising=False)
-    monkeypatch.setenv(
-        "GIT_DIR", str(elsewhere / ".git")
-    )  # e.g. exported by a hook: never followed
+    # e.g. exported by a hook: never followed
+    monkeypatch.setenv("GIT_DIR", str(elsewhere / ".git"))
     assert gitcmd.user_config(repo, "user.name") == "Real Person"
     assert gitcmd.user_config(repo, "user.email") == "real@example.org"
     # the kit's own git sees neither the user's config nor their identity
@@ -215,9 +206,8 @@ def test_a_ctrl_c_never_cuts_a_git_the_kit_waits_out(where: str, expected: str) 
         timeout=30,
         start_new_session=True,
     )
-    wanted = (
-        [expected, "interrupted"] if where == "held" else [expected]
-    )  # held: the signal comes after the block
+    # held: the signal comes after the block
+    wanted = [expected, "interrupted"] if where == "held" else [expected]
     assert done.stdout.strip().splitlines() == wanted, done.stdout + done.stderr
 
 
@@ -347,9 +337,8 @@ def test_a_git_ended_by_a_signal_leaves_none_of_its_locks_and_no_older_one_is_to
     assert done.returncode == -signal.SIGINT
     assert [p for p in made if p.exists()] == [] and older.exists()
     assert gitproc.spawn(["sh", "-c", f"touch '{made[0]}'"], cwd, dict(os.environ)).returncode == 0
-    assert made[
-        0
-    ].exists()  # a git that ended by itself keeps what it left: only a killed one is cleaned after
+    # a git that ended by itself keeps what it left: only a killed one is cleaned after
+    assert made[0].exists()
 
 
 @pytest.mark.parametrize("variable", LOCATING)

@@ -26,10 +26,8 @@ class Given(Inspection):
 
 
 Ins = Inspection
-BARE = (
-    Ins.no_repository,
-    Ins.absent,
-)  # conditions whose messages name no fact but the checkout's place
+# conditions whose messages name no fact but the checkout's place
+BARE = (Ins.no_repository, Ins.absent)
 FACTS = {
     "patch": "0002-x.patch",
     "op": "git rebase",

@@ -165,7 +165,8 @@ def test_nox_lint_installs_from_the_users_mirror_and_nowhere_else(
         **{
             k: v
             for k, v in os.environ.items()
-            if not k.startswith(("PIP_", "UV_")) and k not in (pipindex.PIP_PYTHON, "PRE_COMMIT_HOME")
+            if not k.startswith(("PIP_", "UV_"))
+            and k not in (pipindex.PIP_PYTHON, "PRE_COMMIT_HOME")
         },
         "PIP_CONFIG_FILE": os.devnull,
         "PIP_INDEX_URL": url,

@@ -8,16 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import (
-    AUTHOR,
-    KIT_AUTHOR,
-    SPDX,
-    Kit,
-    clone,
-    make_series,
-    rope_with,
-    work_snapshot,
-)
+from conftest import AUTHOR, KIT_AUTHOR, SPDX, Kit, clone, make_series, rope_with, work_snapshot
 
 from scripts.gitcmd import git
 
@@ -30,13 +21,11 @@ def test_a_write_under_work_changes_the_snapshot_and_the_shared_parts_do_not(
     (work / "envs" / "stock").mkdir(parents=True)
     (work / "records" / "e2e.json").write_text("{}", encoding="utf-8")
     before = work_snapshot(work)
-    (work / "envs" / "stock" / "built").write_text(
-        "a cache", encoding="utf-8"
-    )  # shared: not the developer's work
+    # shared: not the developer's work
+    (work / "envs" / "stock" / "built").write_text("a cache", encoding="utf-8")
     (work / "records" / "kit").mkdir()
-    (work / "records" / "kit" / "junit.xml").write_text(
-        "<x/>", encoding="utf-8"
-    )  # these tests' own report
+    # these tests' own report
+    (work / "records" / "kit" / "junit.xml").write_text("<x/>", encoding="utf-8")
     assert work_snapshot(work) == before
     (work / "records" / "e2e.json").write_text('{"overwritten": true}', encoding="utf-8")
     (work / "evidence").mkdir()
@@ -341,7 +330,7 @@ PR_SERIES = [
         },
         "[NPU] Attend on NPU",
         "npu-attend",
-    ),
+    )
 ]
 COVER = "[NPU] Attend on Ascend NPU\n\nAttention takes the CPU path on Ascend; this gives NPU its own branch.\n"
 

@@ -44,9 +44,8 @@ def run_leg(kit: Kit, leg: str, select: str) -> tuple[int, str]:
 @pytest.mark.parametrize("mutation", MUTATIONS, ids=[m.name for m in MUTATIONS])
 def test_broken_series_fails_its_leg(mutation: Mutation, tmp_path: Path) -> None:
     kit = leg_kit(tmp_path / "kit")
-    if (
-        mutation.leg == "npu"
-    ):  # the stock leg's control is test_loop.py's first run (the full suite, a leg_kit copy)
+    # the stock leg's control is test_loop.py's first run (the full suite, a leg_kit copy)
+    if mutation.leg == "npu":
         rc, output = run_leg(kit, mutation.leg, mutation.select)
         assert rc == 0, output[-3000:]
         assert_control_passed(kit, mutation.leg)

@@ -100,9 +100,8 @@ def test_pin_file_sections_time_newer_releases_and_platform_markers(tmp_path: Pa
     old = f"top\n\n{legpins.CLOSURE_MARKER}\n{legpins.AS_OF_PREFIX}t\na==1\nb==2\n"
     new = f"top\n\n{legpins.CLOSURE_MARKER}\n{legpins.AS_OF_PREFIX}u\na==1\nb==3\nc==1\n"
     assert legpins.changed_pins(old, new) == ["b 2 -> 3", "c - -> 1"]
-    assert (
-        legpins.changed_pins(old, old.replace("\nt\n", "\nu\n")) == []
-    )  # only the time differs: nothing newer
+    # only the time differs: nothing newer
+    assert legpins.changed_pins(old, old.replace("\nt\n", "\nu\n")) == []
     # platforms merge with markers only where wheels differ
     resolved = {
         "x86_64": {"torch": "2.13.0", "intel-openmp": "2024.2.1", "numpy": "2.3.5"},

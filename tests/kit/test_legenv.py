@@ -69,9 +69,8 @@ def test_uv_plan_syncs_the_exact_pins_and_overlays_the_test_runner(tmp_path: Pat
         "uv", "0.13.9", Path("/py"), tmp_path / "o", None, tmp_path / "tools.txt", []
     )
     assert "--system-site-packages" in overlay.steps[0][1] and "--no-deps" in overlay.steps[1][1]
-    tools = legenv.tools_text(
-        Workspace(KIT_ROOT)
-    )  # the overlay's tools: the test runner's leg pins
+    # the overlay's tools: the test runner's leg pins
+    tools = legenv.tools_text(Workspace(KIT_ROOT))
     pins = legenv.parse_pins((KIT_ROOT / "ci" / "leg-stock.txt").read_text(encoding="utf-8"))
     assert f"pytest=={pins['pytest']}\n" in tools and f"pytest-cov=={pins['pytest-cov']}\n" in tools
     # uv's package list is counted, not printed
@@ -85,15 +84,13 @@ def test_the_npu_env_is_a_layer_of_torch_npu_on_the_stock_env(
     ws = Workspace(KIT_ROOT)
     stock = legenv.leg_pins(ws, "stock")
     assert legenv.layer_pins(legenv.leg_pins(ws, "npu"), stock) == "torch-npu==2.13.0\n"
-    assert (
-        legenv.layer_pins({**stock, "torch": "0.0.1"}, stock) == "torch==0.0.1\n"
-    )  # a version it differs in, too
+    # a version it differs in, too
+    assert legenv.layer_pins({**stock, "torch": "0.0.1"}, stock) == "torch==0.0.1\n"
     layer, lower = tmp_path / "envs" / "npu" / "site", tmp_path / "envs" / "stock" / "site"
     layer.mkdir(parents=True), lower.mkdir(parents=True)
     (layer / legenv.LAYER_PTH).write_text(legenv.layer_pth(layer, lower), encoding="utf-8")
-    moved = tmp_path.rename(
-        tmp_path.with_name("moved")
-    )  # relative: still right after the checkout moves
+    # relative: still right after the checkout moves
+    moved = tmp_path.rename(tmp_path.with_name("moved"))
     monkeypatch.setattr(sys, "path", list(sys.path))
     site.addsitedir(str(moved / "envs" / "npu" / "site"))
     assert sys.path[-2:] == [

@@ -42,21 +42,13 @@ BAD = {
     },
     "KIT007": {"vllm_omni/attn.py": "def attend(q):\n    return q * 2\n"},
 }
-AT = {
-    "KIT001": 2,
-    "KIT002": 2,
-    "KIT003": 1,
-    "KIT004": 1,
-    "KIT005": 1,
-    "KIT006": 5,
-    "KIT007": 2,
-}  # each finding's line
+# each finding's line
+AT = {"KIT001": 2, "KIT002": 2, "KIT003": 1, "KIT004": 1, "KIT005": 1, "KIT006": 5, "KIT007": 2}
 
 
 def test_good_series_is_clean_with_long_test_lines(small_kit: Kit) -> None:
-    long_test = (
-        MARKED_TEST + '\n\ndef test_y():\n    assert "' + "a" * 130 + '"\n'
-    )  # upstream lets tests/ exceed it
+    # upstream lets tests/ exceed it
+    long_test = MARKED_TEST + '\n\ndef test_y():\n    assert "' + "a" * 130 + '"\n'
     make_series(
         small_kit,
         [({"vllm_omni/attn.py": GOOD_ATTN, "tests/test_attn_npu.py": long_test}, "[NPU] ok", "ok")],
@@ -75,9 +67,8 @@ def test_each_own_check_fails_on_a_bad_patch(small_kit: Kit, rule: str) -> None:
     checked = next(r for r in RULES if r.id == rule)
     # file:line, rule, fix
     assert finding.startswith(f"{path}:{AT[rule]}: {rule} ") and "(fix: " in finding, finding
-    assert (
-        checked.check is None or f" {rule} {checked.message}" in finding
-    )  # KIT007 words each finding itself
+    # KIT007 words each finding itself
+    assert checked.check is None or f" {rule} {checked.message}" in finding
 
 
 def test_npu_only_lines_are_the_if_body_not_else_nor_a_docstring() -> None:
@@ -104,9 +95,8 @@ def test_tool_pins_are_found_by_their_normalized_name_and_upstreams_ruff_is_type
     )
     assert kittools.pinned("pyyaml", tools) == "PyYAML==6.0.3"
     assert kittools.version("Pytest_Benchmark", tools) == "5.3.1"
-    assert (
-        kittools.version("pytest", tools) == "9.2.0"
-    )  # from the included file, not pytest-benchmark's line
+    # from the included file, not pytest-benchmark's line
+    assert kittools.version("pytest", tools) == "9.2.0"
     with pytest.raises(RuntimeError, match="pytest-cov is not pinned"):
         kittools.pinned("pytest-cov", tools)
     assert kittools.normalize("Foo.Bar__baz-Qux") == "foo-bar-baz-qux"

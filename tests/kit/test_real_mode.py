@@ -87,16 +87,14 @@ def test_mode_real_collects_the_npu_leg_and_nothing_simulator_only(tmp_path: Pat
     kit = leg_kit(tmp_path / "kit")
     kit.run("apply", check=True)
     suite_dir = kit.root / suite.SUITE
-    assert (
-        len(functions_where(suite_dir, called="sync_counter")) >= 5
-    )  # the scan finds the counter tests it must
+    # the scan finds the counter tests it must
+    assert len(functions_where(suite_dir, called="sync_counter")) >= 5
     assert len(functions_where(suite_dir, marker="stock_leg")) >= 2
     real = collect(kit, "real")
     assert real_selection_problems(real, suite_dir) == []
     simulated = collect(kit, "simulated")
-    assert any(
-        SIMULATOR_MODULE in node for node in simulated
-    )  # the same suite, simulated: the self-check runs
+    # the same suite, simulated: the self-check runs
+    assert any(SIMULATOR_MODULE in node for node in simulated)
     print(
         f"mode real collects {len(real)} of the {len(simulated)} tests mode simulated collects:",
         *real,

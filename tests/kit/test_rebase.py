@@ -33,14 +33,13 @@ TWO_PATCHES = [
         "double-attn",
     ),
 ]
-SHIFTED = {
-    **SMALL_UPSTREAM,
-    "vllm_omni/layers/rope.py": "extra\n" + rope_with({}),
-}  # 0001 applies at an offset
+# 0001 applies at an offset
+SHIFTED = {**SMALL_UPSTREAM, "vllm_omni/layers/rope.py": "extra\n" + rope_with({})}
+# 0001 conflicts
 AROUND_TEN = {
     **SMALL_UPSTREAM,
     "vllm_omni/layers/rope.py": rope_with({9: "u9", 10: "u10", 11: "u11"}),
-}  # 0001 conflicts
+}
 ALREADY = {
     **SMALL_UPSTREAM,
     "vllm_omni/attn.py": "def attend(q):\n    return q * 2\n",
@@ -115,9 +114,8 @@ def test_each_patch_is_tried_and_the_checkout_untouched(kit2: Kit, tmp_path, cas
     )
     proc = rebase(kit2, tmp_path, "0.2.0")
     assert proc.returncode == (case == "conflict"), proc.stdout + proc.stderr
-    rows = [
-        line.split(None, 2) for line in proc.stdout.splitlines() if line[:1].isdigit()
-    ]  # number, name, verdict
+    # number, name, verdict
+    rows = [line.split(None, 2) for line in proc.stdout.splitlines() if line[:1].isdigit()]
     assert [row[:2] for row in rows] == [[str(i), name] for i, name in enumerate(want, 1)]
     assert all(
         row[2].startswith(SHOWN.get(o, o)) for row, (o, _) in zip(rows, want.values(), strict=True)
@@ -162,9 +160,8 @@ def test_move_pin_then_series_is_byte_stable(kit2: Kit, tmp_path, cache: str) ->
         "v0.2.0",
         "",
     )
-    assert (
-        "@@ -8,7 +8,7 @@ line 6" in (kit2.patches / "0001-fix-ten.patch").read_text()
-    )  # refreshed context
+    # refreshed context
+    assert "@@ -8,7 +8,7 @@ line 6" in (kit2.patches / "0001-fix-ten.patch").read_text()
     kit2.run("apply", env={"CI": "true"}, check=True)  # strict: no offsets left
     before = {p.name: p.read_bytes() for p in kit2.patches.iterdir()}
     assert "patches/ unchanged" in kit2.run("refresh", check=True).stdout
@@ -185,9 +182,8 @@ def test_index_without_a_digest_is_refused_and_nothing_moves(kit2: Kit, tmp_path
 def test_baseline_fails_only_on_new_conflicts(kit2: Kit, tmp_path) -> None:
     offer(tmp_path, AROUND_TEN)
     watch = ["0.2.0", "--report-name", "drift", "--baseline"]
-    first = rebase(
-        kit2, tmp_path, *watch[:-1]
-    )  # a first run has no baseline: every conflict fails it
+    # a first run has no baseline: every conflict fails it
+    first = rebase(kit2, tmp_path, *watch[:-1])
     assert first.returncode == 1 and "conflict" in first.stdout
     baseline = tmp_path / "last-week.json"
     baseline.write_bytes((kit2.root / ".work/rebase/drift.json").read_bytes())
@@ -232,16 +228,13 @@ def test_real_release_0_28_0_from_the_registry(tmp_path) -> None:
 def test_a_change_already_upstream_in_other_words_is_found_as_data_or_line_by_line() -> None:
     # Python and config files: line by line, comments and whitespace aside
     assert equivalence.file_equivalent("m.py", ("x = 1  # why",), None, "x=1\n")
-    assert (
-        equivalence.python_code("def f(:\n") == "def f(:\n"
-    )  # does not tokenize: compared as it is
+    # does not tokenize: compared as it is
+    assert equivalence.python_code("def f(:\n") == "def f(:\n"
     assert not equivalence.file_equivalent("m.py", ("x = 2",), None, "x = 1\n")
-    assert not equivalence.file_equivalent(
-        "m.py", ("x = 1",), None, None
-    )  # no such file in the target
-    assert not equivalence.file_equivalent(
-        "m.py", (")",), None, "x = 1\n"
-    )  # nothing meaningful added
+    # no such file in the target
+    assert not equivalence.file_equivalent("m.py", ("x = 1",), None, None)
+    # nothing meaningful added
+    assert not equivalence.file_equivalent("m.py", (")",), None, "x = 1\n")
     assert equivalence.file_equivalent("setup.cfg", ("k = 1  # why",), None, "k = 1\n")
     assert equivalence.file_equivalent("NOTICE", ("same words",), None, "same words\n")
     # YAML and TOML: as data (layout, quoting, key order and comments aside); what does not parse
@@ -258,10 +251,8 @@ def test_a_change_already_upstream_in_other_words_is_found_as_data_or_line_by_li
 # ---- --move is one transaction: all of it or none, whatever ends it
 # ------------------------------------
 
-FIX_TEN_UPSTREAM = {
-    **SMALL_UPSTREAM,
-    "vllm_omni/layers/rope.py": rope_with({10: "line 10 fixed"}),
-}  # 0001 merged
+# 0001 merged
+FIX_TEN_UPSTREAM = {**SMALL_UPSTREAM, "vllm_omni/layers/rope.py": rope_with({10: "line 10 fixed"})}
 STEPS = """import atexit, os, signal, subprocess, sys
 STOP, SIG, seen = int(os.environ["KIT_TEST_STOP_AT"]), int(os.environ["KIT_TEST_SIGNAL"]), []
 def step(kind):
@@ -348,9 +339,8 @@ def test_a_move_interrupted_at_any_step_is_all_or_nothing(kit2: Kit, tmp_path: P
 
 def test_a_move_killed_mid_swap_is_finished_by_the_next_command(kit2: Kit, tmp_path: Path) -> None:
     _, after, kinds = whole_move(kit2, tmp_path)
-    swap = [i for i, kind in enumerate(kinds, 1) if kind == "R"][
-        -4:
-    ]  # the journal, then the three files
+    # the journal, then the three files
+    swap = [i for i, kind in enumerate(kinds, 1) if kind == "R"][-4:]
     killed = move_stopped_at(kit2, tmp_path, swap[1], signal.SIGKILL)
     assert killed.returncode == -signal.SIGKILL and (kit2.patches / ".kit-swap.json").is_file()
     proc = kit2.run("apply", check=True)
@@ -415,9 +405,8 @@ def test_a_mistyped_pin_digest_leaves_the_good_cached_wheel(kit2: Kit, tmp_path:
     """The unclear outcome, decided: a cached wheel whose fresh download has the same digest is not
     what is wrong; the pin's digest is. Refused with both digests, the cache left as it was (no
     .bad-* file)."""
-    actual = offer(
-        tmp_path, SMALL_UPSTREAM, version="0.1.0"
-    )  # the registry serves the cached wheel's bytes
+    # the registry serves the cached wheel's bytes
+    actual = offer(tmp_path, SMALL_UPSTREAM, version="0.1.0")
     cached = kit2.root / ".work/downloads/vllm_omni-0.1.0-py3-none-any.whl"
     good = (tmp_path / "index/vllm-omni" / cached.name).read_bytes()
     cached.write_bytes(good)

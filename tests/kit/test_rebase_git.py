@@ -74,9 +74,8 @@ def test_merged_upstream_verdict_per_patch(kit: Kit, upstream: Path) -> None:
     report = (kit.root / ".work/rebase/vllm-omni-merged.md").read_text()
     assert "| 1 | `0001-rope-2d-cos-sin.patch` | already upstream (verbatim) |" in report
     assert "already upstream (partial)" in out and "already upstream (equivalent)" in out
-    assert (
-        "test_rope_regression.py" in report
-    )  # a test that exercises the dropped rope patch is named
+    # a test that exercises the dropped rope patch is named
+    assert "test_rope_regression.py" in report
 
 
 def test_renamed_file_merges_three_way(kit: Kit, upstream: Path) -> None:
@@ -163,9 +162,8 @@ def test_move_onto_merged_then_apply_and_both_legs_pass(kit: Kit, upstream: Path
     for leg in ("stock", "npu"):
         record = json.loads((kit.root / f".work/records/test-{leg}.json").read_text())
         assert record["passed_all"] and record["failed"] == 0 and record["passed"] > 0
-        ran = record[
-            "upstream_tests"
-        ]  # the git source carries upstream's tests: they ran on pristine and patched
+        # the git source carries upstream's tests: they ran on pristine and patched
+        ran = record["upstream_tests"]
         assert (
             ran["files"] == [UPSTREAM_TEST]
             and ran["ok"]

@@ -10,13 +10,7 @@ from conftest import commit_patch
 
 from scripts.errors import KitError
 from scripts.gitcmd import FORMAT_PATCH, git
-from scripts.series import (
-    load_series,
-    squashed_slugs,
-    strip_kit_trailers,
-    subject,
-    trailer_values,
-)
+from scripts.series import load_series, squashed_slugs, strip_kit_trailers, subject, trailer_values
 
 SUBJECTS = (
     # encoded and folded
@@ -68,9 +62,8 @@ def test_a_body_line_like_a_trailer_stays_in_the_upstream_message() -> None:
     message = "S\n\nbody\nKit-Patch: x\n\nUpstream-Status: Pending\nKit-Patch: real\n"
     assert strip_kit_trailers(message) == "S\n\nbody\nKit-Patch: x\n\n"
     cherry = "S\n\nWhy.\n\nUpstream-Status: Pending\nKit-Patch: real\n(cherry picked from commit 0123abcd)\n"
-    assert (
-        trailer_values(message, "Kit-Patch") == trailer_values(cherry, "Kit-Patch") == ["real"]
-    )  # git's line too
+    # git's line too
+    assert trailer_values(message, "Kit-Patch") == trailer_values(cherry, "Kit-Patch") == ["real"]
 
 
 def patch_text(slug: str, subject: str = "[NPU] A change") -> str:

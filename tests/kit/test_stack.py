@@ -269,7 +269,7 @@ def test_a_pr_whose_test_needs_a_later_pr_is_refused_naming_both(
 ) -> None:
     later = "def attend(q):\n    return q\n\n\ndef attend_npu(q):\n    return q * 2\n"
     series = [
-        ({"tests/test_attend_npu.py": NEEDS_LATER}, "[NPU] Test attend_npu", "attend-npu-test"),
+        ({"tests/test_attend_npu.py": NEEDS_LATER}, "[NPU] Test attend_npu", "attend-npu-test")
     ]
     text = (
         '[[pr]]\nname = "tests-first"\ntitle = "[NPU] Test attend_npu"\npatches = ["attend-npu-test"]\n'
@@ -310,7 +310,7 @@ def test_dependency_check_reads_module_attributes_and_never_flags_what_the_prefi
             "vllm_omni/layers/__init__.py": "",
             "vllm_omni/layers/attn.py": "def old_op(): ...\n",
             "vllm_omni/layers/rope.py": "from math import sin as spin\n",
-        },
+        }
     }
     trees["t2"] = {
         **trees["t1"],

@@ -46,15 +46,12 @@ def test_the_tiers_split_the_tests_by_pytest_ini_markers_and_the_check_bites() -
         "-x",
     ]
     assert "--junitxml=.work/records/kit-heavy/junit.xml" in kit_tests_command("heavy", [])
-    assert (
-        "-n" in KIT_TIERS["default"] and "-n" in KIT_TIERS["heavy"]
-    )  # each test makes what it writes
-    assert (
-        "loadfile" in KIT_TIERS["heavy"]
-    )  # a module's servers / copies are set up once, on one worker
-    assert (
-        "worksteal" in KIT_TIERS["default"]
-    )  # no worker idles while the other still holds queued tests
+    # each test makes what it writes
+    assert "-n" in KIT_TIERS["default"] and "-n" in KIT_TIERS["heavy"]
+    # a module's servers / copies are set up once, on one worker
+    assert "loadfile" in KIT_TIERS["heavy"]
+    # no worker idles while the other still holds queued tests
+    assert "worksteal" in KIT_TIERS["default"]
     # Bites on a marker no tier knows.
     ini = (KIT_ROOT / "pytest.ini").read_text(encoding="utf-8") + "    slow: takes long\n"
     declared = "['e2e', 'legs', 'network', 'slow']"

@@ -145,9 +145,8 @@ def test_pr_onto_reports_the_targets_findings_apart_from_upstreams(
         f"vllm_omni/attn.py:6: {NPU_IMPORT_HOOK}" in own
         and f"vllm_omni/attn.py:1: {UNSERVED_HOOK}" in own
     )
-    assert (
-        f"vllm_omni/attn.py:1: {NPU_IMPORT_HOOK}" in theirs
-    )  # upstream's line 1, untouched by the series
+    # upstream's line 1, untouched by the series
+    assert f"vllm_omni/attn.py:1: {NPU_IMPORT_HOOK}" in theirs
     assert "nothing recorded" in out and not (small_kit.patches / "revisions.toml").exists()
     # The target drops both gates and states its PR template and DCO rule: the PR follows them.
     (upstream / ".github").mkdir()

@@ -70,9 +70,8 @@ def test_each_hook_fails_an_added_line_under_its_upstream_id(
     before = {p: (small_kit.checkout / p).read_bytes() for p in edits}
     code, out = lint(small_kit)
     assert code == 1 and said in out and "Traceback" not in out, out
-    assert {
-        p: (small_kit.checkout / p).read_bytes() for p in edits
-    } == before  # fixers ran on a scratch copy
+    # fixers ran on a scratch copy
+    assert {p: (small_kit.checkout / p).read_bytes() for p in edits} == before
 
 
 def test_the_release_config_is_upstreams_hooks_and_its_gate_counts_what_the_series_adds(
@@ -243,18 +242,15 @@ def test_what_changes_nothing_off_npu() -> None:
     later = NPU_ONLY.replace("lens = list(", "lens = tuple(")  # a later patch to an NPU-only helper
     assert off_npu_changes("vllm_omni/a.py", NPU_ONLY, later) == []
     cpu_edit = NPU_ONLY.replace("        return dense(q)\n", "        return q\n")
-    assert off_npu_changes(
-        "vllm_omni/a.py", NPU_ONLY, cpu_edit
-    )  # while its CPU code is still judged
+    # while its CPU code is still judged
+    assert off_npu_changes("vllm_omni/a.py", NPU_ONLY, cpu_edit)
     reformatted = PRISTINE.replace('"""Upstream\'s helper."""', '"""Another docstring."""').replace(
         "return t.to(device)", "return t.to(\n            device\n        )  # same call"
     )
-    assert (
-        off_npu_changes("vllm_omni/a.py", PRISTINE, reformatted) == []
-    )  # formatting and docstrings alone
-    assert (
-        off_npu_changes("vllm_omni/a.py", PRISTINE, "def broken(:\n") == []
-    )  # does not parse: left to ruff
+    # formatting and docstrings alone
+    assert off_npu_changes("vllm_omni/a.py", PRISTINE, reformatted) == []
+    # does not parse: left to ruff
+    assert off_npu_changes("vllm_omni/a.py", PRISTINE, "def broken(:\n") == []
 
 
 # (case, the edit of PRISTINE, the unit and the first differing statement KIT007 names)
@@ -334,9 +330,8 @@ def test_declarations_cover_their_change_a_stale_one_is_a_finding_and_the_pr_say
     assert claims == {("vllm_omni/a.py", "_gather"): "indexing is faster here"}
     declared = Declared("0001-x.patch", "vllm_omni/a.py", "_gather", "indexing is faster here")
     assert judge_off_npu("0001-x.patch", changes, claims) == ([], [declared])
-    other_file = {
-        ("vllm_omni/b.py", "_gather"): "why"
-    }  # the same name in another file covers nothing here
+    # the same name in another file covers nothing here
+    other_file = {("vllm_omni/b.py", "_gather"): "why"}
     assert [f.rule for f in judge_off_npu("0001-x.patch", changes, other_file)[0]] == [
         "KIT007",
         "KIT007",

@@ -57,9 +57,8 @@ def test_an_export_of_the_same_tree_is_kept_and_another_tree_replaces_it(tmp_pat
     git("init", "-q", "-b", "main", cwd=repo)
     commit_patch(repo, TESTS, "upstream with tests", "upstream")
     export_tree(repo, "HEAD", dest)
-    (
-        dest / "vllm_omni" / "other.py"
-    ).unlink()  # a file gone since: only a new export would bring it back
+    # a file gone since: only a new export would bring it back
+    (dest / "vllm_omni" / "other.py").unlink()
     export_tree(repo, "HEAD", dest)
     assert not (dest / "vllm_omni" / "other.py").exists()  # the same tree: kept as it was
     commit_patch(
@@ -79,13 +78,11 @@ def test_a_series_that_breaks_an_upstream_test_or_its_collection_is_named(tmp_pa
         tmp_path / "kept", "    if q is None:\n        raise ValueError('q')\n    return q\n"
     )
     assert kept is not None
-    assert kept.files == [
-        "tests/test_attn.py"
-    ]  # imports the touched module, CPU-marked; not gpu, not other
+    # imports the touched module, CPU-marked; not gpu, not other
+    assert kept.files == ["tests/test_attn.py"]
     assert kept.ok and kept.regressions == [] and kept.passed == 2
-    assert kept.both_fail == [
-        "tests.test_attn::test_known_broken_upstream"
-    ]  # reported, not counted
+    # reported, not counted
+    assert kept.both_fail == ["tests.test_attn::test_known_broken_upstream"]
     broken = run_leg(tmp_path / "broken", "    return int(q)\n")
     assert broken is not None and not broken.ok
     assert broken.regressions == ["tests.test_attn::test_type_kept"]
@@ -127,9 +124,8 @@ def test_an_interrupt_while_both_trees_run_leaves_no_process(
             "import time\n\n\ndef test_slow():\n    time.sleep(60)\n"
         )
     started: list[subprocess.Popen[bytes]] = []
-    interrupts = [
-        KeyboardInterrupt()
-    ]  # the first wait for a run, with both under way, is cut by Ctrl-C
+    # the first wait for a run, with both under way, is cut by Ctrl-C
+    interrupts = [KeyboardInterrupt()]
 
     class Interrupted(subprocess.Popen[bytes]):
         def __init__(self, *args: Any, **kwargs: Any) -> None:

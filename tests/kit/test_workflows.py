@@ -105,9 +105,8 @@ def _text(name: str) -> str:
 def test_the_linters_pass_the_workflows_and_bite(
     tmp_path: Path, linter: Callable[..., Proc], name: str, text: str, findings: list[str]
 ) -> None:
-    files = (
-        [tmp_path / name] if name else WORKFLOWS
-    )  # a broken copy alone, else the workflows as they are
+    # a broken copy alone, else the workflows as they are
+    files = [tmp_path / name] if name else WORKFLOWS
     if name:
         files[0].write_text(text)
     done = linter(*files)
@@ -134,9 +133,8 @@ def test_weekly_starts_empty_on_both_arches() -> None:
     assert "actions/cache" not in weekly  # the weekly run proves an empty-cache build
     assert "runner: [ubuntu-24.04, ubuntu-24.04-arm]" in weekly
     assert "python -m scripts legpins --check" in weekly and "nox -s apply test" in weekly
-    assert (
-        "run: python -m scripts legpins --newer" in weekly
-    )  # new releases are reported weekly, not per push
+    # new releases are reported weekly, not per push
+    assert "run: python -m scripts legpins --newer" in weekly
     assert re.search(r"(?m)^  schedule:\n    - cron: ", weekly)
 
 

@@ -21,17 +21,15 @@ def test_a_try_on_a_held_lock_fails_at_once_naming_the_holder_and_readers_share(
             monkeypatch.context() as patched,
             pytest.raises(LookupError, match=r"^pid 1 \(first\)$"),
         ):
-            patched.setattr(
-                worklock.time, "sleep", slept.append
-            )  # at once: it never waits for the holder
+            # at once: it never waits for the holder
+            patched.setattr(worklock.time, "sleep", slept.append)
             with worklock.locked(
                 lock_file, stamp="second", wait_s=0, busy=refusal, on_wait=told.append
             ):
                 pass
         assert slept == [] and told == []  # a try tells no one it waits
-        clock = [
-            100.0
-        ]  # the wait on a clock of its own: it polls until the deadline, then gives up
+        # the wait on a clock of its own: it polls until the deadline, then gives up
+        clock = [100.0]
 
         def sleep(seconds: float) -> None:
             slept.append(seconds)
@@ -48,9 +46,8 @@ def test_a_try_on_a_held_lock_fails_at_once_naming_the_holder_and_readers_share(
         assert slept == [1, 1, 1] and told == ["pid 1 (first)\n"]  # the whole timeout, told once
     with worklock.locked(lock_file, stamp="free", wait_s=0):  # released with its block
         assert lock_file.read_text(encoding="utf-8") == "free\n"
-    with worklock.locked(
-        lock_file, stamp="r1", wait_s=0, shared=True
-    ):  # shared holders share; a writer waits
+    # shared holders share; a writer waits
+    with worklock.locked(lock_file, stamp="r1", wait_s=0, shared=True):
         with (
             worklock.locked(lock_file, stamp="r2", wait_s=0, shared=True),
             pytest.raises(worklock.Busy),

@@ -140,12 +140,10 @@ def make_next_upstreams(repo: Path) -> None:
     am(repo, patch("0001"))  # verbatim: its patch-id is in the history ...
     sin, rest = "        sin: torch.Tensor,", "\n    ) -> torch.Tensor:\n        if cos.dim"
     edit(repo, ROPE, sin + rest, sin + "  # (S, D/2) or (B, S, 1, D/2)" + rest)
-    commit_all(
-        repo, "Document the cos/sin layouts"
-    )  # ... and a later edit of its context stops reverse-apply
-    third = hunks(patch("0003").read_text(encoding="utf-8"))[
-        2
-    ].text  # half of 0003: one of its hunks
+    # ... and a later edit of its context stops reverse-apply
+    commit_all(repo, "Document the cos/sin layouts")
+    # half of 0003: one of its hunks
+    third = hunks(patch("0003").read_text(encoding="utf-8"))[2].text
     git("apply", "--index", "-", cwd=repo, stdin=third)
     commit_all(repo, "Build the block table once per step")
     git("apply", "--index", patch("0005").as_posix(), cwd=repo)

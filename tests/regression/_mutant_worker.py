@@ -39,9 +39,8 @@ def warm(mode: str) -> None:
 def run_job(args: list[str], timeout: float) -> dict[str, Any]:
     with tempfile.TemporaryFile() as log:
         pid = os.fork()
-        if (
-            pid == 0
-        ):  # the child: pytest with stdout/stderr in the log, never back into the server's loop
+        # the child: pytest with stdout/stderr in the log, never back into the server's loop
+        if pid == 0:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             os.dup2(log.fileno(), 1)
             os.dup2(log.fileno(), 2)

@@ -66,9 +66,8 @@ def import_code_under_test() -> None:
 
 def _resolve_omni_platform_without_npu(torch: Any) -> None:
     available = torch.npu.is_available
-    torch.npu.is_available = (
-        lambda: False
-    )  # only while vllm-omni picks its platform (see the docstring)
+    # only while vllm-omni picks its platform (see the docstring)
+    torch.npu.is_available = lambda: False
     try:
         import vllm_omni.platforms as platforms
 

@@ -20,16 +20,11 @@ CPU = torch.device("cpu")
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 # (name, batch, tokens S, heads H, head_dim D). cos/sin are (S, D/2).
+# LingBot-World per-rank tokens under Ulysses SP-4: cos (1170, 64)
 ROPE_CASES = [
     ("s_ne_h", 1, 12, 4, 16),  # S != H: the pre-fix broadcast raises
     ("s_eq_h", 2, 6, 6, 8),  # S == H: the pre-fix broadcast is silently wrong
-    (
-        "sp4_local",
-        1,
-        1170,
-        40,
-        128,
-    ),  # LingBot-World per-rank tokens under Ulysses SP-4: cos (1170, 64)
+    ("sp4_local", 1, 1170, 40, 128),
 ]
 
 # Paged attention geometries: (name, num_blocks, block_size, kv_heads, head_dim, dtype,

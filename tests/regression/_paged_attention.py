@@ -65,9 +65,8 @@ def make_inputs(geometry: Geometry, dtype: torch.dtype, seed: int = 0) -> dict[s
     """CPU inputs shaped as build_block_table shapes them: scattered block ids, null-block padding."""
     g = torch.Generator().manual_seed(seed)
     needed = [blocks_needed(kv, geometry.block_size) for _, kv in geometry.seqs]
-    num_blocks = (
-        1 + sum(needed) + 2
-    )  # block 0 is the zeroed null block; two blocks nobody references
+    # block 0 is the zeroed null block; two blocks nobody references
+    num_blocks = 1 + sum(needed) + 2
     shape = (num_blocks, geometry.block_size, geometry.heads, geometry.head_dim)
     key_cache = torch.randn(shape, generator=g).to(dtype)
     value_cache = torch.randn(shape, generator=g).to(dtype)
@@ -148,9 +147,8 @@ def stubbed_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(torch_npu, "npu_fusion_attention", stub_kernel)
 
 
-STAGED = Geometry(
-    "staged_block16", 16, 2, 32, ((32, 48),), 5
-)  # 3 visible blocks, 2 padding; block aligned
+# 3 visible blocks, 2 padding; block aligned
+STAGED = Geometry("staged_block16", 16, 2, 32, ((32, 48),), 5)
 
 
 def staged_inputs(

@@ -117,9 +117,8 @@ def moved_by_call(npu_device: torch.device, stage: bool, reuse: bool) -> int:
             stage_first_block=kv_len // BLOCK - current_blocks,
         )
     q_loc = torch.tensor([0, QUERY], dtype=torch.int32, device=npu_device)
-    seq_lens = torch.tensor(
-        [kv_len], dtype=torch.int32
-    )  # on the host, as prepare() keeps it on NPU
+    # on the host, as prepare() keeps it on NPU
+    seq_lens = torch.tensor([kv_len], dtype=torch.int32)
     with moved_bytes() as counter:
         pa.ar_diffusion_paged_attention(
             query,
@@ -140,12 +139,10 @@ def moved_by_call(npu_device: torch.device, stage: bool, reuse: bool) -> int:
 def test_bytes_moved_per_chunk_with_staging_off_and_on(npu_device: torch.device) -> None:
     steps = 4  # denoising steps per chunk (num_inference_steps in the deploy config)
     off = moved_by_call(npu_device, stage=False, reuse=False)
-    full = moved_by_call(
-        npu_device, stage=True, reuse=False
-    )  # first step of a chunk: the whole window
-    reused = moved_by_call(
-        npu_device, stage=True, reuse=True
-    )  # later steps: only the current chunk's blocks
+    # first step of a chunk: the whole window
+    full = moved_by_call(npu_device, stage=True, reuse=False)
+    # later steps: only the current chunk's blocks
+    reused = moved_by_call(npu_device, stage=True, reuse=True)
     window_kv = 2 * KV_LEN * HEADS * HEAD_DIM * 2
     assert off >= window_kv and full >= window_kv and reused < full  # the count sees the gathers
     FIGURES.update(
@@ -234,9 +231,8 @@ def test_gather(method: str, benchmark: Any, npu_device: torch.device) -> None:
         synchronized(fn, npu_device), args=(cache, table, kv_len), rounds=7, warmup_rounds=1
     )
     assert out.shape == (kv_len, HEADS, HEAD_DIM)
-    assert torch.equal(
-        out.cpu(), per_token_gather(cache.cpu(), table.cpu(), kv_len)
-    )  # same bytes both ways
+    # same bytes both ways
+    assert torch.equal(out.cpu(), per_token_gather(cache.cpu(), table.cpu(), kv_len))
     FIGURES[f"gather_{method}_median_s"] = benchmark.stats.stats.median
 
 

@@ -111,9 +111,8 @@ with _long_lived():
 
     SIMULATED_NPU = _npu_leg.prepare(NPU_MODE)
     APPLIED = applied_patches(CHECKOUT)
-    if (
-        _COVERAGE is not None
-    ):  # what the tests import (the code under test), now, while coverage.py waits
+    # what the tests import (the code under test), now, while coverage.py waits
+    if _COVERAGE is not None:
         _npu_leg.import_code_under_test()
 
 
@@ -237,11 +236,9 @@ def _run_in_tree(
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(tree), str(HERE)])
     env.pop("PYTHONSTARTUP", None)
+    # npu leg: prepared like this process
     return subprocess.run(
-        [
-            sys.executable,
-            *_npu_leg.subprocess_args(NPU_MODE, args),
-        ],  # npu leg: prepared like this process
+        [sys.executable, *_npu_leg.subprocess_args(NPU_MODE, args)],
         cwd=tmp_dir,
         env=env,
         capture_output=True,
@@ -262,9 +259,8 @@ def _oracle_cache_key() -> tuple[Path | None, dict[str, str], str]:
 
     cache = os.environ.get("KIT_ORACLE_CACHE")
     commit = os.environ.get("KIT_PRISTINE_COMMIT", "")
-    stamp_name = os.environ.get(
-        "KIT_ENV_STAMP_NAME", ""
-    )  # the leg env's build stamp, named by the runner
+    # the leg env's build stamp, named by the runner
+    stamp_name = os.environ.get("KIT_ENV_STAMP_NAME", "")
     stamp_file = Path(sys.prefix) / stamp_name if stamp_name else None
     stamp = (
         stamp_file.read_text(encoding="utf-8").strip()

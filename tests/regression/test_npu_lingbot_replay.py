@@ -104,9 +104,8 @@ def test_direct_replay_on_npu_in_bf16_equals_dense_cpu_in_bf16(
     module = build_on(npu_device, monkeypatch, bf16)
     out = _oracle.lingbot_direct_replay(module, rope_2d=True, device=npu_device, dtype=bf16)
     assert [call["device"] for call in paged_entry_calls] == [npu_device, npu_device]
-    assert torch.equal(
-        out["cache_key"], expected["cache_key"]
-    )  # K is written before attention: bit for bit
+    # K is written before attention: bit for bit
+    assert torch.equal(out["cache_key"], expected["cache_key"])
     eps = torch.finfo(torch.bfloat16).eps
     for key in ("chunk0", "chunk1"):
         # The attention outputs differ by about one bf16 ulp (fp32 summation order, see the

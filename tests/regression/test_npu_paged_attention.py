@@ -113,9 +113,8 @@ def test_batch1_gathers_exactly_the_visible_blocks_once(
         paged(inputs)
     per_block = geometry.block_size * geometry.heads * geometry.head_dim * 2
     kv_bytes = 2 * blocks_needed(kv_len, geometry.block_size) * per_block
-    index_bytes = (
-        blocks_needed(kv_len, geometry.block_size) * 8
-    )  # at most: the block ids cast to int64 once
+    # at most: the block ids cast to int64 once
+    index_bytes = blocks_needed(kv_len, geometry.block_size) * 8
     assert kv_bytes <= counter.bytes <= kv_bytes + index_bytes
 
 
@@ -178,9 +177,8 @@ def test_staging_modes_equal_reference(
     inputs = make_inputs(geometry, DTYPES[dtype_name])
     extra: dict[str, Any] = {}
     if staging != "off":
-        rows = (
-            0 if staging == "zero_size" else inputs["max_seq_len"] + 16
-        )  # capacity may exceed the window
+        # capacity may exceed the window
+        rows = 0 if staging == "zero_size" else inputs["max_seq_len"] + 16
         buffers = [
             torch.zeros(rows, geometry.heads, geometry.head_dim, dtype=DTYPES[dtype_name])
             for _ in "kv"
@@ -208,9 +206,8 @@ def test_reused_history_restages_only_the_current_chunk(
 ) -> None:
     inputs, stage_key, stage_value = staged_inputs(npu_device, STAGED.width * 16, dtype_name)
     device_inputs = on(npu_device, inputs)
-    paged(
-        device_inputs, stage_key=stage_key, stage_value=stage_value
-    )  # full stage, as a first layer call would
+    # full stage, as a first layer call would
+    paged(device_inputs, stage_key=stage_key, stage_value=stage_value)
     # The current chunk (visible block 2) gets new K/V; history blocks 0-1 are already staged.
     current = int(inputs["block_table"][0, 2])
     inputs["key_cache"][current] = torch.randn(16, STAGED.heads, STAGED.head_dim).to(
@@ -257,9 +254,8 @@ def test_staging_gathers_only_the_window_of_a_wider_table(
     window_bytes = (
         2 * window_blocks * 16 * STAGED.heads * STAGED.head_dim * DTYPES[dtype_name].itemsize
     )
-    assert (
-        window_bytes <= counter.bytes <= window_bytes + window_blocks * 8
-    )  # + the block ids cast to int64
+    # + the block ids cast to int64
+    assert window_bytes <= counter.bytes <= window_bytes + window_blocks * 8
     beyond = window_blocks * 16
     assert (stage_key.cpu()[beyond:] == -7.0).all() and (stage_value.cpu()[beyond:] == -7.0).all()
 

@@ -200,9 +200,8 @@ def test_staging_sequence_restages_the_window_when_the_history_moves(
     inputs, stage_key, stage_value = staged_inputs(npu_device, STAGED.width * 16, dtype_name)
     device_inputs = on(npu_device, inputs)
     table = inputs["block_table"][0]
-    spare = min(
-        set(range(1, inputs["key_cache"].shape[0])) - set(table.tolist())
-    )  # the next chunk's block
+    # the next chunk's block
+    spare = min(set(range(1, inputs["key_cache"].shape[0])) - set(table.tolist()))
     for ar_block, window in enumerate([table[:3].tolist(), [*table[1:3].tolist(), spare]]):
         inputs["block_table"][0, :3] = torch.tensor(window, dtype=torch.int32)
         device_inputs["block_table"] = inputs["block_table"].to(npu_device)

@@ -42,8 +42,7 @@ def test_results_equal_pristine_bit_for_bit(
         assert torch.equal(patched_results[key], pristine_results[key]), key
     # The fixed 2-D path gives exactly what pristine gives for the expanded 4-D table.
     assert torch.equal(
-        rope.forward_native(x, cos, sin),
-        pristine_results[f"rope/{name}/{dtype_name}/native_4d"],
+        rope.forward_native(x, cos, sin), pristine_results[f"rope/{name}/{dtype_name}/native_4d"]
     )
 
 

@@ -179,9 +179,8 @@ def test_torch_itself_accepts_none_for_the_series_op_mutable_stage_args(
         0,
     )
     assert out.device.type == "npu" and out.shape == (block, heads, dim)
-    assert torch.equal(
-        pools[0].cpu()[block : 2 * block], npu[1].cpu()
-    )  # the kernel ran: the chunk was written
+    # the kernel ran: the chunk was written
+    assert torch.equal(pools[0].cpu()[block : 2 * block], npu[1].cpu())
 
 
 # -- synchronisation counting ----------------------------------------------------------------------

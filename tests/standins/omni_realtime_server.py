@@ -61,9 +61,8 @@ def chunk_frame_counts(num_frames: int) -> list[int]:
 
 def frames(start: int, count: int, width: int, height: int, seed: int) -> np.ndarray:
     """(count, height, width, 3) uint8: a moving gradient fully determined by (frame index, seed)."""
-    index, y, x, channel = np.ogrid[
-        start : start + count, :height, :width, 0:255:85
-    ]  # channel: 0, 85, 170
+    # channel: 0, 85, 170
+    index, y, x, channel = np.ogrid[start : start + count, :height, :width, 0:255:85]
     return ((x * 4 + y * 2 + index * 5 + seed + channel) & 0xFF).astype(np.uint8)
 
 
@@ -105,9 +104,8 @@ class FakeEngineClient:
                     0x80  # one frame visibly different, the rest unchanged
                 )
             noisy = video[max(0, args.nondet_from_frame - start) :]
-            if (
-                args.fault == "nondeterministic" and noisy.size
-            ):  # per-process noise: survives compression
+            # per-process noise: survives compression
+            if args.fault == "nondeterministic" and noisy.size:
                 noisy ^= (
                     np.frombuffer(os.urandom(noisy.size), dtype=np.uint8).reshape(noisy.shape)
                     & 0x3F

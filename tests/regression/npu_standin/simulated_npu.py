@@ -175,9 +175,8 @@ class SimulatedNPU:
         self._scopes: list[SyncCounter] = []
         self._pinned: weakref.WeakSet[torch.UntypedStorage] = weakref.WeakSet()
         self.capturing = False  # inside torch.npu.graph(...)
-        self._pending: list[
-            tuple[torch.Tensor, torch.Tensor]
-        ] = []  # non-blocking D2H copies in flight
+        # non-blocking D2H copies in flight
+        self._pending: list[tuple[torch.Tensor, torch.Tensor]] = []
         self.torch_npu = _torch_npu_module(self)
 
     def record(self, kind: str) -> None:
@@ -369,11 +368,8 @@ DOC = (
 ACLNN = "CANN ops-transformer attention/flash_attention_score/op_host/op_api/aclnn_flash_attention_score.cpp"
 TILING = "CANN ops-transformer flash_attention_score_tiling_general.cpp"
 OP_API = "op-plugin op_plugin/ops/opapi/FlashAttentionKernelNpuOpApi.cpp"
-DTYPES = (
-    torch.float16,
-    torch.bfloat16,
-    torch.float32,
-)  # DOC: query/key/value float16, bfloat16, float32
+# DOC: query/key/value float16, bfloat16, float32
+DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 MAX_HEADS = 256  # DOC: Nq 1~256
 MAX_HEAD_DIM = 768  # ACLNN HEAD_DIM_MAX; DOC: D 1~768
 MAX_TOKENS = 1024 * 1024  # DOC: varlen T (B*S) 1~1M

@@ -229,9 +229,8 @@ def contains(stream: BinaryIO, needle: bytes, chunk: int = 1 << 20) -> bool:
         window = kept + block
         if needle in window:
             return True
-        kept = (
-            window[-(len(needle) - 1) :] if len(needle) > 1 else b""
-        )  # a match may straddle reads
+        # a match may straddle reads
+        kept = window[-(len(needle) - 1) :] if len(needle) > 1 else b""
     return False
 
 
