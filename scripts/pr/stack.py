@@ -253,14 +253,12 @@ def is_test_file(path: str) -> bool:
     return path.startswith("tests/") and name.startswith("test_") and name.endswith(".py")
 
 
-def added_test_files(pr: Pr) -> list[str]:
-    """The test files the PR adds: what its reviewers run, and what must pass on its base."""
+def own_test_files(pr: Pr) -> list[str]:
+    """The test files the PR adds or changes: what its reviewers run, and what must pass on its
+    base (a PR whose tests extend an earlier PR's test file owns that file's tests too)."""
     return list(
         dict.fromkeys(
-            f
-            for p in pr.patches
-            for f in scope.of_patch(p.name, p.text).new_files
-            if is_test_file(f)
+            f for p in pr.patches for f in scope.of_patch(p.name, p.text).files if is_test_file(f)
         )
     )
 
@@ -336,7 +334,7 @@ def dependency_problems(stack: Stack, tips: Sequence[str], read: Reader) -> list
     tips[k] is the commit of PR k's prefix (the target plus PRs 1..k)."""
     problems = []
     for k, pr in enumerate(stack.prs):
-        for test in added_test_files(pr):
+        for test in own_test_files(pr):
             source = read(tips[k], test)
             if source is None:
                 continue

@@ -72,7 +72,7 @@ def own_tests(
     recorded as a pass."""
     rows, results, problems = [], {}, []
     for pr, tip in zip(declared.prs, tips, strict=True):
-        tests = stack.added_test_files(pr)
+        tests = stack.own_test_files(pr)
         n = stack.size(pr)
         limit = "over, says why" if pr.over_limit and n > 500 else "over" if n > 500 else "ok"
         if not tests:
@@ -105,7 +105,7 @@ def checked(ws: Workspace, declared: stack.Stack, digest: str) -> bool:
     if not r or (r.get("series_digest"), r.get("stack_digest")) != (digest, declared.digest):
         return False
     done = r.get("prs") or {}
-    want = [pr.name for pr in declared.prs if stack.added_test_files(pr)]
+    want = [pr.name for pr in declared.prs if stack.own_test_files(pr)]
     return all(isinstance(done.get(n), dict) and done[n].get("passed") is True for n in want)
 
 

@@ -571,3 +571,26 @@ def test_onto_a_target_that_has_the_first_pr_sends_only_the_rest_and_speaks_only
         "PR 1 (attend): not sent, the target has every patch of it"
         in (made / "cover.txt").read_text()
     )
+
+
+def test_a_pr_owns_the_test_files_it_adds_and_the_ones_it_changes(tmp_path: Path) -> None:
+    """A PR whose tests extend an earlier PR's test file runs that file on its base: "no test of
+    its own" is only for a PR that touches no test file."""
+    added = "diff --git a/tests/test_new.py b/tests/test_new.py\nnew file mode 100644\n"
+    added += "--- /dev/null\n+++ b/tests/test_new.py\n@@ -0,0 +1 @@\n+x = 1\n"
+    changed = "diff --git a/tests/test_old.py b/tests/test_old.py\n"
+    changed += "--- a/tests/test_old.py\n+++ b/tests/test_old.py\n@@ -1 +1,2 @@\n x = 1\n+y = 2\n"
+    code = "diff --git a/vllm_omni/a.py b/vllm_omni/a.py\n"
+    code += "--- a/vllm_omni/a.py\n+++ b/vllm_omni/a.py\n@@ -1 +1,2 @@\n x = 1\n+y = 2\n"
+    patches = []
+    for i, diff in enumerate((code, added, changed), 1):
+        path = tmp_path / f"{i:04d}-p{i}.patch"
+        path.write_text(f"Subject: [NPU] p{i}\n\n---\n{diff}")
+        patches.append(Patch(path.name, path, f"p{i}", f"[NPU] p{i}", "Pending"))
+
+    def one(*ps: Patch) -> stack.Pr:
+        return stack.Pr(1, "x", "[NPU] x", ps, "", ())
+
+    assert stack.own_test_files(one(*patches)) == ["tests/test_new.py", "tests/test_old.py"]
+    assert stack.own_test_files(one(patches[2])) == ["tests/test_old.py"]
+    assert stack.own_test_files(one(patches[0])) == []
