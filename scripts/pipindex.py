@@ -3,7 +3,7 @@ starts: nox's sessions, the leg envs, the gate envs, the e2e session, registry l
 
 pip reads its settings from, highest first: the environment (PIP_INDEX_URL, ...), the file that
 PIP_CONFIG_FILE names (os.devnull: no file at all), the site file (the venv's pip.conf), the user's
-(~/.config/pip/pip.conf, ~/.pip/pip.conf), the global ones (/etc/xdg/pip/pip.conf, /etc/pip.conf);
+(~/.config/pip/pip.conf, ~/.pip/pip.conf), the global ones (pip/pip.conf in each XDG config dir, then /etc/pip.conf);
 and for `pip install` a key of [install] beats the same key of [global]. The kit finds and reads
 none of that itself: the pinned pip (ci/kit-tools.txt) does (`pip config debug`: each source under
 its kind, in pip's order; `pip config list` sorts the files by name and so loses their order), and
